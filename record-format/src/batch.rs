@@ -155,20 +155,49 @@ impl Attributes {
 }
 
 /// Adds `delta` to a sequence number, wrapping past `i32::MAX` to 0 as Kafka does.
+///
+/// The arithmetic wraps like Java's `int` so that corrupt input (a negative delta) gives Kafka's answer instead
+/// of an overflow.
 pub fn increment_sequence(sequence: i32, delta: i32) -> i32 {
-    if sequence > i32::MAX - delta {
-        delta - (i32::MAX - sequence) - 1
+    if sequence > i32::MAX.wrapping_sub(delta) {
+        delta
+            .wrapping_sub(i32::MAX.wrapping_sub(sequence))
+            .wrapping_sub(1)
     } else {
-        sequence + delta
+        sequence.wrapping_add(delta)
     }
 }
 
-/// Subtracts `delta` from a sequence number, wrapping below 0 to `i32::MAX` as Kafka does.
+/// Subtracts `delta` from a sequence number, wrapping below 0 to `i32::MAX` as Kafka does (Java `int`
+/// arithmetic, see [`increment_sequence`]).
 pub fn decrement_sequence(sequence: i32, delta: i32) -> i32 {
     if sequence < delta {
-        i32::MAX - (delta - sequence) + 1
+        i32::MAX
+            .wrapping_sub(delta.wrapping_sub(sequence))
+            .wrapping_add(1)
     } else {
-        sequence - delta
+        sequence.wrapping_sub(delta)
+    }
+}
+
+#[cfg(test)]
+mod sequence_tests {
+    use super::*;
+
+    #[test]
+    fn sequences_wrap_past_i32_max_to_zero_and_back() {
+        assert_eq!(increment_sequence(i32::MAX - 10, 20), 9);
+        assert_eq!(decrement_sequence(9, 20), i32::MAX - 10);
+        assert_eq!(increment_sequence(i32::MAX, 1), 0);
+        assert_eq!(increment_sequence(5, 3), 8);
+    }
+
+    #[test]
+    fn corrupt_negative_deltas_do_not_overflow() {
+        let _ = increment_sequence(0, i32::MIN);
+        let _ = increment_sequence(i32::MAX, i32::MIN);
+        let _ = decrement_sequence(i32::MIN, i32::MAX);
+        let _ = decrement_sequence(0, i32::MIN);
     }
 }
 

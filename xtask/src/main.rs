@@ -1,1 +1,191 @@
-fn main() {}
+//! Project automation, in Rust so it runs wherever cargo does (the `cargo xtask` pattern).
+//!
+//! - `cargo xtask test`: installs what the build needs from the system when missing (or stops with the exact
+//!   command), then `cargo fmt --all --check`, `cargo clippy --workspace --all-targets -- -D warnings` and
+//!   `cargo test --workspace`. This is the README's test command and what `.ci/run` calls.
+//! - `cargo xtask bench`: runs the criterion benchmarks and prints where the reports are.
+//! - `cargo xtask fuzz <target> [seconds]`: runs a cargo-fuzz target (installs cargo-fuzz on first use).
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+/// A program the build needs, and the Debian package that provides it.
+struct SystemRequirement {
+    program: &'static str,
+    debian_package: &'static str,
+    why: &'static str,
+}
+
+/// What the workspace's build scripts need beyond Rust itself.
+const SYSTEM_REQUIREMENTS: &[SystemRequirement] = &[SystemRequirement {
+    program: "cc",
+    debian_package: "gcc",
+    why: "zstd-sys compiles the zstd C library",
+}];
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+fn cargo() -> Command {
+    let mut command = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    command.current_dir(workspace_root());
+    command
+}
+
+fn on_path(program: &str) -> bool {
+    env::var_os("PATH").is_some_and(|paths| env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
+}
+
+fn run(step: &str, command: &mut Command) -> Result<(), String> {
+    eprintln!("==> {step}");
+    let status = command
+        .status()
+        .map_err(|e| format!("{step}: cannot start: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{step} failed ({status})"))
+    }
+}
+
+/// Installs missing system packages with apt-get when possible, else names the command to run.
+fn ensure_system_requirements() -> Result<(), String> {
+    let missing: Vec<&SystemRequirement> = SYSTEM_REQUIREMENTS
+        .iter()
+        .filter(|req| !on_path(req.program))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let packages: Vec<&str> = missing.iter().map(|req| req.debian_package).collect();
+    for req in &missing {
+        eprintln!(
+            "missing `{}` ({}): package {}",
+            req.program, req.why, req.debian_package
+        );
+    }
+    let install = format!("apt-get update && apt-get install -y {}", packages.join(" "));
+    if is_root() && on_path("apt-get") {
+        run(
+            "install system packages",
+            Command::new("sh").args(["-c", &install]),
+        )?;
+        return Ok(());
+    }
+    Err(format!(
+        "install the missing system packages first:\n    sudo sh -c '{install}'"
+    ))
+}
+
+/// Adds the rustup components the checks use when they are missing.
+fn ensure_rust_components() -> Result<(), String> {
+    for (component, probe) in [("rustfmt", "fmt"), ("clippy", "clippy")] {
+        let present = cargo()
+            .args([probe, "--version"])
+            .output()
+            .is_ok_and(|out| out.status.success());
+        if !present {
+            run(
+                &format!("rustup component add {component}"),
+                Command::new("rustup").args(["component", "add", component]),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn test() -> Result<(), String> {
+    ensure_system_requirements()?;
+    ensure_rust_components()?;
+    run(
+        "cargo fmt --all --check",
+        cargo().args(["fmt", "--all", "--check"]),
+    )?;
+    run(
+        "cargo clippy --workspace --all-targets -- -D warnings",
+        cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]),
+    )?;
+    run("cargo test --workspace", cargo().args(["test", "--workspace"]))?;
+    eprintln!("==> all checks passed");
+    Ok(())
+}
+
+fn bench(args: &[String]) -> Result<(), String> {
+    ensure_system_requirements()?;
+    let mut command = cargo();
+    command.args(["bench", "--workspace"]);
+    if !args.is_empty() {
+        command.arg("--").args(args);
+    }
+    run("cargo bench --workspace", &mut command)?;
+    let target = env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
+    eprintln!("==> criterion reports under {target}/criterion; figures are recorded in docs/benchmarks.md");
+    Ok(())
+}
+
+fn fuzz(args: &[String]) -> Result<(), String> {
+    let Some(target) = args.first() else {
+        return Err("usage: cargo xtask fuzz <decode_batch|segment_reader> [seconds]".into());
+    };
+    let seconds: u64 = match args.get(1) {
+        Some(text) => text
+            .parse()
+            .map_err(|_| format!("seconds must be a number, got {text}"))?,
+        None => 60,
+    };
+    let has_cargo_fuzz = cargo()
+        .args(["fuzz", "--version"])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !has_cargo_fuzz {
+        run(
+            "cargo install cargo-fuzz",
+            cargo().args(["install", "cargo-fuzz", "--locked"]),
+        )?;
+    }
+    let corpus = workspace_root().join("fuzz/corpus").join(target);
+    std::fs::create_dir_all(&corpus).map_err(|e| format!("cannot create {}: {e}", corpus.display()))?;
+    let seeds = workspace_root().join("record-format/tests/data/kafka-batches");
+    run(
+        &format!("cargo +nightly fuzz run {target} for {seconds}s"),
+        Command::new("cargo")
+            .current_dir(workspace_root().join("fuzz"))
+            .env_remove("CARGO_TARGET_DIR")
+            .args(["+nightly", "fuzz", "run", target])
+            .arg(&corpus)
+            .arg(seeds.join("batches"))
+            .arg(seeds.join("control"))
+            .arg(seeds.join("segments"))
+            .arg(seeds.join("corrupt"))
+            .args(["--", &format!("-max_total_time={seconds}"), "-rss_limit_mb=2048"]),
+    )
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("test") => test(),
+        Some("bench") => bench(&args[1..]),
+        Some("fuzz") => fuzz(&args[1..]),
+        _ => Err("usage: cargo xtask <test | bench [criterion args] | fuzz <target> [seconds]>".into()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,454 @@
+//! `mirrorlog dump`: print the batches of a segment file, as JSON lines or as `kafka-dump-log.sh` prints them.
+//!
+//! JSON mode writes one object per batch with the field names of the shared test-vector manifest, and on a
+//! corrupt batch one `{"error": {"category", "file_offset", "message"}}` object after the valid batches (the
+//! caller then exits with status 2). The text mode follows `kafka-dump-log.sh --print-data-log`, with control
+//! records decoded (`endTxnMarker: COMMIT coordinatorEpoch: 17`,
+//! `MIRROR_PID_RESET source_cluster_id=… writer_cluster_id=…`).
+
+use std::io::Write;
+use std::path::Path;
+
+use record_format::control::ControlKey;
+use record_format::{
+    ControlRecord, DecodeError, Record, RecordBatch, SegmentBatch, SegmentError, SegmentReader,
+};
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::error::CliError;
+
+/// Output format of `dump`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// One JSON object per line.
+    Json,
+    /// `kafka-dump-log.sh`-like text.
+    Text,
+}
+
+#[derive(Serialize)]
+struct AttributesJson {
+    raw: i16,
+    compression: &'static str,
+    compression_id: u8,
+    timestamp_type: &'static str,
+    is_transactional: bool,
+    is_control: bool,
+}
+
+#[derive(Serialize)]
+struct RecordsSectionJson {
+    stored_size: usize,
+    uncompressed_size: usize,
+}
+
+#[derive(Serialize)]
+struct HeaderJson {
+    key: String,
+    key_hex: String,
+    value: Option<String>,
+}
+
+#[derive(Serialize)]
+struct RecordJson {
+    offset_delta: i32,
+    offset: i64,
+    timestamp_delta: i64,
+    timestamp: i64,
+    attributes: i8,
+    length: i32,
+    key_len: i64,
+    key: Option<String>,
+    value_len: i64,
+    value: Option<String>,
+    headers: Vec<HeaderJson>,
+}
+
+#[derive(Serialize)]
+struct ControlJson {
+    key_version: i16,
+    #[serde(rename = "type")]
+    control_type: i16,
+    type_name: &'static str,
+    key_hex: Option<String>,
+    value_hex: Option<String>,
+    value_fields: Value,
+    record_hex: String,
+}
+
+#[derive(Serialize)]
+struct BatchJson {
+    file_offset: u64,
+    size: usize,
+    base_offset: i64,
+    batch_length: i32,
+    partition_leader_epoch: i32,
+    magic: i8,
+    crc: u32,
+    crc_hex: String,
+    attributes: AttributesJson,
+    last_offset_delta: i32,
+    last_offset: i64,
+    base_timestamp: i64,
+    max_timestamp: i64,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+    last_sequence: i32,
+    record_count: i32,
+    records_section: RecordsSectionJson,
+    records: Vec<RecordJson>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    control: Option<ControlJson>,
+}
+
+/// A batch with its records and control records fully decoded.
+struct DecodedBatch<'a> {
+    found: &'a SegmentBatch,
+    uncompressed_size: usize,
+    records: Vec<(Record<'a>, Option<(ControlKey, ControlRecord)>)>,
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        // Writing to a String cannot fail.
+        let _ = write!(out, "{byte:02x}");
+    }
+    out
+}
+
+fn length_or_null(bytes: Option<&[u8]>) -> i64 {
+    bytes.map_or(-1, |bytes| bytes.len() as i64)
+}
+
+fn decode_fully<'a>(
+    found: &'a SegmentBatch,
+    records: &'a record_format::Records<'a>,
+) -> Result<DecodedBatch<'a>, DecodeError> {
+    let mut decoded = Vec::new();
+    for record in records.iter() {
+        let record = record?;
+        let control = if found.batch.is_control() {
+            Some((
+                ControlKey::decode(record.key)?,
+                ControlRecord::decode(record.key, record.value)?,
+            ))
+        } else {
+            None
+        };
+        decoded.push((record, control));
+    }
+    Ok(DecodedBatch {
+        found,
+        uncompressed_size: records.section().len(),
+        records: decoded,
+    })
+}
+
+/// The decoded value fields of a control record, by type.
+fn control_value_fields(control: &ControlRecord) -> Value {
+    match control {
+        ControlRecord::Abort(marker) | ControlRecord::Commit(marker) => json!({
+            "version": marker.version,
+            "coordinator_epoch": marker.coordinator_epoch,
+        }),
+        ControlRecord::MirrorPidReset(barrier) => {
+            let mut fields = json!({
+                "version": barrier.version,
+                "source_cluster_id": barrier.source_cluster_id,
+                "tagged_field_count": barrier.tagged_field_count(),
+            });
+            if let Some(writer) = &barrier.writer_cluster_id {
+                fields["writer_cluster_id"] = json!(writer);
+            }
+            if !barrier.unknown_tagged_fields.is_empty() {
+                fields["unknown_tagged_fields"] = barrier
+                    .unknown_tagged_fields
+                    .iter()
+                    .map(|field| json!({"tag": field.tag, "data_hex": hex(&field.data)}))
+                    .collect();
+            }
+            fields
+        }
+        ControlRecord::SnapshotHeader {
+            value,
+            last_contained_log_timestamp,
+        } => json!({
+            "version": value.version,
+            "last_contained_log_timestamp": last_contained_log_timestamp,
+        }),
+        ControlRecord::KraftVersion { value, kraft_version } => json!({
+            "version": value.version,
+            "kraft_version": kraft_version,
+        }),
+        ControlRecord::LeaderChange(value)
+        | ControlRecord::SnapshotFooter(value)
+        | ControlRecord::KraftVoters(value) => json!({ "version": value.version }),
+        _ => json!({}),
+    }
+}
+
+fn batch_json(decoded: &DecodedBatch<'_>) -> Result<BatchJson, DecodeError> {
+    let batch: &RecordBatch = &decoded.found.batch;
+    let attributes = batch.attributes();
+    let mut control = None;
+    let mut records = Vec::with_capacity(decoded.records.len());
+    for (record, decoded_control) in &decoded.records {
+        if let (None, Some((key, value))) = (&control, decoded_control) {
+            control = Some(ControlJson {
+                key_version: key.version,
+                control_type: key.control_type,
+                type_name: value.type_name(),
+                key_hex: record.key.map(hex),
+                value_hex: record.value.map(hex),
+                value_fields: control_value_fields(value),
+                record_hex: hex(record.encoded),
+            });
+        }
+        records.push(RecordJson {
+            offset_delta: record.offset_delta,
+            offset: record.offset,
+            timestamp_delta: record.timestamp_delta,
+            timestamp: record.timestamp,
+            attributes: record.attributes,
+            length: record.length,
+            key_len: length_or_null(record.key),
+            key: record.key.map(hex),
+            value_len: length_or_null(record.value),
+            value: record.value.map(hex),
+            headers: record
+                .headers
+                .iter()
+                .map(|header| HeaderJson {
+                    key: String::from_utf8_lossy(header.key).into_owned(),
+                    key_hex: hex(header.key),
+                    value: header.value.map(hex),
+                })
+                .collect(),
+        });
+    }
+    Ok(BatchJson {
+        file_offset: decoded.found.file_offset,
+        size: batch.size(),
+        base_offset: batch.base_offset(),
+        batch_length: batch.batch_length(),
+        partition_leader_epoch: batch.partition_leader_epoch(),
+        magic: batch.magic(),
+        crc: batch.crc(),
+        crc_hex: format!("{:08x}", batch.crc()),
+        attributes: AttributesJson {
+            raw: attributes.0,
+            compression: attributes.compression()?.name(),
+            compression_id: attributes.compression_id(),
+            timestamp_type: attributes.timestamp_type().name(),
+            is_transactional: attributes.is_transactional(),
+            is_control: attributes.is_control(),
+        },
+        last_offset_delta: batch.last_offset_delta(),
+        last_offset: batch.last_offset(),
+        base_timestamp: batch.base_timestamp(),
+        max_timestamp: batch.max_timestamp(),
+        producer_id: batch.producer_id(),
+        producer_epoch: batch.producer_epoch(),
+        base_sequence: batch.base_sequence(),
+        last_sequence: batch.last_sequence(),
+        record_count: batch.record_count(),
+        records_section: RecordsSectionJson {
+            stored_size: batch.records_section().len(),
+            uncompressed_size: decoded.uncompressed_size,
+        },
+        records,
+        control,
+    })
+}
+
+fn text_or_null(bytes: Option<&[u8]>) -> String {
+    bytes.map_or_else(
+        || "null".to_owned(),
+        |bytes| String::from_utf8_lossy(bytes).into_owned(),
+    )
+}
+
+fn control_text(control: &ControlRecord) -> String {
+    match control {
+        ControlRecord::Abort(marker) | ControlRecord::Commit(marker) => format!(
+            "endTxnMarker: {} coordinatorEpoch: {}",
+            control.type_name(),
+            marker.coordinator_epoch
+        ),
+        ControlRecord::MirrorPidReset(barrier) => format!(
+            "MIRROR_PID_RESET source_cluster_id={} writer_cluster_id={}",
+            barrier.source_cluster_id,
+            barrier.writer_cluster_id.as_deref().unwrap_or("none")
+        ),
+        other => format!("{}: {}", other.type_name(), control_value_fields(other)),
+    }
+}
+
+fn write_text(out: &mut impl Write, decoded: &DecodedBatch<'_>) -> Result<(), DecodeError> {
+    let batch = &decoded.found.batch;
+    let attributes = batch.attributes();
+    let timestamp_type = attributes.timestamp_type().name();
+    let delete_horizon = if attributes.has_delete_horizon() {
+        format!("OptionalLong[{}]", batch.base_timestamp())
+    } else {
+        "OptionalLong.empty".to_owned()
+    };
+    let mut text = format!(
+        "baseOffset: {} lastOffset: {} count: {} baseSequence: {} lastSequence: {} producerId: {} \
+         producerEpoch: {} partitionLeaderEpoch: {} isTransactional: {} isControl: {} deleteHorizonMs: {} \
+         position: {} {}: {} size: {} magic: {} compresscodec: {} crc: {} isvalid: true\n",
+        batch.base_offset(),
+        batch.last_offset(),
+        batch.record_count(),
+        batch.base_sequence(),
+        batch.last_sequence(),
+        batch.producer_id(),
+        batch.producer_epoch(),
+        batch.partition_leader_epoch(),
+        batch.is_transactional(),
+        batch.is_control(),
+        delete_horizon,
+        decoded.found.file_offset,
+        timestamp_type,
+        batch.max_timestamp(),
+        batch.size(),
+        batch.magic(),
+        attributes.compression()?.name(),
+        batch.crc(),
+    );
+    for (record, control) in &decoded.records {
+        let header_keys: Vec<String> = record
+            .headers
+            .iter()
+            .map(|header| String::from_utf8_lossy(header.key).into_owned())
+            .collect();
+        text.push_str(&format!(
+            "| offset: {} {}: {} keySize: {} valueSize: {} sequence: {} headerKeys: [{}] ",
+            record.offset,
+            timestamp_type,
+            record.timestamp,
+            length_or_null(record.key),
+            length_or_null(record.value),
+            record.sequence,
+            header_keys.join(", "),
+        ));
+        match control {
+            Some((_, control)) => text.push_str(&control_text(control)),
+            None => text.push_str(&format!(
+                "key: {} payload: {}",
+                text_or_null(record.key),
+                text_or_null(record.value)
+            )),
+        }
+        text.push('\n');
+    }
+    // A closed stdout (e.g. `| head`) is not a decode error; the caller notices it on flush.
+    let _ = out.write_all(text.as_bytes());
+    Ok(())
+}
+
+/// How a dump ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DumpOutcome {
+    /// Every batch decoded.
+    Clean {
+        /// Batches printed.
+        batches: u64,
+    },
+    /// A corrupt batch stopped the dump after `valid_batches`.
+    Corrupt {
+        /// Batches printed before the corrupt one.
+        valid_batches: u64,
+    },
+}
+
+fn error_json(category: &str, file_offset: u64, message: &str) -> Value {
+    json!({"error": {"category": category, "file_offset": file_offset, "message": message}})
+}
+
+fn write_line(out: &mut impl Write, line: &str) -> Result<(), CliError> {
+    writeln!(out, "{line}").map_err(CliError::Output)
+}
+
+/// Dumps one segment file to `out` (errors about the input also go to `out` in JSON mode, to `err` in text
+/// mode).
+pub fn dump_segment(
+    path: &Path,
+    format: Format,
+    out: &mut impl Write,
+    err: &mut impl Write,
+) -> Result<DumpOutcome, CliError> {
+    if path.is_dir() {
+        return Err(CliError::Usage(format!(
+            "{} is a directory; dump reads one segment file (partition directories need the storage-fs backend)",
+            path.display()
+        )));
+    }
+    let reader = SegmentReader::open(path).map_err(|source| CliError::Open {
+        path: path.to_owned(),
+        source,
+    })?;
+    if format == Format::Text {
+        write_line(out, &format!("Dumping {}", path.display()))?;
+        let start = path
+            .file_stem()
+            .and_then(|stem| stem.to_str())
+            .and_then(|stem| stem.parse::<i64>().ok())
+            .unwrap_or(0);
+        write_line(out, &format!("Log starting offset: {start}"))?;
+    }
+    let mut batches = 0u64;
+    for found in reader {
+        let failure = match found {
+            Ok(found) => {
+                let outcome = found.batch.records().and_then(|records| {
+                    let decoded = decode_fully(&found, &records)?;
+                    match format {
+                        Format::Json => {
+                            let line = serde_json::to_string(&batch_json(&decoded)?).unwrap_or_default();
+                            let _ = writeln!(out, "{line}");
+                            Ok(())
+                        }
+                        Format::Text => write_text(out, &decoded),
+                    }
+                });
+                match outcome {
+                    Ok(()) => {
+                        batches += 1;
+                        continue;
+                    }
+                    Err(error) => (error.category().as_str(), found.file_offset, error.to_string()),
+                }
+            }
+            Err(SegmentError::Corrupt {
+                file_offset, error, ..
+            }) => (error.category().as_str(), file_offset, error.to_string()),
+            Err(SegmentError::Io { file_offset, source }) => {
+                return Err(CliError::Read {
+                    path: path.to_owned(),
+                    file_offset,
+                    source,
+                })
+            }
+            Err(other) => return Err(CliError::Usage(other.to_string())),
+        };
+        let (category, file_offset, message) = failure;
+        match format {
+            Format::Json => write_line(out, &error_json(category, file_offset, &message).to_string())?,
+            Format::Text => {
+                out.flush().map_err(CliError::Output)?;
+                let _ = writeln!(err, "error: {category} at file offset {file_offset}: {message}");
+            }
+        }
+        out.flush().map_err(CliError::Output)?;
+        return Ok(DumpOutcome::Corrupt {
+            valid_batches: batches,
+        });
+    }
+    out.flush().map_err(CliError::Output)?;
+    Ok(DumpOutcome::Clean { batches })
+}
