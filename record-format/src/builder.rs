@@ -44,10 +44,12 @@ pub struct NewRecord {
     pub headers: Vec<NewHeader>,
 }
 
-fn bytes_field_size(field: Option<&Bytes>) -> Result<usize, EncodeError> {
+/// Encoded size of a nullable bytes field, `None` when its length does not fit an `i32`.
+#[inline]
+fn bytes_field_size(field: Option<&Bytes>) -> Option<usize> {
     match field {
-        None => Ok(varint_size(-1)),
-        Some(bytes) => Ok(varint_size(length_i32(bytes.len(), "key, value or header")?) + bytes.len()),
+        None => Some(1), // varint -1
+        Some(bytes) => Some(varint_size(i32::try_from(bytes.len()).ok()?) + bytes.len()),
     }
 }
 
@@ -55,6 +57,7 @@ fn length_i32(size: usize, what: &'static str) -> Result<i32, EncodeError> {
     i32::try_from(size).map_err(|_| EncodeError::TooLarge { what, size })
 }
 
+#[inline(always)]
 fn write_bytes_field(out: &mut Vec<u8>, field: Option<&Bytes>) {
     match field {
         None => write_varint(out, -1),
@@ -67,23 +70,43 @@ fn write_bytes_field(out: &mut Vec<u8>, field: Option<&Bytes>) {
 }
 
 impl NewRecord {
-    fn body_size(&self) -> Result<usize, EncodeError> {
+    /// Size of the record body, `None` if any length does not fit Kafka's `i32` fields.
+    #[inline]
+    fn body_size(&self) -> Option<i32> {
         let mut size = 1 + varlong_size(self.timestamp_delta) + varint_size(self.offset_delta);
         size += bytes_field_size(self.key.as_ref())?;
         size += bytes_field_size(self.value.as_ref())?;
-        size += varint_size(length_i32(self.headers.len(), "header count")?);
+        size += varint_size(i32::try_from(self.headers.len()).ok()?);
         for header in &self.headers {
             size += bytes_field_size(Some(&header.key))?;
             size += bytes_field_size(header.value.as_ref())?;
         }
-        Ok(size)
+        i32::try_from(size).ok()
+    }
+
+    fn checked_body_size(&self) -> Result<i32, EncodeError> {
+        self.body_size().ok_or_else(|| EncodeError::TooLarge {
+            what: "record or one of its fields",
+            size: self.key.as_ref().map_or(0, Bytes::len) + self.value.as_ref().map_or(0, Bytes::len),
+        })
+    }
+
+    /// Size of the encoded record, length varint included.
+    pub fn encoded_size(&self) -> Result<usize, EncodeError> {
+        let body_size = self.checked_body_size()?;
+        Ok(varint_size(body_size) + body_size as usize)
     }
 
     /// Appends the encoded record (length varint included).
     pub fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
-        let body_size = self.body_size()?;
-        let body_length = length_i32(body_size, "record")?;
-        out.reserve(body_size + 5);
+        let body_length = self.checked_body_size()?;
+        out.reserve(body_length as usize + 5);
+        self.write_body(out, body_length);
+        Ok(())
+    }
+
+    /// Writes length varint and body; lengths were checked by `body_size`.
+    fn write_body(&self, out: &mut Vec<u8>, body_length: i32) {
         write_varint(out, body_length);
         out.push(self.attributes as u8);
         write_varlong(out, self.timestamp_delta);
@@ -95,7 +118,6 @@ impl NewRecord {
             write_bytes_field(out, Some(&header.key));
             write_bytes_field(out, header.value.as_ref());
         }
-        Ok(())
     }
 }
 
@@ -141,8 +163,21 @@ impl BatchBuilder {
 
     /// A builder holding every header field and record of `batch` as stored, so that building it again
     /// reproduces an uncompressed batch byte for byte (a compressed one to the same records).
+    ///
+    /// Keys, values and headers share the batch's bytes (no copy) when it is uncompressed; a compressed batch's
+    /// records share one buffer holding the inflated section.
     pub fn from_batch(batch: &RecordBatch) -> Result<Self, DecodeError> {
         let records = batch.records()?;
+        let section = records.section();
+        let backing = match records.is_borrowed() {
+            true => batch.as_bytes().slice(RECORD_BATCH_OVERHEAD..),
+            false => Bytes::copy_from_slice(section),
+        };
+        // Every slice a record hands out lies inside `section`, which `backing` mirrors byte for byte.
+        let share = |part: &[u8]| -> Bytes {
+            let start = (part.as_ptr() as usize).wrapping_sub(section.as_ptr() as usize);
+            backing.slice(start..start + part.len())
+        };
         let mut builder = BatchBuilder {
             base_offset: batch.base_offset(),
             partition_leader_epoch: batch.partition_leader_epoch(),
@@ -162,14 +197,14 @@ impl BatchBuilder {
                 attributes: record.attributes,
                 timestamp_delta: record.timestamp_delta,
                 offset_delta: record.offset_delta,
-                key: record.key.map(Bytes::copy_from_slice),
-                value: record.value.map(Bytes::copy_from_slice),
+                key: record.key.map(share),
+                value: record.value.map(share),
                 headers: record
                     .headers
                     .iter()
                     .map(|header| NewHeader {
-                        key: Bytes::copy_from_slice(header.key),
-                        value: header.value.map(Bytes::copy_from_slice),
+                        key: share(header.key),
+                        value: header.value.map(share),
                     })
                     .collect(),
             });
@@ -323,7 +358,15 @@ impl BatchBuilder {
         })?;
         let (base_timestamp, max_timestamp, last_offset_delta) = self.derived_header();
 
-        let mut out = Vec::with_capacity(RECORD_BATCH_OVERHEAD + 64 * self.records.len());
+        // One exact allocation: body sizes first (kept, so each is computed once), then the bytes.
+        let mut body_sizes = Vec::with_capacity(self.records.len());
+        let mut records_size = 0usize;
+        for record in &self.records {
+            let body_size = record.checked_body_size()?;
+            records_size = records_size.saturating_add(varint_size(body_size) + body_size as usize);
+            body_sizes.push(body_size);
+        }
+        let mut out = Vec::with_capacity(RECORD_BATCH_OVERHEAD.saturating_add(records_size));
         out.extend_from_slice(&self.base_offset.to_be_bytes());
         out.extend_from_slice(&[0; 4]); // length, filled below
         out.extend_from_slice(&self.partition_leader_epoch.to_be_bytes());
@@ -340,13 +383,13 @@ impl BatchBuilder {
         debug_assert_eq!(out.len(), RECORD_BATCH_OVERHEAD);
 
         if codec == Compression::None {
-            for record in &self.records {
-                record.encode_into(&mut out)?;
+            for (record, &body_size) in self.records.iter().zip(&body_sizes) {
+                record.write_body(&mut out, body_size);
             }
         } else {
-            let mut plain = Vec::new();
-            for record in &self.records {
-                record.encode_into(&mut plain)?;
+            let mut plain = Vec::with_capacity(records_size);
+            for (record, &body_size) in self.records.iter().zip(&body_sizes) {
+                record.write_body(&mut plain, body_size);
             }
             out.extend_from_slice(&compress(codec, &plain)?);
         }

@@ -194,6 +194,11 @@ impl<'a> Records<'a> {
         &self.section
     }
 
+    /// True when the section is the batch's own bytes (uncompressed), false when it was inflated.
+    pub fn is_borrowed(&self) -> bool {
+        matches!(self.section, Cow::Borrowed(_))
+    }
+
     /// The record count the header declares.
     pub fn declared_count(&self) -> i32 {
         self.declared_count

@@ -78,7 +78,7 @@ pub fn read_unsigned_varint(buf: &[u8], pos: &mut usize) -> Result<u32, DecodeEr
 }
 
 /// Appends the zig-zag `varint` encoding of `value`.
-#[inline]
+#[inline(always)]
 pub fn write_varint(out: &mut Vec<u8>, value: i32) {
     write_unsigned(out, u64::from(((value << 1) ^ (value >> 31)) as u32));
 }
@@ -95,25 +95,36 @@ pub fn write_unsigned_varint(out: &mut Vec<u8>, value: u32) {
     write_unsigned(out, u64::from(value));
 }
 
-#[inline]
+#[inline(always)]
 fn write_unsigned(out: &mut Vec<u8>, mut value: u64) {
-    while value >= 0x80 {
-        out.push((value as u8) | 0x80);
-        value >>= 7;
+    if value < 0x80 {
+        out.push(value as u8);
+        return;
     }
-    out.push(value as u8);
+    let mut encoded = [0u8; 10];
+    let mut length = 0;
+    while value >= 0x80 {
+        encoded[length] = (value as u8) | 0x80;
+        value >>= 7;
+        length += 1;
+    }
+    encoded[length] = value as u8;
+    out.extend_from_slice(&encoded[..=length]);
 }
 
 /// Number of bytes the zig-zag `varint` encoding of `value` takes.
+#[inline]
 pub fn varint_size(value: i32) -> usize {
     unsigned_size(u64::from(((value << 1) ^ (value >> 31)) as u32))
 }
 
 /// Number of bytes the zig-zag `varlong` encoding of `value` takes.
+#[inline]
 pub fn varlong_size(value: i64) -> usize {
     unsigned_size(((value << 1) ^ (value >> 63)) as u64)
 }
 
+#[inline]
 fn unsigned_size(value: u64) -> usize {
     let bits = 64 - (value | 1).leading_zeros() as usize;
     bits.div_ceil(7)
