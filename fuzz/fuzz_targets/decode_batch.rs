@@ -34,14 +34,25 @@ fuzz_target!(|data: &[u8]| {
             Err(_) => all_good = false,
         }
     }
-    // A batch that decodes cleanly and is uncompressed must re-encode to the same bytes.
-    if all_good && batch.attributes().compression_id() == 0 {
+    // A batch that decodes cleanly re-encodes to the same header and records. Bytes may differ only where the
+    // input used non-canonical (over-long) varints, which Kafka's reader accepts and no writer produces.
+    if all_good {
         if let Ok(builder) = BatchBuilder::from_batch(&batch) {
             let rebuilt = builder.build().expect("a decoded batch re-encodes");
-            let mut original = batch.as_bytes().to_vec();
-            // The CRC of the input may be wrong (we skipped the gate); the rebuilt one is recomputed.
-            original[17..21].copy_from_slice(&rebuilt.as_bytes()[17..21]);
-            assert_eq!(rebuilt.as_bytes().as_ref(), &original[..]);
+            // Length and CRC (bytes 8..12 and 17..21) follow the records; everything else must be identical.
+            assert_eq!(rebuilt.as_bytes()[..8], batch.as_bytes()[..8], "base offset");
+            assert_eq!(rebuilt.as_bytes()[12..17], batch.as_bytes()[12..17], "leader epoch and magic");
+            assert_eq!(rebuilt.as_bytes()[21..61], batch.as_bytes()[21..61], "header after the CRC");
+            let original = batch.records_with_limits(&limits).expect("decoded once");
+            let again = rebuilt.records_with_limits(&limits).expect("rebuilt batch decodes");
+            for (a, b) in original.iter().zip(again.iter()) {
+                let (a, b) = (a.expect("decoded once"), b.expect("rebuilt record decodes"));
+                assert_eq!(
+                    (a.offset_delta, a.timestamp_delta, a.key, a.value, a.attributes),
+                    (b.offset_delta, b.timestamp_delta, b.key, b.value, b.attributes)
+                );
+                assert!(a.headers.iter().eq(b.headers.iter()));
+            }
         }
     }
 });

@@ -1,0 +1,130 @@
+//! Criterion benchmarks of the producer-state manager:
+//!
+//! - `validated_appends/{1,1000,100000}_producers`: CLIENT-origin, in-sequence appends through
+//!   `prepare_update` → `append_data_batch` → `update` (header fields only, no record bytes), round-robin over the
+//!   producers; throughput in appends.
+//! - `replay/small_batches`: REPLICATION replay (the log-recovery path, `append_batches` per batch, real batch
+//!   headers) of 100,000 one-record idempotent batches of 1,000 producers; throughput in batches.
+//! - `snapshot_100k/{encode,decode}`: `take_snapshot` of 100,000 producers (sorted by id) and decoding the file.
+//!
+//! Run: `cargo bench -p producer-state --bench psm` (figures in `docs/benchmarks.md`).
+
+use std::hint::black_box;
+
+use bytes::Bytes;
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use producer_state::snapshot::decode_snapshot;
+use producer_state::{
+    AppendOrigin, DataBatch, LogOffsetMetadata, MemorySnapshotStore, ProducerStateManager, PsmConfig,
+    SnapshotStore, TransactionVersion,
+};
+use record_format::{BatchBuilder, BatchIter, RecordBatch};
+
+const APPENDS_PER_ITERATION: u64 = 100_000;
+
+/// A manager that has seen one batch from each of `producers` producers, and their next sequences.
+fn warmed(producers: i64) -> (ProducerStateManager, Vec<i32>, i64) {
+    let mut psm = ProducerStateManager::new(PsmConfig::default());
+    for pid in 0..producers {
+        let mut info = psm.prepare_update(pid, AppendOrigin::Client);
+        info.append_data_batch(batch(0, pid)).unwrap();
+        psm.update(info);
+    }
+    (psm, vec![1; producers as usize], producers)
+}
+
+fn batch(seq: i32, offset: i64) -> DataBatch {
+    DataBatch {
+        epoch: 0,
+        first_seq: seq,
+        last_seq: seq,
+        max_timestamp: 0,
+        first_offset: LogOffsetMetadata::message_only(offset),
+        last_offset: offset,
+        is_transactional: false,
+    }
+}
+
+fn validated_appends(c: &mut Criterion) {
+    let mut group = c.benchmark_group("validated_appends");
+    group.throughput(Throughput::Elements(APPENDS_PER_ITERATION));
+    for producers in [1i64, 1_000, 100_000] {
+        let (mut psm, mut next_seq, mut offset) = warmed(producers);
+        group.bench_function(
+            BenchmarkId::from_parameter(format!("{producers}_producers")),
+            |b| {
+                b.iter(|| {
+                    for i in 0..APPENDS_PER_ITERATION as i64 {
+                        let pid = i % producers;
+                        let seq = &mut next_seq[pid as usize];
+                        let mut info = psm.prepare_update(pid, AppendOrigin::Client);
+                        info.append_data_batch(batch(*seq, offset)).unwrap();
+                        psm.update(info);
+                        *seq += 1;
+                        offset += 1;
+                    }
+                })
+            },
+        );
+        black_box(&psm);
+    }
+    group.finish();
+}
+
+fn replay(c: &mut Criterion) {
+    const BATCHES: i64 = 100_000;
+    let mut segment = Vec::new();
+    for offset in 0..BATCHES {
+        let pid = offset % 1_000;
+        let mut builder = BatchBuilder::new()
+            .base_offset(offset)
+            .producer(pid, 0, (offset / 1_000) as i32);
+        builder.add(offset, Some(b"k"), Some(b"value"), &[]);
+        segment.extend_from_slice(builder.build().unwrap().as_bytes());
+    }
+    let batches: Vec<RecordBatch> = BatchIter::new(Bytes::from(segment))
+        .map(|found| found.unwrap().batch)
+        .collect();
+    let mut group = c.benchmark_group("replay");
+    group.throughput(Throughput::Elements(BATCHES as u64));
+    group.bench_function("small_batches", |b| {
+        b.iter(|| {
+            let mut psm = ProducerStateManager::new(PsmConfig::default());
+            for batch in &batches {
+                let _ = psm
+                    .append_batches([batch], AppendOrigin::Replication, TransactionVersion::Unknown)
+                    .unwrap();
+            }
+            psm
+        })
+    });
+    group.finish();
+}
+
+fn snapshots(c: &mut Criterion) {
+    let (psm, _, _) = warmed(100_000);
+    let mut store = MemorySnapshotStore::new();
+    let mut group = c.benchmark_group("snapshot_100k");
+    group.sample_size(20);
+    group.bench_function("encode", |b| {
+        b.iter(|| {
+            let mut fresh = psm.clone();
+            fresh.update_map_end_offset(1_000_000);
+            fresh.take_snapshot(&mut store)
+        })
+    });
+    let bytes = store.read(1_000_000).unwrap();
+    group.bench_function("decode", |b| {
+        b.iter(|| decode_snapshot(black_box(&bytes)).unwrap().len())
+    });
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(std::time::Duration::from_millis(500))
+        .measurement_time(std::time::Duration::from_secs(3));
+    targets = validated_appends, replay, snapshots
+}
+criterion_main!(benches);

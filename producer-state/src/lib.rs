@@ -1,0 +1,41 @@
+//! Kafka's producer-state manager, rule for rule, with the `MIRROR_PID_RESET` barrier.
+//!
+//! Idempotence and transactions in Kafka live in each partition's producer-state manager (PSM): per producer the
+//! epoch, the last five batches (for duplicate detection and sequence checks), the coordinator epoch and the
+//! open transaction; per partition the open and decided transactions that hold back the last stable offset. This
+//! crate implements `kafka-psm-spec.md` §2–§6 and §8–§9:
+//!
+//! - [`ProducerAppendInfo`] validates one producer's batches by [`AppendOrigin`] (epochs, sequences,
+//!   transactions, end markers by [`TransactionVersion`]);
+//! - [`ProducerStateManager`] holds the state: transactions, first unstable offset and LSO, expiration, late
+//!   transactions, verification entries, snapshots over a caller-supplied [`SnapshotStore`];
+//! - [`ProducerStateManager::plan_append`] / [`ProducerStateManager::commit`] are the log-level path of one append:
+//!   duplicate answers, client rules, barriers ([`BarrierScope`]), the aborted-transaction index;
+//! - [`snapshot`] and [`txn_index`] are Kafka's byte formats; [`error`] the error names, codes and client classes;
+//! - [`script`] runs data-driven scenario files; [`summary`] replays a log and prints the state.
+//!
+//! No I/O, no clock, no randomness: time is an argument and snapshot storage is the caller's.
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod append;
+pub mod barrier;
+pub mod entry;
+pub mod error;
+pub mod manager;
+pub mod plan;
+pub mod script;
+pub mod snapshot;
+pub mod summary;
+pub mod txn_index;
+
+pub use append::{AppendOrigin, DataBatch, EndMarker, ProducerAppendInfo, TransactionVersion};
+pub use barrier::BarrierScope;
+pub use entry::{
+    BatchMetadata, CompletedTxn, LogOffsetMetadata, ProducerStateEntry, TxnMetadata, VerificationStateEntry,
+};
+pub use error::{ClientErrorClass, KafkaError, ProducerStateError};
+pub use manager::{ProducerStateManager, PsmConfig};
+pub use plan::{AppendDecision, AppendEffects, AppendPlan, BarrierReset};
+pub use snapshot::{MemorySnapshotStore, SnapshotStore};
+pub use summary::{replay, ReplayError, Replayed, StateSummary};
+pub use txn_index::AbortedTxn;

@@ -1,0 +1,448 @@
+//! The producer-state manager of one partition (`ProducerStateManager`, spec §4).
+//!
+//! It holds the producer entries, the ongoing and the decided-but-unreplicated transactions, the verification
+//! entries and the map end offset. Time is always an argument; snapshots go through a caller-supplied
+//! [`SnapshotStore`]. The log-level append path (duplicates, barriers, completing transactions) is in
+//! [`crate::plan`].
+
+use std::collections::BTreeMap;
+
+use record_format::MirrorPidResetRecord;
+use rustc_hash::FxHashMap;
+
+use crate::append::{AppendOrigin, ProducerAppendInfo};
+use crate::barrier::BarrierScope;
+use crate::entry::{
+    CompletedTxn, LogOffsetMetadata, ProducerStateEntry, TxnMetadata, VerificationStateEntry,
+};
+use crate::snapshot::{decode_snapshot, encode_snapshot, SnapshotStore};
+use crate::txn_index::AbortedTxn;
+
+/// Kafka's `LATE_TRANSACTION_BUFFER_MS`: five minutes past the maximum transaction timeout.
+pub const LATE_TRANSACTION_BUFFER_MS: i64 = 300_000;
+
+/// Configuration of a manager; defaults are Kafka's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PsmConfig {
+    /// `producer.id.expiration.ms` (default one day).
+    pub producer_id_expiration_ms: i64,
+    /// `transaction.max.timeout.ms` (default 15 minutes), for late-transaction detection.
+    pub max_transaction_timeout_ms: i64,
+    /// `transaction.partition.verification.enable` (default true).
+    pub transaction_verification_enabled: bool,
+    /// This cluster's id: a barrier written by this cluster resets state under [`BarrierScope::Writer`].
+    pub cluster_id: Option<String>,
+    /// Which barriers reset state.
+    pub barrier_scope: BarrierScope,
+}
+
+impl Default for PsmConfig {
+    fn default() -> Self {
+        PsmConfig {
+            producer_id_expiration_ms: 86_400_000,
+            max_transaction_timeout_ms: 900_000,
+            transaction_verification_enabled: true,
+            cluster_id: None,
+            barrier_scope: BarrierScope::Writer,
+        }
+    }
+}
+
+/// The producer state of one partition; see the module docs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProducerStateManager {
+    config: PsmConfig,
+    producers: FxHashMap<i64, ProducerStateEntry>,
+    verification_states: FxHashMap<i64, VerificationStateEntry>,
+    ongoing_txns: BTreeMap<i64, TxnMetadata>,
+    unreplicated_txns: BTreeMap<i64, TxnMetadata>,
+    last_map_offset: i64,
+    last_snap_offset: i64,
+    oldest_txn_last_timestamp: i64,
+    next_verification_guard: u64,
+}
+
+impl ProducerStateManager {
+    /// An empty manager with map end offset 0.
+    pub fn new(config: PsmConfig) -> Self {
+        ProducerStateManager {
+            config,
+            producers: FxHashMap::default(),
+            verification_states: FxHashMap::default(),
+            ongoing_txns: BTreeMap::new(),
+            unreplicated_txns: BTreeMap::new(),
+            last_map_offset: 0,
+            last_snap_offset: 0,
+            oldest_txn_last_timestamp: -1,
+            next_verification_guard: 1,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &PsmConfig {
+        &self.config
+    }
+
+    /// Changes the configuration (Kafka's expiration and verification settings are dynamic).
+    pub fn set_config(&mut self, config: PsmConfig) {
+        self.config = config;
+    }
+
+    /// The entry of a producer.
+    pub fn producer(&self, producer_id: i64) -> Option<&ProducerStateEntry> {
+        self.producers.get(&producer_id)
+    }
+
+    /// Every producer entry (unordered).
+    pub fn producers(&self) -> impl Iterator<Item = &ProducerStateEntry> {
+        self.producers.values()
+    }
+
+    /// Number of producers.
+    pub fn producer_count(&self) -> usize {
+        self.producers.len()
+    }
+
+    /// Undecided transactions by first offset.
+    pub fn ongoing_transactions(&self) -> &BTreeMap<i64, TxnMetadata> {
+        &self.ongoing_txns
+    }
+
+    /// Decided transactions whose marker is not yet below the high watermark.
+    pub fn unreplicated_transactions(&self) -> &BTreeMap<i64, TxnMetadata> {
+        &self.unreplicated_txns
+    }
+
+    /// The map end offset (exclusive): how far the state reflects the log.
+    pub fn map_end_offset(&self) -> i64 {
+        self.last_map_offset
+    }
+
+    /// Offset of the last snapshot taken or loaded.
+    pub fn last_snapshot_offset(&self) -> i64 {
+        self.last_snap_offset
+    }
+
+    /// `updateMapEndOffset`.
+    pub fn update_map_end_offset(&mut self, offset: i64) {
+        self.last_map_offset = offset;
+    }
+
+    /// `prepareUpdate`: a fresh append info for `producer_id` starting from the stored state.
+    pub fn prepare_update(&self, producer_id: i64, origin: AppendOrigin) -> ProducerAppendInfo {
+        ProducerAppendInfo::new(
+            producer_id,
+            origin,
+            self.producers.get(&producer_id),
+            self.verification_states.get(&producer_id).copied(),
+        )
+    }
+
+    /// `update(appendInfo)`: merges the updated entry and registers the transactions it started.
+    pub fn update(&mut self, info: ProducerAppendInfo) {
+        let producer_id = info.producer_id();
+        let (updated, started) = info.into_parts();
+        match self.producers.get_mut(&producer_id) {
+            Some(entry) => entry.update(updated),
+            None => {
+                self.producers.insert(producer_id, updated);
+            }
+        }
+        for txn in started {
+            self.ongoing_txns.insert(txn.first_offset.message_offset, txn);
+        }
+        self.update_oldest_txn_timestamp();
+    }
+
+    fn update_oldest_txn_timestamp(&mut self) {
+        self.oldest_txn_last_timestamp = self
+            .ongoing_txns
+            .values()
+            .next()
+            .and_then(|txn| self.producers.get(&txn.producer_id))
+            .map_or(-1, |entry| entry.last_timestamp);
+    }
+
+    /// `lastStableOffset(c)`: the first offset of the earliest ongoing transaction of *another* producer, else
+    /// `c.last_offset + 1`. Computed before [`Self::complete_txn`]; written into the aborted-transaction index.
+    pub fn last_stable_offset(&self, completed: &CompletedTxn) -> i64 {
+        self.ongoing_txns
+            .values()
+            .find(|txn| txn.producer_id != completed.producer_id)
+            .map_or(completed.last_offset + 1, |txn| txn.first_offset.message_offset)
+    }
+
+    /// `completeTxn`: moves the transaction from ongoing to unreplicated. Returns false (and changes nothing) when
+    /// no ongoing transaction starts at `completed.first_offset` (Kafka throws there).
+    pub fn complete_txn(&mut self, completed: &CompletedTxn) -> bool {
+        let Some(mut txn) = self.ongoing_txns.remove(&completed.first_offset) else {
+            return false;
+        };
+        txn.last_offset = Some(completed.last_offset);
+        self.unreplicated_txns.insert(completed.first_offset, txn);
+        self.update_oldest_txn_timestamp();
+        true
+    }
+
+    /// Computes the index entry (for aborts) and completes the transaction, in Kafka's order.
+    pub fn complete_with_index_entry(&mut self, completed: &CompletedTxn) -> Option<AbortedTxn> {
+        let last_stable_offset = self.last_stable_offset(completed);
+        self.complete_txn(completed);
+        completed.is_aborted.then_some(AbortedTxn {
+            producer_id: completed.producer_id,
+            first_offset: completed.first_offset,
+            last_offset: completed.last_offset,
+            last_stable_offset,
+        })
+    }
+
+    /// `firstUndecidedOffset`.
+    pub fn first_undecided_offset(&self) -> Option<i64> {
+        self.ongoing_txns.keys().next().copied()
+    }
+
+    /// `firstUnstableOffset`: the earlier of the first ongoing and the first unreplicated transaction.
+    pub fn first_unstable_offset(&self) -> Option<LogOffsetMetadata> {
+        let ongoing = self.ongoing_txns.values().next().map(|txn| txn.first_offset);
+        let unreplicated = self.unreplicated_txns.values().next().map(|txn| txn.first_offset);
+        match (ongoing, unreplicated) {
+            (Some(a), Some(b)) => Some(if b.message_offset < a.message_offset { b } else { a }),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The LSO the log reports: the first unstable offset if below the high watermark, else the high watermark;
+    /// never below the log start offset.
+    pub fn log_last_stable_offset(&self, high_watermark: i64, log_start_offset: i64) -> i64 {
+        let lso = match self.first_unstable_offset() {
+            Some(first) if first.message_offset < high_watermark => first.message_offset,
+            _ => high_watermark,
+        };
+        lso.max(log_start_offset)
+    }
+
+    /// `onHighWatermarkUpdated`: forgets decided transactions whose marker is below the high watermark.
+    pub fn on_high_watermark_updated(&mut self, high_watermark: i64) {
+        self.unreplicated_txns
+            .retain(|_, txn| txn.last_offset.is_none_or(|last| last >= high_watermark));
+    }
+
+    /// `isEmpty`: no producers and no unreplicated transactions.
+    pub fn is_empty(&self) -> bool {
+        self.producers.is_empty() && self.unreplicated_txns.is_empty()
+    }
+
+    fn is_expired(&self, now_ms: i64, entry: &ProducerStateEntry) -> bool {
+        entry.current_txn_first_offset.is_none()
+            && now_ms.saturating_sub(entry.last_timestamp) >= self.config.producer_id_expiration_ms
+    }
+
+    /// `removeExpiredProducers`: producers without an open transaction idle for the expiration time, and
+    /// verification entries that old. Returns how many producers were removed.
+    pub fn remove_expired_producers(&mut self, now_ms: i64) -> usize {
+        let expiration = self.config.producer_id_expiration_ms;
+        let before = self.producers.len();
+        let expired: Vec<i64> = self
+            .producers
+            .values()
+            .filter(|entry| self.is_expired(now_ms, entry))
+            .map(|entry| entry.producer_id)
+            .collect();
+        for producer_id in &expired {
+            self.producers.remove(producer_id);
+        }
+        self.verification_states
+            .retain(|_, entry| now_ms.saturating_sub(entry.timestamp) < expiration);
+        before - self.producers.len()
+    }
+
+    /// `hasLateTransaction`: the oldest open transaction's producer has been silent for longer than the maximum
+    /// transaction timeout plus five minutes.
+    pub fn has_late_transaction(&self, now_ms: i64) -> bool {
+        self.oldest_txn_last_timestamp > 0
+            && now_ms.saturating_sub(self.oldest_txn_last_timestamp)
+                > self.config.max_transaction_timeout_ms + LATE_TRANSACTION_BUFFER_MS
+    }
+
+    /// `maybeCreateVerificationStateEntry`: the entry for a transactional produce being verified, created or
+    /// updated; returns its guard.
+    pub fn maybe_create_verification_state_entry(
+        &mut self,
+        producer_id: i64,
+        sequence: i32,
+        epoch: i16,
+        supports_epoch_bump: bool,
+        now_ms: i64,
+    ) -> u64 {
+        if let Some(entry) = self.verification_states.get_mut(&producer_id) {
+            entry.maybe_update_lowest_sequence_and_epoch(sequence, epoch);
+            return entry.verification_guard;
+        }
+        let guard = self.next_verification_guard;
+        self.next_verification_guard += 1;
+        self.verification_states.insert(
+            producer_id,
+            VerificationStateEntry {
+                timestamp: now_ms,
+                verification_guard: guard,
+                lowest_sequence: sequence,
+                epoch,
+                supports_epoch_bump,
+            },
+        );
+        guard
+    }
+
+    /// The verification entry of a producer.
+    pub fn verification_state_entry(&self, producer_id: i64) -> Option<&VerificationStateEntry> {
+        self.verification_states.get(&producer_id)
+    }
+
+    /// Removes a producer's verification entry.
+    pub fn clear_verification_state_entry(&mut self, producer_id: i64) {
+        self.verification_states.remove(&producer_id);
+    }
+
+    /// Whether `barrier` resets this partition's producer state (design §3).
+    pub fn barrier_applies(&self, barrier: &MirrorPidResetRecord) -> bool {
+        self.config
+            .barrier_scope
+            .applies(barrier, self.config.cluster_id.as_deref())
+    }
+
+    /// The barrier's reset: every producer entry and verification entry goes. Open transactions must have been
+    /// completed (aborted) by the caller first; see [`crate::plan`].
+    pub(crate) fn reset_producers(&mut self) {
+        debug_assert!(self.ongoing_txns.is_empty());
+        self.producers.clear();
+        self.verification_states.clear();
+        self.update_oldest_txn_timestamp();
+    }
+
+    fn clear_state(&mut self) {
+        self.producers.clear();
+        self.ongoing_txns.clear();
+        self.unreplicated_txns.clear();
+        self.update_oldest_txn_timestamp();
+    }
+
+    /// `takeSnapshot`: writes every producer to the snapshot for the map end offset, if it moved since the last
+    /// one. Returns the offset written.
+    pub fn take_snapshot(&mut self, store: &mut dyn SnapshotStore) -> Option<i64> {
+        if self.last_map_offset <= self.last_snap_offset {
+            return None;
+        }
+        let mut entries: Vec<&ProducerStateEntry> = self.producers.values().collect();
+        // Kafka writes hash-map order; a stable order makes snapshots reproducible.
+        entries.sort_unstable_by_key(|entry| entry.producer_id);
+        store.write(self.last_map_offset, encode_snapshot(entries.into_iter()));
+        self.last_snap_offset = self.last_map_offset;
+        Some(self.last_map_offset)
+    }
+
+    /// `loadFromSnapshot`: the latest readable snapshot (corrupt ones are deleted, falling back to older ones);
+    /// expired producers are skipped. With none, the state starts at `log_start_offset`.
+    pub fn load_from_snapshot(&mut self, store: &mut dyn SnapshotStore, log_start_offset: i64, now_ms: i64) {
+        while let Some(offset) = store.latest() {
+            let decoded = store
+                .read(offset)
+                .ok_or_else(|| "vanished".to_owned())
+                .and_then(|bytes| decode_snapshot(&bytes).map_err(|error| error.to_string()));
+            match decoded {
+                Ok(entries) => {
+                    for entry in entries {
+                        if self.is_expired(now_ms, &entry) {
+                            continue;
+                        }
+                        if let Some(first) = entry.current_txn_first_offset {
+                            self.ongoing_txns.insert(
+                                first,
+                                TxnMetadata {
+                                    producer_id: entry.producer_id,
+                                    first_offset: LogOffsetMetadata::message_only(first),
+                                    last_offset: None,
+                                },
+                            );
+                        }
+                        self.producers.insert(entry.producer_id, entry);
+                    }
+                    self.last_map_offset = offset;
+                    self.last_snap_offset = offset;
+                    self.update_oldest_txn_timestamp();
+                    return;
+                }
+                Err(_corrupt) => store.delete(offset),
+            }
+        }
+        self.last_map_offset = log_start_offset;
+        self.last_snap_offset = log_start_offset;
+    }
+
+    /// `truncateAndReload` (spec §4.9): drops snapshots outside `(log_start, log_end]`; reloads from the latest
+    /// remaining one unless the state already ends at `log_end`.
+    pub fn truncate_and_reload(
+        &mut self,
+        store: &mut dyn SnapshotStore,
+        log_start_offset: i64,
+        log_end_offset: i64,
+        now_ms: i64,
+    ) {
+        for offset in store.offsets() {
+            if offset > log_end_offset || offset <= log_start_offset {
+                store.delete(offset);
+            }
+        }
+        if log_end_offset != self.last_map_offset {
+            self.clear_state();
+            self.load_from_snapshot(store, log_start_offset, now_ms);
+        } else {
+            self.on_log_start_offset_incremented(store, log_start_offset);
+        }
+    }
+
+    /// `truncateFullyAndStartAt`: no state, no snapshots, map end at `offset`.
+    pub fn truncate_fully_and_start_at(&mut self, store: &mut dyn SnapshotStore, offset: i64) {
+        self.clear_state();
+        for snapshot in store.offsets() {
+            store.delete(snapshot);
+        }
+        self.last_snap_offset = 0;
+        self.last_map_offset = offset;
+    }
+
+    /// `onLogStartOffsetIncremented`: forgets decided transactions below the new start; producers stay.
+    pub fn on_log_start_offset_incremented(&mut self, store: &dyn SnapshotStore, log_start_offset: i64) {
+        self.unreplicated_txns
+            .retain(|_, txn| txn.last_offset.is_none_or(|last| last >= log_start_offset));
+        self.last_map_offset = self.last_map_offset.max(log_start_offset);
+        self.last_snap_offset = store.latest().unwrap_or(log_start_offset);
+    }
+
+    /// `deleteSnapshotsBefore`.
+    pub fn delete_snapshots_before(store: &mut dyn SnapshotStore, offset: i64) {
+        for snapshot in store.offsets() {
+            if snapshot < offset {
+                store.delete(snapshot);
+            }
+        }
+    }
+
+    /// `removeStraySnapshots`: snapshots not at a segment base are strays; all go except the highest, which stays
+    /// only if it is not below the highest segment base (the clean-shutdown snapshot at the log end).
+    pub fn remove_stray_snapshots(store: &mut dyn SnapshotStore, segment_base_offsets: &[i64]) {
+        let strays: Vec<i64> = store
+            .offsets()
+            .into_iter()
+            .filter(|offset| !segment_base_offsets.contains(offset))
+            .collect();
+        let Some((&highest, rest)) = strays.split_last() else {
+            return;
+        };
+        for &offset in rest {
+            store.delete(offset);
+        }
+        if segment_base_offsets.iter().any(|&base| base > highest) {
+            store.delete(highest);
+        }
+    }
+}

@@ -1,0 +1,256 @@
+//! The log-level producer-state path for one append: analyse every batch first, commit only if all pass.
+//!
+//! [`ProducerStateManager::plan_append`] runs what Kafka's log runs before writing (spec §7.1 steps 1 and 4):
+//! structural rules by origin (no control batch from a client; a client batch with a producer id needs a
+//! sequence), the CLIENT duplicate check against *stored* state, and per-producer validation accumulated across
+//! the batches of the call. Nothing changes until [`ProducerStateManager::commit`], which merges the producers,
+//! completes transactions (returning the aborted-transaction index entries, with Kafka's LSO) and advances the
+//! map end offset.
+//!
+//! A `MIRROR_PID_RESET` barrier that applies (see [`crate::barrier`]) splits the plan into phases: batches after it
+//! are validated against an empty state. If transactions are still open when the barrier applies, the barrier
+//! aborts them at its own offset — they are completed as aborted and get index entries, so read_committed
+//! consumers skip their data, on the leader, on followers and in recovery alike (ADR 0005).
+
+use rustc_hash::FxHashMap;
+
+use record_format::control::{types, ControlKey, ControlRecord};
+use record_format::{MirrorPidResetRecord, RecordBatch};
+
+use crate::append::{AppendOrigin, ProducerAppendInfo, TransactionVersion};
+use crate::entry::{BatchMetadata, CompletedTxn};
+use crate::error::ProducerStateError;
+use crate::manager::ProducerStateManager;
+use crate::txn_index::AbortedTxn;
+
+/// Producer-state changes between two barriers.
+#[derive(Debug, Clone, Default)]
+struct Phase {
+    infos: FxHashMap<i64, ProducerAppendInfo>,
+    /// Producer ids in the order they first appeared (commit order does not change the result, but keeps it
+    /// deterministic).
+    order: Vec<i64>,
+    completed: Vec<CompletedTxn>,
+    barrier: Option<BarrierReset>,
+}
+
+/// A barrier that applies: where it is and which open transactions it aborts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BarrierReset {
+    /// The barrier's offset.
+    pub offset: i64,
+    /// Transactions open at the barrier, aborted at its offset.
+    pub aborted: Vec<CompletedTxn>,
+}
+
+/// A validated append, ready to commit.
+#[derive(Debug, Clone)]
+pub struct AppendPlan {
+    phases: Vec<Phase>,
+    /// Barriers met that do not apply here (replicated back from another writer).
+    barriers_kept: usize,
+    next_offset: Option<i64>,
+}
+
+/// What [`ProducerStateManager::plan_append`] decided.
+#[derive(Debug, Clone)]
+pub enum AppendDecision {
+    /// A CLIENT batch repeats a cached one: answer with its offsets, write nothing.
+    Duplicate(BatchMetadata),
+    /// Every batch passed.
+    Append(AppendPlan),
+}
+
+/// What a commit changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AppendEffects {
+    /// Transactions completed, in log order (markers, then those a barrier aborted).
+    pub completed: Vec<CompletedTxn>,
+    /// Index entries for the aborted ones, with the LSO Kafka writes.
+    pub aborted_index: Vec<AbortedTxn>,
+    /// Barriers that reset producer state.
+    pub barriers_applied: Vec<BarrierReset>,
+    /// Barriers that did not apply here.
+    pub barriers_kept: usize,
+}
+
+/// The barrier value of a control batch of type `MIRROR_PID_RESET`, `None` for any other batch.
+pub fn barrier_of(batch: &RecordBatch) -> Result<Option<MirrorPidResetRecord>, ProducerStateError> {
+    if !batch.is_control() {
+        return Ok(None);
+    }
+    let records = batch.records()?;
+    let Some(first) = records.iter().next() else {
+        return Ok(None);
+    };
+    let first = first?;
+    if ControlKey::decode(first.key)?.control_type != types::MIRROR_PID_RESET {
+        return Ok(None);
+    }
+    match ControlRecord::decode(first.key, first.value)? {
+        ControlRecord::MirrorPidReset(barrier) => Ok(Some(barrier)),
+        _ => Ok(None),
+    }
+}
+
+impl ProducerStateManager {
+    /// Analyses an append of `batches` (spec §7.1); see the module docs.
+    pub fn plan_append<'a>(
+        &self,
+        batches: impl IntoIterator<Item = &'a RecordBatch>,
+        origin: AppendOrigin,
+        transaction_version: TransactionVersion,
+    ) -> Result<AppendDecision, ProducerStateError> {
+        let mut phases = vec![Phase::default()];
+        let mut barriers_kept = 0;
+        let mut next_offset = None;
+        for batch in batches {
+            next_offset = Some(batch.next_offset());
+            if origin == AppendOrigin::Client && batch.is_control() {
+                return Err(ProducerStateError::InvalidRecord {
+                    reason: format!("control batch at offset {} from a client", batch.base_offset()),
+                });
+            }
+            if let Some(barrier) = barrier_of(batch)? {
+                if self.barrier_applies(&barrier) {
+                    let phase_index = phases.len() - 1;
+                    let aborted = self.open_transactions_at_barrier(&phases, batch.base_offset());
+                    phases[phase_index].barrier = Some(BarrierReset {
+                        offset: batch.base_offset(),
+                        aborted,
+                    });
+                    phases.push(Phase::default());
+                } else {
+                    barriers_kept += 1;
+                }
+                continue;
+            }
+            let producer_id = batch.producer_id();
+            if !batch.has_producer_id() {
+                continue;
+            }
+            if origin == AppendOrigin::Client {
+                if batch.base_sequence() < 0 {
+                    return Err(ProducerStateError::InvalidRecord {
+                        reason: format!(
+                            "batch of producer {producer_id} at offset {} has no sequence number",
+                            batch.base_offset()
+                        ),
+                    });
+                }
+                if phases.len() == 1 {
+                    if let Some(duplicate) = self.producer(producer_id).and_then(|entry| {
+                        entry.find_duplicate_batch(
+                            batch.producer_epoch(),
+                            batch.base_sequence(),
+                            batch.last_sequence(),
+                        )
+                    }) {
+                        return Ok(AppendDecision::Duplicate(duplicate));
+                    }
+                }
+            }
+            let first_phase = phases.len() == 1;
+            let phase = phases
+                .last_mut()
+                .ok_or_else(|| ProducerStateError::InvalidRecord {
+                    reason: "internal: no phase".into(),
+                })?;
+            let info = phase.infos.entry(producer_id).or_insert_with(|| {
+                phase.order.push(producer_id);
+                if first_phase {
+                    self.prepare_update(producer_id, origin)
+                } else {
+                    // After a barrier the stored state is gone.
+                    ProducerAppendInfo::new(producer_id, origin, None, None)
+                }
+            });
+            if let Some(completed) = info.append(batch, None, transaction_version)? {
+                phase.completed.push(completed);
+            }
+        }
+        Ok(AppendDecision::Append(AppendPlan {
+            phases,
+            barriers_kept,
+            next_offset,
+        }))
+    }
+
+    /// Transactions open at a barrier in the last phase of `phases`, ordered by first offset.
+    fn open_transactions_at_barrier(&self, phases: &[Phase], barrier_offset: i64) -> Vec<CompletedTxn> {
+        let current = phases.len() - 1;
+        let mut open: Vec<(i64, i64)> = if current == 0 {
+            self.ongoing_transactions()
+                .values()
+                .map(|txn| (txn.first_offset.message_offset, txn.producer_id))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let phase = &phases[current];
+        for producer_id in &phase.order {
+            if let Some(info) = phase.infos.get(producer_id) {
+                open.extend(
+                    info.started_transactions()
+                        .iter()
+                        .map(|txn| (txn.first_offset.message_offset, txn.producer_id)),
+                );
+            }
+        }
+        open.retain(|(first_offset, _)| !phase.completed.iter().any(|c| c.first_offset == *first_offset));
+        open.sort_unstable();
+        open.into_iter()
+            .map(|(first_offset, producer_id)| CompletedTxn {
+                producer_id,
+                first_offset,
+                last_offset: barrier_offset,
+                is_aborted: true,
+            })
+            .collect()
+    }
+
+    /// Applies a plan: producers merged, transactions completed (index entries returned), barriers applied, map
+    /// end offset advanced past the last batch.
+    pub fn commit(&mut self, plan: AppendPlan) -> AppendEffects {
+        let mut effects = AppendEffects {
+            barriers_kept: plan.barriers_kept,
+            ..AppendEffects::default()
+        };
+        for mut phase in plan.phases {
+            for producer_id in &phase.order {
+                if let Some(info) = phase.infos.remove(producer_id) {
+                    self.update(info);
+                }
+            }
+            let barrier_aborts = phase.barrier.iter().flat_map(|barrier| barrier.aborted.iter());
+            for completed in phase.completed.iter().chain(barrier_aborts) {
+                effects
+                    .aborted_index
+                    .extend(self.complete_with_index_entry(completed));
+                effects.completed.push(*completed);
+            }
+            if let Some(barrier) = phase.barrier {
+                self.reset_producers();
+                effects.barriers_applied.push(barrier);
+            }
+        }
+        if let Some(next_offset) = plan.next_offset {
+            self.update_map_end_offset(next_offset);
+        }
+        effects
+    }
+
+    /// Plans and commits in one step (replication, recovery, tools): the outcome of a duplicate is returned as an
+    /// error-free `Err(metadata)` so callers can answer with the original offsets.
+    pub fn append_batches<'a>(
+        &mut self,
+        batches: impl IntoIterator<Item = &'a RecordBatch>,
+        origin: AppendOrigin,
+        transaction_version: TransactionVersion,
+    ) -> Result<Result<AppendEffects, BatchMetadata>, ProducerStateError> {
+        match self.plan_append(batches, origin, transaction_version)? {
+            AppendDecision::Duplicate(duplicate) => Ok(Err(duplicate)),
+            AppendDecision::Append(plan) => Ok(Ok(self.commit(plan))),
+        }
+    }
+}
