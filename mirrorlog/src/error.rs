@@ -27,6 +27,9 @@ pub enum CliError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// Producer state refused a batch while replaying.
+    #[error("replay stopped: {0}")]
+    Replay(String),
     /// Writing the output failed.
     #[error("cannot write output: {0}")]
     Output(std::io::Error),
