@@ -349,6 +349,21 @@ fn t45_remove_all_stray_snapshots() {
 }
 
 #[test]
+fn t46_removed_snapshot_is_no_longer_tracked() {
+    // Kafka renames the file to `.snapshot.deleted` and deletes it later: that is storage-fs's file layout. In the
+    // abstract set the snapshot stops being tracked and reload no longer sees it.
+    let mut psm = manager();
+    let mut store = MemorySnapshotStore::new();
+    client(&mut psm, 0, 0, 0).unwrap();
+    psm.take_snapshot(&mut store).unwrap();
+    store.delete(1);
+    assert!(store.offsets().is_empty());
+    let mut reloaded = manager();
+    reloaded.truncate_and_reload(&mut store, 0, 1, 0);
+    assert!(reloaded.producer(PID).is_none());
+}
+
+#[test]
 fn t47_deleting_an_absent_snapshot_is_not_an_error() {
     // Kafka's rename-to-`.deleted` (t46) is a file-layout concern of storage-fs; in the abstract set, removing a
     // snapshot that is already gone is a no-op.
