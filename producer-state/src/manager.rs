@@ -151,7 +151,10 @@ impl ProducerStateManager {
         for txn in started {
             self.ongoing_txns.insert(txn.first_offset.message_offset, txn);
         }
-        self.update_oldest_txn_timestamp();
+        // Only the owner of the earliest open transaction matters; with none open there is nothing to look up.
+        if !self.ongoing_txns.is_empty() || self.oldest_txn_last_timestamp != -1 {
+            self.update_oldest_txn_timestamp();
+        }
     }
 
     fn update_oldest_txn_timestamp(&mut self) {
@@ -332,10 +335,14 @@ impl ProducerStateManager {
         if self.last_map_offset <= self.last_snap_offset {
             return None;
         }
-        let mut entries: Vec<&ProducerStateEntry> = self.producers.values().collect();
+        let mut entries: Vec<(i64, &ProducerStateEntry)> =
+            self.producers.iter().map(|(id, entry)| (*id, entry)).collect();
         // Kafka writes hash-map order; a stable order makes snapshots reproducible.
-        entries.sort_unstable_by_key(|entry| entry.producer_id);
-        store.write(self.last_map_offset, encode_snapshot(entries.into_iter()));
+        entries.sort_unstable_by_key(|(id, _)| *id);
+        store.write(
+            self.last_map_offset,
+            encode_snapshot(entries.into_iter().map(|(_, entry)| entry)),
+        );
         self.last_snap_offset = self.last_map_offset;
         Some(self.last_map_offset)
     }
@@ -350,6 +357,7 @@ impl ProducerStateManager {
                 .and_then(|bytes| decode_snapshot(&bytes).map_err(|error| error.to_string()));
             match decoded {
                 Ok(entries) => {
+                    self.producers.reserve(entries.len());
                     for entry in entries {
                         if self.is_expired(now_ms, &entry) {
                             continue;

@@ -26,12 +26,80 @@ use crate::txn_index::AbortedTxn;
 /// Producer-state changes between two barriers.
 #[derive(Debug, Clone, Default)]
 struct Phase {
-    infos: FxHashMap<i64, ProducerAppendInfo>,
-    /// Producer ids in the order they first appeared (commit order does not change the result, but keeps it
-    /// deterministic).
-    order: Vec<i64>,
+    /// One append info per producer, in order of first appearance (commit order does not change the result,
+    /// but keeps it deterministic).
+    infos: Vec<ProducerAppendInfo>,
+    /// Position of each producer in `infos`, kept once a phase has more than a few producers.
+    index: FxHashMap<i64, usize>,
     completed: Vec<CompletedTxn>,
     barrier: Option<BarrierReset>,
+}
+
+impl Phase {
+    /// Below this many producers a linear search beats hashing (and allocates nothing).
+    const LINEAR_SEARCH_MAX: usize = 8;
+
+    fn info_mut(
+        &mut self,
+        producer_id: i64,
+        create: impl FnOnce() -> ProducerAppendInfo,
+    ) -> &mut ProducerAppendInfo {
+        let position = if self.infos.len() <= Self::LINEAR_SEARCH_MAX {
+            self.infos
+                .iter()
+                .position(|info| info.producer_id() == producer_id)
+        } else {
+            self.index.get(&producer_id).copied()
+        };
+        let position = match position {
+            Some(position) => position,
+            None => {
+                self.infos.push(create());
+                let position = self.infos.len() - 1;
+                if self.infos.len() == Self::LINEAR_SEARCH_MAX + 1 {
+                    self.index = self
+                        .infos
+                        .iter()
+                        .enumerate()
+                        .map(|(i, info)| (info.producer_id(), i))
+                        .collect();
+                } else if self.infos.len() > Self::LINEAR_SEARCH_MAX + 1 {
+                    self.index.insert(producer_id, position);
+                }
+                position
+            }
+        };
+        &mut self.infos[position]
+    }
+}
+
+/// The phases of a plan: the first inline (an append without barriers allocates no phase list).
+#[derive(Debug, Clone, Default)]
+struct Phases {
+    first: Phase,
+    later: Vec<Phase>,
+}
+
+impl Phases {
+    fn current(&mut self) -> &mut Phase {
+        match self.later.last_mut() {
+            Some(phase) => phase,
+            None => &mut self.first,
+        }
+    }
+
+    /// True before any barrier that applies: the stored state is still the starting point.
+    fn before_any_barrier(&self) -> bool {
+        self.later.is_empty()
+    }
+
+    fn current_ref(&self) -> &Phase {
+        self.later.last().unwrap_or(&self.first)
+    }
+
+    fn into_iter(self) -> impl Iterator<Item = Phase> {
+        std::iter::once(self.first).chain(self.later)
+    }
 }
 
 /// A barrier that applies: where it is and which open transactions it aborts.
@@ -46,7 +114,7 @@ pub struct BarrierReset {
 /// A validated append, ready to commit.
 #[derive(Debug, Clone)]
 pub struct AppendPlan {
-    phases: Vec<Phase>,
+    phases: Phases,
     /// Barriers met that do not apply here (replicated back from another writer).
     barriers_kept: usize,
     next_offset: Option<i64>,
@@ -101,7 +169,7 @@ impl ProducerStateManager {
         origin: AppendOrigin,
         transaction_version: TransactionVersion,
     ) -> Result<AppendDecision, ProducerStateError> {
-        let mut phases = vec![Phase::default()];
+        let mut phases = Phases::default();
         let mut barriers_kept = 0;
         let mut next_offset = None;
         for batch in batches {
@@ -113,13 +181,12 @@ impl ProducerStateManager {
             }
             if let Some(barrier) = barrier_of(batch)? {
                 if self.barrier_applies(&barrier) {
-                    let phase_index = phases.len() - 1;
                     let aborted = self.open_transactions_at_barrier(&phases, batch.base_offset());
-                    phases[phase_index].barrier = Some(BarrierReset {
+                    phases.current().barrier = Some(BarrierReset {
                         offset: batch.base_offset(),
                         aborted,
                     });
-                    phases.push(Phase::default());
+                    phases.later.push(Phase::default());
                 } else {
                     barriers_kept += 1;
                 }
@@ -138,7 +205,7 @@ impl ProducerStateManager {
                         ),
                     });
                 }
-                if phases.len() == 1 {
+                if phases.before_any_barrier() {
                     if let Some(duplicate) = self.producer(producer_id).and_then(|entry| {
                         entry.find_duplicate_batch(
                             batch.producer_epoch(),
@@ -150,14 +217,9 @@ impl ProducerStateManager {
                     }
                 }
             }
-            let first_phase = phases.len() == 1;
-            let phase = phases
-                .last_mut()
-                .ok_or_else(|| ProducerStateError::InvalidRecord {
-                    reason: "internal: no phase".into(),
-                })?;
-            let info = phase.infos.entry(producer_id).or_insert_with(|| {
-                phase.order.push(producer_id);
+            let first_phase = phases.before_any_barrier();
+            let phase = phases.current();
+            let info = phase.info_mut(producer_id, || {
                 if first_phase {
                     self.prepare_update(producer_id, origin)
                 } else {
@@ -177,9 +239,8 @@ impl ProducerStateManager {
     }
 
     /// Transactions open at a barrier in the last phase of `phases`, ordered by first offset.
-    fn open_transactions_at_barrier(&self, phases: &[Phase], barrier_offset: i64) -> Vec<CompletedTxn> {
-        let current = phases.len() - 1;
-        let mut open: Vec<(i64, i64)> = if current == 0 {
+    fn open_transactions_at_barrier(&self, phases: &Phases, barrier_offset: i64) -> Vec<CompletedTxn> {
+        let mut open: Vec<(i64, i64)> = if phases.before_any_barrier() {
             self.ongoing_transactions()
                 .values()
                 .map(|txn| (txn.first_offset.message_offset, txn.producer_id))
@@ -187,15 +248,13 @@ impl ProducerStateManager {
         } else {
             Vec::new()
         };
-        let phase = &phases[current];
-        for producer_id in &phase.order {
-            if let Some(info) = phase.infos.get(producer_id) {
-                open.extend(
-                    info.started_transactions()
-                        .iter()
-                        .map(|txn| (txn.first_offset.message_offset, txn.producer_id)),
-                );
-            }
+        let phase = phases.current_ref();
+        for info in &phase.infos {
+            open.extend(
+                info.started_transactions()
+                    .iter()
+                    .map(|txn| (txn.first_offset.message_offset, txn.producer_id)),
+            );
         }
         open.retain(|(first_offset, _)| !phase.completed.iter().any(|c| c.first_offset == *first_offset));
         open.sort_unstable();
@@ -216,11 +275,9 @@ impl ProducerStateManager {
             barriers_kept: plan.barriers_kept,
             ..AppendEffects::default()
         };
-        for mut phase in plan.phases {
-            for producer_id in &phase.order {
-                if let Some(info) = phase.infos.remove(producer_id) {
-                    self.update(info);
-                }
+        for phase in plan.phases.into_iter() {
+            for info in phase.infos {
+                self.update(info);
             }
             let barrier_aborts = phase.barrier.iter().flat_map(|barrier| barrier.aborted.iter());
             for completed in phase.completed.iter().chain(barrier_aborts) {
@@ -252,5 +309,61 @@ impl ProducerStateManager {
             AppendDecision::Duplicate(duplicate) => Ok(Err(duplicate)),
             AppendDecision::Append(plan) => Ok(Ok(self.commit(plan))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manager::PsmConfig;
+    use record_format::BatchBuilder;
+
+    fn batch(pid: i64, seq: i32, offset: i64) -> RecordBatch {
+        let mut builder = BatchBuilder::new().base_offset(offset).producer(pid, 0, seq);
+        builder.add(offset, None, Some(b"v"), &[]);
+        builder.build().unwrap()
+    }
+
+    #[test]
+    fn one_call_with_many_producers_equals_one_call_per_batch() {
+        // 20 producers, three rounds: past the linear-search limit, so the producer index is used.
+        let batches: Vec<RecordBatch> = (0..60).map(|i| batch(i % 20, (i / 20) as i32, i)).collect();
+        let mut together = ProducerStateManager::new(PsmConfig::default());
+        let Ok(AppendDecision::Append(plan)) =
+            together.plan_append(&batches, AppendOrigin::Client, TransactionVersion::Unknown)
+        else {
+            panic!("the batches are valid");
+        };
+        together.commit(plan);
+        let mut one_by_one = ProducerStateManager::new(PsmConfig::default());
+        for batch in &batches {
+            one_by_one
+                .append_batches([batch], AppendOrigin::Client, TransactionVersion::Unknown)
+                .unwrap()
+                .unwrap();
+        }
+        assert_eq!(together, one_by_one);
+        assert_eq!(together.producer(7).unwrap().last_seq(), 2);
+    }
+
+    #[test]
+    fn an_error_in_a_later_batch_leaves_the_state_untouched() {
+        let mut psm = ProducerStateManager::new(PsmConfig::default());
+        psm.append_batches(
+            [&batch(1, 0, 0)],
+            AppendOrigin::Client,
+            TransactionVersion::Unknown,
+        )
+        .unwrap()
+        .unwrap();
+        let before = psm.clone();
+        // Producer 1 is known now, so its sequences are checked (an unknown one would accept any).
+        let batches = [batch(1, 1, 1), batch(2, 0, 2), batch(1, 5, 3)];
+        let result = psm.append_batches(&batches, AppendOrigin::Client, TransactionVersion::Unknown);
+        assert!(matches!(
+            result,
+            Err(ProducerStateError::OutOfOrderSequence { producer_id: 1, .. })
+        ));
+        assert_eq!(psm, before);
     }
 }

@@ -29,20 +29,22 @@ pub fn snapshot_file_name(offset: i64) -> String {
 /// Encodes producer entries as a snapshot file. Entries are written in the given order.
 pub fn encode_snapshot<'a>(entries: impl ExactSizeIterator<Item = &'a ProducerStateEntry>) -> Vec<u8> {
     let count = entries.len();
-    let mut out = Vec::with_capacity(SNAPSHOT_HEADER_LEN + count * SNAPSHOT_ENTRY_LEN);
-    out.extend_from_slice(&SNAPSHOT_VERSION.to_be_bytes());
-    out.extend_from_slice(&[0; 4]);
-    out.extend_from_slice(&(count as i32).to_be_bytes());
-    for entry in entries {
+    let mut out = vec![0u8; SNAPSHOT_HEADER_LEN + count * SNAPSHOT_ENTRY_LEN];
+    out[..2].copy_from_slice(&SNAPSHOT_VERSION.to_be_bytes());
+    out[6..10].copy_from_slice(&(count as i32).to_be_bytes());
+    for (slot, entry) in out[SNAPSHOT_HEADER_LEN..]
+        .chunks_exact_mut(SNAPSHOT_ENTRY_LEN)
+        .zip(entries)
+    {
         let last = entry.batches.back();
-        out.extend_from_slice(&entry.producer_id.to_be_bytes());
-        out.extend_from_slice(&entry.producer_epoch.to_be_bytes());
-        out.extend_from_slice(&last.map_or(-1, |b| b.last_seq).to_be_bytes());
-        out.extend_from_slice(&last.map_or(-1, |b| b.last_offset).to_be_bytes());
-        out.extend_from_slice(&last.map_or(0, |b| b.offset_delta).to_be_bytes());
-        out.extend_from_slice(&entry.last_timestamp.to_be_bytes());
-        out.extend_from_slice(&entry.coordinator_epoch.to_be_bytes());
-        out.extend_from_slice(&entry.current_txn_first_offset.unwrap_or(-1).to_be_bytes());
+        slot[0..8].copy_from_slice(&entry.producer_id.to_be_bytes());
+        slot[8..10].copy_from_slice(&entry.producer_epoch.to_be_bytes());
+        slot[10..14].copy_from_slice(&last.map_or(-1, |b| b.last_seq).to_be_bytes());
+        slot[14..22].copy_from_slice(&last.map_or(-1, |b| b.last_offset).to_be_bytes());
+        slot[22..26].copy_from_slice(&last.map_or(0, |b| b.offset_delta).to_be_bytes());
+        slot[26..34].copy_from_slice(&entry.last_timestamp.to_be_bytes());
+        slot[34..38].copy_from_slice(&entry.coordinator_epoch.to_be_bytes());
+        slot[38..46].copy_from_slice(&entry.current_txn_first_offset.unwrap_or(-1).to_be_bytes());
     }
     let crc = crc32c::crc32c(&out[6..]);
     out[2..6].copy_from_slice(&crc.to_be_bytes());

@@ -12,6 +12,7 @@ use record_format::RecordBatch;
 use crate::append::{AppendOrigin, TransactionVersion};
 use crate::error::ProducerStateError;
 use crate::manager::ProducerStateManager;
+use crate::plan::{barrier_of, AppendDecision};
 use crate::txn_index::AbortedTxn;
 
 /// One producer in a [`StateSummary`].
@@ -150,30 +151,52 @@ impl Replayed {
 }
 
 /// Replays batches into `manager` with REPLICATION origin, one batch at a time, as log recovery does.
+///
+/// A batch without a producer id only moves the map end offset, and a data or marker batch is validated and
+/// merged directly (Kafka's `loadProducersFromRecords`); barriers go through the full append plan, so every
+/// barrier is decided by the same rule as a live append.
 pub fn replay<'a>(
     mut manager: ProducerStateManager,
     batches: impl IntoIterator<Item = &'a RecordBatch>,
 ) -> Result<Replayed, ReplayError> {
-    let mut replayed = Replayed {
-        manager: ProducerStateManager::new(manager.config().clone()),
-        aborted: Vec::new(),
-        barriers_applied: 0,
-        barriers_kept: 0,
-    };
+    let mut aborted = Vec::new();
+    let (mut barriers_applied, mut barriers_kept) = (0, 0);
     for batch in batches {
-        let effects = manager
-            .append_batches([batch], AppendOrigin::Replication, TransactionVersion::Unknown)
-            .map_err(|error| ReplayError {
-                offset: batch.base_offset(),
-                error,
-            })?;
-        // Replication never checks for duplicates, so a plan always comes back.
-        if let Ok(effects) = effects {
-            replayed.aborted.extend(effects.aborted_index);
-            replayed.barriers_applied += effects.barriers_applied.len();
-            replayed.barriers_kept += effects.barriers_kept;
+        let fail = |error| ReplayError {
+            offset: batch.base_offset(),
+            error,
+        };
+        if batch.is_control() && barrier_of(batch).map_err(fail)?.is_some() {
+            let plan = match manager
+                .plan_append([batch], AppendOrigin::Replication, TransactionVersion::Unknown)
+                .map_err(fail)?
+            {
+                AppendDecision::Append(plan) => plan,
+                // Replication never checks for duplicates.
+                AppendDecision::Duplicate(_) => continue,
+            };
+            let effects = manager.commit(plan);
+            aborted.extend(effects.aborted_index);
+            barriers_applied += effects.barriers_applied.len();
+            barriers_kept += effects.barriers_kept;
+            continue;
         }
+        if batch.has_producer_id() {
+            let mut info = manager.prepare_update(batch.producer_id(), AppendOrigin::Replication);
+            let completed = info
+                .append(batch, None, TransactionVersion::Unknown)
+                .map_err(fail)?;
+            manager.update(info);
+            if let Some(completed) = completed {
+                aborted.extend(manager.complete_with_index_entry(&completed));
+            }
+        }
+        manager.update_map_end_offset(batch.next_offset());
     }
-    replayed.manager = manager;
-    Ok(replayed)
+    Ok(Replayed {
+        manager,
+        aborted,
+        barriers_applied,
+        barriers_kept,
+    })
 }

@@ -336,19 +336,16 @@ fn check_replay_equality(scope: BarrierScope, ops: &[Op]) -> Result<(), TestCase
     let mut store = harness.store.clone();
     recovered.truncate_and_reload(&mut store, 0, start, 0);
     let rest: Vec<&RecordBatch> = harness.log.iter().filter(|b| b.base_offset() >= start).collect();
+    let replayed =
+        producer_state::replay(recovered, rest).expect("recovery replays what the leader accepted");
+    let mut recovered = replayed.manager;
     let mut replayed_aborted: Vec<AbortedTxn> = harness
         .aborted
         .iter()
         .filter(|a| a.last_offset < start)
         .copied()
         .collect();
-    for batch in rest {
-        let effects = recovered
-            .append_batches([batch], AppendOrigin::Replication, TransactionVersion::Unknown)
-            .expect("recovery replays what the leader accepted")
-            .expect("replication never answers a duplicate");
-        replayed_aborted.extend(effects.aborted_index);
-    }
+    replayed_aborted.extend(replayed.aborted);
     recovered.update_map_end_offset(harness.leader.map_end_offset());
     prop_assert_eq!(
         replayed_aborted,
