@@ -266,6 +266,52 @@ impl<'a> Command<'a> {
     fn flag(&self, word: &str) -> bool {
         self.words.contains(&word)
     }
+
+    /// Refuses arguments the command does not take, so a typo is an error instead of a silent default.
+    fn check_arguments(&self) -> Result<(), String> {
+        let (keys, words): (&[&str], &[&str]) = match self.name {
+            "config" => (
+                &[
+                    "cluster_id",
+                    "barrier_scope",
+                    "expiration_ms",
+                    "max_txn_timeout_ms",
+                ],
+                &[],
+            ),
+            "append" => (
+                &["origin", "pid", "epoch", "seq", "offset", "count", "ts"],
+                &["txn"],
+            ),
+            "marker" => (
+                &[
+                    "origin",
+                    "pid",
+                    "epoch",
+                    "type",
+                    "coordinator_epoch",
+                    "offset",
+                    "ts",
+                    "tv",
+                ],
+                &[],
+            ),
+            "barrier" => (&["origin", "offset", "source", "writer", "ts"], &[]),
+            "expire" => (&["now"], &[]),
+            "reload" => (&["log_start", "log_end", "now"], &[]),
+            "producer" => (&["pid"], &[]),
+            // `hw` takes one bare offset, checked when it is parsed.
+            "hw" => return Ok(()),
+            _ => (&[], &[]),
+        };
+        if let Some(key) = self.keys.keys().find(|key| !keys.contains(key)) {
+            return Err(format!("`{}` does not take `{key}=`", self.name));
+        }
+        if let Some(word) = self.words.iter().find(|word| !words.contains(word)) {
+            return Err(format!("`{}` does not take `{word}`", self.name));
+        }
+        Ok(())
+    }
 }
 
 /// The state a script runs against.
@@ -288,6 +334,7 @@ impl ScriptRunner {
 
     fn execute(&mut self, line: &str) -> Result<String, String> {
         let command = Command::parse(line)?;
+        command.check_arguments()?;
         match command.name {
             "config" => self.config(&command),
             "append" => self.append(&command),
@@ -518,5 +565,22 @@ mod tests {
     fn bad_arguments_are_reported_in_the_output() {
         let run = run_script("append origin=client pid=x epoch=0 seq=0 offset=0\n----\nok\n").unwrap();
         assert!(run.blocks[0].actual[0].starts_with("script error:"));
+    }
+
+    #[test]
+    fn unknown_arguments_are_errors_not_silent_defaults() {
+        for line in [
+            "append origin=client pid=1 epoch=0 seq=0 offset=0 cnt=2",
+            "append origin=client pid=1 epoch=0 seq=0 offset=0 transactional",
+            "config cluster=A",
+            "snapshot now=3",
+        ] {
+            let run = run_script(&format!("{line}\n----\nok\n")).unwrap();
+            assert!(
+                run.blocks[0].actual[0].contains("does not take"),
+                "{line}: {:?}",
+                run.blocks[0].actual
+            );
+        }
     }
 }
