@@ -11,7 +11,7 @@
 //!   transactions, verification entries, snapshots over a caller-supplied [`SnapshotStore`];
 //! - [`ProducerStateManager::plan_append`] / [`ProducerStateManager::commit`] are the log-level path of one append:
 //!   duplicate answers, client rules, barriers ([`BarrierScope`]), the aborted-transaction index;
-//! - [`snapshot`] and [`txn_index`] are Kafka's byte formats; [`error`] the error names, codes and client classes;
+//! - [`snapshot`] and [`txn_index`] (re-exported from `record-format`) are Kafka's byte formats; [`error`] the error names, codes and client classes;
 //! - [`script`] runs data-driven scenario files; [`summary`] replays a log and prints the state.
 //!
 //! No I/O, no clock, no randomness: time is an argument and snapshot storage is the caller's.
@@ -26,7 +26,8 @@ pub mod plan;
 pub mod script;
 pub mod snapshot;
 pub mod summary;
-pub mod txn_index;
+/// The aborted-transaction index entry format (defined in `record-format`, shared with the storage layer).
+pub use record_format::txn_index;
 
 pub use append::{AppendOrigin, DataBatch, EndMarker, ProducerAppendInfo, TransactionVersion};
 pub use barrier::BarrierScope;

@@ -34,6 +34,7 @@ pub mod error;
 pub mod flexible;
 pub mod record;
 pub mod segment;
+pub mod txn_index;
 pub mod varint;
 
 pub use batch::{Attributes, RecordBatch, TimestampType};
@@ -47,3 +48,4 @@ pub use error::{DecodeError, EncodeError, ErrorCategory};
 pub use flexible::TaggedField;
 pub use record::{Header, Headers, Record, Records};
 pub use segment::{BatchIter, SegmentBatch, SegmentError, SegmentReader};
+pub use txn_index::AbortedTxn;

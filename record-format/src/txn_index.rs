@@ -1,10 +1,11 @@
-//! Aborted-transaction index entries (`.txnindex`, spec §6): the 34-byte `AbortedTxn` and the collection rule a
-//! read_committed fetch uses. Files are the storage layer's business; this module is the format and the rule.
+//! Aborted-transaction index entries (`.txnindex`, `kafka-psm-spec.md` §6): the 34-byte `AbortedTxn` and the
+//! collection rule a read_committed fetch uses. It lives here, beside the batch format, because both the
+//! producer-state layer (which decides the entries) and the storage layer (which files them) speak it.
 //!
 //! Entry (big-endian): `version i16 = 0 | producerId i64 | firstOffset i64 | lastOffset i64 |
 //! lastStableOffset i64`.
 
-use crate::error::ProducerStateError;
+use crate::error::DecodeError;
 
 /// Bytes per entry.
 pub const ABORTED_TXN_LEN: usize = 34;
@@ -34,9 +35,10 @@ impl AbortedTxn {
     }
 
     /// Decodes one entry. Kafka reads the version from the first byte only; a version above 0 is an error.
-    pub fn decode(bytes: &[u8; ABORTED_TXN_LEN]) -> Result<Self, ProducerStateError> {
+    pub fn decode(bytes: &[u8; ABORTED_TXN_LEN]) -> Result<Self, DecodeError> {
         if bytes[0] > 0 {
-            return Err(ProducerStateError::CorruptSnapshot {
+            return Err(DecodeError::CorruptRecord {
+                at: 0,
                 reason: format!("aborted transaction entry version {} (only 0 is known)", bytes[0]),
             });
         }
@@ -54,7 +56,7 @@ impl AbortedTxn {
     }
 
     /// Decodes a whole index file; a trailing partial entry is ignored, as Kafka ignores it.
-    pub fn decode_all(bytes: &[u8]) -> Result<Vec<Self>, ProducerStateError> {
+    pub fn decode_all(bytes: &[u8]) -> Result<Vec<Self>, DecodeError> {
         bytes
             .chunks_exact(ABORTED_TXN_LEN)
             .map(|chunk| {
