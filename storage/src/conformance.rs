@@ -1,0 +1,469 @@
+//! The conformance suite every storage backend runs.
+//!
+//! A backend crate implements [`Backend`] for a factory of fresh stores and expands [`conformance_suite!`] in
+//! its tests; every check below becomes a named `#[tokio::test]`. The checks are the contract of
+//! [`crate::PartitionStorage`]: ordering and byte identity, offset growth, truncation at every boundary, reads
+//! across batch (and segment) boundaries, retention, snapshots, the aborted-transaction index, metadata, reopening,
+//! and poisoning after a failed sync.
+//!
+//! The checks panic with a message on failure (they are test code), which is why this module allows `unwrap`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use record_format::{AbortedTxn, BatchBuilder, RecordBatch};
+
+use crate::error::StorageError;
+use crate::id::PartitionId;
+use crate::partition::{Durability, PartitionStorage, Storage};
+
+/// A source of stores for the suite.
+#[async_trait]
+pub trait Backend: Send + Sync {
+    /// Opens the store. Called again to "reopen": the new store must see everything made durable before.
+    async fn store(&self) -> Box<dyn Storage>;
+
+    /// Makes the next sync of `id` fail in a store opened by this backend, if the backend can inject that;
+    /// returns false when it cannot (the poisoning check then reports itself skipped).
+    fn fail_next_sync(&self, _id: &PartitionId) -> bool {
+        false
+    }
+}
+
+/// A data batch of `records` records with `value_size`-byte values at `base_offset`.
+pub fn batch(base_offset: i64, records: u32, value_size: usize) -> RecordBatch {
+    let mut builder = BatchBuilder::new()
+        .base_offset(base_offset)
+        .producer(7, 0, base_offset as i32);
+    for i in 0..records {
+        let value = vec![(base_offset as u8).wrapping_add(i as u8); value_size];
+        builder.add(1_700_000_000_000 + base_offset, Some(b"key"), Some(&value), &[]);
+    }
+    builder.build().unwrap()
+}
+
+/// Batches back to back from offset `start`: batch `i` holds `1 + i % 3` records of `100 + 37 * i` bytes.
+pub fn run_of_batches(start: i64, count: usize) -> Vec<RecordBatch> {
+    let mut batches = Vec::with_capacity(count);
+    let mut offset = start;
+    for i in 0..count {
+        let records = 1 + (i % 3) as u32;
+        let found = batch(offset, records, 100 + 37 * (i % 50));
+        offset = found.next_offset();
+        batches.push(found);
+    }
+    batches
+}
+
+fn pid() -> PartitionId {
+    PartitionId::new("conformance", 0).unwrap()
+}
+
+async fn fresh(backend: &dyn Backend) -> (Box<dyn Storage>, Box<dyn PartitionStorage>) {
+    let store = backend.store().await;
+    let partition = store.create(&pid()).await.unwrap();
+    (store, partition)
+}
+
+async fn read_all(partition: &dyn PartitionStorage) -> Vec<RecordBatch> {
+    let mut out = Vec::new();
+    let mut offset = partition.log_start_offset();
+    while offset < partition.log_end_offset() {
+        let batches = partition.read(offset, 64 * 1024).await.unwrap();
+        assert!(
+            !batches.is_empty(),
+            "read at {offset} below the log end returned nothing"
+        );
+        offset = batches.last().unwrap().next_offset();
+        out.extend(batches);
+    }
+    out
+}
+
+fn assert_same(actual: &[RecordBatch], expected: &[RecordBatch]) {
+    assert_eq!(actual.len(), expected.len(), "batch count");
+    for (a, e) in actual.iter().zip(expected) {
+        assert_eq!(a.as_bytes(), e.as_bytes(), "batch at {} differs", e.base_offset());
+    }
+}
+
+fn aborted(producer_id: i64, first_offset: i64, last_offset: i64) -> AbortedTxn {
+    AbortedTxn {
+        producer_id,
+        first_offset,
+        last_offset,
+        last_stable_offset: first_offset,
+    }
+}
+
+/// Batches come back in order, byte for byte, and the offsets track them.
+pub async fn appends_are_read_back_in_order_and_byte_identical(backend: &dyn Backend) {
+    let (_store, mut partition) = fresh(backend).await;
+    assert_eq!((partition.log_start_offset(), partition.log_end_offset()), (0, 0));
+    let batches = run_of_batches(0, 40);
+    partition.append(&batches[..10]).await.unwrap();
+    for batch in &batches[10..] {
+        partition.append(std::slice::from_ref(batch)).await.unwrap();
+    }
+    assert_eq!(partition.log_end_offset(), batches.last().unwrap().next_offset());
+    assert_same(&read_all(partition.as_ref()).await, &batches);
+}
+
+/// An append whose offsets do not grow is refused whole.
+pub async fn appends_with_offsets_that_do_not_grow_are_refused_whole(backend: &dyn Backend) {
+    let (_store, mut partition) = fresh(backend).await;
+    let batches = run_of_batches(0, 3);
+    partition.append(&batches).await.unwrap();
+    let end = partition.log_end_offset();
+    let overlapping = batch(end - 1, 1, 10);
+    assert!(matches!(
+        partition.append(&[overlapping]).await,
+        Err(StorageError::NonMonotonicOffsets { .. })
+    ));
+    let good = batch(end, 2, 10);
+    let backwards = batch(end + 1, 1, 10);
+    assert!(
+        partition.append(&[good, backwards]).await.is_err(),
+        "second batch inside the first"
+    );
+    assert_eq!(
+        partition.log_end_offset(),
+        end,
+        "nothing of a refused append is written"
+    );
+    assert_same(&read_all(partition.as_ref()).await, &batches);
+}
+
+/// Gaps between batches are kept (a compacted source log).
+pub async fn offsets_may_skip_as_in_a_compacted_log(backend: &dyn Backend) {
+    let (_store, mut partition) = fresh(backend).await;
+    let first = batch(0, 2, 10);
+    let after_gap = batch(10, 1, 10);
+    partition
+        .append(&[first.clone(), after_gap.clone()])
+        .await
+        .unwrap();
+    assert_eq!(partition.log_end_offset(), 11);
+    assert_same(
+        &partition.read(5, 1 << 20).await.unwrap(),
+        std::slice::from_ref(&after_gap),
+    );
+    assert_same(&partition.read(1, 1 << 20).await.unwrap(), &[first, after_gap]);
+}
+
+/// A read starts at the batch holding the offset, stops at the byte budget, and returns at least one batch.
+pub async fn reads_return_whole_batches_within_the_budget(backend: &dyn Backend) {
+    let (_store, mut partition) = fresh(backend).await;
+    let batches = run_of_batches(0, 30);
+    partition.append(&batches).await.unwrap();
+    for (index, batch) in batches.iter().enumerate() {
+        for offset in batch.base_offset()..=batch.last_offset() {
+            let one = partition.read(offset, 1).await.unwrap();
+            assert_same(&one, std::slice::from_ref(batch));
+            let budget = batch.size() + batches.get(index + 1).map_or(0, RecordBatch::size);
+            let two = partition.read(offset, budget).await.unwrap();
+            assert_same(&two, &batches[index..(index + 2).min(batches.len())]);
+        }
+    }
+    assert!(partition
+        .read(partition.log_end_offset(), 1 << 20)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+/// Offsets outside `[log_start, log_end]` are errors.
+pub async fn reads_outside_the_log_are_errors(backend: &dyn Backend) {
+    let (_store, mut partition) = fresh(backend).await;
+    partition.append(&run_of_batches(0, 5)).await.unwrap();
+    let end = partition.log_end_offset();
+    for offset in [-1, end + 1, i64::MAX] {
+        assert!(matches!(
+            partition.read(offset, 100).await,
+            Err(StorageError::OffsetOutOfRange { .. })
+        ));
+    }
+}
+
+/// Truncating at every batch boundary leaves exactly the batches before it, cuts the aborted index there, and
+/// the log continues from the new end.
+pub async fn truncation_at_every_batch_boundary(backend: &dyn Backend) {
+    let batches = run_of_batches(0, 12);
+    let boundaries: Vec<i64> = batches.iter().map(RecordBatch::base_offset).collect();
+    for (kept, &boundary) in boundaries.iter().enumerate() {
+        let store = backend.store().await;
+        let id = PartitionId::new("truncation", kept as u32).unwrap();
+        let mut partition = store.create(&id).await.unwrap();
+        partition.append(&batches).await.unwrap();
+        for batch in &batches {
+            partition
+                .append_aborted_txn(aborted(1, batch.base_offset(), batch.last_offset()))
+                .await
+                .unwrap();
+        }
+        partition.truncate_to(boundary).await.unwrap();
+        assert_eq!(partition.log_end_offset(), boundary);
+        assert_same(&read_all(partition.as_ref()).await, &batches[..kept]);
+        let index = partition.aborted_txns(0, i64::MAX).await.unwrap();
+        assert!(
+            index.iter().all(|entry| entry.last_offset < boundary),
+            "index cut at {boundary}"
+        );
+        assert_eq!(index.len(), kept);
+        let again = run_of_batches(boundary, 2);
+        partition.append(&again).await.unwrap();
+        assert_same(
+            &read_all(partition.as_ref()).await,
+            &[&batches[..kept], &again[..]].concat(),
+        );
+    }
+}
+
+/// Truncating inside a batch is refused; at or past the end it does nothing.
+pub async fn truncation_inside_a_batch_is_refused(backend: &dyn Backend) {
+    let (_store, mut partition) = fresh(backend).await;
+    let batches = run_of_batches(0, 3);
+    partition.append(&batches).await.unwrap();
+    let multi = batches
+        .iter()
+        .find(|b| b.last_offset() > b.base_offset())
+        .unwrap();
+    assert!(matches!(
+        partition.truncate_to(multi.base_offset() + 1).await,
+        Err(StorageError::NotABatchBoundary { .. })
+    ));
+    let end = partition.log_end_offset();
+    partition.truncate_to(end + 10).await.unwrap();
+    assert_eq!(partition.log_end_offset(), end);
+    assert_same(&read_all(partition.as_ref()).await, &batches);
+}
+
+/// A full truncation restarts the log at any offset.
+pub async fn truncate_fully_restarts_the_log(backend: &dyn Backend) {
+    let (_store, mut partition) = fresh(backend).await;
+    partition.append(&run_of_batches(0, 5)).await.unwrap();
+    partition.append_aborted_txn(aborted(1, 0, 2)).await.unwrap();
+    partition.truncate_fully_and_start_at(1_000).await.unwrap();
+    assert_eq!(
+        (partition.log_start_offset(), partition.log_end_offset()),
+        (1_000, 1_000)
+    );
+    assert!(partition.aborted_txns(0, i64::MAX).await.unwrap().is_empty());
+    let batches = run_of_batches(1_000, 3);
+    partition.append(&batches).await.unwrap();
+    assert_same(&read_all(partition.as_ref()).await, &batches);
+}
+
+/// Retention moves the log start; reads below it fail; it cannot pass the log end.
+pub async fn delete_before_moves_the_log_start(backend: &dyn Backend) {
+    let (_store, mut partition) = fresh(backend).await;
+    let batches = run_of_batches(0, 20);
+    partition.append(&batches).await.unwrap();
+    let cut = batches[7].base_offset() + 1;
+    partition.delete_before(cut).await.unwrap();
+    assert_eq!(partition.log_start_offset(), cut);
+    assert!(partition.read(cut - 1, 100).await.is_err());
+    assert_same(&read_all(partition.as_ref()).await[..1], &batches[7..8]);
+    partition.delete_before(0).await.unwrap();
+    assert_eq!(
+        partition.log_start_offset(),
+        cut,
+        "the log start never moves back"
+    );
+    let end = partition.log_end_offset();
+    assert!(partition.delete_before(end + 1).await.is_err());
+    partition.delete_before(end).await.unwrap();
+    assert!(read_all(partition.as_ref()).await.is_empty());
+}
+
+/// Snapshots are stored by offset and found at or below an offset.
+pub async fn snapshots_round_trip(backend: &dyn Backend) {
+    let (_store, mut partition) = fresh(backend).await;
+    assert_eq!(partition.snapshot_at_or_below(i64::MAX).await.unwrap(), None);
+    for offset in [5, 10, 42] {
+        partition
+            .put_snapshot(offset, Bytes::from(format!("snapshot-{offset}")))
+            .await
+            .unwrap();
+    }
+    assert_eq!(partition.snapshot_offsets().await.unwrap(), vec![5, 10, 42]);
+    let (offset, bytes) = partition.snapshot_at_or_below(41).await.unwrap().unwrap();
+    assert_eq!((offset, &bytes[..]), (10, &b"snapshot-10"[..]));
+    assert_eq!(partition.snapshot_at_or_below(4).await.unwrap(), None);
+    partition
+        .put_snapshot(10, Bytes::from_static(b"replaced"))
+        .await
+        .unwrap();
+    assert_eq!(
+        partition.snapshot_at_or_below(10).await.unwrap().unwrap().1,
+        Bytes::from_static(b"replaced")
+    );
+    partition.delete_snapshot(10).await.unwrap();
+    partition.delete_snapshot(11).await.unwrap();
+    assert_eq!(partition.snapshot_offsets().await.unwrap(), vec![5, 42]);
+}
+
+/// Aborted transactions must grow by last offset and are selected for a fetch range.
+pub async fn aborted_txn_index_collects_and_orders(backend: &dyn Backend) {
+    let (_store, mut partition) = fresh(backend).await;
+    partition.append(&run_of_batches(0, 30)).await.unwrap();
+    for (producer, first, last) in [(0, 0, 10), (1, 5, 15), (2, 18, 35), (3, 32, 50)] {
+        partition
+            .append_aborted_txn(aborted(producer, first, last))
+            .await
+            .unwrap();
+    }
+    assert!(matches!(
+        partition.append_aborted_txn(aborted(9, 40, 50)).await,
+        Err(StorageError::AbortedTxnOutOfOrder { .. })
+    ));
+    let ids = |entries: Vec<AbortedTxn>| entries.iter().map(|e| e.producer_id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(partition.aborted_txns(0, 100).await.unwrap()),
+        vec![0, 1, 2, 3]
+    );
+    assert_eq!(ids(partition.aborted_txns(11, 35).await.unwrap()), vec![1, 2, 3]);
+    assert_eq!(ids(partition.aborted_txns(20, 32).await.unwrap()), vec![2]);
+}
+
+/// Metadata records round-trip, are replaced whole, and keys are checked.
+pub async fn metadata_round_trips(backend: &dyn Backend) {
+    let (_store, mut partition) = fresh(backend).await;
+    assert_eq!(partition.metadata("mirror-state").await.unwrap(), None);
+    partition
+        .put_metadata("mirror-state", b"MIRRORING")
+        .await
+        .unwrap();
+    partition
+        .put_metadata("high-watermark", &42i64.to_be_bytes())
+        .await
+        .unwrap();
+    partition.put_metadata("mirror-state", b"STOPPED").await.unwrap();
+    assert_eq!(
+        partition.metadata("mirror-state").await.unwrap().as_deref(),
+        Some(&b"STOPPED"[..])
+    );
+    assert_eq!(
+        partition.metadata("high-watermark").await.unwrap(),
+        Some(42i64.to_be_bytes().to_vec())
+    );
+    assert!(partition.put_metadata("../escape", b"x").await.is_err());
+    assert!(partition.put_metadata("", b"x").await.is_err());
+}
+
+/// Partitions are created once, opened, listed and deleted.
+pub async fn partitions_are_created_listed_and_deleted(backend: &dyn Backend) {
+    let store = backend.store().await;
+    let a = PartitionId::new("alpha", 0).unwrap();
+    let b = PartitionId::new("alpha", 1).unwrap();
+    assert!(matches!(store.open(&a).await, Err(StorageError::NotFound(_))));
+    drop(store.create(&a).await.unwrap());
+    drop(store.create(&b).await.unwrap());
+    assert!(matches!(
+        store.create(&a).await,
+        Err(StorageError::AlreadyExists(_))
+    ));
+    assert_eq!(store.list().await.unwrap(), vec![a.clone(), b.clone()]);
+    store.delete(&a).await.unwrap();
+    assert_eq!(store.list().await.unwrap(), vec![b]);
+    assert!(matches!(store.open(&a).await, Err(StorageError::NotFound(_))));
+}
+
+/// What was made durable survives closing and reopening the store.
+pub async fn reopen_after_close_keeps_durable_data(backend: &dyn Backend) {
+    let batches = run_of_batches(0, 50);
+    {
+        let (store, mut partition) = fresh(backend).await;
+        partition.append(&batches).await.unwrap();
+        partition.append_aborted_txn(aborted(3, 4, 9)).await.unwrap();
+        partition
+            .put_snapshot(9, Bytes::from_static(b"state"))
+            .await
+            .unwrap();
+        partition
+            .put_metadata("last-mirrored-offset", b"77")
+            .await
+            .unwrap();
+        partition.delete_before(batches[2].base_offset()).await.unwrap();
+        partition.flush(Durability::Sync).await.unwrap();
+        drop(partition);
+        drop(store);
+    }
+    let store = backend.store().await;
+    let partition = store.open(&pid()).await.unwrap();
+    assert_eq!(partition.log_end_offset(), batches.last().unwrap().next_offset());
+    assert_eq!(partition.log_start_offset(), batches[2].base_offset());
+    assert_same(&read_all(partition.as_ref()).await, &batches[2..]);
+    assert_eq!(
+        partition.aborted_txns(0, i64::MAX).await.unwrap(),
+        vec![aborted(3, 4, 9)]
+    );
+    assert_eq!(partition.snapshot_offsets().await.unwrap(), vec![9]);
+    assert_eq!(
+        partition
+            .metadata("last-mirrored-offset")
+            .await
+            .unwrap()
+            .as_deref(),
+        Some(&b"77"[..])
+    );
+}
+
+/// After a failed sync every write is refused until the partition is reopened.
+pub async fn failed_sync_poisons_the_partition(backend: &dyn Backend) {
+    let (store, mut partition) = fresh(backend).await;
+    partition.append(&run_of_batches(0, 3)).await.unwrap();
+    if !backend.fail_next_sync(&pid()) {
+        eprintln!("skipped: this backend cannot inject a sync failure");
+        return;
+    }
+    assert!(partition.flush(Durability::Sync).await.is_err());
+    let end = partition.log_end_offset();
+    let poisoned = |result: crate::Result<()>| matches!(result, Err(StorageError::Poisoned { .. }));
+    assert!(poisoned(partition.append(&[batch(end, 1, 10)]).await));
+    assert!(poisoned(partition.put_metadata("k", b"v").await));
+    assert!(poisoned(partition.put_snapshot(1, Bytes::new()).await));
+    assert!(poisoned(partition.truncate_to(0).await));
+    assert!(poisoned(partition.flush(Durability::Sync).await));
+    assert!(partition.read(0, 100).await.is_ok(), "reads still work");
+    drop(partition);
+    let mut reopened = store.open(&pid()).await.unwrap();
+    reopened
+        .append(&[batch(reopened.log_end_offset(), 1, 10)])
+        .await
+        .unwrap();
+}
+
+/// Expands to one `#[tokio::test]` per conformance check, for the backend `$backend` (an expression evaluated
+/// afresh for each test, implementing [`Backend`]).
+#[macro_export]
+macro_rules! conformance_suite {
+    ($backend:expr) => {
+        $crate::conformance_suite!(@tests $backend;
+            appends_are_read_back_in_order_and_byte_identical,
+            appends_with_offsets_that_do_not_grow_are_refused_whole,
+            offsets_may_skip_as_in_a_compacted_log,
+            reads_return_whole_batches_within_the_budget,
+            reads_outside_the_log_are_errors,
+            truncation_at_every_batch_boundary,
+            truncation_inside_a_batch_is_refused,
+            truncate_fully_restarts_the_log,
+            delete_before_moves_the_log_start,
+            snapshots_round_trip,
+            aborted_txn_index_collects_and_orders,
+            metadata_round_trips,
+            partitions_are_created_listed_and_deleted,
+            reopen_after_close_keeps_durable_data,
+            failed_sync_poisons_the_partition,
+        );
+    };
+    (@tests $backend:expr; $($check:ident,)*) => {
+        $(
+            #[tokio::test]
+            async fn $check() {
+                let backend = $backend;
+                $crate::conformance::$check(&backend).await;
+            }
+        )*
+    };
+}

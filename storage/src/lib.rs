@@ -1,0 +1,32 @@
+//! The storage a partition log needs, behind traits every backend implements.
+//!
+//! A [`Storage`] holds many partitions, each a [`PartitionStorage`]: a log of record batches stored as raw bytes
+//! (never re-encoded), producer-state snapshots by offset, the aborted-transaction index, and small metadata
+//! records written atomically. Backends: [`MemoryStorage`] here (the reference), `storage-fs` (Kafka's own
+//! directory layout), `storage-sled`, `storage-rocks`. Every backend runs the [`conformance`] suite.
+//!
+//! Rules every backend keeps (and the suite checks):
+//!
+//! - **Offsets only grow.** An append's first batch starts at or after the log end offset and each batch after
+//!   the previous one's last offset (gaps are allowed, as in a compacted Kafka log).
+//! - **Reads return whole batches**: from the batch holding the requested offset, up to a byte budget, but always
+//!   at least one batch when there is one.
+//! - **Durability is explicit.** After `flush(Durability::Sync)` returns, everything appended before it survives a
+//!   crash; metadata and snapshot writes are durable when they return. A failed sync **poisons** the partition:
+//!   every later write fails with [`StorageError::Poisoned`].
+//! - **Truncation is at batch boundaries**; the aborted-transaction index is cut with the log.
+
+pub mod conformance;
+pub mod error;
+pub mod id;
+pub mod memory;
+pub mod partition;
+
+pub use error::StorageError;
+pub use id::PartitionId;
+pub use memory::MemoryStorage;
+pub use partition::{Durability, PartitionStorage, Storage};
+pub use record_format::AbortedTxn;
+
+/// Shorthand for this crate's results.
+pub type Result<T, E = StorageError> = std::result::Result<T, E>;

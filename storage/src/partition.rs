@@ -1,0 +1,262 @@
+//! The storage traits, and the offset bookkeeping every backend shares.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use record_format::{AbortedTxn, RecordBatch};
+
+use crate::error::StorageError;
+use crate::id::PartitionId;
+use crate::Result;
+
+/// How far `flush` pushes appended data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Durability {
+    /// Hand the data to the operating system (survives a process crash, not a machine crash).
+    Buffered,
+    /// Make it durable (fsync, or the database's sync write): survives a machine crash.
+    Sync,
+}
+
+/// A store of many partitions.
+#[async_trait]
+pub trait Storage: Send + Sync {
+    /// Creates an empty partition starting at offset 0.
+    async fn create(&self, id: &PartitionId) -> Result<Box<dyn PartitionStorage>>;
+    /// Opens an existing partition (recovering it if it was not closed cleanly).
+    async fn open(&self, id: &PartitionId) -> Result<Box<dyn PartitionStorage>>;
+    /// Every partition, in order.
+    async fn list(&self) -> Result<Vec<PartitionId>>;
+    /// Removes a partition and everything in it.
+    async fn delete(&self, id: &PartitionId) -> Result<()>;
+}
+
+/// One partition: its log, producer snapshots, aborted-transaction index and metadata.
+#[async_trait]
+pub trait PartitionStorage: Send + Sync {
+    /// Which partition.
+    fn id(&self) -> &PartitionId;
+    /// First offset still readable.
+    fn log_start_offset(&self) -> i64;
+    /// Offset after the last batch.
+    fn log_end_offset(&self) -> i64;
+
+    /// Appends batches as stored bytes. The first must start at or after the log end offset, each next one after
+    /// the previous one's last offset; otherwise nothing is written.
+    async fn append(&mut self, batches: &[RecordBatch]) -> Result<()>;
+    /// Whole batches from the one holding `from_offset`, up to `max_bytes` (always at least one batch when one
+    /// exists). `from_offset == log_end_offset` reads nothing; outside `[log_start, log_end]` is an error.
+    async fn read(&self, from_offset: i64, max_bytes: usize) -> Result<Vec<RecordBatch>>;
+    /// Removes every batch at or after `offset` (a batch boundary) and the index entries ending there or later.
+    /// At or below the log start the log is emptied and starts at `offset`.
+    async fn truncate_to(&mut self, offset: i64) -> Result<()>;
+    /// Empties the log (and its index) and restarts it at `offset`.
+    async fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<()>;
+    /// Moves the log start offset up to `offset` (retention); batches wholly below it may be dropped.
+    async fn delete_before(&mut self, offset: i64) -> Result<()>;
+    /// Makes appended data durable to the given level.
+    async fn flush(&mut self, durability: Durability) -> Result<()>;
+
+    /// Stores the producer snapshot taken at `offset` (durable when it returns).
+    async fn put_snapshot(&mut self, offset: i64, bytes: Bytes) -> Result<()>;
+    /// The snapshot with the highest offset at or below `offset`.
+    async fn snapshot_at_or_below(&self, offset: i64) -> Result<Option<(i64, Bytes)>>;
+    /// Offsets of every snapshot, ascending.
+    async fn snapshot_offsets(&self) -> Result<Vec<i64>>;
+    /// Removes a snapshot (no error if absent).
+    async fn delete_snapshot(&mut self, offset: i64) -> Result<()>;
+
+    /// Records an aborted transaction; its last offset must exceed the previous entry's.
+    async fn append_aborted_txn(&mut self, entry: AbortedTxn) -> Result<()>;
+    /// Aborted transactions a read_committed fetch of `[from_offset, upper_bound)` must know: those ending at or
+    /// after `from_offset` and starting before `upper_bound`.
+    async fn aborted_txns(&self, from_offset: i64, upper_bound: i64) -> Result<Vec<AbortedTxn>>;
+
+    /// Writes a small metadata record atomically and durably.
+    async fn put_metadata(&mut self, key: &str, value: &[u8]) -> Result<()>;
+    /// Reads a metadata record.
+    async fn metadata(&self, key: &str) -> Result<Option<Vec<u8>>>;
+}
+
+/// Longest metadata key.
+pub const MAX_METADATA_KEY_LEN: usize = 64;
+
+/// Metadata keys are short names of `[A-Za-z0-9._-]`, usable as file names and key suffixes.
+pub fn check_metadata_key(key: &str) -> Result<()> {
+    let invalid = |reason| StorageError::InvalidMetadataKey {
+        key: key.to_owned(),
+        reason,
+    };
+    if key.is_empty() || key.len() > MAX_METADATA_KEY_LEN {
+        return Err(invalid("keys have 1 to 64 characters"));
+    }
+    if !key
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    {
+        return Err(invalid("keys use only ASCII letters, digits, `.`, `_` and `-`"));
+    }
+    Ok(())
+}
+
+/// Checks an append against the log end offset; returns the new log end offset.
+pub fn check_append(log_end_offset: i64, batches: &[RecordBatch]) -> Result<i64> {
+    let mut next = log_end_offset;
+    for batch in batches {
+        if batch.base_offset() < next || batch.last_offset() < batch.base_offset() {
+            return Err(StorageError::NonMonotonicOffsets {
+                expected_at_least: next,
+                base_offset: batch.base_offset(),
+            });
+        }
+        next = batch.next_offset();
+    }
+    Ok(next)
+}
+
+/// Checks that an aborted-transaction entry follows the previous one.
+pub fn check_aborted_txn(previous: Option<&AbortedTxn>, entry: &AbortedTxn) -> Result<()> {
+    match previous {
+        Some(previous) if entry.last_offset <= previous.last_offset => {
+            Err(StorageError::AbortedTxnOutOfOrder {
+                last_offset: entry.last_offset,
+                previous: previous.last_offset,
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Where each batch is, by base offset: the offset bookkeeping every backend needs (`L` is the backend's
+/// location of a batch).
+#[derive(Debug, Clone)]
+pub struct BatchMap<L> {
+    /// base offset → (last offset, size in bytes, location).
+    batches: BTreeMap<i64, (i64, usize, L)>,
+}
+
+impl<L> Default for BatchMap<L> {
+    fn default() -> Self {
+        BatchMap {
+            batches: BTreeMap::new(),
+        }
+    }
+}
+
+impl<L: Clone> BatchMap<L> {
+    /// An empty map.
+    pub fn new() -> Self {
+        BatchMap {
+            batches: BTreeMap::new(),
+        }
+    }
+
+    /// Records a batch.
+    pub fn insert(&mut self, batch: &RecordBatch, location: L) {
+        self.batches
+            .insert(batch.base_offset(), (batch.last_offset(), batch.size(), location));
+    }
+
+    /// Records a batch from its offsets.
+    pub fn insert_span(&mut self, base_offset: i64, last_offset: i64, size: usize, location: L) {
+        self.batches.insert(base_offset, (last_offset, size, location));
+    }
+
+    /// Number of batches.
+    pub fn len(&self) -> usize {
+        self.batches.len()
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.batches.is_empty()
+    }
+
+    /// The next offset after the last batch.
+    pub fn next_offset(&self) -> Option<i64> {
+        self.batches.values().next_back().map(|(last, _, _)| last + 1)
+    }
+
+    /// Locations of the batches a read from `from_offset` returns, within `max_bytes` (at least one).
+    pub fn read_plan(&self, from_offset: i64, max_bytes: usize) -> Vec<L> {
+        // The batch holding `from_offset` starts at or before it; if the one before it ends earlier, start after.
+        let start = match self.batches.range(..=from_offset).next_back() {
+            Some((&base, &(last, _, _))) if last >= from_offset => base,
+            _ => from_offset,
+        };
+        let mut plan = Vec::new();
+        let mut total = 0usize;
+        for (_, (_, size, location)) in self.batches.range(start..) {
+            if !plan.is_empty() && total.saturating_add(*size) > max_bytes {
+                break;
+            }
+            total = total.saturating_add(*size);
+            plan.push(location.clone());
+        }
+        plan
+    }
+
+    /// Fails if a batch straddles `offset` (starts before it and ends at or after it).
+    pub fn check_boundary(&self, offset: i64) -> Result<()> {
+        match self.batches.range(..offset).next_back() {
+            Some((&base, &(last, _, _))) if last >= offset => Err(StorageError::NotABatchBoundary {
+                offset,
+                base_offset: base,
+                last_offset: last,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Removes and returns the batches starting at or after `offset`, in order.
+    pub fn split_off(&mut self, offset: i64) -> Vec<(i64, L)> {
+        self.batches
+            .split_off(&offset)
+            .into_iter()
+            .map(|(base, (_, _, location))| (base, location))
+            .collect()
+    }
+
+    /// Removes and returns the batches that end before `offset`, in order.
+    pub fn remove_below(&mut self, offset: i64) -> Vec<(i64, L)> {
+        let keep_from = match self.batches.range(..offset).next_back() {
+            Some((&base, &(last, _, _))) if last >= offset => base,
+            _ => offset,
+        };
+        let kept = self.batches.split_off(&keep_from);
+        let removed = std::mem::replace(&mut self.batches, kept);
+        removed
+            .into_iter()
+            .map(|(base, (_, _, location))| (base, location))
+            .collect()
+    }
+
+    /// Every batch as (base offset, last offset, size, location), in order.
+    pub fn iter(&self) -> impl Iterator<Item = (i64, i64, usize, &L)> {
+        self.batches
+            .iter()
+            .map(|(&base, (last, size, location))| (base, *last, *size, location))
+    }
+}
+
+/// Aborted transactions a fetch of `[from_offset, upper_bound)` must know (all entries, no early stop).
+pub fn select_aborted(entries: &[AbortedTxn], from_offset: i64, upper_bound: i64) -> Vec<AbortedTxn> {
+    entries
+        .iter()
+        .filter(|entry| entry.last_offset >= from_offset && entry.first_offset < upper_bound)
+        .copied()
+        .collect()
+}
+
+/// Checks a read's start offset against the log bounds.
+pub fn check_read_offset(offset: i64, log_start: i64, log_end: i64) -> Result<()> {
+    if offset < log_start || offset > log_end {
+        return Err(StorageError::OffsetOutOfRange {
+            offset,
+            log_start,
+            log_end,
+        });
+    }
+    Ok(())
+}
