@@ -1,0 +1,178 @@
+//! Partition storage in Apache Kafka's own on-disk layout, so Kafka's tools and ours read each other's files.
+//!
+//! ```text
+//! {data_dir}/{topic}-{partition}/
+//!     00000000000000000000.log        batches back to back (segments rolled by size)
+//!     00000000000000000000.index      sparse offset index: (u32 relative offset, u32 position)
+//!     00000000000000000000.timeindex  sparse time index: (i64 timestamp, u32 relative offset)
+//!     00000000000000000000.txnindex   aborted transactions (34-byte entries), created on first use
+//!     00000000000000000042.snapshot   producer snapshots (Kafka's format, written by producer-state)
+//!     mirrorlog.metadata              our small durable records (mirror state, log start offset, …)
+//! ```
+//!
+//! Opening a partition validates every segment batch by batch (length, magic, CRC, growing offsets), rebuilds
+//! the indexes from what is valid, cuts a torn or corrupt tail and drops any later segment, and reports all of
+//! it ([`OpenReport`]). Snapshots and metadata are written to a temporary file, fsynced and renamed. A failed
+//! sync poisons the partition. I/O is synchronous inside the async methods (local files; see ADR 0007).
+
+pub mod files;
+pub mod metadata;
+pub mod partition;
+pub mod segment;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use storage::{PartitionId, PartitionStorage, Storage, StorageError};
+
+pub use partition::{FsPartition, OpenReport};
+
+/// Kafka's default `segment.bytes` (1 GiB).
+pub const DEFAULT_SEGMENT_BYTES: u64 = 1 << 30;
+/// Kafka's default `index.interval.bytes`.
+pub const DEFAULT_INDEX_INTERVAL_BYTES: u64 = 4096;
+
+/// Options of the file-system backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FsConfig {
+    /// Directory holding one directory per partition.
+    pub data_dir: PathBuf,
+    /// Roll to a new segment past this size (Kafka's `segment.bytes`); at most `i32::MAX`.
+    pub segment_bytes: u64,
+    /// Bytes between sparse index entries (Kafka's `index.interval.bytes`).
+    pub index_interval_bytes: u64,
+}
+
+impl FsConfig {
+    /// Kafka's defaults under `data_dir`.
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        FsConfig {
+            data_dir: data_dir.into(),
+            segment_bytes: DEFAULT_SEGMENT_BYTES,
+            index_interval_bytes: DEFAULT_INDEX_INTERVAL_BYTES,
+        }
+    }
+}
+
+/// Test hooks: sync failures to inject, by partition.
+#[derive(Debug, Default)]
+pub struct Faults {
+    fail_next_sync: Mutex<BTreeSet<PartitionId>>,
+}
+
+impl Faults {
+    fn set(&self, id: &PartitionId) {
+        self.fail_next_sync
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(id.clone());
+    }
+
+    fn take(&self, id: &PartitionId) -> bool {
+        self.fail_next_sync
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .remove(id)
+    }
+}
+
+/// The file-system store.
+#[derive(Debug, Clone)]
+pub struct FsStorage {
+    config: FsConfig,
+    faults: Arc<Faults>,
+}
+
+impl FsStorage {
+    /// Opens (creating if needed) the data directory.
+    pub fn open(config: FsConfig) -> Result<Self, StorageError> {
+        if config.segment_bytes < 1024 || config.segment_bytes > i32::MAX as u64 {
+            return Err(StorageError::Config(format!(
+                "segment size {} must be between 1 KiB and {} bytes",
+                config.segment_bytes,
+                i32::MAX
+            )));
+        }
+        std::fs::create_dir_all(&config.data_dir)
+            .map_err(|e| StorageError::io(format!("creating {}", config.data_dir.display()), e))?;
+        Ok(FsStorage {
+            config,
+            faults: Arc::default(),
+        })
+    }
+
+    fn dir(&self, id: &PartitionId) -> PathBuf {
+        self.config.data_dir.join(id.dir_name())
+    }
+
+    /// Opens a partition as its concrete type (for its [`OpenReport`] and segment views).
+    pub fn open_partition(&self, id: &PartitionId) -> Result<FsPartition, StorageError> {
+        let dir = self.dir(id);
+        if !dir.is_dir() {
+            return Err(StorageError::NotFound(id.clone()));
+        }
+        FsPartition::open(id, dir, self.config.clone(), self.faults.clone())
+    }
+
+    /// Opens a partition directory anywhere (e.g. for `mirrorlog dump`); the name must be `{topic}-{partition}`.
+    pub fn open_dir(dir: &Path) -> Result<FsPartition, StorageError> {
+        let name = dir
+            .file_name()
+            .and_then(|name| name.to_str())
+            .ok_or_else(|| StorageError::Config(format!("{} has no usable name", dir.display())))?;
+        let id = PartitionId::from_dir_name(name)?;
+        let parent = dir.parent().unwrap_or_else(|| Path::new("."));
+        FsPartition::open(&id, dir.to_owned(), FsConfig::new(parent), Arc::default())
+    }
+
+    /// Makes the next sync of `id` fail (tests of poisoning).
+    pub fn fail_next_sync(&self, id: &PartitionId) {
+        self.faults.set(id);
+    }
+}
+
+#[async_trait]
+impl Storage for FsStorage {
+    async fn create(&self, id: &PartitionId) -> Result<Box<dyn PartitionStorage>, StorageError> {
+        let dir = self.dir(id);
+        if dir.exists() {
+            return Err(StorageError::AlreadyExists(id.clone()));
+        }
+        let partition = FsPartition::create(id, dir, self.config.clone(), self.faults.clone())?;
+        files::sync_dir(&self.config.data_dir)?;
+        Ok(Box::new(partition))
+    }
+
+    async fn open(&self, id: &PartitionId) -> Result<Box<dyn PartitionStorage>, StorageError> {
+        Ok(Box::new(self.open_partition(id)?))
+    }
+
+    async fn list(&self) -> Result<Vec<PartitionId>, StorageError> {
+        let entries = std::fs::read_dir(&self.config.data_dir)
+            .map_err(|e| StorageError::io(format!("listing {}", self.config.data_dir.display()), e))?;
+        let mut ids = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| StorageError::io("listing the data directory", e))?;
+            if !entry.path().is_dir() {
+                continue;
+            }
+            if let Ok(id) = PartitionId::from_dir_name(&entry.file_name().to_string_lossy()) {
+                ids.push(id);
+            }
+        }
+        ids.sort();
+        Ok(ids)
+    }
+
+    async fn delete(&self, id: &PartitionId) -> Result<(), StorageError> {
+        let dir = self.dir(id);
+        if !dir.is_dir() {
+            return Err(StorageError::NotFound(id.clone()));
+        }
+        std::fs::remove_dir_all(&dir)
+            .map_err(|e| StorageError::io(format!("deleting {}", dir.display()), e))?;
+        files::sync_dir(&self.config.data_dir)
+    }
+}

@@ -1,0 +1,498 @@
+//! One partition directory: segments in offset order, producer snapshots, the metadata file.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use record_format::{AbortedTxn, RecordBatch};
+use storage::partition::{
+    check_aborted_txn, check_append, check_metadata_key, check_read_offset, select_aborted,
+};
+use storage::{Durability, PartitionId, PartitionStorage, StorageError};
+
+use crate::files::{
+    classify, offset_file, sync_dir, write_atomically, DirEntry, METADATA_FILE, SNAPSHOT_SUFFIX,
+};
+use crate::metadata;
+use crate::segment::Segment;
+use crate::{Faults, FsConfig};
+
+/// Our own metadata record for the log start offset (user keys cannot start with `@`).
+const LOG_START_KEY: &str = "@log-start-offset";
+
+/// What opening a partition found and repaired.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OpenReport {
+    /// Segments whose torn or corrupt tail was cut: (base offset, bytes cut, reason).
+    pub truncated: Vec<(i64, u64, String)>,
+    /// Segments deleted because an earlier segment had a torn tail (their data cannot follow it).
+    pub dropped_segments: Vec<i64>,
+    /// Segments whose index files were rebuilt.
+    pub rebuilt_indexes: Vec<i64>,
+    /// Leftovers of interrupted writes that were removed.
+    pub removed_leftovers: Vec<String>,
+    /// Files the partition does not know, left in place.
+    pub unknown_files: Vec<String>,
+}
+
+/// A partition stored in Kafka's directory layout.
+#[derive(Debug)]
+pub struct FsPartition {
+    id: PartitionId,
+    dir: PathBuf,
+    config: FsConfig,
+    faults: Arc<Faults>,
+    segments: BTreeMap<i64, Segment>,
+    log_start: i64,
+    snapshots: BTreeSet<i64>,
+    metadata: BTreeMap<String, Vec<u8>>,
+    poisoned: Option<String>,
+    report: OpenReport,
+}
+
+impl FsPartition {
+    /// Creates the directory with one empty segment at offset 0.
+    pub(crate) fn create(
+        id: &PartitionId,
+        dir: PathBuf,
+        config: FsConfig,
+        faults: Arc<Faults>,
+    ) -> Result<Self, StorageError> {
+        std::fs::create_dir(&dir).map_err(|e| StorageError::io(format!("creating {}", dir.display()), e))?;
+        let segment = Segment::create(&dir, 0)?;
+        sync_dir(&dir)?;
+        Ok(FsPartition {
+            id: id.clone(),
+            dir,
+            config,
+            faults,
+            segments: BTreeMap::from([(0, segment)]),
+            log_start: 0,
+            snapshots: BTreeSet::new(),
+            metadata: BTreeMap::new(),
+            poisoned: None,
+            report: OpenReport::default(),
+        })
+    }
+
+    /// Opens a partition directory, validating every segment and cutting a torn tail (see [`OpenReport`]).
+    pub fn open(
+        id: &PartitionId,
+        dir: PathBuf,
+        config: FsConfig,
+        faults: Arc<Faults>,
+    ) -> Result<Self, StorageError> {
+        let mut report = OpenReport::default();
+        let mut segment_bases = BTreeSet::new();
+        let mut snapshots = BTreeSet::new();
+        let mut metadata_records = BTreeMap::new();
+        let entries =
+            std::fs::read_dir(&dir).map_err(|e| StorageError::io(format!("listing {}", dir.display()), e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| StorageError::io(format!("listing {}", dir.display()), e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            match classify(&name) {
+                DirEntry::Segment { base_offset, suffix } if suffix == "log" => {
+                    segment_bases.insert(base_offset);
+                }
+                DirEntry::Segment { .. } => {}
+                DirEntry::Snapshot { offset } => {
+                    snapshots.insert(offset);
+                }
+                DirEntry::Metadata => {
+                    let bytes = std::fs::read(entry.path())
+                        .map_err(|e| StorageError::io(format!("reading {}", entry.path().display()), e))?;
+                    metadata_records = metadata::decode(&bytes)?;
+                }
+                DirEntry::Leftover => {
+                    if name.ends_with(".tmp") {
+                        std::fs::remove_file(entry.path()).map_err(|e| {
+                            StorageError::io(format!("removing {}", entry.path().display()), e)
+                        })?;
+                        report.removed_leftovers.push(name);
+                    } else {
+                        report.unknown_files.push(name);
+                    }
+                }
+                DirEntry::Unknown => report.unknown_files.push(name),
+            }
+        }
+        let mut segments = BTreeMap::new();
+        let mut bases = segment_bases.into_iter();
+        for base in bases.by_ref() {
+            let (segment, recovery) = Segment::open(&dir, base, config.index_interval_bytes)?;
+            if let Some((bytes, reason)) = recovery.truncated {
+                report.truncated.push((base, bytes, reason));
+            }
+            if recovery.rebuilt_indexes {
+                report.rebuilt_indexes.push(base);
+            }
+            let torn = report.truncated.last().is_some_and(|(b, _, _)| *b == base);
+            segments.insert(base, segment);
+            if torn {
+                break;
+            }
+        }
+        // Nothing may follow a torn tail: later segments were written after data that is now gone.
+        for base in bases {
+            let (segment, _) = Segment::open(&dir, base, config.index_interval_bytes)?;
+            segment.delete_files()?;
+            report.dropped_segments.push(base);
+        }
+        if segments.is_empty() {
+            segments.insert(0, Segment::create(&dir, 0)?);
+            sync_dir(&dir)?;
+        }
+        let first_base = segments.keys().next().copied().unwrap_or(0);
+        let log_start = match metadata_records.get(LOG_START_KEY) {
+            Some(bytes) => {
+                i64::from_be_bytes(bytes.as_slice().try_into().map_err(|_| StorageError::Corrupt {
+                    what: METADATA_FILE.into(),
+                    reason: "log start offset is not 8 bytes".into(),
+                })?)
+            }
+            None => first_base,
+        };
+        let mut partition = FsPartition {
+            id: id.clone(),
+            dir,
+            config,
+            faults,
+            segments,
+            log_start,
+            snapshots,
+            metadata: metadata_records,
+            poisoned: None,
+            report,
+        };
+        // The aborted-transaction index never reaches past the log.
+        let log_end = partition.log_end_offset();
+        for segment in partition.segments.values_mut() {
+            segment.aborted.retain(|entry| entry.last_offset < log_end);
+        }
+        partition.log_start = partition.log_start.clamp(first_base, log_end.max(first_base));
+        Ok(partition)
+    }
+
+    /// What opening found and repaired.
+    pub fn open_report(&self) -> &OpenReport {
+        &self.report
+    }
+
+    /// The partition directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The segments, by base offset.
+    pub fn segments(&self) -> impl Iterator<Item = &Segment> {
+        self.segments.values()
+    }
+
+    fn writable(&self) -> Result<(), StorageError> {
+        match &self.poisoned {
+            Some(reason) => Err(StorageError::Poisoned {
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs a durability step; a failure poisons the partition.
+    fn durable(
+        &mut self,
+        step: impl FnOnce(&mut Self) -> Result<(), StorageError>,
+    ) -> Result<(), StorageError> {
+        match step(self) {
+            Ok(()) => Ok(()),
+            Err(error) => {
+                let reason = error.to_string();
+                self.poisoned = Some(reason.clone());
+                Err(StorageError::Poisoned { reason })
+            }
+        }
+    }
+
+    fn active(&mut self) -> &mut Segment {
+        // A partition always has at least one segment (create and open guarantee it).
+        self.segments
+            .values_mut()
+            .next_back()
+            .unwrap_or_else(|| unreachable!("a partition always has a segment"))
+    }
+
+    fn roll(&mut self, base_offset: i64) -> Result<(), StorageError> {
+        let segment = Segment::create(&self.dir, base_offset)?;
+        sync_dir(&self.dir)?;
+        self.segments.insert(base_offset, segment);
+        Ok(())
+    }
+
+    fn needs_roll(segment: &Segment, batch: &RecordBatch, segment_bytes: u64) -> bool {
+        segment.first_batch_offset.is_some()
+            && (segment.size + batch.size() as u64 > segment_bytes
+                || batch.last_offset() - segment.base_offset > i64::from(i32::MAX))
+    }
+
+    fn save_metadata(&mut self) -> Result<(), StorageError> {
+        let bytes = metadata::encode(&self.metadata);
+        let path = self.dir.join(METADATA_FILE);
+        self.durable(|_| write_atomically(&path, &bytes))
+    }
+
+    fn empty_at(&mut self, offset: i64) -> Result<(), StorageError> {
+        for segment in std::mem::take(&mut self.segments).into_values() {
+            segment.delete_files()?;
+        }
+        let segment = Segment::create(&self.dir, offset)?;
+        self.segments.insert(offset, segment);
+        sync_dir(&self.dir)?;
+        self.log_start = offset;
+        self.metadata
+            .insert(LOG_START_KEY.into(), offset.to_be_bytes().to_vec());
+        self.save_metadata()
+    }
+
+    fn last_aborted(&self) -> Option<&AbortedTxn> {
+        self.segments
+            .values()
+            .rev()
+            .find_map(|segment| segment.aborted.last())
+    }
+}
+
+#[async_trait]
+impl PartitionStorage for FsPartition {
+    fn id(&self) -> &PartitionId {
+        &self.id
+    }
+
+    fn log_start_offset(&self) -> i64 {
+        self.log_start
+    }
+
+    fn log_end_offset(&self) -> i64 {
+        self.segments
+            .values()
+            .next_back()
+            .map_or(0, |segment| segment.next_offset)
+    }
+
+    async fn append(&mut self, batches: &[RecordBatch]) -> Result<(), StorageError> {
+        self.writable()?;
+        check_append(self.log_end_offset(), batches)?;
+        let mut start = 0;
+        while start < batches.len() {
+            if Self::needs_roll(
+                self.segments
+                    .values()
+                    .next_back()
+                    .unwrap_or_else(|| unreachable!()),
+                &batches[start],
+                self.config.segment_bytes,
+            ) {
+                self.roll(batches[start].base_offset())?;
+            }
+            // Take the longest run that fits the active segment.
+            let segment = self
+                .segments
+                .values()
+                .next_back()
+                .unwrap_or_else(|| unreachable!());
+            let mut size = segment.size;
+            let mut end = start;
+            while end < batches.len() {
+                let batch = &batches[end];
+                let fits = size + batch.size() as u64 <= self.config.segment_bytes
+                    && batch.last_offset() - segment.base_offset <= i64::from(i32::MAX);
+                if end > start && !fits {
+                    break;
+                }
+                size += batch.size() as u64;
+                end += 1;
+            }
+            let index_interval = self.config.index_interval_bytes;
+            self.active().append(&batches[start..end], index_interval)?;
+            start = end;
+        }
+        Ok(())
+    }
+
+    async fn read(&self, from_offset: i64, max_bytes: usize) -> Result<Vec<RecordBatch>, StorageError> {
+        check_read_offset(from_offset, self.log_start, self.log_end_offset())?;
+        let mut out = Vec::new();
+        let mut budget = max_bytes;
+        let first = self
+            .segments
+            .range(..=from_offset)
+            .next_back()
+            .map_or(i64::MIN, |(base, _)| *base);
+        for segment in self.segments.range(first..).map(|(_, segment)| segment) {
+            segment.read(from_offset, &mut budget, &mut out)?;
+            if budget == 0 {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    async fn truncate_to(&mut self, offset: i64) -> Result<(), StorageError> {
+        self.writable()?;
+        if offset >= self.log_end_offset() {
+            return Ok(());
+        }
+        if offset <= self.log_start {
+            return self.empty_at(offset);
+        }
+        let holder = self
+            .segments
+            .range(..=offset)
+            .next_back()
+            .map_or(offset, |(base, _)| *base);
+        let index_interval = self.config.index_interval_bytes;
+        if let Some(segment) = self.segments.get_mut(&holder) {
+            segment.truncate_to(offset, index_interval)?;
+        }
+        for segment in self.segments.split_off(&(holder + 1)).into_values() {
+            segment.delete_files()?;
+        }
+        sync_dir(&self.dir)?;
+        // Truncating into a gap between batches: the log still ends at `offset`.
+        if self.log_end_offset() < offset {
+            self.roll(offset)?;
+        }
+        Ok(())
+    }
+
+    async fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), StorageError> {
+        self.writable()?;
+        self.empty_at(offset)
+    }
+
+    async fn delete_before(&mut self, offset: i64) -> Result<(), StorageError> {
+        self.writable()?;
+        let log_end = self.log_end_offset();
+        if offset > log_end {
+            return Err(StorageError::OffsetOutOfRange {
+                offset,
+                log_start: self.log_start,
+                log_end,
+            });
+        }
+        if offset <= self.log_start {
+            return Ok(());
+        }
+        self.log_start = offset;
+        self.metadata
+            .insert(LOG_START_KEY.into(), offset.to_be_bytes().to_vec());
+        self.save_metadata()?;
+        // Whole segments below the new start go; the active one always stays.
+        let bases: Vec<i64> = self.segments.keys().copied().collect();
+        for pair in bases.windows(2) {
+            if pair[1] <= offset {
+                if let Some(segment) = self.segments.remove(&pair[0]) {
+                    segment.delete_files()?;
+                }
+            }
+        }
+        sync_dir(&self.dir)
+    }
+
+    async fn flush(&mut self, durability: Durability) -> Result<(), StorageError> {
+        self.writable()?;
+        if durability == Durability::Buffered {
+            // Every write already went to the operating system.
+            return Ok(());
+        }
+        let injected = self.faults.take(&self.id);
+        self.durable(|partition| {
+            if injected {
+                return Err(StorageError::io(
+                    "syncing (injected failure)",
+                    std::io::Error::other("injected sync failure"),
+                ));
+            }
+            for segment in partition.segments.values_mut() {
+                segment.sync()?;
+            }
+            Ok(())
+        })
+    }
+
+    async fn put_snapshot(&mut self, offset: i64, bytes: Bytes) -> Result<(), StorageError> {
+        self.writable()?;
+        let path = offset_file(&self.dir, offset, SNAPSHOT_SUFFIX);
+        self.durable(|_| write_atomically(&path, &bytes))?;
+        self.snapshots.insert(offset);
+        Ok(())
+    }
+
+    async fn snapshot_at_or_below(&self, offset: i64) -> Result<Option<(i64, Bytes)>, StorageError> {
+        let Some(&found) = self.snapshots.range(..=offset).next_back() else {
+            return Ok(None);
+        };
+        let path = offset_file(&self.dir, found, SNAPSHOT_SUFFIX);
+        let bytes =
+            std::fs::read(&path).map_err(|e| StorageError::io(format!("reading {}", path.display()), e))?;
+        Ok(Some((found, Bytes::from(bytes))))
+    }
+
+    async fn snapshot_offsets(&self) -> Result<Vec<i64>, StorageError> {
+        Ok(self.snapshots.iter().copied().collect())
+    }
+
+    async fn delete_snapshot(&mut self, offset: i64) -> Result<(), StorageError> {
+        self.writable()?;
+        let path = offset_file(&self.dir, offset, SNAPSHOT_SUFFIX);
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(StorageError::io(format!("deleting {}", path.display()), e)),
+        }
+        self.snapshots.remove(&offset);
+        Ok(())
+    }
+
+    async fn append_aborted_txn(&mut self, entry: AbortedTxn) -> Result<(), StorageError> {
+        self.writable()?;
+        check_aborted_txn(self.last_aborted(), &entry)?;
+        // Filed with the segment holding the marker (the active one when the log appends the marker first, as
+        // Kafka does), so truncation and retention remove it with its marker.
+        let holder = self
+            .segments
+            .range(..=entry.last_offset)
+            .next_back()
+            .map(|(base, _)| *base);
+        match holder.and_then(|base| self.segments.get_mut(&base)) {
+            Some(segment) => segment.append_aborted(entry),
+            None => self.active().append_aborted(entry),
+        }
+    }
+
+    async fn aborted_txns(
+        &self,
+        from_offset: i64,
+        upper_bound: i64,
+    ) -> Result<Vec<AbortedTxn>, StorageError> {
+        let all: Vec<AbortedTxn> = self
+            .segments
+            .values()
+            .flat_map(|segment| segment.aborted.iter().copied())
+            .collect();
+        Ok(select_aborted(&all, from_offset, upper_bound))
+    }
+
+    async fn put_metadata(&mut self, key: &str, value: &[u8]) -> Result<(), StorageError> {
+        check_metadata_key(key)?;
+        self.writable()?;
+        self.metadata.insert(key.to_owned(), value.to_vec());
+        self.save_metadata()
+    }
+
+    async fn metadata(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        check_metadata_key(key)?;
+        Ok(self.metadata.get(key).cloned())
+    }
+}

@@ -1,0 +1,507 @@
+//! One segment: its `.log` file and the sparse `.index` / `.timeindex` and the `.txnindex` beside it.
+//!
+//! Indexes follow Kafka's `LogSegment.append`: before appending a batch, if more than `index_interval_bytes`
+//! were written since the last entry, the offset index gets (batch last offset − base, batch position) and the
+//! time index (max timestamp so far − if it grew, its offset − base). Offset index entries are 8 bytes
+//! (`u32 relative offset | u32 position`), time index entries 12 (`i64 timestamp | u32 relative offset`).
+//!
+//! Opening a segment scans its log batch by batch (length, magic, CRC, growing offsets) and rebuilds both
+//! indexes from what is valid; the index files on disk are rewritten when they differ. A torn or corrupt tail is
+//! cut and reported. Reads use the offset index to find where to start scanning.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufReader, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use record_format::batch::{check_batch_prefix, offsets, LOG_OVERHEAD};
+use record_format::{AbortedTxn, RecordBatch, SegmentError, SegmentReader};
+use storage::StorageError;
+
+use crate::files::{
+    offset_file, write_atomically, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX,
+};
+
+/// Bytes of a batch header needed to know its offsets and size.
+const HEADER_PROBE: usize = offsets::LAST_OFFSET_DELTA + 4;
+/// Offset index entry size.
+const INDEX_ENTRY: usize = 8;
+/// Time index entry size.
+const TIME_INDEX_ENTRY: usize = 12;
+
+/// An offset index entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexEntry {
+    /// Largest offset of the indexed batch, relative to the segment base.
+    pub relative_offset: u32,
+    /// Byte position of the batch in the log file.
+    pub position: u32,
+}
+
+/// A time index entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeEntry {
+    /// Largest timestamp up to the entry.
+    pub timestamp: i64,
+    /// Offset holding it, relative to the segment base.
+    pub relative_offset: u32,
+}
+
+/// What opening a segment found and did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SegmentRecovery {
+    /// Bytes cut from a torn or corrupt tail, with the reason.
+    pub truncated: Option<(u64, String)>,
+    /// The index files had to be rewritten.
+    pub rebuilt_indexes: bool,
+}
+
+/// The in-memory state of one segment.
+#[derive(Debug)]
+pub struct Segment {
+    /// The segment's base offset (its file names).
+    pub base_offset: i64,
+    dir: PathBuf,
+    log: File,
+    index_file: File,
+    time_index_file: File,
+    /// Valid bytes of the log.
+    pub size: u64,
+    index: Vec<IndexEntry>,
+    time_index: Vec<TimeEntry>,
+    /// Aborted transactions whose markers are in this segment.
+    pub aborted: Vec<AbortedTxn>,
+    bytes_since_index: u64,
+    max_timestamp: i64,
+    offset_of_max_timestamp: i64,
+    /// Offset after the last batch (the base offset when empty).
+    pub next_offset: i64,
+    /// Base offset of the first batch, if any.
+    pub first_batch_offset: Option<i64>,
+    /// Written since the last sync.
+    pub dirty: bool,
+}
+
+fn io_error(what: &str, path: &Path, error: std::io::Error) -> StorageError {
+    StorageError::io(format!("{what} {}", path.display()), error)
+}
+
+fn open_rw(path: &Path, create: bool) -> Result<File, StorageError> {
+    OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(create)
+        .open(path)
+        .map_err(|e| io_error("opening", path, e))
+}
+
+/// A batch's place in the log file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct BatchSpan {
+    position: u64,
+    base_offset: i64,
+    last_offset: i64,
+    size: u64,
+}
+
+impl Segment {
+    fn path(&self, suffix: &str) -> PathBuf {
+        offset_file(&self.dir, self.base_offset, suffix)
+    }
+
+    /// Creates an empty segment (its files exist when this returns; the caller syncs the directory).
+    pub fn create(dir: &Path, base_offset: i64) -> Result<Self, StorageError> {
+        let log = open_rw(&offset_file(dir, base_offset, LOG_SUFFIX), true)?;
+        log.set_len(0)
+            .map_err(|e| io_error("emptying", &offset_file(dir, base_offset, LOG_SUFFIX), e))?;
+        let index_file = open_rw(&offset_file(dir, base_offset, INDEX_SUFFIX), true)?;
+        let time_index_file = open_rw(&offset_file(dir, base_offset, TIME_INDEX_SUFFIX), true)?;
+        for (file, suffix) in [(&index_file, INDEX_SUFFIX), (&time_index_file, TIME_INDEX_SUFFIX)] {
+            file.set_len(0)
+                .map_err(|e| io_error("emptying", &offset_file(dir, base_offset, suffix), e))?;
+        }
+        let _ = std::fs::remove_file(offset_file(dir, base_offset, TXN_INDEX_SUFFIX));
+        Ok(Segment {
+            base_offset,
+            dir: dir.to_owned(),
+            log,
+            index_file,
+            time_index_file,
+            size: 0,
+            index: Vec::new(),
+            time_index: Vec::new(),
+            aborted: Vec::new(),
+            bytes_since_index: 0,
+            max_timestamp: -1,
+            offset_of_max_timestamp: base_offset,
+            next_offset: base_offset,
+            first_batch_offset: None,
+            dirty: true,
+        })
+    }
+
+    /// Opens an existing segment, validating its log and rebuilding its indexes (see the module docs).
+    pub fn open(
+        dir: &Path,
+        base_offset: i64,
+        index_interval: u64,
+    ) -> Result<(Self, SegmentRecovery), StorageError> {
+        let log_path = offset_file(dir, base_offset, LOG_SUFFIX);
+        let log = open_rw(&log_path, false)?;
+        let length = log
+            .metadata()
+            .map_err(|e| io_error("reading", &log_path, e))?
+            .len();
+        let mut segment = Segment {
+            base_offset,
+            dir: dir.to_owned(),
+            log,
+            index_file: open_rw(&offset_file(dir, base_offset, INDEX_SUFFIX), true)?,
+            time_index_file: open_rw(&offset_file(dir, base_offset, TIME_INDEX_SUFFIX), true)?,
+            size: 0,
+            index: Vec::new(),
+            time_index: Vec::new(),
+            aborted: Vec::new(),
+            bytes_since_index: 0,
+            max_timestamp: -1,
+            offset_of_max_timestamp: base_offset,
+            next_offset: base_offset,
+            first_batch_offset: None,
+            dirty: false,
+        };
+        let mut recovery = SegmentRecovery::default();
+        let scan = segment
+            .log
+            .try_clone()
+            .map_err(|e| io_error("reading", &log_path, e))?;
+        let reader = SegmentReader::new(BufReader::with_capacity(1 << 20, scan), Some(length));
+        for found in reader {
+            let problem = match found {
+                Ok(found) => {
+                    let batch = found.batch;
+                    if batch.base_offset() < segment.next_offset || batch.last_offset() < batch.base_offset()
+                    {
+                        Some(format!(
+                            "batch at offset {} does not follow offset {}",
+                            batch.base_offset(),
+                            segment.next_offset
+                        ))
+                    } else if batch.last_offset() - base_offset > i64::from(i32::MAX) {
+                        Some(format!(
+                            "batch at offset {} is too far from the segment base",
+                            batch.base_offset()
+                        ))
+                    } else {
+                        segment.track(&batch, index_interval);
+                        None
+                    }
+                }
+                Err(SegmentError::Io { source, .. }) => return Err(io_error("reading", &log_path, source)),
+                Err(error) => Some(error.to_string()),
+            };
+            if let Some(reason) = problem {
+                recovery.truncated = Some((length - segment.size, reason));
+                segment
+                    .log
+                    .set_len(segment.size)
+                    .map_err(|e| io_error("cutting the torn tail of", &log_path, e))?;
+                segment
+                    .log
+                    .sync_all()
+                    .map_err(|e| io_error("syncing", &log_path, e))?;
+                break;
+            }
+        }
+        if recovery.truncated.is_none() && segment.size != length {
+            recovery.truncated = Some((length - segment.size, "trailing bytes".into()));
+        }
+        recovery.rebuilt_indexes = segment.write_indexes_if_changed()?;
+        segment.load_txn_index()?;
+        Ok((segment, recovery))
+    }
+
+    /// Accounts for a batch at the end of the log: indexes, offsets, size.
+    fn track(&mut self, batch: &RecordBatch, index_interval: u64) {
+        let position = self.size;
+        if batch.max_timestamp() > self.max_timestamp {
+            self.max_timestamp = batch.max_timestamp();
+            self.offset_of_max_timestamp = batch.last_offset();
+        }
+        if self.bytes_since_index > index_interval {
+            self.index.push(IndexEntry {
+                relative_offset: (batch.last_offset() - self.base_offset) as u32,
+                position: position as u32,
+            });
+            if self
+                .time_index
+                .last()
+                .is_none_or(|last| self.max_timestamp > last.timestamp)
+            {
+                self.time_index.push(TimeEntry {
+                    timestamp: self.max_timestamp,
+                    relative_offset: (self.offset_of_max_timestamp - self.base_offset) as u32,
+                });
+            }
+            self.bytes_since_index = 0;
+        }
+        self.bytes_since_index += batch.size() as u64;
+        self.size += batch.size() as u64;
+        self.next_offset = batch.next_offset();
+        self.first_batch_offset.get_or_insert(batch.base_offset());
+    }
+
+    fn encode_indexes(&self) -> (Vec<u8>, Vec<u8>) {
+        let mut index = Vec::with_capacity(self.index.len() * INDEX_ENTRY);
+        for entry in &self.index {
+            index.extend_from_slice(&entry.relative_offset.to_be_bytes());
+            index.extend_from_slice(&entry.position.to_be_bytes());
+        }
+        let mut time_index = Vec::with_capacity(self.time_index.len() * TIME_INDEX_ENTRY);
+        for entry in &self.time_index {
+            time_index.extend_from_slice(&entry.timestamp.to_be_bytes());
+            time_index.extend_from_slice(&entry.relative_offset.to_be_bytes());
+        }
+        (index, time_index)
+    }
+
+    /// Rewrites the index files when they differ from the in-memory indexes. Returns whether it did.
+    fn write_indexes_if_changed(&mut self) -> Result<bool, StorageError> {
+        let (index, time_index) = self.encode_indexes();
+        let mut rewrote = false;
+        for (suffix, bytes) in [(INDEX_SUFFIX, &index), (TIME_INDEX_SUFFIX, &time_index)] {
+            let path = self.path(suffix);
+            let on_disk = std::fs::read(&path).unwrap_or_default();
+            if &on_disk != bytes {
+                write_atomically(&path, bytes)?;
+                rewrote = true;
+            }
+        }
+        if rewrote {
+            self.index_file = open_rw(&self.path(INDEX_SUFFIX), true)?;
+            self.time_index_file = open_rw(&self.path(TIME_INDEX_SUFFIX), true)?;
+        }
+        Ok(rewrote)
+    }
+
+    fn load_txn_index(&mut self) -> Result<(), StorageError> {
+        let path = self.path(TXN_INDEX_SUFFIX);
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(io_error("reading", &path, e)),
+        };
+        self.aborted = AbortedTxn::decode_all(&bytes).map_err(|e| StorageError::Corrupt {
+            what: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        Ok(())
+    }
+
+    /// Appends batches (already checked to follow the log) in one write.
+    pub fn append(&mut self, batches: &[RecordBatch], index_interval: u64) -> Result<(), StorageError> {
+        let index_before = self.index.len();
+        let time_before = self.time_index.len();
+        let mut bytes = Vec::with_capacity(batches.iter().map(RecordBatch::size).sum());
+        for batch in batches {
+            bytes.extend_from_slice(batch.as_bytes());
+            self.track(batch, index_interval);
+        }
+        let log_path = self.path(LOG_SUFFIX);
+        self.log
+            .write_all(&bytes)
+            .map_err(|e| io_error("appending to", &log_path, e))?;
+        let (index, time_index) = self.encode_indexes();
+        self.index_file
+            .write_all(&index[index_before * INDEX_ENTRY..])
+            .map_err(|e| io_error("appending to", &self.path(INDEX_SUFFIX), e))?;
+        self.time_index_file
+            .write_all(&time_index[time_before * TIME_INDEX_ENTRY..])
+            .map_err(|e| io_error("appending to", &self.path(TIME_INDEX_SUFFIX), e))?;
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// Records an aborted transaction in this segment's `.txnindex`.
+    pub fn append_aborted(&mut self, entry: AbortedTxn) -> Result<(), StorageError> {
+        let path = self.path(TXN_INDEX_SUFFIX);
+        let mut file = open_rw(&path, true)?;
+        file.write_all(&entry.encode())
+            .map_err(|e| io_error("appending to", &path, e))?;
+        self.aborted.push(entry);
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// Makes everything written durable.
+    pub fn sync(&mut self) -> Result<(), StorageError> {
+        if !self.dirty {
+            return Ok(());
+        }
+        self.log
+            .sync_data()
+            .map_err(|e| io_error("syncing", &self.path(LOG_SUFFIX), e))?;
+        self.index_file
+            .sync_data()
+            .map_err(|e| io_error("syncing", &self.path(INDEX_SUFFIX), e))?;
+        self.time_index_file
+            .sync_data()
+            .map_err(|e| io_error("syncing", &self.path(TIME_INDEX_SUFFIX), e))?;
+        if !self.aborted.is_empty() {
+            let path = self.path(TXN_INDEX_SUFFIX);
+            File::open(&path)
+                .and_then(|file| file.sync_data())
+                .map_err(|e| io_error("syncing", &path, e))?;
+        }
+        self.dirty = false;
+        Ok(())
+    }
+
+    /// Reads the first bytes of the batch at `position` and returns its span.
+    fn span_at(&self, position: u64) -> Result<BatchSpan, StorageError> {
+        let mut header = [0u8; HEADER_PROBE];
+        self.log
+            .read_exact_at(&mut header, position)
+            .map_err(|e| io_error("reading", &self.path(LOG_SUFFIX), e))?;
+        let mut prefix = [0u8; LOG_OVERHEAD];
+        prefix.copy_from_slice(&header[..LOG_OVERHEAD]);
+        let size = check_batch_prefix(&prefix, self.size - position, usize::MAX).map_err(|e| {
+            StorageError::Corrupt {
+                what: format!("{} at position {position}", self.path(LOG_SUFFIX).display()),
+                reason: e.to_string(),
+            }
+        })? as u64;
+        let base_offset = i64::from_be_bytes(header[..8].try_into().unwrap_or_default());
+        let delta = i32::from_be_bytes(
+            header[offsets::LAST_OFFSET_DELTA..]
+                .try_into()
+                .unwrap_or_default(),
+        );
+        Ok(BatchSpan {
+            position,
+            base_offset,
+            last_offset: base_offset.wrapping_add(i64::from(delta)),
+            size,
+        })
+    }
+
+    /// The first batch ending at or after `offset`, found from the index; `None` past the last batch.
+    fn find(&self, offset: i64) -> Result<Option<BatchSpan>, StorageError> {
+        let relative = offset
+            .saturating_sub(self.base_offset)
+            .clamp(0, i64::from(u32::MAX)) as u32;
+        let start = match self
+            .index
+            .partition_point(|entry| entry.relative_offset <= relative)
+        {
+            0 => 0,
+            after => u64::from(self.index[after - 1].position),
+        };
+        let mut position = start;
+        while position < self.size {
+            let span = self.span_at(position)?;
+            if span.last_offset >= offset {
+                return Ok(Some(span));
+            }
+            position += span.size;
+        }
+        Ok(None)
+    }
+
+    /// Whole batches from the one holding `offset`, while the budget lasts (at least one if `out` is empty).
+    pub fn read(
+        &self,
+        offset: i64,
+        budget: &mut usize,
+        out: &mut Vec<RecordBatch>,
+    ) -> Result<(), StorageError> {
+        let Some(mut span) = self.find(offset)? else {
+            return Ok(());
+        };
+        loop {
+            if !out.is_empty() && span.size as usize > *budget {
+                *budget = 0;
+                return Ok(());
+            }
+            let mut bytes = vec![0u8; span.size as usize];
+            self.log
+                .read_exact_at(&mut bytes, span.position)
+                .map_err(|e| io_error("reading", &self.path(LOG_SUFFIX), e))?;
+            let batch = RecordBatch::decode(Bytes::from(bytes)).map_err(|e| StorageError::Corrupt {
+                what: format!(
+                    "{} at position {}",
+                    self.path(LOG_SUFFIX).display(),
+                    span.position
+                ),
+                reason: e.to_string(),
+            })?;
+            *budget = budget.saturating_sub(span.size as usize);
+            out.push(batch);
+            let next = span.position + span.size;
+            if next >= self.size || *budget == 0 {
+                return Ok(());
+            }
+            span = self.span_at(next)?;
+        }
+    }
+
+    /// Cuts the segment before `offset`, which must not fall inside a batch; the indexes and the txn index are
+    /// cut with it. Returns false if a batch straddles `offset`.
+    pub fn truncate_to(&mut self, offset: i64, index_interval: u64) -> Result<(), StorageError> {
+        let cut = match self.find(offset)? {
+            None => self.size,
+            Some(span) if span.base_offset >= offset => span.position,
+            Some(span) => {
+                return Err(StorageError::NotABatchBoundary {
+                    offset,
+                    base_offset: span.base_offset,
+                    last_offset: span.last_offset,
+                })
+            }
+        };
+        let log_path = self.path(LOG_SUFFIX);
+        self.log
+            .set_len(cut)
+            .map_err(|e| io_error("truncating", &log_path, e))?;
+        self.log
+            .sync_all()
+            .map_err(|e| io_error("syncing", &log_path, e))?;
+        let aborted: Vec<AbortedTxn> = self
+            .aborted
+            .iter()
+            .filter(|a| a.last_offset < offset)
+            .copied()
+            .collect();
+        if aborted.len() != self.aborted.len() {
+            let bytes: Vec<u8> = aborted.iter().flat_map(AbortedTxn::encode).collect();
+            write_atomically(&self.path(TXN_INDEX_SUFFIX), &bytes)?;
+        }
+        // Rebuild the in-memory state from what is left, exactly as opening would.
+        let (reopened, _) = Segment::open(&self.dir, self.base_offset, index_interval)?;
+        *self = reopened;
+        Ok(())
+    }
+
+    /// Removes the segment's files.
+    pub fn delete_files(&self) -> Result<(), StorageError> {
+        for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX] {
+            let path = self.path(suffix);
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_error("deleting", &path, e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The offset index (for tests and tools).
+    pub fn index(&self) -> &[IndexEntry] {
+        &self.index
+    }
+
+    /// The time index (for tests and tools).
+    pub fn time_index(&self) -> &[TimeEntry] {
+        &self.time_index
+    }
+}
