@@ -1,0 +1,267 @@
+//! What opening a damaged partition directory does: every case gives a clear error or a documented recovery
+//! (reported in `OpenReport`), never a panic. Also the byte formats Kafka's tools read.
+
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use record_format::{AbortedTxn, RecordBatch};
+use storage::conformance::run_of_batches;
+use storage::{Durability, PartitionId, PartitionStorage, Storage};
+use storage_fs::{FsConfig, FsStorage};
+
+fn config(dir: &Path) -> FsConfig {
+    FsConfig {
+        segment_bytes: 8 * 1024,
+        index_interval_bytes: 256,
+        ..FsConfig::new(dir)
+    }
+}
+
+fn pid() -> PartitionId {
+    PartitionId::new("orders", 0).unwrap()
+}
+
+/// A partition with `count` batches over several segments, synced; returns the batches and the partition dir.
+async fn written(dir: &Path, count: usize) -> (Vec<RecordBatch>, PathBuf) {
+    let store = FsStorage::open(config(dir)).unwrap();
+    let mut partition = store.create(&pid()).await.unwrap();
+    let batches = run_of_batches(0, count);
+    partition.append(&batches).await.unwrap();
+    partition.flush(Durability::Sync).await.unwrap();
+    (batches, dir.join("orders-0"))
+}
+
+fn files_with(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.to_string_lossy().ends_with(suffix))
+        .collect();
+    files.sort();
+    files
+}
+
+async fn read_all(partition: &dyn PartitionStorage) -> Vec<RecordBatch> {
+    let mut out = Vec::new();
+    let mut offset = partition.log_start_offset();
+    while offset < partition.log_end_offset() {
+        let batches = partition.read(offset, 1 << 20).await.unwrap();
+        offset = batches.last().unwrap().next_offset();
+        out.extend(batches);
+    }
+    out
+}
+
+#[tokio::test]
+async fn flipped_byte_in_the_tail_segment_cuts_the_log_before_that_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let (batches, partition_dir) = written(dir.path(), 30).await;
+    let last_log = files_with(&partition_dir, ".log").pop().unwrap();
+    let mut bytes = std::fs::read(&last_log).unwrap();
+    let flip_at = bytes.len() - 5;
+    bytes[flip_at] ^= 0x40;
+    std::fs::write(&last_log, &bytes).unwrap();
+
+    let store = FsStorage::open(config(dir.path())).unwrap();
+    let partition = store.open_partition(&pid()).unwrap();
+    let report = partition.open_report().clone();
+    assert_eq!(report.truncated.len(), 1, "{report:?}");
+    assert!(report.truncated[0].2.contains("crc"), "{report:?}");
+    let survivors = read_all(&partition).await;
+    assert_eq!(
+        survivors.len(),
+        batches.len() - 1,
+        "only the damaged last batch goes"
+    );
+    for (kept, original) in survivors.iter().zip(&batches) {
+        assert_eq!(kept.as_bytes(), original.as_bytes());
+    }
+    assert_eq!(
+        partition.log_end_offset(),
+        batches[batches.len() - 2].next_offset()
+    );
+}
+
+#[tokio::test]
+async fn torn_middle_segment_drops_every_later_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let (batches, partition_dir) = written(dir.path(), 30).await;
+    let logs = files_with(&partition_dir, ".log");
+    assert!(logs.len() >= 3, "the test needs several segments");
+    let middle = &logs[1];
+    let length = std::fs::metadata(middle).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(middle)
+        .unwrap()
+        .set_len(length - 3)
+        .unwrap();
+
+    let partition = FsStorage::open(config(dir.path()))
+        .unwrap()
+        .open_partition(&pid())
+        .unwrap();
+    let report = partition.open_report();
+    assert_eq!(report.truncated.len(), 1);
+    assert_eq!(report.dropped_segments.len(), logs.len() - 2);
+    let survivors = read_all(&partition).await;
+    assert!(survivors.len() < batches.len());
+    for (kept, original) in survivors.iter().zip(&batches) {
+        assert_eq!(
+            kept.as_bytes(),
+            original.as_bytes(),
+            "nothing after the torn tail, nothing changed before"
+        );
+    }
+}
+
+#[tokio::test]
+async fn truncated_index_is_rebuilt_and_reads_still_use_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (batches, partition_dir) = written(dir.path(), 30).await;
+    let index = files_with(&partition_dir, ".index").remove(0);
+    let original = std::fs::read(&index).unwrap();
+    assert!(original.len() >= 16, "the first segment has index entries");
+    std::fs::write(&index, &original[..original.len() - 5]).unwrap();
+
+    let partition = FsStorage::open(config(dir.path()))
+        .unwrap()
+        .open_partition(&pid())
+        .unwrap();
+    assert!(!partition.open_report().rebuilt_indexes.is_empty());
+    assert_eq!(
+        std::fs::read(&index).unwrap(),
+        original,
+        "rebuilt to the same entries"
+    );
+    for batch in &batches {
+        let found = partition.read(batch.last_offset(), 1).await.unwrap();
+        assert_eq!(found[0].as_bytes(), batch.as_bytes());
+    }
+}
+
+#[tokio::test]
+async fn garbage_file_in_the_directory_is_reported_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let (batches, partition_dir) = written(dir.path(), 5).await;
+    std::fs::write(partition_dir.join("notes.txt"), b"hello").unwrap();
+    std::fs::write(partition_dir.join("00000000000000000099.snapshot.tmp"), b"half").unwrap();
+    let partition = FsStorage::open(config(dir.path()))
+        .unwrap()
+        .open_partition(&pid())
+        .unwrap();
+    assert_eq!(
+        partition.open_report().unknown_files,
+        vec!["notes.txt".to_owned()]
+    );
+    assert_eq!(partition.open_report().removed_leftovers.len(), 1);
+    assert!(partition_dir.join("notes.txt").exists());
+    assert_eq!(read_all(&partition).await.len(), batches.len());
+}
+
+#[tokio::test]
+async fn garbage_in_a_segment_file_is_cut_not_trusted() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, partition_dir) = written(dir.path(), 1).await;
+    let log = files_with(&partition_dir, ".log").pop().unwrap();
+    std::fs::write(&log, vec![0xAB; 500]).unwrap();
+    let partition = FsStorage::open(config(dir.path()))
+        .unwrap()
+        .open_partition(&pid())
+        .unwrap();
+    assert_eq!(partition.open_report().truncated[0].1, 500);
+    assert_eq!(partition.log_end_offset(), 0);
+}
+
+#[tokio::test]
+async fn corrupt_metadata_file_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsStorage::open(config(dir.path())).unwrap();
+    let mut partition = store.create(&pid()).await.unwrap();
+    partition
+        .put_metadata("mirror-state", b"MIRRORING")
+        .await
+        .unwrap();
+    drop(partition);
+    let path = dir.path().join("orders-0/mirrorlog.metadata");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[6] ^= 1;
+    std::fs::write(&path, bytes).unwrap();
+    let error = store.open_partition(&pid()).unwrap_err();
+    assert!(error.to_string().contains("mirrorlog.metadata"), "{error}");
+}
+
+#[tokio::test]
+async fn txn_index_file_matches_kafkas_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsStorage::open(config(dir.path())).unwrap();
+    let mut partition = store.create(&pid()).await.unwrap();
+    partition.append(&run_of_batches(0, 80)).await.unwrap();
+    assert!(
+        partition.log_end_offset() > 130,
+        "the marker offset is in the log"
+    );
+    let entry = AbortedTxn {
+        producer_id: 7,
+        first_offset: 100,
+        last_offset: 130,
+        last_stable_offset: 100,
+    };
+    partition.append_aborted_txn(entry).await.unwrap();
+    partition.flush(Durability::Sync).await.unwrap();
+    let files = files_with(&dir.path().join("orders-0"), ".txnindex");
+    assert_eq!(files.len(), 1);
+    let hex: String = std::fs::read(&files[0])
+        .unwrap()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(
+        hex,
+        "00000000000000000007000000000000006400000000000000820000000000000064"
+    );
+    drop(partition);
+    let reopened = store.open(&pid()).await.unwrap();
+    assert_eq!(reopened.aborted_txns(0, i64::MAX).await.unwrap(), vec![entry]);
+}
+
+#[tokio::test]
+async fn snapshot_files_are_named_and_stored_as_kafka_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsStorage::open(config(dir.path())).unwrap();
+    let mut partition = store.create(&pid()).await.unwrap();
+    let empty_snapshot = Bytes::from_static(&[0x00, 0x01, 0x48, 0x67, 0x4b, 0xc7, 0, 0, 0, 0]);
+    partition.put_snapshot(42, empty_snapshot.clone()).await.unwrap();
+    let path = dir.path().join("orders-0/00000000000000000042.snapshot");
+    assert_eq!(std::fs::read(path).unwrap(), empty_snapshot.to_vec());
+}
+
+#[tokio::test]
+async fn offset_index_entries_point_at_the_batch_holding_their_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, _) = written(dir.path(), 40).await;
+    let partition = FsStorage::open(config(dir.path()))
+        .unwrap()
+        .open_partition(&pid())
+        .unwrap();
+    let mut checked = 0;
+    for segment in partition.segments() {
+        let log = std::fs::read(storage_fs::files::offset_file(
+            partition.dir(),
+            segment.base_offset,
+            "log",
+        ))
+        .unwrap();
+        for entry in segment.index() {
+            let at = entry.position as usize;
+            let base = i64::from_be_bytes(log[at..at + 8].try_into().unwrap());
+            let delta = i32::from_be_bytes(log[at + 23..at + 27].try_into().unwrap());
+            assert_eq!(
+                base + i64::from(delta) - segment.base_offset,
+                i64::from(entry.relative_offset)
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 5, "only {checked} index entries");
+}
