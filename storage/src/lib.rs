@@ -17,6 +17,7 @@
 //! - **Truncation is at batch boundaries**; the aborted-transaction index is cut with the log.
 
 pub mod conformance;
+pub mod crash;
 pub mod error;
 pub mod id;
 pub mod memory;
