@@ -151,6 +151,9 @@ async fn verify(store: &dyn Storage, acked: i64) -> i64 {
     end
 }
 
+/// Cuts bytes the backend had not synced (given the directory, the acknowledged offset and the generator).
+pub type Tear<'a> = &'a dyn Fn(&Path, i64, &mut Rng);
+
 /// What [`kill_and_verify`] saw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CrashSummary {
@@ -170,7 +173,7 @@ pub async fn kill_and_verify(
     kills: u64,
     seed: u64,
     open: impl Fn(&Path) -> Box<dyn Storage>,
-    tear: Option<&dyn Fn(&Path, i64, &mut Rng)>,
+    tear: Option<Tear<'_>>,
 ) -> CrashSummary {
     let mut rng = Rng::new(seed);
     let mut summary = CrashSummary {
