@@ -375,19 +375,13 @@ fn write_line(out: &mut impl Write, line: &str) -> Result<(), CliError> {
 }
 
 /// Dumps one segment file to `out` (errors about the input also go to `out` in JSON mode, to `err` in text
-/// mode).
+/// mode). Directories and other Kafka files go through [`crate::dump_dir::dump_path`].
 pub fn dump_segment(
     path: &Path,
     format: Format,
     out: &mut impl Write,
     err: &mut impl Write,
 ) -> Result<DumpOutcome, CliError> {
-    if path.is_dir() {
-        return Err(CliError::Usage(format!(
-            "{} is a directory; dump reads one segment file (partition directories need the storage-fs backend)",
-            path.display()
-        )));
-    }
     let reader = SegmentReader::open(path).map_err(|source| CliError::Open {
         path: path.to_owned(),
         source,

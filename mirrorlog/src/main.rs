@@ -11,9 +11,11 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 mod dump;
+mod dump_dir;
 mod error;
 mod psm_script;
 mod replay;
+mod store;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -21,7 +23,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::dump::{dump_segment, DumpOutcome, Format};
+use crate::dump::{DumpOutcome, Format};
 use crate::error::CliError;
 
 /// Kafka partition-log tools for cluster mirroring.
@@ -34,13 +36,26 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Print the batches of a segment file, like kafka-dump-log.sh --print-data-log.
+    /// Print a segment, a partition directory, a .snapshot or a .txnindex, like kafka-dump-log.sh.
     Dump {
-        /// A `.log` segment file (batches back to back).
+        /// A `.log` segment, a storage-fs partition directory (`{topic}-{partition}`), a `.snapshot` or a
+        /// `.txnindex` file. Nothing is modified.
         path: PathBuf,
         /// One JSON object per batch (field names of the shared test-vector manifest).
         #[arg(long)]
         json: bool,
+        /// For a directory: also print its producer snapshots.
+        #[arg(long)]
+        snapshots: bool,
+        /// For a directory: also print its aborted-transaction indexes.
+        #[arg(long)]
+        txn_index: bool,
+    },
+    /// List the partitions of a configured store with their offsets (shows which backend the config selects).
+    Partitions {
+        /// The storage config (TOML: backend = "fs" | "sled" | "rocks" | "memory", data_dir, …).
+        #[arg(long)]
+        config: PathBuf,
     },
     /// Rebuild producer state from a segment or partition directory (REPLICATION origin, as recovery does).
     Replay {
@@ -81,11 +96,17 @@ const EXIT_CORRUPT: u8 = 2;
 
 fn run(cli: Cli) -> Result<ExitCode, CliError> {
     match cli.command {
-        Command::Dump { path, json } => {
+        Command::Dump {
+            path,
+            json,
+            snapshots,
+            txn_index,
+        } => {
             let format = if json { Format::Json } else { Format::Text };
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
-            let outcome = dump_segment(&path, format, &mut out, &mut std::io::stderr())?;
+            let views = dump_dir::Views { snapshots, txn_index };
+            let outcome = dump_dir::dump_path(&path, format, views, &mut out, &mut std::io::stderr())?;
             out.flush().map_err(CliError::Output)?;
             Ok(match outcome {
                 DumpOutcome::Clean { .. } => ExitCode::SUCCESS,
@@ -120,6 +141,32 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
                     Ok(ExitCode::from(EXIT_CORRUPT))
                 }
             }
+        }
+        Command::Partitions { config } => {
+            let config = store::StorageConfig::load(&config).map_err(CliError::Storage)?;
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .map_err(|e| CliError::Usage(format!("cannot start a runtime: {e}")))?;
+            let lines = runtime.block_on(async {
+                let store = config.open()?;
+                let mut lines = vec![format!("backend {}", config.backend)];
+                for id in store.list().await? {
+                    let partition = store.open(&id).await?;
+                    lines.push(format!(
+                        "{id}: log start {} log end {} snapshots {}",
+                        partition.log_start_offset(),
+                        partition.log_end_offset(),
+                        partition.snapshot_offsets().await?.len()
+                    ));
+                }
+                Ok::<_, storage::StorageError>(lines)
+            });
+            let stdout = std::io::stdout();
+            let mut out = stdout.lock();
+            for line in lines.map_err(CliError::Storage)? {
+                writeln!(out, "{line}").map_err(CliError::Output)?;
+            }
+            Ok(ExitCode::SUCCESS)
         }
         Command::PsmScript { rewrite, files } => {
             let stdout = std::io::stdout();

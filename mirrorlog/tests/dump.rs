@@ -1,68 +1,19 @@
 //! `mirrorlog dump` as a user runs it: the binary over every shared vector, checked against the manifest.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
-fn vectors_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../record-format/tests/data/kafka-batches")
-}
+mod common;
 
-fn manifest_cases() -> Vec<Value> {
-    let text = std::fs::read_to_string(vectors_dir().join("manifest.json")).unwrap();
-    let manifest: Value = serde_json::from_str(&text).unwrap();
-    manifest["cases"].as_array().unwrap().clone()
-}
+use common::{assert_covers, manifest_cases, vectors_dir};
 
 fn dump(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mirrorlog"))
-        .arg("dump")
-        .args(args)
-        .output()
-        .unwrap()
+    common::mirrorlog(&[&["dump"], args].concat())
 }
 
 fn json_lines(output: &Output) -> Vec<Value> {
-    String::from_utf8(output.stdout.clone())
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
-        .collect()
-}
-
-/// Fields the manifest derives with tools the dump does not use (digests) or only describes (layouts).
-const NOT_IN_DUMP: [&str; 6] = [
-    "key_sha256",
-    "value_sha256",
-    "value_elided",
-    "uncompressed_sha256",
-    "compressed_prefix_hex",
-    "value_layout",
-];
-
-fn assert_covers(expected: &Value, actual: &Value, path: &str) {
-    match (expected, actual) {
-        (Value::Object(expected), Value::Object(actual)) => {
-            for (key, expected_value) in expected {
-                if NOT_IN_DUMP.contains(&key.as_str()) {
-                    continue;
-                }
-                let here = format!("{path}.{key}");
-                let actual_value = actual
-                    .get(key)
-                    .unwrap_or_else(|| panic!("{here}: missing from dump"));
-                assert_covers(expected_value, actual_value, &here);
-            }
-        }
-        (Value::Array(expected), Value::Array(actual)) => {
-            assert_eq!(expected.len(), actual.len(), "{path}: length");
-            for (index, (expected, actual)) in expected.iter().zip(actual).enumerate() {
-                assert_covers(expected, actual, &format!("{path}[{index}]"));
-            }
-        }
-        _ => assert_eq!(expected, actual, "{path}"),
-    }
+    common::json_lines(output)
 }
 
 #[test]
@@ -159,13 +110,13 @@ fn missing_file_is_a_usage_failure_with_status_1() {
 }
 
 #[test]
-fn directory_input_is_refused_with_a_clear_message() {
+fn directory_without_segments_is_refused_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();
     let output = dump(&[dir.path().to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(1));
     assert!(String::from_utf8(output.stderr)
         .unwrap()
-        .contains("is a directory"));
+        .contains("holds no .log segment"));
 }
 
 #[test]

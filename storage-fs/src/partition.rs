@@ -8,7 +8,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use record_format::{AbortedTxn, RecordBatch};
 use storage::partition::{
-    check_aborted_txn, check_append, check_metadata_key, check_read_offset, select_aborted,
+    check_aborted_txn, check_append, check_delete_before, check_metadata_key, check_read_offset,
+    select_aborted, truncation, Truncation,
 };
 use storage::{Durability, PartitionId, PartitionStorage, StorageError};
 
@@ -340,11 +341,10 @@ impl PartitionStorage for FsPartition {
 
     async fn truncate_to(&mut self, offset: i64) -> Result<(), StorageError> {
         self.writable()?;
-        if offset >= self.log_end_offset() {
-            return Ok(());
-        }
-        if offset <= self.log_start {
-            return self.empty_at(offset);
+        match truncation(offset, self.log_start, self.log_end_offset()) {
+            Truncation::Nothing => return Ok(()),
+            Truncation::EmptyAt(offset) => return self.empty_at(offset),
+            Truncation::CutAt(_) => {}
         }
         let holder = self
             .segments
@@ -373,15 +373,7 @@ impl PartitionStorage for FsPartition {
 
     async fn delete_before(&mut self, offset: i64) -> Result<(), StorageError> {
         self.writable()?;
-        let log_end = self.log_end_offset();
-        if offset > log_end {
-            return Err(StorageError::OffsetOutOfRange {
-                offset,
-                log_start: self.log_start,
-                log_end,
-            });
-        }
-        if offset <= self.log_start {
+        if !check_delete_before(offset, self.log_start, self.log_end_offset())? {
             return Ok(());
         }
         self.log_start = offset;

@@ -9,14 +9,12 @@ use storage::Storage;
 use storage_fs::{FsConfig, FsStorage};
 
 fn open(dir: &Path) -> Box<dyn Storage> {
-    Box::new(
-        FsStorage::open(FsConfig {
-            segment_bytes: 16 * 1024,
-            index_interval_bytes: 1024,
-            ..FsConfig::new(dir)
-        })
-        .unwrap(),
-    )
+    let config = FsConfig {
+        segment_bytes: 16 * 1024,
+        index_interval_bytes: 1024,
+        ..FsConfig::new(dir)
+    };
+    Box::new(FsStorage::open(config).unwrap())
 }
 
 /// Cuts the last segment at a random byte after the acknowledged offset `acked` (unsynced data).

@@ -23,7 +23,8 @@ use bytes::Bytes;
 use record_format::batch::LOG_OVERHEAD;
 use record_format::{AbortedTxn, RecordBatch};
 use storage::partition::{
-    check_aborted_txn, check_append, check_metadata_key, check_read_offset, select_aborted,
+    check_aborted_txn, check_append, check_delete_before, check_metadata_key, check_read_offset,
+    select_aborted, truncation, Truncation,
 };
 use storage::{Durability, PartitionId, PartitionStorage, Storage, StorageError};
 
@@ -337,11 +338,10 @@ impl PartitionStorage for SledPartition {
 
     async fn truncate_to(&mut self, offset: i64) -> Result<(), StorageError> {
         self.writable()?;
-        if offset >= self.log_end {
-            return Ok(());
-        }
-        if offset <= self.log_start {
-            return self.empty_at(offset);
+        match truncation(offset, self.log_start, self.log_end) {
+            Truncation::Nothing => return Ok(()),
+            Truncation::EmptyAt(offset) => return self.empty_at(offset),
+            Truncation::CutAt(_) => {}
         }
         if let Some((base, last)) = self.batch_before(offset)? {
             if last >= offset {
@@ -388,14 +388,7 @@ impl PartitionStorage for SledPartition {
 
     async fn delete_before(&mut self, offset: i64) -> Result<(), StorageError> {
         self.writable()?;
-        if offset > self.log_end {
-            return Err(StorageError::OffsetOutOfRange {
-                offset,
-                log_start: self.log_start,
-                log_end: self.log_end,
-            });
-        }
-        if offset <= self.log_start {
+        if !check_delete_before(offset, self.log_start, self.log_end)? {
             return Ok(());
         }
         // Batches wholly below the new start go; one straddling it stays readable.

@@ -30,6 +30,54 @@ pub trait Backend: Send + Sync {
     }
 }
 
+/// A backend whose stores live in one directory and are reopened from it; at most one store is open at a time
+/// (embedded databases lock their directory). `guard` keeps the directory alive (a `TempDir`).
+pub struct DirBackend<S> {
+    dir: std::path::PathBuf,
+    _guard: Box<dyn std::any::Any + Send + Sync>,
+    open: fn(&std::path::Path) -> S,
+    fail_next_sync: fn(&S, &PartitionId),
+    last: std::sync::Mutex<Option<S>>,
+}
+
+impl<S> DirBackend<S> {
+    /// A backend over `dir`.
+    pub fn new(
+        dir: std::path::PathBuf,
+        guard: impl std::any::Any + Send + Sync,
+        open: fn(&std::path::Path) -> S,
+        fail_next_sync: fn(&S, &PartitionId),
+    ) -> Self {
+        DirBackend {
+            dir,
+            _guard: Box::new(guard),
+            open,
+            fail_next_sync,
+            last: std::sync::Mutex::new(None),
+        }
+    }
+}
+
+#[async_trait]
+impl<S: Storage + Clone + 'static> Backend for DirBackend<S> {
+    async fn store(&self) -> Box<dyn Storage> {
+        self.last.lock().unwrap().take();
+        let store = (self.open)(&self.dir);
+        *self.last.lock().unwrap() = Some(store.clone());
+        Box::new(store)
+    }
+
+    fn fail_next_sync(&self, id: &PartitionId) -> bool {
+        match &*self.last.lock().unwrap() {
+            Some(store) => {
+                (self.fail_next_sync)(store, id);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
 /// A data batch of `records` records with `value_size`-byte values at `base_offset`.
 pub fn batch(base_offset: i64, records: u32, value_size: usize) -> RecordBatch {
     let mut builder = BatchBuilder::new()

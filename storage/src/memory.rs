@@ -15,8 +15,8 @@ use record_format::{AbortedTxn, RecordBatch};
 use crate::error::StorageError;
 use crate::id::PartitionId;
 use crate::partition::{
-    check_aborted_txn, check_append, check_metadata_key, check_read_offset, select_aborted, BatchMap,
-    Durability, PartitionStorage, Storage,
+    check_aborted_txn, check_append, check_delete_before, check_metadata_key, check_read_offset,
+    select_aborted, truncation, BatchMap, Durability, PartitionStorage, Storage, Truncation,
 };
 use crate::Result;
 
@@ -179,12 +179,13 @@ impl PartitionStorage for MemoryPartition {
 
     async fn truncate_to(&mut self, offset: i64) -> Result<()> {
         let mut data = self.writable()?;
-        if offset >= data.log_end {
-            return Ok(());
-        }
-        if offset <= data.log_start {
-            empty_at(&mut data, offset);
-            return Ok(());
+        match truncation(offset, data.log_start, data.log_end) {
+            Truncation::Nothing => return Ok(()),
+            Truncation::EmptyAt(offset) => {
+                empty_at(&mut data, offset);
+                return Ok(());
+            }
+            Truncation::CutAt(_) => {}
         }
         data.batches.check_boundary(offset)?;
         data.batches.split_off(offset);
@@ -201,14 +202,7 @@ impl PartitionStorage for MemoryPartition {
 
     async fn delete_before(&mut self, offset: i64) -> Result<()> {
         let mut data = self.writable()?;
-        if offset > data.log_end {
-            return Err(StorageError::OffsetOutOfRange {
-                offset,
-                log_start: data.log_start,
-                log_end: data.log_end,
-            });
-        }
-        if offset <= data.log_start {
+        if !check_delete_before(offset, data.log_start, data.log_end)? {
             return Ok(());
         }
         data.batches.remove_below(offset);

@@ -249,6 +249,41 @@ pub fn select_aborted(entries: &[AbortedTxn], from_offset: i64, upper_bound: i64
         .collect()
 }
 
+/// What `truncate_to(offset)` has to do, given the log bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Truncation {
+    /// `offset` is at or past the log end: nothing.
+    Nothing,
+    /// `offset` is at or below the log start: empty the log and restart it at `offset`.
+    EmptyAt(i64),
+    /// Cut the log at `offset` (a batch boundary, which the backend checks).
+    CutAt(i64),
+}
+
+/// Decides a truncation (shared by every backend).
+pub fn truncation(offset: i64, log_start: i64, log_end: i64) -> Truncation {
+    if offset >= log_end {
+        Truncation::Nothing
+    } else if offset <= log_start {
+        Truncation::EmptyAt(offset)
+    } else {
+        Truncation::CutAt(offset)
+    }
+}
+
+/// Checks a retention move: `Ok(true)` when the log start moves to `offset`, `Ok(false)` when it is already
+/// there or beyond, an error past the log end.
+pub fn check_delete_before(offset: i64, log_start: i64, log_end: i64) -> Result<bool> {
+    if offset > log_end {
+        return Err(StorageError::OffsetOutOfRange {
+            offset,
+            log_start,
+            log_end,
+        });
+    }
+    Ok(offset > log_start)
+}
+
 /// Checks a read's start offset against the log bounds.
 pub fn check_read_offset(offset: i64, log_start: i64, log_end: i64) -> Result<()> {
     if offset < log_start || offset > log_end {

@@ -10,19 +10,73 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-/// A program the build needs, and the Debian package that provides it.
+/// Something the build needs from the system, and the Debian package that provides it.
 struct SystemRequirement {
-    program: &'static str,
+    /// What to look for.
+    probe: Probe,
     debian_package: &'static str,
     why: &'static str,
 }
 
+/// How to tell whether a requirement is met.
+enum Probe {
+    /// A program on the `PATH`.
+    Program(&'static str),
+    /// A shared library the dynamic linker (or LLVM's directories) can find, by file-name prefix.
+    Library(&'static str),
+}
+
 /// What the workspace's build scripts need beyond Rust itself.
-const SYSTEM_REQUIREMENTS: &[SystemRequirement] = &[SystemRequirement {
-    program: "cc",
-    debian_package: "gcc",
-    why: "zstd-sys compiles the zstd C library",
-}];
+const SYSTEM_REQUIREMENTS: &[SystemRequirement] = &[
+    SystemRequirement {
+        probe: Probe::Program("cc"),
+        debian_package: "gcc",
+        why: "zstd-sys compiles the zstd C library",
+    },
+    SystemRequirement {
+        probe: Probe::Program("c++"),
+        debian_package: "g++",
+        why: "librocksdb-sys compiles RocksDB (C++)",
+    },
+    SystemRequirement {
+        probe: Probe::Library("libclang.so"),
+        debian_package: "libclang-dev",
+        why: "librocksdb-sys generates its bindings with bindgen, which loads libclang",
+    },
+];
+
+impl Probe {
+    fn found(&self) -> bool {
+        match self {
+            Probe::Program(program) => on_path(program),
+            Probe::Library(prefix) => library_present(prefix),
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            Probe::Program(name) | Probe::Library(name) => name,
+        }
+    }
+}
+
+/// Looks for a shared library in the linker cache and in Debian's LLVM directories.
+fn library_present(prefix: &str) -> bool {
+    let in_cache = Command::new("ldconfig")
+        .arg("-p")
+        .output()
+        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains(prefix));
+    let in_llvm = std::fs::read_dir("/usr/lib").is_ok_and(|entries| {
+        entries.flatten().any(|entry| {
+            entry.file_name().to_string_lossy().starts_with("llvm-")
+                && std::fs::read_dir(entry.path().join("lib")).is_ok_and(|libs| {
+                    libs.flatten()
+                        .any(|lib| lib.file_name().to_string_lossy().starts_with(prefix))
+                })
+        })
+    });
+    in_cache || in_llvm
+}
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -64,7 +118,7 @@ fn run(step: &str, command: &mut Command) -> Result<(), String> {
 fn ensure_system_requirements() -> Result<(), String> {
     let missing: Vec<&SystemRequirement> = SYSTEM_REQUIREMENTS
         .iter()
-        .filter(|req| !on_path(req.program))
+        .filter(|req| !req.probe.found())
         .collect();
     if missing.is_empty() {
         return Ok(());
@@ -73,7 +127,9 @@ fn ensure_system_requirements() -> Result<(), String> {
     for req in &missing {
         eprintln!(
             "missing `{}` ({}): package {}",
-            req.program, req.why, req.debian_package
+            req.probe.name(),
+            req.why,
+            req.debian_package
         );
     }
     let install = format!("apt-get update && apt-get install -y {}", packages.join(" "));

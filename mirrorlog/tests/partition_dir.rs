@@ -1,0 +1,174 @@
+//! A storage-fs partition built from the shared segment vector: `mirrorlog dump` of the directory gives the
+//! vector's fields, its snapshot and txn-index views show the replayed producer state, and `mirrorlog partitions`
+//! opens the store a config file names.
+
+mod common;
+
+use bytes::Bytes;
+use producer_state::snapshot::encode_snapshot;
+use producer_state::{replay, ProducerStateManager, PsmConfig};
+use record_format::BatchIter;
+use serde_json::Value;
+use storage::{Durability, PartitionId, Storage};
+use storage_fs::{FsConfig, FsStorage};
+
+use common::{assert_covers, json_lines, manifest_cases, mirrorlog, vectors_dir};
+
+fn segment_case() -> Value {
+    manifest_cases()
+        .into_iter()
+        .find(|case| case["category"] == "segment")
+        .unwrap()
+}
+
+/// Writes the segment vector's batches, the replayed snapshot and aborted index into a new partition.
+async fn build_partition(data_dir: &std::path::Path) {
+    let case = segment_case();
+    let bytes = std::fs::read(vectors_dir().join(case["file"].as_str().unwrap())).unwrap();
+    let batches: Vec<_> = BatchIter::new(Bytes::from(bytes))
+        .map(|found| found.unwrap().batch)
+        .collect();
+    let store = FsStorage::open(FsConfig {
+        segment_bytes: 2048,
+        ..FsConfig::new(data_dir)
+    })
+    .unwrap();
+    let mut partition = store
+        .create(&PartitionId::new("orders", 0).unwrap())
+        .await
+        .unwrap();
+    partition.append(&batches).await.unwrap();
+    let replayed = replay(ProducerStateManager::new(PsmConfig::default()), &batches).unwrap();
+    for aborted in &replayed.aborted {
+        partition.append_aborted_txn(*aborted).await.unwrap();
+    }
+    let mut producers: Vec<_> = replayed.manager.producers().collect();
+    producers.sort_by_key(|entry| entry.producer_id);
+    let snapshot = encode_snapshot(producers.into_iter());
+    partition
+        .put_snapshot(replayed.manager.map_end_offset(), Bytes::from(snapshot))
+        .await
+        .unwrap();
+    partition.flush(Durability::Sync).await.unwrap();
+}
+
+#[tokio::test]
+async fn dump_of_a_partition_directory_matches_the_vector_across_segments() {
+    let data = tempfile::tempdir().unwrap();
+    build_partition(data.path()).await;
+    let dir = data.path().join("orders-0");
+    let logs = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter(|entry| {
+            entry
+                .as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|e| e == "log")
+        })
+        .count();
+    assert!(logs > 1, "the 2 KiB segments roll: {logs} segments");
+
+    let output = mirrorlog(&["dump", dir.to_str().unwrap(), "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let lines = json_lines(&output);
+    let expected = segment_case()["batches"].as_array().unwrap().clone();
+    assert_eq!(lines.len(), expected.len());
+    for (line, batch) in lines.iter().zip(&expected) {
+        let mut batch = batch.clone();
+        // File offsets restart in every segment file.
+        batch.as_object_mut().unwrap().remove("file_offset");
+        assert_covers(&batch, line, "segment_mixed");
+    }
+}
+
+#[tokio::test]
+async fn snapshot_and_txn_index_views_show_the_replayed_state() {
+    let data = tempfile::tempdir().unwrap();
+    build_partition(data.path()).await;
+    let dir = data.path().join("orders-0");
+    let output = mirrorlog(&[
+        "dump",
+        dir.to_str().unwrap(),
+        "--json",
+        "--snapshots",
+        "--txn-index",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let lines = json_lines(&output);
+    let snapshot: Vec<&Value> = lines
+        .iter()
+        .filter(|line| line.get("snapshot").is_some())
+        .collect();
+    let expected = &segment_case()["producer_state_after_replay"]["producers"];
+    assert_eq!(snapshot.len(), expected.as_object().unwrap().len());
+    for entry in snapshot {
+        let id = entry["producer_id"].to_string();
+        assert_eq!(entry["producer_epoch"], expected[&id]["producer_epoch"]);
+        assert_eq!(entry["last_sequence"], expected[&id]["last_sequence"]);
+        assert_eq!(entry["last_offset"], expected[&id]["last_data_offset"]);
+        assert_eq!(
+            entry["current_txn_first_offset"],
+            expected[&id]["ongoing_txn_first_offset"]
+        );
+    }
+    let aborted: Vec<&Value> = lines
+        .iter()
+        .filter(|line| line.get("txn_index").is_some())
+        .collect();
+    assert_eq!(aborted.len(), 1);
+    assert_eq!(
+        (
+            &aborted[0]["producer_id"],
+            &aborted[0]["first_offset"],
+            &aborted[0]["last_offset"]
+        ),
+        (&Value::from(5003), &Value::from(19), &Value::from(23))
+    );
+    let text = mirrorlog(&["dump", dir.to_str().unwrap(), "--txn-index"]);
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(
+        text.contains("version: 0 producerId: 5003 firstOffset: 19 lastOffset: 23"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn partitions_lists_the_store_a_config_names() {
+    let data = tempfile::tempdir().unwrap();
+    build_partition(data.path()).await;
+    let config = data.path().join("storage.toml");
+    std::fs::write(
+        &config,
+        format!("backend = \"fs\"\ndata_dir = {:?}\n", data.path()),
+    )
+    .unwrap();
+    let output = mirrorlog(&["partitions", "--config", config.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(text.contains("backend fs"), "{text}");
+    assert!(
+        text.contains("orders-0: log start 0 log end 48 snapshots 1"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_config_naming_a_backend_missing_from_the_build_names_its_feature() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("storage.toml");
+    std::fs::write(
+        &config,
+        format!("backend = \"rocks\"\ndata_dir = {:?}\n", dir.path()),
+    )
+    .unwrap();
+    let output = mirrorlog(&["partitions", "--config", config.to_str().unwrap()]);
+    if cfg!(feature = "rocks") {
+        return;
+    }
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8(output.stderr)
+        .unwrap()
+        .contains("--features rocks"));
+}

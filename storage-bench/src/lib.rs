@@ -1,0 +1,194 @@
+//! A cross-backend storage benchmark, built the redb way: fixed work per measurement, several runs, medians, and
+//! a baseline of plain file I/O with the same pattern measured in the same run.
+//!
+//! Measured per backend: appends of 1 KiB and 64 KiB batches (a) without sync and (b) with a sync every MiB,
+//! next to a raw sequential `write` of the same bytes with the same sync pattern; a sequential read of the whole
+//! log next to a raw read of the same files; opening (recovering) the partition next to reading its bytes raw.
+//!
+//! Run with `cargo bench -p storage-bench` (add `--features rocks` for RocksDB); `MIRRORLOG_BENCH_MB` sets the
+//! data size of the append and read measurements, `MIRRORLOG_BENCH_RECOVERY_MB` that of the recovery one.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use record_format::{BatchBuilder, RecordBatch};
+use storage::{Durability, PartitionId, Storage};
+
+/// A backend under test.
+pub struct Backend {
+    /// Its name in the report.
+    pub name: &'static str,
+    /// Opens a store in a directory.
+    pub open: fn(&Path) -> Box<dyn Storage>,
+}
+
+/// The backends compiled into this build.
+pub fn backends() -> Vec<Backend> {
+    let all = vec![
+        Backend {
+            name: "fs",
+            open: |dir| Box::new(storage_fs::FsStorage::open(storage_fs::FsConfig::new(dir)).unwrap()),
+        },
+        Backend {
+            name: "sled",
+            open: |dir| {
+                Box::new(storage_sled::SledStorage::open(storage_sled::SledConfig::new(dir)).unwrap())
+            },
+        },
+    ];
+    #[cfg(feature = "rocks")]
+    all.push(Backend {
+        name: "rocks",
+        open: |dir| {
+            Box::new(storage_rocks::RocksStorage::open(storage_rocks::RocksConfig::new(dir)).unwrap())
+        },
+    });
+    all
+}
+
+/// Batches of about `batch_bytes` each (one record), `total_bytes` in all, offsets contiguous from 0.
+pub fn batches(batch_bytes: usize, total_bytes: usize) -> Vec<RecordBatch> {
+    let value: Vec<u8> = (0..batch_bytes.saturating_sub(90))
+        .map(|i| (i % 251) as u8)
+        .collect();
+    let count = (total_bytes / batch_bytes).max(1);
+    (0..count as i64)
+        .map(|offset| {
+            let mut builder = BatchBuilder::new()
+                .base_offset(offset)
+                .producer(1, 0, offset as i32);
+            builder.add(offset, Some(b"key"), Some(&value), &[]);
+            builder.build().unwrap()
+        })
+        .collect()
+}
+
+/// Syncs every `sync_every` bytes (never when `None`).
+fn due(written_since_sync: &mut usize, size: usize, sync_every: Option<usize>) -> bool {
+    *written_since_sync += size;
+    match sync_every {
+        Some(every) if *written_since_sync >= every => {
+            *written_since_sync = 0;
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Appends through a backend; returns the elapsed time.
+pub async fn append_backend(
+    backend: &Backend,
+    dir: &Path,
+    batches: &[RecordBatch],
+    sync_every: Option<usize>,
+) -> Duration {
+    let store = (backend.open)(dir);
+    let mut partition = store
+        .create(&PartitionId::new("bench", 0).unwrap())
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let mut since = 0;
+    for batch in batches {
+        partition.append(std::slice::from_ref(batch)).await.unwrap();
+        if due(&mut since, batch.size(), sync_every) {
+            partition.flush(Durability::Sync).await.unwrap();
+        }
+    }
+    partition
+        .flush(if sync_every.is_some() {
+            Durability::Sync
+        } else {
+            Durability::Buffered
+        })
+        .await
+        .unwrap();
+    started.elapsed()
+}
+
+/// The baseline: the same bytes written to one file with `write`, synced with the same pattern.
+pub fn append_raw(dir: &Path, batches: &[RecordBatch], sync_every: Option<usize>) -> Duration {
+    let mut file = File::create(dir.join("raw.log")).unwrap();
+    let started = Instant::now();
+    let mut since = 0;
+    for batch in batches {
+        file.write_all(batch.as_bytes()).unwrap();
+        if due(&mut since, batch.size(), sync_every) {
+            file.sync_data().unwrap();
+        }
+    }
+    if sync_every.is_some() {
+        file.sync_data().unwrap();
+    }
+    started.elapsed()
+}
+
+/// Reads the whole log back through a backend (the store was written by `append_backend` in `dir`).
+pub async fn read_backend(backend: &Backend, dir: &Path) -> (Duration, usize) {
+    let store = (backend.open)(dir);
+    let partition = store.open(&PartitionId::new("bench", 0).unwrap()).await.unwrap();
+    let started = Instant::now();
+    let mut offset = 0;
+    let mut bytes = 0;
+    while offset < partition.log_end_offset() {
+        let batches = partition.read(offset, 1 << 20).await.unwrap();
+        offset = batches.last().unwrap().next_offset();
+        bytes += batches.iter().map(RecordBatch::size).sum::<usize>();
+    }
+    (started.elapsed(), bytes)
+}
+
+/// Every regular file under `dir`.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// The baseline: read every file under `dir` sequentially.
+pub fn read_raw(dir: &Path) -> (Duration, usize) {
+    let started = Instant::now();
+    let mut total = 0;
+    let mut buffer = vec![0u8; 1 << 20];
+    for path in files_under(dir) {
+        let mut file = File::open(path).unwrap();
+        loop {
+            let n = file.read(&mut buffer).unwrap();
+            if n == 0 {
+                break;
+            }
+            total += n;
+        }
+    }
+    (started.elapsed(), total)
+}
+
+/// Opens (recovers) the partition: store open plus partition open.
+pub async fn open_backend(backend: &Backend, dir: &Path) -> Duration {
+    let started = Instant::now();
+    let store = (backend.open)(dir);
+    let partition = store.open(&PartitionId::new("bench", 0).unwrap()).await.unwrap();
+    assert!(partition.log_end_offset() > 0);
+    started.elapsed()
+}
+
+/// The median of some durations.
+pub fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+/// Megabytes per second.
+pub fn mb_per_s(bytes: usize, elapsed: Duration) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0) / elapsed.as_secs_f64()
+}
