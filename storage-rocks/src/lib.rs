@@ -160,8 +160,8 @@ impl RocksStorage {
 /// Column-family access with errors mapped.
 struct Db<'a>(&'a DB);
 
-impl Db<'_> {
-    fn cf(&self, name: &str) -> Result<&rocksdb::ColumnFamily, StorageError> {
+impl<'a> Db<'a> {
+    fn cf(&self, name: &str) -> Result<&'a rocksdb::ColumnFamily, StorageError> {
         self.0.cf_handle(name).ok_or_else(|| StorageError::Backend {
             backend: "rocksdb",
             message: format!("column family {name} missing"),
