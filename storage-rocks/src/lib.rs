@@ -557,7 +557,7 @@ impl PartitionStorage for RocksPartition {
         batch.put_cf(
             self.db().cf(SNAPSHOTS)?,
             with_offset(&self.prefix, offset),
-            &bytes,
+            bytes,
         );
         self.write(batch, true)
     }
