@@ -554,11 +554,7 @@ impl PartitionStorage for RocksPartition {
     async fn put_snapshot(&mut self, offset: i64, bytes: Bytes) -> Result<(), StorageError> {
         self.writable()?;
         let mut batch = WriteBatch::default();
-        batch.put_cf(
-            self.db().cf(SNAPSHOTS)?,
-            with_offset(&self.prefix, offset),
-            bytes,
-        );
+        batch.put_cf(self.db().cf(SNAPSHOTS)?, with_offset(&self.prefix, offset), bytes);
         self.write(batch, true)
     }
 
