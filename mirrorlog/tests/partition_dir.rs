@@ -172,3 +172,73 @@ fn a_config_naming_a_backend_missing_from_the_build_names_its_feature() {
         .unwrap()
         .contains("--features rocks"));
 }
+
+/// Producer state's `SnapshotStore` over a storage partition (the way a partition log will connect them).
+struct StoredSnapshots<'a> {
+    runtime: &'a tokio::runtime::Runtime,
+    partition: Box<dyn storage::PartitionStorage>,
+}
+
+impl producer_state::SnapshotStore for StoredSnapshots<'_> {
+    fn offsets(&self) -> Vec<i64> {
+        self.runtime.block_on(self.partition.snapshot_offsets()).unwrap()
+    }
+
+    fn read(&self, offset: i64) -> Option<Vec<u8>> {
+        self.runtime
+            .block_on(self.partition.snapshot_at_or_below(offset))
+            .unwrap()
+            .filter(|(found, _)| *found == offset)
+            .map(|(_, bytes)| bytes.to_vec())
+    }
+
+    fn write(&mut self, offset: i64, bytes: Vec<u8>) {
+        self.runtime
+            .block_on(self.partition.put_snapshot(offset, Bytes::from(bytes)))
+            .unwrap();
+    }
+
+    fn delete(&mut self, offset: i64) {
+        self.runtime
+            .block_on(self.partition.delete_snapshot(offset))
+            .unwrap();
+    }
+}
+
+#[test]
+fn a_corrupt_snapshot_file_falls_back_to_the_previous_one() {
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let store = FsStorage::open(FsConfig::new(data.path())).unwrap();
+    let id = PartitionId::new("orders", 0).unwrap();
+    let partition = runtime.block_on(store.create(&id)).unwrap();
+    let mut snapshots = StoredSnapshots {
+        runtime: &runtime,
+        partition,
+    };
+    let mut live = ProducerStateManager::new(PsmConfig::default());
+    for (offset, sequence) in [(0, 0), (1, 1)] {
+        let mut builder = record_format::BatchBuilder::new()
+            .base_offset(offset)
+            .producer(7, 0, sequence);
+        builder.add(0, None, Some(b"v"), &[]);
+        let batch = builder.build().unwrap();
+        live.append_batches(
+            [&batch],
+            producer_state::AppendOrigin::Client,
+            producer_state::TransactionVersion::Unknown,
+        )
+        .unwrap()
+        .unwrap();
+        live.take_snapshot(&mut snapshots).unwrap();
+    }
+    let latest = data.path().join("orders-0/00000000000000000002.snapshot");
+    let bytes = std::fs::read(&latest).unwrap();
+    std::fs::write(&latest, &bytes[..bytes.len() / 2]).unwrap();
+
+    let mut recovered = ProducerStateManager::new(PsmConfig::default());
+    recovered.truncate_and_reload(&mut snapshots, 0, 2, 0);
+    assert_eq!(recovered.map_end_offset(), 1, "loaded the snapshot at offset 1");
+    assert_eq!(recovered.producer(7).unwrap().last_seq(), 0);
+    assert!(!latest.exists(), "the corrupt snapshot file was deleted");
+}
