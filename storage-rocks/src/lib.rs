@@ -157,6 +157,9 @@ impl RocksStorage {
     }
 }
 
+/// A key and its value as RocksDB returns them.
+type Entry = (Box<[u8]>, Box<[u8]>);
+
 /// Column-family access with errors mapped.
 struct Db<'a>(&'a DB);
 
@@ -179,7 +182,7 @@ impl<'a> Db<'a> {
         prefix: &[u8],
         start: &[u8],
         direction: Direction,
-    ) -> Result<Vec<(Box<[u8]>, Box<[u8]>)>, StorageError> {
+    ) -> Result<Vec<Entry>, StorageError> {
         let mut out = Vec::new();
         for entry in self
             .0
@@ -195,12 +198,7 @@ impl<'a> Db<'a> {
     }
 
     /// The first entry of `family` at or before `key` (in key order) within `prefix`.
-    fn at_or_before(
-        &self,
-        family: &str,
-        prefix: &[u8],
-        key: &[u8],
-    ) -> Result<Option<(Box<[u8]>, Box<[u8]>)>, StorageError> {
+    fn at_or_before(&self, family: &str, prefix: &[u8], key: &[u8]) -> Result<Option<Entry>, StorageError> {
         let mut iterator = self
             .0
             .iterator_cf(self.cf(family)?, IteratorMode::From(key, Direction::Reverse));
