@@ -122,7 +122,14 @@ impl Segment {
                 .map_err(|e| io_error("emptying", &offset_file(dir, base_offset, suffix), e))?;
         }
         let _ = std::fs::remove_file(offset_file(dir, base_offset, TXN_INDEX_SUFFIX));
-        Ok(Segment {
+        let mut segment = Segment::empty(dir, base_offset, log, index_file, time_index_file);
+        segment.dirty = true;
+        Ok(segment)
+    }
+
+    /// A segment with open files and nothing accounted yet.
+    fn empty(dir: &Path, base_offset: i64, log: File, index_file: File, time_index_file: File) -> Self {
+        Segment {
             base_offset,
             dir: dir.to_owned(),
             log,
@@ -137,8 +144,8 @@ impl Segment {
             offset_of_max_timestamp: base_offset,
             next_offset: base_offset,
             first_batch_offset: None,
-            dirty: true,
-        })
+            dirty: false,
+        }
     }
 
     /// Opens an existing segment, validating its log and rebuilding its indexes (see the module docs).
@@ -153,23 +160,9 @@ impl Segment {
             .metadata()
             .map_err(|e| io_error("reading", &log_path, e))?
             .len();
-        let mut segment = Segment {
-            base_offset,
-            dir: dir.to_owned(),
-            log,
-            index_file: open_rw(&offset_file(dir, base_offset, INDEX_SUFFIX), true)?,
-            time_index_file: open_rw(&offset_file(dir, base_offset, TIME_INDEX_SUFFIX), true)?,
-            size: 0,
-            index: Vec::new(),
-            time_index: Vec::new(),
-            aborted: Vec::new(),
-            bytes_since_index: 0,
-            max_timestamp: -1,
-            offset_of_max_timestamp: base_offset,
-            next_offset: base_offset,
-            first_batch_offset: None,
-            dirty: false,
-        };
+        let index_file = open_rw(&offset_file(dir, base_offset, INDEX_SUFFIX), true)?;
+        let time_index_file = open_rw(&offset_file(dir, base_offset, TIME_INDEX_SUFFIX), true)?;
+        let mut segment = Segment::empty(dir, base_offset, log, index_file, time_index_file);
         let mut recovery = SegmentRecovery::default();
         let scan = segment
             .log
