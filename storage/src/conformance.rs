@@ -30,6 +30,22 @@ pub trait Backend: Send + Sync {
     }
 }
 
+/// The in-memory reference backend: every `store()` is a clone sharing the same partitions, so "reopening" sees
+/// everything written before (an in-process restart, not a power loss).
+#[derive(Debug, Clone, Default)]
+pub struct MemoryBackend(pub crate::MemoryStorage);
+
+#[async_trait]
+impl Backend for MemoryBackend {
+    async fn store(&self) -> Box<dyn Storage> {
+        Box::new(self.0.clone())
+    }
+
+    fn fail_next_sync(&self, id: &PartitionId) -> bool {
+        self.0.fail_next_sync(id)
+    }
+}
+
 /// A backend whose stores live in one directory and are reopened from it; at most one store is open at a time
 /// (embedded databases lock their directory). `guard` keeps the directory alive (a `TempDir`).
 pub struct DirBackend<S> {

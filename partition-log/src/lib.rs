@@ -1,0 +1,39 @@
+//! Kafka's partition log (the `UnifiedLog` role) over any storage backend.
+//!
+//! The producer-state manager decides; this crate makes its decisions durable and consistent
+//! (`kafka-psm-spec.md` §7). A [`PartitionLog`] owns one partition's [`storage::PartitionStorage`] and its
+//! [`producer_state::ProducerStateManager`]:
+//!
+//! - **append by origin** ([`PartitionLog::append_as_leader`] for CLIENT and COORDINATOR,
+//!   [`PartitionLog::append_as_follower`] for REPLICATION): producer state is analysed before anything is written,
+//!   a client duplicate is answered with the original offsets and nothing written, completed transactions add
+//!   aborted-transaction index entries with Kafka's LSO, the map end offset follows every append;
+//! - **read-only mode** for mirrored partitions: CLIENT appends fail with [`LogError::ReadOnlyTopic`];
+//! - **high watermark, first unstable offset and LSO**, and fetches by [`Isolation`] level;
+//! - **segments and snapshots**: a logical segment rolls by size and each roll takes a producer snapshot, as does
+//!   a clean close; retention by log start offset; producer expiration driven by an explicit `now`;
+//! - **truncation** and **recovery** rebuild producer state as Kafka's `rebuildProducerState` does: the latest
+//!   readable snapshot, then the log replayed with REPLICATION origin, barriers applied by the same rule as live
+//!   appends;
+//! - [`ReplicaSet`]: a leader and its in-cluster followers, the high watermark moved by their acknowledgement.
+//!
+//! [`semantics`] is the Kafka-semantics scenario suite every storage backend runs (`kafka_semantics_suite!`).
+//! The crate never names a backend: it works on `Box<dyn PartitionStorage>`.
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod config;
+pub mod error;
+pub mod fetch;
+pub mod log;
+pub mod replication;
+pub mod semantics;
+mod snapshots;
+
+pub use config::LogConfig;
+pub use error::LogError;
+pub use fetch::{FetchResult, Isolation};
+pub use log::{AppendOutcome, PartitionLog, RecoveryReport};
+pub use replication::ReplicaSet;
+
+/// Shorthand for this crate's results.
+pub type Result<T, E = LogError> = std::result::Result<T, E>;

@@ -1,0 +1,641 @@
+//! [`PartitionLog`]: one partition's records, producer state and offsets, kept consistent.
+//!
+//! **Append** (spec §7.1), in this order: origin checks (read-only, structure), offsets assigned (leader) or
+//! checked (follower), producer state *planned* against the stored state (a client duplicate ends the append
+//! here, with the original offsets), maybe roll, the records written, the plan committed, the aborted-transaction
+//! index extended with Kafka's LSO, the map end offset advanced. An error before the write leaves everything
+//! unchanged; an index write that fails after the records were written takes the log offline until it is
+//! reopened, and reopening repairs the index (Kafka takes the log directory offline the same way).
+//!
+//! **Recovery and truncation** share one rebuild (spec §7.6): snapshots outside `(log start, log end]` dropped,
+//! the latest readable one loaded (corrupt ones are deleted, falling back to older ones), the rest of the log
+//! replayed with REPLICATION origin (so barriers apply by the same rule as live appends), index entries the
+//! replay produces beyond the stored index restored, and a snapshot taken at the log end.
+//!
+//! Metadata records this module owns (keys start with `log.`): `log.clean-shutdown`, `log.high-watermark`,
+//! `log.read-only`.
+
+use producer_state::{AppendDecision, AppendOrigin, ProducerStateManager, StateSummary, TransactionVersion};
+use record_format::{AbortedTxn, RecordBatch};
+use storage::{Durability, PartitionId, PartitionStorage};
+
+use crate::config::LogConfig;
+use crate::error::LogError;
+use crate::fetch::{FetchResult, Isolation};
+use crate::snapshots::SnapshotMirror;
+use crate::Result;
+
+const CLEAN_SHUTDOWN_KEY: &str = "log.clean-shutdown";
+const HIGH_WATERMARK_KEY: &str = "log.high-watermark";
+const READ_ONLY_KEY: &str = "log.read-only";
+
+/// How many bytes recovery reads at a time.
+const REPLAY_READ_BYTES: usize = 4 << 20;
+
+/// What an append did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendOutcome {
+    /// First offset of the appended batches (of the original batch for a duplicate).
+    pub first_offset: i64,
+    /// Last offset.
+    pub last_offset: i64,
+    /// True when a client resent a batch already in the log: nothing was written.
+    pub duplicate: bool,
+    /// Barriers in the append that reset producer state.
+    pub barriers_applied: usize,
+    /// Aborted-transaction index entries written.
+    pub aborted_index_entries: usize,
+}
+
+/// What opening a log found and did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// True when the log was closed cleanly last time.
+    pub clean_shutdown: bool,
+    /// Offset of the snapshot producer state was loaded from (`None`: rebuilt from the log start).
+    pub snapshot_offset: Option<i64>,
+    /// Batches replayed on top of it.
+    pub batches_replayed: u64,
+    /// Aborted-transaction index entries the replay found missing and wrote.
+    pub index_entries_restored: usize,
+}
+
+/// One partition's log; see the module docs.
+pub struct PartitionLog {
+    storage: Box<dyn PartitionStorage>,
+    config: LogConfig,
+    psm: ProducerStateManager,
+    snapshots: SnapshotMirror,
+    high_watermark: i64,
+    read_only: bool,
+    /// Bytes appended since the last roll (the logical segment's size).
+    segment_size: u64,
+    /// Set when derived state fell behind the records (see the module docs).
+    offline: Option<String>,
+}
+
+impl std::fmt::Debug for PartitionLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PartitionLog")
+            .field("partition", self.storage.id())
+            .field("log_start_offset", &self.log_start_offset())
+            .field("log_end_offset", &self.log_end_offset())
+            .field("high_watermark", &self.high_watermark)
+            .field("read_only", &self.read_only)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartitionLog {
+    /// Opens a partition's log, rebuilding producer state (spec §7.7): clean or not, the state is the latest
+    /// readable snapshot plus a replay of the log after it. `now_ms` drives producer expiration on load.
+    pub async fn open(
+        mut storage: Box<dyn PartitionStorage>,
+        config: LogConfig,
+        now_ms: i64,
+    ) -> Result<(Self, RecoveryReport)> {
+        let clean_shutdown = storage.metadata(CLEAN_SHUTDOWN_KEY).await?.as_deref() == Some(b"1");
+        // From here until `close`, a crash is an unclean shutdown.
+        storage.put_metadata(CLEAN_SHUTDOWN_KEY, b"0").await?;
+        let read_only = match storage.metadata(READ_ONLY_KEY).await?.as_deref() {
+            None | Some(b"0") => false,
+            Some(b"1") => true,
+            Some(other) => {
+                return Err(LogError::CorruptMetadata {
+                    key: READ_ONLY_KEY,
+                    reason: format!("expected \"0\" or \"1\", found {} bytes", other.len()),
+                })
+            }
+        };
+        let stored_high_watermark = match storage.metadata(HIGH_WATERMARK_KEY).await? {
+            None => None,
+            Some(bytes) => Some(i64::from_be_bytes(bytes.as_slice().try_into().map_err(|_| {
+                LogError::CorruptMetadata {
+                    key: HIGH_WATERMARK_KEY,
+                    reason: format!("expected 8 bytes, found {}", bytes.len()),
+                }
+            })?)),
+        };
+        let snapshots = SnapshotMirror::scan(&*storage).await?;
+        let mut log = PartitionLog {
+            psm: ProducerStateManager::new(config.producer_state.clone()),
+            config,
+            snapshots,
+            high_watermark: storage.log_start_offset(),
+            read_only,
+            segment_size: 0,
+            offline: None,
+            storage,
+        };
+        let mut report = log.rebuild_producer_state(now_ms).await?;
+        report.clean_shutdown = clean_shutdown;
+        let high_watermark = stored_high_watermark.unwrap_or(log.log_start_offset());
+        log.set_high_watermark(high_watermark);
+        Ok((log, report))
+    }
+
+    /// Closes cleanly: a snapshot at the log end, data synced, the high watermark and the clean-shutdown mark
+    /// written.
+    pub async fn close(mut self) -> Result<()> {
+        self.check_online()?;
+        self.psm.update_map_end_offset(self.log_end_offset());
+        self.psm.take_snapshot(&mut self.snapshots);
+        self.snapshots.flush(&mut *self.storage).await?;
+        self.storage.flush(Durability::Sync).await?;
+        self.storage
+            .put_metadata(HIGH_WATERMARK_KEY, &self.high_watermark.to_be_bytes())
+            .await?;
+        self.storage.put_metadata(CLEAN_SHUTDOWN_KEY, b"1").await?;
+        Ok(())
+    }
+
+    /// Which partition.
+    pub fn id(&self) -> &PartitionId {
+        self.storage.id()
+    }
+
+    /// First offset still in the log.
+    pub fn log_start_offset(&self) -> i64 {
+        self.storage.log_start_offset()
+    }
+
+    /// Offset after the last batch (LEO).
+    pub fn log_end_offset(&self) -> i64 {
+        self.storage.log_end_offset()
+    }
+
+    /// The high watermark: the offset up to which every replica has the log.
+    pub fn high_watermark(&self) -> i64 {
+        self.high_watermark
+    }
+
+    /// First offset of the earliest transaction not yet decided or not yet replicated, clamped to the log start.
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        self.psm
+            .first_unstable_offset()
+            .map(|first| first.message_offset.max(self.log_start_offset()))
+    }
+
+    /// The last stable offset (spec §4.3): the first unstable offset if it is below the high watermark, else the
+    /// high watermark; never below the log start.
+    pub fn last_stable_offset(&self) -> i64 {
+        self.psm
+            .log_last_stable_offset(self.high_watermark, self.log_start_offset())
+    }
+
+    /// The producer-state manager (read only).
+    pub fn producer_state(&self) -> &ProducerStateManager {
+        &self.psm
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    /// True while the partition refuses client appends (it is mirrored).
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Offsets of the stored producer snapshots, ascending.
+    pub fn snapshot_offsets(&self) -> Vec<i64> {
+        self.snapshots.offsets()
+    }
+
+    /// Sets or clears read-only mode, durably (a crash never makes a mirrored partition writable).
+    pub async fn set_read_only(&mut self, read_only: bool) -> Result<()> {
+        self.check_online()?;
+        self.storage
+            .put_metadata(READ_ONLY_KEY, if read_only { b"1" } else { b"0" })
+            .await?;
+        self.read_only = read_only;
+        Ok(())
+    }
+
+    /// The producer state, open transactions, index and LSO in comparable form.
+    pub async fn summary(&self) -> Result<StateSummary> {
+        let aborted = self.aborted_transactions().await?;
+        let mut summary = StateSummary::of(&self.psm, &aborted, self.high_watermark);
+        summary.last_stable_offset = self.last_stable_offset();
+        Ok(summary)
+    }
+
+    /// Every aborted-transaction index entry of the log.
+    pub async fn aborted_transactions(&self) -> Result<Vec<AbortedTxn>> {
+        Ok(self
+            .storage
+            .aborted_txns(self.log_start_offset(), i64::MAX)
+            .await?)
+    }
+
+    /// Appends as the partition leader: CLIENT (exactly one data batch, as in a produce request) or COORDINATOR
+    /// (control batches: transaction markers, our barrier). Offsets and the leader epoch are assigned here.
+    pub async fn append_as_leader(
+        &mut self,
+        mut batches: Vec<RecordBatch>,
+        origin: AppendOrigin,
+        transaction_version: TransactionVersion,
+    ) -> Result<AppendOutcome> {
+        self.check_online()?;
+        match origin {
+            AppendOrigin::Client => {
+                if self.read_only {
+                    return Err(LogError::ReadOnlyTopic {
+                        partition: self.id().clone(),
+                    });
+                }
+                validate_client_append(&batches)?;
+            }
+            AppendOrigin::Coordinator => {
+                for (index, batch) in batches.iter().enumerate() {
+                    batch
+                        .verify_crc()
+                        .map_err(|source| LogError::CorruptBatch { index, source })?;
+                    if !batch.is_control() {
+                        return Err(invalid(index, "a coordinator appends only control batches"));
+                    }
+                }
+            }
+            AppendOrigin::Replication => {
+                return Err(invalid(
+                    0,
+                    "replicated batches are appended with `append_as_follower`",
+                ));
+            }
+        }
+        let mut next_offset = self.log_end_offset();
+        for batch in &mut batches {
+            batch.set_base_offset(next_offset);
+            batch.set_partition_leader_epoch(self.config.leader_epoch);
+            next_offset = batch.next_offset();
+        }
+        self.append(batches, origin, transaction_version).await
+    }
+
+    /// Appends as a follower or mirror (REPLICATION origin): offsets and bytes are kept; the first batch must
+    /// start at or after the log end.
+    pub async fn append_as_follower(&mut self, batches: Vec<RecordBatch>) -> Result<AppendOutcome> {
+        self.check_online()?;
+        for (index, batch) in batches.iter().enumerate() {
+            batch
+                .verify_crc()
+                .map_err(|source| LogError::CorruptBatch { index, source })?;
+        }
+        storage::partition::check_append(self.log_end_offset(), &batches)?;
+        self.append(batches, AppendOrigin::Replication, TransactionVersion::Unknown)
+            .await
+    }
+
+    /// The shared append path (module docs).
+    async fn append(
+        &mut self,
+        batches: Vec<RecordBatch>,
+        origin: AppendOrigin,
+        transaction_version: TransactionVersion,
+    ) -> Result<AppendOutcome> {
+        let (Some(first), Some(last)) = (batches.first(), batches.last()) else {
+            return Err(invalid(0, "an append needs at least one batch"));
+        };
+        let (first_offset, last_offset) = (first.base_offset(), last.last_offset());
+        let plan = match self.psm.plan_append(&batches, origin, transaction_version)? {
+            AppendDecision::Duplicate(original) => {
+                return Ok(AppendOutcome {
+                    first_offset: original.first_offset(),
+                    last_offset: original.last_offset,
+                    duplicate: true,
+                    barriers_applied: 0,
+                    aborted_index_entries: 0,
+                })
+            }
+            AppendDecision::Append(plan) => plan,
+        };
+        let size: u64 = batches.iter().map(|batch| batch.size() as u64).sum();
+        if self.segment_size > 0 && self.segment_size.saturating_add(size) > self.config.segment_bytes {
+            self.roll().await?;
+        }
+        self.storage.append(&batches).await?;
+        self.segment_size = self.segment_size.saturating_add(size);
+        let effects = self.psm.commit(plan);
+        for entry in &effects.aborted_index {
+            if let Err(error) = self.storage.append_aborted_txn(*entry).await {
+                self.offline = Some(format!(
+                    "aborted-transaction index entry for offsets {}..={} not written: {error}",
+                    entry.first_offset, entry.last_offset
+                ));
+                return Err(error.into());
+            }
+        }
+        Ok(AppendOutcome {
+            first_offset,
+            last_offset,
+            duplicate: false,
+            barriers_applied: effects.barriers_applied.len(),
+            aborted_index_entries: effects.aborted_index.len(),
+        })
+    }
+
+    /// Rolls the logical segment: producer state snapshotted at the log end (spec §7.3).
+    pub async fn roll(&mut self) -> Result<()> {
+        self.check_online()?;
+        self.psm.update_map_end_offset(self.log_end_offset());
+        self.psm.take_snapshot(&mut self.snapshots);
+        self.snapshots.flush(&mut *self.storage).await?;
+        self.segment_size = 0;
+        Ok(())
+    }
+
+    /// Makes appended records durable to the given level.
+    pub async fn flush(&mut self, durability: Durability) -> Result<()> {
+        self.check_online()?;
+        Ok(self.storage.flush(durability).await?)
+    }
+
+    /// Moves the high watermark up (replica acknowledgement); clamped to the log end. Returns the new value.
+    pub fn advance_high_watermark(&mut self, offset: i64) -> i64 {
+        let offset = offset.min(self.log_end_offset());
+        if offset > self.high_watermark {
+            self.set_high_watermark(offset);
+        }
+        self.high_watermark
+    }
+
+    /// Sets the high watermark (clamped to the log), forgetting transactions decided below it.
+    fn set_high_watermark(&mut self, offset: i64) {
+        self.high_watermark = offset.clamp(self.log_start_offset(), self.log_end_offset());
+        self.psm.on_high_watermark_updated(self.high_watermark);
+    }
+
+    /// Writes the high watermark to the log's metadata (Kafka's periodic checkpoint).
+    pub async fn checkpoint_high_watermark(&mut self) -> Result<()> {
+        self.check_online()?;
+        Ok(self
+            .storage
+            .put_metadata(HIGH_WATERMARK_KEY, &self.high_watermark.to_be_bytes())
+            .await?)
+    }
+
+    /// Fetches whole batches from `from_offset` up to `max_bytes` (at least one batch when there is one),
+    /// bounded by the high watermark (read_uncommitted) or the LSO (read_committed, with the aborted
+    /// transactions of the returned range).
+    pub async fn read(
+        &self,
+        from_offset: i64,
+        max_bytes: usize,
+        isolation: Isolation,
+    ) -> Result<FetchResult> {
+        let upper = match isolation {
+            Isolation::ReadUncommitted => self.high_watermark,
+            Isolation::ReadCommitted => self.last_stable_offset(),
+        };
+        let (start, end) = (self.log_start_offset(), self.log_end_offset());
+        if from_offset < start || from_offset > end {
+            return Err(LogError::OffsetOutOfRange {
+                operation: "a fetch",
+                offset: from_offset,
+                lower: start,
+                upper: end,
+            });
+        }
+        let mut batches = if from_offset < upper {
+            self.storage.read(from_offset, max_bytes).await?
+        } else {
+            Vec::new()
+        };
+        batches.retain(|batch| batch.base_offset() < upper);
+        let aborted_transactions = match (isolation, batches.last()) {
+            (Isolation::ReadCommitted, Some(last)) => {
+                self.storage.aborted_txns(from_offset, last.next_offset()).await?
+            }
+            _ => Vec::new(),
+        };
+        Ok(FetchResult {
+            batches,
+            high_watermark: self.high_watermark,
+            last_stable_offset: self.last_stable_offset(),
+            log_start_offset: start,
+            aborted_transactions,
+        })
+    }
+
+    /// Reads for a follower of this leader: whole batches up to the log end, no isolation bound.
+    pub async fn read_for_replica(&self, from_offset: i64, max_bytes: usize) -> Result<Vec<RecordBatch>> {
+        Ok(self.storage.read(from_offset, max_bytes).await?)
+    }
+
+    /// Removes producers idle for the configured expiration time (spec §4.5); returns how many.
+    pub fn remove_expired_producers(&mut self, now_ms: i64) -> usize {
+        self.psm.remove_expired_producers(now_ms)
+    }
+
+    /// Moves the log start offset up (retention or DeleteRecords, spec §7.4); refused beyond the high watermark.
+    /// Producers stay; snapshots below the new start are deleted. If no snapshot is left above the new start, one
+    /// is taken at the log end so a restart still finds the producers that retention did not remove.
+    pub async fn delete_records_before(&mut self, offset: i64) -> Result<i64> {
+        self.check_online()?;
+        if offset > self.high_watermark {
+            return Err(LogError::OffsetOutOfRange {
+                operation: "moving the log start offset",
+                offset,
+                lower: self.log_start_offset(),
+                upper: self.high_watermark,
+            });
+        }
+        if offset <= self.log_start_offset() {
+            return Ok(self.log_start_offset());
+        }
+        self.storage.delete_before(offset).await?;
+        let start = self.log_start_offset();
+        for snapshot in self.snapshots.offsets() {
+            if snapshot < start {
+                producer_state::SnapshotStore::delete(&mut self.snapshots, snapshot);
+            }
+        }
+        if self
+            .snapshots
+            .offsets()
+            .last()
+            .is_none_or(|&latest| latest <= start)
+        {
+            self.psm.update_map_end_offset(self.log_end_offset());
+            self.psm.take_snapshot(&mut self.snapshots);
+        }
+        self.psm.on_log_start_offset_incremented(&self.snapshots, start);
+        self.snapshots.flush(&mut *self.storage).await?;
+        Ok(start)
+    }
+
+    /// Removes every batch at or after `offset` (a batch boundary) and rebuilds producer state up to it (spec
+    /// §7.5). At or below the log start the log is emptied and restarts at `offset`. Returns whether anything was
+    /// cut.
+    pub async fn truncate_to(&mut self, offset: i64, now_ms: i64) -> Result<bool> {
+        self.check_online()?;
+        if offset >= self.log_end_offset() {
+            return Ok(false);
+        }
+        if offset < self.log_start_offset() {
+            self.truncate_fully_and_start_at(offset).await?;
+            return Ok(true);
+        }
+        self.storage.truncate_to(offset).await?;
+        self.rebuild_producer_state(now_ms).await?;
+        self.segment_size = 0;
+        let high_watermark = self.high_watermark.min(self.log_end_offset());
+        self.set_high_watermark(high_watermark);
+        Ok(true)
+    }
+
+    /// Empties the log and restarts it at `offset`: no producers, no snapshots (spec §7.5).
+    pub async fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<()> {
+        self.check_online()?;
+        self.storage.truncate_fully_and_start_at(offset).await?;
+        self.psm.truncate_fully_and_start_at(&mut self.snapshots, offset);
+        self.snapshots.flush(&mut *self.storage).await?;
+        self.segment_size = 0;
+        self.set_high_watermark(offset);
+        Ok(())
+    }
+
+    /// Writes a metadata record of a layer above (keys starting with `log.` belong to this log).
+    pub async fn put_metadata(&mut self, key: &str, value: &[u8]) -> Result<()> {
+        self.check_online()?;
+        if key.starts_with("log.") {
+            return Err(LogError::Storage(storage::StorageError::InvalidMetadataKey {
+                key: key.to_owned(),
+                reason: "keys starting with `log.` belong to the partition log",
+            }));
+        }
+        Ok(self.storage.put_metadata(key, value).await?)
+    }
+
+    /// Reads a metadata record.
+    pub async fn metadata(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        Ok(self.storage.metadata(key).await?)
+    }
+
+    /// Rebuilds producer state for the current log bounds (spec §7.6); see the module docs.
+    async fn rebuild_producer_state(&mut self, now_ms: i64) -> Result<RecoveryReport> {
+        let (start, end) = (self.log_start_offset(), self.log_end_offset());
+        self.snapshots.load_all(&*self.storage).await?;
+        self.psm
+            .truncate_and_reload(&mut self.snapshots, start, end, now_ms);
+        let mut report = RecoveryReport {
+            snapshot_offset: self
+                .snapshots
+                .offsets()
+                .last()
+                .copied()
+                .filter(|&offset| offset == self.psm.map_end_offset()),
+            ..RecoveryReport::default()
+        };
+        let mut offset = self.psm.map_end_offset().max(start);
+        let stored_index = self.storage.aborted_txns(start, i64::MAX).await?;
+        let mut index_end = stored_index.last().map(|entry| entry.last_offset);
+        while offset < end {
+            let mut batches = self.storage.read(offset, REPLAY_READ_BYTES).await?;
+            batches.retain(|batch| batch.base_offset() < end);
+            let Some(last) = batches.last() else {
+                break;
+            };
+            let next = last.next_offset();
+            let replayed = self
+                .psm
+                .append_batches(&batches, AppendOrigin::Replication, TransactionVersion::Unknown)
+                .map_err(|source| LogError::Recovery { offset, source })?;
+            let Ok(effects) = replayed else {
+                unreachable_duplicate(offset)?;
+                break;
+            };
+            for entry in effects.aborted_index {
+                if index_end.is_none_or(|last| entry.last_offset > last) {
+                    self.storage.append_aborted_txn(entry).await?;
+                    index_end = Some(entry.last_offset);
+                    report.index_entries_restored += 1;
+                }
+            }
+            report.batches_replayed += batches.len() as u64;
+            offset = next;
+        }
+        self.psm.update_map_end_offset(end);
+        self.psm.take_snapshot(&mut self.snapshots);
+        self.snapshots.flush(&mut *self.storage).await?;
+        self.offline = None;
+        Ok(report)
+    }
+
+    fn check_online(&self) -> Result<()> {
+        match &self.offline {
+            Some(reason) => Err(LogError::Offline {
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Duplicates are a CLIENT answer; a REPLICATION replay never produces one.
+fn unreachable_duplicate(offset: i64) -> Result<()> {
+    Err(LogError::Recovery {
+        offset,
+        source: producer_state::ProducerStateError::InvalidRecord {
+            reason: "a replayed batch was taken for a client duplicate".to_owned(),
+        },
+    })
+}
+
+fn invalid(index: usize, reason: impl Into<String>) -> LogError {
+    LogError::InvalidBatch {
+        index,
+        reason: reason.into(),
+    }
+}
+
+/// Spec §7.1 step 1 for CLIENT appends: exactly one batch, intact, offsets as a producer writes them, records
+/// consistent with the header, no control batch.
+fn validate_client_append(batches: &[RecordBatch]) -> Result<()> {
+    let [batch] = batches else {
+        return Err(invalid(
+            0,
+            format!(
+                "a produce request holds exactly one batch per partition, not {}",
+                batches.len()
+            ),
+        ));
+    };
+    batch
+        .verify_crc()
+        .map_err(|source| LogError::CorruptBatch { index: 0, source })?;
+    if batch.is_control() {
+        return Err(invalid(0, "clients may not write control batches"));
+    }
+    if batch.base_offset() != 0 {
+        return Err(invalid(
+            0,
+            format!("base offset {} from a client (must be 0)", batch.base_offset()),
+        ));
+    }
+    let records = batch
+        .records()
+        .map_err(|source| LogError::CorruptBatch { index: 0, source })?;
+    let mut count: i64 = 0;
+    for record in records.iter() {
+        let record = record.map_err(|source| LogError::CorruptBatch { index: 0, source })?;
+        if i64::from(record.offset_delta) != count {
+            return Err(invalid(
+                0,
+                format!("record {count} has offset delta {}", record.offset_delta),
+            ));
+        }
+        count += 1;
+    }
+    if count != i64::from(batch.last_offset_delta()) + 1 {
+        return Err(invalid(
+            0,
+            format!(
+                "{count} records but last offset delta {}",
+                batch.last_offset_delta()
+            ),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,838 @@
+//! The Kafka-semantics scenario suite: the log-level scenarios of spec §11.3 (and the barrier invariants of
+//! `design.md` §3) as checks every storage backend runs.
+//!
+//! A backend crate expands [`kafka_semantics_suite!`](crate::kafka_semantics_suite) with a
+//! [`storage::conformance::Backend`]; each scenario becomes a named `#[tokio::test]`. The names follow Kafka's
+//! `UnifiedLogTest` / `LogLoaderTest` where a scenario ports one. The checks panic with a message on failure
+//! (they are test code), which is why this module allows `unwrap`.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use producer_state::{AppendOrigin, BarrierScope, PsmConfig, TransactionVersion};
+use record_format::control::{end_txn_marker_batch, mirror_pid_reset_batch, ControlBatchPlacement};
+use record_format::{AbortedTxn, BatchBuilder, MirrorPidResetRecord, RecordBatch};
+use storage::conformance::Backend;
+use storage::PartitionId;
+
+use crate::{Isolation, LogConfig, LogError, PartitionLog, ReplicaSet};
+
+/// The cluster the scenarios' logs belong to.
+pub const LOCAL_CLUSTER: &str = "local-cluster";
+
+/// A configuration for scenarios: small segments, the local cluster id, the given barrier scope.
+pub fn config(scope: BarrierScope) -> LogConfig {
+    LogConfig {
+        segment_bytes: 1024,
+        producer_state: PsmConfig {
+            cluster_id: Some(LOCAL_CLUSTER.to_owned()),
+            barrier_scope: scope,
+            ..PsmConfig::default()
+        },
+        leader_epoch: 0,
+    }
+}
+
+fn partition(number: u32) -> PartitionId {
+    PartitionId::new("scenario", number).unwrap()
+}
+
+/// Creates partition `number` in a fresh store of `backend` and opens a log on it.
+pub async fn create_log(backend: &dyn Backend, number: u32, config: LogConfig) -> PartitionLog {
+    let store = backend.store().await;
+    let storage = store.create(&partition(number)).await.unwrap();
+    PartitionLog::open(storage, config, 0).await.unwrap().0
+}
+
+/// Drops `log` without closing it (a crash, for the process) and opens it again.
+pub async fn crash_and_reopen(
+    backend: &dyn Backend,
+    log: PartitionLog,
+    config: LogConfig,
+) -> (PartitionLog, crate::RecoveryReport) {
+    let id = log.id().clone();
+    drop(log);
+    let store = backend.store().await;
+    let storage = store.open(&id).await.unwrap();
+    PartitionLog::open(storage, config, 0).await.unwrap()
+}
+
+/// Closes `log` cleanly and opens it again.
+pub async fn close_and_reopen(
+    backend: &dyn Backend,
+    log: PartitionLog,
+    config: LogConfig,
+) -> (PartitionLog, crate::RecoveryReport) {
+    let id = log.id().clone();
+    log.close().await.unwrap();
+    let store = backend.store().await;
+    let storage = store.open(&id).await.unwrap();
+    PartitionLog::open(storage, config, 0).await.unwrap()
+}
+
+/// A client batch of `records` records from producer `pid` (−1: no producer) at `sequence`.
+pub fn data(pid: i64, epoch: i16, sequence: i32, records: usize, transactional: bool) -> RecordBatch {
+    let mut builder = BatchBuilder::new()
+        .producer(pid, epoch, sequence)
+        .transactional(transactional);
+    for i in 0..records {
+        builder.add(1_000 + i as i64, None, Some(b"value"), &[]);
+    }
+    builder.build().unwrap()
+}
+
+/// A transaction marker (TV0/1 style) from coordinator epoch `coordinator_epoch`.
+pub fn marker(commit: bool, pid: i64, epoch: i16, coordinator_epoch: i32) -> RecordBatch {
+    end_txn_marker_batch(commit, pid, epoch, coordinator_epoch, placement()).unwrap()
+}
+
+/// A `MIRROR_PID_RESET` barrier from `source`, written by `writer`.
+pub fn barrier(source: &str, writer: Option<&str>) -> RecordBatch {
+    let value = MirrorPidResetRecord::new(source, writer.map(str::to_owned));
+    mirror_pid_reset_batch(&value, placement()).unwrap()
+}
+
+/// An aborted-transaction index entry.
+pub fn aborted(producer_id: i64, first_offset: i64, last_offset: i64, last_stable_offset: i64) -> AbortedTxn {
+    AbortedTxn {
+        producer_id,
+        first_offset,
+        last_offset,
+        last_stable_offset,
+    }
+}
+
+fn placement() -> ControlBatchPlacement {
+    ControlBatchPlacement {
+        base_offset: 0,
+        partition_leader_epoch: 0,
+        timestamp: 2_000,
+    }
+}
+
+/// Appends as a client and returns the outcome.
+pub async fn produce(log: &mut PartitionLog, batch: RecordBatch) -> crate::Result<crate::AppendOutcome> {
+    log.append_as_leader(vec![batch], AppendOrigin::Client, TransactionVersion::V0)
+        .await
+}
+
+/// Appends a coordinator batch (marker or barrier).
+pub async fn coordinate(log: &mut PartitionLog, batch: RecordBatch) -> crate::Result<crate::AppendOutcome> {
+    log.append_as_leader(vec![batch], AppendOrigin::Coordinator, TransactionVersion::V0)
+        .await
+}
+
+fn settle(log: &mut PartitionLog) {
+    let end = log.log_end_offset();
+    log.advance_high_watermark(end);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Appends by origin.
+
+/// testDuplicateAppends: a resent batch (one of the last five) is answered with its original offsets and nothing
+/// is written; a partial overlap is out of order.
+pub async fn duplicate_appends_return_the_original_offsets(backend: &dyn Backend) {
+    let mut log = create_log(backend, 0, config(BarrierScope::Writer)).await;
+    for sequence in 0..6 {
+        let outcome = produce(&mut log, data(1, 0, sequence, 1, false)).await.unwrap();
+        assert_eq!(outcome.first_offset, i64::from(sequence));
+    }
+    let multi = produce(&mut log, data(1, 0, 6, 3, false)).await.unwrap();
+    assert_eq!((multi.first_offset, multi.last_offset), (6, 8));
+    let end = log.log_end_offset();
+    let again = produce(&mut log, data(1, 0, 6, 3, false)).await.unwrap();
+    assert!(again.duplicate);
+    assert_eq!((again.first_offset, again.last_offset), (6, 8));
+    assert_eq!(log.log_end_offset(), end, "a duplicate writes nothing");
+    // Sequences 5..=7 overlap the cached 6..=8 only partly.
+    let overlap = produce(&mut log, data(1, 0, 5, 3, false)).await;
+    assert!(matches!(overlap, Err(LogError::ProducerState(_))), "{overlap:?}");
+    // Sequence 2 is the fourth batch from the tail: still cached, so a duplicate.
+    let older = produce(&mut log, data(1, 0, 2, 1, false)).await.unwrap();
+    assert!(older.duplicate);
+    assert_eq!(older.first_offset, 2);
+    // Sequence 1 is no longer cached (five batches kept): out of order.
+    assert!(produce(&mut log, data(1, 0, 1, 1, false)).await.is_err());
+    assert_eq!(log.log_end_offset(), end);
+}
+
+/// testDuplicateAppendToFollower: replication accepts repeated sequences (it is not a client).
+pub async fn replication_accepts_repeated_sequences(backend: &dyn Backend) {
+    let mut log = create_log(backend, 0, config(BarrierScope::Writer)).await;
+    let mut first = data(1, 0, 0, 2, false);
+    first.set_base_offset(0);
+    let mut repeat = data(1, 0, 0, 2, false);
+    repeat.set_base_offset(2);
+    log.append_as_follower(vec![first, repeat]).await.unwrap();
+    assert_eq!(log.log_end_offset(), 4);
+}
+
+/// A follower's batches must follow its log end.
+pub async fn replication_below_the_log_end_is_refused(backend: &dyn Backend) {
+    let mut log = create_log(backend, 0, config(BarrierScope::Writer)).await;
+    produce(&mut log, data(-1, -1, -1, 3, false)).await.unwrap();
+    let mut batch = data(-1, -1, -1, 1, false);
+    batch.set_base_offset(1);
+    let refused = log.append_as_follower(vec![batch]).await;
+    assert!(matches!(refused, Err(LogError::Storage(_))), "{refused:?}");
+    assert_eq!(log.log_end_offset(), 3);
+}
+
+/// testOldProducerEpoch: epoch 0 after epoch 1 is refused.
+pub async fn old_producer_epoch_is_refused(backend: &dyn Backend) {
+    let mut log = create_log(backend, 0, config(BarrierScope::Writer)).await;
+    produce(&mut log, data(1, 1, 0, 1, false)).await.unwrap();
+    let stale = produce(&mut log, data(1, 0, 1, 1, false)).await;
+    assert!(matches!(stale, Err(LogError::ProducerState(_))), "{stale:?}");
+    assert_eq!(log.log_end_offset(), 1);
+}
+
+/// testZombieCoordinatorFenced: a marker from an older coordinator epoch is fenced; a repeated TV0 marker from
+/// the same coordinator epoch is accepted.
+pub async fn zombie_coordinator_is_fenced(backend: &dyn Backend) {
+    let mut log = create_log(backend, 0, config(BarrierScope::Writer)).await;
+    produce(&mut log, data(1, 0, 0, 1, true)).await.unwrap();
+    coordinate(&mut log, marker(false, 1, 0, 2)).await.unwrap();
+    coordinate(&mut log, marker(false, 1, 0, 2)).await.unwrap();
+    let zombie = coordinate(&mut log, marker(false, 1, 0, 1)).await;
+    assert!(matches!(zombie, Err(LogError::ProducerState(_))), "{zombie:?}");
+}
+
+/// Invariant 3: a client cannot write a control batch, so nothing a client sends resets producer state.
+pub async fn client_control_batches_are_refused(backend: &dyn Backend) {
+    let mut log = create_log(backend, 0, config(BarrierScope::Everywhere)).await;
+    produce(&mut log, data(1, 0, 0, 1, false)).await.unwrap();
+    for forged in [barrier("other", None), marker(true, 1, 0, 0)] {
+        let refused = produce(&mut log, forged).await;
+        assert!(
+            matches!(refused, Err(LogError::InvalidBatch { .. })),
+            "{refused:?}"
+        );
+    }
+    assert_eq!(log.log_end_offset(), 1);
+    assert!(log.producer_state().producer(1).is_some());
+}
+
+/// Spec §7.1 step 1: a produce request holds exactly one batch, with base offset 0.
+pub async fn client_appends_are_validated_structurally(backend: &dyn Backend) {
+    let mut log = create_log(backend, 0, config(BarrierScope::Writer)).await;
+    let two = log
+        .append_as_leader(
+            vec![data(-1, -1, -1, 1, false), data(-1, -1, -1, 1, false)],
+            AppendOrigin::Client,
+            TransactionVersion::V0,
+        )
+        .await;
+    assert!(matches!(two, Err(LogError::InvalidBatch { .. })), "{two:?}");
+    let mut moved = data(-1, -1, -1, 1, false);
+    moved.set_base_offset(5);
+    assert!(matches!(
+        produce(&mut log, moved).await,
+        Err(LogError::InvalidBatch { .. })
+    ));
+    let mut corrupt = data(1, 0, 0, 1, false).as_bytes().to_vec();
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0xff;
+    let corrupt = RecordBatch::parse(corrupt.into()).unwrap();
+    assert!(matches!(
+        produce(&mut log, corrupt).await,
+        Err(LogError::CorruptBatch { .. })
+    ));
+    assert_eq!(log.log_end_offset(), 0);
+}
+
+/// Invariant 4: while read-only, client appends fail with ReadOnlyTopic and write nothing; replication and
+/// coordinator appends still work; the flag survives a crash.
+pub async fn read_only_refuses_client_appends_and_survives_restart(backend: &dyn Backend) {
+    let config = config(BarrierScope::Writer);
+    let mut log = create_log(backend, 0, config.clone()).await;
+    log.set_read_only(true).await.unwrap();
+    let refused = produce(&mut log, data(1, 0, 0, 1, false)).await;
+    assert!(
+        matches!(refused, Err(LogError::ReadOnlyTopic { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(log.log_end_offset(), 0);
+    assert!(log.producer_state().producer(1).is_none());
+    log.append_as_follower(vec![data(7, 0, 0, 2, false)])
+        .await
+        .unwrap();
+    coordinate(&mut log, barrier("source", Some(LOCAL_CLUSTER)))
+        .await
+        .unwrap();
+    let (mut log, _) = crash_and_reopen(backend, log, config).await;
+    assert!(log.is_read_only());
+    assert!(matches!(
+        produce(&mut log, data(1, 0, 0, 1, false)).await,
+        Err(LogError::ReadOnlyTopic { .. })
+    ));
+    log.set_read_only(false).await.unwrap();
+    produce(&mut log, data(1, 0, 0, 1, false)).await.unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Barriers.
+
+/// Invariant 2: right after a barrier that applies there are no producers and no open transactions (the open
+/// one is aborted at the barrier, ADR 0005); a local producer reusing a mirrored id starts at sequence 0 and is
+/// never taken for a duplicate.
+pub async fn barrier_leaves_a_clean_slate(backend: &dyn Backend) {
+    let mut log = create_log(backend, 0, config(BarrierScope::Writer)).await;
+    // Mirrored history: producer 5 idempotent, producer 6 in an open transaction.
+    let mut mirrored = data(5, 3, 0, 2, false);
+    mirrored.set_base_offset(0);
+    let mut open_txn = data(6, 0, 0, 1, true);
+    open_txn.set_base_offset(2);
+    log.append_as_follower(vec![mirrored, open_txn]).await.unwrap();
+    let outcome = coordinate(&mut log, barrier("source", Some(LOCAL_CLUSTER)))
+        .await
+        .unwrap();
+    assert_eq!(outcome.barriers_applied, 1);
+    assert_eq!(log.producer_state().producer_count(), 0);
+    assert!(log.producer_state().ongoing_transactions().is_empty());
+    settle(&mut log);
+    assert_eq!(
+        log.aborted_transactions().await.unwrap(),
+        vec![aborted(6, 2, 3, 4)],
+        "the open transaction is aborted at the barrier"
+    );
+    // The same id and sequence as the mirrored batch: a new producer, not a duplicate.
+    let local = produce(&mut log, data(5, 0, 0, 2, false)).await.unwrap();
+    assert!(!local.duplicate);
+    assert_eq!(local.first_offset, 4);
+}
+
+/// The failback rule: under `Writer` scope a barrier written by another cluster, replicated here, does not reset
+/// this cluster's producers; under `Everywhere` it does.
+pub async fn barrier_from_another_writer_applies_only_everywhere(backend: &dyn Backend) {
+    for (scope, number, expected_producers) in
+        [(BarrierScope::Writer, 0, 1), (BarrierScope::Everywhere, 1, 0)]
+    {
+        let mut log = create_log(backend, number, config(scope)).await;
+        produce(&mut log, data(1, 0, 0, 1, false)).await.unwrap();
+        let mut foreign = barrier("local-cluster", Some("peer-cluster"));
+        foreign.set_base_offset(1);
+        log.append_as_follower(vec![foreign]).await.unwrap();
+        assert_eq!(
+            log.producer_state().producer_count(),
+            expected_producers,
+            "{scope:?}"
+        );
+    }
+}
+
+/// Recovery applies a barrier by the same rule as the live append.
+pub async fn recovery_applies_barriers_like_live_appends(backend: &dyn Backend) {
+    let config = config(BarrierScope::Writer);
+    let mut log = create_log(backend, 0, config.clone()).await;
+    let mut mirrored = data(5, 0, 0, 1, false);
+    mirrored.set_base_offset(0);
+    log.append_as_follower(vec![mirrored]).await.unwrap();
+    coordinate(&mut log, barrier("source", Some(LOCAL_CLUSTER)))
+        .await
+        .unwrap();
+    produce(&mut log, data(9, 0, 0, 1, false)).await.unwrap();
+    settle(&mut log);
+    let live = log.summary().await.unwrap();
+    // Drop every snapshot so recovery replays the barrier itself.
+    let (log, _) = crash_and_reopen(backend, log, config.clone()).await;
+    let id = log.id().clone();
+    drop(log);
+    let store = backend.store().await;
+    let mut storage = store.open(&id).await.unwrap();
+    for offset in storage.snapshot_offsets().await.unwrap() {
+        storage.delete_snapshot(offset).await.unwrap();
+    }
+    let (mut log, report) = PartitionLog::open(storage, config, 0).await.unwrap();
+    assert_eq!(report.snapshot_offset, None);
+    assert_eq!(report.batches_replayed, 3);
+    settle(&mut log);
+    assert_eq!(log.summary().await.unwrap(), live);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Transactions, LSO, fetch.
+
+/// testFirstUnstableOffsetNoTransactionalData / WithTransactionalData, testTransactionIndexUpdated: the first
+/// unstable offset follows open and unreplicated transactions; aborted ones enter the index with Kafka's LSO.
+pub async fn first_unstable_offset_and_transaction_index(backend: &dyn Backend) {
+    let mut log = create_log(backend, 0, config(BarrierScope::Writer)).await;
+    produce(&mut log, data(1, 0, 0, 2, false)).await.unwrap();
+    assert_eq!(log.first_unstable_offset(), None);
+    produce(&mut log, data(2, 0, 0, 2, true)).await.unwrap(); // 2..=3
+    produce(&mut log, data(3, 0, 0, 1, true)).await.unwrap(); // 4
+    assert_eq!(log.first_unstable_offset(), Some(2));
+    settle(&mut log);
+    assert_eq!(log.last_stable_offset(), 2);
+    coordinate(&mut log, marker(false, 2, 0, 0)).await.unwrap(); // 5: abort producer 2
+                                                                 // Producer 3's transaction (from 4) is still open: that is the LSO written into the index.
+    assert_eq!(
+        log.aborted_transactions().await.unwrap(),
+        vec![aborted(2, 2, 5, 4)]
+    );
+    // The abort is decided but not replicated yet: still unstable until the HW passes the marker.
+    assert_eq!(log.first_unstable_offset(), Some(2));
+    settle(&mut log);
+    assert_eq!(log.first_unstable_offset(), Some(4));
+    coordinate(&mut log, marker(true, 3, 0, 0)).await.unwrap(); // 6
+    settle(&mut log);
+    assert_eq!(log.first_unstable_offset(), None);
+    assert_eq!(log.last_stable_offset(), 7);
+}
+
+/// Fetches: read_uncommitted stops at the HW, read_committed at the LSO with the aborted transactions of the
+/// range.
+pub async fn fetch_is_bounded_by_isolation_level(backend: &dyn Backend) {
+    let mut log = create_log(backend, 0, config(BarrierScope::Writer)).await;
+    produce(&mut log, data(1, 0, 0, 1, true)).await.unwrap(); // 0
+    coordinate(&mut log, marker(false, 1, 0, 0)).await.unwrap(); // 1
+    produce(&mut log, data(-1, -1, -1, 1, false)).await.unwrap(); // 2
+    produce(&mut log, data(2, 0, 0, 1, true)).await.unwrap(); // 3, open
+    produce(&mut log, data(-1, -1, -1, 1, false)).await.unwrap(); // 4
+    log.advance_high_watermark(4);
+    let uncommitted = log.read(0, usize::MAX, Isolation::ReadUncommitted).await.unwrap();
+    assert_eq!(uncommitted.batches.len(), 4);
+    assert!(uncommitted.aborted_transactions.is_empty());
+    let committed = log.read(0, usize::MAX, Isolation::ReadCommitted).await.unwrap();
+    assert_eq!(committed.last_stable_offset, 3);
+    assert_eq!(committed.batches.len(), 3);
+    assert_eq!(committed.aborted_transactions, vec![aborted(1, 0, 1, 2)]);
+    let beyond = log.read(3, usize::MAX, Isolation::ReadCommitted).await.unwrap();
+    assert!(beyond.batches.is_empty());
+    assert!(matches!(
+        log.read(6, 1, Isolation::ReadUncommitted).await,
+        Err(LogError::OffsetOutOfRange { .. })
+    ));
+}
+
+/// testAbortedTransactionSpanningMultipleSegments: a transaction whose data spans rolls is indexed once, and
+/// fetches from any segment see it.
+pub async fn aborted_transaction_spanning_segments(backend: &dyn Backend) {
+    let mut log = create_log(backend, 0, config(BarrierScope::Writer)).await;
+    for batch in 0..30 {
+        produce(&mut log, data(1, 0, batch * 2, 2, true)).await.unwrap();
+    }
+    assert!(
+        log.snapshot_offsets().len() >= 2,
+        "small segments rolled: {:?}",
+        log.snapshot_offsets()
+    );
+    coordinate(&mut log, marker(false, 1, 0, 0)).await.unwrap();
+    settle(&mut log);
+    let expected = vec![aborted(1, 0, 60, 61)];
+    assert_eq!(log.aborted_transactions().await.unwrap(), expected);
+    let fetched = log.read(14, usize::MAX, Isolation::ReadCommitted).await.unwrap();
+    assert_eq!(fetched.aborted_transactions, expected);
+}
+
+/// testLastStableOffsetDoesNotExceedLogStartOffset: after retention past an open transaction's start, the first
+/// unstable offset and the LSO are clamped to the log start.
+pub async fn lso_is_clamped_to_the_log_start(backend: &dyn Backend) {
+    let mut log = create_log(backend, 0, config(BarrierScope::Writer)).await;
+    produce(&mut log, data(-1, -1, -1, 5, false)).await.unwrap(); // 0..=4
+    produce(&mut log, data(1, 0, 0, 3, true)).await.unwrap(); // 5..=7
+    produce(&mut log, data(-1, -1, -1, 2, false)).await.unwrap(); // 8..=9
+    settle(&mut log);
+    assert_eq!(log.last_stable_offset(), 5);
+    log.delete_records_before(8).await.unwrap();
+    assert_eq!(log.first_unstable_offset(), Some(8));
+    assert_eq!(log.last_stable_offset(), 8);
+    assert!(matches!(
+        log.delete_records_before(11).await,
+        Err(LogError::OffsetOutOfRange { .. })
+    ));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Segments, snapshots, retention, expiration.
+
+/// testProducerIdMapOffsetUpdatedForNonIdempotentData: plain data moves the map end offset too.
+pub async fn map_end_offset_moves_with_non_idempotent_data(backend: &dyn Backend) {
+    let mut log = create_log(backend, 0, config(BarrierScope::Writer)).await;
+    produce(&mut log, data(-1, -1, -1, 3, false)).await.unwrap();
+    assert_eq!(log.producer_state().map_end_offset(), 3);
+    log.roll().await.unwrap();
+    assert_eq!(log.snapshot_offsets(), vec![3]);
+}
+
+/// testTakeSnapshotOnRoll: a roll takes a snapshot at the new segment's base.
+pub async fn snapshot_is_taken_on_roll(backend: &dyn Backend) {
+    let mut log = create_log(backend, 0, config(BarrierScope::Writer)).await;
+    let mut bases = Vec::new();
+    for sequence in 0..20 {
+        let before = log.log_end_offset();
+        let snapshots = log.snapshot_offsets().len();
+        produce(&mut log, data(1, 0, sequence, 1, false)).await.unwrap();
+        if log.snapshot_offsets().len() > snapshots {
+            bases.push(before);
+        }
+    }
+    assert!(!bases.is_empty(), "1 KiB segments roll within 20 batches");
+    assert_eq!(log.snapshot_offsets(), bases);
+}
+
+/// testRetentionDeletesProducerStateSnapshots, testLogStartOffsetMovementDeletesSnapshots,
+/// testProducerIdExpirationOnSegmentDeletion: retention deletes snapshots below the new start; producers stay,
+/// also after a restart.
+pub async fn retention_deletes_snapshots_but_keeps_producers(backend: &dyn Backend) {
+    let config = config(BarrierScope::Writer);
+    let mut log = create_log(backend, 0, config.clone()).await;
+    for sequence in 0..60 {
+        produce(&mut log, data(i64::from(sequence % 3), 0, sequence / 3, 1, false))
+            .await
+            .unwrap();
+    }
+    settle(&mut log);
+    let snapshots = log.snapshot_offsets();
+    let cut = snapshots[1];
+    log.delete_records_before(cut).await.unwrap();
+    assert!(
+        log.snapshot_offsets().iter().all(|&offset| offset >= cut),
+        "{:?}",
+        log.snapshot_offsets()
+    );
+    assert_eq!(log.producer_state().producer_count(), 3);
+    // Retention past every producer's data: a snapshot is kept above the start so a restart keeps them.
+    log.delete_records_before(log.log_end_offset() - 1).await.unwrap();
+    assert_eq!(log.producer_state().producer_count(), 3);
+    let live = log.summary().await.unwrap();
+    let (mut log, _) = crash_and_reopen(backend, log, config.clone()).await;
+    settle(&mut log);
+    assert_eq!(log.summary().await.unwrap(), live);
+    // Retention to the log end keeps them live, but a reload drops every snapshot at or below the log start
+    // (spec §4.9, pitfall 15): after a restart they are gone, as in Kafka.
+    log.delete_records_before(log.log_end_offset()).await.unwrap();
+    assert_eq!(log.producer_state().producer_count(), 3);
+    let (log, _) = crash_and_reopen(backend, log, config).await;
+    assert_eq!(log.producer_state().producer_count(), 0);
+}
+
+/// testPeriodicProducerIdExpiration: producers idle for the expiration time go, those in a transaction stay.
+pub async fn idle_producers_expire_on_schedule(backend: &dyn Backend) {
+    let mut config = config(BarrierScope::Writer);
+    config.producer_state.producer_id_expiration_ms = 10_000;
+    let mut log = create_log(backend, 0, config).await;
+    produce(&mut log, data(1, 0, 0, 1, false)).await.unwrap(); // timestamp 1_000
+    produce(&mut log, data(2, 0, 0, 1, true)).await.unwrap();
+    assert_eq!(log.remove_expired_producers(10_999), 0);
+    assert_eq!(log.remove_expired_producers(11_000), 1);
+    assert!(log.producer_state().producer(1).is_none());
+    assert!(
+        log.producer_state().producer(2).is_some(),
+        "an ongoing transaction never expires"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Truncation.
+
+/// testProducerIdMapTruncateTo: truncation rebuilds producer state to the new end and drops later snapshots.
+pub async fn truncation_rebuilds_producer_state(backend: &dyn Backend) {
+    let mut log = create_log(backend, 0, config(BarrierScope::Writer)).await;
+    produce(&mut log, data(1, 0, 0, 1, false)).await.unwrap();
+    log.roll().await.unwrap();
+    produce(&mut log, data(1, 0, 1, 1, false)).await.unwrap();
+    log.roll().await.unwrap();
+    produce(&mut log, data(1, 0, 2, 1, false)).await.unwrap();
+    log.roll().await.unwrap();
+    assert_eq!(log.snapshot_offsets(), vec![1, 2, 3]);
+    assert!(log.truncate_to(2, 0).await.unwrap());
+    assert_eq!(log.producer_state().producer(1).unwrap().last_seq(), 1);
+    assert_eq!(log.snapshot_offsets(), vec![1, 2]);
+    assert!(log.truncate_to(1, 0).await.unwrap());
+    assert_eq!(log.producer_state().producer(1).unwrap().last_seq(), 0);
+    assert!(!log.truncate_to(5, 0).await.unwrap(), "beyond the end: nothing");
+    // The producer goes on from its rebuilt sequence.
+    produce(&mut log, data(1, 0, 1, 1, false)).await.unwrap();
+}
+
+/// testTruncateBelowFirstUnstableOffset: truncating below an open transaction's start forgets the transaction.
+pub async fn truncation_below_the_first_unstable_offset(backend: &dyn Backend) {
+    let mut log = create_log(backend, 0, config(BarrierScope::Writer)).await;
+    produce(&mut log, data(-1, -1, -1, 2, false)).await.unwrap();
+    produce(&mut log, data(1, 0, 0, 3, true)).await.unwrap();
+    assert_eq!(log.first_unstable_offset(), Some(2));
+    log.truncate_to(2, 0).await.unwrap();
+    assert_eq!(log.first_unstable_offset(), None);
+    assert!(log.producer_state().ongoing_transactions().is_empty());
+    settle(&mut log);
+    assert_eq!(log.last_stable_offset(), 2);
+}
+
+/// truncateFullyAndStartAt: an empty log at the new offset, no producers, no snapshots.
+pub async fn truncate_fully_restarts_empty(backend: &dyn Backend) {
+    let mut log = create_log(backend, 0, config(BarrierScope::Writer)).await;
+    produce(&mut log, data(1, 0, 0, 4, false)).await.unwrap();
+    log.roll().await.unwrap();
+    log.truncate_fully_and_start_at(100).await.unwrap();
+    assert_eq!(
+        (log.log_start_offset(), log.log_end_offset(), log.high_watermark()),
+        (100, 100, 100)
+    );
+    assert_eq!(log.producer_state().producer_count(), 0);
+    assert!(log.snapshot_offsets().is_empty());
+    let next = produce(&mut log, data(1, 0, 0, 1, false)).await.unwrap();
+    assert_eq!(next.first_offset, 100);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Recovery.
+
+/// testProducerSnapshotsRecoveryAfterUncleanShutdown: after a crash the state is the last snapshot plus a
+/// replay, equal to the live state; a clean close needs no replay.
+pub async fn recovery_after_unclean_shutdown_equals_live_state(backend: &dyn Backend) {
+    let config = config(BarrierScope::Writer);
+    let mut log = create_log(backend, 0, config.clone()).await;
+    for batch in 0..15 {
+        produce(
+            &mut log,
+            data(i64::from(batch % 4), 0, batch / 4 * 2, 2, batch % 4 == 3),
+        )
+        .await
+        .unwrap();
+    }
+    coordinate(&mut log, marker(false, 3, 0, 0)).await.unwrap();
+    produce(&mut log, data(3, 0, 6, 1, true)).await.unwrap();
+    settle(&mut log);
+    let live = log.summary().await.unwrap();
+    let (mut log, report) = crash_and_reopen(backend, log, config.clone()).await;
+    assert!(!report.clean_shutdown);
+    assert!(
+        report.snapshot_offset.is_some(),
+        "rolls left snapshots: {report:?}"
+    );
+    assert!(report.batches_replayed > 0);
+    settle(&mut log);
+    assert_eq!(log.summary().await.unwrap(), live);
+    let (mut log, report) = close_and_reopen(backend, log, config).await;
+    assert!(report.clean_shutdown);
+    assert_eq!(
+        report.batches_replayed, 0,
+        "a clean close leaves a snapshot at the log end"
+    );
+    settle(&mut log);
+    assert_eq!(log.summary().await.unwrap(), live);
+}
+
+/// A corrupt latest snapshot is deleted and recovery falls back to the previous one, then replays.
+pub async fn recovery_falls_back_past_a_corrupt_snapshot(backend: &dyn Backend) {
+    let config = config(BarrierScope::Writer);
+    let mut log = create_log(backend, 0, config.clone()).await;
+    for sequence in 0..10 {
+        produce(&mut log, data(1, 0, sequence, 1, false)).await.unwrap();
+        log.roll().await.unwrap();
+    }
+    let live = log.summary().await.unwrap();
+    let id = log.id().clone();
+    drop(log);
+    let store = backend.store().await;
+    let mut storage = store.open(&id).await.unwrap();
+    let latest = *storage.snapshot_offsets().await.unwrap().last().unwrap();
+    storage
+        .put_snapshot(latest, bytes::Bytes::from_static(b"\x00\x01garbage"))
+        .await
+        .unwrap();
+    let (log, report) = PartitionLog::open(storage, config, 0).await.unwrap();
+    assert!(
+        report.snapshot_offset.is_some_and(|offset| offset < latest),
+        "{report:?}"
+    );
+    assert_eq!(log.summary().await.unwrap(), live);
+}
+
+/// testAppendToTransactionIndexFailure, testFullTransactionIndexRecovery: when the index write fails after the
+/// records were written the log goes offline; reopening restores the missing entry.
+pub async fn failed_index_write_takes_the_log_offline_until_recovery(backend: &dyn Backend) {
+    let config = config(BarrierScope::Writer);
+    let log = create_log(backend, 0, config.clone()).await;
+    let id = log.id().clone();
+    drop(log);
+    let store = backend.store().await;
+    let storage = store.open(&id).await.unwrap();
+    let (mut log, _) = PartitionLog::open(Box::new(FailIndexWrites(storage)), config.clone(), 0)
+        .await
+        .unwrap();
+    produce(&mut log, data(1, 0, 0, 1, true)).await.unwrap();
+    let failed = coordinate(&mut log, marker(false, 1, 0, 0)).await;
+    assert!(matches!(failed, Err(LogError::Storage(_))), "{failed:?}");
+    assert_eq!(log.log_end_offset(), 2, "the marker itself is in the log");
+    let offline = produce(&mut log, data(2, 0, 0, 1, false)).await;
+    assert!(matches!(offline, Err(LogError::Offline { .. })), "{offline:?}");
+    let (log, report) = crash_and_reopen(backend, log, config).await;
+    assert_eq!(report.index_entries_restored, 1);
+    assert_eq!(
+        log.aborted_transactions().await.unwrap(),
+        vec![aborted(1, 0, 1, 2)]
+    );
+}
+
+/// testRebuildProducerStateWithEmptyCompactedBatch: a batch emptied by compaction still carries its sequences,
+/// and a rebuild takes the last sequence from it.
+pub async fn rebuild_reads_sequences_from_empty_compacted_batches(backend: &dyn Backend) {
+    let config = config(BarrierScope::Writer);
+    let mut log = create_log(backend, 0, config.clone()).await;
+    let mut emptied = BatchBuilder::new()
+        .producer(1, 0, 0)
+        .last_offset_delta(1)
+        .base_timestamp(1_000)
+        .max_timestamp(1_000)
+        .build()
+        .unwrap();
+    emptied.set_base_offset(0);
+    let mut next = data(1, 0, 2, 1, false);
+    next.set_base_offset(2);
+    log.append_as_follower(vec![emptied, next]).await.unwrap();
+    let id = log.id().clone();
+    drop(log);
+    let store = backend.store().await;
+    let mut storage = store.open(&id).await.unwrap();
+    storage.truncate_to(2).await.unwrap();
+    for offset in storage.snapshot_offsets().await.unwrap() {
+        storage.delete_snapshot(offset).await.unwrap();
+    }
+    let (log, _) = PartitionLog::open(storage, config, 0).await.unwrap();
+    assert_eq!(log.producer_state().producer(1).unwrap().last_seq(), 1);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Replication.
+
+/// The high watermark moves by follower acknowledgement; followers equal the leader after replication.
+pub async fn high_watermark_moves_by_follower_acknowledgement(backend: &dyn Backend) {
+    let config = config(BarrierScope::Writer);
+    let leader = create_log(backend, 0, config.clone()).await;
+    let followers = vec![
+        create_log(backend, 1, config.clone()).await,
+        create_log(backend, 2, config.clone()).await,
+    ];
+    let mut replicas = ReplicaSet::new(leader, followers);
+    produce(&mut replicas.leader, data(1, 0, 0, 2, true))
+        .await
+        .unwrap();
+    produce(&mut replicas.leader, data(2, 0, 0, 1, false))
+        .await
+        .unwrap();
+    assert_eq!(replicas.leader.high_watermark(), 0);
+    replicas.replicate_follower(0, 0).await.unwrap();
+    assert_eq!(replicas.leader.high_watermark(), 0, "follower 1 has not fetched");
+    replicas.replicate(0).await.unwrap();
+    assert_eq!(replicas.leader.high_watermark(), 3);
+    coordinate(&mut replicas.leader, marker(false, 1, 0, 0))
+        .await
+        .unwrap();
+    // The abort is decided but its marker is not replicated: the LSO stays at the transaction's start.
+    assert_eq!(replicas.leader.last_stable_offset(), 0);
+    replicas.replicate(0).await.unwrap();
+    assert_eq!(replicas.leader.last_stable_offset(), 4);
+    let leader = replicas.leader.summary().await.unwrap();
+    for follower in &replicas.followers {
+        assert_eq!(follower.summary().await.unwrap(), leader);
+        assert_eq!(follower.high_watermark(), 4);
+    }
+}
+
+/// A storage wrapper whose aborted-transaction index writes fail (everything else passes through).
+struct FailIndexWrites(Box<dyn storage::PartitionStorage>);
+
+#[async_trait::async_trait]
+impl storage::PartitionStorage for FailIndexWrites {
+    fn id(&self) -> &PartitionId {
+        self.0.id()
+    }
+    fn log_start_offset(&self) -> i64 {
+        self.0.log_start_offset()
+    }
+    fn log_end_offset(&self) -> i64 {
+        self.0.log_end_offset()
+    }
+    async fn append(&mut self, batches: &[RecordBatch]) -> storage::Result<()> {
+        self.0.append(batches).await
+    }
+    async fn read(&self, from_offset: i64, max_bytes: usize) -> storage::Result<Vec<RecordBatch>> {
+        self.0.read(from_offset, max_bytes).await
+    }
+    async fn truncate_to(&mut self, offset: i64) -> storage::Result<()> {
+        self.0.truncate_to(offset).await
+    }
+    async fn truncate_fully_and_start_at(&mut self, offset: i64) -> storage::Result<()> {
+        self.0.truncate_fully_and_start_at(offset).await
+    }
+    async fn delete_before(&mut self, offset: i64) -> storage::Result<()> {
+        self.0.delete_before(offset).await
+    }
+    async fn flush(&mut self, durability: storage::Durability) -> storage::Result<()> {
+        self.0.flush(durability).await
+    }
+    async fn put_snapshot(&mut self, offset: i64, bytes: bytes::Bytes) -> storage::Result<()> {
+        self.0.put_snapshot(offset, bytes).await
+    }
+    async fn snapshot_at_or_below(&self, offset: i64) -> storage::Result<Option<(i64, bytes::Bytes)>> {
+        self.0.snapshot_at_or_below(offset).await
+    }
+    async fn snapshot_offsets(&self) -> storage::Result<Vec<i64>> {
+        self.0.snapshot_offsets().await
+    }
+    async fn delete_snapshot(&mut self, offset: i64) -> storage::Result<()> {
+        self.0.delete_snapshot(offset).await
+    }
+    async fn append_aborted_txn(&mut self, _entry: AbortedTxn) -> storage::Result<()> {
+        Err(storage::StorageError::io(
+            "writing the aborted-transaction index",
+            std::io::Error::other("injected failure"),
+        ))
+    }
+    async fn aborted_txns(&self, from_offset: i64, upper_bound: i64) -> storage::Result<Vec<AbortedTxn>> {
+        self.0.aborted_txns(from_offset, upper_bound).await
+    }
+    async fn put_metadata(&mut self, key: &str, value: &[u8]) -> storage::Result<()> {
+        self.0.put_metadata(key, value).await
+    }
+    async fn metadata(&self, key: &str) -> storage::Result<Option<Vec<u8>>> {
+        self.0.metadata(key).await
+    }
+}
+
+/// Expands every scenario above as a `#[tokio::test]` on a backend (an expression of a type implementing
+/// [`storage::conformance::Backend`]).
+#[macro_export]
+macro_rules! kafka_semantics_suite {
+    ($backend:expr) => {
+        $crate::kafka_semantics_suite!(@tests $backend;
+            duplicate_appends_return_the_original_offsets,
+            replication_accepts_repeated_sequences,
+            replication_below_the_log_end_is_refused,
+            old_producer_epoch_is_refused,
+            zombie_coordinator_is_fenced,
+            client_control_batches_are_refused,
+            client_appends_are_validated_structurally,
+            read_only_refuses_client_appends_and_survives_restart,
+            barrier_leaves_a_clean_slate,
+            barrier_from_another_writer_applies_only_everywhere,
+            recovery_applies_barriers_like_live_appends,
+            first_unstable_offset_and_transaction_index,
+            fetch_is_bounded_by_isolation_level,
+            aborted_transaction_spanning_segments,
+            lso_is_clamped_to_the_log_start,
+            map_end_offset_moves_with_non_idempotent_data,
+            snapshot_is_taken_on_roll,
+            retention_deletes_snapshots_but_keeps_producers,
+            idle_producers_expire_on_schedule,
+            truncation_rebuilds_producer_state,
+            truncation_below_the_first_unstable_offset,
+            truncate_fully_restarts_empty,
+            recovery_after_unclean_shutdown_equals_live_state,
+            recovery_falls_back_past_a_corrupt_snapshot,
+            failed_index_write_takes_the_log_offline_until_recovery,
+            rebuild_reads_sequences_from_empty_compacted_batches,
+            high_watermark_moves_by_follower_acknowledgement,
+        );
+    };
+    (@tests $backend:expr; $($scenario:ident,)*) => {
+        $(
+            #[tokio::test]
+            async fn $scenario() {
+                let backend = $backend;
+                $crate::semantics::$scenario(&backend).await;
+            }
+        )*
+    };
+}
