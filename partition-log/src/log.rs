@@ -15,7 +15,10 @@
 //! Metadata records this module owns (keys start with `log.`): `log.clean-shutdown`, `log.high-watermark`,
 //! `log.read-only`.
 
-use producer_state::{AppendDecision, AppendOrigin, ProducerStateManager, StateSummary, TransactionVersion};
+use producer_state::{
+    AppendDecision, AppendOrigin, MemorySnapshotStore, ProducerStateManager, SnapshotStore, StateSummary,
+    TransactionVersion,
+};
 use record_format::{AbortedTxn, RecordBatch};
 use storage::{Durability, PartitionId, PartitionStorage};
 
@@ -429,8 +432,14 @@ impl PartitionLog {
     }
 
     /// Moves the log start offset up (retention or DeleteRecords, spec §7.4); refused beyond the high watermark.
-    /// Producers stay; snapshots below the new start are deleted. If no snapshot is left above the new start, one
-    /// is taken at the log end so a restart still finds the producers that retention did not remove.
+    /// Producers stay; snapshots below the new start are deleted.
+    ///
+    /// A rebuild (truncation, recovery) ignores snapshots at or below the log start (spec §4.9) and replays
+    /// only from it, so producers whose batches all lie below it would be lost unless a snapshot above the start
+    /// holds them. Before moving the start, the log therefore makes sure a snapshot exists at the first batch
+    /// boundary after it (built from the batches that are still there); a rebuild to any later offset then
+    /// finds the producers the live log kept. Kafka relies on its segment-base snapshots for this, which leaves
+    /// a gap when the start moves inside the last segments.
     pub async fn delete_records_before(&mut self, offset: i64) -> Result<i64> {
         self.check_online()?;
         if offset > self.high_watermark {
@@ -444,21 +453,17 @@ impl PartitionLog {
         if offset <= self.log_start_offset() {
             return Ok(self.log_start_offset());
         }
+        if let Some(boundary) = self.first_batch_boundary_after(offset).await? {
+            if !self.snapshots.offsets().contains(&boundary) {
+                self.snapshot_at(boundary).await?;
+            }
+        }
         self.storage.delete_before(offset).await?;
         let start = self.log_start_offset();
         for snapshot in self.snapshots.offsets() {
             if snapshot < start {
-                producer_state::SnapshotStore::delete(&mut self.snapshots, snapshot);
+                SnapshotStore::delete(&mut self.snapshots, snapshot);
             }
-        }
-        if self
-            .snapshots
-            .offsets()
-            .last()
-            .is_none_or(|&latest| latest <= start)
-        {
-            self.psm.update_map_end_offset(self.log_end_offset());
-            self.psm.take_snapshot(&mut self.snapshots);
         }
         self.psm.on_log_start_offset_incremented(&self.snapshots, start);
         self.snapshots.flush(&mut *self.storage).await?;
@@ -513,6 +518,44 @@ impl PartitionLog {
         Ok(self.storage.metadata(key).await?)
     }
 
+    /// The first offset after `offset` where a batch starts (or the log ends); `None` at the log end.
+    async fn first_batch_boundary_after(&self, offset: i64) -> Result<Option<i64>> {
+        let batches = self.storage.read(offset, 1).await?;
+        Ok(batches.first().map(|batch| {
+            if batch.base_offset() > offset {
+                batch.base_offset()
+            } else {
+                batch.next_offset()
+            }
+        }))
+    }
+
+    /// Writes a snapshot of the producer state as it was at `offset` (a batch boundary inside the log), built by a
+    /// scratch manager from the latest snapshot at or below it and the batches in between.
+    async fn snapshot_at(&mut self, offset: i64) -> Result<()> {
+        self.snapshots.load_all(&*self.storage).await?;
+        let mut scratch = MemorySnapshotStore::new();
+        for stored in self.snapshots.offsets() {
+            if stored <= offset {
+                if let Some(bytes) = SnapshotStore::read(&self.snapshots, stored) {
+                    scratch.write(stored, bytes);
+                }
+            }
+        }
+        let start = self.log_start_offset();
+        let mut state = ProducerStateManager::new(self.config.producer_state.clone());
+        // No expiration here: the snapshot must hold what the live state holds.
+        state.truncate_and_reload(&mut scratch, start, offset, i64::MIN);
+        let from = state.map_end_offset().max(start);
+        replay(&*self.storage, &mut state, from, offset).await?;
+        state.update_map_end_offset(offset);
+        state.take_snapshot(&mut scratch);
+        if let Some(bytes) = scratch.read(offset) {
+            SnapshotStore::write(&mut self.snapshots, offset, bytes);
+        }
+        self.snapshots.flush(&mut *self.storage).await
+    }
+
     /// Rebuilds producer state for the current log bounds (spec §7.6); see the module docs.
     async fn rebuild_producer_state(&mut self, now_ms: i64) -> Result<RecoveryReport> {
         let (start, end) = (self.log_start_offset(), self.log_end_offset());
@@ -528,33 +571,20 @@ impl PartitionLog {
                 .filter(|&offset| offset == self.psm.map_end_offset()),
             ..RecoveryReport::default()
         };
-        let mut offset = self.psm.map_end_offset().max(start);
+        let from = self.psm.map_end_offset().max(start);
         let stored_index = self.storage.aborted_txns(start, i64::MAX).await?;
-        let mut index_end = stored_index.last().map(|entry| entry.last_offset);
-        while offset < end {
-            let mut batches = self.storage.read(offset, REPLAY_READ_BYTES).await?;
-            batches.retain(|batch| batch.base_offset() < end);
-            let Some(last) = batches.last() else {
-                break;
-            };
-            let next = last.next_offset();
-            let replayed = self
-                .psm
-                .append_batches(&batches, AppendOrigin::Replication, TransactionVersion::Unknown)
-                .map_err(|source| LogError::Recovery { offset, source })?;
-            let Ok(effects) = replayed else {
-                unreachable_duplicate(offset)?;
-                break;
-            };
-            for entry in effects.aborted_index {
-                if index_end.is_none_or(|last| entry.last_offset > last) {
-                    self.storage.append_aborted_txn(entry).await?;
-                    index_end = Some(entry.last_offset);
-                    report.index_entries_restored += 1;
-                }
+        let mut index_end = stored_index
+            .last()
+            .map(|entry| (entry.last_offset, entry.first_offset));
+        let replayed = replay(&*self.storage, &mut self.psm, from, end).await?;
+        report.batches_replayed = replayed.batches;
+        for entry in replayed.aborted_index {
+            let key = (entry.last_offset, entry.first_offset);
+            if index_end.is_none_or(|last| key > last) {
+                self.storage.append_aborted_txn(entry).await?;
+                index_end = Some(key);
+                report.index_entries_restored += 1;
             }
-            report.batches_replayed += batches.len() as u64;
-            offset = next;
         }
         self.psm.update_map_end_offset(end);
         self.psm.take_snapshot(&mut self.snapshots);
@@ -573,14 +603,52 @@ impl PartitionLog {
     }
 }
 
-/// Duplicates are a CLIENT answer; a REPLICATION replay never produces one.
-fn unreachable_duplicate(offset: i64) -> Result<()> {
-    Err(LogError::Recovery {
-        offset,
-        source: producer_state::ProducerStateError::InvalidRecord {
-            reason: "a replayed batch was taken for a client duplicate".to_owned(),
-        },
-    })
+/// What [`replay`] went through.
+struct Replayed {
+    batches: u64,
+    /// Index entries for the transactions the replay saw aborted (including by barriers), in log order.
+    aborted_index: Vec<AbortedTxn>,
+}
+
+/// Replays the batches of `[from, to)` into `state` with REPLICATION origin (as Kafka's recovery does; barriers
+/// apply by the same rule as live appends).
+async fn replay(
+    storage: &dyn PartitionStorage,
+    state: &mut ProducerStateManager,
+    from: i64,
+    to: i64,
+) -> Result<Replayed> {
+    let mut replayed = Replayed {
+        batches: 0,
+        aborted_index: Vec::new(),
+    };
+    let mut offset = from;
+    while offset < to {
+        let mut batches = storage.read(offset, REPLAY_READ_BYTES).await?;
+        batches.retain(|batch| batch.base_offset() < to);
+        let Some(last) = batches.last() else {
+            break;
+        };
+        let next = last.next_offset();
+        let outcome = state
+            .append_batches(&batches, AppendOrigin::Replication, TransactionVersion::Unknown)
+            .map_err(|source| LogError::Recovery { offset, source })?;
+        match outcome {
+            Ok(effects) => replayed.aborted_index.extend(effects.aborted_index),
+            // Duplicates are a CLIENT answer; a REPLICATION replay never produces one.
+            Err(_) => {
+                return Err(LogError::Recovery {
+                    offset,
+                    source: producer_state::ProducerStateError::InvalidRecord {
+                        reason: "a replayed batch was taken for a client duplicate".to_owned(),
+                    },
+                })
+            }
+        }
+        replayed.batches += batches.len() as u64;
+        offset = next;
+    }
+    Ok(replayed)
 }
 
 fn invalid(index: usize, reason: impl Into<String>) -> LogError {

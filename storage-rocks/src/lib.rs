@@ -6,7 +6,7 @@
 //! ```text
 //! batches   prefix + base offset (8 bytes, order-preserving)  → the batch's bytes, as received
 //! snapshots prefix + offset                                   → a producer snapshot
-//! aborted   prefix + last offset                              → an aborted-transaction entry (34 bytes)
+//! aborted   prefix + last offset + first offset               → an aborted-transaction entry (34 bytes)
 //! meta      prefix + 'm' + key / prefix + '@start' / '@end'   → metadata records, log start and end offsets
 //! ```
 //!
@@ -93,8 +93,18 @@ fn with_offset(prefix: &[u8], offset: i64) -> Vec<u8> {
     key
 }
 
+/// An aborted-transaction entry's key: by last offset, then first offset (a barrier aborts several
+/// transactions at one offset).
+fn aborted_key(prefix: &[u8], entry: &AbortedTxn) -> Vec<u8> {
+    let mut key = with_offset(prefix, entry.last_offset);
+    key.extend_from_slice(&((entry.first_offset as u64) ^ (1 << 63)).to_be_bytes());
+    key
+}
+
+/// The offset a key starts with after the prefix (batches, snapshots: the whole key; aborted entries: the last
+/// offset).
 fn key_offset(prefix: &[u8], key: &[u8]) -> Option<i64> {
-    let raw: [u8; 8] = key.strip_prefix(prefix)?.try_into().ok()?;
+    let raw: [u8; 8] = key.strip_prefix(prefix)?.get(..8)?.try_into().ok()?;
     Some((u64::from_be_bytes(raw) ^ (1 << 63)) as i64)
 }
 
@@ -585,7 +595,7 @@ impl PartitionStorage for RocksPartition {
         let mut batch = WriteBatch::default();
         batch.put_cf(
             self.db().cf(ABORTED)?,
-            with_offset(&self.prefix, entry.last_offset),
+            aborted_key(&self.prefix, &entry),
             entry.encode(),
         );
         self.write(batch, false)?;

@@ -5,7 +5,7 @@
 //! ```text
 //! b'b' + base offset (8 bytes, order-preserving)   → the batch's bytes, as received
 //! b's' + offset                                    → a producer snapshot
-//! b'a' + last offset                               → an aborted-transaction entry (Kafka's 34 bytes)
+//! b'a' + last offset + first offset                → an aborted-transaction entry (Kafka's 34 bytes)
 //! b'm' + key                                       → a metadata record
 //! b'@' + "start" / "end"                           → log start and end offsets
 //! ```
@@ -47,6 +47,15 @@ fn backend_error(error: sled::Error) -> StorageError {
 fn offset_key(tag: u8, offset: i64) -> [u8; 9] {
     let mut key = [tag; 9];
     key[1..].copy_from_slice(&((offset as u64) ^ (1 << 63)).to_be_bytes());
+    key
+}
+
+/// An aborted-transaction entry's key: by last offset, then first offset (a barrier aborts several
+/// transactions at one offset).
+fn aborted_key(entry: &AbortedTxn) -> [u8; 17] {
+    let mut key = [0; 17];
+    key[..9].copy_from_slice(&offset_key(ABORTED, entry.last_offset));
+    key[9..].copy_from_slice(&((entry.first_offset as u64) ^ (1 << 63)).to_be_bytes());
     key
 }
 
@@ -105,18 +114,36 @@ pub struct SledStorage {
 
 impl SledStorage {
     /// Opens (or creates) the database.
+    ///
+    /// sled locks its directory; a handle dropped just before may still hold the lock while its threads wind
+    /// down, so a lock held elsewhere is retried for up to [`Self::LOCK_WAIT`] before it is reported.
     pub fn open(config: SledConfig) -> Result<Self, StorageError> {
-        let db = sled::Config::new()
-            .path(&config.data_dir)
-            .cache_capacity(config.cache_capacity)
-            .flush_every_ms(None)
-            .open()
-            .map_err(backend_error)?;
+        let started = std::time::Instant::now();
+        let db = loop {
+            match sled::Config::new()
+                .path(&config.data_dir)
+                .cache_capacity(config.cache_capacity)
+                .flush_every_ms(None)
+                .open()
+            {
+                // sled reports a held lock as an `Other` I/O error with this message.
+                Err(sled::Error::Io(error))
+                    if error.to_string().starts_with("could not acquire lock")
+                        && started.elapsed() < Self::LOCK_WAIT =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                result => break result.map_err(backend_error)?,
+            }
+        };
         Ok(SledStorage {
             db,
             shared: Arc::default(),
         })
     }
+
+    /// How long `open` waits for a directory lock held by a handle that is closing.
+    pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
     fn tree_name(id: &PartitionId) -> String {
         format!("{TREE_PREFIX}{}", id.dir_name())
@@ -474,7 +501,7 @@ impl PartitionStorage for SledPartition {
         self.writable()?;
         check_aborted_txn(self.last_aborted.as_ref(), &entry)?;
         self.tree
-            .insert(offset_key(ABORTED, entry.last_offset), entry.encode().as_ref())
+            .insert(aborted_key(&entry), entry.encode().as_ref())
             .map_err(backend_error)?;
         self.last_aborted = Some(entry);
         Ok(())

@@ -367,7 +367,7 @@ pub async fn snapshots_round_trip(backend: &dyn Backend) {
     assert_eq!(partition.snapshot_offsets().await.unwrap(), vec![5, 42]);
 }
 
-/// Aborted transactions must grow by last offset and are selected for a fetch range.
+/// Aborted transactions must grow by (last offset, first offset) and are selected for a fetch range.
 pub async fn aborted_txn_index_collects_and_orders(backend: &dyn Backend) {
     let (_store, mut partition) = fresh(backend).await;
     partition.append(&run_of_batches(0, 30)).await.unwrap();
@@ -378,14 +378,26 @@ pub async fn aborted_txn_index_collects_and_orders(backend: &dyn Backend) {
             .unwrap();
     }
     assert!(matches!(
-        partition.append_aborted_txn(aborted(9, 40, 50)).await,
+        partition.append_aborted_txn(aborted(9, 40, 49)).await,
         Err(StorageError::AbortedTxnOutOfOrder { .. })
     ));
+    assert!(matches!(
+        partition.append_aborted_txn(aborted(9, 32, 50)).await,
+        Err(StorageError::AbortedTxnOutOfOrder { .. })
+    ));
+    // A barrier aborts several transactions at its offset: same last offset, growing first offsets.
+    for (producer, first) in [(4, 40), (5, 45)] {
+        partition
+            .append_aborted_txn(aborted(producer, first, 52))
+            .await
+            .unwrap();
+    }
     let ids = |entries: Vec<AbortedTxn>| entries.iter().map(|e| e.producer_id).collect::<Vec<_>>();
     assert_eq!(
         ids(partition.aborted_txns(0, 100).await.unwrap()),
-        vec![0, 1, 2, 3]
+        vec![0, 1, 2, 3, 4, 5]
     );
+    assert_eq!(ids(partition.aborted_txns(51, 100).await.unwrap()), vec![4, 5]);
     assert_eq!(ids(partition.aborted_txns(11, 35).await.unwrap()), vec![1, 2, 3]);
     assert_eq!(ids(partition.aborted_txns(20, 32).await.unwrap()), vec![2]);
 }

@@ -52,7 +52,8 @@ pub enum StorageError {
     },
     /// An aborted-transaction entry that does not follow the previous one.
     #[error(
-        "aborted transaction ending at {last_offset} does not follow the previous one ending at {previous}"
+        "aborted transaction ending at {last_offset} does not follow the previous one ending at {previous} \
+         (entries grow by last offset, then first offset)"
     )]
     AbortedTxnOutOfOrder {
         /// The new entry's last offset.

@@ -115,10 +115,15 @@ pub fn check_append(log_end_offset: i64, batches: &[RecordBatch]) -> Result<i64>
     Ok(next)
 }
 
-/// Checks that an aborted-transaction entry follows the previous one.
+/// Checks that an aborted-transaction entry follows the previous one: entries grow by (last offset, first
+/// offset). Kafka's markers close one transaction each, so its last offsets grow strictly; a `MIRROR_PID_RESET`
+/// barrier aborts every open transaction at its own offset (ADR 0005), giving entries that share a last offset
+/// and are ordered by first offset.
 pub fn check_aborted_txn(previous: Option<&AbortedTxn>, entry: &AbortedTxn) -> Result<()> {
     match previous {
-        Some(previous) if entry.last_offset <= previous.last_offset => {
+        Some(previous)
+            if (entry.last_offset, entry.first_offset) <= (previous.last_offset, previous.first_offset) =>
+        {
             Err(StorageError::AbortedTxnOutOfOrder {
                 last_offset: entry.last_offset,
                 previous: previous.last_offset,
