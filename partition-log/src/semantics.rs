@@ -37,9 +37,19 @@ fn partition(number: u32) -> PartitionId {
 
 /// Creates partition `number` in a fresh store of `backend` and opens a log on it.
 pub async fn create_log(backend: &dyn Backend, number: u32, config: LogConfig) -> PartitionLog {
+    create_logs(backend, &[number], config).await.remove(0)
+}
+
+/// Creates several partitions in one store of `backend` (embedded databases allow one open store per
+/// directory) and opens a log on each.
+pub async fn create_logs(backend: &dyn Backend, numbers: &[u32], config: LogConfig) -> Vec<PartitionLog> {
     let store = backend.store().await;
-    let storage = store.create(&partition(number)).await.unwrap();
-    PartitionLog::open(storage, config, 0).await.unwrap().0
+    let mut logs = Vec::new();
+    for &number in numbers {
+        let storage = store.create(&partition(number)).await.unwrap();
+        logs.push(PartitionLog::open(storage, config.clone(), 0).await.unwrap().0);
+    }
+    logs
 }
 
 /// Drops `log` without closing it (a crash, for the process) and opens it again.
@@ -648,6 +658,8 @@ pub async fn failed_index_write_takes_the_log_offline_until_recovery(backend: &d
     drop(log);
     let store = backend.store().await;
     let storage = store.open(&id).await.unwrap();
+    // Embedded databases lock their directory: only the partition may keep the store open.
+    drop(store);
     let (mut log, _) = PartitionLog::open(Box::new(FailIndexWrites(storage)), config.clone(), 0)
         .await
         .unwrap();
@@ -699,12 +711,9 @@ pub async fn rebuild_reads_sequences_from_empty_compacted_batches(backend: &dyn 
 /// The high watermark moves by follower acknowledgement; followers equal the leader after replication.
 pub async fn high_watermark_moves_by_follower_acknowledgement(backend: &dyn Backend) {
     let config = config(BarrierScope::Writer);
-    let leader = create_log(backend, 0, config.clone()).await;
-    let followers = vec![
-        create_log(backend, 1, config.clone()).await,
-        create_log(backend, 2, config.clone()).await,
-    ];
-    let mut replicas = ReplicaSet::new(leader, followers);
+    let mut logs = create_logs(backend, &[0, 1, 2], config).await;
+    let leader = logs.remove(0);
+    let mut replicas = ReplicaSet::new(leader, logs);
     produce(&mut replicas.leader, data(1, 0, 0, 2, true))
         .await
         .unwrap();

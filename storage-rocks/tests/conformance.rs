@@ -1,4 +1,5 @@
-//! The storage conformance suite and the SIGKILL crash test on the RocksDB backend.
+//! The storage conformance suite, the partition log's Kafka-semantics scenarios and the SIGKILL crash test on
+//! the RocksDB backend.
 
 use std::path::Path;
 
@@ -19,6 +20,12 @@ fn backend() -> DirBackend<RocksStorage> {
 mod conformance {
     use super::backend;
     storage::conformance_suite!(backend());
+}
+
+/// The partition log's Kafka-semantics scenarios on this backend (in this binary, so RocksDB is linked once).
+mod kafka_semantics {
+    use super::backend;
+    partition_log::kafka_semantics_suite!(backend());
 }
 
 fn open_boxed(dir: &Path) -> Box<dyn Storage> {

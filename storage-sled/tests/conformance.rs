@@ -1,4 +1,4 @@
-//! The storage conformance suite on the sled backend.
+//! The storage conformance suite and the partition log's Kafka-semantics scenarios on the sled backend.
 
 use std::path::Path;
 
@@ -15,3 +15,9 @@ fn backend() -> DirBackend<SledStorage> {
 }
 
 storage::conformance_suite!(backend());
+
+/// The partition log's Kafka-semantics scenarios on this backend.
+mod kafka_semantics {
+    use super::backend;
+    partition_log::kafka_semantics_suite!(backend());
+}
