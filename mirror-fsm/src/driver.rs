@@ -1,0 +1,353 @@
+//! Runs the machine's actions against a [`PartitionLog`] and a [`Fetcher`].
+//!
+//! The driver owns no log and no fetcher: the caller passes them to every call, so a test (or the simulator)
+//! can hold many clusters' logs and let one cluster's fetcher read another's. Actions run in order; an action
+//! that reports back (alignment, the STOPPING steps) feeds its event to the machine, whose actions run next.
+//! When an action fails, the driver records FAILED (if it still can) and returns the error.
+//!
+//! Metadata records (in the partition's storage, next to the log's own): `mirror.state` (the machine's state,
+//! JSON) and `mirror.lmo.<source cluster id>` (the last mirrored offset, 8 bytes big-endian).
+
+use std::collections::VecDeque;
+
+use partition_log::{LogError, PartitionLog};
+use producer_state::{AppendOrigin, TransactionVersion};
+use record_format::control::{mirror_pid_reset_batch, ControlBatchPlacement};
+use record_format::MirrorPidResetRecord;
+use storage::Durability;
+
+use crate::error::DriverError;
+use crate::fetcher::Fetcher;
+use crate::machine::{Action, Event, MirrorPartition, MirrorState, StateKind};
+
+/// The metadata key of the machine's state.
+pub const STATE_KEY: &str = "mirror.state";
+
+/// The metadata key of the last mirrored offset from `source_cluster_id`.
+pub fn last_mirrored_key(source_cluster_id: &str) -> String {
+    format!("mirror.lmo.{source_cluster_id}")
+}
+
+/// Reads the last mirrored offset this partition recorded for `source_cluster_id`.
+pub async fn last_mirrored_offset(
+    log: &PartitionLog,
+    source_cluster_id: &str,
+) -> Result<Option<i64>, DriverError> {
+    let key = last_mirrored_key(source_cluster_id);
+    match log.metadata(&key).await? {
+        None => Ok(None),
+        Some(bytes) => {
+            let raw: [u8; 8] = bytes
+                .as_slice()
+                .try_into()
+                .map_err(|_| DriverError::CorruptRecord {
+                    key,
+                    reason: format!("expected 8 bytes, found {}", bytes.len()),
+                })?;
+            Ok(Some(i64::from_be_bytes(raw)))
+        }
+    }
+}
+
+/// Bytes fetched per round.
+pub const FETCH_BYTES: usize = 1 << 20;
+
+/// One partition's driver; see the module docs.
+#[derive(Debug)]
+pub struct MirrorDriver {
+    machine: MirrorPartition,
+    local_cluster_id: String,
+    fetcher_running: bool,
+    now_ms: i64,
+}
+
+impl MirrorDriver {
+    /// Restores the driver of `log`'s partition from its persisted state (a partition never mirrored is
+    /// STOPPED, i.e. writable) and resumes whatever the state was doing (a STOPPING step, the fetcher).
+    pub async fn recover(
+        log: &mut PartitionLog,
+        fetcher: &mut dyn Fetcher,
+        local_cluster_id: impl Into<String>,
+    ) -> Result<Self, DriverError> {
+        let state = match log.metadata(STATE_KEY).await? {
+            None => None,
+            Some(bytes) => Some(serde_json::from_slice::<MirrorState>(&bytes).map_err(|error| {
+                DriverError::CorruptRecord {
+                    key: STATE_KEY.to_owned(),
+                    reason: error.to_string(),
+                }
+            })?),
+        };
+        let mut driver = MirrorDriver {
+            machine: MirrorPartition::new(MirrorState::never_mirrored()),
+            local_cluster_id: local_cluster_id.into(),
+            fetcher_running: false,
+            now_ms: 0,
+        };
+        driver.handle(log, fetcher, Event::Recovered { state }).await?;
+        Ok(driver)
+    }
+
+    /// The machine's state.
+    pub fn state(&self) -> &MirrorState {
+        self.machine.state()
+    }
+
+    /// True while the fetcher runs.
+    pub fn fetching(&self) -> bool {
+        self.fetcher_running
+    }
+
+    /// Handles an event and every event its actions report back.
+    pub async fn handle(
+        &mut self,
+        log: &mut PartitionLog,
+        fetcher: &mut dyn Fetcher,
+        event: Event,
+    ) -> Result<(), DriverError> {
+        if let Event::Tick { now_ms } = event {
+            self.now_ms = self.now_ms.max(now_ms);
+        }
+        let mut events = VecDeque::from([event]);
+        while let Some(event) = events.pop_front() {
+            let actions = self.machine.handle(event)?;
+            for action in actions {
+                match self.run(log, fetcher, action).await {
+                    Ok(Some(next)) => events.push_back(next),
+                    Ok(None) => {}
+                    Err(Failed::Report(event)) => {
+                        // Alignment or fetching failed in a way the machine handles (FAILED, retry).
+                        events.clear();
+                        events.push_back(event);
+                        break;
+                    }
+                    Err(Failed::Log(error)) => {
+                        let failure = Event::Error {
+                            message: error.to_string(),
+                            retryable: true,
+                        };
+                        if let Ok(actions) = self.machine.handle(failure) {
+                            for action in actions {
+                                // Best effort: the storage may be what failed.
+                                if self.run(log, fetcher, action).await.is_err() {
+                                    break;
+                                }
+                            }
+                        }
+                        return Err(error.into());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One fetch round while mirroring: fetch from the log end and append what came (or fail). Returns the
+    /// number of batches appended.
+    pub async fn fetch_once(
+        &mut self,
+        log: &mut PartitionLog,
+        fetcher: &mut dyn Fetcher,
+    ) -> Result<usize, DriverError> {
+        if !self.fetcher_running {
+            return Ok(0);
+        }
+        let event = match fetcher.fetch(log.log_end_offset(), FETCH_BYTES).await {
+            Ok(response) => Event::Fetched {
+                source_cluster_id: response.source_cluster_id,
+                batches: response.batches,
+            },
+            Err(error) => Event::Error {
+                message: error.message,
+                retryable: error.retryable,
+            },
+        };
+        let count = match &event {
+            Event::Fetched { batches, .. } => batches.len(),
+            _ => 0,
+        };
+        let before = log.log_end_offset();
+        self.handle(log, fetcher, event).await?;
+        Ok(if log.log_end_offset() > before { count } else { 0 })
+    }
+
+    /// Fetches until a round brings nothing (caught up) or the machine leaves MIRRORING.
+    pub async fn catch_up(
+        &mut self,
+        log: &mut PartitionLog,
+        fetcher: &mut dyn Fetcher,
+    ) -> Result<(), DriverError> {
+        while self.machine.state().kind == StateKind::Mirroring && self.fetch_once(log, fetcher).await? > 0 {}
+        Ok(())
+    }
+
+    async fn run(
+        &mut self,
+        log: &mut PartitionLog,
+        fetcher: &mut dyn Fetcher,
+        action: Action,
+    ) -> Result<Option<Event>, Failed> {
+        match action {
+            Action::Persist(state) => {
+                let json = serde_json::to_vec(&state).map_err(|error| {
+                    Failed::Report(Event::Error {
+                        message: format!("cannot encode the mirror state: {error}"),
+                        retryable: false,
+                    })
+                })?;
+                log.put_metadata(STATE_KEY, &json).await?;
+                Ok(None)
+            }
+            Action::SetReadOnly(read_only) => {
+                log.set_read_only(read_only).await?;
+                Ok((!read_only && self.machine.state().kind == StateKind::Stopping)
+                    .then_some(Event::ReadOnlyCleared))
+            }
+            Action::Align { .. } => {
+                let local = self.local_cluster_id.clone();
+                let aligned_at = match fetcher.last_mirrored_offset(&local).await {
+                    Ok(Some(offset)) if offset < log.log_end_offset() => {
+                        log.truncate_to(offset, self.now_ms).await?;
+                        log.log_end_offset()
+                    }
+                    Ok(Some(_)) => log.log_end_offset(),
+                    Ok(None) => {
+                        let start = fetcher.log_start_offset().await.map_err(Failed::from_fetch)?;
+                        log.truncate_fully_and_start_at(start).await?;
+                        start
+                    }
+                    Err(error) => return Err(Failed::from_fetch(error)),
+                };
+                Ok(Some(Event::Aligned {
+                    from_offset: aligned_at,
+                }))
+            }
+            Action::StartFetcher { .. } => {
+                self.fetcher_running = true;
+                Ok(None)
+            }
+            Action::StopFetcher => {
+                self.fetcher_running = false;
+                Ok(None)
+            }
+            Action::AppendReplicated(batches) => {
+                if batches.is_empty() {
+                    return Ok(None);
+                }
+                match log.append_as_follower(batches).await {
+                    Ok(_) => {}
+                    // A batch the log refuses (corrupt, offsets that do not follow) will not get better by
+                    // retrying: FAILED, not retryable.
+                    Err(error @ (LogError::CorruptBatch { .. } | LogError::ProducerState(_))) => {
+                        return Err(Failed::Report(Event::Error {
+                            message: format!("a mirrored batch was refused: {error}"),
+                            retryable: false,
+                        }))
+                    }
+                    Err(error) => return Err(error.into()),
+                }
+                // A mirror destination is its own only replica here: what it wrote is replicated.
+                let end = log.log_end_offset();
+                log.advance_high_watermark(end);
+                Ok(None)
+            }
+            Action::TruncateToLso => {
+                let end = log.log_end_offset();
+                log.advance_high_watermark(end);
+                let lso = log.last_stable_offset();
+                log.truncate_to(lso, self.now_ms).await?;
+                Ok(Some(Event::Truncated {
+                    offset: log.log_end_offset(),
+                }))
+            }
+            Action::PersistLastMirrored {
+                source_cluster_id,
+                offset,
+            } => {
+                log.put_metadata(&last_mirrored_key(&source_cluster_id), &offset.to_be_bytes())
+                    .await?;
+                Ok(Some(Event::LastMirroredPersisted))
+            }
+            Action::WriteBarrier {
+                source_cluster_id,
+                offset,
+            } => {
+                self.ensure_barrier(log, &source_cluster_id, offset).await?;
+                Ok(Some(Event::BarrierWritten))
+            }
+        }
+    }
+
+    /// Appends this cluster's barrier at `offset` unless a crash left it there already, then syncs.
+    async fn ensure_barrier(
+        &mut self,
+        log: &mut PartitionLog,
+        source: &str,
+        offset: i64,
+    ) -> Result<(), Failed> {
+        let end = log.log_end_offset();
+        if end == offset {
+            let barrier = MirrorPidResetRecord::new(source, Some(self.local_cluster_id.clone()));
+            let placement = ControlBatchPlacement {
+                base_offset: offset,
+                partition_leader_epoch: log.config().leader_epoch,
+                timestamp: self.now_ms,
+            };
+            let batch = mirror_pid_reset_batch(&barrier, placement).map_err(|error| {
+                Failed::Report(Event::Error {
+                    message: format!("cannot encode the barrier: {error}"),
+                    retryable: false,
+                })
+            })?;
+            log.append_as_leader(vec![batch], AppendOrigin::Coordinator, TransactionVersion::V0)
+                .await?;
+        } else if !self.barrier_at(log, offset).await? {
+            return Err(Failed::Report(Event::Error {
+                message: format!(
+                    "STOPPING expected the log to end at {offset} (or to hold this cluster's barrier there) but it ends at {end}"
+                ),
+                retryable: false,
+            }));
+        }
+        log.flush(Durability::Sync).await?;
+        Ok(())
+    }
+
+    /// True when the batch at `offset` is a barrier this cluster wrote.
+    async fn barrier_at(&self, log: &PartitionLog, offset: i64) -> Result<bool, Failed> {
+        if offset >= log.log_end_offset() {
+            return Ok(false);
+        }
+        let batches = log.read_for_replica(offset, 1).await?;
+        let Some(batch) = batches.first().filter(|batch| batch.base_offset() == offset) else {
+            return Ok(false);
+        };
+        Ok(matches!(
+            producer_state::plan::barrier_of(batch),
+            Ok(Some(barrier)) if barrier.writer_cluster_id.as_deref() == Some(self.local_cluster_id.as_str())
+        ))
+    }
+}
+
+/// Why an action did not complete.
+enum Failed {
+    /// An event for the machine (FAILED with a message).
+    Report(Event),
+    /// The log (storage) failed: recorded as FAILED if possible, and returned.
+    Log(LogError),
+}
+
+impl Failed {
+    fn from_fetch(error: crate::fetcher::FetchError) -> Self {
+        Failed::Report(Event::Error {
+            message: error.message,
+            retryable: error.retryable,
+        })
+    }
+}
+
+impl From<LogError> for Failed {
+    fn from(error: LogError) -> Self {
+        Failed::Log(error)
+    }
+}

@@ -1,0 +1,45 @@
+//! The source side of a mirror, as the driver sees it.
+
+use async_trait::async_trait;
+use record_format::RecordBatch;
+
+/// What one fetch returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchResponse {
+    /// The cluster id the source reports (checked against the session's expected source).
+    pub source_cluster_id: String,
+    /// Whole batches from the requested offset, as the source stored them.
+    pub batches: Vec<RecordBatch>,
+    /// The source partition's log start offset.
+    pub log_start_offset: i64,
+    /// The source partition's last stable offset (fetches stop there).
+    pub last_stable_offset: i64,
+}
+
+/// Why the source could not answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct FetchError {
+    /// What happened.
+    pub message: String,
+    /// Whether a retry can help (a network error can; an unknown partition cannot).
+    pub retryable: bool,
+}
+
+/// The source partition of a mirror (one per partition, like the driver). `?Send`: a fetcher may read another
+/// cluster's log in the same thread, as the topology tests and the simulator do.
+#[async_trait(?Send)]
+pub trait Fetcher {
+    /// Batches from `from_offset` up to the source's **last stable offset** (a read_committed bound, without the
+    /// aborted list: the bytes are copied as they are), at most about `max_bytes`. Fetching no further than
+    /// the LSO means a destination never holds data its source could still cut when *it* fails over, so a
+    /// chain (A → B → C) never diverges when B stops (ADR 0009).
+    async fn fetch(&mut self, from_offset: i64, max_bytes: usize) -> Result<FetchResponse, FetchError>;
+
+    /// The source's last mirrored offset for this partition from the mirror session whose source was
+    /// `mirrored_from` (failback: the peer mirrored from us before), `None` if it never mirrored from it.
+    async fn last_mirrored_offset(&mut self, mirrored_from: &str) -> Result<Option<i64>, FetchError>;
+
+    /// The source partition's log start offset.
+    async fn log_start_offset(&mut self) -> Result<i64, FetchError>;
+}

@@ -1,0 +1,22 @@
+//! The mirror partition state machine: read-only mirroring, crash-safe STOPPING with the `MIRROR_PID_RESET`
+//! barrier, failback alignment and source verification (`design.md` §3, the seeds' STOPPING sequence).
+//!
+//! The core is sans-IO in the raft-rs manner: [`MirrorPartition`] takes [`Event`]s and returns [`Action`]s, and
+//! knows no log, clock, network or randomness. [`MirrorDriver`] executes the actions against a
+//! [`partition_log::PartitionLog`] and a [`Fetcher`] (the source side), persisting the machine's state in the
+//! partition's metadata so a crash at any point resumes to the same end: log cut to the LSO, last mirrored
+//! offset persisted, exactly one barrier after it, and only then writable.
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod driver;
+pub mod error;
+pub mod fetcher;
+pub mod machine;
+
+pub use driver::{last_mirrored_offset, MirrorDriver};
+pub use error::DriverError;
+pub use fetcher::{FetchError, FetchResponse, Fetcher};
+pub use machine::{
+    transition_allowed, Action, Event, Failure, MirrorPartition, MirrorState, StateKind, StopStep,
+    TransitionError,
+};
