@@ -118,17 +118,18 @@ pub async fn barriers(log: &PartitionLog) -> Vec<(i64, Option<String>)> {
         .collect()
 }
 
-/// Counts mutating storage calls; from the `crash_at`-th one on, every write fails (the process "died").
+/// Counts mutating storage calls; from the `crash_at`-th one on (1-based, adjustable while running), every
+/// write fails (the process "died").
 pub struct CrashingStorage {
     pub inner: Box<dyn PartitionStorage>,
     pub writes: Arc<AtomicUsize>,
-    pub crash_at: usize,
+    pub crash_at: Arc<AtomicUsize>,
 }
 
 impl CrashingStorage {
     fn write(&self) -> storage::Result<()> {
         let n = self.writes.fetch_add(1, Ordering::SeqCst) + 1;
-        if n >= self.crash_at {
+        if n >= self.crash_at.load(Ordering::SeqCst) {
             Err(storage::StorageError::io(
                 "crash injected",
                 std::io::Error::other("the process died"),
