@@ -27,7 +27,7 @@ pub struct Backend {
 
 /// The backends compiled into this build.
 pub fn backends() -> Vec<Backend> {
-    let all = vec![
+    let fs_and_sled = [
         Backend {
             name: "fs",
             open: |dir| Box::new(storage_fs::FsStorage::open(storage_fs::FsConfig::new(dir)).unwrap()),
@@ -40,13 +40,15 @@ pub fn backends() -> Vec<Backend> {
         },
     ];
     #[cfg(feature = "rocks")]
-    all.push(Backend {
+    let rocks = Some(Backend {
         name: "rocks",
         open: |dir| {
             Box::new(storage_rocks::RocksStorage::open(storage_rocks::RocksConfig::new(dir)).unwrap())
         },
     });
-    all
+    #[cfg(not(feature = "rocks"))]
+    let rocks = None;
+    fs_and_sled.into_iter().chain(rocks).collect()
 }
 
 /// Batches of about `batch_bytes` each (one record), `total_bytes` in all, offsets contiguous from 0.

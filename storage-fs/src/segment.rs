@@ -245,13 +245,20 @@ impl Segment {
     }
 
     fn encode_indexes(&self) -> (Vec<u8>, Vec<u8>) {
-        let mut index = Vec::with_capacity(self.index.len() * INDEX_ENTRY);
-        for entry in &self.index {
+        self.encode_indexes_from(0, 0)
+    }
+
+    /// The index entries from the given positions on, in their file formats.
+    fn encode_indexes_from(&self, index_from: usize, time_from: usize) -> (Vec<u8>, Vec<u8>) {
+        let new_index = self.index.get(index_from..).unwrap_or_default();
+        let mut index = Vec::with_capacity(new_index.len() * INDEX_ENTRY);
+        for entry in new_index {
             index.extend_from_slice(&entry.relative_offset.to_be_bytes());
             index.extend_from_slice(&entry.position.to_be_bytes());
         }
-        let mut time_index = Vec::with_capacity(self.time_index.len() * TIME_INDEX_ENTRY);
-        for entry in &self.time_index {
+        let new_time_index = self.time_index.get(time_from..).unwrap_or_default();
+        let mut time_index = Vec::with_capacity(new_time_index.len() * TIME_INDEX_ENTRY);
+        for entry in new_time_index {
             time_index.extend_from_slice(&entry.timestamp.to_be_bytes());
             time_index.extend_from_slice(&entry.relative_offset.to_be_bytes());
         }
@@ -291,26 +298,35 @@ impl Segment {
         Ok(())
     }
 
-    /// Appends batches (already checked to follow the log) in one write.
+    /// Appends batches (already checked to follow the log) in one write, and the index entries they add.
     pub fn append(&mut self, batches: &[RecordBatch], index_interval: u64) -> Result<(), StorageError> {
         let index_before = self.index.len();
         let time_before = self.time_index.len();
-        let mut bytes = Vec::with_capacity(batches.iter().map(RecordBatch::size).sum());
+        let written = match batches {
+            // The common case (one produce request, one fetched batch): no copy.
+            [batch] => self.log.write_all(batch.as_bytes()),
+            _ => {
+                let mut bytes = Vec::with_capacity(batches.iter().map(RecordBatch::size).sum());
+                for batch in batches {
+                    bytes.extend_from_slice(batch.as_bytes());
+                }
+                self.log.write_all(&bytes)
+            }
+        };
+        written.map_err(|e| io_error("appending to", &self.path(LOG_SUFFIX), e))?;
         for batch in batches {
-            bytes.extend_from_slice(batch.as_bytes());
             self.track(batch, index_interval);
         }
-        let log_path = self.path(LOG_SUFFIX);
-        self.log
-            .write_all(&bytes)
-            .map_err(|e| io_error("appending to", &log_path, e))?;
-        let (index, time_index) = self.encode_indexes();
-        self.index_file
-            .write_all(&index[index_before * INDEX_ENTRY..])
-            .map_err(|e| io_error("appending to", &self.path(INDEX_SUFFIX), e))?;
-        self.time_index_file
-            .write_all(&time_index[time_before * TIME_INDEX_ENTRY..])
-            .map_err(|e| io_error("appending to", &self.path(TIME_INDEX_SUFFIX), e))?;
+        if self.index.len() > index_before || self.time_index.len() > time_before {
+            // Only the entries this append added (encoding the whole index made appends quadratic).
+            let (index, time_index) = self.encode_indexes_from(index_before, time_before);
+            self.index_file
+                .write_all(&index)
+                .map_err(|e| io_error("appending to", &self.path(INDEX_SUFFIX), e))?;
+            self.time_index_file
+                .write_all(&time_index)
+                .map_err(|e| io_error("appending to", &self.path(TIME_INDEX_SUFFIX), e))?;
+        }
         self.dirty = true;
         Ok(())
     }
