@@ -225,6 +225,9 @@ impl FsPartition {
     }
 
     fn roll(&mut self, base_offset: i64) -> Result<(), StorageError> {
+        if let Some(active) = self.segments.values_mut().next_back() {
+            active.write_pending_indexes()?;
+        }
         let segment = Segment::create(&self.dir, base_offset)?;
         sync_dir(&self.dir)?;
         self.segments.insert(base_offset, segment);
@@ -395,7 +398,10 @@ impl PartitionStorage for FsPartition {
     async fn flush(&mut self, durability: Durability) -> Result<(), StorageError> {
         self.writable()?;
         if durability == Durability::Buffered {
-            // Every write already went to the operating system.
+            // Every log write already went to the operating system; the index entries go now.
+            for segment in self.segments.values_mut() {
+                segment.write_pending_indexes()?;
+            }
             return Ok(());
         }
         let injected = self.faults.take(&self.id);

@@ -70,6 +70,11 @@ pub struct Segment {
     pub size: u64,
     index: Vec<IndexEntry>,
     time_index: Vec<TimeEntry>,
+    /// How many entries of `index` / `time_index` the files hold. Appends only add entries in memory; they reach
+    /// the files on flush, sync and roll (the files are derived data: opening rebuilds them from the log when they
+    /// lag, so a crash loses nothing). One write per append, as for a raw file.
+    index_persisted: usize,
+    time_index_persisted: usize,
     /// Aborted transactions whose markers are in this segment.
     pub aborted: Vec<AbortedTxn>,
     bytes_since_index: u64,
@@ -138,6 +143,8 @@ impl Segment {
             size: 0,
             index: Vec::new(),
             time_index: Vec::new(),
+            index_persisted: 0,
+            time_index_persisted: 0,
             aborted: Vec::new(),
             bytes_since_index: 0,
             max_timestamp: -1,
@@ -281,6 +288,8 @@ impl Segment {
             self.index_file = open_rw(&self.path(INDEX_SUFFIX), true)?;
             self.time_index_file = open_rw(&self.path(TIME_INDEX_SUFFIX), true)?;
         }
+        self.index_persisted = self.index.len();
+        self.time_index_persisted = self.time_index.len();
         Ok(rewrote)
     }
 
@@ -298,10 +307,9 @@ impl Segment {
         Ok(())
     }
 
-    /// Appends batches (already checked to follow the log) in one write, and the index entries they add.
+    /// Appends batches (already checked to follow the log) in one write; their index entries are kept in memory
+    /// until [`Segment::write_pending_indexes`].
     pub fn append(&mut self, batches: &[RecordBatch], index_interval: u64) -> Result<(), StorageError> {
-        let index_before = self.index.len();
-        let time_before = self.time_index.len();
         let written = match batches {
             // The common case (one produce request, one fetched batch): no copy.
             [batch] => self.log.write_all(batch.as_bytes()),
@@ -317,17 +325,24 @@ impl Segment {
         for batch in batches {
             self.track(batch, index_interval);
         }
-        if self.index.len() > index_before || self.time_index.len() > time_before {
-            // Only the entries this append added (encoding the whole index made appends quadratic).
-            let (index, time_index) = self.encode_indexes_from(index_before, time_before);
-            self.index_file
-                .write_all(&index)
-                .map_err(|e| io_error("appending to", &self.path(INDEX_SUFFIX), e))?;
-            self.time_index_file
-                .write_all(&time_index)
-                .map_err(|e| io_error("appending to", &self.path(TIME_INDEX_SUFFIX), e))?;
-        }
         self.dirty = true;
+        Ok(())
+    }
+
+    /// Writes the index entries appended since the last call to the index files.
+    pub fn write_pending_indexes(&mut self) -> Result<(), StorageError> {
+        if self.index.len() == self.index_persisted && self.time_index.len() == self.time_index_persisted {
+            return Ok(());
+        }
+        let (index, time_index) = self.encode_indexes_from(self.index_persisted, self.time_index_persisted);
+        self.index_file
+            .write_all(&index)
+            .map_err(|e| io_error("appending to", &self.path(INDEX_SUFFIX), e))?;
+        self.time_index_file
+            .write_all(&time_index)
+            .map_err(|e| io_error("appending to", &self.path(TIME_INDEX_SUFFIX), e))?;
+        self.index_persisted = self.index.len();
+        self.time_index_persisted = self.time_index.len();
         Ok(())
     }
 
@@ -347,6 +362,7 @@ impl Segment {
         if !self.dirty {
             return Ok(());
         }
+        self.write_pending_indexes()?;
         self.log
             .sync_data()
             .map_err(|e| io_error("syncing", &self.path(LOG_SUFFIX), e))?;
