@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use storage_bench::{
     append_backend, append_raw, backends, batches, mb_per_s, median, open_backend, read_backend, read_raw,
+    Watchdog,
 };
 
 const RUNS: usize = 3;
@@ -19,6 +20,7 @@ fn env_mb(name: &str, default: usize) -> usize {
 fn main() {
     // `cargo bench` passes `--bench`; a filter argument is accepted and ignored.
     let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let watchdog = Watchdog::start();
     let data_mb = env_mb("MIRRORLOG_BENCH_MB", 64);
     let recovery_mb = env_mb("MIRRORLOG_BENCH_RECOVERY_MB", 1024);
     let sync_every = 1 << 20;
@@ -30,6 +32,7 @@ fn main() {
         let bytes: usize = work.iter().map(|b| b.size()).sum();
         for sync in [None, Some(sync_every)] {
             for backend in backends() {
+                watchdog.progress(format!("{} ({})", backend.name, "appends"));
                 let (mut ours, mut raw) = (Vec::new(), Vec::new());
                 for _ in 0..RUNS {
                     let dir = tempfile::tempdir().unwrap();
@@ -53,6 +56,7 @@ fn main() {
     println!("|---|---|---|---|");
     let work = batches(16 * 1024, data_mb << 20);
     for backend in backends() {
+        watchdog.progress(format!("{} ({})", backend.name, "sequential read"));
         let dir = tempfile::tempdir().unwrap();
         runtime.block_on(append_backend(&backend, dir.path(), &work, Some(sync_every)));
         let (mut ours, mut raw) = (Vec::new(), Vec::new());
@@ -72,6 +76,7 @@ fn main() {
     println!("|---|---|---|---|");
     let work = batches(64 * 1024, recovery_mb << 20);
     for backend in backends() {
+        watchdog.progress(format!("{} ({})", backend.name, "recovery"));
         let dir = tempfile::tempdir().unwrap();
         runtime.block_on(append_backend(&backend, dir.path(), &work, Some(16 << 20)));
         let (mut ours, mut raw) = (Vec::<Duration>::new(), Vec::new());

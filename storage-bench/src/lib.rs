@@ -6,7 +6,10 @@
 //! log next to a raw read of the same files; opening (recovering) the partition next to reading its bytes raw.
 //!
 //! Run with `cargo bench -p storage-bench` (add `--features rocks` for RocksDB); `MIRRORLOG_BENCH_MB` sets the
-//! data size of the append and read measurements, `MIRRORLOG_BENCH_RECOVERY_MB` that of the recovery one.
+//! data size of the append and read measurements, `MIRRORLOG_BENCH_RECOVERY_MB` that of the recovery one, and
+//! `MIRRORLOG_BENCH_BACKENDS` (e.g. `fs,rocks`) which backends run. A watchdog ends the run with a message when
+//! one measurement makes no progress for `MIRRORLOG_BENCH_STALL_SECS` (default 300): sled 0.34.7 can deadlock
+//! inside `apply_batch` (upstream issue spacejam/sled#1412), and a hung benchmark should say so.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fs::File;
@@ -25,8 +28,59 @@ pub struct Backend {
     pub open: fn(&Path) -> Box<dyn Storage>,
 }
 
-/// The backends compiled into this build.
+/// The backends compiled into this build and selected by `MIRRORLOG_BENCH_BACKENDS` (all when unset).
 pub fn backends() -> Vec<Backend> {
+    let selected = std::env::var("MIRRORLOG_BENCH_BACKENDS").ok();
+    all_backends()
+        .into_iter()
+        .filter(|backend| {
+            selected
+                .as_deref()
+                .is_none_or(|list| list.split(',').any(|name| name.trim() == backend.name))
+        })
+        .collect()
+}
+
+/// Ends the process with a message naming `what` unless [`Watchdog::progress`] is called within the stall
+/// time.
+pub struct Watchdog {
+    last: std::sync::Arc<std::sync::Mutex<(Instant, String)>>,
+}
+
+impl Watchdog {
+    /// Starts the watchdog thread.
+    pub fn start() -> Self {
+        let stall = Duration::from_secs(
+            std::env::var("MIRRORLOG_BENCH_STALL_SECS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(300),
+        );
+        let last = std::sync::Arc::new(std::sync::Mutex::new((Instant::now(), "start".to_owned())));
+        let watched = std::sync::Arc::clone(&last);
+        std::thread::spawn(move || loop {
+            std::thread::sleep(Duration::from_secs(1));
+            let (since, what) = watched.lock().unwrap().clone();
+            if since.elapsed() > stall {
+                eprintln!("no progress for {stall:?} in: {what} — giving up (a backend deadlock?)");
+                println!(
+                    "\n**{what}: no progress for {} s — stopped (see spacejam/sled#1412 for sled)**",
+                    stall.as_secs()
+                );
+                std::process::exit(3);
+            }
+        });
+        Watchdog { last }
+    }
+
+    /// Notes that a new measurement starts.
+    pub fn progress(&self, what: impl Into<String>) {
+        *self.last.lock().unwrap() = (Instant::now(), what.into());
+    }
+}
+
+/// Every backend compiled into this build.
+fn all_backends() -> Vec<Backend> {
     let fs_and_sled = [
         Backend {
             name: "fs",
