@@ -10,13 +10,13 @@
 //! cut and reported. Reads use the offset index to find where to start scanning.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufReader, Write};
+use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use record_format::batch::{check_batch_prefix, offsets, LOG_OVERHEAD};
-use record_format::{AbortedTxn, RecordBatch, SegmentError, SegmentReader};
+use record_format::{AbortedTxn, RecordBatch};
 use storage::StorageError;
 
 use crate::files::{
@@ -171,47 +171,16 @@ impl Segment {
         let time_index_file = open_rw(&offset_file(dir, base_offset, TIME_INDEX_SUFFIX), true)?;
         let mut segment = Segment::empty(dir, base_offset, log, index_file, time_index_file);
         let mut recovery = SegmentRecovery::default();
-        let scan = segment
-            .log
-            .try_clone()
-            .map_err(|e| io_error("reading", &log_path, e))?;
-        let reader = SegmentReader::new(BufReader::with_capacity(1 << 20, scan), Some(length));
-        for found in reader {
-            let problem = match found {
-                Ok(found) => {
-                    let batch = found.batch;
-                    if batch.base_offset() < segment.next_offset || batch.last_offset() < batch.base_offset()
-                    {
-                        Some(format!(
-                            "batch at offset {} does not follow offset {}",
-                            batch.base_offset(),
-                            segment.next_offset
-                        ))
-                    } else if batch.last_offset() - base_offset > i64::from(i32::MAX) {
-                        Some(format!(
-                            "batch at offset {} is too far from the segment base",
-                            batch.base_offset()
-                        ))
-                    } else {
-                        segment.track(&batch, index_interval);
-                        None
-                    }
-                }
-                Err(SegmentError::Io { source, .. }) => return Err(io_error("reading", &log_path, source)),
-                Err(error) => Some(error.to_string()),
-            };
-            if let Some(reason) = problem {
-                recovery.truncated = Some((length - segment.size, reason));
-                segment
-                    .log
-                    .set_len(segment.size)
-                    .map_err(|e| io_error("cutting the torn tail of", &log_path, e))?;
-                segment
-                    .log
-                    .sync_all()
-                    .map_err(|e| io_error("syncing", &log_path, e))?;
-                break;
-            }
+        if let Some(reason) = segment.scan(length, index_interval)? {
+            recovery.truncated = Some((length - segment.size, reason));
+            segment
+                .log
+                .set_len(segment.size)
+                .map_err(|e| io_error("cutting the torn tail of", &log_path, e))?;
+            segment
+                .log
+                .sync_all()
+                .map_err(|e| io_error("syncing", &log_path, e))?;
         }
         if recovery.truncated.is_none() && segment.size != length {
             recovery.truncated = Some((length - segment.size, "trailing bytes".into()));
@@ -219,6 +188,79 @@ impl Segment {
         recovery.rebuilt_indexes = segment.write_indexes_if_changed()?;
         segment.load_txn_index()?;
         Ok((segment, recovery))
+    }
+
+    /// Bytes read at a time when scanning a segment on open.
+    const SCAN_CHUNK: usize = 8 << 20;
+
+    /// Validates the log's batches in order (structure, CRC, growing offsets), accounting each; stops at the
+    /// first bad one and returns why (the valid prefix is `self.size`). Reads large chunks and checks batches in
+    /// place, so a healthy segment costs one copy and one CRC pass.
+    fn scan(&mut self, length: u64, index_interval: u64) -> Result<Option<String>, StorageError> {
+        let mut chunk_len = Self::SCAN_CHUNK;
+        while self.size < length {
+            let start = self.size;
+            let want = chunk_len.min(usize::try_from(length - start).unwrap_or(usize::MAX));
+            let mut buffer = vec![0u8; want];
+            self.log
+                .read_exact_at(&mut buffer, start)
+                .map_err(|e| io_error("reading", &self.path(LOG_SUFFIX), e))?;
+            let chunk = Bytes::from(buffer);
+            let mut at = 0usize;
+            let mut grew = false;
+            while at < chunk.len() {
+                let position = start + at as u64;
+                let problem = |error: &dyn std::fmt::Display| {
+                    Ok(Some(format!("{error} (batch at file offset {position})")))
+                };
+                let Some(prefix) = chunk
+                    .get(at..at + LOG_OVERHEAD)
+                    .and_then(|p| <&[u8; LOG_OVERHEAD]>::try_from(p).ok())
+                else {
+                    if position + LOG_OVERHEAD as u64 > length {
+                        return problem(&record_format::DecodeError::Truncated {
+                            needed: LOG_OVERHEAD as u64,
+                            available: length - position,
+                        });
+                    }
+                    break; // the prefix continues in the next chunk
+                };
+                let total = match check_batch_prefix(prefix, length - position, i32::MAX as usize) {
+                    Ok(total) => total,
+                    Err(error) => return problem(&error),
+                };
+                if at + total > chunk.len() {
+                    // The batch continues past this chunk: read again from it, with room for all of it
+                    // (`total` is within the file: `check_batch_prefix` checked it against what is left).
+                    chunk_len = chunk_len.max(total);
+                    grew = true;
+                    break;
+                }
+                let batch = match RecordBatch::decode(chunk.slice(at..at + total)) {
+                    Ok(batch) => batch,
+                    Err(error) => return problem(&error),
+                };
+                if batch.base_offset() < self.next_offset || batch.last_offset() < batch.base_offset() {
+                    return problem(&format!(
+                        "batch at offset {} does not follow offset {}",
+                        batch.base_offset(),
+                        self.next_offset
+                    ));
+                }
+                if batch.last_offset() - self.base_offset > i64::from(i32::MAX) {
+                    return problem(&format!(
+                        "batch at offset {} is too far from the segment base",
+                        batch.base_offset()
+                    ));
+                }
+                self.track(&batch, index_interval);
+                at += total;
+            }
+            if self.size == start && !grew {
+                return Ok(Some(format!("unreadable batch at file offset {start}")));
+            }
+        }
+        Ok(None)
     }
 
     /// Accounts for a batch at the end of the log: indexes, offsets, size.
@@ -433,41 +475,64 @@ impl Segment {
         Ok(None)
     }
 
-    /// Whole batches from the one holding `offset`, while the budget lasts (at least one if `out` is empty).
+    /// Appends to `out` whole batches from the one holding `offset`, while they fit in `budget` (the first one
+    /// always, when `out` is empty), reading the range with one `pread`. Batches are served as stored, their
+    /// structure checked but not their CRC: every batch was CRC-checked when it was appended or when the segment
+    /// was opened, and consumers check CRCs themselves (as Kafka serves fetches). `budget` is set to 0 when a
+    /// batch did not fit, so the caller stops; it keeps what is left when the segment ended first.
     pub fn read(
         &self,
         offset: i64,
         budget: &mut usize,
         out: &mut Vec<RecordBatch>,
     ) -> Result<(), StorageError> {
-        let Some(mut span) = self.find(offset)? else {
+        let Some(span) = self.find(offset)? else {
             return Ok(());
         };
-        loop {
-            if !out.is_empty() && span.size as usize > *budget {
+        let first = span.size as usize;
+        if !out.is_empty() && first > *budget {
+            *budget = 0;
+            return Ok(());
+        }
+        let left_in_segment = self.size.saturating_sub(span.position);
+        let want = (*budget).max(first) as u64;
+        let len = usize::try_from(want.min(left_in_segment)).unwrap_or(usize::MAX);
+        let mut buffer = vec![0u8; len];
+        self.log
+            .read_exact_at(&mut buffer, span.position)
+            .map_err(|e| io_error("reading", &self.path(LOG_SUFFIX), e))?;
+        let chunk = Bytes::from(buffer);
+        let corrupt = |at: usize, reason: String| StorageError::Corrupt {
+            what: format!(
+                "{} at position {}",
+                self.path(LOG_SUFFIX).display(),
+                span.position + at as u64
+            ),
+            reason,
+        };
+        let mut at = 0usize;
+        while let Some(prefix) = chunk
+            .get(at..at + LOG_OVERHEAD)
+            .and_then(|p| <&[u8; LOG_OVERHEAD]>::try_from(p).ok())
+        {
+            let total = check_batch_prefix(prefix, u64::MAX, i32::MAX as usize)
+                .map_err(|e| corrupt(at, e.to_string()))?;
+            if at + total > chunk.len() || (!out.is_empty() && total > *budget) {
+                // The next batch does not fit in what is left of the budget.
                 *budget = 0;
                 return Ok(());
             }
-            let mut bytes = vec![0u8; span.size as usize];
-            self.log
-                .read_exact_at(&mut bytes, span.position)
-                .map_err(|e| io_error("reading", &self.path(LOG_SUFFIX), e))?;
-            let batch = RecordBatch::decode(Bytes::from(bytes)).map_err(|e| StorageError::Corrupt {
-                what: format!(
-                    "{} at position {}",
-                    self.path(LOG_SUFFIX).display(),
-                    span.position
-                ),
-                reason: e.to_string(),
-            })?;
-            *budget = budget.saturating_sub(span.size as usize);
+            let batch =
+                RecordBatch::parse(chunk.slice(at..at + total)).map_err(|e| corrupt(at, e.to_string()))?;
+            *budget = budget.saturating_sub(total);
             out.push(batch);
-            let next = span.position + span.size;
-            if next >= self.size || *budget == 0 {
-                return Ok(());
-            }
-            span = self.span_at(next)?;
+            at += total;
         }
+        if (at as u64) < left_in_segment {
+            // The range ended on a batch boundary inside the segment: the budget is spent.
+            *budget = 0;
+        }
+        Ok(())
     }
 
     /// Cuts the segment before `offset`, which must not fall inside a batch; the indexes and the txn index are

@@ -265,3 +265,45 @@ async fn offset_index_entries_point_at_the_batch_holding_their_offset() {
     }
     assert!(checked > 5, "only {checked} index entries");
 }
+
+/// Opening scans segments in large chunks: batches that straddle a chunk boundary, and one larger than a chunk,
+/// are validated whole, and a flipped byte past the first chunk still cuts the tail there.
+#[tokio::test]
+async fn opening_validates_batches_across_and_beyond_scan_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsStorage::open(FsConfig::new(dir.path())).unwrap();
+    let mut partition = store.create(&pid()).await.unwrap();
+    let big = |offset: i64, len: usize| {
+        let mut builder = record_format::BatchBuilder::new().base_offset(offset);
+        builder.add(0, None, Some(&vec![(offset % 251) as u8; len]), &[]);
+        builder.build().unwrap()
+    };
+    // 3 MiB batches cross the 8 MiB chunk boundary; the 9 MiB one is larger than a chunk.
+    let batches: Vec<RecordBatch> = (0..5)
+        .map(|offset| big(offset, 3 << 20))
+        .chain([big(5, 9 << 20), big(6, 1 << 20)])
+        .collect();
+    partition.append(&batches).await.unwrap();
+    partition.flush(Durability::Sync).await.unwrap();
+    drop(partition);
+    drop(store);
+    let store = FsStorage::open(FsConfig::new(dir.path())).unwrap();
+    let partition = store.open(&pid()).await.unwrap();
+    assert_eq!(partition.log_end_offset(), 7);
+    let read = partition.read(0, usize::MAX).await.unwrap();
+    assert_eq!(read.len(), 7);
+    for (a, b) in read.iter().zip(&batches) {
+        assert_eq!(a.as_bytes(), b.as_bytes());
+    }
+    drop(partition);
+    drop(store);
+    // Damage the fifth batch (past the first chunk): the log is cut before it.
+    let log = files_with(&dir.path().join("orders-0"), ".log").remove(0);
+    let mut bytes = std::fs::read(&log).unwrap();
+    let fifth: usize = batches[..4].iter().map(RecordBatch::size).sum();
+    bytes[fifth + 100] ^= 0xff;
+    std::fs::write(&log, bytes).unwrap();
+    let store = FsStorage::open(FsConfig::new(dir.path())).unwrap();
+    let partition = store.open(&pid()).await.unwrap();
+    assert_eq!(partition.log_end_offset(), 4);
+}
