@@ -198,14 +198,20 @@ impl Segment {
     /// place, so a healthy segment costs one copy and one CRC pass.
     fn scan(&mut self, length: u64, index_interval: u64) -> Result<Option<String>, StorageError> {
         let mut chunk_len = Self::SCAN_CHUNK;
+        // One buffer for the whole scan: batches are checked and dropped before the next chunk, so it is taken
+        // back each time (no new allocation, no zeroing, no page faults per chunk).
+        let mut buffer = bytes::BytesMut::new();
         while self.size < length {
             let start = self.size;
             let want = chunk_len.min(usize::try_from(length - start).unwrap_or(usize::MAX));
-            let mut buffer = vec![0u8; want];
+            if buffer.len() < want {
+                buffer.resize(want, 0);
+            }
+            buffer.truncate(want);
             self.log
                 .read_exact_at(&mut buffer, start)
                 .map_err(|e| io_error("reading", &self.path(LOG_SUFFIX), e))?;
-            let chunk = Bytes::from(buffer);
+            let chunk = std::mem::take(&mut buffer).freeze();
             let mut at = 0usize;
             let mut grew = false;
             while at < chunk.len() {
@@ -259,6 +265,7 @@ impl Segment {
             if self.size == start && !grew {
                 return Ok(Some(format!("unreadable batch at file offset {start}")));
             }
+            buffer = chunk.try_into_mut().unwrap_or_default();
         }
         Ok(None)
     }
