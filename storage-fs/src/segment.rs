@@ -191,103 +191,83 @@ impl Segment {
     }
 
     /// Bytes read at a time when scanning a segment on open.
-    const SCAN_CHUNK: usize = 8 << 20;
+    const SCAN_CHUNK: usize = 1 << 20;
 
     /// Validates the log's batches in order (structure, CRC, growing offsets), accounting each; stops at the
-    /// first bad one and returns why (the valid prefix is `self.size`).
-    ///
-    /// A reader thread reads the file in large chunks while this thread checks the previous chunk's batches in
-    /// place, so reading and CRC-checking overlap; a batch cut by a chunk boundary is completed from the next
-    /// chunk.
+    /// first bad one and returns why (the valid prefix is `self.size`). Reads large chunks and checks batches in
+    /// place, so a healthy segment costs one copy and one CRC pass.
     fn scan(&mut self, length: u64, index_interval: u64) -> Result<Option<String>, StorageError> {
-        let log_path = self.path(LOG_SUFFIX);
-        let file = self
-            .log
-            .try_clone()
-            .map_err(|e| io_error("reading", &log_path, e))?;
-        std::thread::scope(|scope| {
-            let (sender, chunks) = std::sync::mpsc::sync_channel::<std::io::Result<Bytes>>(2);
-            scope.spawn(move || {
-                let mut position = 0u64;
-                while position < length {
-                    let want = usize::try_from(length - position)
-                        .unwrap_or(usize::MAX)
-                        .min(Self::SCAN_CHUNK);
-                    let mut buffer = vec![0u8; want];
-                    let read = file
-                        .read_exact_at(&mut buffer, position)
-                        .map(|()| Bytes::from(buffer));
-                    let failed = read.is_err();
-                    // A closed channel means the checker stopped at a bad batch.
-                    if sender.send(read).is_err() || failed {
-                        return;
-                    }
-                    position += want as u64;
-                }
-            });
-            let mut pending = bytes::BytesMut::new();
-            for chunk in chunks {
-                let chunk = chunk.map_err(|e| io_error("reading", &log_path, e))?;
-                let data = if pending.is_empty() {
-                    chunk
-                } else {
-                    pending.extend_from_slice(&chunk);
-                    pending.split().freeze()
+        let mut chunk_len = Self::SCAN_CHUNK;
+        // One buffer for the whole scan: batches are checked and dropped before the next chunk, so it is taken
+        // back each time (no new allocation, no zeroing, no page faults per chunk).
+        let mut buffer = bytes::BytesMut::new();
+        while self.size < length {
+            let start = self.size;
+            let want = chunk_len.min(usize::try_from(length - start).unwrap_or(usize::MAX));
+            if buffer.len() < want {
+                buffer.resize(want, 0);
+            }
+            buffer.truncate(want);
+            self.log
+                .read_exact_at(&mut buffer, start)
+                .map_err(|e| io_error("reading", &self.path(LOG_SUFFIX), e))?;
+            let chunk = std::mem::take(&mut buffer).freeze();
+            let mut at = 0usize;
+            let mut grew = false;
+            while at < chunk.len() {
+                let position = start + at as u64;
+                let problem = |error: &dyn std::fmt::Display| {
+                    Ok(Some(format!("{error} (batch at file offset {position})")))
                 };
-                let mut at = 0usize;
-                while at < data.len() {
-                    let position = self.size;
-                    let problem = |error: &dyn std::fmt::Display| {
-                        Ok(Some(format!("{error} (batch at file offset {position})")))
-                    };
-                    let Some(prefix) = data
-                        .get(at..at + LOG_OVERHEAD)
-                        .and_then(|p| <&[u8; LOG_OVERHEAD]>::try_from(p).ok())
-                    else {
-                        break;
-                    };
-                    let total = match check_batch_prefix(prefix, length - position, i32::MAX as usize) {
-                        Ok(total) => total,
-                        Err(error) => return problem(&error),
-                    };
-                    if at + total > data.len() {
-                        break;
+                let Some(prefix) = chunk
+                    .get(at..at + LOG_OVERHEAD)
+                    .and_then(|p| <&[u8; LOG_OVERHEAD]>::try_from(p).ok())
+                else {
+                    if position + LOG_OVERHEAD as u64 > length {
+                        return problem(&record_format::DecodeError::Truncated {
+                            needed: LOG_OVERHEAD as u64,
+                            available: length - position,
+                        });
                     }
-                    let batch = match RecordBatch::decode(data.slice(at..at + total)) {
-                        Ok(batch) => batch,
-                        Err(error) => return problem(&error),
-                    };
-                    if batch.base_offset() < self.next_offset || batch.last_offset() < batch.base_offset() {
-                        return problem(&format!(
-                            "batch at offset {} does not follow offset {}",
-                            batch.base_offset(),
-                            self.next_offset
-                        ));
-                    }
-                    if batch.last_offset() - self.base_offset > i64::from(i32::MAX) {
-                        return problem(&format!(
-                            "batch at offset {} is too far from the segment base",
-                            batch.base_offset()
-                        ));
-                    }
-                    self.track(&batch, index_interval);
-                    at += total;
+                    break; // the prefix continues in the next chunk
+                };
+                let total = match check_batch_prefix(prefix, length - position, i32::MAX as usize) {
+                    Ok(total) => total,
+                    Err(error) => return problem(&error),
+                };
+                if at + total > chunk.len() {
+                    // The batch continues past this chunk: read again from it, with room for all of it
+                    // (`total` is within the file: `check_batch_prefix` checked it against what is left).
+                    chunk_len = chunk_len.max(total);
+                    grew = true;
+                    break;
                 }
-                pending.extend_from_slice(&data[at..]);
+                let batch = match RecordBatch::decode(chunk.slice(at..at + total)) {
+                    Ok(batch) => batch,
+                    Err(error) => return problem(&error),
+                };
+                if batch.base_offset() < self.next_offset || batch.last_offset() < batch.base_offset() {
+                    return problem(&format!(
+                        "batch at offset {} does not follow offset {}",
+                        batch.base_offset(),
+                        self.next_offset
+                    ));
+                }
+                if batch.last_offset() - self.base_offset > i64::from(i32::MAX) {
+                    return problem(&format!(
+                        "batch at offset {} is too far from the segment base",
+                        batch.base_offset()
+                    ));
+                }
+                self.track(&batch, index_interval);
+                at += total;
             }
-            if pending.is_empty() {
-                Ok(None)
-            } else {
-                let position = self.size;
-                Ok(Some(format!(
-                    "{} (batch at file offset {position})",
-                    record_format::DecodeError::Truncated {
-                        needed: LOG_OVERHEAD.max(pending.len() + 1) as u64,
-                        available: pending.len() as u64,
-                    }
-                )))
+            if self.size == start && !grew {
+                return Ok(Some(format!("unreadable batch at file offset {start}")));
             }
-        })
+            buffer = chunk.try_into_mut().unwrap_or_default();
+        }
+        Ok(None)
     }
 
     /// Accounts for a batch at the end of the log: indexes, offsets, size.

@@ -266,7 +266,7 @@ async fn offset_index_entries_point_at_the_batch_holding_their_offset() {
     assert!(checked > 5, "only {checked} index entries");
 }
 
-/// Opening scans segments in large chunks: batches that straddle a chunk boundary, and one larger than a chunk,
+/// Opening scans segments in chunks (1 MiB): batches that straddle a chunk boundary, and one larger than a chunk,
 /// are validated whole, and a flipped byte past the first chunk still cuts the tail there.
 #[tokio::test]
 async fn opening_validates_batches_across_and_beyond_scan_chunks() {
@@ -278,7 +278,7 @@ async fn opening_validates_batches_across_and_beyond_scan_chunks() {
         builder.add(0, None, Some(&vec![(offset % 251) as u8; len]), &[]);
         builder.build().unwrap()
     };
-    // 3 MiB batches cross the 8 MiB chunk boundary; the 9 MiB one is larger than a chunk.
+    // 3 MiB batches cross chunk boundaries; the 9 MiB one is larger than a chunk.
     let batches: Vec<RecordBatch> = (0..5)
         .map(|offset| big(offset, 3 << 20))
         .chain([big(5, 9 << 20), big(6, 1 << 20)])
