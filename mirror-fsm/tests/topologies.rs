@@ -195,6 +195,15 @@ async fn local_producers_reuse_mirrored_ids(log: &SharedLog) {
     assert_eq!(log.last_stable_offset(), end);
 }
 
+/// Fails `mirror` over, checks the invariants against `source`, then lets local producers reuse the mirrored
+/// ids; returns the last mirrored offset.
+async fn fail_over(mirror: &mut Mirror, source: &SharedLog, own_barriers_before: usize) -> i64 {
+    let lmo = mirror.stop().await;
+    assert_failover(mirror, source, lmo, own_barriers_before).await;
+    local_producers_reuse_mirrored_ids(&mirror.destination).await;
+    lmo
+}
+
 #[tokio::test]
 async fn active_passive() {
     for scope in SCOPES {
@@ -222,9 +231,7 @@ async fn failback_over_three_hops() {
         source_traffic(&a).await;
         let mut ab = Mirror::start("B", &b, "A", &a).await;
         ab.catch_up().await;
-        let lmo_b = ab.stop().await;
-        assert_failover(&ab, &a, lmo_b, 0).await;
-        local_producers_reuse_mirrored_ids(&b).await;
+        let lmo_b = fail_over(&mut ab, &a, 0).await;
         // A diverged meanwhile (unmirrored writes), then fails back: hop 2, B → A.
         source_traffic(&a).await;
         let mut ba = Mirror::start("A", &a, "B", &b).await;
@@ -254,9 +261,7 @@ async fn failback_over_three_hops() {
             "B truncated to A's last mirrored offset"
         );
         ab.catch_up().await;
-        let lmo_b2 = ab.stop().await;
-        assert_failover(&ab, &a, lmo_b2, 1).await;
-        local_producers_reuse_mirrored_ids(&b).await;
+        fail_over(&mut ab, &a, 1).await;
     }
 }
 
@@ -271,9 +276,7 @@ async fn fan_out() {
         let mut ac = Mirror::start("C", &c, "A", &a).await;
         ab.catch_up().await;
         ac.catch_up().await;
-        let lmo_b = ab.stop().await;
-        assert_failover(&ab, &a, lmo_b, 0).await;
-        local_producers_reuse_mirrored_ids(&b).await;
+        fail_over(&mut ab, &a, 0).await;
         // C keeps mirroring A independently.
         {
             let mut log = a.borrow_mut();
@@ -311,10 +314,8 @@ async fn fan_in() {
         // The other topic's partition is untouched by this failover.
         assert_read_only(&c2).await;
         assert_eq!(c2.borrow().producer_state().producer_count(), 2);
-        let lmo_2 = bc.stop().await;
-        assert_failover(&bc, &b, lmo_2, 0).await;
+        fail_over(&mut bc, &b, 0).await;
         local_producers_reuse_mirrored_ids(&c1).await;
-        local_producers_reuse_mirrored_ids(&c2).await;
     }
 }
 
@@ -336,18 +337,14 @@ async fn chain_of_three_hops() {
         }
         assert_eq!(d.borrow().log_end_offset(), a.borrow().last_stable_offset());
         // Failover in the middle of the chain: B becomes writable; C and D carry B's barrier on.
-        let lmo_b = ab.stop().await;
-        assert_failover(&ab, &a, lmo_b, 0).await;
-        local_producers_reuse_mirrored_ids(&b).await;
+        fail_over(&mut ab, &a, 0).await;
         bc.catch_up().await;
         cd.catch_up().await;
         assert_read_only(&c).await;
         assert_read_only(&d).await;
         assert_eq!(d.borrow().log_end_offset(), b.borrow().log_end_offset());
         // Then at the end of the chain.
-        let lmo_d = cd.stop().await;
-        assert_failover(&cd, &c, lmo_d, 0).await;
-        local_producers_reuse_mirrored_ids(&d).await;
+        fail_over(&mut cd, &c, 0).await;
         let writers: Vec<_> = barriers(&d.borrow())
             .await
             .into_iter()
