@@ -1,4 +1,5 @@
-//! Repro helper: 1 KiB appends with a sync every MiB, printing how long each sync takes.
+//! Repro of the sled 0.34.7 deadlock (spacejam/sled#1412): rounds of 1 KiB appends with a sync every MiB; prints
+//! any sync slower than 2 s and the syncs per round. A round that never ends is the deadlock.
 use storage::{Durability, PartitionId, Storage};
 use storage_sled::{SledConfig, SledStorage};
 
