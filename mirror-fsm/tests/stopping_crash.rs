@@ -14,14 +14,13 @@ mod common;
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 
-use common::{all_batches, barriers, cluster_config, memory_log, CrashingStorage, LogFetcher};
+use common::{all_batches, barriers, cluster_config, memory_log, LogFetcher};
 use mirror_fsm::{last_mirrored_offset, Event, MirrorDriver, StateKind};
 use partition_log::semantics::{coordinate, data, marker, produce};
 use partition_log::PartitionLog;
 use producer_state::BarrierScope;
+use storage::fault::FaultyPartition;
 use storage::{MemoryStorage, PartitionId, Storage};
 use storage_fs::{FsConfig, FsStorage};
 
@@ -74,22 +73,16 @@ async fn mirror(open: &Opener, source: &SharedLog) {
 
 /// Fails over, crashing at the `n`-th write of STOPPING; returns whether it crashed and the writes it made.
 async fn stop_crashing_at(open: &Opener, source: &SharedLog, n: usize) -> (bool, usize) {
-    let writes = Arc::new(AtomicUsize::new(0));
-    let crash_at = Arc::new(AtomicUsize::new(usize::MAX));
     let store = open();
-    let wrapped = CrashingStorage {
-        inner: store.open(&id()).await.unwrap(),
-        writes: Arc::clone(&writes),
-        crash_at: Arc::clone(&crash_at),
-    };
+    let (wrapped, faults) = FaultyPartition::new(store.open(&id()).await.unwrap());
     drop(store);
     let mut log = open_log(Box::new(wrapped)).await;
     let mut fetcher = LogFetcher::new(source, "A");
     let mut driver = MirrorDriver::recover(&mut log, &mut fetcher, "B").await.unwrap();
-    let before = writes.load(Ordering::SeqCst);
-    crash_at.store(before + n, Ordering::SeqCst);
+    let before = faults.writes();
+    faults.fail_after(n);
     let crashed = driver.handle(&mut log, &mut fetcher, Event::Stop).await.is_err();
-    (crashed, writes.load(Ordering::SeqCst) - before)
+    (crashed, faults.writes() - before)
 }
 
 /// Reopens after the crash, checks "writable only with the barrier", resumes, checks the end state.

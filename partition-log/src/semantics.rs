@@ -11,6 +11,7 @@ use producer_state::{AppendOrigin, BarrierScope, PsmConfig, TransactionVersion};
 use record_format::control::{end_txn_marker_batch, mirror_pid_reset_batch, ControlBatchPlacement};
 use record_format::{AbortedTxn, BatchBuilder, MirrorPidResetRecord, RecordBatch};
 use storage::conformance::Backend;
+use storage::fault::FaultyPartition;
 use storage::PartitionId;
 
 use crate::{Isolation, LogConfig, LogError, PartitionLog, ReplicaSet};
@@ -660,7 +661,11 @@ pub async fn failed_index_write_takes_the_log_offline_until_recovery(backend: &d
     let storage = store.open(&id).await.unwrap();
     // Embedded databases lock their directory: only the partition may keep the store open.
     drop(store);
-    let (mut log, _) = PartitionLog::open(Box::new(FailIndexWrites(storage)), config.clone(), 0)
+    let (storage, faults) = FaultyPartition::new(storage);
+    faults
+        .fail_aborted_txn
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let (mut log, _) = PartitionLog::open(Box::new(storage), config.clone(), 0)
         .await
         .unwrap();
     produce(&mut log, data(1, 0, 0, 1, true)).await.unwrap();
@@ -736,67 +741,6 @@ pub async fn high_watermark_moves_by_follower_acknowledgement(backend: &dyn Back
     for follower in &replicas.followers {
         assert_eq!(follower.summary().await.unwrap(), leader);
         assert_eq!(follower.high_watermark(), 4);
-    }
-}
-
-/// A storage wrapper whose aborted-transaction index writes fail (everything else passes through).
-struct FailIndexWrites(Box<dyn storage::PartitionStorage>);
-
-#[async_trait::async_trait]
-impl storage::PartitionStorage for FailIndexWrites {
-    fn id(&self) -> &PartitionId {
-        self.0.id()
-    }
-    fn log_start_offset(&self) -> i64 {
-        self.0.log_start_offset()
-    }
-    fn log_end_offset(&self) -> i64 {
-        self.0.log_end_offset()
-    }
-    async fn append(&mut self, batches: &[RecordBatch]) -> storage::Result<()> {
-        self.0.append(batches).await
-    }
-    async fn read(&self, from_offset: i64, max_bytes: usize) -> storage::Result<Vec<RecordBatch>> {
-        self.0.read(from_offset, max_bytes).await
-    }
-    async fn truncate_to(&mut self, offset: i64) -> storage::Result<()> {
-        self.0.truncate_to(offset).await
-    }
-    async fn truncate_fully_and_start_at(&mut self, offset: i64) -> storage::Result<()> {
-        self.0.truncate_fully_and_start_at(offset).await
-    }
-    async fn delete_before(&mut self, offset: i64) -> storage::Result<()> {
-        self.0.delete_before(offset).await
-    }
-    async fn flush(&mut self, durability: storage::Durability) -> storage::Result<()> {
-        self.0.flush(durability).await
-    }
-    async fn put_snapshot(&mut self, offset: i64, bytes: bytes::Bytes) -> storage::Result<()> {
-        self.0.put_snapshot(offset, bytes).await
-    }
-    async fn snapshot_at_or_below(&self, offset: i64) -> storage::Result<Option<(i64, bytes::Bytes)>> {
-        self.0.snapshot_at_or_below(offset).await
-    }
-    async fn snapshot_offsets(&self) -> storage::Result<Vec<i64>> {
-        self.0.snapshot_offsets().await
-    }
-    async fn delete_snapshot(&mut self, offset: i64) -> storage::Result<()> {
-        self.0.delete_snapshot(offset).await
-    }
-    async fn append_aborted_txn(&mut self, _entry: AbortedTxn) -> storage::Result<()> {
-        Err(storage::StorageError::io(
-            "writing the aborted-transaction index",
-            std::io::Error::other("injected failure"),
-        ))
-    }
-    async fn aborted_txns(&self, from_offset: i64, upper_bound: i64) -> storage::Result<Vec<AbortedTxn>> {
-        self.0.aborted_txns(from_offset, upper_bound).await
-    }
-    async fn put_metadata(&mut self, key: &str, value: &[u8]) -> storage::Result<()> {
-        self.0.put_metadata(key, value).await
-    }
-    async fn metadata(&self, key: &str) -> storage::Result<Option<Vec<u8>>> {
-        self.0.metadata(key).await
     }
 }
 

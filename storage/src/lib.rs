@@ -19,6 +19,7 @@
 pub mod conformance;
 pub mod crash;
 pub mod error;
+pub mod fault;
 pub mod id;
 pub mod memory;
 pub mod partition;

@@ -1,22 +1,18 @@
-//! Shared test support: clusters of partition logs, a fetcher that reads a peer's log, a storage wrapper that
-//! "crashes" at the N-th write.
+//! Shared test support: partition logs of clusters, a fetcher that reads a peer's log.
 // One task drives every log; a `RefCell` borrow held across an await never meets another borrow.
 #![allow(clippy::await_holding_refcell_ref)]
 #![allow(dead_code)]
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 
 use async_trait::async_trait;
-use bytes::Bytes;
 use mirror_fsm::{FetchError, FetchResponse, Fetcher};
 use partition_log::semantics::config;
 use partition_log::{Isolation, LogConfig, PartitionLog};
 use producer_state::{BarrierScope, PsmConfig};
-use record_format::{AbortedTxn, RecordBatch};
-use storage::{Durability, MemoryStorage, PartitionId, PartitionStorage, Storage};
+use record_format::RecordBatch;
+use storage::{MemoryStorage, PartitionId, Storage};
 
 /// A log shared between its cluster and the fetchers of clusters mirroring from it.
 pub type SharedLog = Rc<RefCell<PartitionLog>>;
@@ -116,90 +112,4 @@ pub async fn barriers(log: &PartitionLog) -> Vec<(i64, Option<String>)> {
                 .map(|barrier| (batch.base_offset(), barrier.writer_cluster_id))
         })
         .collect()
-}
-
-/// Counts mutating storage calls; from the `crash_at`-th one on (1-based, adjustable while running), every
-/// write fails (the process "died").
-pub struct CrashingStorage {
-    pub inner: Box<dyn PartitionStorage>,
-    pub writes: Arc<AtomicUsize>,
-    pub crash_at: Arc<AtomicUsize>,
-}
-
-impl CrashingStorage {
-    fn write(&self) -> storage::Result<()> {
-        let n = self.writes.fetch_add(1, Ordering::SeqCst) + 1;
-        if n >= self.crash_at.load(Ordering::SeqCst) {
-            Err(storage::StorageError::io(
-                "crash injected",
-                std::io::Error::other("the process died"),
-            ))
-        } else {
-            Ok(())
-        }
-    }
-}
-
-#[async_trait]
-impl PartitionStorage for CrashingStorage {
-    fn id(&self) -> &PartitionId {
-        self.inner.id()
-    }
-    fn log_start_offset(&self) -> i64 {
-        self.inner.log_start_offset()
-    }
-    fn log_end_offset(&self) -> i64 {
-        self.inner.log_end_offset()
-    }
-    async fn append(&mut self, batches: &[RecordBatch]) -> storage::Result<()> {
-        self.write()?;
-        self.inner.append(batches).await
-    }
-    async fn read(&self, from_offset: i64, max_bytes: usize) -> storage::Result<Vec<RecordBatch>> {
-        self.inner.read(from_offset, max_bytes).await
-    }
-    async fn truncate_to(&mut self, offset: i64) -> storage::Result<()> {
-        self.write()?;
-        self.inner.truncate_to(offset).await
-    }
-    async fn truncate_fully_and_start_at(&mut self, offset: i64) -> storage::Result<()> {
-        self.write()?;
-        self.inner.truncate_fully_and_start_at(offset).await
-    }
-    async fn delete_before(&mut self, offset: i64) -> storage::Result<()> {
-        self.write()?;
-        self.inner.delete_before(offset).await
-    }
-    async fn flush(&mut self, durability: Durability) -> storage::Result<()> {
-        self.write()?;
-        self.inner.flush(durability).await
-    }
-    async fn put_snapshot(&mut self, offset: i64, bytes: Bytes) -> storage::Result<()> {
-        self.write()?;
-        self.inner.put_snapshot(offset, bytes).await
-    }
-    async fn snapshot_at_or_below(&self, offset: i64) -> storage::Result<Option<(i64, Bytes)>> {
-        self.inner.snapshot_at_or_below(offset).await
-    }
-    async fn snapshot_offsets(&self) -> storage::Result<Vec<i64>> {
-        self.inner.snapshot_offsets().await
-    }
-    async fn delete_snapshot(&mut self, offset: i64) -> storage::Result<()> {
-        self.write()?;
-        self.inner.delete_snapshot(offset).await
-    }
-    async fn append_aborted_txn(&mut self, entry: AbortedTxn) -> storage::Result<()> {
-        self.write()?;
-        self.inner.append_aborted_txn(entry).await
-    }
-    async fn aborted_txns(&self, from_offset: i64, upper_bound: i64) -> storage::Result<Vec<AbortedTxn>> {
-        self.inner.aborted_txns(from_offset, upper_bound).await
-    }
-    async fn put_metadata(&mut self, key: &str, value: &[u8]) -> storage::Result<()> {
-        self.write()?;
-        self.inner.put_metadata(key, value).await
-    }
-    async fn metadata(&self, key: &str) -> storage::Result<Option<Vec<u8>>> {
-        self.inner.metadata(key).await
-    }
 }
