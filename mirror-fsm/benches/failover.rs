@@ -8,8 +8,6 @@
 //! - **Mirroring copy throughput**: a driver catching up a destination partition from a source partition of
 //!   `MIRRORLOG_BENCH_MIRROR_MB` MiB (default 256) of 1 KiB batches, next to copying the source's segment files
 //!   into new files through a 1 MiB buffer (median of 3).
-// One task drives every log; a `RefCell` borrow held across an await never meets another borrow.
-#![allow(clippy::await_holding_refcell_ref)]
 
 use std::cell::RefCell;
 use std::io::{Read, Write};
@@ -17,9 +15,8 @@ use std::path::Path;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
-use mirror_fsm::{Event, FetchError, FetchResponse, Fetcher, MirrorDriver, StateKind};
-use partition_log::{Isolation, LogConfig, PartitionLog};
+use mirror_fsm::{Event, LocalFetcher, MirrorDriver, StateKind};
+use partition_log::{LogConfig, PartitionLog};
 use producer_state::{AppendOrigin, PsmConfig, TransactionVersion};
 use record_format::{BatchBuilder, RecordBatch};
 use storage::{PartitionId, Storage};
@@ -84,39 +81,12 @@ async fn source_log(
     log
 }
 
-/// Reads a source log up to its LSO.
-struct LogFetcher(Rc<RefCell<PartitionLog>>);
-
-#[async_trait(?Send)]
-impl Fetcher for LogFetcher {
-    async fn fetch(&mut self, from_offset: i64, max_bytes: usize) -> Result<FetchResponse, FetchError> {
-        let log = self.0.borrow();
-        let fetched = log
-            .read(from_offset, max_bytes, Isolation::ReadCommitted)
-            .await
-            .map_err(|e| FetchError {
-                message: e.to_string(),
-                retryable: true,
-            })?;
-        Ok(FetchResponse {
-            source_cluster_id: "source".to_owned(),
-            batches: fetched.batches,
-            log_start_offset: fetched.log_start_offset,
-            last_stable_offset: fetched.last_stable_offset,
-        })
-    }
-
-    async fn last_mirrored_offset(&mut self, _mirrored_from: &str) -> Result<Option<i64>, FetchError> {
-        Ok(None)
-    }
-
-    async fn log_start_offset(&mut self) -> Result<i64, FetchError> {
-        Ok(self.0.borrow().log_start_offset())
-    }
-}
-
 /// A destination partition mirroring `fetcher`'s source, caught up.
-async fn mirrored(store: &FsStorage, topic: &str, fetcher: &mut LogFetcher) -> (PartitionLog, MirrorDriver) {
+async fn mirrored(
+    store: &FsStorage,
+    topic: &str,
+    fetcher: &mut LocalFetcher,
+) -> (PartitionLog, MirrorDriver) {
     let partition = store.create(&PartitionId::new(topic, 0).unwrap()).await.unwrap();
     let (mut log, _) = PartitionLog::open(partition, config("destination"), 0)
         .await
@@ -138,7 +108,7 @@ async fn mirrored(store: &FsStorage, topic: &str, fetcher: &mut LogFetcher) -> (
     (log, driver)
 }
 
-async fn stop(log: &mut PartitionLog, driver: &mut MirrorDriver, fetcher: &mut LogFetcher) -> Duration {
+async fn stop(log: &mut PartitionLog, driver: &mut MirrorDriver, fetcher: &mut LocalFetcher) -> Duration {
     let started = Instant::now();
     driver.handle(log, fetcher, Event::Stop).await.unwrap();
     let elapsed = started.elapsed();
@@ -176,7 +146,7 @@ async fn stopping_latency() {
     ));
     let mut samples = Vec::new();
     for run in 0..15 {
-        let mut fetcher = LogFetcher(Rc::clone(&source));
+        let mut fetcher = LocalFetcher::new(&source, "source");
         let (mut log, mut driver) = mirrored(&store, &format!("dest{run}"), &mut fetcher).await;
         assert_eq!(log.producer_state().producer_count(), PRODUCERS as usize);
         samples.push(stop(&mut log, &mut driver, &mut fetcher).await);
@@ -196,7 +166,7 @@ async fn failover(partitions: usize) -> (Duration, Duration) {
     let source = Rc::new(RefCell::new(
         source_log(&store, "source", PRODUCERS, PRODUCERS as usize, 100).await,
     ));
-    let mut fetcher = LogFetcher(Rc::clone(&source));
+    let mut fetcher = LocalFetcher::new(&source, "source");
     // An fs partition holds three open files; this machine allows 20,000, so the partitions are set up and
     // stopped a group at a time. The stops are sequential either way: the total is the sum of their times.
     let mut total = Duration::ZERO;
@@ -238,7 +208,7 @@ async fn mirroring_throughput(megabytes: usize) {
     for _ in 0..3 {
         let dir = tempfile::tempdir().unwrap();
         let store = FsStorage::open(FsConfig::new(dir.path())).unwrap();
-        let mut fetcher = LogFetcher(Rc::clone(&source));
+        let mut fetcher = LocalFetcher::new(&source, "source");
         let started = Instant::now();
         let (log, _driver) = mirrored(&store, "dst", &mut fetcher).await;
         ours.push(started.elapsed());

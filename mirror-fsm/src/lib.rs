@@ -11,11 +11,13 @@
 pub mod driver;
 pub mod error;
 pub mod fetcher;
+pub mod local;
 pub mod machine;
 
 pub use driver::{last_mirrored_offset, MirrorDriver};
 pub use error::DriverError;
 pub use fetcher::{FetchError, FetchResponse, Fetcher};
+pub use local::LocalFetcher;
 pub use machine::{
     transition_allowed, Action, Event, Failure, MirrorPartition, MirrorState, StateKind, StopStep,
     TransitionError,

@@ -1,4 +1,4 @@
-//! Shared test support: partition logs of clusters, a fetcher that reads a peer's log.
+//! Shared test support: partition logs of clusters and helpers to inspect them.
 // One task drives every log; a `RefCell` borrow held across an await never meets another borrow.
 #![allow(clippy::await_holding_refcell_ref)]
 #![allow(dead_code)]
@@ -6,10 +6,8 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use async_trait::async_trait;
-use mirror_fsm::{FetchError, FetchResponse, Fetcher};
 use partition_log::semantics::config;
-use partition_log::{Isolation, LogConfig, PartitionLog};
+use partition_log::{LogConfig, PartitionLog};
 use producer_state::{BarrierScope, PsmConfig};
 use record_format::RecordBatch;
 use storage::{MemoryStorage, PartitionId, Storage};
@@ -39,55 +37,8 @@ pub async fn memory_log(cluster_id: &str, topic: &str, scope: BarrierScope) -> P
         .0
 }
 
-/// Reads a peer cluster's log, as a mirror fetcher does: up to the peer's last stable offset.
-pub struct LogFetcher {
-    pub peer: SharedLog,
-    /// The cluster id the fetcher reports (a test may switch it mid-session).
-    pub reported_cluster_id: String,
-}
-
-impl LogFetcher {
-    pub fn new(peer: &SharedLog, peer_cluster_id: &str) -> Self {
-        LogFetcher {
-            peer: Rc::clone(peer),
-            reported_cluster_id: peer_cluster_id.to_owned(),
-        }
-    }
-}
-
-#[async_trait(?Send)]
-impl Fetcher for LogFetcher {
-    async fn fetch(&mut self, from_offset: i64, max_bytes: usize) -> Result<FetchResponse, FetchError> {
-        let peer = self.peer.borrow();
-        let fetched = peer
-            .read(from_offset, max_bytes, Isolation::ReadCommitted)
-            .await
-            .map_err(|error| FetchError {
-                message: error.to_string(),
-                retryable: true,
-            })?;
-        Ok(FetchResponse {
-            source_cluster_id: self.reported_cluster_id.clone(),
-            batches: fetched.batches,
-            log_start_offset: fetched.log_start_offset,
-            last_stable_offset: fetched.last_stable_offset,
-        })
-    }
-
-    async fn last_mirrored_offset(&mut self, mirrored_from: &str) -> Result<Option<i64>, FetchError> {
-        let peer = self.peer.borrow();
-        mirror_fsm::last_mirrored_offset(&peer, mirrored_from)
-            .await
-            .map_err(|error| FetchError {
-                message: error.to_string(),
-                retryable: true,
-            })
-    }
-
-    async fn log_start_offset(&mut self) -> Result<i64, FetchError> {
-        Ok(self.peer.borrow().log_start_offset())
-    }
-}
+/// The in-process fetcher of the library.
+pub use mirror_fsm::LocalFetcher as LogFetcher;
 
 /// Every batch of a log, in order.
 pub async fn all_batches(log: &PartitionLog) -> Vec<RecordBatch> {
