@@ -19,8 +19,8 @@ use std::rc::Rc;
 
 use common::{all_batches, barriers, cluster_config, memory_log, LogFetcher};
 use mirror_fsm::{last_mirrored_offset, Event, MirrorDriver, StateKind};
-use partition_log::semantics::{coordinate, data, marker, produce};
 use partition_log::{LogError, PartitionLog};
+use partition_log_testkit::{coordinate, data, marker, produce};
 use producer_state::BarrierScope;
 use proptest::prelude::*;
 use storage::{MemoryStorage, PartitionId, Storage};

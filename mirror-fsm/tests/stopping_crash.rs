@@ -17,12 +17,12 @@ use std::rc::Rc;
 
 use common::{all_batches, barriers, cluster_config, memory_log, LogFetcher};
 use mirror_fsm::{last_mirrored_offset, Event, MirrorDriver, StateKind};
-use partition_log::semantics::{coordinate, data, marker, produce};
 use partition_log::PartitionLog;
+use partition_log_testkit::{coordinate, data, marker, produce};
 use producer_state::BarrierScope;
-use storage::fault::FaultyPartition;
 use storage::{MemoryStorage, PartitionId, Storage};
 use storage_fs::{FsConfig, FsStorage};
+use storage_testkit::FaultyPartition;
 
 type SharedLog = Rc<RefCell<PartitionLog>>;
 type Opener = Box<dyn Fn() -> Box<dyn Storage>>;

@@ -14,8 +14,8 @@ mod common;
 
 use common::{all_batches, barriers, memory_log, LogFetcher, SharedLog};
 use mirror_fsm::{last_mirrored_offset, Event, MirrorDriver, StateKind};
-use partition_log::semantics::{coordinate, data, marker, produce};
 use partition_log::{LogError, PartitionLog};
+use partition_log_testkit::{coordinate, data, marker, produce};
 use producer_state::BarrierScope;
 use std::cell::RefCell;
 use std::rc::Rc;

@@ -30,9 +30,9 @@ pub enum CliError {
     /// Producer state refused a batch while replaying.
     #[error("replay stopped: {0}")]
     Replay(String),
-    /// The storage layer refused (configuration, opening, reading).
+    /// The storage configuration could not be read or opened.
     #[error("{0}")]
-    Storage(storage::StorageError),
+    Config(storage_config::ConfigError),
     /// Writing the output failed.
     #[error("cannot write output: {0}")]
     Output(std::io::Error),

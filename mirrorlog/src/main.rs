@@ -15,7 +15,6 @@ mod dump_dir;
 mod error;
 mod psm_script;
 mod replay;
-mod store;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -51,7 +50,7 @@ enum Command {
         #[arg(long)]
         txn_index: bool,
     },
-    /// List the partitions of a configured store with their offsets (shows which backend the config selects).
+    /// List the partitions of a configured store with their offsets (read-only: nothing is created or repaired).
     Partitions {
         /// The storage config (TOML: backend = "fs" | "sled" | "rocks" | "memory", data_dir, …).
         #[arg(long)]
@@ -143,15 +142,21 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             }
         }
         Command::Partitions { config } => {
-            let config = store::StorageConfig::load(&config).map_err(CliError::Storage)?;
+            let config = storage_config::StorageConfig::load(&config).map_err(CliError::Config)?;
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .build()
                 .map_err(|e| CliError::Usage(format!("cannot start a runtime: {e}")))?;
             let lines = runtime.block_on(async {
-                let store = config.open()?;
-                let mut lines = vec![format!("backend {}", config.backend)];
+                let store = config.open_read_only()?;
+                let mut lines = vec![format!("backend {}", config.backend())];
                 for id in store.list().await? {
-                    let partition = store.open(&id).await?;
+                    let partition = store.open_read_only(&id).await?;
+                    let report = partition.open_report();
+                    if !report.is_clean() {
+                        lines.push(format!(
+                            "{id}: needs repair on the next read-write open: {report:?}"
+                        ));
+                    }
                     lines.push(format!(
                         "{id}: log start {} log end {} snapshots {}",
                         partition.log_start_offset(),
@@ -159,11 +164,11 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
                         partition.snapshot_offsets().await?.len()
                     ));
                 }
-                Ok::<_, storage::StorageError>(lines)
+                Ok::<_, storage_config::ConfigError>(lines)
             });
             let stdout = std::io::stdout();
             let mut out = stdout.lock();
-            for line in lines.map_err(CliError::Storage)? {
+            for line in lines.map_err(CliError::Config)? {
                 writeln!(out, "{line}").map_err(CliError::Output)?;
             }
             Ok(ExitCode::SUCCESS)

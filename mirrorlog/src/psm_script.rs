@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use producer_state::script::run_script;
+use psm_script::run_script;
 
 use crate::error::CliError;
 

@@ -154,6 +154,68 @@ async fn partitions_lists_the_store_a_config_names() {
     );
 }
 
+/// Every file of a directory with its bytes.
+fn directory_contents(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| {
+            let path = entry.unwrap().path();
+            let bytes = std::fs::read(&path).unwrap();
+            (path, bytes)
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[tokio::test]
+async fn partitions_of_a_torn_directory_reports_the_damage_and_writes_nothing() {
+    let data = tempfile::tempdir().unwrap();
+    build_partition(data.path()).await;
+    let dir = data.path().join("orders-0");
+    let mut logs: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "log"))
+        .collect();
+    logs.sort();
+    assert!(logs.len() >= 2, "the vector spans several segments");
+    let length = std::fs::metadata(&logs[0]).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&logs[0])
+        .unwrap()
+        .set_len(length - 1)
+        .unwrap();
+    let before = directory_contents(&dir);
+    let config = data.path().join("storage.toml");
+    std::fs::write(
+        &config,
+        format!("backend = \"fs\"\ndata_dir = {:?}\n", data.path()),
+    )
+    .unwrap();
+    let output = mirrorlog(&["partitions", "--config", config.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(text.contains("needs repair"), "{text}");
+    assert_eq!(
+        directory_contents(&dir),
+        before,
+        "listing wrote to the partition directory"
+    );
+}
+
+#[test]
+fn partitions_of_a_missing_data_directory_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("absent");
+    let config = dir.path().join("storage.toml");
+    std::fs::write(&config, format!("backend = \"fs\"\ndata_dir = {missing:?}\n")).unwrap();
+    let output = mirrorlog(&["partitions", "--config", config.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(!missing.exists());
+}
+
 #[test]
 fn a_config_naming_a_backend_missing_from_the_build_names_its_feature() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,6 +1,7 @@
 //! What a partition log is configured with.
 
 use producer_state::PsmConfig;
+use storage::Durability;
 
 /// Configuration of one [`crate::PartitionLog`]; defaults are Kafka's where Kafka has one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -12,6 +13,9 @@ pub struct LogConfig {
     pub producer_state: PsmConfig,
     /// Partition leader epoch stamped on batches appended as leader.
     pub leader_epoch: i32,
+    /// What [`crate::PartitionLog::flush_acknowledged`] makes appended records (the storage config's
+    /// `durability`; default: synced to disk).
+    pub durability: Durability,
 }
 
 impl Default for LogConfig {
@@ -20,6 +24,7 @@ impl Default for LogConfig {
             segment_bytes: 1 << 30,
             producer_state: PsmConfig::default(),
             leader_epoch: 0,
+            durability: Durability::Sync,
         }
     }
 }

@@ -17,7 +17,7 @@
 //!   appends;
 //! - [`ReplicaSet`]: a leader and its in-cluster followers, the high watermark moved by their acknowledgement.
 //!
-//! [`semantics`] is the Kafka-semantics scenario suite every storage backend runs (`kafka_semantics_suite!`).
+//! The Kafka-semantics scenario suite every storage backend runs lives in `partition-log-testkit`.
 //! The crate never names a backend: it works on `Box<dyn PartitionStorage>`.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
@@ -26,7 +26,6 @@ pub mod error;
 pub mod fetch;
 pub mod log;
 pub mod replication;
-pub mod semantics;
 mod snapshots;
 
 pub use config::LogConfig;

@@ -61,6 +61,9 @@ pub struct RecoveryReport {
     pub batches_replayed: u64,
     /// Aborted-transaction index entries the replay found missing and wrote.
     pub index_entries_restored: usize,
+    /// What the storage backend found and repaired when it opened the partition (torn tails cut, segments
+    /// dropped, indexes rebuilt).
+    pub storage: storage::OpenReport,
 }
 
 /// One partition's log; see the module docs.
@@ -132,6 +135,7 @@ impl PartitionLog {
         };
         let mut report = log.rebuild_producer_state(now_ms).await?;
         report.clean_shutdown = clean_shutdown;
+        report.storage = log.storage.open_report().clone();
         let high_watermark = stored_high_watermark.unwrap_or(log.log_start_offset());
         log.set_high_watermark(high_watermark);
         Ok((log, report))
@@ -352,6 +356,13 @@ impl PartitionLog {
     pub async fn flush(&mut self, durability: Durability) -> Result<()> {
         self.check_online()?;
         Ok(self.storage.flush(durability).await?)
+    }
+
+    /// Makes appended records as durable as the configured [`LogConfig::durability`]: what a writer waits for
+    /// before it acknowledges (a produce with `acks=all`, a mirror's fetch position).
+    pub async fn flush_acknowledged(&mut self) -> Result<()> {
+        let durability = self.config.durability;
+        self.flush(durability).await
     }
 
     /// Moves the high watermark up (replica acknowledgement); clamped to the log end. Returns the new value.

@@ -81,28 +81,34 @@ impl Watchdog {
 
 /// Every backend compiled into this build.
 fn all_backends() -> Vec<Backend> {
-    let fs_and_sled = [
-        Backend {
-            name: "fs",
-            open: |dir| Box::new(storage_fs::FsStorage::open(storage_fs::FsConfig::new(dir)).unwrap()),
-        },
-        Backend {
-            name: "sled",
-            open: |dir| {
-                Box::new(storage_sled::SledStorage::open(storage_sled::SledConfig::new(dir)).unwrap())
-            },
-        },
-    ];
-    #[cfg(feature = "rocks")]
-    let rocks = Some(Backend {
-        name: "rocks",
-        open: |dir| {
-            Box::new(storage_rocks::RocksStorage::open(storage_rocks::RocksConfig::new(dir)).unwrap())
-        },
-    });
-    #[cfg(not(feature = "rocks"))]
-    let rocks = None;
-    fs_and_sled.into_iter().chain(rocks).collect()
+    // The registry of `storage-config` decides what this build holds (rocks only with the `rocks` feature).
+    ["fs", "sled", "rocks"]
+        .into_iter()
+        .filter(|name| {
+            storage_config::StorageConfig::for_backend(name, Path::new("."))
+                .is_ok_and(|config| config.is_compiled())
+        })
+        .map(|name| Backend {
+            name,
+            open: opener(name),
+        })
+        .collect()
+}
+
+/// The opener of a backend, through the `storage-config` registry.
+fn opener(name: &'static str) -> fn(&Path) -> Box<dyn Storage> {
+    match name {
+        "fs" => |dir| open_configured("fs", dir),
+        "sled" => |dir| open_configured("sled", dir),
+        _ => |dir| open_configured("rocks", dir),
+    }
+}
+
+fn open_configured(name: &str, dir: &Path) -> Box<dyn Storage> {
+    storage_config::StorageConfig::for_backend(name, dir)
+        .unwrap()
+        .open()
+        .unwrap()
 }
 
 /// Batches of about `batch_bytes` each (one record), `total_bytes` in all, offsets contiguous from 0.

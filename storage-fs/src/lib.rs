@@ -13,21 +13,20 @@
 //! Opening a partition validates every segment batch by batch (length, magic, CRC, growing offsets), rebuilds
 //! the indexes from what is valid, cuts a torn or corrupt tail and drops any later segment, and reports all of
 //! it ([`OpenReport`]). Snapshots and metadata are written to a temporary file, fsynced and renamed. A failed
-//! sync poisons the partition. I/O is synchronous inside the async methods (local files; see ADR 0007).
+//! sync poisons the partition (enforced for every backend by `storage::checked`). The backend is blocking; the
+//! async traits run its calls off the executor (`storage::offload`, ADR 0010).
 
 pub mod files;
 pub mod metadata;
 pub mod partition;
 pub mod segment;
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 
-use async_trait::async_trait;
-use storage::{PartitionId, PartitionStorage, Storage, StorageError};
+use storage::{BlockingPartition, BlockingStore, OpenMode, PartitionId, StorageError};
 
-pub use partition::{FsPartition, OpenReport};
+pub use partition::FsPartition;
+pub use storage::OpenReport;
 
 /// Kafka's default `segment.bytes` (1 GiB).
 pub const DEFAULT_SEGMENT_BYTES: u64 = 1 << 30;
@@ -56,33 +55,10 @@ impl FsConfig {
     }
 }
 
-/// Test hooks: sync failures to inject, by partition.
-#[derive(Debug, Default)]
-pub struct Faults {
-    fail_next_sync: Mutex<BTreeSet<PartitionId>>,
-}
-
-impl Faults {
-    fn set(&self, id: &PartitionId) {
-        self.fail_next_sync
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .insert(id.clone());
-    }
-
-    fn take(&self, id: &PartitionId) -> bool {
-        self.fail_next_sync
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .remove(id)
-    }
-}
-
 /// The file-system store.
 #[derive(Debug, Clone)]
 pub struct FsStorage {
     config: FsConfig,
-    faults: Arc<Faults>,
 }
 
 impl FsStorage {
@@ -97,10 +73,7 @@ impl FsStorage {
         }
         std::fs::create_dir_all(&config.data_dir)
             .map_err(|e| StorageError::io(format!("creating {}", config.data_dir.display()), e))?;
-        Ok(FsStorage {
-            config,
-            faults: Arc::default(),
-        })
+        Ok(FsStorage { config })
     }
 
     fn dir(&self, id: &PartitionId) -> PathBuf {
@@ -108,15 +81,16 @@ impl FsStorage {
     }
 
     /// Opens a partition as its concrete type (for its [`OpenReport`] and segment views).
-    pub fn open_partition(&self, id: &PartitionId) -> Result<FsPartition, StorageError> {
+    pub fn open_partition(&self, id: &PartitionId, mode: OpenMode) -> Result<FsPartition, StorageError> {
         let dir = self.dir(id);
         if !dir.is_dir() {
             return Err(StorageError::NotFound(id.clone()));
         }
-        FsPartition::open(id, dir, self.config.clone(), self.faults.clone())
+        FsPartition::open(id, dir, self.config.clone(), mode)
     }
 
-    /// Opens a partition directory anywhere (e.g. for `mirrorlog dump`); the name must be `{topic}-{partition}`.
+    /// Opens a partition directory anywhere read-only (e.g. for `mirrorlog dump`); the name must be
+    /// `{topic}-{partition}`. Nothing on disk changes.
     pub fn open_dir(dir: &Path) -> Result<FsPartition, StorageError> {
         let name = dir
             .file_name()
@@ -124,32 +98,26 @@ impl FsStorage {
             .ok_or_else(|| StorageError::Config(format!("{} has no usable name", dir.display())))?;
         let id = PartitionId::from_dir_name(name)?;
         let parent = dir.parent().unwrap_or_else(|| Path::new("."));
-        FsPartition::open(&id, dir.to_owned(), FsConfig::new(parent), Arc::default())
-    }
-
-    /// Makes the next sync of `id` fail (tests of poisoning).
-    pub fn fail_next_sync(&self, id: &PartitionId) {
-        self.faults.set(id);
+        FsPartition::open(&id, dir.to_owned(), FsConfig::new(parent), OpenMode::ReadOnly)
     }
 }
 
-#[async_trait]
-impl Storage for FsStorage {
-    async fn create(&self, id: &PartitionId) -> Result<Box<dyn PartitionStorage>, StorageError> {
+impl BlockingStore for FsStorage {
+    fn create(&self, id: &PartitionId) -> Result<Box<dyn BlockingPartition>, StorageError> {
         let dir = self.dir(id);
         if dir.exists() {
             return Err(StorageError::AlreadyExists(id.clone()));
         }
-        let partition = FsPartition::create(id, dir, self.config.clone(), self.faults.clone())?;
+        let partition = FsPartition::create(id, dir, self.config.clone())?;
         files::sync_dir(&self.config.data_dir)?;
         Ok(Box::new(partition))
     }
 
-    async fn open(&self, id: &PartitionId) -> Result<Box<dyn PartitionStorage>, StorageError> {
-        Ok(Box::new(self.open_partition(id)?))
+    fn open(&self, id: &PartitionId, mode: OpenMode) -> Result<Box<dyn BlockingPartition>, StorageError> {
+        Ok(Box::new(self.open_partition(id, mode)?))
     }
 
-    async fn list(&self) -> Result<Vec<PartitionId>, StorageError> {
+    fn list(&self) -> Result<Vec<PartitionId>, StorageError> {
         let entries = std::fs::read_dir(&self.config.data_dir)
             .map_err(|e| StorageError::io(format!("listing {}", self.config.data_dir.display()), e))?;
         let mut ids = Vec::new();
@@ -166,7 +134,7 @@ impl Storage for FsStorage {
         Ok(ids)
     }
 
-    async fn delete(&self, id: &PartitionId) -> Result<(), StorageError> {
+    fn delete(&self, id: &PartitionId) -> Result<(), StorageError> {
         let dir = self.dir(id);
         if !dir.is_dir() {
             return Err(StorageError::NotFound(id.clone()));

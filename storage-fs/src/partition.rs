@@ -2,41 +2,21 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use async_trait::async_trait;
 use bytes::Bytes;
 use record_format::{AbortedTxn, RecordBatch};
-use storage::partition::{
-    check_aborted_txn, check_append, check_delete_before, check_metadata_key, check_read_offset,
-    select_aborted, truncation, Truncation,
-};
-use storage::{Durability, PartitionId, PartitionStorage, StorageError};
+use storage::partition::select_aborted;
+use storage::{BlockingPartition, Durability, OpenMode, OpenReport, PartitionId, StorageError};
 
 use crate::files::{
     classify, offset_file, sync_dir, write_atomically, DirEntry, METADATA_FILE, SNAPSHOT_SUFFIX,
 };
 use crate::metadata;
 use crate::segment::Segment;
-use crate::{Faults, FsConfig};
+use crate::FsConfig;
 
 /// Our own metadata record for the log start offset (user keys cannot start with `@`).
 const LOG_START_KEY: &str = "@log-start-offset";
-
-/// What opening a partition found and repaired.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct OpenReport {
-    /// Segments whose torn or corrupt tail was cut: (base offset, bytes cut, reason).
-    pub truncated: Vec<(i64, u64, String)>,
-    /// Segments deleted because an earlier segment had a torn tail (their data cannot follow it).
-    pub dropped_segments: Vec<i64>,
-    /// Segments whose index files were rebuilt.
-    pub rebuilt_indexes: Vec<i64>,
-    /// Leftovers of interrupted writes that were removed.
-    pub removed_leftovers: Vec<String>,
-    /// Files the partition does not know, left in place.
-    pub unknown_files: Vec<String>,
-}
 
 /// A partition stored in Kafka's directory layout.
 #[derive(Debug)]
@@ -44,23 +24,16 @@ pub struct FsPartition {
     id: PartitionId,
     dir: PathBuf,
     config: FsConfig,
-    faults: Arc<Faults>,
     segments: BTreeMap<i64, Segment>,
     log_start: i64,
     snapshots: BTreeSet<i64>,
     metadata: BTreeMap<String, Vec<u8>>,
-    poisoned: Option<String>,
     report: OpenReport,
 }
 
 impl FsPartition {
     /// Creates the directory with one empty segment at offset 0.
-    pub(crate) fn create(
-        id: &PartitionId,
-        dir: PathBuf,
-        config: FsConfig,
-        faults: Arc<Faults>,
-    ) -> Result<Self, StorageError> {
+    pub(crate) fn create(id: &PartitionId, dir: PathBuf, config: FsConfig) -> Result<Self, StorageError> {
         std::fs::create_dir(&dir).map_err(|e| StorageError::io(format!("creating {}", dir.display()), e))?;
         let segment = Segment::create(&dir, 0)?;
         sync_dir(&dir)?;
@@ -68,23 +41,24 @@ impl FsPartition {
             id: id.clone(),
             dir,
             config,
-            faults,
             segments: BTreeMap::from([(0, segment)]),
             log_start: 0,
             snapshots: BTreeSet::new(),
             metadata: BTreeMap::new(),
-            poisoned: None,
             report: OpenReport::default(),
         })
     }
 
     /// Opens a partition directory, validating every segment and cutting a torn tail (see [`OpenReport`]).
+    /// Read-only, nothing on disk changes: what would be cut, dropped, rebuilt or removed is reported, and the
+    /// partition ends before the first torn tail.
     pub fn open(
         id: &PartitionId,
         dir: PathBuf,
         config: FsConfig,
-        faults: Arc<Faults>,
+        mode: OpenMode,
     ) -> Result<Self, StorageError> {
+        let writes = mode == OpenMode::ReadWrite;
         let mut report = OpenReport::default();
         let mut segment_bases = BTreeSet::new();
         let mut snapshots = BTreeSet::new();
@@ -108,7 +82,9 @@ impl FsPartition {
                     metadata_records = metadata::decode(&bytes)?;
                 }
                 DirEntry::Leftover => {
-                    if name.ends_with(".tmp") {
+                    if name.ends_with(".tmp") && !writes {
+                        report.removed_leftovers.push(name);
+                    } else if name.ends_with(".tmp") {
                         std::fs::remove_file(entry.path()).map_err(|e| {
                             StorageError::io(format!("removing {}", entry.path().display()), e)
                         })?;
@@ -123,7 +99,7 @@ impl FsPartition {
         let mut segments = BTreeMap::new();
         let mut bases = segment_bases.into_iter();
         for base in bases.by_ref() {
-            let (segment, recovery) = Segment::open(&dir, base, config.index_interval_bytes)?;
+            let (segment, recovery) = Segment::open(&dir, base, config.index_interval_bytes, mode)?;
             if let Some((bytes, reason)) = recovery.truncated {
                 report.truncated.push((base, bytes, reason));
             }
@@ -138,11 +114,19 @@ impl FsPartition {
         }
         // Nothing may follow a torn tail: later segments were written after data that is now gone.
         for base in bases {
-            let (segment, _) = Segment::open(&dir, base, config.index_interval_bytes)?;
-            segment.delete_files()?;
+            if writes {
+                let (segment, _) = Segment::open(&dir, base, config.index_interval_bytes, mode)?;
+                segment.delete_files()?;
+            }
             report.dropped_segments.push(base);
         }
         if segments.is_empty() {
+            if !writes {
+                return Err(StorageError::Corrupt {
+                    what: dir.display().to_string(),
+                    reason: "the partition directory holds no segment".into(),
+                });
+            }
             segments.insert(0, Segment::create(&dir, 0)?);
             sync_dir(&dir)?;
         }
@@ -160,12 +144,10 @@ impl FsPartition {
             id: id.clone(),
             dir,
             config,
-            faults,
             segments,
             log_start,
             snapshots,
             metadata: metadata_records,
-            poisoned: None,
             report,
         };
         // The aborted-transaction index never reaches past the log.
@@ -190,30 +172,6 @@ impl FsPartition {
     /// The segments, by base offset.
     pub fn segments(&self) -> impl Iterator<Item = &Segment> {
         self.segments.values()
-    }
-
-    fn writable(&self) -> Result<(), StorageError> {
-        match &self.poisoned {
-            Some(reason) => Err(StorageError::Poisoned {
-                reason: reason.clone(),
-            }),
-            None => Ok(()),
-        }
-    }
-
-    /// Runs a durability step; a failure poisons the partition.
-    fn durable(
-        &mut self,
-        step: impl FnOnce(&mut Self) -> Result<(), StorageError>,
-    ) -> Result<(), StorageError> {
-        match step(self) {
-            Ok(()) => Ok(()),
-            Err(error) => {
-                let reason = error.to_string();
-                self.poisoned = Some(reason.clone());
-                Err(StorageError::Poisoned { reason })
-            }
-        }
     }
 
     fn active(&mut self) -> &mut Segment {
@@ -242,8 +200,7 @@ impl FsPartition {
 
     fn save_metadata(&mut self) -> Result<(), StorageError> {
         let bytes = metadata::encode(&self.metadata);
-        let path = self.dir.join(METADATA_FILE);
-        self.durable(|_| write_atomically(&path, &bytes))
+        write_atomically(&self.dir.join(METADATA_FILE), &bytes)
     }
 
     fn empty_at(&mut self, offset: i64) -> Result<(), StorageError> {
@@ -258,17 +215,9 @@ impl FsPartition {
             .insert(LOG_START_KEY.into(), offset.to_be_bytes().to_vec());
         self.save_metadata()
     }
-
-    fn last_aborted(&self) -> Option<&AbortedTxn> {
-        self.segments
-            .values()
-            .rev()
-            .find_map(|segment| segment.aborted.last())
-    }
 }
 
-#[async_trait]
-impl PartitionStorage for FsPartition {
+impl BlockingPartition for FsPartition {
     fn id(&self) -> &PartitionId {
         &self.id
     }
@@ -284,9 +233,11 @@ impl PartitionStorage for FsPartition {
             .map_or(0, |segment| segment.next_offset)
     }
 
-    async fn append(&mut self, batches: &[RecordBatch]) -> Result<(), StorageError> {
-        self.writable()?;
-        check_append(self.log_end_offset(), batches)?;
+    fn open_report(&self) -> OpenReport {
+        self.report.clone()
+    }
+
+    fn append(&mut self, batches: &[RecordBatch]) -> Result<(), StorageError> {
         let mut start = 0;
         while start < batches.len() {
             if Self::needs_roll(
@@ -324,8 +275,7 @@ impl PartitionStorage for FsPartition {
         Ok(())
     }
 
-    async fn read(&self, from_offset: i64, max_bytes: usize) -> Result<Vec<RecordBatch>, StorageError> {
-        check_read_offset(from_offset, self.log_start, self.log_end_offset())?;
+    fn read(&self, from_offset: i64, max_bytes: usize) -> Result<Vec<RecordBatch>, StorageError> {
         let mut out = Vec::new();
         let mut budget = max_bytes;
         let first = self
@@ -342,13 +292,7 @@ impl PartitionStorage for FsPartition {
         Ok(out)
     }
 
-    async fn truncate_to(&mut self, offset: i64) -> Result<(), StorageError> {
-        self.writable()?;
-        match truncation(offset, self.log_start, self.log_end_offset()) {
-            Truncation::Nothing => return Ok(()),
-            Truncation::EmptyAt(offset) => return self.empty_at(offset),
-            Truncation::CutAt(_) => {}
-        }
+    fn truncate_to(&mut self, offset: i64) -> Result<(), StorageError> {
         let holder = self
             .segments
             .range(..=offset)
@@ -369,16 +313,11 @@ impl PartitionStorage for FsPartition {
         Ok(())
     }
 
-    async fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), StorageError> {
-        self.writable()?;
+    fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), StorageError> {
         self.empty_at(offset)
     }
 
-    async fn delete_before(&mut self, offset: i64) -> Result<(), StorageError> {
-        self.writable()?;
-        if !check_delete_before(offset, self.log_start, self.log_end_offset())? {
-            return Ok(());
-        }
+    fn delete_before(&mut self, offset: i64) -> Result<(), StorageError> {
         self.log_start = offset;
         self.metadata
             .insert(LOG_START_KEY.into(), offset.to_be_bytes().to_vec());
@@ -395,8 +334,7 @@ impl PartitionStorage for FsPartition {
         sync_dir(&self.dir)
     }
 
-    async fn flush(&mut self, durability: Durability) -> Result<(), StorageError> {
-        self.writable()?;
+    fn flush(&mut self, durability: Durability) -> Result<(), StorageError> {
         if durability == Durability::Buffered {
             // Every log write already went to the operating system; the index entries go now.
             for segment in self.segments.values_mut() {
@@ -404,30 +342,19 @@ impl PartitionStorage for FsPartition {
             }
             return Ok(());
         }
-        let injected = self.faults.take(&self.id);
-        self.durable(|partition| {
-            if injected {
-                return Err(StorageError::io(
-                    "syncing (injected failure)",
-                    std::io::Error::other("injected sync failure"),
-                ));
-            }
-            for segment in partition.segments.values_mut() {
-                segment.sync()?;
-            }
-            Ok(())
-        })
+        for segment in self.segments.values_mut() {
+            segment.sync()?;
+        }
+        Ok(())
     }
 
-    async fn put_snapshot(&mut self, offset: i64, bytes: Bytes) -> Result<(), StorageError> {
-        self.writable()?;
-        let path = offset_file(&self.dir, offset, SNAPSHOT_SUFFIX);
-        self.durable(|_| write_atomically(&path, &bytes))?;
+    fn put_snapshot(&mut self, offset: i64, bytes: Bytes) -> Result<(), StorageError> {
+        write_atomically(&offset_file(&self.dir, offset, SNAPSHOT_SUFFIX), &bytes)?;
         self.snapshots.insert(offset);
         Ok(())
     }
 
-    async fn snapshot_at_or_below(&self, offset: i64) -> Result<Option<(i64, Bytes)>, StorageError> {
+    fn snapshot_at_or_below(&self, offset: i64) -> Result<Option<(i64, Bytes)>, StorageError> {
         let Some(&found) = self.snapshots.range(..=offset).next_back() else {
             return Ok(None);
         };
@@ -437,12 +364,11 @@ impl PartitionStorage for FsPartition {
         Ok(Some((found, Bytes::from(bytes))))
     }
 
-    async fn snapshot_offsets(&self) -> Result<Vec<i64>, StorageError> {
+    fn snapshot_offsets(&self) -> Result<Vec<i64>, StorageError> {
         Ok(self.snapshots.iter().copied().collect())
     }
 
-    async fn delete_snapshot(&mut self, offset: i64) -> Result<(), StorageError> {
-        self.writable()?;
+    fn delete_snapshot(&mut self, offset: i64) -> Result<(), StorageError> {
         let path = offset_file(&self.dir, offset, SNAPSHOT_SUFFIX);
         match std::fs::remove_file(&path) {
             Ok(()) => {}
@@ -453,9 +379,7 @@ impl PartitionStorage for FsPartition {
         Ok(())
     }
 
-    async fn append_aborted_txn(&mut self, entry: AbortedTxn) -> Result<(), StorageError> {
-        self.writable()?;
-        check_aborted_txn(self.last_aborted(), &entry)?;
+    fn append_aborted_txn(&mut self, entry: AbortedTxn) -> Result<(), StorageError> {
         // Filed with the segment holding the marker (the active one when the log appends the marker first, as
         // Kafka does), so truncation and retention remove it with its marker.
         let holder = self
@@ -469,11 +393,15 @@ impl PartitionStorage for FsPartition {
         }
     }
 
-    async fn aborted_txns(
-        &self,
-        from_offset: i64,
-        upper_bound: i64,
-    ) -> Result<Vec<AbortedTxn>, StorageError> {
+    fn last_aborted_txn(&self) -> Result<Option<AbortedTxn>, StorageError> {
+        Ok(self
+            .segments
+            .values()
+            .rev()
+            .find_map(|segment| segment.aborted.last().copied()))
+    }
+
+    fn aborted_txns(&self, from_offset: i64, upper_bound: i64) -> Result<Vec<AbortedTxn>, StorageError> {
         let all: Vec<AbortedTxn> = self
             .segments
             .values()
@@ -482,15 +410,12 @@ impl PartitionStorage for FsPartition {
         Ok(select_aborted(&all, from_offset, upper_bound))
     }
 
-    async fn put_metadata(&mut self, key: &str, value: &[u8]) -> Result<(), StorageError> {
-        check_metadata_key(key)?;
-        self.writable()?;
+    fn put_metadata(&mut self, key: &str, value: &[u8]) -> Result<(), StorageError> {
         self.metadata.insert(key.to_owned(), value.to_vec());
         self.save_metadata()
     }
 
-    async fn metadata(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
-        check_metadata_key(key)?;
+    fn metadata(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
         Ok(self.metadata.get(key).cloned())
     }
 }

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use record_format::batch::{check_batch_prefix, offsets, LOG_OVERHEAD};
 use record_format::{AbortedTxn, RecordBatch};
-use storage::StorageError;
+use storage::{OpenMode, StorageError};
 
 use crate::files::{
     offset_file, write_atomically, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX,
@@ -64,8 +64,9 @@ pub struct Segment {
     pub base_offset: i64,
     dir: PathBuf,
     log: File,
-    index_file: File,
-    time_index_file: File,
+    /// The index files, open for appending (`None` in a read-only open, which writes nothing).
+    index_file: Option<File>,
+    time_index_file: Option<File>,
     /// Valid bytes of the log.
     pub size: u64,
     index: Vec<IndexEntry>,
@@ -127,13 +128,19 @@ impl Segment {
                 .map_err(|e| io_error("emptying", &offset_file(dir, base_offset, suffix), e))?;
         }
         let _ = std::fs::remove_file(offset_file(dir, base_offset, TXN_INDEX_SUFFIX));
-        let mut segment = Segment::empty(dir, base_offset, log, index_file, time_index_file);
+        let mut segment = Segment::empty(dir, base_offset, log, Some(index_file), Some(time_index_file));
         segment.dirty = true;
         Ok(segment)
     }
 
     /// A segment with open files and nothing accounted yet.
-    fn empty(dir: &Path, base_offset: i64, log: File, index_file: File, time_index_file: File) -> Self {
+    fn empty(
+        dir: &Path,
+        base_offset: i64,
+        log: File,
+        index_file: Option<File>,
+        time_index_file: Option<File>,
+    ) -> Self {
         Segment {
             base_offset,
             dir: dir.to_owned(),
@@ -155,23 +162,45 @@ impl Segment {
         }
     }
 
-    /// Opens an existing segment, validating its log and rebuilding its indexes (see the module docs).
+    /// Opens an existing segment, validating its log and rebuilding its indexes (see the module docs). Read-only,
+    /// nothing is written: a torn tail is reported (and reads stop before it) but not cut, and index files that
+    /// differ are reported but not rewritten.
     pub fn open(
         dir: &Path,
         base_offset: i64,
         index_interval: u64,
+        mode: OpenMode,
     ) -> Result<(Self, SegmentRecovery), StorageError> {
         let log_path = offset_file(dir, base_offset, LOG_SUFFIX);
-        let log = open_rw(&log_path, false)?;
+        let log = match mode {
+            OpenMode::ReadWrite => open_rw(&log_path, false)?,
+            OpenMode::ReadOnly => File::open(&log_path).map_err(|e| io_error("opening", &log_path, e))?,
+        };
         let length = log
             .metadata()
             .map_err(|e| io_error("reading", &log_path, e))?
             .len();
-        let index_file = open_rw(&offset_file(dir, base_offset, INDEX_SUFFIX), true)?;
-        let time_index_file = open_rw(&offset_file(dir, base_offset, TIME_INDEX_SUFFIX), true)?;
+        let (index_file, time_index_file) = match mode {
+            OpenMode::ReadWrite => (
+                Some(open_rw(&offset_file(dir, base_offset, INDEX_SUFFIX), true)?),
+                Some(open_rw(&offset_file(dir, base_offset, TIME_INDEX_SUFFIX), true)?),
+            ),
+            OpenMode::ReadOnly => (None, None),
+        };
         let mut segment = Segment::empty(dir, base_offset, log, index_file, time_index_file);
         let mut recovery = SegmentRecovery::default();
-        if let Some(reason) = segment.scan(length, index_interval)? {
+        let torn = segment.scan(length, index_interval)?;
+        if mode == OpenMode::ReadOnly {
+            recovery.truncated = torn
+                .or_else(|| (segment.size != length).then(|| "trailing bytes".to_owned()))
+                .map(|reason| (length - segment.size, reason));
+            recovery.rebuilt_indexes = segment.indexes_differ_on_disk();
+            segment.index_persisted = segment.index.len();
+            segment.time_index_persisted = segment.time_index.len();
+            segment.load_txn_index()?;
+            return Ok((segment, recovery));
+        }
+        if let Some(reason) = torn {
             recovery.truncated = Some((length - segment.size, reason));
             segment
                 .log
@@ -321,6 +350,14 @@ impl Segment {
         (index, time_index)
     }
 
+    /// True when the index files on disk differ from the indexes rebuilt from the log.
+    fn indexes_differ_on_disk(&self) -> bool {
+        let (index, time_index) = self.encode_indexes();
+        let differs =
+            |suffix: &str, bytes: &[u8]| std::fs::read(self.path(suffix)).unwrap_or_default() != bytes;
+        differs(INDEX_SUFFIX, &index) || differs(TIME_INDEX_SUFFIX, &time_index)
+    }
+
     /// Rewrites the index files when they differ from the in-memory indexes. Returns whether it did.
     fn write_indexes_if_changed(&mut self) -> Result<bool, StorageError> {
         let (index, time_index) = self.encode_indexes();
@@ -334,8 +371,8 @@ impl Segment {
             }
         }
         if rewrote {
-            self.index_file = open_rw(&self.path(INDEX_SUFFIX), true)?;
-            self.time_index_file = open_rw(&self.path(TIME_INDEX_SUFFIX), true)?;
+            self.index_file = Some(open_rw(&self.path(INDEX_SUFFIX), true)?);
+            self.time_index_file = Some(open_rw(&self.path(TIME_INDEX_SUFFIX), true)?);
         }
         self.index_persisted = self.index.len();
         self.time_index_persisted = self.time_index.len();
@@ -384,15 +421,25 @@ impl Segment {
             return Ok(());
         }
         let (index, time_index) = self.encode_indexes_from(self.index_persisted, self.time_index_persisted);
-        self.index_file
+        let index_path = self.path(INDEX_SUFFIX);
+        Self::writable(&mut self.index_file, &index_path)?
             .write_all(&index)
-            .map_err(|e| io_error("appending to", &self.path(INDEX_SUFFIX), e))?;
-        self.time_index_file
+            .map_err(|e| io_error("appending to", &index_path, e))?;
+        let time_index_path = self.path(TIME_INDEX_SUFFIX);
+        Self::writable(&mut self.time_index_file, &time_index_path)?
             .write_all(&time_index)
-            .map_err(|e| io_error("appending to", &self.path(TIME_INDEX_SUFFIX), e))?;
+            .map_err(|e| io_error("appending to", &time_index_path, e))?;
         self.index_persisted = self.index.len();
         self.time_index_persisted = self.time_index.len();
         Ok(())
+    }
+
+    /// An index file open for writing (a read-only segment has none; the storage contract never writes to one).
+    fn writable<'a>(file: &'a mut Option<File>, path: &Path) -> Result<&'a mut File, StorageError> {
+        file.as_mut().ok_or_else(|| StorageError::Corrupt {
+            what: path.display().to_string(),
+            reason: "the segment was opened read-only".into(),
+        })
     }
 
     /// Records an aborted transaction in this segment's `.txnindex`.
@@ -415,12 +462,15 @@ impl Segment {
         self.log
             .sync_data()
             .map_err(|e| io_error("syncing", &self.path(LOG_SUFFIX), e))?;
-        self.index_file
-            .sync_data()
-            .map_err(|e| io_error("syncing", &self.path(INDEX_SUFFIX), e))?;
-        self.time_index_file
-            .sync_data()
-            .map_err(|e| io_error("syncing", &self.path(TIME_INDEX_SUFFIX), e))?;
+        for (file, suffix) in [
+            (&mut self.index_file, INDEX_SUFFIX),
+            (&mut self.time_index_file, TIME_INDEX_SUFFIX),
+        ] {
+            let path = offset_file(&self.dir, self.base_offset, suffix);
+            Self::writable(file, &path)?
+                .sync_data()
+                .map_err(|e| io_error("syncing", &path, e))?;
+        }
         if !self.aborted.is_empty() {
             let path = self.path(TXN_INDEX_SUFFIX);
             File::open(&path)
@@ -574,7 +624,7 @@ impl Segment {
             write_atomically(&self.path(TXN_INDEX_SUFFIX), &bytes)?;
         }
         // Rebuild the in-memory state from what is left, exactly as opening would.
-        let (reopened, _) = Segment::open(&self.dir, self.base_offset, index_interval)?;
+        let (reopened, _) = Segment::open(&self.dir, self.base_offset, index_interval, OpenMode::ReadWrite)?;
         *self = reopened;
         Ok(())
     }

@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use storage::conformance::DirBackend;
 use storage_fs::{FsConfig, FsStorage};
+use storage_testkit::conformance::DirBackend;
 
 fn open(dir: &Path) -> FsStorage {
     FsStorage::open(FsConfig {
@@ -16,8 +16,7 @@ fn open(dir: &Path) -> FsStorage {
 }
 
 fn backend() -> DirBackend<FsStorage> {
-    let dir = tempfile::tempdir().unwrap();
-    DirBackend::new(dir.path().to_owned(), dir, open, FsStorage::fail_next_sync)
+    DirBackend::temporary(open)
 }
 
-storage::conformance_suite!(backend());
+storage_testkit::conformance_suite!(backend());

@@ -1,12 +1,12 @@
-//! Crash safety of the file-system backend: the shared SIGKILL test (`storage::crash`, 50 seeded kills), and in
+//! Crash safety of the file-system backend: the shared SIGKILL test (`storage_testkit::crash`, 50 seeded kills), and in
 //! half of the rounds the last segment is also cut at a random byte past the acknowledged data — what a power
 //! loss may do to unsynced pages — so torn tails are exercised too.
 
 use std::path::Path;
 
-use storage::crash::{child_writer, kill_and_verify, Rng};
 use storage::Storage;
 use storage_fs::{FsConfig, FsStorage};
+use storage_testkit::crash::{child_writer, kill_and_verify, Rng};
 
 fn open(dir: &Path) -> Box<dyn Storage> {
     let config = FsConfig {

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use record_format::{AbortedTxn, RecordBatch};
-use storage::conformance::run_of_batches;
-use storage::{Durability, PartitionId, PartitionStorage, Storage};
+use storage::{Durability, OpenMode, PartitionId, PartitionStorage, Storage};
 use storage_fs::{FsConfig, FsStorage};
+use storage_testkit::conformance::run_of_batches;
 
 fn config(dir: &Path) -> FsConfig {
     FsConfig {
@@ -63,11 +63,11 @@ async fn flipped_byte_in_the_tail_segment_cuts_the_log_before_that_batch() {
     std::fs::write(&last_log, &bytes).unwrap();
 
     let store = FsStorage::open(config(dir.path())).unwrap();
-    let partition = store.open_partition(&pid()).unwrap();
+    let partition = store.open(&pid()).await.unwrap();
     let report = partition.open_report().clone();
     assert_eq!(report.truncated.len(), 1, "{report:?}");
     assert!(report.truncated[0].2.contains("crc"), "{report:?}");
-    let survivors = read_all(&partition).await;
+    let survivors = read_all(&*partition).await;
     assert_eq!(
         survivors.len(),
         batches.len() - 1,
@@ -79,6 +79,57 @@ async fn flipped_byte_in_the_tail_segment_cuts_the_log_before_that_batch() {
     assert_eq!(
         partition.log_end_offset(),
         batches[batches.len() - 2].next_offset()
+    );
+}
+
+/// Every file of a directory with its bytes, to show an open changed nothing.
+fn directory_contents(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(&path).unwrap())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[tokio::test]
+async fn read_only_open_reports_a_torn_middle_segment_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (batches, partition_dir) = written(dir.path(), 30).await;
+    let logs = files_with(&partition_dir, ".log");
+    assert!(logs.len() >= 3, "the test needs several segments");
+    let length = std::fs::metadata(&logs[1]).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&logs[1])
+        .unwrap()
+        .set_len(length - 3)
+        .unwrap();
+    std::fs::write(partition_dir.join("00000000000000000000.snapshot.tmp"), b"half").unwrap();
+    std::fs::remove_file(files_with(&partition_dir, ".index").remove(0)).unwrap();
+    let before = directory_contents(&partition_dir);
+
+    let store = FsStorage::open(config(dir.path())).unwrap();
+    let partition = store.open_read_only(&pid()).await.unwrap();
+    let report = partition.open_report().clone();
+    assert_eq!(report.truncated.len(), 1, "{report:?}");
+    assert_eq!(report.dropped_segments.len(), logs.len() - 2, "{report:?}");
+    assert_eq!(report.removed_leftovers.len(), 1, "{report:?}");
+    assert!(!report.rebuilt_indexes.is_empty(), "{report:?}");
+    let survivors = read_all(&*partition).await;
+    assert!(!survivors.is_empty() && survivors.len() < batches.len());
+    for (survivor, original) in survivors.iter().zip(&batches) {
+        assert_eq!(survivor.as_bytes(), original.as_bytes());
+    }
+    drop(partition);
+    assert_eq!(
+        directory_contents(&partition_dir),
+        before,
+        "a read-only open wrote to the directory"
     );
 }
 
@@ -99,12 +150,13 @@ async fn torn_middle_segment_drops_every_later_segment() {
 
     let partition = FsStorage::open(config(dir.path()))
         .unwrap()
-        .open_partition(&pid())
+        .open(&pid())
+        .await
         .unwrap();
     let report = partition.open_report();
     assert_eq!(report.truncated.len(), 1);
     assert_eq!(report.dropped_segments.len(), logs.len() - 2);
-    let survivors = read_all(&partition).await;
+    let survivors = read_all(&*partition).await;
     assert!(survivors.len() < batches.len());
     for (kept, original) in survivors.iter().zip(&batches) {
         assert_eq!(
@@ -126,7 +178,8 @@ async fn truncated_index_is_rebuilt_and_reads_still_use_it() {
 
     let partition = FsStorage::open(config(dir.path()))
         .unwrap()
-        .open_partition(&pid())
+        .open(&pid())
+        .await
         .unwrap();
     assert!(!partition.open_report().rebuilt_indexes.is_empty());
     assert_eq!(
@@ -148,7 +201,8 @@ async fn garbage_file_in_the_directory_is_reported_and_left_alone() {
     std::fs::write(partition_dir.join("00000000000000000099.snapshot.tmp"), b"half").unwrap();
     let partition = FsStorage::open(config(dir.path()))
         .unwrap()
-        .open_partition(&pid())
+        .open(&pid())
+        .await
         .unwrap();
     assert_eq!(
         partition.open_report().unknown_files,
@@ -156,7 +210,7 @@ async fn garbage_file_in_the_directory_is_reported_and_left_alone() {
     );
     assert_eq!(partition.open_report().removed_leftovers.len(), 1);
     assert!(partition_dir.join("notes.txt").exists());
-    assert_eq!(read_all(&partition).await.len(), batches.len());
+    assert_eq!(read_all(&*partition).await.len(), batches.len());
 }
 
 #[tokio::test]
@@ -167,7 +221,8 @@ async fn garbage_in_a_segment_file_is_cut_not_trusted() {
     std::fs::write(&log, vec![0xAB; 500]).unwrap();
     let partition = FsStorage::open(config(dir.path()))
         .unwrap()
-        .open_partition(&pid())
+        .open(&pid())
+        .await
         .unwrap();
     assert_eq!(partition.open_report().truncated[0].1, 500);
     assert_eq!(partition.log_end_offset(), 0);
@@ -187,7 +242,7 @@ async fn corrupt_metadata_file_is_a_clear_error() {
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[6] ^= 1;
     std::fs::write(&path, bytes).unwrap();
-    let error = store.open_partition(&pid()).unwrap_err();
+    let error = store.open_partition(&pid(), OpenMode::ReadWrite).unwrap_err();
     assert!(error.to_string().contains("mirrorlog.metadata"), "{error}");
 }
 
@@ -242,7 +297,7 @@ async fn offset_index_entries_point_at_the_batch_holding_their_offset() {
     let (_, _) = written(dir.path(), 40).await;
     let partition = FsStorage::open(config(dir.path()))
         .unwrap()
-        .open_partition(&pid())
+        .open_partition(&pid(), OpenMode::ReadWrite)
         .unwrap();
     let mut checked = 0;
     for segment in partition.segments() {

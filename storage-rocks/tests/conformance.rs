@@ -3,29 +3,28 @@
 
 use std::path::Path;
 
-use storage::conformance::DirBackend;
-use storage::crash::{child_writer, kill_and_verify};
 use storage::Storage;
 use storage_rocks::{RocksConfig, RocksStorage};
+use storage_testkit::conformance::DirBackend;
+use storage_testkit::crash::{child_writer, kill_and_verify};
 
 fn open(dir: &Path) -> RocksStorage {
     RocksStorage::open(RocksConfig::new(dir)).unwrap()
 }
 
 fn backend() -> DirBackend<RocksStorage> {
-    let dir = tempfile::tempdir().unwrap();
-    DirBackend::new(dir.path().to_owned(), dir, open, RocksStorage::fail_next_sync)
+    DirBackend::temporary(open)
 }
 
 mod conformance {
     use super::backend;
-    storage::conformance_suite!(backend());
+    storage_testkit::conformance_suite!(backend());
 }
 
 /// The partition log's Kafka-semantics scenarios on this backend (in this binary, so RocksDB is linked once).
 mod kafka_semantics {
     use super::backend;
-    partition_log::kafka_semantics_suite!(backend());
+    partition_log_testkit::kafka_semantics_suite!(backend());
 }
 
 fn open_boxed(dir: &Path) -> Box<dyn Storage> {

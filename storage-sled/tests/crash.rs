@@ -1,10 +1,10 @@
-//! Crash safety of the sled backend: the shared SIGKILL test (`storage::crash`, 50 seeded kills).
+//! Crash safety of the sled backend: the shared SIGKILL test (`storage_testkit::crash`, 50 seeded kills).
 
 use std::path::Path;
 
-use storage::crash::{child_writer, kill_and_verify};
 use storage::Storage;
 use storage_sled::{SledConfig, SledStorage};
+use storage_testkit::crash::{child_writer, kill_and_verify};
 
 fn open(dir: &Path) -> Box<dyn Storage> {
     Box::new(SledStorage::open(SledConfig::new(dir)).unwrap())

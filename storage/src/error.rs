@@ -91,6 +91,12 @@ pub enum StorageError {
         /// The failure that poisoned it.
         reason: String,
     },
+    /// A write to a partition opened read-only (for inspection).
+    #[error("partition {partition} is open read-only")]
+    ReadOnly {
+        /// Which partition.
+        partition: PartitionId,
+    },
     /// An error reported by an embedded database backend.
     #[error("{backend} error: {message}")]
     Backend {
@@ -113,6 +119,15 @@ pub enum StorageError {
 }
 
 impl StorageError {
+    /// True for failures after which nobody knows what reached the disk (I/O and database errors): a write that
+    /// fails this way poisons its partition.
+    pub fn poisons(&self) -> bool {
+        matches!(
+            self,
+            StorageError::Io { .. } | StorageError::Backend { .. } | StorageError::Poisoned { .. }
+        )
+    }
+
     /// Wraps an I/O error with what was being done.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         StorageError::Io {

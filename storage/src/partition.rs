@@ -8,6 +8,7 @@ use record_format::{AbortedTxn, RecordBatch};
 
 use crate::error::StorageError;
 use crate::id::PartitionId;
+use crate::report::OpenReport;
 use crate::Result;
 
 /// How far `flush` pushes appended data.
@@ -24,8 +25,13 @@ pub enum Durability {
 pub trait Storage: Send + Sync {
     /// Creates an empty partition starting at offset 0.
     async fn create(&self, id: &PartitionId) -> Result<Box<dyn PartitionStorage>>;
-    /// Opens an existing partition (recovering it if it was not closed cleanly).
+    /// Opens an existing partition (recovering it if it was not closed cleanly; see
+    /// [`PartitionStorage::open_report`]).
     async fn open(&self, id: &PartitionId) -> Result<Box<dyn PartitionStorage>>;
+    /// Opens an existing partition for inspection: nothing on disk changes (no torn tail is cut, no index
+    /// rebuilt), reads stop before anything a read-write open would cut, and every write fails with
+    /// [`StorageError::ReadOnly`].
+    async fn open_read_only(&self, id: &PartitionId) -> Result<Box<dyn PartitionStorage>>;
     /// Every partition, in order.
     async fn list(&self) -> Result<Vec<PartitionId>>;
     /// Removes a partition and everything in it.
@@ -41,6 +47,8 @@ pub trait PartitionStorage: Send + Sync {
     fn log_start_offset(&self) -> i64;
     /// Offset after the last batch.
     fn log_end_offset(&self) -> i64;
+    /// What opening found and repaired (or, read-only, would repair).
+    fn open_report(&self) -> &OpenReport;
 
     /// Appends batches as stored bytes. The first must start at or after the log end offset, each next one after
     /// the previous one's last offset; otherwise nothing is written.

@@ -6,8 +6,8 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use partition_log::semantics::config;
 use partition_log::{LogConfig, PartitionLog};
+use partition_log_testkit::config;
 use producer_state::{BarrierScope, PsmConfig};
 use record_format::RecordBatch;
 use storage::{MemoryStorage, PartitionId, Storage};

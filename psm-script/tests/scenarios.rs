@@ -1,16 +1,19 @@
-//! Every psm-script file in `tests/scenarios/` as a named test: Kafka's `ProducerStateManagerTest` cases that a
+//! Every psm-script file in `producer-state/tests/scenarios/` (producer-state's checklist, kept beside its other
+//! tests) as a named test: Kafka's `ProducerStateManagerTest` cases that a
 //! script can express (numbered after spec §11.1), the barrier rules, and the seed's three corruption scenarios
 //! with and without a barrier. A mismatch prints a diff; `mirrorlog psm-script --rewrite` regenerates a file
 //! (review the diff before committing it).
 
 use std::path::Path;
 
+fn scenarios_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../producer-state/tests/scenarios")
+}
+
 fn run(file: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/scenarios")
-        .join(file);
+    let path = scenarios_dir().join(file);
     let text = std::fs::read_to_string(&path).unwrap();
-    let run = producer_state::script::run_script(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let run = psm_script::run_script(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
     assert!(!run.blocks.is_empty(), "{file}: no commands");
     let diff = run.diff(file);
     assert!(diff.is_empty(), "{file} does not match:\n{diff}");
@@ -24,7 +27,7 @@ macro_rules! scenarios {
         fn every_scenario_file_has_a_test() {
             let mut listed = vec![$($file),*];
             listed.sort_unstable();
-            let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios");
+            let dir = scenarios_dir();
             let mut present: Vec<String> = std::fs::read_dir(dir)
                 .unwrap()
                 .map(|entry| entry.unwrap().file_name().into_string().unwrap())

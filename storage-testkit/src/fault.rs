@@ -12,10 +12,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use record_format::{AbortedTxn, RecordBatch};
 
-use crate::error::StorageError;
-use crate::id::PartitionId;
-use crate::partition::{Durability, PartitionStorage};
-use crate::Result;
+use storage::{Durability, OpenReport, PartitionId, PartitionStorage, Result, StorageError};
 
 /// The switches of a [`FaultyPartition`], shared with the test that drives it.
 #[derive(Debug)]
@@ -98,6 +95,9 @@ impl PartitionStorage for FaultyPartition {
     }
     fn log_end_offset(&self) -> i64 {
         self.inner.log_end_offset()
+    }
+    fn open_report(&self) -> &OpenReport {
+        self.inner.open_report()
     }
     async fn append(&mut self, batches: &[RecordBatch]) -> Result<()> {
         self.write(false)?;

@@ -2,8 +2,8 @@
 
 use std::path::Path;
 
-use storage::conformance::DirBackend;
 use storage_fs::{FsConfig, FsStorage};
+use storage_testkit::conformance::DirBackend;
 
 fn open(dir: &Path) -> FsStorage {
     FsStorage::open(FsConfig {
@@ -15,8 +15,7 @@ fn open(dir: &Path) -> FsStorage {
 }
 
 fn backend() -> DirBackend<FsStorage> {
-    let dir = tempfile::tempdir().unwrap();
-    DirBackend::new(dir.path().to_owned(), dir, open, FsStorage::fail_next_sync)
+    DirBackend::temporary(open)
 }
 
-partition_log::kafka_semantics_suite!(backend());
+partition_log_testkit::kafka_semantics_suite!(backend());

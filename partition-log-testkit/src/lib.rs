@@ -2,19 +2,20 @@
 //! `design.md` §3) as checks every storage backend runs.
 //!
 //! A backend crate expands [`kafka_semantics_suite!`](crate::kafka_semantics_suite) with a
-//! [`storage::conformance::Backend`]; each scenario becomes a named `#[tokio::test]`. The names follow Kafka's
+//! [`storage_testkit::conformance::Backend`]; each scenario becomes a named `#[tokio::test]`. The names follow Kafka's
 //! `UnifiedLogTest` / `LogLoaderTest` where a scenario ports one. The checks panic with a message on failure
 //! (they are test code), which is why this module allows `unwrap`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use partition_log::{
+    AppendOutcome, Isolation, LogConfig, LogError, PartitionLog, RecoveryReport, ReplicaSet,
+};
 use producer_state::{AppendOrigin, BarrierScope, PsmConfig, TransactionVersion};
 use record_format::control::{end_txn_marker_batch, mirror_pid_reset_batch, ControlBatchPlacement};
 use record_format::{AbortedTxn, BatchBuilder, MirrorPidResetRecord, RecordBatch};
-use storage::conformance::Backend;
-use storage::fault::FaultyPartition;
 use storage::PartitionId;
-
-use crate::{Isolation, LogConfig, LogError, PartitionLog, ReplicaSet};
+use storage_testkit::conformance::Backend;
+use storage_testkit::FaultyPartition;
 
 /// The cluster the scenarios' logs belong to.
 pub const LOCAL_CLUSTER: &str = "local-cluster";
@@ -28,7 +29,7 @@ pub fn config(scope: BarrierScope) -> LogConfig {
             barrier_scope: scope,
             ..PsmConfig::default()
         },
-        leader_epoch: 0,
+        ..LogConfig::default()
     }
 }
 
@@ -58,7 +59,7 @@ pub async fn crash_and_reopen(
     backend: &dyn Backend,
     log: PartitionLog,
     config: LogConfig,
-) -> (PartitionLog, crate::RecoveryReport) {
+) -> (PartitionLog, RecoveryReport) {
     let id = log.id().clone();
     drop(log);
     let store = backend.store().await;
@@ -71,7 +72,7 @@ pub async fn close_and_reopen(
     backend: &dyn Backend,
     log: PartitionLog,
     config: LogConfig,
-) -> (PartitionLog, crate::RecoveryReport) {
+) -> (PartitionLog, RecoveryReport) {
     let id = log.id().clone();
     log.close().await.unwrap();
     let store = backend.store().await;
@@ -120,13 +121,13 @@ fn placement() -> ControlBatchPlacement {
 }
 
 /// Appends as a client and returns the outcome.
-pub async fn produce(log: &mut PartitionLog, batch: RecordBatch) -> crate::Result<crate::AppendOutcome> {
+pub async fn produce(log: &mut PartitionLog, batch: RecordBatch) -> partition_log::Result<AppendOutcome> {
     log.append_as_leader(vec![batch], AppendOrigin::Client, TransactionVersion::V0)
         .await
 }
 
 /// Appends a coordinator batch (marker or barrier).
-pub async fn coordinate(log: &mut PartitionLog, batch: RecordBatch) -> crate::Result<crate::AppendOutcome> {
+pub async fn coordinate(log: &mut PartitionLog, batch: RecordBatch) -> partition_log::Result<AppendOutcome> {
     log.append_as_leader(vec![batch], AppendOrigin::Coordinator, TransactionVersion::V0)
         .await
 }
@@ -745,7 +746,7 @@ pub async fn high_watermark_moves_by_follower_acknowledgement(backend: &dyn Back
 }
 
 /// Expands every scenario above as a `#[tokio::test]` on a backend (an expression of a type implementing
-/// [`storage::conformance::Backend`]).
+/// [`storage_testkit::conformance::Backend`]).
 #[macro_export]
 macro_rules! kafka_semantics_suite {
     ($backend:expr) => {
@@ -784,7 +785,7 @@ macro_rules! kafka_semantics_suite {
             #[tokio::test]
             async fn $scenario() {
                 let backend = $backend;
-                $crate::semantics::$scenario(&backend).await;
+                $crate::$scenario(&backend).await;
             }
         )*
     };

@@ -9,8 +9,8 @@
 
 use std::path::Path;
 
-use partition_log::semantics::{barrier, config, data, marker, LOCAL_CLUSTER};
 use partition_log::{LogConfig, LogError, PartitionLog, ReplicaSet};
+use partition_log_testkit::{barrier, config, data, marker, LOCAL_CLUSTER};
 use producer_state::{AppendOrigin, BarrierScope, TransactionVersion};
 use proptest::prelude::*;
 use storage::{MemoryStorage, PartitionId, Storage};

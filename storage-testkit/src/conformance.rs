@@ -1,21 +1,22 @@
 //! The conformance suite every storage backend runs.
 //!
-//! A backend crate implements [`Backend`] for a factory of fresh stores and expands [`conformance_suite!`] in
-//! its tests; every check below becomes a named `#[tokio::test]`. The checks are the contract of
-//! [`crate::PartitionStorage`]: ordering and byte identity, offset growth, truncation at every boundary, reads
+//! A backend crate implements [`Backend`] for a factory of fresh stores (usually a [`DirBackend`]) and expands
+//! [`conformance_suite!`](crate::conformance_suite) in its tests; every check below becomes a named
+//! `#[tokio::test]` on a multi-threaded runtime, so backend calls really run on the blocking pool. The checks are the contract of
+//! [`storage::PartitionStorage`]: ordering and byte identity, offset growth, truncation at every boundary, reads
 //! across batch (and segment) boundaries, retention, snapshots, the aborted-transaction index, metadata, reopening,
 //! and poisoning after a failed sync.
-//!
-//! The checks panic with a message on failure (they are test code), which is why this module allows `unwrap`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Every store the suite opens is wrapped in a [`FaultyStore`], so the poisoning check runs on every backend.
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use record_format::{AbortedTxn, BatchBuilder, RecordBatch};
 
-use crate::error::StorageError;
-use crate::id::PartitionId;
-use crate::partition::{Durability, PartitionStorage, Storage};
+use storage::{
+    BlockingStore, Durability, MemoryStorage, PartitionId, PartitionStorage, Storage, StorageError,
+};
+
+use crate::faulty_store::{FaultyStore, StoreFaults};
 
 /// A source of stores for the suite.
 #[async_trait]
@@ -23,17 +24,20 @@ pub trait Backend: Send + Sync {
     /// Opens the store. Called again to "reopen": the new store must see everything made durable before.
     async fn store(&self) -> Box<dyn Storage>;
 
-    /// Makes the next sync of `id` fail in a store opened by this backend, if the backend can inject that;
-    /// returns false when it cannot (the poisoning check then reports itself skipped).
-    fn fail_next_sync(&self, _id: &PartitionId) -> bool {
-        false
-    }
+    /// The switches of the stores this backend opens.
+    fn faults(&self) -> &StoreFaults;
 }
 
 /// The in-memory reference backend: every `store()` is a clone sharing the same partitions, so "reopening" sees
 /// everything written before (an in-process restart, not a power loss).
-#[derive(Debug, Clone, Default)]
-pub struct MemoryBackend(pub crate::MemoryStorage);
+#[derive(Debug, Clone)]
+pub struct MemoryBackend(pub FaultyStore<MemoryStorage>);
+
+impl Default for MemoryBackend {
+    fn default() -> Self {
+        MemoryBackend(FaultyStore::new(MemoryStorage::new()))
+    }
+}
 
 #[async_trait]
 impl Backend for MemoryBackend {
@@ -41,8 +45,8 @@ impl Backend for MemoryBackend {
         Box::new(self.0.clone())
     }
 
-    fn fail_next_sync(&self, id: &PartitionId) -> bool {
-        self.0.fail_next_sync(id)
+    fn faults(&self) -> &StoreFaults {
+        self.0.faults()
     }
 }
 
@@ -52,45 +56,44 @@ pub struct DirBackend<S> {
     dir: std::path::PathBuf,
     _guard: Box<dyn std::any::Any + Send + Sync>,
     open: fn(&std::path::Path) -> S,
-    fail_next_sync: fn(&S, &PartitionId),
-    last: std::sync::Mutex<Option<S>>,
+    faults: std::sync::Arc<StoreFaults>,
+    last: std::sync::Mutex<Option<FaultyStore<S>>>,
 }
 
 impl<S> DirBackend<S> {
-    /// A backend over `dir`.
+    /// A backend over `dir`, opening stores with `open`.
     pub fn new(
         dir: std::path::PathBuf,
         guard: impl std::any::Any + Send + Sync,
         open: fn(&std::path::Path) -> S,
-        fail_next_sync: fn(&S, &PartitionId),
     ) -> Self {
         DirBackend {
             dir,
             _guard: Box::new(guard),
             open,
-            fail_next_sync,
+            faults: std::sync::Arc::default(),
             last: std::sync::Mutex::new(None),
         }
+    }
+
+    /// A backend over a fresh temporary directory.
+    pub fn temporary(open: fn(&std::path::Path) -> S) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        Self::new(dir.path().to_owned(), dir, open)
     }
 }
 
 #[async_trait]
-impl<S: Storage + Clone + 'static> Backend for DirBackend<S> {
+impl<S: BlockingStore + Clone> Backend for DirBackend<S> {
     async fn store(&self) -> Box<dyn Storage> {
         self.last.lock().unwrap().take();
-        let store = (self.open)(&self.dir);
+        let store = FaultyStore::with_faults((self.open)(&self.dir), self.faults.clone());
         *self.last.lock().unwrap() = Some(store.clone());
         Box::new(store)
     }
 
-    fn fail_next_sync(&self, id: &PartitionId) -> bool {
-        match &*self.last.lock().unwrap() {
-            Some(store) => {
-                (self.fail_next_sync)(store, id);
-                true
-            }
-            None => false,
-        }
+    fn faults(&self) -> &StoreFaults {
+        &self.faults
     }
 }
 
@@ -489,13 +492,10 @@ pub async fn reopen_after_close_keeps_durable_data(backend: &dyn Backend) {
 pub async fn failed_sync_poisons_the_partition(backend: &dyn Backend) {
     let (store, mut partition) = fresh(backend).await;
     partition.append(&run_of_batches(0, 3)).await.unwrap();
-    if !backend.fail_next_sync(&pid()) {
-        eprintln!("skipped: this backend cannot inject a sync failure");
-        return;
-    }
+    backend.faults().fail_next_sync(&pid());
     assert!(partition.flush(Durability::Sync).await.is_err());
     let end = partition.log_end_offset();
-    let poisoned = |result: crate::Result<()>| matches!(result, Err(StorageError::Poisoned { .. }));
+    let poisoned = |result: storage::Result<()>| matches!(result, Err(StorageError::Poisoned { .. }));
     assert!(poisoned(partition.append(&[batch(end, 1, 10)]).await));
     assert!(poisoned(partition.put_metadata("k", b"v").await));
     assert!(poisoned(partition.put_snapshot(1, Bytes::new()).await));
@@ -508,6 +508,82 @@ pub async fn failed_sync_poisons_the_partition(backend: &dyn Backend) {
         .append(&[batch(reopened.log_end_offset(), 1, 10)])
         .await
         .unwrap();
+}
+
+/// A read-only open sees what is durable, repairs nothing and refuses every write.
+pub async fn read_only_open_sees_durable_data_and_refuses_writes(backend: &dyn Backend) {
+    let (store, mut partition) = fresh(backend).await;
+    let batches = run_of_batches(0, 5);
+    partition.append(&batches).await.unwrap();
+    partition.put_metadata("k", b"v").await.unwrap();
+    partition
+        .put_snapshot(3, Bytes::from_static(b"snap"))
+        .await
+        .unwrap();
+    partition.flush(Durability::Sync).await.unwrap();
+    drop(partition);
+    drop(store);
+    let store = backend.store().await;
+    let mut read_only = store.open_read_only(&pid()).await.unwrap();
+    assert_same(&read_all(&*read_only).await, &batches);
+    assert_eq!(read_only.metadata("k").await.unwrap().as_deref(), Some(&b"v"[..]));
+    assert_eq!(read_only.snapshot_offsets().await.unwrap(), vec![3]);
+    let end = read_only.log_end_offset();
+    let refused = |result: storage::Result<()>| matches!(result, Err(StorageError::ReadOnly { .. }));
+    assert!(refused(read_only.append(&[batch(end, 1, 10)]).await));
+    assert!(refused(read_only.put_metadata("k", b"w").await));
+    assert!(refused(read_only.put_snapshot(end, Bytes::new()).await));
+    assert!(refused(read_only.delete_snapshot(3).await));
+    assert!(refused(read_only.truncate_to(0).await));
+    assert!(refused(read_only.delete_before(1).await));
+    assert!(refused(read_only.flush(Durability::Sync).await));
+    assert_eq!(read_only.log_end_offset(), end);
+    drop(read_only);
+    let reopened = store.open(&pid()).await.unwrap();
+    assert_same(&read_all(&*reopened).await, &batches);
+    assert_eq!(reopened.metadata("k").await.unwrap().as_deref(), Some(&b"v"[..]));
+}
+
+/// A sync that takes 200 ms on two partitions (as many as the runtime has workers) does not hold up appends to
+/// a third: storage calls run off the executor's threads.
+pub async fn a_slow_sync_does_not_stall_other_partitions(backend: &dyn Backend) {
+    let store = backend.store().await;
+    let mut fast = store.create(&pid()).await.unwrap();
+    let slow_ids = [
+        PartitionId::new("slow", 0).unwrap(),
+        PartitionId::new("slow", 1).unwrap(),
+    ];
+    let mut slow_syncs = Vec::new();
+    for id in &slow_ids {
+        let mut partition = store.create(id).await.unwrap();
+        partition.append(&run_of_batches(0, 2)).await.unwrap();
+        backend
+            .faults()
+            .delay_syncs(id, std::time::Duration::from_millis(200));
+        slow_syncs.push(tokio::spawn(async move {
+            partition.flush(Durability::Sync).await.unwrap();
+        }));
+    }
+    // Let both slow syncs start (each would hold a worker thread if storage ran on it).
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let started = std::time::Instant::now();
+    let appends = tokio::spawn(async move {
+        for _ in 0..20 {
+            let end = fast.log_end_offset();
+            fast.append(&[batch(end, 1, 100)]).await.unwrap();
+        }
+        fast.log_end_offset()
+    });
+    let end = appends.await.unwrap();
+    assert_eq!(end, 20);
+    assert!(
+        slow_syncs.iter().all(|sync| !sync.is_finished()),
+        "the appends took {:?} and had to wait for the slow syncs: a storage call held an executor thread",
+        started.elapsed()
+    );
+    for sync in slow_syncs {
+        sync.await.unwrap();
+    }
 }
 
 /// Expands to one `#[tokio::test]` per conformance check, for the backend `$backend` (an expression evaluated
@@ -531,11 +607,13 @@ macro_rules! conformance_suite {
             partitions_are_created_listed_and_deleted,
             reopen_after_close_keeps_durable_data,
             failed_sync_poisons_the_partition,
+            read_only_open_sees_durable_data_and_refuses_writes,
+            a_slow_sync_does_not_stall_other_partitions,
         );
     };
     (@tests $backend:expr; $($check:ident,)*) => {
         $(
-            #[tokio::test]
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $check() {
                 let backend = $backend;
                 $crate::conformance::$check(&backend).await;

@@ -6,9 +6,6 @@
 //! [`CHILD_DIR_ENV`]; the backend's test file has two tests: the child, which calls [`child_writer`], and the
 //! parent, which calls [`kill_and_verify`]. A SIGKILL loses nothing the kernel already holds, so a backend that
 //! can (storage-fs) also passes a `tear` function that cuts unsynced bytes the way a power loss may.
-//!
-//! This module is test support: it panics on failure and allows `unwrap`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -18,13 +15,16 @@ use std::time::Duration;
 use bytes::Bytes;
 use record_format::RecordBatch;
 
+use storage::{Durability, PartitionId, PartitionStorage, Storage, StorageError};
+
 use crate::conformance::batch;
-use crate::error::StorageError;
-use crate::id::PartitionId;
-use crate::partition::{Durability, PartitionStorage, Storage};
 
 /// The environment variable that turns the child test on and names its directory.
 pub const CHILD_DIR_ENV: &str = "MIRRORLOG_CRASH_DIR";
+/// The line the child prints once its store is open.
+const READY: &str = "ready";
+/// How long the parent waits for the child to open its store.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// The metadata key the child records its acknowledged offset under (after each sync, before printing it).
 pub const ACKED_KEY: &str = "acked";
 
@@ -75,10 +75,16 @@ pub fn child_writer(open: impl Fn(&Path) -> Box<dyn Storage>) {
     let Some(dir) = std::env::var_os(CHILD_DIR_ENV) else {
         return;
     };
-    let runtime = tokio_free_block_on::Runtime;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .build()
+        .unwrap();
     runtime.block_on(async {
         let store = open(Path::new(&dir));
         let mut partition = open_or_create(store.as_ref()).await;
+        // The parent starts its kill timer only now, so a slow start (a loaded machine, a database that waits
+        // for its lock) cannot use up the time before the first acknowledgement.
+        println!("{READY}");
         let mut round = 0u64;
         loop {
             let mut offset = partition.log_end_offset();
@@ -196,13 +202,23 @@ pub async fn kill_and_verify(
             .spawn()
             .unwrap();
         let stdout = child.stdout.take().unwrap();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let reader = std::thread::spawn(move || {
-            BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-                .filter_map(|line| line.strip_prefix("acked ").and_then(|n| n.parse::<i64>().ok()))
-                .max()
+            let mut acked = None;
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if line.ends_with(READY) {
+                    let _ = ready_tx.send(());
+                }
+                if let Some(n) = line.strip_prefix("acked ").and_then(|n| n.parse::<i64>().ok()) {
+                    acked = acked.max(Some(n));
+                }
+            }
+            acked
         });
+        if ready_rx.recv_timeout(START_TIMEOUT).is_err() {
+            let _ = child.kill();
+            panic!("round {round}: the child did not open its store within {START_TIMEOUT:?}");
+        }
         std::thread::sleep(Duration::from_millis(rng.between(20, 120)));
         child.kill().unwrap();
         let status = child.wait().unwrap();
@@ -236,37 +252,4 @@ pub async fn kill_and_verify(
         "the children acknowledged nothing: the test exercised nothing"
     );
     summary
-}
-
-/// A minimal executor for the child, so this module needs no runtime dependency.
-mod tokio_free_block_on {
-    use std::future::Future;
-    use std::pin::pin;
-    use std::sync::Arc;
-    use std::task::{Context, Poll, Wake, Waker};
-
-    struct Unpark(std::thread::Thread);
-
-    impl Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-
-    /// Runs a future to completion on this thread.
-    pub struct Runtime;
-
-    impl Runtime {
-        pub fn block_on<F: Future>(&self, future: F) -> F::Output {
-            let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-            let mut context = Context::from_waker(&waker);
-            let mut future = pin!(future);
-            loop {
-                if let Poll::Ready(output) = future.as_mut().poll(&mut context) {
-                    return output;
-                }
-                std::thread::park();
-            }
-        }
-    }
 }

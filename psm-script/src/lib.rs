@@ -1,4 +1,6 @@
-//! Data-driven producer-state scenarios (the etcd/raft-rs "datadriven" format).
+//! Data-driven producer-state scenarios (the etcd/raft-rs "datadriven" format): the runner behind
+//! `mirrorlog psm-script` and producer-state's scenario checklist. A tool and test harness, kept out of the
+//! domain crate (it parses strings and answers in strings).
 //!
 //! A script is a sequence of blocks — a command line, a line `----`, the expected output, a blank line — with
 //! `#` comment lines between them. [`run_script`] executes the commands in order on one manager (through the same
@@ -32,13 +34,11 @@ use record_format::{
     RecordBatch,
 };
 
-use crate::append::{AppendOrigin, TransactionVersion};
-use crate::barrier::BarrierScope;
-use crate::manager::{ProducerStateManager, PsmConfig};
-use crate::plan::AppendDecision;
-use crate::snapshot::{MemorySnapshotStore, SnapshotStore};
-use crate::summary::StateSummary;
-use crate::txn_index::AbortedTxn;
+use producer_state::txn_index::AbortedTxn;
+use producer_state::{
+    AppendDecision, AppendEffects, AppendOrigin, BarrierScope, MemorySnapshotStore, ProducerStateManager,
+    PsmConfig, SnapshotStore, StateSummary, TransactionVersion,
+};
 
 /// One line of a script file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -417,7 +417,7 @@ impl ScriptRunner {
         batch: &RecordBatch,
         origin: AppendOrigin,
         transaction_version: TransactionVersion,
-    ) -> Result<crate::plan::AppendEffects, String> {
+    ) -> Result<AppendEffects, String> {
         match self.manager.plan_append([batch], origin, transaction_version) {
             Err(error) => Err(format!("error {}", error.kafka_error().name())),
             Ok(AppendDecision::Duplicate(duplicate)) => Err(format!(

@@ -1,0 +1,314 @@
+//! The storage configuration file and the one registry that turns it into a store.
+//!
+//! ```toml
+//! backend = "fs"                 # fs | sled | rocks | memory
+//! data_dir = "/var/lib/mirrorlog"
+//! segment_bytes = 1073741824     # fs only: roll segments past this size (Kafka's segment.bytes)
+//! index_interval_bytes = 4096    # fs only: bytes between sparse index entries
+//! durability = "sync"            # sync | buffered: what an acknowledged write waits for
+//! ```
+//!
+//! The schema is a serde enum tagged by `backend`, so each backend accepts exactly its own keys: unknown keys,
+//! an fs option on another backend, a missing `data_dir` are errors naming the key (a typo must not silently
+//! fall back to a default). `rocks` needs the `rocks` cargo feature; a build without it says so.
+//!
+//! Every tool opens stores through [`StorageConfig::open`] (read-write) or [`StorageConfig::open_read_only`]
+//! (inspection: nothing is created or repaired); the CLI, the benchmark and the simulator share this registry.
+//! `durability` reaches the partition log through [`StorageConfig::durability`] →
+//! `partition_log::LogConfig::durability`, which `PartitionLog::flush_acknowledged` applies.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use storage::{Durability, Storage, StorageError};
+
+/// Why a configuration could not be read or opened.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("reading {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The text is not a valid configuration.
+    #[error("invalid storage configuration: {0}")]
+    Invalid(String),
+    /// The configuration names a backend this build does not include.
+    #[error("storage backend {backend:?} is not in this build; rebuild with `--features {feature}`")]
+    BackendNotCompiled {
+        /// The backend named.
+        backend: &'static str,
+        /// The cargo feature that adds it.
+        feature: &'static str,
+    },
+    /// A read-only open of a data directory that does not exist (inspection never creates one).
+    #[error("data directory {0} does not exist")]
+    MissingDataDir(PathBuf),
+    /// The store refused to open.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+/// What an acknowledged write waits for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DurabilityMode {
+    /// Durable on disk (fsync, or the database's synced write): survives a machine crash.
+    #[default]
+    Sync,
+    /// Handed to the operating system: survives a process crash, not a machine crash.
+    Buffered,
+}
+
+impl From<DurabilityMode> for Durability {
+    fn from(mode: DurabilityMode) -> Self {
+        match mode {
+            DurabilityMode::Sync => Durability::Sync,
+            DurabilityMode::Buffered => Durability::Buffered,
+        }
+    }
+}
+
+/// The file-system backend's options.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FsOptions {
+    /// The directory holding one directory per partition.
+    pub data_dir: PathBuf,
+    /// Roll segments past this size (default: Kafka's 1 GiB).
+    pub segment_bytes: Option<u64>,
+    /// Bytes between sparse index entries (default: Kafka's 4096).
+    pub index_interval_bytes: Option<u64>,
+    /// What an acknowledged write waits for.
+    #[serde(default)]
+    pub durability: DurabilityMode,
+}
+
+/// An embedded database backend's options.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DbOptions {
+    /// The database directory.
+    pub data_dir: PathBuf,
+    /// What an acknowledged write waits for.
+    #[serde(default)]
+    pub durability: DurabilityMode,
+}
+
+/// The in-memory backend's options.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryOptions {
+    /// What an acknowledged write waits for (memory keeps nothing across a restart either way).
+    #[serde(default)]
+    pub durability: DurabilityMode,
+}
+
+/// A parsed storage configuration; see the module docs.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(tag = "backend", rename_all = "lowercase")]
+pub enum StorageConfig {
+    /// Kafka's directory layout (`storage-fs`).
+    Fs(FsOptions),
+    /// sled 0.34.7 (`storage-sled`).
+    Sled(DbOptions),
+    /// RocksDB (`storage-rocks`, with the `rocks` feature).
+    Rocks(DbOptions),
+    /// In memory (tests, the simulator).
+    Memory(MemoryOptions),
+}
+
+impl StorageConfig {
+    /// The names `backend` accepts.
+    pub const BACKENDS: [&'static str; 4] = ["fs", "sled", "rocks", "memory"];
+
+    /// Reads and parses a config file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text)
+    }
+
+    /// Parses config text.
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|error| ConfigError::Invalid(error.message().to_owned()))
+    }
+
+    /// A backend's configuration with its defaults, under `data_dir` (ignored by `memory`).
+    pub fn for_backend(backend: &str, data_dir: &Path) -> Result<Self, ConfigError> {
+        let db = || DbOptions {
+            data_dir: data_dir.to_owned(),
+            durability: DurabilityMode::default(),
+        };
+        match backend {
+            "fs" => Ok(StorageConfig::Fs(FsOptions {
+                data_dir: data_dir.to_owned(),
+                segment_bytes: None,
+                index_interval_bytes: None,
+                durability: DurabilityMode::default(),
+            })),
+            "sled" => Ok(StorageConfig::Sled(db())),
+            "rocks" => Ok(StorageConfig::Rocks(db())),
+            "memory" => Ok(StorageConfig::Memory(MemoryOptions::default())),
+            other => Err(ConfigError::Invalid(format!(
+                "unknown backend {other:?}; expected one of {:?}",
+                Self::BACKENDS
+            ))),
+        }
+    }
+
+    /// The backend's name.
+    pub fn backend(&self) -> &'static str {
+        match self {
+            StorageConfig::Fs(_) => "fs",
+            StorageConfig::Sled(_) => "sled",
+            StorageConfig::Rocks(_) => "rocks",
+            StorageConfig::Memory(_) => "memory",
+        }
+    }
+
+    /// What an acknowledged write waits for.
+    pub fn durability(&self) -> Durability {
+        match self {
+            StorageConfig::Fs(options) => options.durability,
+            StorageConfig::Sled(options) | StorageConfig::Rocks(options) => options.durability,
+            StorageConfig::Memory(options) => options.durability,
+        }
+        .into()
+    }
+
+    /// The data directory (`None` for memory).
+    pub fn data_dir(&self) -> Option<&Path> {
+        match self {
+            StorageConfig::Fs(options) => Some(&options.data_dir),
+            StorageConfig::Sled(options) | StorageConfig::Rocks(options) => Some(&options.data_dir),
+            StorageConfig::Memory(_) => None,
+        }
+    }
+
+    /// True when this build can open the configured backend.
+    pub fn is_compiled(&self) -> bool {
+        !matches!(self, StorageConfig::Rocks(_)) || cfg!(feature = "rocks")
+    }
+
+    /// Opens the configured store for reading and writing (creating the data directory if needed).
+    pub fn open(&self) -> Result<Box<dyn Storage>, ConfigError> {
+        match self {
+            StorageConfig::Fs(options) => {
+                let mut config = storage_fs::FsConfig::new(&options.data_dir);
+                if let Some(segment_bytes) = options.segment_bytes {
+                    config.segment_bytes = segment_bytes;
+                }
+                if let Some(interval) = options.index_interval_bytes {
+                    config.index_interval_bytes = interval;
+                }
+                Ok(Box::new(storage_fs::FsStorage::open(config)?))
+            }
+            StorageConfig::Sled(options) => Ok(Box::new(storage_sled::SledStorage::open(
+                storage_sled::SledConfig::new(&options.data_dir),
+            )?)),
+            StorageConfig::Rocks(options) => open_rocks(options),
+            StorageConfig::Memory(_) => Ok(Box::new(storage::MemoryStorage::new())),
+        }
+    }
+
+    /// Opens the configured store for inspection: a missing data directory is an error (nothing is created),
+    /// and partitions are then opened with `Storage::open_read_only`, which repairs nothing.
+    pub fn open_read_only(&self) -> Result<Box<dyn Storage>, ConfigError> {
+        if let Some(dir) = self.data_dir() {
+            if !dir.is_dir() {
+                return Err(ConfigError::MissingDataDir(dir.to_owned()));
+            }
+        }
+        self.open()
+    }
+}
+
+#[cfg(feature = "rocks")]
+fn open_rocks(options: &DbOptions) -> Result<Box<dyn Storage>, ConfigError> {
+    Ok(Box::new(storage_rocks::RocksStorage::open(
+        storage_rocks::RocksConfig::new(&options.data_dir),
+    )?))
+}
+
+#[cfg(not(feature = "rocks"))]
+fn open_rocks(_options: &DbOptions) -> Result<Box<dyn Storage>, ConfigError> {
+    Err(ConfigError::BackendNotCompiled {
+        backend: "rocks",
+        feature: "rocks",
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn parse_error(text: &str) -> String {
+        match StorageConfig::parse(text) {
+            Ok(config) => panic!("{text:?} parsed as {config:?}"),
+            Err(error) => error.to_string(),
+        }
+    }
+
+    #[test]
+    fn fs_config_is_parsed_with_its_options() {
+        let config = StorageConfig::parse(
+            "backend = \"fs\"\ndata_dir = \"/tmp/x\"\nsegment_bytes = 4096\ndurability = \"buffered\"\n",
+        )
+        .unwrap();
+        let StorageConfig::Fs(options) = &config else {
+            panic!("{config:?}");
+        };
+        assert_eq!(options.segment_bytes, Some(4096));
+        assert_eq!(config.durability(), Durability::Buffered);
+        assert_eq!(config.data_dir(), Some(Path::new("/tmp/x")));
+    }
+
+    #[test]
+    fn durability_defaults_to_sync() {
+        let config = StorageConfig::parse("backend = \"memory\"\n").unwrap();
+        assert_eq!(config.durability(), Durability::Sync);
+    }
+
+    #[test]
+    fn unknown_keys_backends_and_modes_are_errors_naming_them() {
+        assert!(parse_error("backend = \"fs\"\ndata_dri = \"/x\"\n").contains("data_dri"));
+        assert!(parse_error("backend = \"lmdb\"\ndata_dir = \"/x\"\n").contains("lmdb"));
+        assert!(parse_error("backend = \"memory\"\ndurability = \"eventually\"\n").contains("eventually"));
+        assert!(
+            parse_error("backend = \"sled\"\ndata_dir = \"/x\"\nsegment_bytes = 1\n")
+                .contains("segment_bytes")
+        );
+        assert!(parse_error("backend = \"fs\"\n").contains("data_dir"));
+        assert!(parse_error("data_dir = \"/x\"\n").contains("backend"));
+    }
+
+    #[test]
+    fn read_only_open_never_creates_the_data_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("nothing-here");
+        for backend in ["fs", "sled"] {
+            let config = StorageConfig::for_backend(backend, &missing).unwrap();
+            assert!(matches!(
+                config.open_read_only(),
+                Err(ConfigError::MissingDataDir(_))
+            ));
+            assert!(!missing.exists(), "{backend} created {}", missing.display());
+        }
+    }
+
+    #[cfg(not(feature = "rocks"))]
+    #[test]
+    fn rocks_without_its_feature_names_the_feature() {
+        let config = StorageConfig::parse("backend = \"rocks\"\ndata_dir = \"/tmp/never\"\n").unwrap();
+        let error = config.open().err().unwrap().to_string();
+        assert!(error.contains("--features rocks"), "{error}");
+    }
+}

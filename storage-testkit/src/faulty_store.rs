@@ -1,0 +1,165 @@
+//! [`FaultyStore`]: a backend wrapper whose syncs fail or stall on command.
+//!
+//! It sits *below* `storage`'s checks (it is a [`BlockingStore`] like any backend), so a failure it injects is
+//! seen by the contract exactly as a real failed fsync would be: the partition is poisoned. A delay it injects
+//! runs on whatever thread runs the backend call, which is how a test shows that a slow fsync does not hold an
+//! executor thread.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use record_format::{AbortedTxn, RecordBatch};
+use storage::{
+    BlockingPartition, BlockingStore, Durability, OpenMode, OpenReport, PartitionId, StorageError,
+};
+
+/// The switches of a [`FaultyStore`], shared by its clones and the partitions it opened.
+#[derive(Debug, Default)]
+pub struct StoreFaults {
+    fail_next_sync: Mutex<BTreeSet<PartitionId>>,
+    sync_delay: Mutex<BTreeMap<PartitionId, Duration>>,
+}
+
+impl StoreFaults {
+    /// Makes the next `flush(Sync)` of `id` fail with an I/O error.
+    pub fn fail_next_sync(&self, id: &PartitionId) {
+        self.fail_next_sync.lock().unwrap().insert(id.clone());
+    }
+
+    /// Makes every `flush(Sync)` of `id` sleep `delay` first (a slow disk).
+    pub fn delay_syncs(&self, id: &PartitionId, delay: Duration) {
+        self.sync_delay.lock().unwrap().insert(id.clone(), delay);
+    }
+}
+
+/// A store whose partitions' syncs fail or stall on command; see the module docs.
+#[derive(Debug, Clone)]
+pub struct FaultyStore<S> {
+    inner: S,
+    faults: Arc<StoreFaults>,
+}
+
+impl<S> FaultyStore<S> {
+    /// Wraps `inner` with fresh switches.
+    pub fn new(inner: S) -> Self {
+        Self::with_faults(inner, Arc::default())
+    }
+
+    /// Wraps `inner` with shared switches.
+    pub fn with_faults(inner: S, faults: Arc<StoreFaults>) -> Self {
+        FaultyStore { inner, faults }
+    }
+
+    /// The switches.
+    pub fn faults(&self) -> &Arc<StoreFaults> {
+        &self.faults
+    }
+
+    /// The wrapped store.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S: BlockingStore> BlockingStore for FaultyStore<S> {
+    fn create(&self, id: &PartitionId) -> storage::Result<Box<dyn BlockingPartition>> {
+        Ok(Box::new(FaultyBlockingPartition {
+            inner: self.inner.create(id)?,
+            faults: self.faults.clone(),
+        }))
+    }
+
+    fn open(&self, id: &PartitionId, mode: OpenMode) -> storage::Result<Box<dyn BlockingPartition>> {
+        Ok(Box::new(FaultyBlockingPartition {
+            inner: self.inner.open(id, mode)?,
+            faults: self.faults.clone(),
+        }))
+    }
+
+    fn list(&self) -> storage::Result<Vec<PartitionId>> {
+        self.inner.list()
+    }
+
+    fn delete(&self, id: &PartitionId) -> storage::Result<()> {
+        self.inner.delete(id)
+    }
+}
+
+struct FaultyBlockingPartition {
+    inner: Box<dyn BlockingPartition>,
+    faults: Arc<StoreFaults>,
+}
+
+impl BlockingPartition for FaultyBlockingPartition {
+    fn id(&self) -> &PartitionId {
+        self.inner.id()
+    }
+    fn log_start_offset(&self) -> i64 {
+        self.inner.log_start_offset()
+    }
+    fn log_end_offset(&self) -> i64 {
+        self.inner.log_end_offset()
+    }
+    fn open_report(&self) -> OpenReport {
+        self.inner.open_report()
+    }
+    fn append(&mut self, batches: &[RecordBatch]) -> storage::Result<()> {
+        self.inner.append(batches)
+    }
+    fn read(&self, from_offset: i64, max_bytes: usize) -> storage::Result<Vec<RecordBatch>> {
+        self.inner.read(from_offset, max_bytes)
+    }
+    fn truncate_to(&mut self, offset: i64) -> storage::Result<()> {
+        self.inner.truncate_to(offset)
+    }
+    fn truncate_fully_and_start_at(&mut self, offset: i64) -> storage::Result<()> {
+        self.inner.truncate_fully_and_start_at(offset)
+    }
+    fn delete_before(&mut self, offset: i64) -> storage::Result<()> {
+        self.inner.delete_before(offset)
+    }
+    fn flush(&mut self, durability: Durability) -> storage::Result<()> {
+        if durability == Durability::Sync {
+            let delay = self.faults.sync_delay.lock().unwrap().get(self.id()).copied();
+            if let Some(delay) = delay {
+                std::thread::sleep(delay);
+            }
+            if self.faults.fail_next_sync.lock().unwrap().remove(self.id()) {
+                return Err(StorageError::io(
+                    "syncing (injected failure)",
+                    std::io::Error::other("injected sync failure"),
+                ));
+            }
+        }
+        self.inner.flush(durability)
+    }
+    fn put_snapshot(&mut self, offset: i64, bytes: Bytes) -> storage::Result<()> {
+        self.inner.put_snapshot(offset, bytes)
+    }
+    fn snapshot_at_or_below(&self, offset: i64) -> storage::Result<Option<(i64, Bytes)>> {
+        self.inner.snapshot_at_or_below(offset)
+    }
+    fn snapshot_offsets(&self) -> storage::Result<Vec<i64>> {
+        self.inner.snapshot_offsets()
+    }
+    fn delete_snapshot(&mut self, offset: i64) -> storage::Result<()> {
+        self.inner.delete_snapshot(offset)
+    }
+    fn append_aborted_txn(&mut self, entry: AbortedTxn) -> storage::Result<()> {
+        self.inner.append_aborted_txn(entry)
+    }
+    fn last_aborted_txn(&self) -> storage::Result<Option<AbortedTxn>> {
+        self.inner.last_aborted_txn()
+    }
+    fn aborted_txns(&self, from_offset: i64, upper_bound: i64) -> storage::Result<Vec<AbortedTxn>> {
+        self.inner.aborted_txns(from_offset, upper_bound)
+    }
+    fn put_metadata(&mut self, key: &str, value: &[u8]) -> storage::Result<()> {
+        self.inner.put_metadata(key, value)
+    }
+    fn metadata(&self, key: &str) -> storage::Result<Option<Vec<u8>>> {
+        self.inner.metadata(key)
+    }
+}

@@ -1,0 +1,20 @@
+//! Test harnesses for storage backends and the layers above them; a dev-dependency only, never a dependency of
+//! a library crate.
+//!
+//! - [`conformance`]: the checks every backend passes (`conformance_suite!` expands them into named tests).
+//! - [`crash`]: the SIGKILL harness (a child process appends and syncs until killed; the parent verifies).
+//! - [`faulty_store`]: [`FaultyStore`], a backend wrapper *below* the contract's checks whose syncs fail or
+//!   stall on command (poisoning, a slow fsync that must not stall other partitions).
+//! - [`fault`]: [`FaultyPartition`], a wrapper *above* storage whose writes fail on command (a crash at the
+//!   N-th write, failing index writes) for the partition log and the mirror machine.
+//!
+//! Harness code panics on failure, as tests do.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+pub mod conformance;
+pub mod crash;
+pub mod fault;
+pub mod faulty_store;
+
+pub use fault::{Faults, FaultyPartition};
+pub use faulty_store::{FaultyStore, StoreFaults};

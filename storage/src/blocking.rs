@@ -1,0 +1,100 @@
+//! The backend side of the storage contract: plain blocking traits.
+//!
+//! A backend (memory, fs, sled, rocks) implements [`BlockingStore`] and [`BlockingPartition`]: ordinary
+//! synchronous methods that may block on disk. It does **not** implement the async [`crate::Storage`] /
+//! [`crate::PartitionStorage`] traits itself; `storage` does that once for every backend
+//! ([`crate::offload`]), running each call on tokio's blocking pool so no executor thread waits on an fsync, a
+//! recovery scan or a database write, and wrapping each partition in [`crate::checked::Checked`], which enforces
+//! the contract's rules (offsets only grow, keys, index order, poisoning, read-only handles) before the backend
+//! sees a call. A backend may therefore assume that:
+//!
+//! - `append` batches follow the log end and each other;
+//! - `read` starts inside `[log_start, log_end]`;
+//! - `truncate_to` cuts strictly inside `(log_start, log_end)` (the wrapper turns the other cases into nothing or
+//!   `truncate_fully_and_start_at`); it still checks the batch boundary, which only it can see;
+//! - `delete_before` moves the start strictly forward and not past the log end;
+//! - `append_aborted_txn` entries follow the previous one; metadata keys are valid;
+//! - no mutating call arrives on a read-only or poisoned handle.
+
+use bytes::Bytes;
+use record_format::{AbortedTxn, RecordBatch};
+
+use crate::id::PartitionId;
+use crate::partition::Durability;
+use crate::report::OpenReport;
+use crate::Result;
+
+/// How a partition is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OpenMode {
+    /// For writing: a torn or corrupt tail is cut and indexes are rebuilt (reported in [`OpenReport`]).
+    ReadWrite,
+    /// For inspection: nothing on disk changes; what a read-write open would repair is reported, and reads stop
+    /// before it. Every mutating call fails with [`crate::StorageError::ReadOnly`].
+    ReadOnly,
+}
+
+/// A store of many partitions, as a backend implements it (blocking).
+pub trait BlockingStore: Send + Sync + 'static {
+    /// Creates an empty partition starting at offset 0.
+    fn create(&self, id: &PartitionId) -> Result<Box<dyn BlockingPartition>>;
+    /// Opens an existing partition in `mode`.
+    fn open(&self, id: &PartitionId, mode: OpenMode) -> Result<Box<dyn BlockingPartition>>;
+    /// Every partition, in order.
+    fn list(&self) -> Result<Vec<PartitionId>>;
+    /// Removes a partition and everything in it.
+    fn delete(&self, id: &PartitionId) -> Result<()>;
+    /// True when no call can block on I/O (the in-memory backend): calls then run on the caller's thread,
+    /// since handing them to another thread would only add its cost.
+    fn never_blocks(&self) -> bool {
+        false
+    }
+}
+
+/// One partition, as a backend implements it (blocking). See the module docs for what the caller guarantees.
+pub trait BlockingPartition: Send + 'static {
+    /// Which partition.
+    fn id(&self) -> &PartitionId;
+    /// First offset still readable.
+    fn log_start_offset(&self) -> i64;
+    /// Offset after the last batch.
+    fn log_end_offset(&self) -> i64;
+    /// What opening found and repaired (or, read-only, would repair).
+    fn open_report(&self) -> OpenReport {
+        OpenReport::default()
+    }
+
+    /// Appends batches that follow the log.
+    fn append(&mut self, batches: &[RecordBatch]) -> Result<()>;
+    /// Whole batches from the one holding `from_offset`, up to `max_bytes` (at least one when one exists).
+    fn read(&self, from_offset: i64, max_bytes: usize) -> Result<Vec<RecordBatch>>;
+    /// Cuts the log at `offset` (strictly inside the log); fails if a batch straddles it.
+    fn truncate_to(&mut self, offset: i64) -> Result<()>;
+    /// Empties the log (and its index) and restarts it at `offset`.
+    fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<()>;
+    /// Moves the log start forward to `offset`; batches wholly below it may be dropped.
+    fn delete_before(&mut self, offset: i64) -> Result<()>;
+    /// Makes appended data durable to the given level.
+    fn flush(&mut self, durability: Durability) -> Result<()>;
+
+    /// Stores a producer snapshot, durably.
+    fn put_snapshot(&mut self, offset: i64, bytes: Bytes) -> Result<()>;
+    /// The snapshot with the highest offset at or below `offset`.
+    fn snapshot_at_or_below(&self, offset: i64) -> Result<Option<(i64, Bytes)>>;
+    /// Offsets of every snapshot, ascending.
+    fn snapshot_offsets(&self) -> Result<Vec<i64>>;
+    /// Removes a snapshot (no error if absent).
+    fn delete_snapshot(&mut self, offset: i64) -> Result<()>;
+
+    /// Records an aborted transaction that follows the previous entry.
+    fn append_aborted_txn(&mut self, entry: AbortedTxn) -> Result<()>;
+    /// The last aborted-transaction entry (the wrapper orders new entries after it).
+    fn last_aborted_txn(&self) -> Result<Option<AbortedTxn>>;
+    /// Aborted transactions ending at or after `from_offset` and starting before `upper_bound`.
+    fn aborted_txns(&self, from_offset: i64, upper_bound: i64) -> Result<Vec<AbortedTxn>>;
+
+    /// Writes a small metadata record atomically and durably.
+    fn put_metadata(&mut self, key: &str, value: &[u8]) -> Result<()>;
+    /// Reads a metadata record.
+    fn metadata(&self, key: &str) -> Result<Option<Vec<u8>>>;
+}

@@ -1,0 +1,453 @@
+//! One partition layout for every ordered key-value backend (sled, RocksDB).
+//!
+//! A backend supplies [`OrderedKv`]: one partition's four key spaces (batches, snapshots, aborted-transaction
+//! entries, metadata), atomic multi-key writes, ordered scans and a sync. [`KvPartition`] turns that into a
+//! [`BlockingPartition`] with one key layout:
+//!
+//! ```text
+//! Batches   base offset (8 bytes, order-preserving)  → the batch's bytes, as received
+//! Snapshots offset                                   → a producer snapshot
+//! Aborted   last offset + first offset               → an aborted-transaction entry (Kafka's 34 bytes)
+//! Meta      'm' + key                                → a metadata record
+//! Meta      "@start" / "@end"                        → log start and end offsets
+//! ```
+//!
+//! Every change is one atomic write (a batch append and the new log end offset land together). Appends are not
+//! synced; `flush(Sync)`, snapshots and metadata are. A failed sync poisons the whole store (the database's
+//! durability is shared by its partitions) until a partition is opened again, which re-reads what the database
+//! recovered.
+
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use record_format::txn_index::ABORTED_TXN_LEN;
+use record_format::{AbortedTxn, RecordBatch};
+
+use crate::blocking::BlockingPartition;
+use crate::error::StorageError;
+use crate::id::PartitionId;
+use crate::partition::{select_aborted, Durability};
+use crate::Result;
+
+const LOG_START: &[u8] = b"@start";
+const LOG_END: &[u8] = b"@end";
+const METADATA_TAG: u8 = b'm';
+
+/// One of a partition's key spaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Space {
+    /// Batches by base offset.
+    Batches,
+    /// Producer snapshots by offset.
+    Snapshots,
+    /// Aborted-transaction entries by (last offset, first offset).
+    Aborted,
+    /// Metadata records and the log bounds.
+    Meta,
+}
+
+/// One change of an atomic write.
+#[derive(Debug, Clone)]
+pub enum KvOp {
+    /// Sets a key.
+    Put(Space, Vec<u8>, Bytes),
+    /// Removes every key of the space at or after the first key and before the second (`None`: to the end).
+    DeleteRange(Space, Vec<u8>, Option<Vec<u8>>),
+}
+
+/// What a scan visitor answers.
+pub type Visit<'a> = &'a mut dyn FnMut(&[u8], &[u8]) -> Result<bool>;
+
+/// One partition's key spaces in an ordered key-value database.
+pub trait OrderedKv: Send + 'static {
+    /// The value at `key`.
+    fn get(&self, space: Space, key: &[u8]) -> Result<Option<Bytes>>;
+    /// Visits the keys of `space` in `[lower, upper)` (`upper: None`: to the end), ascending or, with `reverse`,
+    /// descending, while `visit` answers true.
+    fn scan(
+        &self,
+        space: Space,
+        lower: &[u8],
+        upper: Option<&[u8]>,
+        reverse: bool,
+        visit: Visit<'_>,
+    ) -> Result<()>;
+    /// Applies `ops` atomically; durably when `sync`.
+    fn write(&self, ops: Vec<KvOp>, sync: bool) -> Result<()>;
+    /// Makes every earlier write durable.
+    fn sync(&self) -> Result<()>;
+}
+
+/// An offset as a key that sorts like the number (sign bit flipped).
+pub fn offset_key(offset: i64) -> [u8; 8] {
+    ((offset as u64) ^ (1 << 63)).to_be_bytes()
+}
+
+/// The offset a key starts with.
+pub fn key_offset(key: &[u8]) -> Option<i64> {
+    let raw: [u8; 8] = key.get(..8)?.try_into().ok()?;
+    Some((u64::from_be_bytes(raw) ^ (1 << 63)) as i64)
+}
+
+/// The smallest key after every key starting with `offset_key(offset)` (an exclusive upper bound for "at or
+/// below `offset`").
+fn just_after(offset: i64) -> Vec<u8> {
+    let mut key = offset_key(offset).to_vec();
+    key.extend_from_slice(&[0xff; 9]);
+    key
+}
+
+fn aborted_key(entry: &AbortedTxn) -> Vec<u8> {
+    let mut key = offset_key(entry.last_offset).to_vec();
+    key.extend_from_slice(&offset_key(entry.first_offset));
+    key
+}
+
+fn metadata_key(key: &str) -> Vec<u8> {
+    let mut stored = vec![METADATA_TAG];
+    stored.extend_from_slice(key.as_bytes());
+    stored
+}
+
+fn decode_i64(value: Option<Bytes>, what: &str) -> Result<Option<i64>> {
+    value
+        .map(|value| {
+            <[u8; 8]>::try_from(value.as_ref())
+                .map(i64::from_be_bytes)
+                .map_err(|_| StorageError::Corrupt {
+                    what: what.to_owned(),
+                    reason: format!("{} bytes, expected 8", value.len()),
+                })
+        })
+        .transpose()
+}
+
+fn decode_aborted(value: &[u8]) -> Result<AbortedTxn> {
+    let corrupt = |reason: String| StorageError::Corrupt {
+        what: "aborted-transaction entry".into(),
+        reason,
+    };
+    let bytes: &[u8; ABORTED_TXN_LEN] = value
+        .try_into()
+        .map_err(|_| corrupt(format!("{} bytes", value.len())))?;
+    AbortedTxn::decode(bytes).map_err(|e| corrupt(e.to_string()))
+}
+
+fn decode_batch(key: &[u8], value: &[u8]) -> Result<RecordBatch> {
+    RecordBatch::decode(Bytes::copy_from_slice(value)).map_err(|e| StorageError::Corrupt {
+        what: format!("batch at offset {}", key_offset(key).unwrap_or(-1)),
+        reason: e.to_string(),
+    })
+}
+
+/// The store-wide poison flag every partition of one database shares.
+#[derive(Debug, Default)]
+pub struct StorePoison(Mutex<Option<String>>);
+
+impl StorePoison {
+    fn get(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set(&self, reason: Option<String>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = reason;
+    }
+}
+
+/// A partition over an [`OrderedKv`]; see the module docs.
+pub struct KvPartition<K> {
+    id: PartitionId,
+    kv: K,
+    poison: Arc<StorePoison>,
+    log_start: i64,
+    log_end: i64,
+}
+
+impl<K> std::fmt::Debug for KvPartition<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KvPartition")
+            .field("id", &self.id)
+            .field("log_start", &self.log_start)
+            .field("log_end", &self.log_end)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: OrderedKv> KvPartition<K> {
+    /// True when `kv` holds a partition (its log bounds are written).
+    pub fn exists(kv: &K) -> Result<bool> {
+        Ok(kv.get(Space::Meta, LOG_END)?.is_some())
+    }
+
+    /// Makes an empty partition starting at offset 0 in `kv`.
+    pub fn create(id: &PartitionId, kv: K, poison: Arc<StorePoison>) -> Result<Self> {
+        kv.write(Self::bounds(0, 0), true)?;
+        Ok(KvPartition {
+            id: id.clone(),
+            kv,
+            poison,
+            log_start: 0,
+            log_end: 0,
+        })
+    }
+
+    /// Opens the partition in `kv`; clears the store's poison (what the database recovered is what is durable).
+    pub fn open(id: &PartitionId, kv: K, poison: Arc<StorePoison>) -> Result<Self> {
+        let log_start = decode_i64(kv.get(Space::Meta, LOG_START)?, "log start offset")?.unwrap_or(0);
+        let log_end = decode_i64(kv.get(Space::Meta, LOG_END)?, "log end offset")?.unwrap_or(0);
+        poison.set(None);
+        Ok(KvPartition {
+            id: id.clone(),
+            kv,
+            poison,
+            log_start,
+            log_end,
+        })
+    }
+
+    fn bounds(start: i64, end: i64) -> Vec<KvOp> {
+        vec![
+            KvOp::Put(
+                Space::Meta,
+                LOG_START.to_vec(),
+                Bytes::copy_from_slice(&start.to_be_bytes()),
+            ),
+            KvOp::Put(
+                Space::Meta,
+                LOG_END.to_vec(),
+                Bytes::copy_from_slice(&end.to_be_bytes()),
+            ),
+        ]
+    }
+
+    /// Writes `ops`, refusing while the store is poisoned; a failed synced write poisons it.
+    fn write(&self, ops: Vec<KvOp>, sync: bool) -> Result<()> {
+        if let Some(reason) = self.poison.get() {
+            return Err(StorageError::Poisoned { reason });
+        }
+        let result = self.kv.write(ops, sync);
+        if let (true, Err(error)) = (sync, &result) {
+            self.poison.set(Some(error.to_string()));
+        }
+        result
+    }
+
+    /// Base and last offset of the last batch starting at or before `offset`.
+    fn batch_at_or_before(&self, offset: i64) -> Result<Option<(i64, i64)>> {
+        let mut found = None;
+        self.kv.scan(
+            Space::Batches,
+            &[],
+            Some(&just_after(offset)),
+            true,
+            &mut |key, value| {
+                let batch = decode_batch(key, value)?;
+                found = Some((batch.base_offset(), batch.last_offset()));
+                Ok(false)
+            },
+        )?;
+        Ok(found)
+    }
+}
+
+impl<K: OrderedKv> BlockingPartition for KvPartition<K> {
+    fn id(&self) -> &PartitionId {
+        &self.id
+    }
+
+    fn log_start_offset(&self) -> i64 {
+        self.log_start
+    }
+
+    fn log_end_offset(&self) -> i64 {
+        self.log_end
+    }
+
+    fn append(&mut self, batches: &[RecordBatch]) -> Result<()> {
+        let Some(last) = batches.last() else {
+            return Ok(());
+        };
+        let next = last.next_offset();
+        let mut ops: Vec<KvOp> = batches
+            .iter()
+            .map(|batch| {
+                KvOp::Put(
+                    Space::Batches,
+                    offset_key(batch.base_offset()).to_vec(),
+                    batch.as_bytes().clone(),
+                )
+            })
+            .collect();
+        ops.push(KvOp::Put(
+            Space::Meta,
+            LOG_END.to_vec(),
+            Bytes::copy_from_slice(&next.to_be_bytes()),
+        ));
+        self.write(ops, false)?;
+        self.log_end = next;
+        Ok(())
+    }
+
+    fn read(&self, from_offset: i64, max_bytes: usize) -> Result<Vec<RecordBatch>> {
+        let start = match self.batch_at_or_before(from_offset)? {
+            Some((base, last)) if last >= from_offset => base,
+            _ => from_offset,
+        };
+        let mut out = Vec::new();
+        let mut total = 0usize;
+        self.kv.scan(
+            Space::Batches,
+            &offset_key(start),
+            None,
+            false,
+            &mut |key, value| {
+                if !out.is_empty() && total.saturating_add(value.len()) > max_bytes {
+                    return Ok(false);
+                }
+                total = total.saturating_add(value.len());
+                out.push(decode_batch(key, value)?);
+                Ok(true)
+            },
+        )?;
+        Ok(out)
+    }
+
+    fn truncate_to(&mut self, offset: i64) -> Result<()> {
+        if let Some((base, last)) = self.batch_at_or_before(offset - 1)? {
+            if last >= offset {
+                return Err(StorageError::NotABatchBoundary {
+                    offset,
+                    base_offset: base,
+                    last_offset: last,
+                });
+            }
+        }
+        let mut ops = vec![
+            KvOp::DeleteRange(Space::Batches, offset_key(offset).to_vec(), None),
+            KvOp::DeleteRange(Space::Aborted, offset_key(offset).to_vec(), None),
+        ];
+        ops.extend(Self::bounds(self.log_start, offset));
+        self.write(ops, false)?;
+        self.log_end = offset;
+        Ok(())
+    }
+
+    fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<()> {
+        let mut ops = vec![
+            KvOp::DeleteRange(Space::Batches, Vec::new(), None),
+            KvOp::DeleteRange(Space::Aborted, Vec::new(), None),
+        ];
+        ops.extend(Self::bounds(offset, offset));
+        self.write(ops, true)?;
+        self.log_start = offset;
+        self.log_end = offset;
+        Ok(())
+    }
+
+    fn delete_before(&mut self, offset: i64) -> Result<()> {
+        // Batches wholly below the new start go; one straddling it stays readable.
+        let keep_from = match self.batch_at_or_before(offset)? {
+            Some((base, last)) if last >= offset => base,
+            _ => offset,
+        };
+        let mut ops = vec![KvOp::DeleteRange(
+            Space::Batches,
+            Vec::new(),
+            Some(offset_key(keep_from).to_vec()),
+        )];
+        ops.extend(Self::bounds(offset, self.log_end));
+        self.write(ops, true)?;
+        self.log_start = offset;
+        Ok(())
+    }
+
+    fn flush(&mut self, durability: Durability) -> Result<()> {
+        if let Some(reason) = self.poison.get() {
+            return Err(StorageError::Poisoned { reason });
+        }
+        if durability == Durability::Buffered {
+            return Ok(());
+        }
+        self.kv
+            .sync()
+            .inspect_err(|error| self.poison.set(Some(error.to_string())))
+    }
+
+    fn put_snapshot(&mut self, offset: i64, bytes: Bytes) -> Result<()> {
+        self.write(
+            vec![KvOp::Put(Space::Snapshots, offset_key(offset).to_vec(), bytes)],
+            true,
+        )
+    }
+
+    fn snapshot_at_or_below(&self, offset: i64) -> Result<Option<(i64, Bytes)>> {
+        let mut found = None;
+        self.kv.scan(
+            Space::Snapshots,
+            &[],
+            Some(&just_after(offset)),
+            true,
+            &mut |key, value| {
+                found = key_offset(key).map(|offset| (offset, Bytes::copy_from_slice(value)));
+                Ok(false)
+            },
+        )?;
+        Ok(found)
+    }
+
+    fn snapshot_offsets(&self) -> Result<Vec<i64>> {
+        let mut offsets = Vec::new();
+        self.kv.scan(Space::Snapshots, &[], None, false, &mut |key, _| {
+            offsets.extend(key_offset(key));
+            Ok(true)
+        })?;
+        Ok(offsets)
+    }
+
+    fn delete_snapshot(&mut self, offset: i64) -> Result<()> {
+        let key = offset_key(offset).to_vec();
+        let upper = just_after(offset);
+        self.write(vec![KvOp::DeleteRange(Space::Snapshots, key, Some(upper))], false)
+    }
+
+    fn append_aborted_txn(&mut self, entry: AbortedTxn) -> Result<()> {
+        let value = Bytes::copy_from_slice(&entry.encode());
+        self.write(vec![KvOp::Put(Space::Aborted, aborted_key(&entry), value)], false)
+    }
+
+    fn last_aborted_txn(&self) -> Result<Option<AbortedTxn>> {
+        let mut found = None;
+        self.kv.scan(Space::Aborted, &[], None, true, &mut |_, value| {
+            found = Some(decode_aborted(value)?);
+            Ok(false)
+        })?;
+        Ok(found)
+    }
+
+    fn aborted_txns(&self, from_offset: i64, upper_bound: i64) -> Result<Vec<AbortedTxn>> {
+        let mut entries = Vec::new();
+        self.kv.scan(
+            Space::Aborted,
+            &offset_key(from_offset),
+            None,
+            false,
+            &mut |_, value| {
+                entries.push(decode_aborted(value)?);
+                Ok(true)
+            },
+        )?;
+        Ok(select_aborted(&entries, from_offset, upper_bound))
+    }
+
+    fn put_metadata(&mut self, key: &str, value: &[u8]) -> Result<()> {
+        let value = Bytes::copy_from_slice(value);
+        self.write(vec![KvOp::Put(Space::Meta, metadata_key(key), value)], true)
+    }
+
+    fn metadata(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        Ok(self
+            .kv
+            .get(Space::Meta, &metadata_key(key))?
+            .map(|value| value.to_vec()))
+    }
+}
