@@ -4,8 +4,8 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use producer_state::{replay, BarrierScope, ProducerStateManager, PsmConfig, Replayed};
-use record_format::{RecordBatch, SegmentError, SegmentReader};
+use producer_state::{BarrierScope, ProducerStateManager, PsmConfig, Replayed};
+use record_format::{SegmentError, SegmentReader};
 
 use crate::error::CliError;
 
@@ -47,9 +47,9 @@ pub struct Stopped {
     pub error: String,
 }
 
-/// Reads every valid batch; stops at the first corrupt one (which log recovery would cut).
-fn read_batches(files: &[PathBuf]) -> Result<(Vec<RecordBatch>, Option<Stopped>), CliError> {
-    let mut batches = Vec::new();
+/// Replays the segments in order, streaming: one batch in memory at a time. Stops at the first corrupt batch
+/// (returning where) after replaying the valid prefix.
+fn replay_files(files: &[PathBuf], replayed: &mut Replayed) -> Result<Option<Stopped>, CliError> {
     for file in files {
         let reader = SegmentReader::open(file).map_err(|source| CliError::Open {
             path: file.clone(),
@@ -57,7 +57,9 @@ fn read_batches(files: &[PathBuf]) -> Result<(Vec<RecordBatch>, Option<Stopped>)
         })?;
         for found in reader {
             match found {
-                Ok(found) => batches.push(found.batch),
+                Ok(found) => replayed
+                    .push(&found.batch)
+                    .map_err(|error| CliError::Replay(error.to_string()))?,
                 Err(SegmentError::Io { file_offset, source }) => {
                     return Err(CliError::Read {
                         path: file.clone(),
@@ -66,19 +68,19 @@ fn read_batches(files: &[PathBuf]) -> Result<(Vec<RecordBatch>, Option<Stopped>)
                     })
                 }
                 Err(error) => {
-                    let stopped = Stopped {
+                    return Ok(Some(Stopped {
                         file: file.clone(),
                         error: error.to_string(),
-                    };
-                    return Ok((batches, Some(stopped)));
+                    }));
                 }
             }
         }
     }
-    Ok((batches, None))
+    Ok(None)
 }
 
-fn write_text(out: &mut impl Write, replayed: &Replayed, batches: usize) -> std::io::Result<()> {
+fn write_text(out: &mut impl Write, replayed: &Replayed) -> std::io::Result<()> {
+    let batches = replayed.batches;
     let summary = replayed.summary();
     writeln!(
         out,
@@ -128,17 +130,17 @@ pub fn replay_path(
     out: &mut impl Write,
 ) -> Result<Option<Stopped>, CliError> {
     let files = segment_files(path)?;
-    let (batches, stopped) = read_batches(&files)?;
     let manager = ProducerStateManager::new(PsmConfig {
         cluster_id: options.cluster_id,
         barrier_scope: options.barrier_scope,
         ..PsmConfig::default()
     });
-    let replayed = replay(manager, &batches).map_err(|error| CliError::Replay(error.to_string()))?;
+    let mut replayed = Replayed::start(manager);
+    let stopped = replay_files(&files, &mut replayed)?;
     if options.json {
         writeln!(out, "{}", replayed.summary().to_json()).map_err(CliError::Output)?;
     } else {
-        write_text(out, &replayed, batches.len()).map_err(CliError::Output)?;
+        write_text(out, &replayed).map_err(CliError::Output)?;
     }
     Ok(stopped)
 }

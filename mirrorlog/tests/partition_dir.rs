@@ -290,7 +290,6 @@ fn a_corrupt_snapshot_file_falls_back_to_the_previous_one() {
             producer_state::AppendOrigin::Client,
             producer_state::TransactionVersion::Unknown,
         )
-        .unwrap()
         .unwrap();
         live.take_snapshot(&mut snapshots).unwrap();
     }

@@ -621,7 +621,8 @@ struct Replayed {
     aborted_index: Vec<AbortedTxn>,
 }
 
-/// Replays the batches of `[from, to)` into `state` with REPLICATION origin (as Kafka's recovery does; barriers
+/// Replays the batches of `[from, to)` into `state`, streaming them from storage through producer state's one
+/// replay step (`ProducerStateManager::replay_batch`: REPLICATION origin, as Kafka's recovery does; barriers
 /// apply by the same rule as live appends).
 async fn replay(
     storage: &dyn PartitionStorage,
@@ -635,28 +636,20 @@ async fn replay(
     };
     let mut offset = from;
     while offset < to {
-        let mut batches = storage.read(offset, REPLAY_READ_BYTES).await?;
-        batches.retain(|batch| batch.base_offset() < to);
+        let batches = storage.read(offset, REPLAY_READ_BYTES).await?;
         let Some(last) = batches.last() else {
             break;
         };
         let next = last.next_offset();
-        let outcome = state
-            .append_batches(&batches, AppendOrigin::Replication, TransactionVersion::Unknown)
-            .map_err(|source| LogError::Recovery { offset, source })?;
-        match outcome {
-            Ok(effects) => replayed.aborted_index.extend(effects.aborted_index),
-            // Duplicates are a CLIENT answer; a REPLICATION replay never produces one.
-            Err(_) => {
-                return Err(LogError::Recovery {
-                    offset,
-                    source: producer_state::ProducerStateError::InvalidRecord {
-                        reason: "a replayed batch was taken for a client duplicate".to_owned(),
-                    },
-                })
-            }
+        for batch in batches.iter().filter(|batch| batch.base_offset() < to) {
+            state
+                .replay_batch(batch, &mut replayed.aborted_index)
+                .map_err(|failed| LogError::Recovery {
+                    offset: failed.offset,
+                    source: failed.error,
+                })?;
+            replayed.batches += 1;
         }
-        replayed.batches += batches.len() as u64;
         offset = next;
     }
     Ok(replayed)

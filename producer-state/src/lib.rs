@@ -12,7 +12,7 @@
 //! - [`ProducerStateManager::plan_append`] / [`ProducerStateManager::commit`] are the log-level path of one append:
 //!   duplicate answers, client rules, barriers ([`BarrierScope`]), the aborted-transaction index;
 //! - [`snapshot`] and [`txn_index`] (re-exported from `record-format`) are Kafka's byte formats; [`error`] the error names, codes and client classes;
-//! - [`summary`] replays a log and prints the state. The scenario-script runner is the `psm-script` crate.
+//! - [`replay`] is the one REPLICATION-origin replay every rebuild uses; [`summary`] prints the state. The scenario-script runner is the `psm-script` crate.
 //!
 //! No I/O, no clock, no randomness: time is an argument and snapshot storage is the caller's.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
@@ -23,6 +23,7 @@ pub mod entry;
 pub mod error;
 pub mod manager;
 pub mod plan;
+pub mod replay;
 pub mod snapshot;
 pub mod summary;
 /// The aborted-transaction index entry format (defined in `record-format`, shared with the storage layer).
@@ -35,7 +36,8 @@ pub use entry::{
 };
 pub use error::{ClientErrorClass, KafkaError, ProducerStateError};
 pub use manager::{ProducerStateManager, PsmConfig};
-pub use plan::{AppendDecision, AppendEffects, AppendPlan, BarrierReset};
+pub use plan::{AppendDecision, AppendEffects, AppendPlan, Applied, BarrierReset};
+pub use replay::{replay, ReplayError, ReplayStep, Replayed};
 pub use snapshot::{MemorySnapshotStore, SnapshotStore};
-pub use summary::{replay, ReplayError, Replayed, StateSummary};
+pub use summary::StateSummary;
 pub use txn_index::AbortedTxn;

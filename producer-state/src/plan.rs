@@ -129,6 +129,15 @@ pub enum AppendDecision {
     Append(AppendPlan),
 }
 
+/// What [`ProducerStateManager::append_batches`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applied {
+    /// The batches were merged; what that changed.
+    Appended(AppendEffects),
+    /// A CLIENT batch repeats a cached one: nothing changed; answer with its offsets.
+    Duplicate(BatchMetadata),
+}
+
 /// What a commit changed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AppendEffects {
@@ -297,17 +306,16 @@ impl ProducerStateManager {
         effects
     }
 
-    /// Plans and commits in one step (replication, recovery, tools): the outcome of a duplicate is returned as an
-    /// error-free `Err(metadata)` so callers can answer with the original offsets.
+    /// Plans and commits in one step (tools, tests): a duplicate is an answer, not an error.
     pub fn append_batches<'a>(
         &mut self,
         batches: impl IntoIterator<Item = &'a RecordBatch>,
         origin: AppendOrigin,
         transaction_version: TransactionVersion,
-    ) -> Result<Result<AppendEffects, BatchMetadata>, ProducerStateError> {
+    ) -> Result<Applied, ProducerStateError> {
         match self.plan_append(batches, origin, transaction_version)? {
-            AppendDecision::Duplicate(duplicate) => Ok(Err(duplicate)),
-            AppendDecision::Append(plan) => Ok(Ok(self.commit(plan))),
+            AppendDecision::Duplicate(duplicate) => Ok(Applied::Duplicate(duplicate)),
+            AppendDecision::Append(plan) => Ok(Applied::Appended(self.commit(plan))),
         }
     }
 }
@@ -339,7 +347,6 @@ mod tests {
         for batch in &batches {
             one_by_one
                 .append_batches([batch], AppendOrigin::Client, TransactionVersion::Unknown)
-                .unwrap()
                 .unwrap();
         }
         assert_eq!(together, one_by_one);
@@ -354,7 +361,6 @@ mod tests {
             AppendOrigin::Client,
             TransactionVersion::Unknown,
         )
-        .unwrap()
         .unwrap();
         let before = psm.clone();
         // Producer 1 is known now, so its sequences are checked (an unknown one would accept any).

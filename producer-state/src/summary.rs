@@ -1,18 +1,12 @@
-//! A comparable summary of producer state, its JSON form, and replaying a log into it.
+//! A comparable summary of producer state and its JSON form.
 //!
 //! [`StateSummary`] is what `mirrorlog replay --json` and the `state` script command print, with the field names
-//! of `producer_state_after_replay` in the shared test-vector manifest. [`replay`] feeds batches to a manager
-//! with REPLICATION origin, as Kafka's log recovery does, collecting the aborted-transaction index on the way.
+//! of `producer_state_after_replay` in the shared test-vector manifest.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use record_format::RecordBatch;
-
-use crate::append::{AppendOrigin, TransactionVersion};
-use crate::error::ProducerStateError;
 use crate::manager::ProducerStateManager;
-use crate::plan::{barrier_of, AppendDecision};
 use crate::txn_index::AbortedTxn;
 
 /// One producer in a [`StateSummary`].
@@ -115,88 +109,4 @@ impl StateSummary {
         );
         out
     }
-}
-
-/// A replay stopped at a batch producer state refuses.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("batch at offset {offset}: {error}")]
-pub struct ReplayError {
-    /// Base offset of the batch.
-    pub offset: i64,
-    /// Why.
-    pub error: ProducerStateError,
-}
-
-/// The outcome of a replay.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Replayed {
-    /// The manager after the last batch.
-    pub manager: ProducerStateManager,
-    /// The aborted-transaction index built on the way.
-    pub aborted: Vec<AbortedTxn>,
-    /// Barriers that reset state, and barriers kept.
-    pub barriers_applied: usize,
-    /// Barriers that did not apply.
-    pub barriers_kept: usize,
-}
-
-impl Replayed {
-    /// The summary with the high watermark at the log end (everything replicated).
-    pub fn summary(&self) -> StateSummary {
-        let mut manager = self.manager.clone();
-        let log_end = manager.map_end_offset();
-        manager.on_high_watermark_updated(log_end);
-        StateSummary::of(&manager, &self.aborted, log_end)
-    }
-}
-
-/// Replays batches into `manager` with REPLICATION origin, one batch at a time, as log recovery does.
-///
-/// A batch without a producer id only moves the map end offset, and a data or marker batch is validated and
-/// merged directly (Kafka's `loadProducersFromRecords`); barriers go through the full append plan, so every
-/// barrier is decided by the same rule as a live append.
-pub fn replay<'a>(
-    mut manager: ProducerStateManager,
-    batches: impl IntoIterator<Item = &'a RecordBatch>,
-) -> Result<Replayed, ReplayError> {
-    let mut aborted = Vec::new();
-    let (mut barriers_applied, mut barriers_kept) = (0, 0);
-    for batch in batches {
-        let fail = |error| ReplayError {
-            offset: batch.base_offset(),
-            error,
-        };
-        if batch.is_control() && barrier_of(batch).map_err(fail)?.is_some() {
-            let plan = match manager
-                .plan_append([batch], AppendOrigin::Replication, TransactionVersion::Unknown)
-                .map_err(fail)?
-            {
-                AppendDecision::Append(plan) => plan,
-                // Replication never checks for duplicates.
-                AppendDecision::Duplicate(_) => continue,
-            };
-            let effects = manager.commit(plan);
-            aborted.extend(effects.aborted_index);
-            barriers_applied += effects.barriers_applied.len();
-            barriers_kept += effects.barriers_kept;
-            continue;
-        }
-        if batch.has_producer_id() {
-            let mut info = manager.prepare_update(batch.producer_id(), AppendOrigin::Replication);
-            let completed = info
-                .append(batch, None, TransactionVersion::Unknown)
-                .map_err(fail)?;
-            manager.update(info);
-            if let Some(completed) = completed {
-                aborted.extend(manager.complete_with_index_entry(&completed));
-            }
-        }
-        manager.update_map_end_offset(batch.next_offset());
-    }
-    Ok(Replayed {
-        manager,
-        aborted,
-        barriers_applied,
-        barriers_kept,
-    })
 }

@@ -220,10 +220,14 @@ impl Harness {
         };
         let effects = self.leader.commit(plan);
         self.aborted.extend(effects.aborted_index);
-        self.follower
+        let applied = self
+            .follower
             .append_batches([&batch], AppendOrigin::Replication, TransactionVersion::Unknown)
-            .expect("a follower accepts what its leader accepted")
-            .expect("replication never answers a duplicate");
+            .expect("a follower accepts what its leader accepted");
+        assert!(
+            matches!(applied, producer_state::Applied::Appended(_)),
+            "replication never answers a duplicate"
+        );
         self.log.push(batch);
     }
 
