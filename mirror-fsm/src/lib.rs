@@ -1,5 +1,5 @@
 //! The mirror partition state machine: read-only mirroring, crash-safe STOPPING with the `MIRROR_PID_RESET`
-//! barrier, failback alignment and source verification (`design.md` §3, the seeds' STOPPING sequence).
+//! barrier, failback alignment and source verification (ARCHITECTURE.md: the barrier invariants and the STOPPING sequence).
 //!
 //! The core is sans-IO in the raft-rs manner: [`MirrorPartition`] takes [`Event`]s and returns [`Action`]s, and
 //! knows no log, clock, network or randomness. [`MirrorDriver`] executes the actions against a

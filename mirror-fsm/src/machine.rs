@@ -26,7 +26,7 @@
 use record_format::RecordBatch;
 use serde::{Deserialize, Serialize};
 
-/// The states (KIP-1279's early vocabulary, `kip1279-notes.md` §2).
+/// The states (KIP-1279's early vocabulary: PREPARING, MIRRORING, PAUSED, STOPPING, STOPPED, FAILED).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum StateKind {
     /// Aligning the local log with the source before fetching.

@@ -1,6 +1,6 @@
 //! Random event sequences — source traffic, fetches, pauses, resumes, fetch errors, retries, stops, restarts of
 //! a session, crashes (the destination dropped and reopened) and local producers — never violate invariants 2,
-//! 4, 5 and 6 of `design.md` §3. Checked after every step:
+//! 4, 5 and 6 of ARCHITECTURE.md. Checked after every step:
 //!
 //! - 4: in every state but STOPPED the destination is read-only and a client append fails with nothing written;
 //! - 5: while a session mirrors, the destination's batches equal the source's, byte for byte and offset for

@@ -3,7 +3,7 @@
 //! Each runs for both barrier scopes: idempotent and transactional producers on the source (one transaction left
 //! open at failover), mirroring, failover, local producers afterwards that reuse the mirrored producer ids and
 //! sequences, and — for failback and the chain — further hops. After each failover the checks are the
-//! invariants of `design.md` §3: the destination equals its source byte for byte up to the last mirrored
+//! invariants of ARCHITECTURE.md: the destination equals its source byte for byte up to the last mirrored
 //! offset (5); it holds exactly one barrier of its own, right at that offset (6); right after the barrier it
 //! has no producers and no open transactions, and local producers reusing mirrored ids are accepted from
 //! sequence 0, never as duplicates (2); while mirrored it refuses clients (4).

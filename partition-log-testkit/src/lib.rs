@@ -1,5 +1,5 @@
-//! The Kafka-semantics scenario suite: the log-level scenarios of spec §11.3 (and the barrier invariants of
-//! `design.md` §3) as checks every storage backend runs.
+//! The Kafka-semantics scenario suite: the log-level scenarios of kafka-semantics §11.3 (and the barrier invariants of
+//! ARCHITECTURE.md) as checks every storage backend runs.
 //!
 //! A backend crate expands [`kafka_semantics_suite!`](crate::kafka_semantics_suite) with a
 //! [`storage_testkit::conformance::Backend`]; each scenario becomes a named `#[tokio::test]`. The names follow Kafka's
@@ -511,7 +511,7 @@ pub async fn retention_deletes_snapshots_but_keeps_producers(backend: &dyn Backe
     settle(&mut log);
     assert_eq!(log.summary().await.unwrap(), live);
     // Retention to the log end keeps them live, but a reload drops every snapshot at or below the log start
-    // (spec §4.9, pitfall 15): after a restart they are gone, as in Kafka.
+    // (kafka-semantics §4.9 and §12): after a restart they are gone, as in Kafka.
     log.delete_records_before(log.log_end_offset()).await.unwrap();
     assert_eq!(log.producer_state().producer_count(), 3);
     let (log, _) = crash_and_reopen(backend, log, config).await;

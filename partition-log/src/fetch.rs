@@ -1,4 +1,4 @@
-//! What a fetch returns, by isolation level (spec §7.8).
+//! What a fetch returns, by isolation level (kafka-semantics §7.8).
 
 use record_format::{AbortedTxn, RecordBatch};
 

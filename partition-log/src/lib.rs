@@ -1,7 +1,7 @@
 //! Kafka's partition log (the `UnifiedLog` role) over any storage backend.
 //!
 //! The producer-state manager decides; this crate makes its decisions durable and consistent
-//! (`kafka-psm-spec.md` §7). A [`PartitionLog`] owns one partition's [`storage::PartitionStorage`] and its
+//! (`kafka-semantics` §7). A [`PartitionLog`] owns one partition's [`storage::PartitionStorage`] and its
 //! [`producer_state::ProducerStateManager`]:
 //!
 //! - **append by origin** ([`PartitionLog::append_as_leader`] for CLIENT and COORDINATOR,

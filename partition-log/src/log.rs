@@ -1,13 +1,13 @@
 //! [`PartitionLog`]: one partition's records, producer state and offsets, kept consistent.
 //!
-//! **Append** (spec §7.1), in this order: origin checks (read-only, structure), offsets assigned (leader) or
+//! **Append** (kafka-semantics §7.1), in this order: origin checks (read-only, structure), offsets assigned (leader) or
 //! checked (follower), producer state *planned* against the stored state (a client duplicate ends the append
 //! here, with the original offsets), maybe roll, the records written, the plan committed, the aborted-transaction
 //! index extended with Kafka's LSO, the map end offset advanced. An error before the write leaves everything
 //! unchanged; an index write that fails after the records were written takes the log offline until it is
 //! reopened, and reopening repairs the index (Kafka takes the log directory offline the same way).
 //!
-//! **Recovery and truncation** share one rebuild (spec §7.6): snapshots outside `(log start, log end]` dropped,
+//! **Recovery and truncation** share one rebuild (kafka-semantics §7.6): snapshots outside `(log start, log end]` dropped,
 //! the latest readable one loaded (corrupt ones are deleted, falling back to older ones), the rest of the log
 //! replayed with REPLICATION origin (so barriers apply by the same rule as live appends), index entries the
 //! replay produces beyond the stored index restored, and a snapshot taken at the log end.
@@ -93,7 +93,7 @@ impl std::fmt::Debug for PartitionLog {
 }
 
 impl PartitionLog {
-    /// Opens a partition's log, rebuilding producer state (spec §7.7): clean or not, the state is the latest
+    /// Opens a partition's log, rebuilding producer state (kafka-semantics §7.7): clean or not, the state is the latest
     /// readable snapshot plus a replay of the log after it. `now_ms` drives producer expiration on load.
     pub async fn open(
         mut storage: Box<dyn PartitionStorage>,
@@ -183,7 +183,7 @@ impl PartitionLog {
             .map(|first| first.message_offset.max(self.log_start_offset()))
     }
 
-    /// The last stable offset (spec §4.3): the first unstable offset if it is below the high watermark, else the
+    /// The last stable offset (kafka-semantics §4.3): the first unstable offset if it is below the high watermark, else the
     /// high watermark; never below the log start.
     pub fn last_stable_offset(&self) -> i64 {
         self.psm
@@ -342,7 +342,7 @@ impl PartitionLog {
         })
     }
 
-    /// Rolls the logical segment: producer state snapshotted at the log end (spec §7.3).
+    /// Rolls the logical segment: producer state snapshotted at the log end (kafka-semantics §7.3).
     pub async fn roll(&mut self) -> Result<()> {
         self.check_online()?;
         self.psm.update_map_end_offset(self.log_end_offset());
@@ -437,15 +437,15 @@ impl PartitionLog {
         Ok(self.storage.read(from_offset, max_bytes).await?)
     }
 
-    /// Removes producers idle for the configured expiration time (spec §4.5); returns how many.
+    /// Removes producers idle for the configured expiration time (kafka-semantics §4.5); returns how many.
     pub fn remove_expired_producers(&mut self, now_ms: i64) -> usize {
         self.psm.remove_expired_producers(now_ms)
     }
 
-    /// Moves the log start offset up (retention or DeleteRecords, spec §7.4); refused beyond the high watermark.
+    /// Moves the log start offset up (retention or DeleteRecords, kafka-semantics §7.4); refused beyond the high watermark.
     /// Producers stay; snapshots below the new start are deleted.
     ///
-    /// A rebuild (truncation, recovery) ignores snapshots at or below the log start (spec §4.9) and replays
+    /// A rebuild (truncation, recovery) ignores snapshots at or below the log start (kafka-semantics §4.9) and replays
     /// only from it, so producers whose batches all lie below it would be lost unless a snapshot above the start
     /// holds them. Before moving the start, the log therefore makes sure a snapshot exists at the first batch
     /// boundary after it (built from the batches that are still there); a rebuild to any later offset then
@@ -501,7 +501,7 @@ impl PartitionLog {
         Ok(true)
     }
 
-    /// Empties the log and restarts it at `offset`: no producers, no snapshots (spec §7.5).
+    /// Empties the log and restarts it at `offset`: no producers, no snapshots (kafka-semantics §7.5).
     pub async fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<()> {
         self.check_online()?;
         self.storage.truncate_fully_and_start_at(offset).await?;
@@ -567,7 +567,7 @@ impl PartitionLog {
         self.snapshots.flush(&mut *self.storage).await
     }
 
-    /// Rebuilds producer state for the current log bounds (spec §7.6); see the module docs.
+    /// Rebuilds producer state for the current log bounds (kafka-semantics §7.6); see the module docs.
     async fn rebuild_producer_state(&mut self, now_ms: i64) -> Result<RecoveryReport> {
         let (start, end) = (self.log_start_offset(), self.log_end_offset());
         self.snapshots.load_all(&*self.storage).await?;

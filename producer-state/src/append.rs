@@ -1,4 +1,4 @@
-//! Per-producer validation of one append (`ProducerAppendInfo`, spec §3).
+//! Per-producer validation of one append (`ProducerAppendInfo`, kafka-semantics §3).
 //!
 //! A [`ProducerAppendInfo`] starts from the stored entry (or an empty one) and accumulates the batches of one
 //! producer within one append call; nothing reaches the manager until it is committed with
@@ -197,7 +197,7 @@ impl ProducerAppendInfo {
         (self.updated_entry, self.started_transactions)
     }
 
-    /// Appends one batch of this producer (spec §3.2 dispatch). Returns the transaction a marker completed.
+    /// Appends one batch of this producer (kafka-semantics §3.2 dispatch). Returns the transaction a marker completed.
     pub fn append(
         &mut self,
         batch: &RecordBatch,
@@ -253,7 +253,7 @@ impl ProducerAppendInfo {
         )
     }
 
-    /// `checkProducerEpoch` (spec §3.3).
+    /// `checkProducerEpoch` (kafka-semantics §3.3).
     fn check_producer_epoch(
         &self,
         epoch: i16,
@@ -295,7 +295,7 @@ impl ProducerAppendInfo {
         }
     }
 
-    /// `checkSequence`, CLIENT origin only (spec §3.4).
+    /// `checkSequence`, CLIENT origin only (kafka-semantics §3.4).
     fn check_sequence(&self, epoch: i16, first_seq: i32) -> Result<(), ProducerStateError> {
         if let Some(verification) = &self.verification {
             if verification.supports_epoch_bump && !self.current_entry.has_batches && first_seq != 0 {
@@ -347,7 +347,7 @@ impl ProducerAppendInfo {
         }
     }
 
-    /// Validates and records a data batch (spec §3.3–§3.5).
+    /// Validates and records a data batch (kafka-semantics §3.3–§3.5).
     pub fn append_data_batch(&mut self, batch: DataBatch) -> Result<(), ProducerStateError> {
         let first_offset = batch.first_offset.message_offset;
         self.check_producer_epoch(batch.epoch, first_offset, TransactionVersion::Unknown)?;
@@ -382,7 +382,7 @@ impl ProducerAppendInfo {
         }
     }
 
-    /// Validates and records an end-transaction marker (spec §3.6).
+    /// Validates and records an end-transaction marker (kafka-semantics §3.6).
     pub fn append_end_txn_marker(
         &mut self,
         marker: EndMarker,

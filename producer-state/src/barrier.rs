@@ -1,4 +1,4 @@
-//! Which `MIRROR_PID_RESET` barriers reset a partition's producer state (design §3).
+//! Which `MIRROR_PID_RESET` barriers reset a partition's producer state (ARCHITECTURE.md, barrier invariants; ADR 0005).
 //!
 //! The seed requires both that a barrier clears producer state wherever it is met (leader, followers, log
 //! recovery) and that a barrier replicated *back* to a cluster that is mirroring (failback) leaves that cluster's

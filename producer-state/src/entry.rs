@@ -1,4 +1,4 @@
-//! The data model of producer state (spec §2): per-producer entries with their 5-batch window, transactions,
+//! The data model of producer state (kafka-semantics §2): per-producer entries with their 5-batch window, transactions,
 //! completed transactions and verification entries.
 
 use record_format::batch::{decrement_sequence, NO_PRODUCER_EPOCH, NO_SEQUENCE};

@@ -2,7 +2,7 @@
 //!
 //! [`ProducerStateError`] is what validation returns; each variant carries the values that made it fail and maps
 //! to a [`KafkaError`] (name + wire code) through [`ProducerStateError::kafka_error`]. [`ClientErrorClass`] says
-//! what a client does with a Kafka error (spec §9), including the *fenced* class where
+//! what a client does with a Kafka error (kafka-semantics §9), including the *fenced* class where
 //! `INVALID_PRODUCER_ID_MAPPING` belongs for applications (KAFKA-16699).
 
 use std::fmt;
@@ -37,7 +37,7 @@ pub enum KafkaError {
     ReadOnlyTopic,
 }
 
-/// What a client does when it receives an error (spec §9).
+/// What a client does when it receives an error (kafka-semantics §9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ClientErrorClass {
     /// Retry the request as is.

@@ -3,7 +3,7 @@
 //! Idempotence and transactions in Kafka live in each partition's producer-state manager (PSM): per producer the
 //! epoch, the last five batches (for duplicate detection and sequence checks), the coordinator epoch and the
 //! open transaction; per partition the open and decided transactions that hold back the last stable offset. This
-//! crate implements `kafka-psm-spec.md` §2–§6 and §8–§9:
+//! crate implements `kafka-semantics` §2–§6 and §8–§9:
 //!
 //! - [`ProducerAppendInfo`] validates one producer's batches by [`AppendOrigin`] (epochs, sequences,
 //!   transactions, end markers by [`TransactionVersion`]);

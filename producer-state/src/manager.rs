@@ -1,4 +1,4 @@
-//! The producer-state manager of one partition (`ProducerStateManager`, spec §4).
+//! The producer-state manager of one partition (`ProducerStateManager`, kafka-semantics §4).
 //!
 //! It holds the producer entries, the ongoing and the decided-but-unreplicated transactions, the verification
 //! entries and the map end offset. Time is always an argument; snapshots go through a caller-supplied
@@ -306,7 +306,7 @@ impl ProducerStateManager {
         self.verification_states.remove(&producer_id);
     }
 
-    /// Whether `barrier` resets this partition's producer state (design §3).
+    /// Whether `barrier` resets this partition's producer state (ARCHITECTURE.md, barrier invariants; ADR 0005).
     pub fn barrier_applies(&self, barrier: &MirrorPidResetRecord) -> bool {
         self.config
             .barrier_scope
@@ -386,7 +386,7 @@ impl ProducerStateManager {
         self.last_snap_offset = log_start_offset;
     }
 
-    /// `truncateAndReload` (spec §4.9): drops snapshots outside `(log_start, log_end]`; reloads from the latest
+    /// `truncateAndReload` (kafka-semantics §4.9): drops snapshots outside `(log_start, log_end]`; reloads from the latest
     /// remaining one unless the state already ends at `log_end`.
     pub fn truncate_and_reload(
         &mut self,

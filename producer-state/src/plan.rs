@@ -1,6 +1,6 @@
 //! The log-level producer-state path for one append: analyse every batch first, commit only if all pass.
 //!
-//! [`ProducerStateManager::plan_append`] runs what Kafka's log runs before writing (spec §7.1 steps 1 and 4):
+//! [`ProducerStateManager::plan_append`] runs what Kafka's log runs before writing (kafka-semantics §7.1 steps 1 and 4):
 //! structural rules by origin (no control batch from a client; a client batch with a producer id needs a
 //! sequence), the CLIENT duplicate check against *stored* state, and per-producer validation accumulated across
 //! the batches of the call. Nothing changes until [`ProducerStateManager::commit`], which merges the producers,
@@ -171,7 +171,7 @@ pub fn barrier_of(batch: &RecordBatch) -> Result<Option<MirrorPidResetRecord>, P
 }
 
 impl ProducerStateManager {
-    /// Analyses an append of `batches` (spec §7.1); see the module docs.
+    /// Analyses an append of `batches` (kafka-semantics §7.1); see the module docs.
     pub fn plan_append<'a>(
         &self,
         batches: impl IntoIterator<Item = &'a RecordBatch>,

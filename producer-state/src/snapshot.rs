@@ -1,4 +1,4 @@
-//! Kafka's producer snapshot file (`ProducerSnapshot.json` version 1, spec §5) and the abstract set of snapshots
+//! Kafka's producer snapshot file (`ProducerSnapshot.json` version 1, kafka-semantics §5) and the abstract set of snapshots
 //! the manager loads from and writes to.
 //!
 //! Layout (big-endian): `i16 version = 1 | u32 crc | i32 count | count × 46-byte entries`; the CRC-32C covers bytes

@@ -2,7 +2,7 @@
 //!
 //! - random client appends (idempotent, several producers and epochs) agree with a small reference model of
 //!   Kafka's rules — duplicate answers, sequence and epoch errors, the five-batch window;
-//! - replay equality (design invariant 1), for both barrier scopes: after random client, coordinator and
+//! - replay equality (invariant 1, ARCHITECTURE.md), for both barrier scopes: after random client, coordinator and
 //!   replication appends, markers (TV0 and TV2) and barriers, the state rebuilt from a snapshot taken at a random
 //!   point plus a REPLICATION replay of the rest equals the live state; a follower fed every batch by replication
 //!   equals its leader after every step.

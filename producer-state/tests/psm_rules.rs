@@ -1,4 +1,4 @@
-//! Kafka's `ProducerStateManagerTest` cases (spec §11.1, numbered) that need more than a psm-script: the PSM used
+//! Kafka's `ProducerStateManagerTest` cases (kafka-semantics §11.1, numbered) that need more than a psm-script: the PSM used
 //! directly (no log-level duplicate check), first-offset metadata, late transactions, verification entries,
 //! snapshot-set operations and corrupt snapshots.
 

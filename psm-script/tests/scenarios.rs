@@ -1,6 +1,6 @@
 //! Every psm-script file in `producer-state/tests/scenarios/` (producer-state's checklist, kept beside its other
 //! tests) as a named test: Kafka's `ProducerStateManagerTest` cases that a
-//! script can express (numbered after spec §11.1), the barrier rules, and the seed's three corruption scenarios
+//! script can express (numbered after kafka-semantics §11.1), the barrier rules, and the seed's three corruption scenarios
 //! with and without a barrier. A mismatch prints a diff; `mirrorlog psm-script --rewrite` regenerates a file
 //! (review the diff before committing it).
 

@@ -4,7 +4,7 @@
 //! reads header fields straight from it. Constructing one checks the structure (length bounds, magic 2);
 //! [`RecordBatch::decode`] also checks the CRC. The records are decoded lazily by [`RecordBatch::records`].
 //!
-//! Layout (big-endian; `kafka-psm-spec.md` §1):
+//! Layout (big-endian; `kafka-semantics` §1):
 //!
 //! ```text
 //! 0 baseOffset i64 | 8 batchLength i32 | 12 partitionLeaderEpoch i32 | 16 magic i8 | 17 crc u32

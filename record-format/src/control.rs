@@ -5,7 +5,7 @@
 //! [`ControlRecord::Unknown`], never an error, because consumers must skip control types they do not know.
 //!
 //! [`MirrorPidResetRecord`] is the barrier of the seeds: `Version int16 | SourceClusterId compact string |
-//! tagged fields`, flexible from version 0. This project adds `WriterClusterId` as tagged field 0 (design §3):
+//! tagged fields`, flexible from version 0. This project adds `WriterClusterId` as tagged field 0 (ARCHITECTURE.md, barrier invariants; ADR 0005):
 //! the cluster that wrote the barrier. Unknown tagged fields survive a decode/encode round trip.
 
 use crate::batch::{Attributes, RecordBatch, TimestampType, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE};
@@ -460,7 +460,7 @@ pub fn end_txn_marker_batch(
     single_control_record_batch(placement, true, producer_id, producer_epoch, &record)
 }
 
-/// A `MIRROR_PID_RESET` barrier batch (design §3): control, not transactional, producer id/epoch/sequence −1,
+/// A `MIRROR_PID_RESET` barrier batch (ARCHITECTURE.md, barrier invariants; ADR 0005): control, not transactional, producer id/epoch/sequence −1,
 /// one record.
 pub fn mirror_pid_reset_batch(
     barrier: &MirrorPidResetRecord,

@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-/// Stable names for the ways a batch can be malformed (design §4; the manifest's `error_categories`).
+/// Stable names for the ways a batch can be malformed (the error categories `mirrorlog dump` prints; the test-vector manifest's `error_categories`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorCategory {

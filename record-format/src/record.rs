@@ -8,7 +8,7 @@
 //! section with fewer records, or with bytes left after the last one, ends in
 //! [`DecodeError::RecordCountMismatch`]. Nothing is ever sized from the count.
 //!
-//! Record layout (`kafka-psm-spec.md` §1.1): `length varint | attributes i8 | timestampDelta varlong |
+//! Record layout (`kafka-semantics` §1.1): `length varint | attributes i8 | timestampDelta varlong |
 //! offsetDelta varint | keyLength varint, key | valueLength varint, value | headerCount varint |
 //! (headerKeyLength varint, key, headerValueLength varint, value)*`.
 

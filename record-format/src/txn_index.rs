@@ -1,4 +1,4 @@
-//! Aborted-transaction index entries (`.txnindex`, `kafka-psm-spec.md` §6): the 34-byte `AbortedTxn` and the
+//! Aborted-transaction index entries (`.txnindex`, `kafka-semantics` §6): the 34-byte `AbortedTxn` and the
 //! collection rule a read_committed fetch uses. It lives here, beside the batch format, because both the
 //! producer-state layer (which decides the entries) and the storage layer (which files them) speak it.
 //!

@@ -16,6 +16,7 @@
 //! (inspection: nothing is created or repaired); the CLI, the benchmark and the simulator share this registry.
 //! `durability` reaches the partition log through [`StorageConfig::durability`] →
 //! `partition_log::LogConfig::durability`, which `PartitionLog::flush_acknowledged` applies.
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 use std::path::{Path, PathBuf};
 
@@ -247,7 +248,6 @@ fn open_rocks(_options: &DbOptions) -> Result<Box<dyn Storage>, ConfigError> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn parse_error(text: &str) -> String {

@@ -10,6 +10,7 @@
 //! ```
 //!
 //! A write is one `WriteBatch` across the families; synced writes and `flush(Sync)` sync the write-ahead log.
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -11,6 +11,7 @@
 //!
 //! A write is one `sled::Batch` on the tree. sled's background flusher is switched off: data is durable only
 //! after a sync, which calls `Db::flush`.
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 use std::path::PathBuf;
 use std::sync::Arc;
