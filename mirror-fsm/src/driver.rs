@@ -1,9 +1,15 @@
 //! Runs the machine's actions against a [`PartitionLog`] and a [`Fetcher`].
 //!
 //! The driver owns no log and no fetcher: the caller passes them to every call, so a test (or the simulator)
-//! can hold many clusters' logs and let one cluster's fetcher read another's. Actions run in order; an action
-//! that reports back (alignment, the STOPPING steps) feeds its event to the machine, whose actions run next.
-//! When an action fails, the driver records FAILED (if it still can) and returns the error.
+//! can hold many clusters' logs and let one cluster's fetcher read another's. It decides nothing: actions run in
+//! order, and an action that reports back (the peer's position, the STOPPING steps) feeds its event to the
+//! machine, whose actions run next.
+//!
+//! One error channel: every action failure becomes an event for the machine — [`Event::Error`] for the source
+//! (its own retry verdict), [`Event::LogFailed`] for the local log (the machine classifies it) — which records
+//! FAILED and decides whether to retry. `handle` then returns `Ok` when the failure was the source's or a batch
+//! the log refused (the partition is FAILED, as the machine decided), and `Err` when the local log's storage
+//! failed (the caller must know its log may be unusable; FAILED was recorded if storage still allowed it).
 //!
 //! Metadata records (in the partition's storage, next to the log's own): `mirror.state` (the machine's state,
 //! JSON) and `mirror.lmo.<source cluster id>` (the last mirrored offset, 8 bytes big-endian).
@@ -14,11 +20,10 @@ use partition_log::{LogError, PartitionLog};
 use producer_state::{AppendOrigin, TransactionVersion};
 use record_format::control::{mirror_pid_reset_batch, ControlBatchPlacement};
 use record_format::MirrorPidResetRecord;
-use storage::Durability;
 
 use crate::error::DriverError;
 use crate::fetcher::Fetcher;
-use crate::machine::{Action, Event, MirrorPartition, MirrorState, StateKind};
+use crate::machine::{Action, Event, LogFailure, MirrorPartition, MirrorState, StateKind};
 
 /// The metadata key of the machine's state.
 pub const STATE_KEY: &str = "mirror.state";
@@ -116,15 +121,15 @@ impl MirrorDriver {
                     Ok(Some(next)) => events.push_back(next),
                     Ok(None) => {}
                     Err(Failed::Report(event)) => {
-                        // Alignment or fetching failed in a way the machine handles (FAILED, retry).
+                        // The machine decides what the failure means (FAILED, retry or not).
                         events.clear();
                         events.push_back(event);
                         break;
                     }
-                    Err(Failed::Log(error)) => {
-                        let failure = Event::Error {
+                    Err(Failed::Storage(error)) => {
+                        let failure = Event::LogFailed {
+                            failure: LogFailure::Storage,
                             message: error.to_string(),
-                            retryable: true,
                         };
                         if let Ok(actions) = self.machine.handle(failure) {
                             for action in actions {
@@ -190,9 +195,9 @@ impl MirrorDriver {
         match action {
             Action::Persist(state) => {
                 let json = serde_json::to_vec(&state).map_err(|error| {
-                    Failed::Report(Event::Error {
+                    Failed::Report(Event::LogFailed {
+                        failure: LogFailure::Refused,
                         message: format!("cannot encode the mirror state: {error}"),
-                        retryable: false,
                     })
                 })?;
                 log.put_metadata(STATE_KEY, &json).await?;
@@ -203,26 +208,28 @@ impl MirrorDriver {
                 Ok((!read_only && self.machine.state().kind == StateKind::Stopping)
                     .then_some(Event::ReadOnlyCleared))
             }
-            Action::Align { .. } => {
+            Action::QueryPeer => {
                 let local = self.local_cluster_id.clone();
-                let aligned_at = match fetcher.last_mirrored_offset(&local).await {
-                    Ok(Some(offset)) if offset < log.log_end_offset() => {
-                        log.truncate_to(offset, self.now_ms).await?;
-                        log.log_end_offset()
-                    }
-                    Ok(Some(_)) => log.log_end_offset(),
-                    Ok(None) => {
-                        let start = fetcher.log_start_offset().await.map_err(Failed::from_fetch)?;
-                        log.truncate_fully_and_start_at(start).await?;
-                        start
-                    }
-                    Err(error) => return Err(Failed::from_fetch(error)),
-                };
-                Ok(Some(Event::Aligned {
-                    from_offset: aligned_at,
+                let last_mirrored_offset = fetcher
+                    .last_mirrored_offset(&local)
+                    .await
+                    .map_err(Failed::from_fetch)?;
+                let log_start_offset = fetcher.log_start_offset().await.map_err(Failed::from_fetch)?;
+                Ok(Some(Event::PeerPosition {
+                    last_mirrored_offset,
+                    log_start_offset,
+                    local_log_end: log.log_end_offset(),
                 }))
             }
-            Action::StartFetcher { .. } => {
+            Action::TruncateTo { offset } => {
+                log.truncate_to(offset, self.now_ms).await?;
+                Ok(None)
+            }
+            Action::TruncateFullyAndStartAt { offset } => {
+                log.truncate_fully_and_start_at(offset).await?;
+                Ok(None)
+            }
+            Action::StartFetcher => {
                 self.fetcher_running = true;
                 Ok(None)
             }
@@ -230,30 +237,24 @@ impl MirrorDriver {
                 self.fetcher_running = false;
                 Ok(None)
             }
-            Action::AppendReplicated(batches) => {
-                if batches.is_empty() {
-                    return Ok(None);
+            Action::AppendReplicated(batches) => match log.append_as_follower(batches).await {
+                Ok(_) => Ok(None),
+                // The bytes themselves are refused (corrupt, or producer state rejects them); offsets that do not
+                // follow are a storage error: a retry re-aligns first.
+                Err(error @ (LogError::CorruptBatch { .. } | LogError::ProducerState(_))) => {
+                    Err(Failed::Report(Event::LogFailed {
+                        failure: LogFailure::Refused,
+                        message: format!("a mirrored batch was refused: {error}"),
+                    }))
                 }
-                match log.append_as_follower(batches).await {
-                    Ok(_) => {}
-                    // A batch the log refuses (corrupt, offsets that do not follow) will not get better by
-                    // retrying: FAILED, not retryable.
-                    Err(error @ (LogError::CorruptBatch { .. } | LogError::ProducerState(_))) => {
-                        return Err(Failed::Report(Event::Error {
-                            message: format!("a mirrored batch was refused: {error}"),
-                            retryable: false,
-                        }))
-                    }
-                    Err(error) => return Err(error.into()),
-                }
-                // A mirror destination is its own only replica here: what it wrote is replicated.
+                Err(error) => Err(error.into()),
+            },
+            Action::AdvanceHighWatermark => {
                 let end = log.log_end_offset();
                 log.advance_high_watermark(end);
                 Ok(None)
             }
             Action::TruncateToLso => {
-                let end = log.log_end_offset();
-                log.advance_high_watermark(end);
                 let lso = log.last_stable_offset();
                 log.truncate_to(lso, self.now_ms).await?;
                 Ok(Some(Event::Truncated {
@@ -268,53 +269,50 @@ impl MirrorDriver {
                     .await?;
                 Ok(Some(Event::LastMirroredPersisted))
             }
-            Action::WriteBarrier {
+            Action::InspectLogTail { offset } => Ok(Some(Event::LogTail {
+                log_end: log.log_end_offset(),
+                own_barrier_present: self.own_barrier_at(log, offset).await?,
+            })),
+            Action::AppendBarrier {
                 source_cluster_id,
                 offset,
             } => {
-                self.ensure_barrier(log, &source_cluster_id, offset).await?;
-                Ok(Some(Event::BarrierWritten))
+                self.append_barrier(log, &source_cluster_id, offset).await?;
+                Ok(None)
+            }
+            Action::SyncLog => {
+                log.flush(storage::Durability::Sync).await?;
+                Ok(Some(Event::Synced))
             }
         }
     }
 
-    /// Appends this cluster's barrier at `offset` unless a crash left it there already, then syncs.
-    async fn ensure_barrier(
+    /// Appends this cluster's barrier at `offset` (the log end: the machine checked).
+    async fn append_barrier(
         &mut self,
         log: &mut PartitionLog,
         source: &str,
         offset: i64,
     ) -> Result<(), Failed> {
-        let end = log.log_end_offset();
-        if end == offset {
-            let barrier = MirrorPidResetRecord::new(source, Some(self.local_cluster_id.clone()));
-            let placement = ControlBatchPlacement {
-                base_offset: offset,
-                partition_leader_epoch: log.config().leader_epoch,
-                timestamp: self.now_ms,
-            };
-            let batch = mirror_pid_reset_batch(&barrier, placement).map_err(|error| {
-                Failed::Report(Event::Error {
-                    message: format!("cannot encode the barrier: {error}"),
-                    retryable: false,
-                })
-            })?;
-            log.append_as_leader(vec![batch], AppendOrigin::Coordinator, TransactionVersion::V0)
-                .await?;
-        } else if !self.barrier_at(log, offset).await? {
-            return Err(Failed::Report(Event::Error {
-                message: format!(
-                    "STOPPING expected the log to end at {offset} (or to hold this cluster's barrier there) but it ends at {end}"
-                ),
-                retryable: false,
-            }));
-        }
-        log.flush(Durability::Sync).await?;
+        let barrier = MirrorPidResetRecord::new(source, Some(self.local_cluster_id.clone()));
+        let placement = ControlBatchPlacement {
+            base_offset: offset,
+            partition_leader_epoch: log.config().leader_epoch,
+            timestamp: self.now_ms,
+        };
+        let batch = mirror_pid_reset_batch(&barrier, placement).map_err(|error| {
+            Failed::Report(Event::LogFailed {
+                failure: LogFailure::Refused,
+                message: format!("cannot encode the barrier: {error}"),
+            })
+        })?;
+        log.append_as_leader(vec![batch], AppendOrigin::Coordinator, TransactionVersion::V0)
+            .await?;
         Ok(())
     }
 
     /// True when the batch at `offset` is a barrier this cluster wrote.
-    async fn barrier_at(&self, log: &PartitionLog, offset: i64) -> Result<bool, Failed> {
+    async fn own_barrier_at(&self, log: &PartitionLog, offset: i64) -> Result<bool, Failed> {
         if offset >= log.log_end_offset() {
             return Ok(false);
         }
@@ -329,12 +327,12 @@ impl MirrorDriver {
     }
 }
 
-/// Why an action did not complete.
+/// Why an action did not complete: always an event for the machine; storage failures are also returned.
 enum Failed {
-    /// An event for the machine (FAILED with a message).
+    /// A failure the machine handles alone (the source's errors, refused batches).
     Report(Event),
-    /// The log (storage) failed: recorded as FAILED if possible, and returned.
-    Log(LogError),
+    /// The local log's storage failed: the machine records it and the caller gets the error.
+    Storage(LogError),
 }
 
 impl Failed {
@@ -348,6 +346,6 @@ impl Failed {
 
 impl From<LogError> for Failed {
     fn from(error: LogError) -> Self {
-        Failed::Log(error)
+        Failed::Storage(error)
     }
 }

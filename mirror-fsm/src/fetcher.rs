@@ -10,10 +10,6 @@ pub struct FetchResponse {
     pub source_cluster_id: String,
     /// Whole batches from the requested offset, as the source stored them.
     pub batches: Vec<RecordBatch>,
-    /// The source partition's log start offset.
-    pub log_start_offset: i64,
-    /// The source partition's last stable offset (fetches stop there).
-    pub last_stable_offset: i64,
 }
 
 /// Why the source could not answer.

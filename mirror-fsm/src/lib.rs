@@ -19,6 +19,6 @@ pub use error::DriverError;
 pub use fetcher::{FetchError, FetchResponse, Fetcher};
 pub use local::LocalFetcher;
 pub use machine::{
-    transition_allowed, Action, Event, Failure, MirrorPartition, MirrorState, StateKind, StopStep,
-    TransitionError,
+    transition_allowed, Action, Event, EventKind, Failure, LogFailure, MirrorPartition, MirrorState,
+    StateKind, StopStep, TransitionError,
 };

@@ -59,8 +59,6 @@ impl Fetcher for LocalFetcher {
         Ok(FetchResponse {
             source_cluster_id: self.reported_cluster_id.clone(),
             batches: fetched.batches,
-            log_start_offset: fetched.log_start_offset,
-            last_stable_offset: fetched.last_stable_offset,
         })
     }
 

@@ -10,18 +10,27 @@
 //!                                   └──── Stop ──────┴──> STOPPING ──> STOPPED (writable)
 //!                                        (also from PAUSED and FAILED)
 //!
+//! PREPARING asks the peer where to start (QueryPeer → PeerPosition) and decides the alignment itself:
+//!   the peer mirrored from us up to o < our end → TruncateTo{o};   up to o ≥ our end → keep the log;
+//!   never mirrored from us → TruncateFullyAndStartAt{the peer's log start};   then MIRRORING.
+//!
 //! STOPPING, step by step (each step persisted before its action runs, so a crash resumes it):
-//!   RemoveFetcher    → StopFetcher, TruncateToLso            → event Truncated{offset}
-//!   PersistOffset    → PersistLastMirrored{source, offset}   → event LastMirroredPersisted
-//!   WriteBarrier     → WriteBarrier{at: offset}  (durable)   → event BarrierWritten
-//!   ClearReadOnly    → SetReadOnly(false)                    → event ReadOnlyCleared
+//!   RemoveFetcher  → StopFetcher, AdvanceHighWatermark, TruncateToLso   → event Truncated{offset}
+//!   PersistOffset  → PersistLastMirrored{source, offset}                → event LastMirroredPersisted
+//!   WriteBarrier   → InspectLogTail{offset}                             → event LogTail{end, own barrier?}
+//!                    own barrier there → SyncLog; end = offset → AppendBarrier, SyncLog; else FAILED
+//!                                                                       → event Synced
+//!   ClearReadOnly  → SetReadOnly(false)                                 → event ReadOnlyCleared
 //!   → STOPPED
 //! ```
 //!
-//! [`MirrorPartition::handle`] checks the transition against [`transition_allowed`] (the explicit table; an
-//! invalid transition is [`TransitionError`] and changes nothing) and returns the [`Action`]s to run, in order.
-//! Every state change starts with [`Action::Persist`]: the driver writes the record before running the rest, so
-//! after a crash [`Event::Recovered`] with the persisted record resumes exactly where it stopped.
+//! The machine holds every decision (alignment, the high-watermark raise before the LSO cut, whether the barrier
+//! is already written, which failures are retried); the driver only runs actions and reports what it saw.
+//! [`MirrorPartition::handle`] checks the transition against [`transition_allowed`] (an exhaustive table over
+//! state × [`EventKind`]; an invalid transition is [`TransitionError`] and changes nothing) and returns the
+//! [`Action`]s to run, in order. Every state change starts with [`Action::Persist`]: the driver writes the record
+//! before running the rest, so after a crash [`Event::Recovered`] with the persisted record resumes exactly where
+//! it stopped.
 
 use record_format::RecordBatch;
 use serde::{Deserialize, Serialize};
@@ -125,10 +134,15 @@ pub enum Event {
         /// The expected source.
         source_cluster_id: String,
     },
-    /// The log is aligned with the source; fetch from `from_offset`.
-    Aligned {
-        /// Where fetching starts.
-        from_offset: i64,
+    /// PREPARING: where the peer stands (answer to [`Action::QueryPeer`]).
+    PeerPosition {
+        /// The peer's last mirrored offset of its session whose source was this cluster (`None`: it never
+        /// mirrored from us).
+        last_mirrored_offset: Option<i64>,
+        /// The peer partition's log start offset.
+        log_start_offset: i64,
+        /// This partition's log end offset.
+        local_log_end: i64,
     },
     /// The fetcher returned batches, reporting the cluster it fetched from.
     Fetched {
@@ -137,12 +151,19 @@ pub enum Event {
         /// The batches, as the source stored them.
         batches: Vec<RecordBatch>,
     },
-    /// Fetching or aligning failed.
+    /// Fetching or aligning failed (the source says whether a retry can help).
     Error {
         /// What happened.
         message: String,
         /// Whether a retry can help.
         retryable: bool,
+    },
+    /// An action on the local log failed.
+    LogFailed {
+        /// What kind of failure (the machine decides whether to retry).
+        failure: LogFailure,
+        /// What happened.
+        message: String,
     },
     /// Pause mirroring.
     Pause,
@@ -162,8 +183,15 @@ pub enum Event {
     },
     /// STOPPING: the last mirrored offset is persisted.
     LastMirroredPersisted,
-    /// STOPPING: the barrier is in the log and durable.
-    BarrierWritten,
+    /// STOPPING: what the log holds where the barrier goes (answer to [`Action::InspectLogTail`]).
+    LogTail {
+        /// The log end offset.
+        log_end: i64,
+        /// True when the batch at the barrier's offset is a barrier this cluster wrote.
+        own_barrier_present: bool,
+    },
+    /// STOPPING: the log is durable (answer to [`Action::SyncLog`]).
+    Synced,
     /// STOPPING: read-only is cleared.
     ReadOnlyCleared,
     /// The process restarted; this is the last persisted state.
@@ -173,23 +201,72 @@ pub enum Event {
     },
 }
 
+/// How an action on the local log failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFailure {
+    /// The log refused a mirrored batch (corrupt, offsets that do not follow, producer state): retrying the same
+    /// bytes cannot help.
+    Refused,
+    /// Storage failed (I/O, poisoned, offline): a retry after reopening may help.
+    Storage,
+    /// The log is not where STOPPING expects it (neither at the barrier offset nor holding our barrier there).
+    Unexpected,
+}
+
+/// An event without its data: the columns of the transition table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// [`Event::Start`].
+    Start,
+    /// [`Event::PeerPosition`].
+    PeerPosition,
+    /// [`Event::Fetched`].
+    Fetched,
+    /// [`Event::Error`].
+    Error,
+    /// [`Event::LogFailed`].
+    LogFailed,
+    /// [`Event::Pause`].
+    Pause,
+    /// [`Event::Resume`].
+    Resume,
+    /// [`Event::Stop`].
+    Stop,
+    /// [`Event::Tick`].
+    Tick,
+    /// [`Event::Truncated`].
+    Truncated,
+    /// [`Event::LastMirroredPersisted`].
+    LastMirroredPersisted,
+    /// [`Event::LogTail`].
+    LogTail,
+    /// [`Event::Synced`].
+    Synced,
+    /// [`Event::ReadOnlyCleared`].
+    ReadOnlyCleared,
+    /// [`Event::Recovered`].
+    Recovered,
+}
+
 impl Event {
-    /// The event's name in the transition table.
-    pub fn name(&self) -> &'static str {
+    /// The event's kind (its column in the transition table).
+    pub fn kind(&self) -> EventKind {
         match self {
-            Event::Start { .. } => "Start",
-            Event::Aligned { .. } => "Aligned",
-            Event::Fetched { .. } => "Fetched",
-            Event::Error { .. } => "Error",
-            Event::Pause => "Pause",
-            Event::Resume => "Resume",
-            Event::Stop => "Stop",
-            Event::Tick { .. } => "Tick",
-            Event::Truncated { .. } => "Truncated",
-            Event::LastMirroredPersisted => "LastMirroredPersisted",
-            Event::BarrierWritten => "BarrierWritten",
-            Event::ReadOnlyCleared => "ReadOnlyCleared",
-            Event::Recovered { .. } => "Recovered",
+            Event::Start { .. } => EventKind::Start,
+            Event::PeerPosition { .. } => EventKind::PeerPosition,
+            Event::Fetched { .. } => EventKind::Fetched,
+            Event::Error { .. } => EventKind::Error,
+            Event::LogFailed { .. } => EventKind::LogFailed,
+            Event::Pause => EventKind::Pause,
+            Event::Resume => EventKind::Resume,
+            Event::Stop => EventKind::Stop,
+            Event::Tick { .. } => EventKind::Tick,
+            Event::Truncated { .. } => EventKind::Truncated,
+            Event::LastMirroredPersisted => EventKind::LastMirroredPersisted,
+            Event::LogTail { .. } => EventKind::LogTail,
+            Event::Synced => EventKind::Synced,
+            Event::ReadOnlyCleared => EventKind::ReadOnlyCleared,
+            Event::Recovered { .. } => EventKind::Recovered,
         }
     }
 }
@@ -201,22 +278,28 @@ pub enum Action {
     Persist(MirrorState),
     /// Set or clear read-only, durably.
     SetReadOnly(bool),
-    /// Ask the source for its last mirrored offset of this partition for `source_cluster_id` (this cluster, when
-    /// failing back), truncate the log to it (fully, to the source's log start, when it has none), then report
-    /// [`Event::Aligned`].
-    Align {
-        /// The source.
-        source_cluster_id: String,
+    /// Ask the peer for its last mirrored offset of its session whose source was this cluster, and its log start
+    /// offset; report [`Event::PeerPosition`].
+    QueryPeer,
+    /// Truncate the log to `offset` (alignment).
+    TruncateTo {
+        /// The new log end.
+        offset: i64,
     },
-    /// Start the fetcher at `from_offset` (`None`: the log end).
-    StartFetcher {
-        /// Where to fetch from.
-        from_offset: Option<i64>,
+    /// Empty the log and restart it at `offset` (alignment with a peer that never mirrored from us).
+    TruncateFullyAndStartAt {
+        /// The new log start and end.
+        offset: i64,
     },
+    /// Start the fetcher (it fetches from the log end).
+    StartFetcher,
     /// Stop the fetcher.
     StopFetcher,
     /// Append fetched batches with REPLICATION origin, offsets and bytes kept.
     AppendReplicated(Vec<RecordBatch>),
+    /// Raise the high watermark to the log end: a mirror destination is its own only replica, so what it wrote
+    /// is replicated.
+    AdvanceHighWatermark,
     /// Truncate the log to its LSO, then report [`Event::Truncated`].
     TruncateToLso,
     /// Persist the last mirrored offset for `source_cluster_id`, then report [`Event::LastMirroredPersisted`].
@@ -226,24 +309,30 @@ pub enum Action {
         /// The offset.
         offset: i64,
     },
-    /// Make sure the log holds this cluster's barrier at `offset` (append it with COORDINATOR origin unless it
-    /// is already there), durable; then report [`Event::BarrierWritten`].
-    WriteBarrier {
-        /// The source cluster written into the barrier.
-        source_cluster_id: String,
-        /// Where it goes.
+    /// Report what the log holds at `offset` ([`Event::LogTail`]).
+    InspectLogTail {
+        /// Where the barrier goes.
         offset: i64,
     },
+    /// Append this cluster's barrier at `offset` with COORDINATOR origin.
+    AppendBarrier {
+        /// The source cluster written into the barrier.
+        source_cluster_id: String,
+        /// Where it goes (the log end).
+        offset: i64,
+    },
+    /// Make the log durable, then report [`Event::Synced`].
+    SyncLog,
 }
 
 /// An event the current state does not accept; nothing changed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid transition: {event} in state {state:?}")]
+#[error("invalid transition: {event:?} in state {state:?}")]
 pub struct TransitionError {
     /// The state.
     pub state: StateKind,
-    /// The event's name.
-    pub event: &'static str,
+    /// The event.
+    pub event: EventKind,
 }
 
 /// Retry backoff: the first retry after this long, doubling up to [`MAX_BACKOFF_MS`].
@@ -251,23 +340,38 @@ pub const INITIAL_BACKOFF_MS: i64 = 100;
 /// Longest wait between retries.
 pub const MAX_BACKOFF_MS: i64 = 30_000;
 
-/// The transition table: whether `state` accepts the event named `event` (names from [`Event::name`]).
-pub fn transition_allowed(state: StateKind, event: &str) -> bool {
-    use StateKind::*;
-    match event {
-        // A new session from a peer: a partition never mirrored, stopped, or failed (e.g. an operator re-start).
-        "Start" => matches!(state, Stopped | Failed),
-        "Aligned" => state == Preparing,
-        "Fetched" => state == Mirroring,
-        "Error" => matches!(state, Preparing | Mirroring | Stopping | Failed),
-        "Pause" => state == Mirroring,
-        "Resume" => state == Paused,
-        "Stop" => matches!(state, Preparing | Mirroring | Paused | Failed),
-        // Time passes in every state; only FAILED acts on it.
-        "Tick" => true,
-        "Truncated" | "LastMirroredPersisted" | "BarrierWritten" | "ReadOnlyCleared" => state == Stopping,
-        "Recovered" => true,
-        _ => false,
+/// The transition table: whether `state` accepts events of `event`'s kind. Exhaustive over both: a new state or
+/// event does not compile until its row and column are written. (Inside STOPPING, `handle` also checks that a
+/// step's answer belongs to the step in progress.)
+pub fn transition_allowed(state: StateKind, event: EventKind) -> bool {
+    use EventKind as E;
+    use StateKind as S;
+    match (state, event) {
+        // Time passes and restarts happen in every state (only FAILED acts on time).
+        (_, E::Tick | E::Recovered) => true,
+        // A new session from a peer: a partition never mirrored, stopped, or failed (an operator re-start).
+        (S::Stopped | S::Failed, E::Start) => true,
+        (S::Preparing | S::Mirroring | S::Paused | S::Stopping, E::Start) => false,
+        (S::Preparing, E::PeerPosition) => true,
+        (S::Mirroring | S::Paused | S::Stopping | S::Stopped | S::Failed, E::PeerPosition) => false,
+        (S::Mirroring, E::Fetched) => true,
+        (S::Preparing | S::Paused | S::Stopping | S::Stopped | S::Failed, E::Fetched) => false,
+        (S::Preparing | S::Mirroring | S::Stopping | S::Failed, E::Error | E::LogFailed) => true,
+        (S::Paused | S::Stopped, E::Error | E::LogFailed) => false,
+        (S::Mirroring, E::Pause) => true,
+        (S::Preparing | S::Paused | S::Stopping | S::Stopped | S::Failed, E::Pause) => false,
+        (S::Paused, E::Resume) => true,
+        (S::Preparing | S::Mirroring | S::Stopping | S::Stopped | S::Failed, E::Resume) => false,
+        (S::Preparing | S::Mirroring | S::Paused | S::Failed, E::Stop) => true,
+        (S::Stopping | S::Stopped, E::Stop) => false,
+        (
+            S::Stopping,
+            E::Truncated | E::LastMirroredPersisted | E::LogTail | E::Synced | E::ReadOnlyCleared,
+        ) => true,
+        (
+            S::Preparing | S::Mirroring | S::Paused | S::Stopped | S::Failed,
+            E::Truncated | E::LastMirroredPersisted | E::LogTail | E::Synced | E::ReadOnlyCleared,
+        ) => false,
     }
 }
 
@@ -298,19 +402,19 @@ impl MirrorPartition {
     pub fn handle(&mut self, event: Event) -> Result<Vec<Action>, TransitionError> {
         let kind = self.state.kind;
         let stop_step = self.state.stop_step;
-        let name = event.name();
+        let event_kind = event.kind();
         // A STOPPING step's completion must match the step in progress.
         let check_step = |expected: fn(StopStep) -> bool| match stop_step {
             Some(step) if expected(step) => Ok(()),
             _ => Err(TransitionError {
                 state: kind,
-                event: name,
+                event: event_kind,
             }),
         };
-        if !transition_allowed(kind, event.name()) {
+        if !transition_allowed(kind, event_kind) {
             return Err(TransitionError {
                 state: kind,
-                event: event.name(),
+                event: event_kind,
             });
         }
         let actions = match event {
@@ -324,28 +428,50 @@ impl MirrorPartition {
                 };
                 self.enter_actions()
             }
-            Event::Aligned { from_offset } => {
+            Event::PeerPosition {
+                last_mirrored_offset,
+                log_start_offset,
+                local_log_end,
+            } => {
+                // Failback alignment: keep exactly what the peer mirrored from us; a peer that never did owns the
+                // partition's history, so ours goes and we start at its log start.
+                let mut actions = match last_mirrored_offset {
+                    Some(offset) if offset < local_log_end => vec![Action::TruncateTo { offset }],
+                    Some(_) => Vec::new(),
+                    None => vec![Action::TruncateFullyAndStartAt {
+                        offset: log_start_offset,
+                    }],
+                };
                 self.set_kind(StateKind::Mirroring);
-                vec![
-                    self.persist(),
-                    Action::StartFetcher {
-                        from_offset: Some(from_offset),
-                    },
-                ]
+                actions.push(self.persist());
+                actions.push(Action::StartFetcher);
+                actions
             }
             Event::Fetched {
                 source_cluster_id,
                 batches,
             } => {
                 let expected = self.state.source_cluster_id.clone().unwrap_or_default();
-                if source_cluster_id == expected {
-                    vec![Action::AppendReplicated(batches)]
-                } else {
+                if source_cluster_id != expected {
                     let message = format!(
                         "source verification failed: the fetcher reports cluster {source_cluster_id:?}, this \
                          session mirrors {expected:?}; nothing appended"
                     );
                     self.fail(message, false)
+                } else if batches.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![Action::AppendReplicated(batches), Action::AdvanceHighWatermark]
+                }
+            }
+            Event::LogFailed { failure, message } => {
+                // Retry policy: storage may recover after a reopen; a refused batch or a log in an unexpected
+                // place will not get better by trying again.
+                let retryable = failure == LogFailure::Storage;
+                if kind == StateKind::Failed {
+                    self.fail_again(message, retryable)
+                } else {
+                    self.fail(message, retryable)
                 }
             }
             Event::Error { message, retryable } => {
@@ -362,7 +488,7 @@ impl MirrorPartition {
             }
             Event::Resume => {
                 self.set_kind(StateKind::Mirroring);
-                vec![self.persist(), Action::StartFetcher { from_offset: None }]
+                vec![self.persist(), Action::StartFetcher]
             }
             Event::Stop => {
                 // A STOPPING that failed part-way resumes at its step: the steps before it are done, and
@@ -411,7 +537,34 @@ impl MirrorPartition {
                 self.state.stop_step = Some(StopStep::WriteBarrier { offset });
                 self.enter_actions()
             }
-            Event::BarrierWritten => {
+            Event::LogTail {
+                log_end,
+                own_barrier_present,
+            } => {
+                check_step(|step| matches!(step, StopStep::WriteBarrier { .. }))?;
+                let Some(StopStep::WriteBarrier { offset }) = stop_step else {
+                    return Ok(Vec::new());
+                };
+                if own_barrier_present {
+                    // A crash after the append: the barrier is there; make it durable, never write a second.
+                    vec![Action::SyncLog]
+                } else if log_end == offset {
+                    vec![
+                        Action::AppendBarrier {
+                            source_cluster_id: self.source(),
+                            offset,
+                        },
+                        Action::SyncLog,
+                    ]
+                } else {
+                    let message = format!(
+                        "STOPPING expected the log to end at {offset} (or to hold this cluster's barrier there) \
+                         but it ends at {log_end}"
+                    );
+                    self.fail(message, false)
+                }
+            }
+            Event::Synced => {
                 check_step(|step| matches!(step, StopStep::WriteBarrier { .. }))?;
                 self.state.stop_step = Some(StopStep::ClearReadOnly);
                 self.enter_actions()
@@ -462,7 +615,7 @@ impl MirrorPartition {
             }
         }
         match self.state.kind {
-            StateKind::Mirroring => actions.push(Action::StartFetcher { from_offset: None }),
+            StateKind::Mirroring => actions.push(Action::StartFetcher),
             _ => actions.extend(self.state_work()),
         }
         actions
@@ -470,15 +623,17 @@ impl MirrorPartition {
 
     fn state_work(&self) -> Vec<Action> {
         match (self.state.kind, self.state.stop_step) {
-            (StateKind::Preparing, _) => vec![
-                Action::SetReadOnly(true),
-                Action::StopFetcher,
-                Action::Align {
-                    source_cluster_id: self.source(),
-                },
-            ],
+            (StateKind::Preparing, _) => {
+                vec![Action::SetReadOnly(true), Action::StopFetcher, Action::QueryPeer]
+            }
             (StateKind::Stopping, Some(StopStep::RemoveFetcher)) => {
-                vec![Action::StopFetcher, Action::TruncateToLso]
+                // Everything written is replicated (a destination is its own only replica), so the LSO cut
+                // removes exactly the undecided transactions.
+                vec![
+                    Action::StopFetcher,
+                    Action::AdvanceHighWatermark,
+                    Action::TruncateToLso,
+                ]
             }
             (StateKind::Stopping, Some(StopStep::PersistOffset { offset })) => {
                 vec![Action::PersistLastMirrored {
@@ -486,10 +641,9 @@ impl MirrorPartition {
                     offset,
                 }]
             }
-            (StateKind::Stopping, Some(StopStep::WriteBarrier { offset })) => vec![Action::WriteBarrier {
-                source_cluster_id: self.source(),
-                offset,
-            }],
+            (StateKind::Stopping, Some(StopStep::WriteBarrier { offset })) => {
+                vec![Action::InspectLogTail { offset }]
+            }
             (StateKind::Stopping, Some(StopStep::ClearReadOnly)) => vec![Action::SetReadOnly(false)],
             _ => Vec::new(),
         }

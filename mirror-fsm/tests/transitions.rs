@@ -1,6 +1,6 @@
 //! The full transition table: every state × every event, with invalid transitions rejected and changing nothing.
 
-use mirror_fsm::{Action, Event, Failure, MirrorPartition, MirrorState, StateKind, StopStep};
+use mirror_fsm::{Action, Event, Failure, LogFailure, MirrorPartition, MirrorState, StateKind, StopStep};
 
 fn state(kind: StateKind) -> MirrorState {
     MirrorState {
@@ -24,7 +24,11 @@ fn events() -> Vec<Event> {
         Event::Start {
             source_cluster_id: "A".to_owned(),
         },
-        Event::Aligned { from_offset: 0 },
+        Event::PeerPosition {
+            last_mirrored_offset: Some(0),
+            log_start_offset: 0,
+            local_log_end: 0,
+        },
         Event::Fetched {
             source_cluster_id: "A".to_owned(),
             batches: Vec::new(),
@@ -33,29 +37,37 @@ fn events() -> Vec<Event> {
             message: "boom".to_owned(),
             retryable: true,
         },
+        Event::LogFailed {
+            failure: LogFailure::Storage,
+            message: "disk".to_owned(),
+        },
         Event::Pause,
         Event::Resume,
         Event::Stop,
         Event::Tick { now_ms: 10 },
         Event::Truncated { offset: 5 },
         Event::LastMirroredPersisted,
-        Event::BarrierWritten,
+        Event::LogTail {
+            log_end: 0,
+            own_barrier_present: false,
+        },
+        Event::Synced,
         Event::ReadOnlyCleared,
         Event::Recovered { state: None },
     ]
 }
 
-/// The expected state after each event ('.' = refused). Columns: Start Aligned Fetched Error Pause Resume Stop
-/// Tick Truncated LastMirroredPersisted BarrierWritten ReadOnlyCleared Recovered. Letters: P PREPARING,
-/// M MIRRORING, U PAUSED, S STOPPING, D STOPPED, F FAILED. `Recovered` restores the state it is given (here the
-/// row's own).
+/// The expected state after each event ('.' = refused). Columns: Start PeerPosition Fetched Error LogFailed Pause
+/// Resume Stop Tick Truncated LastMirroredPersisted LogTail Synced ReadOnlyCleared Recovered. Letters:
+/// P PREPARING, M MIRRORING, U PAUSED, S STOPPING, D STOPPED, F FAILED. `Recovered` restores the state it is given
+/// (here the row's own).
 const TABLE: [(StateKind, &str); 6] = [
-    (StateKind::Preparing, ". M . F . . S P . . . . P"),
-    (StateKind::Mirroring, ". . M F U . S M . . . . M"),
-    (StateKind::Paused, ". . . . . M S U . . . . U"),
-    (StateKind::Stopping, ". . . F . . . S S . . . S"),
-    (StateKind::Stopped, "P . . . . . . D . . . . D"),
-    (StateKind::Failed, "P . . F . . S F . . . . F"),
+    (StateKind::Preparing, ". M . F F . . S P . . . . . P"),
+    (StateKind::Mirroring, ". . M F F U . S M . . . . . M"),
+    (StateKind::Paused, ". . . . . . M S U . . . . . U"),
+    (StateKind::Stopping, ". . . F F . . . S S . . . . S"),
+    (StateKind::Stopped, "P . . . . . . . D . . . . . D"),
+    (StateKind::Failed, "P . . F F . . S F . . . . . F"),
 ];
 
 fn letter(kind: StateKind) -> char {
@@ -82,21 +94,32 @@ fn every_state_and_event_follows_the_table() {
                 },
                 other => other,
             };
-            let name = event.name();
+            let name = event.kind();
             let before = machine.clone();
             match machine.handle(event) {
                 Ok(actions) => {
-                    assert_ne!(expected, '.', "{kind:?} accepted {name}");
-                    assert_eq!(letter(machine.state().kind), expected, "{kind:?} + {name}");
+                    assert_ne!(expected, '.', "{kind:?} accepted {name:?}");
+                    assert_eq!(letter(machine.state().kind), expected, "{kind:?} + {name:?}");
                     if machine.state().kind != kind {
+                        // Persisted before any action of the new state (alignment's truncation belongs to
+                        // PREPARING and runs before it).
+                        let persisted = actions
+                            .iter()
+                            .position(|action| matches!(action, Action::Persist(p) if p == machine.state()));
+                        let first_of_new_state = actions.iter().position(|action| {
+                            !matches!(
+                                action,
+                                Action::TruncateTo { .. } | Action::TruncateFullyAndStartAt { .. }
+                            )
+                        });
                         assert!(
-                            matches!(actions.first(), Some(Action::Persist(persisted)) if persisted == machine.state()),
-                            "{kind:?} + {name}: a state change is persisted first: {actions:?}"
+                            persisted.is_some() && persisted == first_of_new_state,
+                            "{kind:?} + {name:?}: a state change is persisted first: {actions:?}"
                         );
                     }
                 }
                 Err(error) => {
-                    assert_eq!(expected, '.', "{kind:?} refused {name}: {error}");
+                    assert_eq!(expected, '.', "{kind:?} refused {name:?}: {error}");
                     assert_eq!(error.state, kind);
                     assert_eq!(machine, before, "a refused event changes nothing");
                 }
@@ -112,14 +135,14 @@ fn table_agrees_with_the_published_predicate() {
             // The predicate is per event name; step mismatches inside STOPPING are refused by `handle` only.
             let step_event = matches!(
                 event,
-                Event::LastMirroredPersisted | Event::BarrierWritten | Event::ReadOnlyCleared
+                Event::LastMirroredPersisted | Event::LogTail { .. } | Event::Synced | Event::ReadOnlyCleared
             );
             if !(kind == StateKind::Stopping && step_event) {
                 assert_eq!(
-                    mirror_fsm::transition_allowed(kind, event.name()),
+                    mirror_fsm::transition_allowed(kind, event.kind()),
                     cell != ".",
-                    "{kind:?} × {}",
-                    event.name()
+                    "{kind:?} × {:?}",
+                    event.kind()
                 );
             }
         }
@@ -132,10 +155,15 @@ fn stopping_runs_its_steps_in_the_seeds_order_and_refuses_them_out_of_order() {
     let actions = machine.handle(Event::Stop).unwrap();
     assert!(matches!(
         actions.as_slice(),
-        [Action::Persist(_), Action::StopFetcher, Action::TruncateToLso]
+        [
+            Action::Persist(_),
+            Action::StopFetcher,
+            Action::AdvanceHighWatermark,
+            Action::TruncateToLso
+        ]
     ));
     assert!(
-        machine.handle(Event::BarrierWritten).is_err(),
+        machine.handle(Event::Synced).is_err(),
         "no barrier before the cut"
     );
     let actions = machine.handle(Event::Truncated { offset: 7 }).unwrap();
@@ -150,10 +178,20 @@ fn stopping_runs_its_steps_in_the_seeds_order_and_refuses_them_out_of_order() {
     let actions = machine.handle(Event::LastMirroredPersisted).unwrap();
     assert!(matches!(
         actions.as_slice(),
-        [Action::Persist(_), Action::WriteBarrier { offset: 7, .. }]
+        [Action::Persist(_), Action::InspectLogTail { offset: 7 }]
+    ));
+    let actions = machine
+        .handle(Event::LogTail {
+            log_end: 7,
+            own_barrier_present: false,
+        })
+        .unwrap();
+    assert!(matches!(
+        actions.as_slice(),
+        [Action::AppendBarrier { offset: 7, .. }, Action::SyncLog]
     ));
     assert!(machine.read_only());
-    let actions = machine.handle(Event::BarrierWritten).unwrap();
+    let actions = machine.handle(Event::Synced).unwrap();
     assert!(matches!(
         actions.as_slice(),
         [Action::Persist(_), Action::SetReadOnly(false)]
@@ -188,9 +226,7 @@ fn failures_back_off_and_retry_from_alignment_unless_not_retryable() {
         })
         .unwrap();
     assert_eq!(machine.state().kind, StateKind::Preparing);
-    assert!(actions
-        .iter()
-        .any(|action| matches!(action, Action::Align { .. })));
+    assert!(actions.iter().any(|action| matches!(action, Action::QueryPeer)));
     // Failing again (in alignment): the wait doubles.
     machine
         .handle(Event::Error {
@@ -237,8 +273,129 @@ fn a_stopping_that_failed_resumes_at_its_step() {
     assert!(
         matches!(
             actions.as_slice(),
-            [Action::Persist(_), Action::WriteBarrier { offset: 9, .. }]
+            [Action::Persist(_), Action::InspectLogTail { offset: 9 }]
         ),
         "resumes at the barrier, not at the cut: {actions:?}"
     );
+}
+
+fn preparing() -> MirrorPartition {
+    MirrorPartition::new(state(StateKind::Preparing))
+}
+
+#[test]
+fn alignment_is_decided_by_the_machine_from_the_peers_position() {
+    // The peer mirrored from us up to 5; we hold 9: cut to 5.
+    let actions = preparing()
+        .handle(Event::PeerPosition {
+            last_mirrored_offset: Some(5),
+            log_start_offset: 0,
+            local_log_end: 9,
+        })
+        .unwrap();
+    assert!(
+        matches!(actions.first(), Some(Action::TruncateTo { offset: 5 })),
+        "{actions:?}"
+    );
+    // It mirrored everything we have: keep the log.
+    let actions = preparing()
+        .handle(Event::PeerPosition {
+            last_mirrored_offset: Some(9),
+            log_start_offset: 0,
+            local_log_end: 9,
+        })
+        .unwrap();
+    assert!(
+        !actions.iter().any(|action| matches!(
+            action,
+            Action::TruncateTo { .. } | Action::TruncateFullyAndStartAt { .. }
+        )),
+        "{actions:?}"
+    );
+    // It never mirrored from us: our history goes; start at its log start.
+    let actions = preparing()
+        .handle(Event::PeerPosition {
+            last_mirrored_offset: None,
+            log_start_offset: 42,
+            local_log_end: 9,
+        })
+        .unwrap();
+    assert!(
+        matches!(
+            actions.first(),
+            Some(Action::TruncateFullyAndStartAt { offset: 42 })
+        ),
+        "{actions:?}"
+    );
+    assert!(matches!(actions.last(), Some(Action::StartFetcher)));
+}
+
+fn at_barrier_step(offset: i64) -> MirrorPartition {
+    let mut machine = MirrorPartition::new(state(StateKind::Mirroring));
+    machine.handle(Event::Stop).unwrap();
+    machine.handle(Event::Truncated { offset }).unwrap();
+    machine.handle(Event::LastMirroredPersisted).unwrap();
+    machine
+}
+
+#[test]
+fn a_barrier_already_written_is_synced_not_written_twice() {
+    let actions = at_barrier_step(7)
+        .handle(Event::LogTail {
+            log_end: 8,
+            own_barrier_present: true,
+        })
+        .unwrap();
+    assert_eq!(actions, vec![Action::SyncLog]);
+}
+
+#[test]
+fn a_log_that_moved_under_stopping_fails_without_retry() {
+    let mut machine = at_barrier_step(7);
+    machine
+        .handle(Event::LogTail {
+            log_end: 12,
+            own_barrier_present: false,
+        })
+        .unwrap();
+    assert_eq!(machine.state().kind, StateKind::Failed);
+    assert!(!machine.state().failure.as_ref().unwrap().retryable);
+}
+
+#[test]
+fn refused_batches_are_not_retried_but_storage_failures_are() {
+    for (failure, retryable) in [(LogFailure::Refused, false), (LogFailure::Storage, true)] {
+        let mut machine = MirrorPartition::new(state(StateKind::Mirroring));
+        machine
+            .handle(Event::LogFailed {
+                failure,
+                message: "x".to_owned(),
+            })
+            .unwrap();
+        assert_eq!(
+            machine.state().failure.as_ref().unwrap().retryable,
+            retryable,
+            "{failure:?}"
+        );
+    }
+}
+
+#[test]
+fn mirrored_batches_raise_the_high_watermark_and_an_empty_fetch_does_nothing() {
+    let mut machine = MirrorPartition::new(state(StateKind::Mirroring));
+    let fetched = |batches| Event::Fetched {
+        source_cluster_id: "A".to_owned(),
+        batches,
+    };
+    assert!(machine.handle(fetched(Vec::new())).unwrap().is_empty());
+    let batch = {
+        let mut builder = record_format::BatchBuilder::new();
+        builder.add(0, None, Some(b"v"), &[]);
+        builder.build().unwrap()
+    };
+    let actions = machine.handle(fetched(vec![batch])).unwrap();
+    assert!(matches!(
+        actions.as_slice(),
+        [Action::AppendReplicated(_), Action::AdvanceHighWatermark]
+    ));
 }
