@@ -644,6 +644,15 @@ pub async fn recovery_falls_back_past_a_corrupt_snapshot(backend: &dyn Backend) 
         .await
         .unwrap();
     let (log, report) = PartitionLog::open(storage, config, 0).await.unwrap();
+    assert_eq!(
+        report
+            .corrupt_snapshots
+            .iter()
+            .map(|corrupt| corrupt.offset)
+            .collect::<Vec<_>>(),
+        vec![latest],
+        "the recovery report names the snapshot it could not read"
+    );
     assert!(
         report.snapshot_offset.is_some_and(|offset| offset < latest),
         "{report:?}"

@@ -64,6 +64,8 @@ pub struct RecoveryReport {
     /// What the storage backend found and repaired when it opened the partition (torn tails cut, segments
     /// dropped, indexes rebuilt).
     pub storage: storage::OpenReport,
+    /// Producer snapshots that could not be read and were deleted (producer state fell back past them).
+    pub corrupt_snapshots: Vec<producer_state::CorruptSnapshot>,
 }
 
 /// One partition's log; see the module docs.
@@ -571,9 +573,11 @@ impl PartitionLog {
     async fn rebuild_producer_state(&mut self, now_ms: i64) -> Result<RecoveryReport> {
         let (start, end) = (self.log_start_offset(), self.log_end_offset());
         self.snapshots.load_all(&*self.storage).await?;
-        self.psm
+        let reload = self
+            .psm
             .truncate_and_reload(&mut self.snapshots, start, end, now_ms);
         let mut report = RecoveryReport {
+            corrupt_snapshots: reload.corrupt,
             snapshot_offset: self
                 .snapshots
                 .offsets()

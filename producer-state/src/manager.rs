@@ -349,7 +349,13 @@ impl ProducerStateManager {
 
     /// `loadFromSnapshot`: the latest readable snapshot (corrupt ones are deleted, falling back to older ones);
     /// expired producers are skipped. With none, the state starts at `log_start_offset`.
-    pub fn load_from_snapshot(&mut self, store: &mut dyn SnapshotStore, log_start_offset: i64, now_ms: i64) {
+    pub fn load_from_snapshot(
+        &mut self,
+        store: &mut dyn SnapshotStore,
+        log_start_offset: i64,
+        now_ms: i64,
+    ) -> Vec<CorruptSnapshot> {
+        let mut corrupt = Vec::new();
         while let Some(offset) = store.latest() {
             let decoded = store
                 .read(offset)
@@ -377,35 +383,44 @@ impl ProducerStateManager {
                     self.last_map_offset = offset;
                     self.last_snap_offset = offset;
                     self.update_oldest_txn_timestamp();
-                    return;
+                    return corrupt;
                 }
-                Err(_corrupt) => store.delete(offset),
+                Err(reason) => {
+                    // Kafka deletes an unreadable snapshot and falls back to the previous one; the caller is
+                    // told which, so a recovery report can say so.
+                    store.delete(offset);
+                    corrupt.push(CorruptSnapshot { offset, reason });
+                }
             }
         }
         self.last_map_offset = log_start_offset;
         self.last_snap_offset = log_start_offset;
+        corrupt
     }
 
     /// `truncateAndReload` (kafka-semantics §4.9): drops snapshots outside `(log_start, log_end]`; reloads from the latest
-    /// remaining one unless the state already ends at `log_end`.
+    /// remaining one unless the state already ends at `log_end`. Returns the snapshots it deleted and why.
     pub fn truncate_and_reload(
         &mut self,
         store: &mut dyn SnapshotStore,
         log_start_offset: i64,
         log_end_offset: i64,
         now_ms: i64,
-    ) {
+    ) -> ReloadReport {
+        let mut report = ReloadReport::default();
         for offset in store.offsets() {
             if offset > log_end_offset || offset <= log_start_offset {
                 store.delete(offset);
+                report.out_of_range.push(offset);
             }
         }
         if log_end_offset != self.last_map_offset {
             self.clear_state();
-            self.load_from_snapshot(store, log_start_offset, now_ms);
+            report.corrupt = self.load_from_snapshot(store, log_start_offset, now_ms);
         } else {
             self.on_log_start_offset_incremented(store, log_start_offset);
         }
+        report
     }
 
     /// `truncateFullyAndStartAt`: no state, no snapshots, map end at `offset`.
@@ -453,4 +468,22 @@ impl ProducerStateManager {
             store.delete(highest);
         }
     }
+}
+
+/// A snapshot that could not be read and was deleted (Kafka falls back to the previous one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CorruptSnapshot {
+    /// Its offset.
+    pub offset: i64,
+    /// Why it could not be read.
+    pub reason: String,
+}
+
+/// What [`ProducerStateManager::truncate_and_reload`] deleted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReloadReport {
+    /// Snapshots outside `(log start, log end]`.
+    pub out_of_range: Vec<i64>,
+    /// Snapshots that could not be read, newest first.
+    pub corrupt: Vec<CorruptSnapshot>,
 }
