@@ -134,19 +134,20 @@ async fn snapshot_and_txn_index_views_show_the_replayed_state() {
     );
 }
 
+/// Runs `mirrorlog partitions` on an fs store config for `data_dir`; expects success and returns the output.
+fn list_fs_partitions(data_dir: &std::path::Path) -> String {
+    let config = data_dir.join("storage.toml");
+    std::fs::write(&config, format!("backend = \"fs\"\ndata_dir = {data_dir:?}\n")).unwrap();
+    let output = mirrorlog(&["partitions", "--config", config.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    String::from_utf8(output.stdout).unwrap()
+}
+
 #[tokio::test]
 async fn partitions_lists_the_store_a_config_names() {
     let data = tempfile::tempdir().unwrap();
     build_partition(data.path()).await;
-    let config = data.path().join("storage.toml");
-    std::fs::write(
-        &config,
-        format!("backend = \"fs\"\ndata_dir = {:?}\n", data.path()),
-    )
-    .unwrap();
-    let output = mirrorlog(&["partitions", "--config", config.to_str().unwrap()]);
-    assert_eq!(output.status.code(), Some(0), "{output:?}");
-    let text = String::from_utf8(output.stdout).unwrap();
+    let text = list_fs_partitions(data.path());
     assert!(text.contains("backend fs"), "{text}");
     assert!(
         text.contains("orders-0: log start 0 log end 48 snapshots 1"),
@@ -188,15 +189,7 @@ async fn partitions_of_a_torn_directory_reports_the_damage_and_writes_nothing() 
         .set_len(length - 1)
         .unwrap();
     let before = directory_contents(&dir);
-    let config = data.path().join("storage.toml");
-    std::fs::write(
-        &config,
-        format!("backend = \"fs\"\ndata_dir = {:?}\n", data.path()),
-    )
-    .unwrap();
-    let output = mirrorlog(&["partitions", "--config", config.to_str().unwrap()]);
-    assert_eq!(output.status.code(), Some(0), "{output:?}");
-    let text = String::from_utf8(output.stdout).unwrap();
+    let text = list_fs_partitions(data.path());
     assert!(text.contains("needs repair"), "{text}");
     assert_eq!(
         directory_contents(&dir),

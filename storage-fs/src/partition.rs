@@ -237,6 +237,18 @@ impl BlockingPartition for FsPartition {
         self.report.clone()
     }
 
+    /// An unsynced append is one `write` into the page cache (a roll, which creates files and syncs the
+    /// directory, is the exception: rare, once per segment).
+    fn appends_are_cheap(&self) -> bool {
+        true
+    }
+
+    /// Reads are one `pread` of a range, normally from the page cache; metadata, snapshot offsets and the
+    /// aborted index are in memory.
+    fn reads_are_cheap(&self) -> bool {
+        true
+    }
+
     fn append(&mut self, batches: &[RecordBatch]) -> Result<(), StorageError> {
         let mut start = 0;
         while start < batches.len() {

@@ -105,6 +105,12 @@ impl BlockingPartition for FaultyBlockingPartition {
     fn open_report(&self) -> OpenReport {
         self.inner.open_report()
     }
+    fn appends_are_cheap(&self) -> bool {
+        self.inner.appends_are_cheap()
+    }
+    fn reads_are_cheap(&self) -> bool {
+        self.inner.reads_are_cheap()
+    }
     fn append(&mut self, batches: &[RecordBatch]) -> storage::Result<()> {
         self.inner.append(batches)
     }

@@ -64,6 +64,19 @@ pub trait BlockingPartition: Send + 'static {
         OpenReport::default()
     }
 
+    /// True when `append` and `append_aborted_txn` only hand bytes to the operating system's page cache (no
+    /// fsync, no database write), so they may run on the caller's thread: handing a microsecond's work to another
+    /// thread costs more than the work. The default (false) is the safe answer: every call runs off the
+    /// executor.
+    fn appends_are_cheap(&self) -> bool {
+        false
+    }
+
+    /// True when reads come from memory or the page cache (no database), so they may run on the caller's thread.
+    fn reads_are_cheap(&self) -> bool {
+        false
+    }
+
     /// Appends batches that follow the log.
     fn append(&mut self, batches: &[RecordBatch]) -> Result<()>;
     /// Whole batches from the one holding `from_offset`, up to `max_bytes` (at least one when one exists).

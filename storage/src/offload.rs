@@ -3,9 +3,17 @@
 //! Every [`BlockingStore`] that is `Clone` is a [`Storage`], and the partitions it opens are
 //! [`OffloadedPartition`]s: a [`Checked`] backend partition behind a mutex, whose calls run on tokio's blocking
 //! pool (`spawn_blocking`) so that an fsync, a recovery scan or a database write never holds an executor thread
-//! (ADR 0010 gives the measured cost and the alternatives). Two cases run on the calling thread instead: a store
-//! that says it [never blocks](BlockingStore::never_blocks) (memory), and a call made outside a tokio runtime
-//! (a plain `block_on` in a tool), where there is no executor to protect.
+//! (ADR 0010 gives the measured cost and the alternatives). What runs on the calling thread instead:
+//!
+//! - every call of a store that says it [never blocks](BlockingStore::never_blocks) (memory);
+//! - appends and reads of a backend that says they are cheap
+//!   ([`appends_are_cheap`](crate::BlockingPartition::appends_are_cheap),
+//!   [`reads_are_cheap`](crate::BlockingPartition::reads_are_cheap): storage-fs, whose unsynced appends are one
+//!   `write` into the page cache) — the hand-off costs about 20 µs per call on a small VM, ten times the work;
+//! - every call made outside a tokio runtime (a plain `block_on` in a tool): there is no executor to protect.
+//!
+//! Syncs, snapshot and metadata writes (durable, so fsynced), truncation, retention, opening (recovery scans),
+//! listing and deleting always run off the executor, and so does every call of sled and RocksDB.
 //!
 //! The handle caches the log bounds each call returns, so `log_start_offset` / `log_end_offset` stay
 //! synchronous and cheap.
@@ -87,6 +95,8 @@ async fn open_with<S: BlockingStore + Clone>(
         log_start: checked.log_start_offset(),
         log_end: checked.log_end_offset(),
         report: checked.open_report().clone(),
+        cheap_appends: inline || checked.inner().appends_are_cheap(),
+        cheap_reads: inline || checked.inner().reads_are_cheap(),
         shared: Arc::new(Mutex::new(checked)),
         inline,
     }))
@@ -96,7 +106,12 @@ async fn open_with<S: BlockingStore + Clone>(
 pub struct OffloadedPartition {
     id: PartitionId,
     shared: Arc<Mutex<Checked>>,
+    /// Every call runs on the caller's thread.
     inline: bool,
+    /// Appends run on the caller's thread.
+    cheap_appends: bool,
+    /// Reads run on the caller's thread.
+    cheap_reads: bool,
     log_start: i64,
     log_end: i64,
     report: OpenReport,
@@ -124,8 +139,18 @@ impl OffloadedPartition {
         &mut self,
         work: impl FnOnce(&mut Checked) -> Result<T> + Send + 'static,
     ) -> Result<T> {
+        let inline = self.inline;
+        self.call_where(inline, work).await
+    }
+
+    /// Like [`Self::call`], on the caller's thread when `inline`.
+    async fn call_where<T: Send + 'static>(
+        &mut self,
+        inline: bool,
+        work: impl FnOnce(&mut Checked) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
         let shared = self.shared.clone();
-        let outcome = offload(self.inline, move || {
+        let outcome = offload(inline, move || {
             let mut checked = lock(&shared);
             let outcome = work(&mut checked);
             Ok((outcome, checked.log_start_offset(), checked.log_end_offset()))
@@ -145,13 +170,13 @@ impl OffloadedPartition {
         }
     }
 
-    /// A read-only call (the bounds cannot change).
+    /// A read-only call (the bounds cannot change), on the caller's thread when reads are cheap.
     async fn read_call<T: Send + 'static>(
         &self,
         work: impl FnOnce(&Checked) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let shared = self.shared.clone();
-        offload(self.inline, move || work(&lock(&shared))).await
+        offload(self.cheap_reads, move || work(&lock(&shared))).await
     }
 }
 
@@ -174,6 +199,14 @@ impl PartitionStorage for OffloadedPartition {
     }
 
     async fn append(&mut self, batches: &[RecordBatch]) -> Result<()> {
+        if self.cheap_appends {
+            // The hot path of a page-cache backend: no copy of the batch list, no closure, no hand-off.
+            let mut checked = lock(&self.shared);
+            let outcome = checked.append(batches);
+            self.log_start = checked.log_start_offset();
+            self.log_end = checked.log_end_offset();
+            return outcome;
+        }
         let batches = batches.to_vec();
         self.call(move |checked| checked.append(&batches)).await
     }
