@@ -47,9 +47,23 @@ pub struct Stopped {
     pub error: String,
 }
 
-/// Replays the segments in order, streaming: one batch in memory at a time. Stops at the first corrupt batch
-/// (returning where) after replaying the valid prefix.
+/// Bytes of batches replayed together (one producer-state plan per chunk); memory stays bounded by this plus
+/// one batch.
+const REPLAY_CHUNK_BYTES: usize = 1 << 20;
+
+/// Replays the segments in order, streaming chunk by chunk. Stops at the first corrupt batch (returning where)
+/// after replaying the valid prefix.
 fn replay_files(files: &[PathBuf], replayed: &mut Replayed) -> Result<Option<Stopped>, CliError> {
+    let mut chunk = Vec::new();
+    let mut chunk_bytes = 0;
+    let flush = |chunk: &mut Vec<_>, chunk_bytes: &mut usize, replayed: &mut Replayed| {
+        let outcome = replayed
+            .push(chunk)
+            .map_err(|error| CliError::Replay(error.to_string()));
+        chunk.clear();
+        *chunk_bytes = 0;
+        outcome
+    };
     for file in files {
         let reader = SegmentReader::open(file).map_err(|source| CliError::Open {
             path: file.clone(),
@@ -57,9 +71,13 @@ fn replay_files(files: &[PathBuf], replayed: &mut Replayed) -> Result<Option<Sto
         })?;
         for found in reader {
             match found {
-                Ok(found) => replayed
-                    .push(&found.batch)
-                    .map_err(|error| CliError::Replay(error.to_string()))?,
+                Ok(found) => {
+                    chunk_bytes += found.batch.size();
+                    chunk.push(found.batch);
+                    if chunk_bytes >= REPLAY_CHUNK_BYTES {
+                        flush(&mut chunk, &mut chunk_bytes, replayed)?;
+                    }
+                }
                 Err(SegmentError::Io { file_offset, source }) => {
                     return Err(CliError::Read {
                         path: file.clone(),
@@ -68,6 +86,7 @@ fn replay_files(files: &[PathBuf], replayed: &mut Replayed) -> Result<Option<Sto
                     })
                 }
                 Err(error) => {
+                    flush(&mut chunk, &mut chunk_bytes, replayed)?;
                     return Ok(Some(Stopped {
                         file: file.clone(),
                         error: error.to_string(),
@@ -76,6 +95,7 @@ fn replay_files(files: &[PathBuf], replayed: &mut Replayed) -> Result<Option<Sto
             }
         }
     }
+    flush(&mut chunk, &mut chunk_bytes, replayed)?;
     Ok(None)
 }
 

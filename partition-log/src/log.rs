@@ -625,9 +625,9 @@ struct Replayed {
     aborted_index: Vec<AbortedTxn>,
 }
 
-/// Replays the batches of `[from, to)` into `state`, streaming them from storage through producer state's one
-/// replay step (`ProducerStateManager::replay_batch`: REPLICATION origin, as Kafka's recovery does; barriers
-/// apply by the same rule as live appends).
+/// Replays the batches of `[from, to)` into `state`, streaming them from storage chunk by chunk through producer
+/// state's one replay (`ProducerStateManager::replay_batches`: REPLICATION origin, as Kafka's recovery does;
+/// barriers apply by the same rule as live appends).
 async fn replay(
     storage: &dyn PartitionStorage,
     state: &mut ProducerStateManager,
@@ -645,15 +645,14 @@ async fn replay(
             break;
         };
         let next = last.next_offset();
-        for batch in batches.iter().filter(|batch| batch.base_offset() < to) {
-            state
-                .replay_batch(batch, &mut replayed.aborted_index)
-                .map_err(|failed| LogError::Recovery {
-                    offset: failed.offset,
-                    source: failed.error,
-                })?;
-            replayed.batches += 1;
-        }
+        let within = batches.partition_point(|batch| batch.base_offset() < to);
+        let counts = state
+            .replay_batches(&batches[..within], &mut replayed.aborted_index)
+            .map_err(|failed| LogError::Recovery {
+                offset: failed.offset,
+                source: failed.error,
+            })?;
+        replayed.batches += counts.batches;
         offset = next;
     }
     Ok(replayed)

@@ -37,7 +37,7 @@ pub use entry::{
 pub use error::{ClientErrorClass, KafkaError, ProducerStateError};
 pub use manager::{CorruptSnapshot, ProducerStateManager, PsmConfig, ReloadReport};
 pub use plan::{AppendDecision, AppendEffects, AppendPlan, Applied, BarrierReset};
-pub use replay::{replay, ReplayError, ReplayStep, Replayed};
+pub use replay::{replay, ReplayCounts, ReplayError, ReplayStep, Replayed};
 pub use snapshot::{MemorySnapshotStore, SnapshotStore};
 pub use summary::StateSummary;
 pub use txn_index::AbortedTxn;

@@ -1,9 +1,12 @@
 //! The one replay: batches fed to a manager with REPLICATION origin, one at a time, as Kafka's log recovery does.
 //!
-//! [`ProducerStateManager::replay_batch`] is the step every rebuild takes — `PartitionLog` recovery and
-//! truncation, `mirrorlog replay`, the scenario runner — so they cannot disagree. It streams: the caller reads
-//! batches from wherever they are and hands them over one by one; nothing is collected but the
-//! aborted-transaction index entries the replay produces. [`replay`] is the convenience loop over an iterator.
+//! [`ProducerStateManager::replay_batches`] is the step every rebuild takes — `PartitionLog` recovery and
+//! truncation, `mirrorlog replay` — so they cannot disagree. It streams: the caller reads a chunk of batches
+//! from wherever they are and hands it over; nothing is collected but the aborted-transaction index entries the
+//! replay produces. A chunk goes through the log-level plan with REPLICATION origin (one lookup per producer per
+//! chunk, not per batch); if the plan refuses the chunk, the batches are replayed one by one
+//! ([`ProducerStateManager::replay_batch`]) up to the refused one, so the error names its offset and the state
+//! holds everything before it. [`replay`] is the convenience loop over an iterator.
 //!
 //! A batch without a producer id only moves the map end offset; a data or marker batch is validated and merged
 //! directly (Kafka's `loadProducersFromRecords`); a `MIRROR_PID_RESET` barrier goes through the full append plan,
@@ -81,6 +84,48 @@ impl ProducerStateManager {
     }
 }
 
+/// What a replayed chunk did beyond updating producers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReplayCounts {
+    /// Batches replayed.
+    pub batches: u64,
+    /// Barriers that reset producer state here.
+    pub barriers_applied: usize,
+    /// Barriers that did not apply here.
+    pub barriers_kept: usize,
+}
+
+impl ProducerStateManager {
+    /// Replays a chunk of consecutive batches with REPLICATION origin; see the module docs. On error the state
+    /// holds every batch before the refused one.
+    pub fn replay_batches(
+        &mut self,
+        batches: &[RecordBatch],
+        aborted: &mut Vec<AbortedTxn>,
+    ) -> Result<ReplayCounts, ReplayError> {
+        if let Ok(AppendDecision::Append(plan)) =
+            self.plan_append(batches, AppendOrigin::Replication, TransactionVersion::Unknown)
+        {
+            let effects = self.commit(plan);
+            aborted.extend(effects.aborted_index);
+            return Ok(ReplayCounts {
+                batches: batches.len() as u64,
+                barriers_applied: effects.barriers_applied.len(),
+                barriers_kept: effects.barriers_kept,
+            });
+        }
+        // Refused (or, impossibly for REPLICATION, answered as a duplicate): one by one, to stop at the batch.
+        let mut counts = ReplayCounts::default();
+        for batch in batches {
+            let step = self.replay_batch(batch, aborted)?;
+            counts.batches += 1;
+            counts.barriers_applied += usize::from(step.barrier_applied);
+            counts.barriers_kept += usize::from(step.barrier_kept);
+        }
+        Ok(counts)
+    }
+}
+
 /// The outcome of [`replay`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Replayed {
@@ -108,12 +153,12 @@ impl Replayed {
         }
     }
 
-    /// Replays one more batch.
-    pub fn push(&mut self, batch: &RecordBatch) -> Result<(), ReplayError> {
-        let step = self.manager.replay_batch(batch, &mut self.aborted)?;
-        self.barriers_applied += usize::from(step.barrier_applied);
-        self.barriers_kept += usize::from(step.barrier_kept);
-        self.batches += 1;
+    /// Replays one more chunk of consecutive batches.
+    pub fn push(&mut self, batches: &[RecordBatch]) -> Result<(), ReplayError> {
+        let counts = self.manager.replay_batches(batches, &mut self.aborted)?;
+        self.barriers_applied += counts.barriers_applied;
+        self.barriers_kept += counts.barriers_kept;
+        self.batches += counts.batches;
         Ok(())
     }
 
@@ -133,7 +178,53 @@ pub fn replay<'a>(
 ) -> Result<Replayed, ReplayError> {
     let mut replayed = Replayed::start(manager);
     for batch in batches {
-        replayed.push(batch)?;
+        replayed.push(std::slice::from_ref(batch))?;
     }
     Ok(replayed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manager::PsmConfig;
+    use record_format::BatchBuilder;
+
+    fn batch(offset: i64, transactional: bool) -> RecordBatch {
+        let mut builder = BatchBuilder::new()
+            .base_offset(offset)
+            .producer(1, 0, offset as i32)
+            .transactional(transactional);
+        builder.add(offset, None, Some(b"v"), &[]);
+        builder.build().unwrap()
+    }
+
+    #[test]
+    fn a_refused_chunk_is_replayed_up_to_the_refused_batch_which_the_error_names() {
+        // A non-transactional batch while the producer's transaction is open is refused on every origin.
+        let chunk = [batch(0, true), batch(1, true), batch(2, false), batch(3, true)];
+        let mut manager = ProducerStateManager::new(PsmConfig::default());
+        let mut aborted = Vec::new();
+        let error = manager.replay_batches(&chunk, &mut aborted).unwrap_err();
+        assert_eq!(error.offset, 2);
+        assert_eq!(manager.map_end_offset(), 2, "the batches before the refused one are in the state");
+        assert_eq!(manager.producer(1).unwrap().last_seq(), 1);
+    }
+
+    #[test]
+    fn a_chunk_and_the_same_batches_one_by_one_give_the_same_state() {
+        let chunk: Vec<RecordBatch> = (0..20).map(|offset| batch(offset, offset % 7 != 6)).collect();
+        let (mut together, mut one_by_one) = (
+            ProducerStateManager::new(PsmConfig::default()),
+            ProducerStateManager::new(PsmConfig::default()),
+        );
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let _ = together.replay_batches(&chunk, &mut a);
+        for batch in &chunk {
+            if one_by_one.replay_batch(batch, &mut b).is_err() {
+                break;
+            }
+        }
+        assert_eq!(together, one_by_one);
+        assert_eq!(a, b);
+    }
 }
