@@ -112,7 +112,7 @@ async fn stop(log: &mut PartitionLog, driver: &mut MirrorDriver, fetcher: &mut L
     let started = Instant::now();
     driver.handle(log, fetcher, Event::Stop).await.unwrap();
     let elapsed = started.elapsed();
-    assert_eq!(driver.state().kind, StateKind::Stopped);
+    assert_eq!(driver.state().kind(), StateKind::Stopped);
     elapsed
 }
 

@@ -182,7 +182,9 @@ impl MirrorDriver {
         log: &mut PartitionLog,
         fetcher: &mut dyn Fetcher,
     ) -> Result<(), DriverError> {
-        while self.machine.state().kind == StateKind::Mirroring && self.fetch_once(log, fetcher).await? > 0 {}
+        while self.machine.state().kind() == StateKind::Mirroring && self.fetch_once(log, fetcher).await? > 0
+        {
+        }
         Ok(())
     }
 
@@ -205,7 +207,7 @@ impl MirrorDriver {
             }
             Action::SetReadOnly(read_only) => {
                 log.set_read_only(read_only).await?;
-                Ok((!read_only && self.machine.state().kind == StateKind::Stopping)
+                Ok((!read_only && self.machine.state().kind() == StateKind::Stopping)
                     .then_some(Event::ReadOnlyCleared))
             }
             Action::QueryPeer => {

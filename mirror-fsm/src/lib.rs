@@ -19,6 +19,6 @@ pub use error::DriverError;
 pub use fetcher::{FetchError, FetchResponse, Fetcher};
 pub use local::LocalFetcher;
 pub use machine::{
-    transition_allowed, Action, Event, EventKind, Failure, LogFailure, MirrorPartition, MirrorState,
+    transition_allowed, Action, Event, EventKind, Failure, LogFailure, MirrorPartition, MirrorState, Session,
     StateKind, StopStep, TransitionError,
 };

@@ -98,30 +98,114 @@ pub struct Failure {
     pub retry_at_ms: i64,
 }
 
-/// The machine's whole state: what [`Action::Persist`] writes and [`Event::Recovered`] reads back.
+/// A mirror session: the source it mirrors, and the last mirrored offset the latest STOPPING recorded (kept
+/// across sessions; `None` before the first STOPPING).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MirrorState {
-    /// The state.
-    pub kind: StateKind,
-    /// The source cluster this session mirrors (`None` before the first start).
-    pub source_cluster_id: Option<String>,
-    /// The STOPPING step (when `kind` is `Stopping`).
-    pub stop_step: Option<StopStep>,
-    /// The failure (when `kind` is `Failed`).
-    pub failure: Option<Failure>,
-    /// The last mirrored offset recorded by the last STOPPING (kept after STOPPED).
+pub struct Session {
+    /// The source cluster.
+    pub source_cluster_id: String,
+    /// The offset the latest STOPPING recorded.
     pub last_mirrored_offset: Option<i64>,
+}
+
+/// The machine's whole state: what [`Action::Persist`] writes and [`Event::Recovered`] reads back. Each variant
+/// carries exactly its data: a STOPPING always has its step, a FAILED partition its failure, and only a
+/// partition never mirrored has no session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum MirrorState {
+    /// Writable; `session` is the last one (`None`: never mirrored).
+    Stopped {
+        /// The last session.
+        session: Option<Session>,
+    },
+    /// Aligning with the source.
+    Preparing {
+        /// The session.
+        session: Session,
+    },
+    /// Fetching, read-only.
+    Mirroring {
+        /// The session.
+        session: Session,
+    },
+    /// No fetcher, still read-only.
+    Paused {
+        /// The session.
+        session: Session,
+    },
+    /// Failing over, at `step`.
+    Stopping {
+        /// The session.
+        session: Session,
+        /// The step in progress.
+        step: StopStep,
+    },
+    /// An error; retried with backoff unless not retryable.
+    Failed {
+        /// The session.
+        session: Session,
+        /// What went wrong.
+        failure: Failure,
+        /// The STOPPING step to resume at, when STOPPING failed.
+        stop_step: Option<StopStep>,
+    },
 }
 
 impl MirrorState {
     /// A partition that was never mirrored (writable).
     pub fn never_mirrored() -> Self {
-        MirrorState {
-            kind: StateKind::Stopped,
-            source_cluster_id: None,
-            stop_step: None,
-            failure: None,
-            last_mirrored_offset: None,
+        MirrorState::Stopped { session: None }
+    }
+
+    /// The state without its data.
+    pub fn kind(&self) -> StateKind {
+        match self {
+            MirrorState::Stopped { .. } => StateKind::Stopped,
+            MirrorState::Preparing { .. } => StateKind::Preparing,
+            MirrorState::Mirroring { .. } => StateKind::Mirroring,
+            MirrorState::Paused { .. } => StateKind::Paused,
+            MirrorState::Stopping { .. } => StateKind::Stopping,
+            MirrorState::Failed { .. } => StateKind::Failed,
+        }
+    }
+
+    /// The session (`None`: never mirrored).
+    pub fn session(&self) -> Option<&Session> {
+        match self {
+            MirrorState::Stopped { session } => session.as_ref(),
+            MirrorState::Preparing { session }
+            | MirrorState::Mirroring { session }
+            | MirrorState::Paused { session }
+            | MirrorState::Stopping { session, .. }
+            | MirrorState::Failed { session, .. } => Some(session),
+        }
+    }
+
+    /// The source this (or the last) session mirrors.
+    pub fn source_cluster_id(&self) -> Option<&str> {
+        self.session().map(|session| session.source_cluster_id.as_str())
+    }
+
+    /// The last mirrored offset the latest STOPPING recorded.
+    pub fn last_mirrored_offset(&self) -> Option<i64> {
+        self.session().and_then(|session| session.last_mirrored_offset)
+    }
+
+    /// The STOPPING step in progress, or to resume at after a failure.
+    pub fn stop_step(&self) -> Option<StopStep> {
+        match self {
+            MirrorState::Stopping { step, .. } => Some(*step),
+            MirrorState::Failed { stop_step, .. } => *stop_step,
+            _ => None,
+        }
+    }
+
+    /// The failure of a FAILED partition.
+    pub fn failure(&self) -> Option<&Failure> {
+        match self {
+            MirrorState::Failed { failure, .. } => Some(failure),
+            _ => None,
         }
     }
 }
@@ -395,36 +479,33 @@ impl MirrorPartition {
 
     /// True when CLIENT appends must be refused: every state but STOPPED.
     pub fn read_only(&self) -> bool {
-        self.state.kind != StateKind::Stopped
+        self.state.kind() != StateKind::Stopped
     }
 
     /// Handles one event; see the module docs.
     pub fn handle(&mut self, event: Event) -> Result<Vec<Action>, TransitionError> {
-        let kind = self.state.kind;
-        let stop_step = self.state.stop_step;
+        let kind = self.state.kind();
+        let stop_step = self.state.stop_step();
         let event_kind = event.kind();
-        // A STOPPING step's completion must match the step in progress.
-        let check_step = |expected: fn(StopStep) -> bool| match stop_step {
-            Some(step) if expected(step) => Ok(()),
-            _ => Err(TransitionError {
-                state: kind,
-                event: event_kind,
-            }),
+        let refused = TransitionError {
+            state: kind,
+            event: event_kind,
         };
         if !transition_allowed(kind, event_kind) {
-            return Err(TransitionError {
-                state: kind,
-                event: event_kind,
-            });
+            return Err(refused);
         }
+        // A STOPPING step's answer must belong to the step in progress.
+        let check_step = |expected: fn(StopStep) -> bool| match stop_step {
+            Some(step) if kind == StateKind::Stopping && expected(step) => Ok(()),
+            _ => Err(refused.clone()),
+        };
         let actions = match event {
             Event::Start { source_cluster_id } => {
-                self.state = MirrorState {
-                    kind: StateKind::Preparing,
-                    source_cluster_id: Some(source_cluster_id),
-                    stop_step: None,
-                    failure: None,
-                    last_mirrored_offset: self.state.last_mirrored_offset,
+                self.state = MirrorState::Preparing {
+                    session: Session {
+                        source_cluster_id,
+                        last_mirrored_offset: self.state.last_mirrored_offset(),
+                    },
                 };
                 self.enter_actions()
             }
@@ -442,7 +523,9 @@ impl MirrorPartition {
                         offset: log_start_offset,
                     }],
                 };
-                self.set_kind(StateKind::Mirroring);
+                self.state = MirrorState::Mirroring {
+                    session: self.session(),
+                };
                 actions.push(self.persist());
                 actions.push(Action::StartFetcher);
                 actions
@@ -451,7 +534,7 @@ impl MirrorPartition {
                 source_cluster_id,
                 batches,
             } => {
-                let expected = self.state.source_cluster_id.clone().unwrap_or_default();
+                let expected = self.source();
                 if source_cluster_id != expected {
                     let message = format!(
                         "source verification failed: the fetcher reports cluster {source_cluster_id:?}, this \
@@ -483,41 +566,49 @@ impl MirrorPartition {
                 }
             }
             Event::Pause => {
-                self.set_kind(StateKind::Paused);
+                self.state = MirrorState::Paused {
+                    session: self.session(),
+                };
                 vec![self.persist(), Action::StopFetcher]
             }
             Event::Resume => {
-                self.set_kind(StateKind::Mirroring);
+                self.state = MirrorState::Mirroring {
+                    session: self.session(),
+                };
                 vec![self.persist(), Action::StartFetcher]
             }
             Event::Stop => {
                 // A STOPPING that failed part-way resumes at its step: the steps before it are done, and
                 // starting over could cut the log again after the barrier.
-                let resume_at = match (&self.state.failure, stop_step) {
-                    (Some(failure), Some(step)) if failure.previous == StateKind::Stopping => step,
+                let step = match &self.state {
+                    MirrorState::Failed {
+                        failure,
+                        stop_step: Some(step),
+                        ..
+                    } if failure.previous == StateKind::Stopping => *step,
                     _ => StopStep::RemoveFetcher,
                 };
-                self.state.kind = StateKind::Stopping;
-                self.state.stop_step = Some(resume_at);
-                self.state.failure = None;
+                self.state = MirrorState::Stopping {
+                    session: self.session(),
+                    step,
+                };
                 self.enter_actions()
             }
             Event::Tick { now_ms } => {
                 self.now_ms = self.now_ms.max(now_ms);
-                match &self.state.failure {
-                    Some(failure)
-                        if kind == StateKind::Failed
-                            && failure.retryable
-                            && now_ms >= failure.retry_at_ms =>
-                    {
-                        let previous = failure.previous;
-                        self.state.kind = match previous {
+                match &self.state {
+                    MirrorState::Failed {
+                        session,
+                        failure,
+                        stop_step,
+                    } if failure.retryable && now_ms >= failure.retry_at_ms => {
+                        let session = session.clone();
+                        self.state = match (failure.previous, *stop_step) {
+                            (StateKind::Stopping, Some(step)) => MirrorState::Stopping { session, step },
                             // Retrying alignment or mirroring starts over from alignment: the log may be
                             // anywhere after a failure.
-                            StateKind::Preparing | StateKind::Mirroring => StateKind::Preparing,
-                            other => other,
+                            _ => MirrorState::Preparing { session },
                         };
-                        self.state.failure = None;
                         self.enter_actions()
                     }
                     _ => Vec::new(),
@@ -525,16 +616,18 @@ impl MirrorPartition {
             }
             Event::Truncated { offset } => {
                 check_step(|step| step == StopStep::RemoveFetcher)?;
-                self.state.stop_step = Some(StopStep::PersistOffset { offset });
+                self.set_step(StopStep::PersistOffset { offset });
                 self.enter_actions()
             }
             Event::LastMirroredPersisted => {
                 check_step(|step| matches!(step, StopStep::PersistOffset { .. }))?;
                 let Some(StopStep::PersistOffset { offset }) = stop_step else {
-                    return Ok(Vec::new());
+                    return Err(refused);
                 };
-                self.state.last_mirrored_offset = Some(offset);
-                self.state.stop_step = Some(StopStep::WriteBarrier { offset });
+                if let MirrorState::Stopping { session, .. } = &mut self.state {
+                    session.last_mirrored_offset = Some(offset);
+                }
+                self.set_step(StopStep::WriteBarrier { offset });
                 self.enter_actions()
             }
             Event::LogTail {
@@ -543,7 +636,7 @@ impl MirrorPartition {
             } => {
                 check_step(|step| matches!(step, StopStep::WriteBarrier { .. }))?;
                 let Some(StopStep::WriteBarrier { offset }) = stop_step else {
-                    return Ok(Vec::new());
+                    return Err(refused);
                 };
                 if own_barrier_present {
                     // A crash after the append: the barrier is there; make it durable, never write a second.
@@ -566,13 +659,14 @@ impl MirrorPartition {
             }
             Event::Synced => {
                 check_step(|step| matches!(step, StopStep::WriteBarrier { .. }))?;
-                self.state.stop_step = Some(StopStep::ClearReadOnly);
+                self.set_step(StopStep::ClearReadOnly);
                 self.enter_actions()
             }
             Event::ReadOnlyCleared => {
                 check_step(|step| step == StopStep::ClearReadOnly)?;
-                self.state.stop_step = None;
-                self.set_kind(StateKind::Stopped);
+                self.state = MirrorState::Stopped {
+                    session: Some(self.session()),
+                };
                 vec![self.persist()]
             }
             Event::Recovered { state } => {
@@ -583,10 +677,18 @@ impl MirrorPartition {
         Ok(actions)
     }
 
-    fn set_kind(&mut self, kind: StateKind) {
-        self.state.kind = kind;
-        if kind != StateKind::Failed {
-            self.state.failure = None;
+    /// The current session (states that have one; an empty one otherwise, which `transition_allowed` rules out
+    /// wherever a session is needed).
+    fn session(&self) -> Session {
+        self.state.session().cloned().unwrap_or(Session {
+            source_cluster_id: String::new(),
+            last_mirrored_offset: None,
+        })
+    }
+
+    fn set_step(&mut self, next: StopStep) {
+        if let MirrorState::Stopping { step, .. } = &mut self.state {
+            *step = next;
         }
     }
 
@@ -595,7 +697,10 @@ impl MirrorPartition {
     }
 
     fn source(&self) -> String {
-        self.state.source_cluster_id.clone().unwrap_or_default()
+        self.state
+            .source_cluster_id()
+            .map(str::to_owned)
+            .unwrap_or_default()
     }
 
     /// The actions of entering (or re-entering) the current state: persist first, then the state's work.
@@ -608,66 +713,64 @@ impl MirrorPartition {
     /// After a restart: the current state's work again (the record is already persisted).
     fn resume_actions(&self) -> Vec<Action> {
         let mut actions = Vec::new();
-        if self.read_only() {
-            // Whatever the state, a mirrored partition stays read-only until STOPPING clears it.
-            if self.state.stop_step != Some(StopStep::ClearReadOnly) {
-                actions.push(Action::SetReadOnly(true));
-            }
+        // Whatever the state, a mirrored partition stays read-only until STOPPING clears it.
+        if self.read_only() && self.state.stop_step() != Some(StopStep::ClearReadOnly) {
+            actions.push(Action::SetReadOnly(true));
         }
-        match self.state.kind {
-            StateKind::Mirroring => actions.push(Action::StartFetcher),
+        match self.state {
+            MirrorState::Mirroring { .. } => actions.push(Action::StartFetcher),
             _ => actions.extend(self.state_work()),
         }
         actions
     }
 
     fn state_work(&self) -> Vec<Action> {
-        match (self.state.kind, self.state.stop_step) {
-            (StateKind::Preparing, _) => {
+        match &self.state {
+            MirrorState::Preparing { .. } => {
                 vec![Action::SetReadOnly(true), Action::StopFetcher, Action::QueryPeer]
             }
-            (StateKind::Stopping, Some(StopStep::RemoveFetcher)) => {
+            MirrorState::Stopping { step, .. } => match *step {
                 // Everything written is replicated (a destination is its own only replica), so the LSO cut
                 // removes exactly the undecided transactions.
-                vec![
+                StopStep::RemoveFetcher => vec![
                     Action::StopFetcher,
                     Action::AdvanceHighWatermark,
                     Action::TruncateToLso,
-                ]
-            }
-            (StateKind::Stopping, Some(StopStep::PersistOffset { offset })) => {
-                vec![Action::PersistLastMirrored {
+                ],
+                StopStep::PersistOffset { offset } => vec![Action::PersistLastMirrored {
                     source_cluster_id: self.source(),
                     offset,
-                }]
-            }
-            (StateKind::Stopping, Some(StopStep::WriteBarrier { offset })) => {
-                vec![Action::InspectLogTail { offset }]
-            }
-            (StateKind::Stopping, Some(StopStep::ClearReadOnly)) => vec![Action::SetReadOnly(false)],
+                }],
+                StopStep::WriteBarrier { offset } => vec![Action::InspectLogTail { offset }],
+                StopStep::ClearReadOnly => vec![Action::SetReadOnly(false)],
+            },
             _ => Vec::new(),
         }
     }
 
     fn fail(&mut self, message: String, retryable: bool) -> Vec<Action> {
-        let previous = self.state.kind;
-        self.state.kind = StateKind::Failed;
+        let previous = self.state.kind();
         // A failed STOPPING keeps its step so a retry (or a new Stop) resumes there.
-        if previous != StateKind::Stopping {
-            self.state.stop_step = None;
-        }
-        self.state.failure = Some(Failure {
-            message,
-            retryable,
-            attempts: 0,
-            previous,
-            retry_at_ms: self.now_ms.saturating_add(INITIAL_BACKOFF_MS),
-        });
+        let stop_step = match self.state {
+            MirrorState::Stopping { step, .. } => Some(step),
+            _ => None,
+        };
+        self.state = MirrorState::Failed {
+            session: self.session(),
+            failure: Failure {
+                message,
+                retryable,
+                attempts: 0,
+                previous,
+                retry_at_ms: self.now_ms.saturating_add(INITIAL_BACKOFF_MS),
+            },
+            stop_step,
+        };
         vec![self.persist(), Action::StopFetcher]
     }
 
     fn fail_again(&mut self, message: String, retryable: bool) -> Vec<Action> {
-        if let Some(failure) = &mut self.state.failure {
+        if let MirrorState::Failed { failure, .. } = &mut self.state {
             failure.attempts = failure.attempts.saturating_add(1);
             let backoff = INITIAL_BACKOFF_MS
                 .saturating_mul(1_i64 << failure.attempts.min(20))

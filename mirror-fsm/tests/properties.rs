@@ -119,7 +119,7 @@ async fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
     let mut stopped_fresh = false;
 
     for (index, step) in steps.iter().enumerate() {
-        let was_stopped = driver.state().kind == StateKind::Stopped;
+        let was_stopped = driver.state().kind() == StateKind::Stopped;
         match step {
             Step::Source(kind) => source_write(&mut source.borrow_mut(), *kind).await,
             Step::Fetch => {
@@ -156,7 +156,7 @@ async fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                 let end = log.log_end_offset();
                 let sequence = log.producer_state().producer(1).map_or(0, |e| e.last_seq() + 1);
                 let result = produce(&mut log, data(1, 0, sequence, 1, false)).await;
-                if driver.state().kind == StateKind::Stopped {
+                if driver.state().kind() == StateKind::Stopped {
                     let outcome = result.map_err(|e| {
                         TestCaseError::fail(format!("step {index}: local produce refused: {e}"))
                     })?;
@@ -177,13 +177,13 @@ async fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
             }
         }
         let state = driver.state().clone();
-        if state.kind == StateKind::Stopped && !was_stopped {
+        if state.kind() == StateKind::Stopped && !was_stopped {
             stopped_fresh = true;
         }
         // Invariant 4.
         prop_assert_eq!(
             log.is_read_only(),
-            state.kind != StateKind::Stopped,
+            state.kind() != StateKind::Stopped,
             "step {}: {:?}",
             index,
             step
@@ -196,10 +196,10 @@ async fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
             .filter(|(_, writer)| writer.as_deref() == Some("B"))
             .map(|(offset, _)| offset)
             .collect();
-        if state.kind == StateKind::Stopped {
+        if state.kind() == StateKind::Stopped {
             // Invariants 5 and 6 after the stop.
             let lmo = last_mirrored_offset(&log, "A").await.unwrap();
-            prop_assert_eq!(lmo, state.last_mirrored_offset, "step {}", index);
+            prop_assert_eq!(lmo, state.last_mirrored_offset(), "step {}", index);
             let lmo = lmo.unwrap_or_default();
             prop_assert_eq!(&own_barriers, &vec![lmo], "step {}: {:?}", index, step);
             for (a, b) in ours.iter().zip(&theirs).filter(|(a, _)| a.base_offset() < lmo) {

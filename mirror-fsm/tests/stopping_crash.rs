@@ -67,7 +67,7 @@ async fn mirror(open: &Opener, source: &SharedLog) {
     };
     driver.handle(&mut log, &mut fetcher, start).await.unwrap();
     driver.catch_up(&mut log, &mut fetcher).await.unwrap();
-    assert_eq!(driver.state().kind, StateKind::Mirroring);
+    assert_eq!(driver.state().kind(), StateKind::Mirroring);
     assert!(log.is_read_only());
 }
 
@@ -106,11 +106,11 @@ async fn recover_and_check(open: &Opener, source: &SharedLog, source_lso: i64, n
     }
     let mut fetcher = LogFetcher::new(source, "A");
     let mut driver = MirrorDriver::recover(&mut log, &mut fetcher, "B").await.unwrap();
-    if driver.state().kind != StateKind::Stopped {
+    if driver.state().kind() != StateKind::Stopped {
         // Recovery resumed a step that failed again, or the crash left FAILED behind: stop again.
         driver.handle(&mut log, &mut fetcher, Event::Stop).await.unwrap();
     }
-    assert_eq!(driver.state().kind, StateKind::Stopped, "crash at write {n}");
+    assert_eq!(driver.state().kind(), StateKind::Stopped, "crash at write {n}");
     assert!(!log.is_read_only());
     let lmo = last_mirrored_offset(&log, "A").await.unwrap();
     // The destination fetched up to the source's LSO (where producer 3's open transaction starts), so its own

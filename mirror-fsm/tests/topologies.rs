@@ -67,7 +67,7 @@ impl Mirror {
                 .await
                 .unwrap();
         }
-        assert_eq!(driver.state().kind, StateKind::Mirroring);
+        assert_eq!(driver.state().kind(), StateKind::Mirroring);
         Mirror {
             cluster: cluster.to_owned(),
             destination: Rc::clone(destination),
@@ -88,9 +88,9 @@ impl Mirror {
             .handle(&mut log, &mut self.fetcher, Event::Stop)
             .await
             .unwrap();
-        assert_eq!(self.driver.state().kind, StateKind::Stopped);
-        let source = self.driver.state().source_cluster_id.clone().unwrap();
-        last_mirrored_offset(&log, &source).await.unwrap().unwrap()
+        assert_eq!(self.driver.state().kind(), StateKind::Stopped);
+        let source = self.driver.state().source_cluster_id().unwrap();
+        last_mirrored_offset(&log, source).await.unwrap().unwrap()
     }
 }
 
@@ -372,8 +372,8 @@ async fn a_source_that_changes_cluster_id_fails_the_session() {
     ab.fetcher.reported_cluster_id = "impostor".to_owned();
     ab.catch_up().await;
     let state = ab.driver.state().clone();
-    assert_eq!(state.kind, StateKind::Failed);
-    let failure = state.failure.unwrap();
+    assert_eq!(state.kind(), StateKind::Failed);
+    let failure = state.failure().cloned().unwrap();
     assert!(!failure.retryable);
     assert!(failure.message.contains("impostor"), "{}", failure.message);
     assert_eq!(b.borrow().log_end_offset(), end, "nothing appended");
@@ -385,5 +385,5 @@ async fn a_source_that_changes_cluster_id_fails_the_session() {
         .handle(&mut log, &mut ab.fetcher, Event::Tick { now_ms: i64::MAX / 2 })
         .await
         .unwrap();
-    assert_eq!(ab.driver.state().kind, StateKind::Failed);
+    assert_eq!(ab.driver.state().kind(), StateKind::Failed);
 }

@@ -1,20 +1,36 @@
 //! The full transition table: every state × every event, with invalid transitions rejected and changing nothing.
 
-use mirror_fsm::{Action, Event, Failure, LogFailure, MirrorPartition, MirrorState, StateKind, StopStep};
+use mirror_fsm::{
+    Action, Event, Failure, LogFailure, MirrorPartition, MirrorState, Session, StateKind, StopStep,
+};
 
 fn state(kind: StateKind) -> MirrorState {
-    MirrorState {
-        kind,
-        source_cluster_id: Some("A".to_owned()),
-        stop_step: (kind == StateKind::Stopping).then_some(StopStep::RemoveFetcher),
-        failure: (kind == StateKind::Failed).then(|| Failure {
-            message: "fetch failed".to_owned(),
-            retryable: true,
-            attempts: 0,
-            previous: StateKind::Mirroring,
-            retry_at_ms: 1_000,
-        }),
+    let session = Session {
+        source_cluster_id: "A".to_owned(),
         last_mirrored_offset: None,
+    };
+    match kind {
+        StateKind::Preparing => MirrorState::Preparing { session },
+        StateKind::Mirroring => MirrorState::Mirroring { session },
+        StateKind::Paused => MirrorState::Paused { session },
+        StateKind::Stopping => MirrorState::Stopping {
+            session,
+            step: StopStep::RemoveFetcher,
+        },
+        StateKind::Stopped => MirrorState::Stopped {
+            session: Some(session),
+        },
+        StateKind::Failed => MirrorState::Failed {
+            session,
+            failure: Failure {
+                message: "fetch failed".to_owned(),
+                retryable: true,
+                attempts: 0,
+                previous: StateKind::Mirroring,
+                retry_at_ms: 1_000,
+            },
+            stop_step: None,
+        },
     }
 }
 
@@ -99,8 +115,8 @@ fn every_state_and_event_follows_the_table() {
             match machine.handle(event) {
                 Ok(actions) => {
                     assert_ne!(expected, '.', "{kind:?} accepted {name:?}");
-                    assert_eq!(letter(machine.state().kind), expected, "{kind:?} + {name:?}");
-                    if machine.state().kind != kind {
+                    assert_eq!(letter(machine.state().kind()), expected, "{kind:?} + {name:?}");
+                    if machine.state().kind() != kind {
                         // Persisted before any action of the new state (alignment's truncation belongs to
                         // PREPARING and runs before it).
                         let persisted = actions
@@ -198,8 +214,8 @@ fn stopping_runs_its_steps_in_the_seeds_order_and_refuses_them_out_of_order() {
     ));
     assert!(machine.read_only(), "still read-only until the flag is cleared");
     machine.handle(Event::ReadOnlyCleared).unwrap();
-    assert_eq!(machine.state().kind, StateKind::Stopped);
-    assert_eq!(machine.state().last_mirrored_offset, Some(7));
+    assert_eq!(machine.state().kind(), StateKind::Stopped);
+    assert_eq!(machine.state().last_mirrored_offset(), Some(7));
     assert!(!machine.read_only());
 }
 
@@ -212,7 +228,7 @@ fn failures_back_off_and_retry_from_alignment_unless_not_retryable() {
             retryable: true,
         })
         .unwrap();
-    let first = machine.state().failure.clone().unwrap();
+    let first = machine.state().failure().cloned().unwrap();
     assert_eq!(first.previous, StateKind::Mirroring);
     assert!(machine
         .handle(Event::Tick {
@@ -225,7 +241,7 @@ fn failures_back_off_and_retry_from_alignment_unless_not_retryable() {
             now_ms: first.retry_at_ms,
         })
         .unwrap();
-    assert_eq!(machine.state().kind, StateKind::Preparing);
+    assert_eq!(machine.state().kind(), StateKind::Preparing);
     assert!(actions.iter().any(|action| matches!(action, Action::QueryPeer)));
     // Failing again (in alignment): the wait doubles.
     machine
@@ -240,7 +256,7 @@ fn failures_back_off_and_retry_from_alignment_unless_not_retryable() {
             retryable: true,
         })
         .unwrap();
-    let again = machine.state().failure.clone().unwrap();
+    let again = machine.state().failure().cloned().unwrap();
     assert_eq!(again.attempts, 1);
     assert!(again.retry_at_ms - first.retry_at_ms >= 2 * mirror_fsm::machine::INITIAL_BACKOFF_MS - 1);
     // A non-retryable failure stays.
@@ -252,7 +268,7 @@ fn failures_back_off_and_retry_from_alignment_unless_not_retryable() {
         })
         .unwrap();
     machine.handle(Event::Tick { now_ms: i64::MAX / 2 }).unwrap();
-    assert_eq!(machine.state().kind, StateKind::Failed);
+    assert_eq!(machine.state().kind(), StateKind::Failed);
 }
 
 #[test]
@@ -267,7 +283,7 @@ fn a_stopping_that_failed_resumes_at_its_step() {
             retryable: true,
         })
         .unwrap();
-    assert_eq!(machine.state().kind, StateKind::Failed);
+    assert_eq!(machine.state().kind(), StateKind::Failed);
     assert!(machine.read_only());
     let actions = machine.handle(Event::Stop).unwrap();
     assert!(
@@ -358,8 +374,8 @@ fn a_log_that_moved_under_stopping_fails_without_retry() {
             own_barrier_present: false,
         })
         .unwrap();
-    assert_eq!(machine.state().kind, StateKind::Failed);
-    assert!(!machine.state().failure.as_ref().unwrap().retryable);
+    assert_eq!(machine.state().kind(), StateKind::Failed);
+    assert!(!machine.state().failure().unwrap().retryable);
 }
 
 #[test]
@@ -373,7 +389,7 @@ fn refused_batches_are_not_retried_but_storage_failures_are() {
             })
             .unwrap();
         assert_eq!(
-            machine.state().failure.as_ref().unwrap().retryable,
+            machine.state().failure().unwrap().retryable,
             retryable,
             "{failure:?}"
         );
@@ -398,4 +414,17 @@ fn mirrored_batches_raise_the_high_watermark_and_an_empty_fetch_does_nothing() {
         actions.as_slice(),
         [Action::AppendReplicated(_), Action::AdvanceHighWatermark]
     ));
+}
+
+#[test]
+fn every_state_round_trips_through_its_persisted_record() {
+    for kind in StateKind::ALL {
+        let original = state(kind);
+        let json = serde_json::to_vec(&original).unwrap();
+        let decoded: MirrorState = serde_json::from_slice(&json).unwrap();
+        assert_eq!(decoded, original, "{}", String::from_utf8_lossy(&json));
+    }
+    let never = MirrorState::never_mirrored();
+    let decoded: MirrorState = serde_json::from_slice(&serde_json::to_vec(&never).unwrap()).unwrap();
+    assert_eq!(decoded, never);
 }

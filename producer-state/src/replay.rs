@@ -206,7 +206,11 @@ mod tests {
         let mut aborted = Vec::new();
         let error = manager.replay_batches(&chunk, &mut aborted).unwrap_err();
         assert_eq!(error.offset, 2);
-        assert_eq!(manager.map_end_offset(), 2, "the batches before the refused one are in the state");
+        assert_eq!(
+            manager.map_end_offset(),
+            2,
+            "the batches before the refused one are in the state"
+        );
         assert_eq!(manager.producer(1).unwrap().last_seq(), 1);
     }
 
