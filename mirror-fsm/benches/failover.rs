@@ -9,10 +9,8 @@
 //!   `MIRRORLOG_BENCH_MIRROR_MB` MiB (default 256) of 1 KiB batches, next to copying the source's segment files
 //!   into new files through a 1 MiB buffer (median of 3).
 
-use std::cell::RefCell;
 use std::io::{Read, Write};
 use std::path::Path;
-use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use mirror_fsm::{Event, LocalFetcher, MirrorDriver, StateKind};
@@ -141,9 +139,7 @@ fn copy_files(from: &Path, to: &Path) -> (Duration, u64) {
 async fn stopping_latency() {
     let dir = tempfile::tempdir().unwrap();
     let store = FsStorage::open(FsConfig::new(dir.path())).unwrap();
-    let source = Rc::new(RefCell::new(
-        source_log(&store, "source", PRODUCERS, 1_000, 100).await,
-    ));
+    let source = mirror_fsm::shared(source_log(&store, "source", PRODUCERS, 1_000, 100).await);
     let mut samples = Vec::new();
     for run in 0..15 {
         let mut fetcher = LocalFetcher::new(&source, "source");
@@ -163,9 +159,7 @@ async fn stopping_latency() {
 async fn failover(partitions: usize) -> (Duration, Duration) {
     let dir = tempfile::tempdir().unwrap();
     let store = FsStorage::open(FsConfig::new(dir.path())).unwrap();
-    let source = Rc::new(RefCell::new(
-        source_log(&store, "source", PRODUCERS, PRODUCERS as usize, 100).await,
-    ));
+    let source = mirror_fsm::shared(source_log(&store, "source", PRODUCERS, PRODUCERS as usize, 100).await);
     let mut fetcher = LocalFetcher::new(&source, "source");
     // An fs partition holds three open files; this machine allows 20,000, so the partitions are set up and
     // stopped a group at a time. The stops are sequential either way: the total is the sum of their times.
@@ -193,9 +187,7 @@ async fn mirroring_throughput(megabytes: usize) {
     let batches = (megabytes << 20) / 1024;
     let source_dir = tempfile::tempdir().unwrap();
     let source_store = FsStorage::open(FsConfig::new(source_dir.path())).unwrap();
-    let source = Rc::new(RefCell::new(
-        source_log(&source_store, "src", 1_000, batches, 1024 - 80).await,
-    ));
+    let source = mirror_fsm::shared(source_log(&source_store, "src", 1_000, batches, 1024 - 80).await);
     let source_bytes: u64 = {
         let path = source_dir.path().join("src-0");
         std::fs::read_dir(&path)
@@ -212,7 +204,7 @@ async fn mirroring_throughput(megabytes: usize) {
         let started = Instant::now();
         let (log, _driver) = mirrored(&store, "dst", &mut fetcher).await;
         ours.push(started.elapsed());
-        assert_eq!(log.log_end_offset(), source.borrow().log_end_offset());
+        assert_eq!(log.log_end_offset(), source.try_read().unwrap().log_end_offset());
         let copy_dir = tempfile::tempdir().unwrap();
         let (elapsed, bytes) = copy_files(&source_dir.path().join("src-0"), copy_dir.path());
         assert_eq!(bytes, source_bytes);

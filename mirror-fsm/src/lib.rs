@@ -17,7 +17,7 @@ pub mod machine;
 pub use driver::{last_mirrored_offset, MirrorDriver};
 pub use error::DriverError;
 pub use fetcher::{FetchError, FetchResponse, Fetcher};
-pub use local::LocalFetcher;
+pub use local::{shared, LocalFetcher, SharedLog};
 pub use machine::{
     transition_allowed, Action, Event, EventKind, Failure, LogFailure, MirrorPartition, MirrorState, Session,
     StateKind, StopStep, TransitionError,

@@ -2,39 +2,47 @@
 //! one task drives (tests, the simulator, benchmarks).
 //!
 //! It reads the source log up to its last stable offset, as every mirror fetcher must (ADR 0009), and answers
-//! failback alignment from the source's own `mirror.lmo.<cluster>` record. The log is shared as
-//! `Rc<RefCell<…>>`; a fetch borrows it for its duration, so a fetch that finds it mutably borrowed (another
-//! future of the same task writing to it) fails as retryable instead of panicking.
-// The borrow is held across the log's async read on purpose (see above); `try_borrow` turns overlap into an error.
-#![allow(clippy::await_holding_refcell_ref)]
+//! failback alignment from the source's own `mirror.lmo.<cluster>` record. The log is shared as a [`SharedLog`]
+//! (an async read-write lock, `Send`, usable from any task); a fetch holds a read lock for its duration. It
+//! takes the lock without waiting: a source that is being written (by the same task that drives the mirror, which
+//! would otherwise wait on itself) is a retryable fetch error, as a busy remote source would be.
 
-use std::cell::{Ref, RefCell};
-use std::rc::Rc;
+use std::sync::Arc;
+
+use tokio::sync::{RwLock, RwLockReadGuard};
 
 use async_trait::async_trait;
 use partition_log::{Isolation, PartitionLog};
 
 use crate::fetcher::{FetchError, FetchResponse, Fetcher};
 
+/// A partition log shared between the task that writes it and the fetchers that read it.
+pub type SharedLog = Arc<RwLock<PartitionLog>>;
+
+/// Wraps a log for sharing.
+pub fn shared(log: PartitionLog) -> SharedLog {
+    Arc::new(RwLock::new(log))
+}
+
 /// Reads a source partition log in this process; see the module docs.
 #[derive(Debug, Clone)]
 pub struct LocalFetcher {
-    source: Rc<RefCell<PartitionLog>>,
+    source: SharedLog,
     /// The cluster id reported with every fetch (the source's; a test may change it to check verification).
     pub reported_cluster_id: String,
 }
 
 impl LocalFetcher {
     /// A fetcher reading `source`, which belongs to cluster `source_cluster_id`.
-    pub fn new(source: &Rc<RefCell<PartitionLog>>, source_cluster_id: impl Into<String>) -> Self {
+    pub fn new(source: &SharedLog, source_cluster_id: impl Into<String>) -> Self {
         LocalFetcher {
-            source: Rc::clone(source),
+            source: Arc::clone(source),
             reported_cluster_id: source_cluster_id.into(),
         }
     }
 
-    fn source(&self) -> Result<Ref<'_, PartitionLog>, FetchError> {
-        self.source.try_borrow().map_err(|_| FetchError {
+    fn source(&self) -> Result<RwLockReadGuard<'_, PartitionLog>, FetchError> {
+        self.source.try_read().map_err(|_| FetchError {
             message: "the source log is being written".to_owned(),
             retryable: true,
         })

@@ -9,13 +9,8 @@
 //!   writable;
 //! - 2: right after the stop, no producers and no open transactions; local producers reusing mirrored ids are
 //!   accepted from sequence 0.
-// One task drives every log; a `RefCell` borrow held across an await never meets another borrow.
-#![allow(clippy::await_holding_refcell_ref)]
 
 mod common;
-
-use std::cell::RefCell;
-use std::rc::Rc;
 
 use common::{all_batches, barriers, cluster_config, memory_log, LogFetcher};
 use mirror_fsm::{last_mirrored_offset, Event, MirrorDriver, StateKind};
@@ -102,7 +97,7 @@ async fn reopen(store: &MemoryStorage) -> PartitionLog {
 }
 
 async fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
-    let source = Rc::new(RefCell::new(memory_log("A", "t", BarrierScope::Writer).await));
+    let source = mirror_fsm::shared(memory_log("A", "t", BarrierScope::Writer).await);
     let store = MemoryStorage::new();
     store.create(&id()).await.unwrap();
     let mut log = reopen(&store).await;
@@ -121,7 +116,7 @@ async fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
     for (index, step) in steps.iter().enumerate() {
         let was_stopped = driver.state().kind() == StateKind::Stopped;
         match step {
-            Step::Source(kind) => source_write(&mut source.borrow_mut(), *kind).await,
+            Step::Source(kind) => source_write(&mut source.try_write().unwrap(), *kind).await,
             Step::Fetch => {
                 driver.fetch_once(&mut log, &mut fetcher).await.unwrap();
             }
@@ -189,7 +184,7 @@ async fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
             step
         );
         let ours = all_batches(&log).await;
-        let theirs = all_batches(&source.borrow()).await;
+        let theirs = all_batches(&source.try_read().unwrap()).await;
         let own_barriers: Vec<i64> = barriers(&log)
             .await
             .into_iter()

@@ -7,13 +7,8 @@
 //! persisted state. Checked right after the crash: the partition is writable only if its barrier is in the log.
 //! Checked at the end: STOPPED, writable, the log cut at the LSO, the last mirrored offset persisted, exactly one
 //! barrier of this cluster, right after the cut, and the bytes before it equal to the source's.
-// One task drives every log; a `RefCell` borrow held across an await never meets another borrow.
-#![allow(clippy::await_holding_refcell_ref)]
 
 mod common;
-
-use std::cell::RefCell;
-use std::rc::Rc;
 
 use common::{all_batches, barriers, cluster_config, memory_log, LogFetcher};
 use mirror_fsm::{last_mirrored_offset, Event, MirrorDriver, StateKind};
@@ -24,7 +19,7 @@ use storage::{MemoryStorage, PartitionId, Storage};
 use storage_fs::{FsConfig, FsStorage};
 use storage_testkit::FaultyPartition;
 
-type SharedLog = Rc<RefCell<PartitionLog>>;
+type SharedLog = mirror_fsm::SharedLog;
 type Opener = Box<dyn Fn() -> Box<dyn Storage>>;
 
 fn id() -> PartitionId {
@@ -46,7 +41,7 @@ async fn source() -> (SharedLog, i64) {
     let end = log.log_end_offset();
     log.advance_high_watermark(end);
     let lso = log.last_stable_offset();
-    (Rc::new(RefCell::new(log)), lso)
+    (mirror_fsm::shared(log), lso)
 }
 
 async fn open_log(storage: Box<dyn storage::PartitionStorage>) -> PartitionLog {
@@ -123,7 +118,7 @@ async fn recover_and_check(open: &Opener, source: &SharedLog, source_lso: i64, n
     );
     assert_eq!(log.log_end_offset(), source_lso + 1);
     let ours = all_batches(&log).await;
-    let theirs = all_batches(&source.borrow()).await;
+    let theirs = all_batches(&source.try_read().unwrap()).await;
     for (a, b) in ours
         .iter()
         .zip(theirs.iter())

@@ -7,8 +7,6 @@
 //! offset (5); it holds exactly one barrier of its own, right at that offset (6); right after the barrier it
 //! has no producers and no open transactions, and local producers reusing mirrored ids are accepted from
 //! sequence 0, never as duplicates (2); while mirrored it refuses clients (4).
-// One task drives every log; a `RefCell` borrow held across an await never meets another borrow.
-#![allow(clippy::await_holding_refcell_ref)]
 
 mod common;
 
@@ -17,17 +15,15 @@ use mirror_fsm::{last_mirrored_offset, Event, MirrorDriver, StateKind};
 use partition_log::{LogError, PartitionLog};
 use partition_log_testkit::{coordinate, data, marker, produce};
 use producer_state::BarrierScope;
-use std::cell::RefCell;
-use std::rc::Rc;
 
 const SCOPES: [BarrierScope; 2] = [BarrierScope::Writer, BarrierScope::Everywhere];
 
 fn shared(log: PartitionLog) -> SharedLog {
-    Rc::new(RefCell::new(log))
+    mirror_fsm::shared(log)
 }
 
 fn settle(log: &SharedLog) {
-    let mut log = log.borrow_mut();
+    let mut log = log.try_write().unwrap();
     let end = log.log_end_offset();
     log.advance_high_watermark(end);
 }
@@ -49,13 +45,13 @@ impl Mirror {
     ) -> Mirror {
         let mut fetcher = LogFetcher::new(source, source_cluster);
         let mut driver = {
-            let mut log = destination.borrow_mut();
+            let mut log = destination.try_write().unwrap();
             MirrorDriver::recover(&mut log, &mut fetcher, cluster)
                 .await
                 .unwrap()
         };
         {
-            let mut log = destination.borrow_mut();
+            let mut log = destination.try_write().unwrap();
             driver
                 .handle(
                     &mut log,
@@ -70,20 +66,20 @@ impl Mirror {
         assert_eq!(driver.state().kind(), StateKind::Mirroring);
         Mirror {
             cluster: cluster.to_owned(),
-            destination: Rc::clone(destination),
+            destination: std::sync::Arc::clone(destination),
             driver,
             fetcher,
         }
     }
 
     async fn catch_up(&mut self) {
-        let mut log = self.destination.borrow_mut();
+        let mut log = self.destination.try_write().unwrap();
         self.driver.catch_up(&mut log, &mut self.fetcher).await.unwrap();
     }
 
     /// Fails over; returns the last mirrored offset.
     async fn stop(&mut self) -> i64 {
-        let mut log = self.destination.borrow_mut();
+        let mut log = self.destination.try_write().unwrap();
         self.driver
             .handle(&mut log, &mut self.fetcher, Event::Stop)
             .await
@@ -98,7 +94,7 @@ impl Mirror {
 /// after an abort of any transaction a previous round left open), plain data; sequences continue from the
 /// log's state.
 async fn source_traffic(log: &SharedLog) {
-    let mut log = log.borrow_mut();
+    let mut log = log.try_write().unwrap();
     let next = |log: &PartitionLog, producer: i64| {
         log.producer_state()
             .producer(producer)
@@ -127,7 +123,7 @@ async fn source_traffic(log: &SharedLog) {
 
 /// Invariants 4 (while mirrored) — clients are refused and nothing is written.
 async fn assert_read_only(log: &SharedLog) {
-    let mut log = log.borrow_mut();
+    let mut log = log.try_write().unwrap();
     let end = log.log_end_offset();
     let refused = produce(&mut log, data(9, 0, 0, 1, false)).await;
     assert!(
@@ -141,13 +137,13 @@ async fn assert_read_only(log: &SharedLog) {
 /// barrier exactly at `lmo` and nowhere else after the last one of a previous session, a clean slate, and local
 /// producers reusing mirrored ids accepted from sequence 0.
 async fn assert_failover(mirror: &Mirror, source: &SharedLog, lmo: i64, own_barriers_before: usize) {
-    let destination = mirror.destination.borrow();
+    let destination = mirror.destination.try_read().unwrap();
     let ours: Vec<_> = all_batches(&destination)
         .await
         .into_iter()
         .filter(|batch| batch.base_offset() < lmo)
         .collect();
-    let theirs: Vec<_> = all_batches(&source.borrow())
+    let theirs: Vec<_> = all_batches(&source.try_read().unwrap())
         .await
         .into_iter()
         .filter(|batch| batch.base_offset() < lmo)
@@ -181,7 +177,7 @@ async fn assert_failover(mirror: &Mirror, source: &SharedLog, lmo: i64, own_barr
 
 /// Local producers after failover reuse the mirrored ids 1 and 2 from sequence 0.
 async fn local_producers_reuse_mirrored_ids(log: &SharedLog) {
-    let mut log = log.borrow_mut();
+    let mut log = log.try_write().unwrap();
     let first = produce(&mut log, data(1, 0, 0, 2, false)).await.unwrap();
     assert!(
         !first.duplicate,
@@ -213,10 +209,13 @@ async fn active_passive() {
         let mut ab = Mirror::start("B", &b, "A", &a).await;
         ab.catch_up().await;
         assert_read_only(&b).await;
-        assert_eq!(b.borrow().log_end_offset(), a.borrow().last_stable_offset());
+        assert_eq!(
+            b.try_read().unwrap().log_end_offset(),
+            a.try_read().unwrap().last_stable_offset()
+        );
         let lmo = ab.stop().await;
         // Mirroring stops at the source's LSO: the open transaction's data never reached B.
-        assert_eq!(lmo, a.borrow().last_stable_offset(), "{scope:?}");
+        assert_eq!(lmo, a.try_read().unwrap().last_stable_offset(), "{scope:?}");
         assert_failover(&ab, &a, lmo, 0).await;
         local_producers_reuse_mirrored_ids(&b).await;
     }
@@ -236,7 +235,7 @@ async fn failback_over_three_hops() {
         source_traffic(&a).await;
         let mut ba = Mirror::start("A", &a, "B", &b).await;
         assert_eq!(
-            a.borrow().log_end_offset(),
+            a.try_read().unwrap().log_end_offset(),
             lmo_b,
             "A truncated to B's last mirrored offset"
         );
@@ -245,7 +244,7 @@ async fn failback_over_three_hops() {
         let lmo_a = ba.stop().await;
         assert_failover(&ba, &b, lmo_a, 0).await;
         // A carries B's barrier (applied or not by scope) and now its own.
-        let writers: Vec<_> = barriers(&a.borrow())
+        let writers: Vec<_> = barriers(&a.try_read().unwrap())
             .await
             .into_iter()
             .map(|(_, w)| w.unwrap())
@@ -256,7 +255,7 @@ async fn failback_over_three_hops() {
         source_traffic(&b).await;
         let mut ab = Mirror::start("B", &b, "A", &a).await;
         assert_eq!(
-            b.borrow().log_end_offset(),
+            b.try_read().unwrap().log_end_offset(),
             lmo_a,
             "B truncated to A's last mirrored offset"
         );
@@ -279,7 +278,7 @@ async fn fan_out() {
         fail_over(&mut ab, &a, 0).await;
         // C keeps mirroring A independently.
         {
-            let mut log = a.borrow_mut();
+            let mut log = a.try_write().unwrap();
             coordinate(&mut log, marker(false, 2, 0, 0)).await.unwrap();
         }
         settle(&a);
@@ -288,7 +287,7 @@ async fn fan_out() {
         let lmo_c = ac.stop().await;
         assert_eq!(
             lmo_c,
-            a.borrow().log_end_offset(),
+            a.try_read().unwrap().log_end_offset(),
             "no open transaction left on A"
         );
         assert_failover(&ac, &a, lmo_c, 0).await;
@@ -313,7 +312,7 @@ async fn fan_in() {
         assert_failover(&ac, &a, lmo_1, 0).await;
         // The other topic's partition is untouched by this failover.
         assert_read_only(&c2).await;
-        assert_eq!(c2.borrow().producer_state().producer_count(), 2);
+        assert_eq!(c2.try_read().unwrap().producer_state().producer_count(), 2);
         fail_over(&mut bc, &b, 0).await;
         local_producers_reuse_mirrored_ids(&c1).await;
     }
@@ -335,17 +334,23 @@ async fn chain_of_three_hops() {
             bc.catch_up().await;
             cd.catch_up().await;
         }
-        assert_eq!(d.borrow().log_end_offset(), a.borrow().last_stable_offset());
+        assert_eq!(
+            d.try_read().unwrap().log_end_offset(),
+            a.try_read().unwrap().last_stable_offset()
+        );
         // Failover in the middle of the chain: B becomes writable; C and D carry B's barrier on.
         fail_over(&mut ab, &a, 0).await;
         bc.catch_up().await;
         cd.catch_up().await;
         assert_read_only(&c).await;
         assert_read_only(&d).await;
-        assert_eq!(d.borrow().log_end_offset(), b.borrow().log_end_offset());
+        assert_eq!(
+            d.try_read().unwrap().log_end_offset(),
+            b.try_read().unwrap().log_end_offset()
+        );
         // Then at the end of the chain.
         fail_over(&mut cd, &c, 0).await;
-        let writers: Vec<_> = barriers(&d.borrow())
+        let writers: Vec<_> = barriers(&d.try_read().unwrap())
             .await
             .into_iter()
             .map(|(_, w)| w.unwrap())
@@ -363,9 +368,9 @@ async fn a_source_that_changes_cluster_id_fails_the_session() {
     source_traffic(&a).await;
     let mut ab = Mirror::start("B", &b, "A", &a).await;
     ab.catch_up().await;
-    let end = b.borrow().log_end_offset();
+    let end = b.try_read().unwrap().log_end_offset();
     {
-        let mut log = a.borrow_mut();
+        let mut log = a.try_write().unwrap();
         produce(&mut log, data(-1, -1, -1, 3, false)).await.unwrap();
     }
     settle(&a);
@@ -376,11 +381,11 @@ async fn a_source_that_changes_cluster_id_fails_the_session() {
     let failure = state.failure().cloned().unwrap();
     assert!(!failure.retryable);
     assert!(failure.message.contains("impostor"), "{}", failure.message);
-    assert_eq!(b.borrow().log_end_offset(), end, "nothing appended");
+    assert_eq!(b.try_read().unwrap().log_end_offset(), end, "nothing appended");
     assert!(!ab.driver.fetching());
     assert_read_only(&b).await;
     // Retries do not revive a non-retryable failure.
-    let mut log = b.borrow_mut();
+    let mut log = b.try_write().unwrap();
     ab.driver
         .handle(&mut log, &mut ab.fetcher, Event::Tick { now_ms: i64::MAX / 2 })
         .await

@@ -1,10 +1,5 @@
 //! Shared test support: partition logs of clusters and helpers to inspect them.
-// One task drives every log; a `RefCell` borrow held across an await never meets another borrow.
-#![allow(clippy::await_holding_refcell_ref)]
 #![allow(dead_code)]
-
-use std::cell::RefCell;
-use std::rc::Rc;
 
 use partition_log::{LogConfig, PartitionLog};
 use partition_log_testkit::config;
@@ -13,7 +8,7 @@ use record_format::RecordBatch;
 use storage::{MemoryStorage, PartitionId, Storage};
 
 /// A log shared between its cluster and the fetchers of clusters mirroring from it.
-pub type SharedLog = Rc<RefCell<PartitionLog>>;
+pub type SharedLog = mirror_fsm::SharedLog;
 
 /// The configuration of a log in cluster `cluster_id`.
 pub fn cluster_config(cluster_id: &str, scope: BarrierScope) -> LogConfig {
