@@ -365,7 +365,8 @@ impl ScriptRunner {
                     command.number("now")?,
                 );
                 // Truncation cuts the aborted-transaction index with the log.
-                self.aborted.retain(|aborted| aborted.last_offset < log_end);
+                self.aborted
+                    .retain(|aborted| aborted.survives_truncation_to(log_end));
                 Ok("ok".into())
             }
             "producer" => Ok(self.producer(command.number("pid")?)),

@@ -24,6 +24,12 @@ pub struct AbortedTxn {
 }
 
 impl AbortedTxn {
+    /// Whether the entry survives truncating the log at `offset`: its marker (at `last_offset`) stays in the log.
+    /// The one index-cut rule every store and the scenario runner apply.
+    pub fn survives_truncation_to(&self, offset: i64) -> bool {
+        self.last_offset < offset
+    }
+
     /// The 34-byte encoding (version 0).
     pub fn encode(&self) -> [u8; ABORTED_TXN_LEN] {
         let mut out = [0u8; ABORTED_TXN_LEN];

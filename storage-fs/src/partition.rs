@@ -153,7 +153,9 @@ impl FsPartition {
         // The aborted-transaction index never reaches past the log.
         let log_end = partition.log_end_offset();
         for segment in partition.segments.values_mut() {
-            segment.aborted.retain(|entry| entry.last_offset < log_end);
+            segment
+                .aborted
+                .retain(|entry| entry.survives_truncation_to(log_end));
         }
         partition.log_start = partition.log_start.clamp(first_base, log_end.max(first_base));
         Ok(partition)

@@ -616,7 +616,7 @@ impl Segment {
         let aborted: Vec<AbortedTxn> = self
             .aborted
             .iter()
-            .filter(|a| a.last_offset < offset)
+            .filter(|a| a.survives_truncation_to(offset))
             .copied()
             .collect();
         if aborted.len() != self.aborted.len() {

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use rocksdb::{ColumnFamilyDescriptor, Direction, IteratorMode, Options, WriteBatch, WriteOptions, DB};
-use storage::kv::{KvOp, KvPartition, OrderedKv, Space, StorePoison, Visit};
+use storage::kv::{KeyRange, KvOp, KvPartition, OrderedKv, Space, StorePoison, Visit};
 use storage::{BlockingPartition, BlockingStore, OpenMode, PartitionId, StorageError};
 
 const COLUMN_FAMILIES: [&str; 4] = ["batches", "snapshots", "aborted", "meta"];
@@ -194,22 +194,15 @@ impl OrderedKv for RocksKv {
             .map(Bytes::from))
     }
 
-    fn scan(
-        &self,
-        space: Space,
-        lower: &[u8],
-        upper: Option<&[u8]>,
-        reverse: bool,
-        visit: Visit<'_>,
-    ) -> Result<(), StorageError> {
-        let (lower, upper) = (self.key(lower), self.upper(upper));
+    fn scan(&self, range: KeyRange<'_>, visit: Visit<'_>) -> Result<(), StorageError> {
+        let (lower, upper, reverse) = (self.key(range.lower), self.upper(range.upper), range.reverse);
         let mode = if reverse {
             // Seeks to the last key at or before `upper`; `upper` itself is excluded below.
             IteratorMode::From(&upper, Direction::Reverse)
         } else {
             IteratorMode::From(&lower, Direction::Forward)
         };
-        for entry in self.db.iterator_cf(cf(&self.db, space)?, mode) {
+        for entry in self.db.iterator_cf(cf(&self.db, range.space)?, mode) {
             let (key, value) = entry.map_err(backend_error)?;
             let inside = key.as_ref() >= lower.as_slice() && key.as_ref() < upper.as_slice();
             if !inside {

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use storage::kv::{KvOp, KvPartition, OrderedKv, Space, StorePoison, Visit};
+use storage::kv::{KeyRange, KvOp, KvPartition, OrderedKv, Space, StorePoison, Visit};
 use storage::{BlockingPartition, BlockingStore, OpenMode, PartitionId, StorageError};
 
 const TREE_PREFIX: &str = "partition/";
@@ -197,19 +197,13 @@ impl OrderedKv for SledKv {
             .map(|value| Bytes::copy_from_slice(&value)))
     }
 
-    fn scan(
-        &self,
-        space: Space,
-        lower: &[u8],
-        upper: Option<&[u8]>,
-        reverse: bool,
-        visit: Visit<'_>,
-    ) -> Result<(), StorageError> {
-        let range = self.tree.range(tagged(space, lower)..tagged_upper(space, upper));
-        let entries: Box<dyn Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>> = if reverse {
-            Box::new(range.rev())
+    fn scan(&self, range: KeyRange<'_>, visit: Visit<'_>) -> Result<(), StorageError> {
+        let bounds = tagged(range.space, range.lower)..tagged_upper(range.space, range.upper);
+        let keys = self.tree.range(bounds);
+        let entries: Box<dyn Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>> = if range.reverse {
+            Box::new(keys.rev())
         } else {
-            Box::new(range)
+            Box::new(keys)
         };
         for entry in entries {
             let (key, value) = entry.map_err(backend_error)?;

@@ -58,20 +58,48 @@ pub enum KvOp {
 /// What a scan visitor answers.
 pub type Visit<'a> = &'a mut dyn FnMut(&[u8], &[u8]) -> Result<bool>;
 
+/// The keys a scan visits: those of `space` in `[lower, upper)` (`upper: None`: to the end of the space),
+/// ascending or, with `reverse`, descending.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyRange<'a> {
+    /// The key space.
+    pub space: Space,
+    /// The first key (inclusive).
+    pub lower: &'a [u8],
+    /// The end (exclusive); `None`: the end of the space.
+    pub upper: Option<&'a [u8]>,
+    /// Descending order.
+    pub reverse: bool,
+}
+
+impl<'a> KeyRange<'a> {
+    /// Ascending from `lower` to the end of the space.
+    pub fn from(space: Space, lower: &'a [u8]) -> Self {
+        KeyRange {
+            space,
+            lower,
+            upper: None,
+            reverse: false,
+        }
+    }
+
+    /// Descending from just below `upper` (`None`: the last key of the space).
+    pub fn down_from(space: Space, upper: Option<&'a [u8]>) -> Self {
+        KeyRange {
+            space,
+            lower: &[],
+            upper,
+            reverse: true,
+        }
+    }
+}
+
 /// One partition's key spaces in an ordered key-value database.
 pub trait OrderedKv: Send + 'static {
     /// The value at `key`.
     fn get(&self, space: Space, key: &[u8]) -> Result<Option<Bytes>>;
-    /// Visits the keys of `space` in `[lower, upper)` (`upper: None`: to the end), ascending or, with `reverse`,
-    /// descending, while `visit` answers true.
-    fn scan(
-        &self,
-        space: Space,
-        lower: &[u8],
-        upper: Option<&[u8]>,
-        reverse: bool,
-        visit: Visit<'_>,
-    ) -> Result<()>;
+    /// Visits the keys of `range`, in its order, while `visit` answers true.
+    fn scan(&self, range: KeyRange<'_>, visit: Visit<'_>) -> Result<()>;
     /// Applies `ops` atomically; durably when `sync`.
     fn write(&self, ops: Vec<KvOp>, sync: bool) -> Result<()>;
     /// Makes every earlier write durable.
@@ -236,10 +264,12 @@ impl<K: OrderedKv> KvPartition<K> {
     fn batch_at_or_before(&self, offset: i64) -> Result<Option<(i64, i64)>> {
         let mut found = None;
         self.kv.scan(
-            Space::Batches,
-            &[],
-            Some(&just_after(offset)),
-            true,
+            KeyRange {
+                space: Space::Batches,
+                lower: &[],
+                upper: Some(&just_after(offset)),
+                reverse: true,
+            },
             &mut |key, value| {
                 let batch = decode_batch(key, value)?;
                 found = Some((batch.base_offset(), batch.last_offset()));
@@ -296,10 +326,12 @@ impl<K: OrderedKv> BlockingPartition for KvPartition<K> {
         let mut out = Vec::new();
         let mut total = 0usize;
         self.kv.scan(
-            Space::Batches,
-            &offset_key(start),
-            None,
-            false,
+            KeyRange {
+                space: Space::Batches,
+                lower: &offset_key(start),
+                upper: None,
+                reverse: false,
+            },
             &mut |key, value| {
                 if !out.is_empty() && total.saturating_add(value.len()) > max_bytes {
                     return Ok(false);
@@ -383,10 +415,12 @@ impl<K: OrderedKv> BlockingPartition for KvPartition<K> {
     fn snapshot_at_or_below(&self, offset: i64) -> Result<Option<(i64, Bytes)>> {
         let mut found = None;
         self.kv.scan(
-            Space::Snapshots,
-            &[],
-            Some(&just_after(offset)),
-            true,
+            KeyRange {
+                space: Space::Snapshots,
+                lower: &[],
+                upper: Some(&just_after(offset)),
+                reverse: true,
+            },
             &mut |key, value| {
                 found = key_offset(key).map(|offset| (offset, Bytes::copy_from_slice(value)));
                 Ok(false)
@@ -397,10 +431,11 @@ impl<K: OrderedKv> BlockingPartition for KvPartition<K> {
 
     fn snapshot_offsets(&self) -> Result<Vec<i64>> {
         let mut offsets = Vec::new();
-        self.kv.scan(Space::Snapshots, &[], None, false, &mut |key, _| {
-            offsets.extend(key_offset(key));
-            Ok(true)
-        })?;
+        self.kv
+            .scan(KeyRange::from(Space::Snapshots, &[]), &mut |key, _| {
+                offsets.extend(key_offset(key));
+                Ok(true)
+            })?;
         Ok(offsets)
     }
 
@@ -417,20 +452,23 @@ impl<K: OrderedKv> BlockingPartition for KvPartition<K> {
 
     fn last_aborted_txn(&self) -> Result<Option<AbortedTxn>> {
         let mut found = None;
-        self.kv.scan(Space::Aborted, &[], None, true, &mut |_, value| {
-            found = Some(decode_aborted(value)?);
-            Ok(false)
-        })?;
+        self.kv
+            .scan(KeyRange::down_from(Space::Aborted, None), &mut |_, value| {
+                found = Some(decode_aborted(value)?);
+                Ok(false)
+            })?;
         Ok(found)
     }
 
     fn aborted_txns(&self, from_offset: i64, upper_bound: i64) -> Result<Vec<AbortedTxn>> {
         let mut entries = Vec::new();
         self.kv.scan(
-            Space::Aborted,
-            &offset_key(from_offset),
-            None,
-            false,
+            KeyRange {
+                space: Space::Aborted,
+                lower: &offset_key(from_offset),
+                upper: None,
+                reverse: false,
+            },
             &mut |_, value| {
                 entries.push(decode_aborted(value)?);
                 Ok(true)

@@ -146,7 +146,7 @@ impl BlockingPartition for MemoryPartition {
         let mut data = self.data();
         data.batches.check_boundary(offset)?;
         data.batches.split_off(offset);
-        data.aborted.retain(|entry| entry.last_offset < offset);
+        data.aborted.retain(|entry| entry.survives_truncation_to(offset));
         data.log_end = offset;
         Ok(())
     }
