@@ -26,7 +26,6 @@ pub mod error;
 pub mod fetch;
 pub mod log;
 pub mod replication;
-mod snapshots;
 
 pub use config::LogConfig;
 pub use error::LogError;

@@ -15,9 +15,10 @@
 //! Metadata records this module owns (keys start with `log.`): `log.clean-shutdown`, `log.high-watermark`,
 //! `log.read-only`.
 
+use std::collections::BTreeSet;
+
 use producer_state::{
-    AppendDecision, AppendOrigin, MemorySnapshotStore, ProducerStateManager, SnapshotStore, StateSummary,
-    TransactionVersion,
+    AppendDecision, AppendOrigin, CorruptSnapshot, ProducerStateManager, StateSummary, TransactionVersion,
 };
 use record_format::{AbortedTxn, RecordBatch};
 use storage::{Durability, PartitionId, PartitionStorage};
@@ -25,7 +26,6 @@ use storage::{Durability, PartitionId, PartitionStorage};
 use crate::config::LogConfig;
 use crate::error::LogError;
 use crate::fetch::{FetchResult, Isolation};
-use crate::snapshots::SnapshotMirror;
 use crate::Result;
 
 const CLEAN_SHUTDOWN_KEY: &str = "log.clean-shutdown";
@@ -73,7 +73,8 @@ pub struct PartitionLog {
     storage: Box<dyn PartitionStorage>,
     config: LogConfig,
     psm: ProducerStateManager,
-    snapshots: SnapshotMirror,
+    /// Offsets of the stored producer snapshots (the log is their only writer).
+    snapshots: BTreeSet<i64>,
     high_watermark: i64,
     read_only: bool,
     /// Bytes appended since the last roll (the logical segment's size).
@@ -124,7 +125,7 @@ impl PartitionLog {
                 }
             })?)),
         };
-        let snapshots = SnapshotMirror::scan(&*storage).await?;
+        let snapshots = storage.snapshot_offsets().await?.into_iter().collect();
         let mut log = PartitionLog {
             psm: ProducerStateManager::new(config.producer_state.clone()),
             config,
@@ -147,9 +148,7 @@ impl PartitionLog {
     /// written.
     pub async fn close(mut self) -> Result<()> {
         self.check_online()?;
-        self.psm.update_map_end_offset(self.log_end_offset());
-        self.psm.take_snapshot(&mut self.snapshots);
-        self.snapshots.flush(&mut *self.storage).await?;
+        self.snapshot_log_end().await?;
         self.storage.flush(Durability::Sync).await?;
         self.storage
             .put_metadata(HIGH_WATERMARK_KEY, &self.high_watermark.to_be_bytes())
@@ -209,7 +208,7 @@ impl PartitionLog {
 
     /// Offsets of the stored producer snapshots, ascending.
     pub fn snapshot_offsets(&self) -> Vec<i64> {
-        self.snapshots.offsets()
+        self.snapshots.iter().copied().collect()
     }
 
     /// Sets or clears read-only mode, durably (a crash never makes a mirrored partition writable).
@@ -347,9 +346,7 @@ impl PartitionLog {
     /// Rolls the logical segment: producer state snapshotted at the log end (kafka-semantics §7.3).
     pub async fn roll(&mut self) -> Result<()> {
         self.check_online()?;
-        self.psm.update_map_end_offset(self.log_end_offset());
-        self.psm.take_snapshot(&mut self.snapshots);
-        self.snapshots.flush(&mut *self.storage).await?;
+        self.snapshot_log_end().await?;
         self.segment_size = 0;
         Ok(())
     }
@@ -467,19 +464,18 @@ impl PartitionLog {
             return Ok(self.log_start_offset());
         }
         if let Some(boundary) = self.first_batch_boundary_after(offset).await? {
-            if !self.snapshots.offsets().contains(&boundary) {
+            if !self.snapshots.contains(&boundary) {
                 self.snapshot_at(boundary).await?;
             }
         }
         self.storage.delete_before(offset).await?;
         let start = self.log_start_offset();
-        for snapshot in self.snapshots.offsets() {
-            if snapshot < start {
-                SnapshotStore::delete(&mut self.snapshots, snapshot);
-            }
+        let below: Vec<i64> = self.snapshots.range(..start).copied().collect();
+        for snapshot in below {
+            self.delete_snapshot(snapshot).await?;
         }
-        self.psm.on_log_start_offset_incremented(&self.snapshots, start);
-        self.snapshots.flush(&mut *self.storage).await?;
+        let latest = self.snapshots.last().copied();
+        self.psm.log_start_moved(start, latest);
         Ok(start)
     }
 
@@ -507,8 +503,10 @@ impl PartitionLog {
     pub async fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<()> {
         self.check_online()?;
         self.storage.truncate_fully_and_start_at(offset).await?;
-        self.psm.truncate_fully_and_start_at(&mut self.snapshots, offset);
-        self.snapshots.flush(&mut *self.storage).await?;
+        for snapshot in std::mem::take(&mut self.snapshots) {
+            self.storage.delete_snapshot(snapshot).await?;
+        }
+        self.psm.reset_at(offset);
         self.segment_size = 0;
         self.set_high_watermark(offset);
         Ok(())
@@ -543,49 +541,115 @@ impl PartitionLog {
         }))
     }
 
-    /// Writes a snapshot of the producer state as it was at `offset` (a batch boundary inside the log), built by a
-    /// scratch manager from the latest snapshot at or below it and the batches in between.
-    async fn snapshot_at(&mut self, offset: i64) -> Result<()> {
-        self.snapshots.load_all(&*self.storage).await?;
-        let mut scratch = MemorySnapshotStore::new();
-        for stored in self.snapshots.offsets() {
-            if stored <= offset {
-                if let Some(bytes) = SnapshotStore::read(&self.snapshots, stored) {
-                    scratch.write(stored, bytes);
+    /// Snapshots producer state at the log end (if it moved since the last snapshot) and stores it.
+    async fn snapshot_log_end(&mut self) -> Result<()> {
+        self.psm.update_map_end_offset(self.log_end_offset());
+        if let Some((offset, bytes)) = self.psm.take_snapshot_bytes() {
+            self.storage.put_snapshot(offset, bytes.into()).await?;
+            self.snapshots.insert(offset);
+        }
+        Ok(())
+    }
+
+    async fn delete_snapshot(&mut self, offset: i64) -> Result<()> {
+        self.storage.delete_snapshot(offset).await?;
+        self.snapshots.remove(&offset);
+        Ok(())
+    }
+
+    /// Loads into `state` the newest readable snapshot among `candidates` (newest first), reading one at a time
+    /// and deleting the unreadable ones (Kafka's fallback); `None` when none loads.
+    async fn load_newest_snapshot(
+        &mut self,
+        state: &mut ProducerStateManager,
+        candidates: &[i64],
+        now_ms: i64,
+        corrupt: &mut Vec<CorruptSnapshot>,
+    ) -> Result<Option<i64>> {
+        for &offset in candidates {
+            let Some((found, bytes)) = self.storage.snapshot_at_or_below(offset).await? else {
+                continue;
+            };
+            if found != offset {
+                continue;
+            }
+            match state.load_snapshot_bytes(offset, &bytes, now_ms) {
+                Ok(()) => return Ok(Some(offset)),
+                Err(unreadable) => {
+                    self.delete_snapshot(offset).await?;
+                    corrupt.push(unreadable);
                 }
             }
         }
+        Ok(None)
+    }
+
+    /// Writes a snapshot of the producer state as it was at `offset` (a batch boundary inside the log), built by a
+    /// scratch manager from the latest readable snapshot at or below it and the batches in between.
+    async fn snapshot_at(&mut self, offset: i64) -> Result<()> {
         let start = self.log_start_offset();
         let mut state = ProducerStateManager::new(self.config.producer_state.clone());
+        let candidates: Vec<i64> = self
+            .snapshots
+            .range(..=offset)
+            .rev()
+            .copied()
+            .filter(|&stored| stored > start)
+            .collect();
         // No expiration here: the snapshot must hold what the live state holds.
-        state.truncate_and_reload(&mut scratch, start, offset, i64::MIN);
+        let mut corrupt = Vec::new();
+        if self
+            .load_newest_snapshot(&mut state, &candidates, i64::MIN, &mut corrupt)
+            .await?
+            .is_none()
+        {
+            state.reload_from_nothing(start);
+        }
         let from = state.map_end_offset().max(start);
         replay(&*self.storage, &mut state, from, offset).await?;
         state.update_map_end_offset(offset);
-        state.take_snapshot(&mut scratch);
-        if let Some(bytes) = scratch.read(offset) {
-            SnapshotStore::write(&mut self.snapshots, offset, bytes);
+        if let Some((at, bytes)) = state.take_snapshot_bytes() {
+            self.storage.put_snapshot(at, bytes.into()).await?;
+            self.snapshots.insert(at);
         }
-        self.snapshots.flush(&mut *self.storage).await
+        Ok(())
     }
 
-    /// Rebuilds producer state for the current log bounds (kafka-semantics §7.6); see the module docs.
+    /// Rebuilds producer state for the current log bounds (kafka-semantics §7.6); see the module docs. Producer
+    /// state decides (which snapshots are out of range, whether to reload, which to try); the log carries it out,
+    /// reading one snapshot at a time.
     async fn rebuild_producer_state(&mut self, now_ms: i64) -> Result<RecoveryReport> {
         let (start, end) = (self.log_start_offset(), self.log_end_offset());
-        self.snapshots.load_all(&*self.storage).await?;
-        let reload = self
-            .psm
-            .truncate_and_reload(&mut self.snapshots, start, end, now_ms);
-        let mut report = RecoveryReport {
-            corrupt_snapshots: reload.corrupt,
-            snapshot_offset: self
-                .snapshots
-                .offsets()
-                .last()
-                .copied()
-                .filter(|&offset| offset == self.psm.map_end_offset()),
-            ..RecoveryReport::default()
-        };
+        let stored: Vec<i64> = self.snapshots.iter().copied().collect();
+        let plan = self.psm.plan_reload(&stored, start, end);
+        for &offset in &plan.out_of_range {
+            self.delete_snapshot(offset).await?;
+        }
+        let mut report = RecoveryReport::default();
+        if plan.reload {
+            let mut state = std::mem::replace(
+                &mut self.psm,
+                ProducerStateManager::new(self.config.producer_state.clone()),
+            );
+            state.begin_reload();
+            let loaded = self
+                .load_newest_snapshot(
+                    &mut state,
+                    &plan.candidates,
+                    now_ms,
+                    &mut report.corrupt_snapshots,
+                )
+                .await;
+            if let Ok(None) = loaded {
+                state.reload_from_nothing(start);
+            }
+            self.psm = state;
+            report.snapshot_offset = loaded?;
+        } else {
+            let latest = self.snapshots.last().copied();
+            self.psm.log_start_moved(start, latest);
+            report.snapshot_offset = latest.filter(|&offset| offset == self.psm.map_end_offset());
+        }
         let from = self.psm.map_end_offset().max(start);
         let stored_index = self.storage.aborted_txns(start, i64::MAX).await?;
         let mut index_end = stored_index
@@ -601,9 +665,7 @@ impl PartitionLog {
                 report.index_entries_restored += 1;
             }
         }
-        self.psm.update_map_end_offset(end);
-        self.psm.take_snapshot(&mut self.snapshots);
-        self.snapshots.flush(&mut *self.storage).await?;
+        self.snapshot_log_end().await?;
         self.offline = None;
         Ok(report)
     }

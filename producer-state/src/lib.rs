@@ -35,7 +35,7 @@ pub use entry::{
     BatchMetadata, CompletedTxn, LogOffsetMetadata, ProducerStateEntry, TxnMetadata, VerificationStateEntry,
 };
 pub use error::{ClientErrorClass, KafkaError, ProducerStateError};
-pub use manager::{CorruptSnapshot, ProducerStateManager, PsmConfig, ReloadReport};
+pub use manager::{CorruptSnapshot, ProducerStateManager, PsmConfig, ReloadPlan, ReloadReport};
 pub use plan::{AppendDecision, AppendEffects, AppendPlan, Applied, BarrierReset};
 pub use replay::{replay, ReplayCounts, ReplayError, ReplayStep, Replayed};
 pub use snapshot::{MemorySnapshotStore, SnapshotStore};

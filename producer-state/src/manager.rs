@@ -329,9 +329,9 @@ impl ProducerStateManager {
         self.update_oldest_txn_timestamp();
     }
 
-    /// `takeSnapshot`: writes every producer to the snapshot for the map end offset, if it moved since the last
-    /// one. Returns the offset written.
-    pub fn take_snapshot(&mut self, store: &mut dyn SnapshotStore) -> Option<i64> {
+    /// `takeSnapshot` without a store: the snapshot of every producer for the map end offset, if it moved since
+    /// the last one; the caller stores the bytes. Returns (offset, bytes).
+    pub fn take_snapshot_bytes(&mut self) -> Option<(i64, Vec<u8>)> {
         if self.last_map_offset <= self.last_snap_offset {
             return None;
         }
@@ -339,12 +339,79 @@ impl ProducerStateManager {
             self.producers.iter().map(|(id, entry)| (*id, entry)).collect();
         // Kafka writes hash-map order; a stable order makes snapshots reproducible.
         entries.sort_unstable_by_key(|(id, _)| *id);
-        store.write(
-            self.last_map_offset,
-            encode_snapshot(entries.into_iter().map(|(_, entry)| entry)),
-        );
+        let bytes = encode_snapshot(entries.into_iter().map(|(_, entry)| entry));
         self.last_snap_offset = self.last_map_offset;
-        Some(self.last_map_offset)
+        Some((self.last_map_offset, bytes))
+    }
+
+    /// `takeSnapshot`: writes every producer to the snapshot for the map end offset, if it moved since the last
+    /// one. Returns the offset written.
+    pub fn take_snapshot(&mut self, store: &mut dyn SnapshotStore) -> Option<i64> {
+        let (offset, bytes) = self.take_snapshot_bytes()?;
+        store.write(offset, bytes);
+        Some(offset)
+    }
+
+    /// What `truncateAndReload` does with the stored snapshots `offsets` (kafka-semantics §4.9), decided without
+    /// touching them: the caller deletes `out_of_range` and, when `reload`, calls [`Self::begin_reload`] and
+    /// offers `candidates` (newest first) to [`Self::load_snapshot_bytes`] until one loads (deleting the corrupt
+    /// ones), or calls [`Self::reload_from_nothing`] when none does; otherwise it calls
+    /// [`Self::log_start_moved`].
+    pub fn plan_reload(&self, offsets: &[i64], log_start_offset: i64, log_end_offset: i64) -> ReloadPlan {
+        let (kept, out_of_range): (Vec<i64>, Vec<i64>) = offsets
+            .iter()
+            .partition(|&&offset| offset > log_start_offset && offset <= log_end_offset);
+        ReloadPlan {
+            out_of_range,
+            reload: log_end_offset != self.last_map_offset,
+            candidates: kept.into_iter().rev().collect(),
+        }
+    }
+
+    /// Starts a reload: every producer and transaction forgotten.
+    pub fn begin_reload(&mut self) {
+        self.clear_state();
+    }
+
+    /// Loads a snapshot's bytes (during a reload); expired producers are skipped. A snapshot that does not
+    /// decode changes nothing and is reported, so the caller can delete it and offer an older one.
+    pub fn load_snapshot_bytes(
+        &mut self,
+        offset: i64,
+        bytes: &[u8],
+        now_ms: i64,
+    ) -> Result<(), CorruptSnapshot> {
+        let entries = decode_snapshot(bytes).map_err(|error| CorruptSnapshot {
+            offset,
+            reason: error.to_string(),
+        })?;
+        self.producers.reserve(entries.len());
+        for entry in entries {
+            if self.is_expired(now_ms, &entry) {
+                continue;
+            }
+            if let Some(first) = entry.current_txn_first_offset {
+                self.ongoing_txns.insert(
+                    first,
+                    TxnMetadata {
+                        producer_id: entry.producer_id,
+                        first_offset: LogOffsetMetadata::message_only(first),
+                        last_offset: None,
+                    },
+                );
+            }
+            self.producers.insert(entry.producer_id, entry);
+        }
+        self.last_map_offset = offset;
+        self.last_snap_offset = offset;
+        self.update_oldest_txn_timestamp();
+        Ok(())
+    }
+
+    /// Ends a reload that found no readable snapshot: the state starts empty at the log start.
+    pub fn reload_from_nothing(&mut self, log_start_offset: i64) {
+        self.last_map_offset = log_start_offset;
+        self.last_snap_offset = log_start_offset;
     }
 
     /// `loadFromSnapshot`: the latest readable snapshot (corrupt ones are deleted, falling back to older ones);
@@ -357,44 +424,24 @@ impl ProducerStateManager {
     ) -> Vec<CorruptSnapshot> {
         let mut corrupt = Vec::new();
         while let Some(offset) = store.latest() {
-            let decoded = store
-                .read(offset)
-                .ok_or_else(|| "vanished".to_owned())
-                .and_then(|bytes| decode_snapshot(&bytes).map_err(|error| error.to_string()));
-            match decoded {
-                Ok(entries) => {
-                    self.producers.reserve(entries.len());
-                    for entry in entries {
-                        if self.is_expired(now_ms, &entry) {
-                            continue;
-                        }
-                        if let Some(first) = entry.current_txn_first_offset {
-                            self.ongoing_txns.insert(
-                                first,
-                                TxnMetadata {
-                                    producer_id: entry.producer_id,
-                                    first_offset: LogOffsetMetadata::message_only(first),
-                                    last_offset: None,
-                                },
-                            );
-                        }
-                        self.producers.insert(entry.producer_id, entry);
-                    }
-                    self.last_map_offset = offset;
-                    self.last_snap_offset = offset;
-                    self.update_oldest_txn_timestamp();
-                    return corrupt;
-                }
-                Err(reason) => {
+            let loaded = match store.read(offset) {
+                Some(bytes) => self.load_snapshot_bytes(offset, &bytes, now_ms),
+                None => Err(CorruptSnapshot {
+                    offset,
+                    reason: "vanished".to_owned(),
+                }),
+            };
+            match loaded {
+                Ok(()) => return corrupt,
+                Err(unreadable) => {
                     // Kafka deletes an unreadable snapshot and falls back to the previous one; the caller is
                     // told which, so a recovery report can say so.
                     store.delete(offset);
-                    corrupt.push(CorruptSnapshot { offset, reason });
+                    corrupt.push(unreadable);
                 }
             }
         }
-        self.last_map_offset = log_start_offset;
-        self.last_snap_offset = log_start_offset;
+        self.reload_from_nothing(log_start_offset);
         corrupt
     }
 
@@ -407,38 +454,51 @@ impl ProducerStateManager {
         log_end_offset: i64,
         now_ms: i64,
     ) -> ReloadReport {
-        let mut report = ReloadReport::default();
-        for offset in store.offsets() {
-            if offset > log_end_offset || offset <= log_start_offset {
-                store.delete(offset);
-                report.out_of_range.push(offset);
-            }
+        let plan = self.plan_reload(&store.offsets(), log_start_offset, log_end_offset);
+        for &offset in &plan.out_of_range {
+            store.delete(offset);
         }
-        if log_end_offset != self.last_map_offset {
-            self.clear_state();
+        let mut report = ReloadReport {
+            out_of_range: plan.out_of_range,
+            corrupt: Vec::new(),
+        };
+        if plan.reload {
+            self.begin_reload();
             report.corrupt = self.load_from_snapshot(store, log_start_offset, now_ms);
         } else {
-            self.on_log_start_offset_incremented(store, log_start_offset);
+            self.log_start_moved(log_start_offset, store.latest());
         }
         report
     }
 
-    /// `truncateFullyAndStartAt`: no state, no snapshots, map end at `offset`.
-    pub fn truncate_fully_and_start_at(&mut self, store: &mut dyn SnapshotStore, offset: i64) {
+    /// `truncateFullyAndStartAt` for producer state: no state, map end at `offset` (the caller deletes every
+    /// snapshot).
+    pub fn reset_at(&mut self, offset: i64) {
         self.clear_state();
-        for snapshot in store.offsets() {
-            store.delete(snapshot);
-        }
         self.last_snap_offset = 0;
         self.last_map_offset = offset;
     }
 
-    /// `onLogStartOffsetIncremented`: forgets decided transactions below the new start; producers stay.
-    pub fn on_log_start_offset_incremented(&mut self, store: &dyn SnapshotStore, log_start_offset: i64) {
+    /// `truncateFullyAndStartAt`: no state, no snapshots, map end at `offset`.
+    pub fn truncate_fully_and_start_at(&mut self, store: &mut dyn SnapshotStore, offset: i64) {
+        for snapshot in store.offsets() {
+            store.delete(snapshot);
+        }
+        self.reset_at(offset);
+    }
+
+    /// `onLogStartOffsetIncremented` with the latest snapshot still stored: forgets decided transactions below the
+    /// new start; producers stay.
+    pub fn log_start_moved(&mut self, log_start_offset: i64, latest_snapshot: Option<i64>) {
         self.unreplicated_txns
             .retain(|_, txn| txn.last_offset.is_none_or(|last| last >= log_start_offset));
         self.last_map_offset = self.last_map_offset.max(log_start_offset);
-        self.last_snap_offset = store.latest().unwrap_or(log_start_offset);
+        self.last_snap_offset = latest_snapshot.unwrap_or(log_start_offset);
+    }
+
+    /// `onLogStartOffsetIncremented`: forgets decided transactions below the new start; producers stay.
+    pub fn on_log_start_offset_incremented(&mut self, store: &dyn SnapshotStore, log_start_offset: i64) {
+        self.log_start_moved(log_start_offset, store.latest());
     }
 
     /// `deleteSnapshotsBefore`.
@@ -477,6 +537,17 @@ pub struct CorruptSnapshot {
     pub offset: i64,
     /// Why it could not be read.
     pub reason: String,
+}
+
+/// What a reload does with the stored snapshots; see [`ProducerStateManager::plan_reload`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReloadPlan {
+    /// Snapshots outside `(log start, log end]`: delete them.
+    pub out_of_range: Vec<i64>,
+    /// Whether the state must be reloaded (the log end differs from the map end offset).
+    pub reload: bool,
+    /// The snapshots to try, newest first.
+    pub candidates: Vec<i64>,
 }
 
 /// What [`ProducerStateManager::truncate_and_reload`] deleted.
