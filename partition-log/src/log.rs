@@ -543,8 +543,8 @@ impl PartitionLog {
 
     /// Snapshots producer state at the log end (if it moved since the last snapshot) and stores it.
     async fn snapshot_log_end(&mut self) -> Result<()> {
-        self.psm.update_map_end_offset(self.log_end_offset());
-        if let Some((offset, bytes)) = self.psm.take_snapshot_bytes() {
+        let end = self.log_end_offset();
+        if let Some((offset, bytes)) = self.psm.take_snapshot_bytes_at(end) {
             self.storage.put_snapshot(offset, bytes.into()).await?;
             self.snapshots.insert(offset);
         }
@@ -607,8 +607,7 @@ impl PartitionLog {
         }
         let from = state.map_end_offset().max(start);
         replay(&*self.storage, &mut state, from, offset).await?;
-        state.update_map_end_offset(offset);
-        if let Some((at, bytes)) = state.take_snapshot_bytes() {
+        if let Some((at, bytes)) = state.take_snapshot_bytes_at(offset) {
             self.storage.put_snapshot(at, bytes.into()).await?;
             self.snapshots.insert(at);
         }

@@ -344,6 +344,13 @@ impl ProducerStateManager {
         Some((self.last_map_offset, bytes))
     }
 
+    /// The snapshot a log takes at its end (roll, close, rebuild): the map end offset is moved to `log_end_offset`
+    /// (batches without a producer id move it too, kafka-semantics §4.4), then [`Self::take_snapshot_bytes`].
+    pub fn take_snapshot_bytes_at(&mut self, log_end_offset: i64) -> Option<(i64, Vec<u8>)> {
+        self.update_map_end_offset(log_end_offset);
+        self.take_snapshot_bytes()
+    }
+
     /// `takeSnapshot`: writes every producer to the snapshot for the map end offset, if it moved since the last
     /// one. Returns the offset written.
     pub fn take_snapshot(&mut self, store: &mut dyn SnapshotStore) -> Option<i64> {
