@@ -170,6 +170,19 @@ pub fn barrier_of(batch: &RecordBatch) -> Result<Option<MirrorPidResetRecord>, P
     }
 }
 
+/// Refuses a batch whose offsets cannot be followed: its last offset must be at or after its base offset and
+/// below `i64::MAX` (every later offset, LSO and index entry is `last + 1`). Kafka's offsets never get near; a
+/// crafted segment can.
+pub fn check_offsets(batch: &RecordBatch) -> Result<(), ProducerStateError> {
+    let (base, last) = (batch.base_offset(), batch.last_offset());
+    if base < 0 || last < base || last == i64::MAX {
+        return Err(ProducerStateError::InvalidRecord {
+            reason: format!("batch offsets {base}..={last} are outside the offsets a log can hold"),
+        });
+    }
+    Ok(())
+}
+
 impl ProducerStateManager {
     /// Analyses an append of `batches` (kafka-semantics §7.1); see the module docs.
     pub fn plan_append<'a>(
@@ -182,6 +195,7 @@ impl ProducerStateManager {
         let mut barriers_kept = 0;
         let mut next_offset = None;
         for batch in batches {
+            check_offsets(batch)?;
             next_offset = Some(batch.next_offset());
             if origin == AppendOrigin::Client && batch.is_control() {
                 return Err(ProducerStateError::InvalidRecord {

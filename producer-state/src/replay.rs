@@ -52,6 +52,7 @@ impl ProducerStateManager {
             offset: batch.base_offset(),
             error,
         };
+        crate::plan::check_offsets(batch).map_err(fail)?;
         let mut step = ReplayStep::default();
         if batch.is_control() && barrier_of(batch).map_err(fail)?.is_some() {
             match self
@@ -186,6 +187,7 @@ pub fn replay<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ProducerStateError;
     use crate::manager::PsmConfig;
     use record_format::BatchBuilder;
 
@@ -212,6 +214,41 @@ mod tests {
             "the batches before the refused one are in the state"
         );
         assert_eq!(manager.producer(1).unwrap().last_seq(), 1);
+    }
+
+    #[test]
+    fn offsets_at_the_end_of_the_offset_space_are_refused_not_a_panic() {
+        // A transaction at the last offsets a log can name, then its marker at i64::MAX: `last + 1` would overflow.
+        let transactional = {
+            let mut builder = BatchBuilder::new()
+                .base_offset(i64::MAX - 1)
+                .producer(1, 0, 0)
+                .transactional(true);
+            builder.add(0, None, Some(b"v"), &[]);
+            builder.build().unwrap()
+        };
+        let marker = record_format::end_txn_marker_batch(
+            true,
+            1,
+            0,
+            0,
+            record_format::ControlBatchPlacement {
+                base_offset: i64::MAX,
+                partition_leader_epoch: 0,
+                timestamp: 0,
+            },
+        )
+        .unwrap();
+        let mut manager = ProducerStateManager::new(PsmConfig::default());
+        let mut aborted = Vec::new();
+        let error = manager
+            .replay_batches(&[transactional, marker], &mut aborted)
+            .unwrap_err();
+        assert_eq!(error.offset, i64::MAX);
+        assert!(
+            matches!(error.error, ProducerStateError::InvalidRecord { .. }),
+            "{error}"
+        );
     }
 
     #[test]
