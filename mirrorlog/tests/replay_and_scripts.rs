@@ -119,3 +119,19 @@ fn psm_script_without_a_separator_line_is_a_usage_failure() {
     assert_eq!(output.status.code(), Some(1));
     assert!(String::from_utf8(output.stderr).unwrap().contains("line 1"));
 }
+
+#[test]
+fn bad_arguments_exit_1_never_the_corrupt_input_code() {
+    for args in [
+        &["replay"][..],
+        &["no-such-subcommand"][..],
+        &["replay", "x.log", "--barrier-scope", "nowhere"][..],
+        &["dump"][..],
+    ] {
+        let output = mirrorlog(args);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {output:?}");
+        assert!(!output.stderr.is_empty(), "{args:?}: the error is printed");
+    }
+    assert_eq!(mirrorlog(&["--help"]).status.code(), Some(0));
+    assert_eq!(mirrorlog(&["--version"]).status.code(), Some(0));
+}
