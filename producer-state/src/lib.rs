@@ -21,6 +21,7 @@ pub mod append;
 pub mod barrier;
 pub mod entry;
 pub mod error;
+pub mod ids;
 pub mod manager;
 pub mod plan;
 pub mod replay;
@@ -35,6 +36,7 @@ pub use entry::{
     BatchMetadata, CompletedTxn, LogOffsetMetadata, ProducerStateEntry, TxnMetadata, VerificationStateEntry,
 };
 pub use error::{ClientErrorClass, KafkaError, ProducerStateError};
+pub use ids::{CoordinatorEpoch, ProducerEpoch, ProducerId, TransactionalId};
 pub use manager::{CorruptSnapshot, ProducerStateManager, PsmConfig, ReloadPlan, ReloadReport};
 pub use plan::{AppendDecision, AppendEffects, AppendPlan, Applied, BarrierReset};
 pub use replay::{replay, ReplayCounts, ReplayError, ReplayStep, Replayed};
