@@ -16,6 +16,9 @@ pub enum CoordinatorError {
     /// The persisted producer-id reservation does not decode.
     #[error("corrupt producer-id reservation record: {0}")]
     CorruptReservation(String),
+    /// A transaction-state record does not decode.
+    #[error("corrupt transaction-state log: {0}")]
+    CorruptTxnLog(String),
     /// The storage the coordinator persists through failed.
     #[error(transparent)]
     Storage(#[from] storage::StorageError),

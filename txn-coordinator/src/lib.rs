@@ -8,12 +8,15 @@
 //! still-running source producer holds (the collision the `MIRROR_PID_RESET` barrier does not cover; Redpanda's
 //! answer). [`durable`] drives it over a partition's metadata through the storage trait.
 //!
-//! Transaction state, the request handlers and marker actions follow with the rest of issue 11.
+//! [`state`] holds the eight states of a transactional id with Kafka's allowed transitions. The transaction
+//! metadata, the request handlers and marker actions follow with the rest of issue 11.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod durable;
 pub mod error;
 pub mod producer_ids;
+pub mod state;
 
 pub use error::CoordinatorError;
 pub use producer_ids::{Issue, ProducerIdManager, Reservation, BLOCK_SIZE};
+pub use state::TxnState;
