@@ -288,7 +288,8 @@ fn control_text(control: &ControlRecord) -> String {
     }
 }
 
-fn write_text(out: &mut impl Write, decoded: &DecodedBatch<'_>) -> Result<(), DecodeError> {
+/// The `kafka-dump-log.sh` text of one batch (its header line and one line per record).
+fn batch_text(decoded: &DecodedBatch<'_>) -> Result<String, DecodeError> {
     let batch = &decoded.found.batch;
     let attributes = batch.attributes();
     let timestamp_type = attributes.timestamp_type().name();
@@ -346,9 +347,13 @@ fn write_text(out: &mut impl Write, decoded: &DecodedBatch<'_>) -> Result<(), De
         }
         text.push('\n');
     }
-    // A closed stdout (e.g. `| head`) is not a decode error; the caller notices it on flush.
-    let _ = out.write_all(text.as_bytes());
-    Ok(())
+    Ok(text)
+}
+
+/// One batch, ready to write.
+enum Rendered {
+    Json(BatchJson),
+    Text(String),
 }
 
 /// How a dump ended.
@@ -399,19 +404,27 @@ pub fn dump_segment(
     for found in reader {
         let failure = match found {
             Ok(found) => {
-                let outcome = found.batch.records().and_then(|records| {
+                let rendered = found.batch.records().and_then(|records| {
                     let decoded = decode_fully(&found, &records)?;
                     match format {
-                        Format::Json => {
-                            let line = serde_json::to_string(&batch_json(&decoded)?).unwrap_or_default();
-                            let _ = writeln!(out, "{line}");
-                            Ok(())
-                        }
-                        Format::Text => write_text(out, &decoded),
+                        Format::Json => batch_json(&decoded).map(Rendered::Json),
+                        Format::Text => batch_text(&decoded).map(Rendered::Text),
                     }
                 });
-                match outcome {
-                    Ok(()) => {
+                match rendered {
+                    Ok(rendered) => {
+                        // A failed write (a full disk) is an error, never a silent success; a closed pipe is
+                        // turned into a clean exit by `main`.
+                        match rendered {
+                            Rendered::Json(json) => {
+                                serde_json::to_writer(&mut *out, &json)
+                                    .map_err(|error| CliError::Output(error.into()))?;
+                                out.write_all(b"\n").map_err(CliError::Output)?;
+                            }
+                            Rendered::Text(text) => {
+                                out.write_all(text.as_bytes()).map_err(CliError::Output)?
+                            }
+                        }
                         batches += 1;
                         continue;
                     }

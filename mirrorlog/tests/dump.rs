@@ -146,3 +146,31 @@ fn garbage_files_never_crash_the_dump() {
         }
     }
 }
+
+#[test]
+fn a_dump_into_a_full_disk_fails_instead_of_exiting_0() {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        eprintln!("skipped: no /dev/full on this machine");
+        return;
+    };
+    // One batch whose rendering is far larger than the output buffer: written past the buffer, directly.
+    let dir = tempfile::tempdir().unwrap();
+    let sample = dir.path().join("00000000000000000000.log");
+    let mut builder = record_format::BatchBuilder::new();
+    builder.add(0, None, Some(&vec![7u8; 256 * 1024]), &[]);
+    std::fs::write(&sample, builder.build().unwrap().as_bytes()).unwrap();
+    for format in [&["--json"][..], &[][..]] {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_mirrorlog"))
+            .arg("dump")
+            .arg(&sample)
+            .args(format)
+            .stdout(full.try_clone().unwrap())
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(1), "{format:?}: {output:?}");
+        assert!(
+            String::from_utf8_lossy(&output.stderr).contains("cannot write output"),
+            "{format:?}: {output:?}"
+        );
+    }
+}
