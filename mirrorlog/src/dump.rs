@@ -352,7 +352,7 @@ fn batch_text(decoded: &DecodedBatch<'_>) -> Result<String, DecodeError> {
 
 /// One batch, ready to write.
 enum Rendered {
-    Json(BatchJson),
+    Json(Box<BatchJson>),
     Text(String),
 }
 
@@ -407,7 +407,7 @@ pub fn dump_segment(
                 let rendered = found.batch.records().and_then(|records| {
                     let decoded = decode_fully(&found, &records)?;
                     match format {
-                        Format::Json => batch_json(&decoded).map(Rendered::Json),
+                        Format::Json => batch_json(&decoded).map(|json| Rendered::Json(Box::new(json))),
                         Format::Text => batch_text(&decoded).map(Rendered::Text),
                     }
                 });
