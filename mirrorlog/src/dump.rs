@@ -387,6 +387,7 @@ pub fn dump_segment(
     out: &mut impl Write,
     err: &mut impl Write,
 ) -> Result<DumpOutcome, CliError> {
+    crate::error::require_regular_file(path, None)?;
     let reader = SegmentReader::open(path).map_err(|source| CliError::Open {
         path: path.to_owned(),
         source,

@@ -41,7 +41,11 @@ fn files_of(dir: &Path, wanted: impl Fn(&DirEntry) -> bool) -> Result<Vec<PathBu
     Ok(files)
 }
 
+/// Snapshot and index files are read whole; no real one comes near this.
+const MAX_WHOLE_FILE_BYTES: u64 = 256 << 20;
+
 fn read(path: &Path) -> Result<Vec<u8>, CliError> {
+    crate::error::require_regular_file(path, Some(MAX_WHOLE_FILE_BYTES))?;
     std::fs::read(path).map_err(|source| CliError::Open {
         path: path.to_owned(),
         source,

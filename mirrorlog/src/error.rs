@@ -37,3 +37,26 @@ pub enum CliError {
     #[error("cannot write output: {0}")]
     Output(std::io::Error),
 }
+
+/// Refuses anything but a regular file before it is opened: opening a FIFO with no writer blocks forever, and a
+/// device (`/dev/zero`) never ends. `max_bytes` bounds files that are read whole.
+pub fn require_regular_file(path: &std::path::Path, max_bytes: Option<u64>) -> Result<(), CliError> {
+    let metadata = std::fs::metadata(path).map_err(|source| CliError::Open {
+        path: path.to_owned(),
+        source,
+    })?;
+    if !metadata.is_file() {
+        return Err(CliError::Usage(format!(
+            "{} is not a regular file (a FIFO, device or socket is refused: it may never end)",
+            path.display()
+        )));
+    }
+    if let Some(max) = max_bytes.filter(|&max| metadata.len() > max) {
+        return Err(CliError::Usage(format!(
+            "{} holds {} bytes; at most {max} are read whole",
+            path.display(),
+            metadata.len()
+        )));
+    }
+    Ok(())
+}

@@ -7,10 +7,14 @@ use psm_script::run_script;
 
 use crate::error::CliError;
 
+/// Scenario scripts are read whole; the largest real one is a few KiB.
+const MAX_SCRIPT_BYTES: u64 = 16 << 20;
+
 /// Runs every file; returns the number of mismatching blocks (after a rewrite: 0).
 pub fn run_files(files: &[PathBuf], rewrite: bool, out: &mut impl Write) -> Result<usize, CliError> {
     let mut mismatches = 0;
     for file in files {
+        crate::error::require_regular_file(file, Some(MAX_SCRIPT_BYTES))?;
         let text = std::fs::read_to_string(file).map_err(|source| CliError::Open {
             path: file.clone(),
             source,

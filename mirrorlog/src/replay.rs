@@ -65,6 +65,7 @@ fn replay_files(files: &[PathBuf], replayed: &mut Replayed) -> Result<Option<Sto
         outcome
     };
     for file in files {
+        crate::error::require_regular_file(file, None)?;
         let reader = SegmentReader::open(file).map_err(|source| CliError::Open {
             path: file.clone(),
             source,

@@ -135,3 +135,34 @@ fn bad_arguments_exit_1_never_the_corrupt_input_code() {
     assert_eq!(mirrorlog(&["--help"]).status.code(), Some(0));
     assert_eq!(mirrorlog(&["--version"]).status.code(), Some(0));
 }
+
+#[test]
+fn fifos_and_devices_are_refused_before_they_are_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("00000000000000000000.log");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if !made.is_ok_and(|status| status.success()) {
+        eprintln!("skipped: mkfifo is not available");
+        return;
+    }
+    let fifo = fifo.to_str().unwrap();
+    // Each of these would block forever opening a FIFO with no writer, or read /dev/zero until memory runs out.
+    for args in [
+        &["dump", fifo][..],
+        &["replay", fifo][..],
+        &["psm-script", fifo][..],
+        &["psm-script", "/dev/zero"][..],
+        &["dump", "/dev/zero"][..],
+    ] {
+        let output = mirrorlog(args);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {output:?}");
+        assert!(
+            String::from_utf8_lossy(&output.stderr).contains("not a regular file"),
+            "{args:?}: {output:?}"
+        );
+    }
+    let config = dir.path().join("zero.toml");
+    std::os::unix::fs::symlink("/dev/zero", &config).unwrap();
+    let output = mirrorlog(&["partitions", "--config", config.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+}

@@ -127,8 +127,23 @@ impl StorageConfig {
     /// The names `backend` accepts.
     pub const BACKENDS: [&'static str; 4] = ["fs", "sled", "rocks", "memory"];
 
-    /// Reads and parses a config file.
+    /// The largest config file read (a real one is a few hundred bytes).
+    pub const MAX_FILE_BYTES: u64 = 1 << 20;
+
+    /// Reads and parses a config file (a regular file of at most [`Self::MAX_FILE_BYTES`]: a FIFO or a device such
+    /// as `/dev/zero` is refused before it is opened).
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let metadata = std::fs::metadata(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        if !metadata.is_file() || metadata.len() > Self::MAX_FILE_BYTES {
+            return Err(ConfigError::Invalid(format!(
+                "{} is not a regular file of at most {} bytes",
+                path.display(),
+                Self::MAX_FILE_BYTES
+            )));
+        }
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
             source,
