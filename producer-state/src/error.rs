@@ -19,10 +19,16 @@ pub enum KafkaError {
     DuplicateSequenceNumber,
     /// 47: the producer's epoch is older than the stored one.
     InvalidProducerEpoch,
+    /// 42: the request is malformed (e.g. an empty transactional id).
+    InvalidRequest,
     /// 48: the append is inconsistent with the producer's transaction state.
     InvalidTxnState,
     /// 49: the producer id is not (or no longer) mapped to its transactional id.
     InvalidProducerIdMapping,
+    /// 50: the transaction timeout exceeds the coordinator's maximum.
+    InvalidTransactionTimeout,
+    /// 51: another transition of the transactional id is in progress; retry.
+    ConcurrentTransactions,
     /// 52: a marker from an older transaction coordinator.
     TransactionCoordinatorFenced,
     /// 59: the broker has no state for the producer.
@@ -52,13 +58,16 @@ pub enum ClientErrorClass {
 
 impl KafkaError {
     /// Every error, in code order.
-    pub const ALL: [KafkaError; 12] = [
+    pub const ALL: [KafkaError; 15] = [
         KafkaError::UnknownServerError,
+        KafkaError::InvalidRequest,
         KafkaError::OutOfOrderSequenceNumber,
         KafkaError::DuplicateSequenceNumber,
         KafkaError::InvalidProducerEpoch,
         KafkaError::InvalidTxnState,
         KafkaError::InvalidProducerIdMapping,
+        KafkaError::InvalidTransactionTimeout,
+        KafkaError::ConcurrentTransactions,
         KafkaError::TransactionCoordinatorFenced,
         KafkaError::UnknownProducerId,
         KafkaError::InvalidRecord,
@@ -71,11 +80,14 @@ impl KafkaError {
     pub fn code(self) -> i16 {
         match self {
             KafkaError::UnknownServerError => -1,
+            KafkaError::InvalidRequest => 42,
             KafkaError::OutOfOrderSequenceNumber => 45,
             KafkaError::DuplicateSequenceNumber => 46,
             KafkaError::InvalidProducerEpoch => 47,
             KafkaError::InvalidTxnState => 48,
             KafkaError::InvalidProducerIdMapping => 49,
+            KafkaError::InvalidTransactionTimeout => 50,
+            KafkaError::ConcurrentTransactions => 51,
             KafkaError::TransactionCoordinatorFenced => 52,
             KafkaError::UnknownProducerId => 59,
             KafkaError::InvalidRecord => 87,
@@ -89,11 +101,14 @@ impl KafkaError {
     pub fn name(self) -> &'static str {
         match self {
             KafkaError::UnknownServerError => "UNKNOWN_SERVER_ERROR",
+            KafkaError::InvalidRequest => "INVALID_REQUEST",
             KafkaError::OutOfOrderSequenceNumber => "OUT_OF_ORDER_SEQUENCE_NUMBER",
             KafkaError::DuplicateSequenceNumber => "DUPLICATE_SEQUENCE_NUMBER",
             KafkaError::InvalidProducerEpoch => "INVALID_PRODUCER_EPOCH",
             KafkaError::InvalidTxnState => "INVALID_TXN_STATE",
             KafkaError::InvalidProducerIdMapping => "INVALID_PRODUCER_ID_MAPPING",
+            KafkaError::InvalidTransactionTimeout => "INVALID_TRANSACTION_TIMEOUT",
+            KafkaError::ConcurrentTransactions => "CONCURRENT_TRANSACTIONS",
             KafkaError::TransactionCoordinatorFenced => "TRANSACTION_COORDINATOR_FENCED",
             KafkaError::UnknownProducerId => "UNKNOWN_PRODUCER_ID",
             KafkaError::InvalidRecord => "INVALID_RECORD",
@@ -118,6 +133,10 @@ impl KafkaError {
             KafkaError::DuplicateSequenceNumber | KafkaError::UnknownProducerId => {
                 ClientErrorClass::Retriable
             }
+            // The coordinator is busy completing or fencing: back off and retry.
+            KafkaError::ConcurrentTransactions => ClientErrorClass::Retriable,
+            // A client bug (a timeout above the maximum, an empty transactional id): retrying cannot help.
+            KafkaError::InvalidRequest | KafkaError::InvalidTransactionTimeout => ClientErrorClass::Fatal,
             // A mirror partition stays read-only until failover; retrying against it cannot succeed.
             KafkaError::ReadOnlyTopic
             | KafkaError::TransactionCoordinatorFenced

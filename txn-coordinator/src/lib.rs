@@ -8,15 +8,24 @@
 //! still-running source producer holds (the collision the `MIRROR_PID_RESET` barrier does not cover; Redpanda's
 //! answer). [`durable`] drives it over a partition's metadata through the storage trait.
 //!
-//! [`state`] holds the eight states of a transactional id with Kafka's allowed transitions. The transaction
-//! metadata, the request handlers and marker actions follow with the rest of issue 11.
+//! [`state`] holds the eight states of a transactional id with Kafka's allowed transitions; [`coordinator`] the
+//! request handling (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, marker acknowledgements,
+//! timeouts, transactional-id expiration, recovery from records), sans-IO: every request returns the records to
+//! make durable before its answer goes out, and the markers to write. Still to come with issue 11: the byte
+//! format of the transaction-state records and their log over the storage trait, the scenario files, the
+//! end-to-end tests with partition logs.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod coordinator;
 pub mod durable;
 pub mod error;
 pub mod producer_ids;
 pub mod state;
 
+pub use coordinator::{
+    epoch_exhausted, offsets_partition_for, Coordinator, CoordinatorConfig, MarkerRequest, Outcome,
+    TxnMetadata, Write,
+};
 pub use error::CoordinatorError;
 pub use producer_ids::{Issue, ProducerIdManager, Reservation, BLOCK_SIZE};
 pub use state::TxnState;
