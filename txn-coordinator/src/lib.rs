@@ -11,14 +11,16 @@
 //! [`state`] holds the eight states of a transactional id with Kafka's allowed transitions; [`coordinator`] the
 //! request handling (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, marker acknowledgements,
 //! timeouts, transactional-id expiration, recovery from records), sans-IO: every request returns the records to
-//! make durable before its answer goes out, and the markers to write. Still to come with issue 11: the byte
-//! format of the transaction-state records and their log over the storage trait, the scenario files, the
-//! end-to-end tests with partition logs.
+//! make durable before its answer goes out, and the markers to write; [`log`] stores those records as record
+//! batches in a partition through the storage trait ([`DurableCoordinator`]: persist, then answer) and rebuilds
+//! the coordinator from them. Still to come with issue 11: the scenario files and the end-to-end tests with
+//! partition logs.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod coordinator;
 pub mod durable;
 pub mod error;
+pub mod log;
 pub mod producer_ids;
 pub mod state;
 
@@ -27,5 +29,6 @@ pub use coordinator::{
     TxnMetadata, Write,
 };
 pub use error::CoordinatorError;
+pub use log::DurableCoordinator;
 pub use producer_ids::{Issue, ProducerIdManager, Reservation, BLOCK_SIZE};
 pub use state::TxnState;
