@@ -281,6 +281,46 @@ impl PartitionLog {
         self.append(batches, origin, transaction_version).await
     }
 
+    /// Writes a transaction marker (COORDINATOR origin) for `producer_id`, unless the producer has no open
+    /// transaction here: then the marker was written already (a coordinator re-sends the markers of a
+    /// transaction it was completing when it restarts, without knowing which arrived) and appending it again
+    /// would change nothing but add a control batch. Returns `None` when it skipped the marker.
+    pub async fn write_marker(
+        &mut self,
+        commit: bool,
+        producer_id: i64,
+        producer_epoch: i16,
+        coordinator_epoch: i32,
+        timestamp: i64,
+    ) -> Result<Option<AppendOutcome>> {
+        let open = self
+            .psm
+            .producer(producer_id)
+            .is_some_and(|entry| entry.current_txn_first_offset.is_some());
+        if !open {
+            return Ok(None);
+        }
+        let placement = record_format::ControlBatchPlacement {
+            base_offset: self.log_end_offset(),
+            partition_leader_epoch: self.config.leader_epoch,
+            timestamp,
+        };
+        let marker = record_format::end_txn_marker_batch(
+            commit,
+            producer_id,
+            producer_epoch,
+            coordinator_epoch,
+            placement,
+        )
+        .map_err(|error| LogError::InvalidBatch {
+            index: 0,
+            reason: format!("cannot encode the marker: {error}"),
+        })?;
+        self.append_as_leader(vec![marker], AppendOrigin::Coordinator, TransactionVersion::V0)
+            .await
+            .map(Some)
+    }
+
     /// Appends as a follower or mirror (REPLICATION origin): offsets and bytes are kept; the first batch must
     /// start at or after the log end.
     pub async fn append_as_follower(&mut self, batches: Vec<RecordBatch>) -> Result<AppendOutcome> {

@@ -1,0 +1,212 @@
+//! The coordinator with real partition logs on fs: one producer commits a transaction over three partitions,
+//! another aborts one, and the coordinator crashes between Prepare and Complete. After recovery every marker is
+//! in every partition exactly once, each partition's LSO is past its markers, and read_committed reads see
+//! exactly the committed records (read_uncommitted sees all).
+
+use std::collections::BTreeMap;
+
+use partition_log::{Isolation, LogConfig, PartitionLog};
+use partition_log_testkit::produce;
+use producer_state::{CoordinatorEpoch, ProducerEpoch, ProducerId, TransactionalId};
+use record_format::{BatchBuilder, RecordBatch};
+use storage::{PartitionId, Storage};
+use storage_fs::{FsConfig, FsStorage};
+use txn_coordinator::{CoordinatorConfig, DurableCoordinator, MarkerRequest, TxnState};
+
+fn data_partition(number: u32) -> PartitionId {
+    PartitionId::new("orders", number).unwrap()
+}
+
+/// A transactional client batch holding `values`.
+fn transactional(producer: (ProducerId, ProducerEpoch), sequence: i32, values: &[&str]) -> RecordBatch {
+    let mut builder = BatchBuilder::new()
+        .producer(producer.0.get(), producer.1.get(), sequence)
+        .transactional(true);
+    for value in values {
+        builder.add(1_000, None, Some(value.as_bytes()), &[]);
+    }
+    builder.build().unwrap()
+}
+
+async fn open_coordinator(store: &FsStorage, epoch: i32) -> (DurableCoordinator, Vec<MarkerRequest>) {
+    let id = PartitionId::new("__transaction_state", 0).unwrap();
+    let storage = match store.open(&id).await {
+        Ok(partition) => partition,
+        Err(_) => store.create(&id).await.unwrap(),
+    };
+    DurableCoordinator::open(storage, CoordinatorConfig::default(), CoordinatorEpoch(epoch))
+        .await
+        .unwrap()
+}
+
+/// Delivers markers to the partition logs (once: a re-sent marker finds no open transaction and is skipped) and
+/// acknowledges each to the coordinator.
+async fn deliver(
+    coordinator: &mut DurableCoordinator,
+    logs: &mut BTreeMap<PartitionId, PartitionLog>,
+    markers: &[MarkerRequest],
+    now: i64,
+) {
+    for marker in markers {
+        let log = logs.get_mut(&marker.partition).unwrap();
+        log.write_marker(
+            marker.commit,
+            marker.producer_id.get(),
+            marker.epoch.get(),
+            marker.coordinator_epoch.get(),
+            now,
+        )
+        .await
+        .unwrap();
+        let outcome =
+            coordinator
+                .coordinator()
+                .marker_written(&marker.transactional_id, &marker.partition, now);
+        coordinator.apply(outcome, now).await.unwrap().0.unwrap();
+    }
+}
+
+/// What a read_committed consumer of `log` sees: values of data records, skipping aborted transactions.
+async fn read(log: &PartitionLog, isolation: Isolation) -> Vec<String> {
+    let fetched = log
+        .read(log.log_start_offset(), 1 << 20, isolation)
+        .await
+        .unwrap();
+    let mut values = Vec::new();
+    for batch in &fetched.batches {
+        if batch.is_control() {
+            continue;
+        }
+        let aborted = fetched.aborted_transactions.iter().any(|entry| {
+            entry.producer_id == batch.producer_id()
+                && entry.first_offset <= batch.base_offset()
+                && batch.base_offset() <= entry.last_offset
+        });
+        if aborted {
+            continue;
+        }
+        for record in batch.records().unwrap().iter() {
+            let record = record.unwrap();
+            values.push(String::from_utf8(record.value.unwrap().to_vec()).unwrap());
+        }
+    }
+    values
+}
+
+fn control_batches(batches: &[RecordBatch]) -> usize {
+    batches.iter().filter(|batch| batch.is_control()).count()
+}
+
+#[tokio::test]
+async fn markers_reach_every_partition_exactly_once_across_a_coordinator_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsStorage::open(FsConfig::new(dir.path())).unwrap();
+    let mut logs = BTreeMap::new();
+    for number in 0..3 {
+        let storage = store.create(&data_partition(number)).await.unwrap();
+        let (log, _) = PartitionLog::open(storage, LogConfig::default(), 0)
+            .await
+            .unwrap();
+        logs.insert(data_partition(number), log);
+    }
+    let partitions: Vec<PartitionId> = (0..3).map(data_partition).collect();
+    let committer = TransactionalId("committer".to_owned());
+    let aborter = TransactionalId("aborter".to_owned());
+
+    let (mut coordinator, _) = open_coordinator(&store, 1).await;
+    let init = |coordinator: &mut DurableCoordinator, id: &TransactionalId| {
+        coordinator
+            .coordinator()
+            .init_producer_id(Some(id), 60_000, None, 0)
+    };
+    let outcome = init(&mut coordinator, &committer);
+    let a = coordinator.apply(outcome, 0).await.unwrap().0.unwrap();
+    let outcome = init(&mut coordinator, &aborter);
+    let b = coordinator.apply(outcome, 0).await.unwrap().0.unwrap();
+
+    // The aborter writes to partition 1 and aborts; its markers are delivered at once.
+    let outcome = coordinator
+        .coordinator()
+        .add_partitions(&aborter, b.0, b.1, &partitions[1..2], 1);
+    coordinator.apply(outcome, 1).await.unwrap().0.unwrap();
+    produce(
+        logs.get_mut(&partitions[1]).unwrap(),
+        transactional(b, 0, &["b-1"]),
+    )
+    .await
+    .unwrap();
+    let outcome = coordinator.coordinator().end_txn(&aborter, b.0, b.1, false, 2);
+    let (answer, markers) = coordinator.apply(outcome, 2).await.unwrap();
+    answer.unwrap();
+    deliver(&mut coordinator, &mut logs, &markers, 2).await;
+
+    // The committer writes to all three partitions and commits; one marker lands, then the coordinator dies.
+    let outcome = coordinator
+        .coordinator()
+        .add_partitions(&committer, a.0, a.1, &partitions, 3);
+    coordinator.apply(outcome, 3).await.unwrap().0.unwrap();
+    for (number, partition) in partitions.iter().enumerate() {
+        let values = [format!("a-{number}-x"), format!("a-{number}-y")];
+        let values: Vec<&str> = values.iter().map(String::as_str).collect();
+        produce(logs.get_mut(partition).unwrap(), transactional(a, 0, &values))
+            .await
+            .unwrap();
+    }
+    let outcome = coordinator.coordinator().end_txn(&committer, a.0, a.1, true, 4);
+    let (answer, markers) = coordinator.apply(outcome, 4).await.unwrap();
+    answer.unwrap();
+    assert_eq!(markers.len(), 3);
+    deliver(&mut coordinator, &mut logs, &markers[..1], 5).await;
+    drop(coordinator);
+
+    let (mut coordinator, resent) = open_coordinator(&store, 2).await;
+    assert_eq!(
+        resent.len(),
+        3,
+        "every marker of the prepared transaction is re-sent"
+    );
+    deliver(&mut coordinator, &mut logs, &resent, 6).await;
+    assert_eq!(
+        coordinator.coordinator().transaction(&committer).unwrap().state,
+        TxnState::CompleteCommit
+    );
+    assert_eq!(
+        coordinator.coordinator().transaction(&aborter).unwrap().state,
+        TxnState::CompleteAbort
+    );
+
+    for (number, partition) in partitions.iter().enumerate() {
+        let log = logs.get_mut(partition).unwrap();
+        let end = log.log_end_offset();
+        log.advance_high_watermark(end);
+        assert_eq!(
+            log.last_stable_offset(),
+            end,
+            "{partition}: the LSO is past the markers"
+        );
+        let all = log
+            .read(0, 1 << 20, Isolation::ReadUncommitted)
+            .await
+            .unwrap()
+            .batches;
+        let expected_markers = if number == 1 { 2 } else { 1 };
+        assert_eq!(
+            control_batches(&all),
+            expected_markers,
+            "{partition}: each marker exactly once"
+        );
+        let committed = read(log, Isolation::ReadCommitted).await;
+        assert_eq!(
+            committed,
+            vec![format!("a-{number}-x"), format!("a-{number}-y")],
+            "{partition}"
+        );
+        let uncommitted = read(log, Isolation::ReadUncommitted).await;
+        if number == 1 {
+            assert!(
+                uncommitted.contains(&"b-1".to_owned()),
+                "read_uncommitted sees the aborted record"
+            );
+        }
+    }
+}
