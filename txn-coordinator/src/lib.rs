@@ -15,6 +15,21 @@
 //! batches in a partition through the storage trait ([`DurableCoordinator`]: persist, then answer) and rebuilds
 //! the coordinator from them. Still to come with issue 11: the scenario files and the end-to-end tests with
 //! partition logs.
+//!
+//! # What clients do with the coordinator's errors
+//!
+//! The simulator's application loop implements these policies (kafka-semantics §9; `ClientErrorClass` in
+//! `producer-state` encodes the producer column):
+//!
+//! | error (code) | Kafka's producer (`TransactionManager`, 4.x) | Kafka Streams after KAFKA-16699 (3.8+) |
+//! |---|---|---|
+//! | `PRODUCER_FENCED` (90) | fatal: the producer must be closed | task migrated: close dirty, new producer, resume from committed offsets |
+//! | `INVALID_PRODUCER_ID_MAPPING` (49) | fatal since KAFKA-18019 (4.0); before, abortable-if-possible | task migrated, like `PRODUCER_FENCED` (before 3.8: fatal for the thread) |
+//! | `INVALID_PRODUCER_EPOCH` (47) | from the coordinator: mapped to fenced (fatal); from a produce: abortable | task migrated |
+//! | `CONCURRENT_TRANSACTIONS` (51) | retriable: back off and retry the request | retried inside the producer |
+//! | `INVALID_TXN_STATE` (48) | abortable | the transaction is aborted |
+//! | `TRANSACTION_ABORTABLE` (120) | abortable | the transaction is aborted |
+//! | `INVALID_TRANSACTION_TIMEOUT` (50), `INVALID_REQUEST` (42) | fatal (a configuration or client bug) | fatal |
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod coordinator;
