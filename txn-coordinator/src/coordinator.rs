@@ -97,6 +97,35 @@ pub struct MarkerRequest {
     pub commit: bool,
 }
 
+/// How writing a marker to a partition failed (Kafka's `TransactionMarkerRequestCompletionHandler` classes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkerFailure {
+    /// The partition could not take it now (not leader, not enough replicas, a timeout, a storage error): send
+    /// the same marker again.
+    Retriable,
+    /// `INVALID_PRODUCER_EPOCH` or `TRANSACTION_COORDINATOR_FENCED`: the producer or the coordinator has moved on;
+    /// stop sending this transaction's markers (a reloaded coordinator sends them again if still needed).
+    Fenced,
+    /// The partition cannot hold markers (`UNSUPPORTED_FOR_MESSAGE_FORMAT`): no producer could write to it
+    /// transactionally either, so it is dropped from the partitions waiting for a marker.
+    Unsupported,
+    /// A corrupt or oversized marker: a bug, not a condition to retry.
+    Fatal,
+}
+
+impl MarkerFailure {
+    /// The class of a partition's answer to a marker.
+    pub fn of(error: KafkaError) -> Self {
+        match error {
+            KafkaError::InvalidProducerEpoch | KafkaError::TransactionCoordinatorFenced => {
+                MarkerFailure::Fenced
+            }
+            KafkaError::InvalidRecord => MarkerFailure::Fatal,
+            _ => MarkerFailure::Retriable,
+        }
+    }
+}
+
 /// What a request did; see the module docs for the order in which the caller acts on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome<T> {
@@ -500,6 +529,41 @@ impl Coordinator {
             answer: Ok(()),
             writes,
             markers: Vec::new(),
+        }
+    }
+
+    /// Writing the marker for `partition` failed; see [`MarkerFailure`] for what each class does.
+    pub fn marker_failed(
+        &mut self,
+        transactional_id: &TransactionalId,
+        partition: &PartitionId,
+        failure: MarkerFailure,
+        now_ms: i64,
+    ) -> Outcome<()> {
+        match failure {
+            MarkerFailure::Retriable => {
+                let Some(txn) = self.txns.get(transactional_id) else {
+                    return Outcome::answer(Ok(()));
+                };
+                let markers = self
+                    .markers_for(txn)
+                    .into_iter()
+                    .filter(|marker| &marker.partition == partition)
+                    .collect();
+                Outcome {
+                    answer: Ok(()),
+                    writes: Vec::new(),
+                    markers,
+                }
+            }
+            MarkerFailure::Fenced => {
+                if let Some(txn) = self.txns.get_mut(transactional_id) {
+                    txn.pending_markers.clear();
+                }
+                Outcome::answer(Ok(()))
+            }
+            MarkerFailure::Unsupported => self.marker_written(transactional_id, partition, now_ms),
+            MarkerFailure::Fatal => Outcome::refuse(KafkaError::UnknownServerError),
         }
     }
 

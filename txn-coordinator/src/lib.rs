@@ -40,8 +40,8 @@ pub mod producer_ids;
 pub mod state;
 
 pub use coordinator::{
-    epoch_exhausted, offsets_partition_for, Coordinator, CoordinatorConfig, MarkerRequest, Outcome,
-    TxnMetadata, Write,
+    epoch_exhausted, offsets_partition_for, Coordinator, CoordinatorConfig, MarkerFailure, MarkerRequest,
+    Outcome, TxnMetadata, Write,
 };
 pub use error::CoordinatorError;
 pub use log::DurableCoordinator;

@@ -516,3 +516,53 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn marker_write_failures_are_retried_dropped_or_abandoned_as_kafka_does() {
+    use txn_coordinator::MarkerFailure;
+    let mut h = Harness::new();
+    let producer = h.init("app", 0).unwrap();
+    h.add("app", producer, &[0, 1, 2], 1).unwrap();
+    let (_, markers) = h.end("app", producer, true, 2);
+    // Not leader / timeout: the same marker goes out again.
+    let retry = h
+        .coordinator
+        .marker_failed(&tid("app"), &partition(0), MarkerFailure::Retriable, 3);
+    assert_eq!(retry.markers, vec![markers[0].clone()]);
+    assert!(retry.writes.is_empty());
+    // A partition that cannot hold markers is dropped from the wait.
+    let outcome = h
+        .coordinator
+        .marker_failed(&tid("app"), &partition(1), MarkerFailure::Unsupported, 3);
+    h.keep(outcome).0.unwrap();
+    h.ack(&markers[..1], 4);
+    assert_eq!(
+        h.state("app"),
+        TxnState::PrepareCommit,
+        "partition 2 is still waiting"
+    );
+    h.ack(&markers[2..], 5);
+    assert_eq!(h.state("app"), TxnState::CompleteCommit);
+    // Fenced (the producer's epoch moved on at the partition): this transaction's markers are abandoned.
+    h.add("app", producer, &[0], 6).unwrap();
+    let (_, markers) = h.end("app", producer, false, 7);
+    let fenced = h
+        .coordinator
+        .marker_failed(&tid("app"), &markers[0].partition, MarkerFailure::Fenced, 8);
+    assert!(fenced.markers.is_empty() && fenced.writes.is_empty());
+    assert!(h
+        .coordinator
+        .transaction(&tid("app"))
+        .unwrap()
+        .pending_markers
+        .is_empty());
+    assert_eq!(
+        MarkerFailure::of(KafkaError::InvalidProducerEpoch),
+        MarkerFailure::Fenced
+    );
+    assert_eq!(MarkerFailure::of(KafkaError::InvalidRecord), MarkerFailure::Fatal);
+    let fatal = h
+        .coordinator
+        .marker_failed(&tid("app"), &markers[0].partition, MarkerFailure::Fatal, 9);
+    assert_eq!(fatal.answer, Err(KafkaError::UnknownServerError));
+}
