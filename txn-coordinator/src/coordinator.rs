@@ -407,9 +407,6 @@ impl Coordinator {
         partitions: &[PartitionId],
         now_ms: i64,
     ) -> Outcome<()> {
-        if transactional_id.as_str().is_empty() {
-            return Outcome::refuse(KafkaError::InvalidRequest);
-        }
         let current = match self.check_producer(transactional_id, producer_id, epoch) {
             Ok(current) => current,
             Err(error) => return Outcome::refuse(error),
@@ -470,9 +467,6 @@ impl Coordinator {
         commit: bool,
         now_ms: i64,
     ) -> Outcome<()> {
-        if transactional_id.as_str().is_empty() {
-            return Outcome::refuse(KafkaError::InvalidRequest);
-        }
         let current = match self.check_producer(transactional_id, producer_id, epoch) {
             Ok(current) => current,
             Err(error) => return Outcome::refuse(error),
@@ -610,13 +604,17 @@ impl Coordinator {
         outcome
     }
 
-    /// The checks every producer request starts with (KAFKA-16699's two cases, then fencing).
+    /// The checks every producer request starts with (a transactional id at all, KAFKA-16699's two cases, then
+    /// fencing).
     fn check_producer(
         &self,
         transactional_id: &TransactionalId,
         producer_id: ProducerId,
         epoch: ProducerEpoch,
     ) -> Result<TxnMetadata, KafkaError> {
+        if transactional_id.as_str().is_empty() {
+            return Err(KafkaError::InvalidRequest);
+        }
         let current = self
             .txns
             .get(transactional_id)
