@@ -129,18 +129,9 @@ fn decode_fully<'a>(
     records: &'a record_format::Records<'a>,
 ) -> Result<DecodedBatch<'a>, DecodeError> {
     let mut decoded = Vec::new();
-    for record in records.iter() {
-        let record = record?;
-        let control = if found.batch.is_control() {
-            Some((
-                ControlKey::decode(record.key)?,
-                ControlRecord::decode(record.key, record.value)?,
-            ))
-        } else {
-            None
-        };
-        decoded.push((record, control));
-    }
+    record_format::visit_records(records, found.batch.is_control(), |record, control| {
+        decoded.push((record, control))
+    })?;
     Ok(DecodedBatch {
         found,
         uncompressed_size: records.section().len(),

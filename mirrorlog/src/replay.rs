@@ -73,6 +73,19 @@ fn replay_files(files: &[PathBuf], replayed: &mut Replayed) -> Result<Option<Sto
         for found in reader {
             match found {
                 Ok(found) => {
+                    // The verdict `dump` gives: a batch whose records do not decode stops the replay as corrupt
+                    // input, after the batches before it.
+                    if let Err(error) = record_format::check_records(&found.batch) {
+                        flush(&mut chunk, &mut chunk_bytes, replayed)?;
+                        return Ok(Some(Stopped {
+                            file: file.clone(),
+                            error: format!(
+                                "{} at file offset {}: {error}",
+                                error.category().as_str(),
+                                found.file_offset
+                            ),
+                        }));
+                    }
                     chunk_bytes += found.batch.size();
                     chunk.push(found.batch);
                     if chunk_bytes >= REPLAY_CHUNK_BYTES {
@@ -88,9 +101,14 @@ fn replay_files(files: &[PathBuf], replayed: &mut Replayed) -> Result<Option<Sto
                 }
                 Err(error) => {
                     flush(&mut chunk, &mut chunk_bytes, replayed)?;
+                    // Named by the category `dump` prints for the same batch.
+                    let error = match error.category() {
+                        Some(category) => format!("{}: {error}", category.as_str()),
+                        None => error.to_string(),
+                    };
                     return Ok(Some(Stopped {
                         file: file.clone(),
-                        error: error.to_string(),
+                        error,
                     }));
                 }
             }

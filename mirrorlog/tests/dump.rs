@@ -174,3 +174,32 @@ fn a_dump_into_a_full_disk_fails_instead_of_exiting_0() {
         );
     }
 }
+
+#[test]
+fn replay_and_dump_give_every_corrupt_vector_the_same_verdict() {
+    let mut checked = 0;
+    for case in manifest_cases().iter().filter(|case| case["valid"] == false) {
+        let path = vectors_dir().join(case["file"].as_str().unwrap());
+        let path = path.to_str().unwrap();
+        let dumped = dump(&[path, "--json"]);
+        let replayed = common::mirrorlog(&["replay", path]);
+        assert_eq!(dumped.status.code(), Some(2), "{}: dump {dumped:?}", case["name"]);
+        assert_eq!(
+            replayed.status.code(),
+            dumped.status.code(),
+            "{}: replay {replayed:?}",
+            case["name"]
+        );
+        let category = json_lines(&dumped).last().unwrap()["error"]["category"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            String::from_utf8_lossy(&replayed.stderr).contains(&category),
+            "{}: replay names {category}: {replayed:?}",
+            case["name"]
+        );
+        checked += 1;
+    }
+    assert!(checked >= 5);
+}

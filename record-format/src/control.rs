@@ -475,6 +475,35 @@ pub fn mirror_pid_reset_batch(
     )
 }
 
+/// Decodes every record of a batch's records section — and, for a control batch, each record's control key and
+/// value — handing each to `visit`. The one verdict on a batch's contents: `mirrorlog dump` prints what it
+/// visits and `mirrorlog replay` refuses a batch it rejects, so the two never disagree about a batch.
+pub fn visit_records<'r>(
+    records: &'r crate::record::Records<'_>,
+    is_control: bool,
+    mut visit: impl FnMut(crate::record::Record<'r>, Option<(ControlKey, ControlRecord)>),
+) -> Result<(), DecodeError> {
+    for record in records.iter() {
+        let record = record?;
+        let control = if is_control {
+            Some((
+                ControlKey::decode(record.key)?,
+                ControlRecord::decode(record.key, record.value)?,
+            ))
+        } else {
+            None
+        };
+        visit(record, control);
+    }
+    Ok(())
+}
+
+/// Whether every record of `batch` decodes ([`visit_records`] discarding what it visits).
+pub fn check_records(batch: &crate::batch::RecordBatch) -> Result<(), DecodeError> {
+    let records = batch.records()?;
+    visit_records(&records, batch.is_control(), |_, _| {})
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -41,8 +41,8 @@ pub use batch::{Attributes, RecordBatch, TimestampType};
 pub use builder::{BatchBuilder, NewHeader, NewRecord};
 pub use compression::{Compression, DecodeLimits};
 pub use control::{
-    end_txn_marker_batch, mirror_pid_reset_batch, ControlBatchPlacement, ControlKey, ControlRecord,
-    EndTxnMarker, MirrorPidResetRecord,
+    check_records, end_txn_marker_batch, mirror_pid_reset_batch, visit_records, ControlBatchPlacement,
+    ControlKey, ControlRecord, EndTxnMarker, MirrorPidResetRecord,
 };
 pub use error::{DecodeError, EncodeError, ErrorCategory};
 pub use flexible::TaggedField;
