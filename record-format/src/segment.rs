@@ -19,6 +19,19 @@ use crate::error::{DecodeError, ErrorCategory};
 /// Largest batch a reader accepts by default (the length field may claim up to 2 GiB).
 pub const DEFAULT_MAX_BATCH_SIZE: usize = 256 * 1024 * 1024;
 
+/// Kafka reads a batch's magic byte before judging its length: a message of the legacy formats (magic 0 or 1,
+/// smaller than any v2 batch) is an old format to name as such, not a corrupt length.
+fn legacy_format(error: DecodeError, magic: Option<u8>) -> DecodeError {
+    match (error, magic) {
+        (DecodeError::BatchLengthInvalid { length, .. }, Some(magic @ (0 | 1)))
+            if length >= 5 && length < i64::from(crate::batch::MIN_BATCH_LENGTH) =>
+        {
+            DecodeError::UnsupportedMagic { magic: magic as i8 }
+        }
+        (error, _) => error,
+    }
+}
+
 /// One batch of a segment with its position.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SegmentBatch {
@@ -155,8 +168,18 @@ impl<R: Read> SegmentReader<R> {
             }));
         }
         let available = self.remaining.unwrap_or(u64::MAX);
-        let total = check_batch_prefix(&prefix, available, self.max_batch_size)
-            .map_err(|error| self.corrupt(error))?;
+        let total = match check_batch_prefix(&prefix, available, self.max_batch_size) {
+            Ok(total) => total,
+            Err(error) => {
+                // Look at the magic byte (5 bytes on) before calling a short length corrupt, as Kafka does.
+                let mut head = [0u8; 5];
+                let magic = match self.read_up_to(&mut head) {
+                    Ok(5) => Some(head[4]),
+                    _ => None,
+                };
+                return Err(self.corrupt(legacy_format(error, magic)));
+            }
+        };
         // Grow with the bytes that arrive, never from the claimed length alone.
         let mut buf = Vec::with_capacity(total.min(64 * 1024));
         buf.extend_from_slice(&prefix);
@@ -239,7 +262,8 @@ impl BatchIter {
                 available: rest.len() as u64,
             });
         };
-        let total = check_batch_prefix(prefix, rest.len() as u64, self.max_batch_size)?;
+        let total = check_batch_prefix(prefix, rest.len() as u64, self.max_batch_size)
+            .map_err(|error| legacy_format(error, rest.get(LOG_OVERHEAD + 4).copied()))?;
         let batch = RecordBatch::decode(self.bytes.slice(self.position..self.position + total))?;
         let found = SegmentBatch {
             file_offset: self.position as u64,

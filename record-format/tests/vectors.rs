@@ -435,3 +435,51 @@ fn rewriting_producer_fields_recomputes_the_crc() {
         "original untouched"
     );
 }
+
+/// A legacy (magic 1) message set of one small message, as an old Kafka wrote it: offset, size, CRC, magic,
+/// attributes, timestamp, key (null), value.
+fn legacy_message_set() -> Vec<u8> {
+    let value = b"hello";
+    let mut body = vec![1u8, 0]; // magic 1, attributes
+    body.extend_from_slice(&1_700_000_000_000i64.to_be_bytes());
+    body.extend_from_slice(&(-1i32).to_be_bytes());
+    body.extend_from_slice(&(value.len() as i32).to_be_bytes());
+    body.extend_from_slice(value);
+    let crc = crc32fast_like(&body);
+    let mut message = Vec::new();
+    message.extend_from_slice(&0i64.to_be_bytes());
+    message.extend_from_slice(&((4 + body.len()) as i32).to_be_bytes());
+    message.extend_from_slice(&crc.to_be_bytes());
+    message.extend_from_slice(&body);
+    message
+}
+
+/// The CRC is not checked before the magic byte is; any value serves.
+fn crc32fast_like(bytes: &[u8]) -> u32 {
+    bytes
+        .iter()
+        .fold(0u32, |crc, &byte| crc.rotate_left(5) ^ u32::from(byte))
+}
+
+#[test]
+fn a_legacy_magic_1_message_is_named_unsupported_magic_not_a_bad_length() {
+    let bytes = legacy_message_set();
+    let in_memory = record_format::BatchIter::new(Bytes::from(bytes.clone()))
+        .next()
+        .unwrap()
+        .unwrap_err();
+    let streamed = SegmentReader::new(&bytes[..], Some(bytes.len() as u64))
+        .next()
+        .unwrap()
+        .unwrap_err();
+    for (error, reader) in [
+        (in_memory.category(), "BatchIter"),
+        (streamed.category(), "SegmentReader"),
+    ] {
+        assert_eq!(
+            error,
+            Some(record_format::ErrorCategory::UnsupportedMagic),
+            "{reader}"
+        );
+    }
+}
