@@ -4,7 +4,9 @@
 //!
 //! The child is the backend's own test binary run again (`--exact <child test name>`) with the data directory in
 //! [`CHILD_DIR_ENV`]; the backend's test file has two tests: the child, which calls [`child_writer`], and the
-//! parent, which calls [`kill_and_verify`]. A SIGKILL loses nothing the kernel already holds, so a backend that
+//! parent, which calls [`kill_and_verify`]. The parent starts each kill timer only once the child reports its
+//! store open (so a slow start cannot use up the window before the first acknowledgement), and fails a round whose
+//! child ended by itself (a panic) instead of by the SIGKILL. A SIGKILL loses nothing the kernel already holds, so a backend that
 //! can (storage-fs) also passes a `tear` function that cuts unsynced bytes the way a power loss may.
 
 use std::io::{BufRead, BufReader};
@@ -222,9 +224,11 @@ pub async fn kill_and_verify(
         std::thread::sleep(Duration::from_millis(rng.between(20, 120)));
         child.kill().unwrap();
         let status = child.wait().unwrap();
-        assert!(
-            !status.success(),
-            "round {round}: the child was killed, not finished"
+        // The kill must be what ended it: a child that panicked (or stopped) on its own would pass unnoticed.
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(9),
+            "round {round}: the child ended by itself ({status}), not by the SIGKILL"
         );
         if let Some(child_acked) = reader.join().unwrap() {
             summary.acked = summary.acked.max(child_acked);
