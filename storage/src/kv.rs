@@ -264,12 +264,7 @@ impl<K: OrderedKv> KvPartition<K> {
     fn batch_at_or_before(&self, offset: i64) -> Result<Option<(i64, i64)>> {
         let mut found = None;
         self.kv.scan(
-            KeyRange {
-                space: Space::Batches,
-                lower: &[],
-                upper: Some(&just_after(offset)),
-                reverse: true,
-            },
+            KeyRange::down_from(Space::Batches, Some(&just_after(offset))),
             &mut |key, value| {
                 let batch = decode_batch(key, value)?;
                 found = Some((batch.base_offset(), batch.last_offset()));
@@ -326,12 +321,7 @@ impl<K: OrderedKv> BlockingPartition for KvPartition<K> {
         let mut out = Vec::new();
         let mut total = 0usize;
         self.kv.scan(
-            KeyRange {
-                space: Space::Batches,
-                lower: &offset_key(start),
-                upper: None,
-                reverse: false,
-            },
+            KeyRange::from(Space::Batches, &offset_key(start)),
             &mut |key, value| {
                 if !out.is_empty() && total.saturating_add(value.len()) > max_bytes {
                     return Ok(false);
@@ -415,12 +405,7 @@ impl<K: OrderedKv> BlockingPartition for KvPartition<K> {
     fn snapshot_at_or_below(&self, offset: i64) -> Result<Option<(i64, Bytes)>> {
         let mut found = None;
         self.kv.scan(
-            KeyRange {
-                space: Space::Snapshots,
-                lower: &[],
-                upper: Some(&just_after(offset)),
-                reverse: true,
-            },
+            KeyRange::down_from(Space::Snapshots, Some(&just_after(offset))),
             &mut |key, value| {
                 found = key_offset(key).map(|offset| (offset, Bytes::copy_from_slice(value)));
                 Ok(false)
@@ -463,12 +448,7 @@ impl<K: OrderedKv> BlockingPartition for KvPartition<K> {
     fn aborted_txns(&self, from_offset: i64, upper_bound: i64) -> Result<Vec<AbortedTxn>> {
         let mut entries = Vec::new();
         self.kv.scan(
-            KeyRange {
-                space: Space::Aborted,
-                lower: &offset_key(from_offset),
-                upper: None,
-                reverse: false,
-            },
+            KeyRange::from(Space::Aborted, &offset_key(from_offset)),
             &mut |_, value| {
                 entries.push(decode_aborted(value)?);
                 Ok(true)
