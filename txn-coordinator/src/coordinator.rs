@@ -7,10 +7,11 @@
 //! a state that is not durable. (Kafka keeps a "pending transition" while it appends; the sans-IO machine instead
 //! leaves the ordering to its driver, like `mirror-fsm`.)
 //!
-//! The rules follow Kafka's `TransactionCoordinator` and `TransactionMetadata` (transaction version 0/1 end-markers;
-//! kafka-semantics §8): unknown transactional id or another producer id → `INVALID_PRODUCER_ID_MAPPING`
-//! (KAFKA-16699's two cases), another epoch → `PRODUCER_FENCED`, a transition being completed →
-//! `CONCURRENT_TRANSACTIONS`.
+//! The rules follow Kafka's `TransactionCoordinator` and `TransactionMetadata` (kafka-semantics §8): unknown
+//! transactional id or another producer id → `INVALID_PRODUCER_ID_MAPPING` (KAFKA-16699's two cases), another
+//! epoch → `PRODUCER_FENCED`, a transition being completed → `CONCURRENT_TRANSACTIONS`. EndTxn speaks both
+//! [`TransactionVersion`]s: under version 2 (KIP-890) every transaction ends with an epoch bump, its markers carry
+//! the bumped epoch, and the answer is the producer id and epoch the client continues with.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -41,6 +42,16 @@ impl Default for CoordinatorConfig {
     }
 }
 
+/// The transaction protocol a client speaks in EndTxn (Kafka's `transaction.version` feature, KIP-890).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TransactionVersion {
+    /// Versions 0 and 1: a producer keeps its epoch across transactions; only InitProducerId and fencing bump it.
+    V1,
+    /// Version 2: EndTxn bumps the epoch (rotating the producer id once it is exhausted), the markers carry the
+    /// bumped epoch, and an abort is accepted with no transaction open.
+    V2,
+}
+
 /// What the coordinator knows of one transactional id (Kafka's `TransactionMetadata`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TxnMetadata {
@@ -48,8 +59,11 @@ pub struct TxnMetadata {
     pub transactional_id: TransactionalId,
     /// The producer id it maps to.
     pub producer_id: ProducerId,
-    /// The producer id before the last rotation (epoch exhaustion), for a retried InitProducerId.
+    /// The producer id before the last rotation (epoch exhaustion), for a retried InitProducerId or EndTxn.
     pub last_producer_id: Option<ProducerId>,
+    /// Under [`TransactionVersion::V2`], while a transaction whose bump exhausted the epoch completes: the producer
+    /// id it continues with (at epoch 0) once the markers are written.
+    pub next_producer_id: Option<ProducerId>,
     /// The current epoch (`None` right after creation, before the first InitProducerId completes).
     pub epoch: Option<ProducerEpoch>,
     /// The epoch before the last bump, for a retried InitProducerId (KIP-360).
@@ -311,6 +325,7 @@ impl Coordinator {
                     transactional_id: id.clone(),
                     producer_id,
                     last_producer_id: None,
+                    next_producer_id: None,
                     epoch: None,
                     last_epoch: None,
                     timeout_ms,
@@ -457,23 +472,101 @@ impl Coordinator {
     }
 
     /// EndTxn from a client: the open transaction moves to PrepareCommit or PrepareAbort and a marker request
-    /// goes out per partition; the transaction completes when every marker is acknowledged. A retried EndTxn of
-    /// a completed transaction with the same result succeeds; the opposite result is `INVALID_TXN_STATE`.
+    /// goes out per partition; the transaction completes when every marker is acknowledged. The answer is the
+    /// producer id and epoch the client continues with: unchanged under [`TransactionVersion::V1`], bumped (or a
+    /// new producer id at epoch 0 once the epoch is exhausted) under [`TransactionVersion::V2`].
+    ///
+    /// Under V1 a retried EndTxn of a completed transaction with the same result succeeds and the opposite result
+    /// is `INVALID_TXN_STATE`. Under V2 a retry is recognised by its epoch (one below the bumped one, or the
+    /// exhausted epoch of the previous producer id), and an abort is accepted in Empty and Complete* too — it
+    /// bumps the epoch with no partition to mark (Kafka's table in `TransactionCoordinator`).
     pub fn end_txn(
         &mut self,
         transactional_id: &TransactionalId,
         producer_id: ProducerId,
         epoch: ProducerEpoch,
         commit: bool,
+        version: TransactionVersion,
         now_ms: i64,
-    ) -> Outcome<()> {
+    ) -> Outcome<(ProducerId, ProducerEpoch)> {
+        if version == TransactionVersion::V2 {
+            return self.end_txn_v2(transactional_id, producer_id, epoch, commit, now_ms);
+        }
         let current = match self.check_producer(transactional_id, producer_id, epoch) {
             Ok(current) => current,
             Err(error) => return Outcome::refuse(error),
         };
+        let unchanged = Ok((producer_id, epoch));
         match (current.state, commit) {
-            (TxnState::Ongoing, _) => self.prepare_end(&current, commit, now_ms),
-            (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => Outcome::answer(Ok(())),
+            (TxnState::Ongoing, _) => self.prepare_end(&current, commit, version, now_ms),
+            (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => Outcome::answer(unchanged),
+            (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
+                Outcome::refuse(KafkaError::ConcurrentTransactions)
+            }
+            (
+                TxnState::Empty
+                | TxnState::CompleteCommit
+                | TxnState::CompleteAbort
+                | TxnState::PrepareCommit
+                | TxnState::PrepareAbort,
+                _,
+            ) => Outcome::refuse(KafkaError::InvalidTxnState),
+            (TxnState::Dead | TxnState::PrepareEpochFence, _) => {
+                Outcome::refuse(KafkaError::UnknownServerError)
+            }
+        }
+    }
+
+    /// EndTxn under transaction version 2; see [`Self::end_txn`].
+    fn end_txn_v2(
+        &mut self,
+        transactional_id: &TransactionalId,
+        producer_id: ProducerId,
+        epoch: ProducerEpoch,
+        commit: bool,
+        now_ms: i64,
+    ) -> Outcome<(ProducerId, ProducerEpoch)> {
+        if transactional_id.as_str().is_empty() {
+            return Outcome::refuse(KafkaError::InvalidRequest);
+        }
+        let Some(current) = self.txns.get(transactional_id).cloned() else {
+            return Outcome::refuse(KafkaError::InvalidProducerIdMapping);
+        };
+        // A retry whose first attempt rotated the producer id: it still names the old id at the exhausted epoch.
+        let retry_after_rotation = current.last_producer_id == Some(producer_id)
+            && epoch.get() == i16::MAX - 1
+            && current.epoch == Some(ProducerEpoch(0));
+        // A retry whose first attempt bumped the epoch.
+        let retry_after_bump = current.epoch.map(ProducerEpoch::get) == epoch.get().checked_add(1);
+        if current.producer_id != producer_id && !retry_after_rotation {
+            return Outcome::refuse(KafkaError::InvalidProducerIdMapping);
+        }
+        let same_epoch = current.epoch == Some(epoch);
+        let valid_epoch = match current.state {
+            TxnState::PrepareCommit | TxnState::PrepareAbort => retry_after_bump,
+            TxnState::CompleteCommit | TxnState::CompleteAbort => {
+                retry_after_bump || retry_after_rotation || same_epoch
+            }
+            TxnState::Empty | TxnState::Ongoing | TxnState::Dead | TxnState::PrepareEpochFence => same_epoch,
+        };
+        if !valid_epoch {
+            return Outcome::refuse(KafkaError::ProducerFenced);
+        }
+        let retry = retry_after_bump || retry_after_rotation;
+        let continue_with = |txn: &TxnMetadata| match txn.epoch {
+            Some(epoch) => Ok((txn.producer_id, epoch)),
+            None => Err(KafkaError::UnknownServerError),
+        };
+        let v2 = TransactionVersion::V2;
+        match (current.state, commit) {
+            (TxnState::Ongoing, _) => self.prepare_end(&current, commit, v2, now_ms),
+            (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) if retry => {
+                Outcome::answer(continue_with(&current))
+            }
+            // An abort with nothing open (or after a completed transaction): an epoch bump and no markers.
+            (TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort, false) if !retry => {
+                self.prepare_end(&current, false, v2, now_ms)
+            }
             (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
                 Outcome::refuse(KafkaError::ConcurrentTransactions)
             }
@@ -511,10 +604,7 @@ impl Coordinator {
         next.pending_markers.remove(partition);
         let mut writes = Vec::new();
         if next.pending_markers.is_empty() {
-            next.state = done;
-            next.partitions.clear();
-            next.txn_start_ms = None;
-            next.last_update_ms = now_ms;
+            complete(&mut next, done, now_ms);
             self.store(next, &mut writes);
         } else {
             self.txns.insert(transactional_id.clone(), next);
@@ -628,9 +718,35 @@ impl Coordinator {
         Ok(current.clone())
     }
 
-    /// Ongoing → PrepareCommit/PrepareAbort with a marker per partition (completing at once if there is none).
-    fn prepare_end(&mut self, current: &TxnMetadata, commit: bool, now_ms: i64) -> Outcome<()> {
+    /// → PrepareCommit/PrepareAbort with a marker per partition (completing at once if there is none). Under
+    /// [`TransactionVersion::V2`] the epoch is bumped first — the markers carry the bumped epoch — and an
+    /// exhausted epoch draws the producer id the client continues with.
+    fn prepare_end(
+        &mut self,
+        current: &TxnMetadata,
+        commit: bool,
+        version: TransactionVersion,
+        now_ms: i64,
+    ) -> Outcome<(ProducerId, ProducerEpoch)> {
         let mut next = current.clone();
+        let mut writes = Vec::new();
+        if version == TransactionVersion::V2 {
+            let Some(bumped) = current.epoch.and_then(|epoch| epoch.get().checked_add(1)) else {
+                return Outcome::refuse(KafkaError::UnknownServerError);
+            };
+            if current.epoch.is_some_and(epoch_exhausted) {
+                next.next_producer_id = match self.issue_producer_id(&mut writes) {
+                    Ok(producer_id) => Some(producer_id),
+                    Err(error) => return Outcome::refuse(error),
+                };
+            }
+            next.last_epoch = current.epoch;
+            next.epoch = Some(ProducerEpoch(bumped));
+            if current.state != TxnState::Ongoing {
+                // An abort with no transaction open starts (and ends) one now.
+                next.txn_start_ms = Some(now_ms);
+            }
+        }
         next.state = if commit {
             TxnState::PrepareCommit
         } else {
@@ -639,19 +755,24 @@ impl Coordinator {
         next.pending_markers = next.partitions.clone();
         next.last_update_ms = now_ms;
         let markers = self.markers_for(&next);
-        let mut writes = Vec::new();
+        // What the client continues with: the next producer id at epoch 0 after a rotation.
+        let answer = match (next.next_producer_id, next.epoch) {
+            (Some(rotated), _) => Ok((rotated, ProducerEpoch(0))),
+            (None, Some(epoch)) => Ok((next.producer_id, epoch)),
+            (None, None) => Err(KafkaError::UnknownServerError),
+        };
         if next.pending_markers.is_empty() {
             // Nothing to mark (no partition was added): the transaction is complete at once.
-            next.state = if commit {
+            let done = if commit {
                 TxnState::CompleteCommit
             } else {
                 TxnState::CompleteAbort
             };
-            next.txn_start_ms = None;
+            complete(&mut next, done, now_ms);
         }
         self.store(next, &mut writes);
         Outcome {
-            answer: Ok(()),
+            answer,
             writes,
             markers,
         }
@@ -665,7 +786,12 @@ impl Coordinator {
         let mut fenced = current.clone();
         fenced.epoch = Some(ProducerEpoch(epoch));
         fenced.last_epoch = None;
-        self.prepare_end(&fenced, false, now_ms)
+        let outcome = self.prepare_end(&fenced, false, TransactionVersion::V1, now_ms);
+        Outcome {
+            answer: outcome.answer.map(|_| ()),
+            writes: outcome.writes,
+            markers: outcome.markers,
+        }
     }
 
     /// The marker requests of a transaction being completed (one per partition still pending).
@@ -695,5 +821,20 @@ impl Coordinator {
     fn store(&mut self, next: TxnMetadata, writes: &mut Vec<Write>) {
         writes.push(Write::Txn(Box::new(next.clone())));
         self.txns.insert(next.transactional_id.clone(), next);
+    }
+}
+
+/// Prepare* → `done`: the transaction's partitions are cleared, and a version-2 rotation takes effect (the
+/// client continues with the next producer id at epoch 0; the exhausted epoch stays as the last one it saw).
+fn complete(txn: &mut TxnMetadata, done: TxnState, now_ms: i64) {
+    txn.state = done;
+    txn.partitions.clear();
+    txn.pending_markers.clear();
+    txn.txn_start_ms = None;
+    txn.last_update_ms = now_ms;
+    if let Some(rotated) = txn.next_producer_id.take() {
+        txn.last_producer_id = Some(txn.producer_id);
+        txn.producer_id = rotated;
+        txn.epoch = Some(ProducerEpoch(0));
     }
 }

@@ -13,8 +13,8 @@
 //! timeouts, transactional-id expiration, recovery from records), sans-IO: every request returns the records to
 //! make durable before its answer goes out, and the markers to write; [`log`] stores those records as record
 //! batches in a partition through the storage trait ([`DurableCoordinator`]: persist, then answer) and rebuilds
-//! the coordinator from them. Still to come with issue 11: the scenario files and the end-to-end tests with
-//! partition logs.
+//! the coordinator from them. EndTxn speaks transaction versions 1 and 2 ([`TransactionVersion`]; KIP-890's
+//! epoch bump per transaction).
 //!
 //! # What clients do with the coordinator's errors
 //!
@@ -41,7 +41,7 @@ pub mod state;
 
 pub use coordinator::{
     epoch_exhausted, offsets_partition_for, Coordinator, CoordinatorConfig, MarkerFailure, MarkerRequest,
-    Outcome, TxnMetadata, Write,
+    Outcome, TransactionVersion, TxnMetadata, Write,
 };
 pub use error::CoordinatorError;
 pub use log::DurableCoordinator;

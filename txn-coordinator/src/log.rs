@@ -7,9 +7,10 @@
 //!
 //! ```text
 //! reservation   key: 0x00                       value: i64 up_to
-//! transaction   key: 0x01 + transactional id    value: i16 version (0) | i64 producer id | i64 last producer id
+//! transaction   key: 0x01 + transactional id    value: i16 version (1) | i64 producer id | i64 last producer id
 //!               (-1: none) | i16 epoch (-1) | i16 last epoch (-1) | i64 timeout ms | u8 state id | i64 txn start
 //!               (-1) | i64 last update | u32 partition count | per partition: u16 topic length, topic, u32 number
+//!               | i64 next producer id (-1; absent in version 0 records, which are still read)
 //! tombstone     key: 0x01 + transactional id    value: null
 //! ```
 //!
@@ -29,7 +30,7 @@ use crate::state::TxnState;
 
 const RESERVATION_KEY: u8 = 0x00;
 const TRANSACTION_KEY: u8 = 0x01;
-const VALUE_VERSION: i16 = 0;
+const VALUE_VERSION: i16 = 1;
 /// Bytes read from the log per call when recovering.
 const READ_BYTES: usize = 1 << 20;
 
@@ -60,6 +61,7 @@ fn encode(write: &Write) -> (Vec<u8>, Option<Vec<u8>>) {
                 value.extend_from_slice(topic);
                 value.extend_from_slice(&partition.partition().to_be_bytes());
             }
+            value.extend_from_slice(&txn.next_producer_id.map_or(-1, ProducerId::get).to_be_bytes());
             (transaction_key(&txn.transactional_id), Some(value))
         }
     }
@@ -131,7 +133,7 @@ pub fn decode(key: Option<&[u8]>, value: Option<&[u8]>) -> Result<Write, Coordin
 fn decode_txn(transactional_id: TransactionalId, value: &[u8]) -> Result<TxnMetadata, CoordinatorError> {
     let mut reader = Reader { bytes: value };
     let version = reader.i16()?;
-    if version != VALUE_VERSION {
+    if !(0..=VALUE_VERSION).contains(&version) {
         return Err(CoordinatorError::CorruptTxnLog(format!(
             "transaction record version {version}"
         )));
@@ -159,6 +161,11 @@ fn decode_txn(transactional_id: TransactionalId, value: &[u8]) -> Result<TxnMeta
             .map_err(|error| CoordinatorError::CorruptTxnLog(error.to_string()))?;
         partitions.insert(partition);
     }
+    let next_producer_id = if version >= 1 {
+        optional_pid(reader.i64()?)
+    } else {
+        None
+    };
     if !reader.bytes.is_empty() {
         return Err(CoordinatorError::CorruptTxnLog(format!(
             "{} bytes after a transaction record",
@@ -169,6 +176,7 @@ fn decode_txn(transactional_id: TransactionalId, value: &[u8]) -> Result<TxnMeta
         transactional_id,
         producer_id,
         last_producer_id,
+        next_producer_id,
         epoch,
         last_epoch,
         timeout_ms,

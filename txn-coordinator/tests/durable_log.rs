@@ -9,7 +9,7 @@ use storage::{PartitionId, Storage};
 use storage_fs::{FsConfig, FsStorage};
 use txn_coordinator::log::{batch_of, decode};
 use txn_coordinator::{
-    CoordinatorConfig, CoordinatorError, DurableCoordinator, TxnMetadata, TxnState, Write,
+    CoordinatorConfig, CoordinatorError, DurableCoordinator, TransactionVersion, TxnMetadata, TxnState, Write,
 };
 
 fn txn(partitions: &[(&str, u32)], state: TxnState) -> TxnMetadata {
@@ -17,6 +17,7 @@ fn txn(partitions: &[(&str, u32)], state: TxnState) -> TxnMetadata {
         transactional_id: TransactionalId("app-ü".to_owned()),
         producer_id: ProducerId(4_000),
         last_producer_id: Some(ProducerId(12)),
+        next_producer_id: Some(ProducerId(4_001)),
         epoch: Some(ProducerEpoch(7)),
         last_epoch: None,
         timeout_ms: 60_000,
@@ -53,6 +54,7 @@ fn every_kind_of_record_round_trips_through_a_batch() {
         ))),
         Write::Txn(Box::new(TxnMetadata {
             last_producer_id: None,
+            next_producer_id: None,
             epoch: None,
             txn_start_ms: None,
             ..txn(&[], TxnState::Empty)
@@ -95,6 +97,30 @@ fn hostile_records_are_typed_errors() {
     assert!(corrupt(Some(&good.0), Some(&huge_count)));
 }
 
+#[test]
+fn a_version_0_record_without_a_next_producer_id_still_decodes() {
+    let written = txn(&[("orders", 1)], TxnState::Ongoing);
+    let batch = batch_of(&[Write::Txn(Box::new(written.clone()))], 0, 0).unwrap();
+    let records = batch.records().unwrap();
+    let record = records.iter().next().unwrap().unwrap();
+    let mut value = record.value.unwrap().to_vec();
+    value.truncate(value.len() - 8);
+    value[..2].copy_from_slice(&0i16.to_be_bytes());
+    let expected = TxnMetadata {
+        next_producer_id: None,
+        ..written
+    };
+    assert_eq!(
+        decode(record.key, Some(&value)).unwrap(),
+        Write::Txn(Box::new(expected))
+    );
+    value[..2].copy_from_slice(&2i16.to_be_bytes());
+    assert!(
+        decode(record.key, Some(&value)).is_err(),
+        "a version from the future is refused"
+    );
+}
+
 proptest! {
     #[test]
     fn arbitrary_bytes_never_panic(key in proptest::collection::vec(any::<u8>(), 0..40),
@@ -134,9 +160,10 @@ async fn a_crash_between_prepare_and_complete_resends_every_marker_after_recover
             .coordinator()
             .add_partitions(&id, producer.0, producer.1, &partitions, 1);
         durable.apply(outcome, 1).await.unwrap().0.unwrap();
-        let outcome = durable
-            .coordinator()
-            .end_txn(&id, producer.0, producer.1, true, 2);
+        let outcome =
+            durable
+                .coordinator()
+                .end_txn(&id, producer.0, producer.1, true, TransactionVersion::V1, 2);
         let (answer, markers) = durable.apply(outcome, 2).await.unwrap();
         answer.unwrap();
         assert_eq!(markers.len(), 3);

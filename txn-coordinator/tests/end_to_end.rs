@@ -11,7 +11,7 @@ use producer_state::{CoordinatorEpoch, ProducerEpoch, ProducerId, TransactionalI
 use record_format::{BatchBuilder, RecordBatch};
 use storage::{PartitionId, Storage};
 use storage_fs::{FsConfig, FsStorage};
-use txn_coordinator::{CoordinatorConfig, DurableCoordinator, MarkerRequest, TxnState};
+use txn_coordinator::{CoordinatorConfig, DurableCoordinator, MarkerRequest, TransactionVersion, TxnState};
 
 fn data_partition(number: u32) -> PartitionId {
     PartitionId::new("orders", number).unwrap()
@@ -135,7 +135,9 @@ async fn markers_reach_every_partition_exactly_once_across_a_coordinator_crash()
     )
     .await
     .unwrap();
-    let outcome = coordinator.coordinator().end_txn(&aborter, b.0, b.1, false, 2);
+    let outcome = coordinator
+        .coordinator()
+        .end_txn(&aborter, b.0, b.1, false, TransactionVersion::V1, 2);
     let (answer, markers) = coordinator.apply(outcome, 2).await.unwrap();
     answer.unwrap();
     deliver(&mut coordinator, &mut logs, &markers, 2).await;
@@ -152,7 +154,9 @@ async fn markers_reach_every_partition_exactly_once_across_a_coordinator_crash()
             .await
             .unwrap();
     }
-    let outcome = coordinator.coordinator().end_txn(&committer, a.0, a.1, true, 4);
+    let outcome = coordinator
+        .coordinator()
+        .end_txn(&committer, a.0, a.1, true, TransactionVersion::V1, 4);
     let (answer, markers) = coordinator.apply(outcome, 4).await.unwrap();
     answer.unwrap();
     assert_eq!(markers.len(), 3);
@@ -208,5 +212,80 @@ async fn markers_reach_every_partition_exactly_once_across_a_coordinator_crash()
                 "read_uncommitted sees the aborted record"
             );
         }
+    }
+}
+
+/// Transaction version 2 against real partition logs: each EndTxn's markers carry the bumped epoch, the partition
+/// accepts them, and the producer's next transaction at the bumped epoch (sequence back at 0) is accepted too,
+/// while a zombie still at the old epoch is refused by the partition.
+#[tokio::test]
+async fn transaction_version_2_markers_bump_the_epoch_on_every_partition() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsStorage::open(FsConfig::new(dir.path())).unwrap();
+    let mut logs = BTreeMap::new();
+    for number in 0..2 {
+        let storage = store.create(&data_partition(number)).await.unwrap();
+        let (log, _) = PartitionLog::open(storage, LogConfig::default(), 0)
+            .await
+            .unwrap();
+        logs.insert(data_partition(number), log);
+    }
+    let partitions: Vec<PartitionId> = (0..2).map(data_partition).collect();
+    let app = TransactionalId("app".to_owned());
+    let (mut coordinator, _) = open_coordinator(&store, 1).await;
+    let outcome = coordinator
+        .coordinator()
+        .init_producer_id(Some(&app), 60_000, None, 0);
+    let mut producer = coordinator.apply(outcome, 0).await.unwrap().0.unwrap();
+    let first = producer;
+
+    for (round, commit) in [(0, true), (1, false), (2, true)] {
+        let outcome =
+            coordinator
+                .coordinator()
+                .add_partitions(&app, producer.0, producer.1, &partitions, 10 * round);
+        coordinator.apply(outcome, 10 * round).await.unwrap().0.unwrap();
+        for partition in &partitions {
+            let value = format!("{partition}-round-{round}");
+            produce(
+                logs.get_mut(partition).unwrap(),
+                transactional(producer, 0, &[&value]),
+            )
+            .await
+            .unwrap();
+        }
+        let outcome = coordinator.coordinator().end_txn(
+            &app,
+            producer.0,
+            producer.1,
+            commit,
+            TransactionVersion::V2,
+            10 * round + 1,
+        );
+        let (answer, markers) = coordinator.apply(outcome, 10 * round + 1).await.unwrap();
+        let next = answer.unwrap();
+        assert_eq!(next, (producer.0, ProducerEpoch(producer.1.get() + 1)));
+        assert!(markers.iter().all(|marker| marker.epoch == next.1));
+        deliver(&mut coordinator, &mut logs, &markers, 10 * round + 2).await;
+        producer = next;
+    }
+
+    for partition in &partitions {
+        let log = logs.get_mut(partition).unwrap();
+        let end = log.log_end_offset();
+        log.advance_high_watermark(end);
+        assert_eq!(
+            log.last_stable_offset(),
+            end,
+            "{partition}: the LSO is past the markers"
+        );
+        assert_eq!(
+            read(log, Isolation::ReadCommitted).await,
+            vec![format!("{partition}-round-0"), format!("{partition}-round-2")],
+            "{partition}: the aborted round is hidden"
+        );
+        // A zombie that never heard the bumps: the partition refuses its old epoch.
+        let zombie = produce(log, transactional(first, 1, &["zombie"])).await;
+        assert!(zombie.is_err(), "{partition}: {zombie:?}");
     }
 }

@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use storage::PartitionId;
 use txn_coordinator::{
     offsets_partition_for, Coordinator, CoordinatorConfig, MarkerRequest, Outcome, ProducerIdManager,
-    TxnState, Write,
+    TransactionVersion, TxnState, Write,
 };
 
 const TIMEOUT_MS: i64 = 60_000;
@@ -78,10 +78,16 @@ impl Harness {
         commit: bool,
         now: i64,
     ) -> (Result<(), KafkaError>, Vec<MarkerRequest>) {
-        let outcome = self
-            .coordinator
-            .end_txn(&tid(id), producer.0, producer.1, commit, now);
-        self.keep(outcome)
+        let outcome = self.coordinator.end_txn(
+            &tid(id),
+            producer.0,
+            producer.1,
+            commit,
+            TransactionVersion::V1,
+            now,
+        );
+        let (answer, markers) = self.keep(outcome);
+        (answer.map(|_| ()), markers)
     }
 
     fn ack(&mut self, markers: &[MarkerRequest], now: i64) {
@@ -406,7 +412,8 @@ enum Op {
     Idempotent,
     Init(u8),
     Add(u8, u8),
-    End(u8, bool),
+    /// EndTxn: transactional id, commit, transaction version 2.
+    End(u8, bool, bool),
     AckAll,
     Timeout,
     Expire,
@@ -418,7 +425,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => Just(Op::Idempotent),
         3 => (0..3u8).prop_map(Op::Init),
         4 => (0..3u8, 0..4u8).prop_map(|(id, p)| Op::Add(id, p)),
-        3 => (0..3u8, any::<bool>()).prop_map(|(id, commit)| Op::End(id, commit)),
+        3 => (0..3u8, any::<bool>(), any::<bool>()).prop_map(|(id, commit, v2)| Op::End(id, commit, v2)),
         2 => Just(Op::AckAll),
         1 => Just(Op::Timeout),
         1 => Just(Op::Expire),
@@ -466,11 +473,19 @@ proptest! {
                         let _ = h.add(&name, producer, &[u32::from(*p)], now);
                     }
                 }
-                Op::End(id, commit) => {
+                Op::End(id, commit, v2) => {
                     let name = format!("t{id}");
                     if let Some(&producer) = producers.get(&name) {
-                        let (_, markers) = h.end(&name, producer, *commit, now);
+                        let version = if *v2 { TransactionVersion::V2 } else { TransactionVersion::V1 };
+                        let outcome = h.coordinator.end_txn(&tid(&name), producer.0, producer.1, *commit, version, now);
+                        let (answer, markers) = h.keep(outcome);
                         outstanding.extend(markers);
+                        // Version 2 hands back the producer to continue with (a new id after a rotation).
+                        if let Ok(next) = answer {
+                            let holder = holders.entry(next.0).or_insert_with(|| name.clone());
+                            prop_assert_eq!(holder.as_str(), name.as_str(), "producer id {} issued twice", next.0);
+                            producers.insert(name, next);
+                        }
                     }
                 }
                 Op::AckAll => {

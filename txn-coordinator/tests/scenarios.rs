@@ -20,7 +20,9 @@ use std::path::{Path, PathBuf};
 
 use producer_state::{CoordinatorEpoch, ProducerEpoch, ProducerId, TransactionalId};
 use storage::PartitionId;
-use txn_coordinator::{Coordinator, CoordinatorConfig, MarkerRequest, Outcome, ProducerIdManager, Write};
+use txn_coordinator::{
+    Coordinator, CoordinatorConfig, MarkerRequest, Outcome, ProducerIdManager, TransactionVersion, Write,
+};
 
 struct Runner {
     coordinator: Coordinator,
@@ -90,6 +92,13 @@ impl Runner {
                     let (pid, epoch) = v.split_once('/')?;
                     Some((ProducerId(pid.parse().ok()?), ProducerEpoch(epoch.parse().ok()?)))
                 });
+                // `times=N`: the same request N times (to walk an epoch up to exhaustion); the last answer shows.
+                for _ in 1..get("times").max(1) {
+                    let outcome = self
+                        .coordinator
+                        .init_producer_id(Some(&id()), timeout, expected, now);
+                    let _ = self.keep(outcome);
+                }
                 let outcome = self
                     .coordinator
                     .init_producer_id(Some(&id()), timeout, expected, now);
@@ -127,8 +136,18 @@ impl Runner {
             "end" => {
                 let (pid, epoch) = producer();
                 let commit = a.get("result") == Some(&"commit");
-                let outcome = self.coordinator.end_txn(&id(), pid, epoch, commit, now);
-                unit(self.keep(outcome))
+                // `version=2`: transaction version 2 (KIP-890), whose answer names the producer to continue with.
+                let version = match a.get("version") {
+                    Some(&"2") => TransactionVersion::V2,
+                    _ => TransactionVersion::V1,
+                };
+                let outcome = self.coordinator.end_txn(&id(), pid, epoch, commit, version, now);
+                match (self.keep(outcome), version) {
+                    ((Ok((pid, epoch)), markers), TransactionVersion::V2) => {
+                        format!("ok pid={pid} epoch={epoch}{markers}")
+                    }
+                    ((answer, markers), _) => unit((answer.map(|_| ()), markers)),
+                }
             }
             "ack" => {
                 let markers = std::mem::take(&mut self.outstanding);
