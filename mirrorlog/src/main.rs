@@ -4,6 +4,8 @@
 //!   including the `MIRROR_PID_RESET` barrier.
 //! - `mirrorlog replay <segment-or-dir>` rebuilds producer state as log recovery does and prints it.
 //! - `mirrorlog psm-script [--rewrite] <file>...` runs producer-state scenario files.
+//! - `mirrorlog simulate` runs the multi-cluster simulator's topology × strategy matrix (exit 0 iff the seeds'
+//!   claims hold).
 //!
 //! Exit status: 0 when the input is clean (or every script matches), 2 when the input is corrupt (what was valid
 //! is printed first, then the error), 1 when a script mismatches or the command could not run (missing file, bad
@@ -15,6 +17,7 @@ mod dump_dir;
 mod error;
 mod psm_script;
 mod replay;
+mod simulate;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -78,6 +81,34 @@ enum Command {
         /// Script files.
         #[arg(required = true)]
         files: Vec<PathBuf>,
+    },
+    /// Run the multi-cluster simulator: every topology under every producer-id strategy, the anomalies an
+    /// independent oracle counts, minimal reproductions, and whether the seeds' claims hold (exit 0 iff they do).
+    Simulate {
+        /// A topology (active-passive, failback, fan-out, fan-in, chain-3, chain-5, random) or `all`.
+        #[arg(long, default_value = "all")]
+        topology: String,
+        /// A strategy (none, negate, negate-skip-negative, barrier, barrier-everywhere, barrier+advance) or `all`.
+        #[arg(long, default_value = "all")]
+        strategy: String,
+        /// The seed every choice derives from (same seed, same output).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Client operations per phase of each scenario.
+        #[arg(long, default_value_t = 30)]
+        steps: usize,
+        /// A storage config naming the backend (default: fs under a temporary directory per run).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// One JSON document instead of the tables.
+        #[arg(long)]
+        json: bool,
+        /// Write the generated scripts and the reproductions to this file (JSON).
+        #[arg(long)]
+        trace: Option<PathBuf>,
+        /// Run one reproduction (a `reproductions` entry of a trace file, saved alone) again.
+        #[arg(long)]
+        replay: Option<PathBuf>,
     },
 }
 
@@ -172,6 +203,34 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
                 writeln!(out, "{line}").map_err(CliError::Output)?;
             }
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Simulate {
+            topology,
+            strategy,
+            seed,
+            steps,
+            config,
+            json,
+            trace,
+            replay,
+        } => {
+            let args = simulate::SimulateArgs {
+                topology,
+                strategy,
+                seed,
+                steps,
+                config,
+                json,
+                trace,
+                replay,
+            };
+            let stdout = std::io::stdout();
+            let holds = simulate::simulate(args, &mut stdout.lock())?;
+            Ok(if holds {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
         }
         Command::PsmScript { rewrite, files } => {
             let stdout = std::io::stdout();

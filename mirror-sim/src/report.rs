@@ -1,0 +1,411 @@
+//! The topology × strategy matrix, its text and JSON reports, and the verdict.
+//!
+//! Every cell runs the same generated script per (topology, workload) under each strategy, so a difference
+//! between two cells of a row is the strategy's doing. The verdict has two parts: **the seeds' claims** — the
+//! barrier strategies show no anomaly of (a)–(e) in the seed workload, and the oracle catches the corruption the
+//! seeds predict for `none`, `negate` and `negate-skip-negative` ([`PREDICTIONS`]; a blind oracle fails the
+//! run) — and, separately, **beyond the seeds**: what the beyond workload showed under each strategy.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use crate::oracle::Anomalies;
+use crate::script::{generate, Script, Topology, Workload};
+use crate::shrink::{shrink, Class, Reproduction};
+use crate::strategy::Strategy;
+use crate::world::{Backend, ClientErrors};
+use crate::{run_script, SimError};
+
+/// What the seeds predict the oracle must catch: (strategy, topology, what, classes of which at least one must
+/// be non-zero) in the seed workload.
+pub const PREDICTIONS: [(Strategy, Topology, &str, &[Class]); 5] = [
+    (
+        Strategy::Negate,
+        Topology::Chain5,
+        "seed 000: the transform is not idempotent; in a chain a negated id comes back and collides with a local producer",
+        &[Class::CollisionSameEpoch, Class::CollisionLowerEpoch, Class::CollisionMarker, Class::SilentLoss],
+    ),
+    (
+        Strategy::NegateSkipNegative,
+        Topology::Chain5,
+        "seed 000: skipping negative ids, two clusters' local producers with one id meet downstream under one negated id",
+        &[Class::CollisionSameEpoch, Class::CollisionLowerEpoch, Class::CollisionMarker, Class::SilentLoss],
+    ),
+    (
+        Strategy::None,
+        Topology::ActivePassive,
+        "seed 000 (no PID mapping: two clusters issue the same id); kip1279-notes §7: the destination's first producers reuse mirrored ids and are acknowledged as duplicates without being written",
+        &[Class::SilentLoss],
+    ),
+    (
+        Strategy::Negate,
+        Topology::ActivePassive,
+        "the transform alone does not reset state: a destination producer whose id meets a mirrored one is a duplicate or refused",
+        &[],
+    ),
+    (
+        Strategy::NegateSkipNegative,
+        Topology::ActivePassive,
+        "as for negate",
+        &[],
+    ),
+];
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct MatrixOptions {
+    /// Topologies (rows).
+    pub topologies: Vec<Topology>,
+    /// Strategies (columns of a row).
+    pub strategies: Vec<Strategy>,
+    /// The seed.
+    pub seed: u64,
+    /// Traffic operations per phase.
+    pub steps: usize,
+    /// Where partitions live.
+    pub backend: Backend,
+    /// Runs allowed for shrinking each cell's first anomaly (0: no reproductions).
+    pub shrink_budget: usize,
+}
+
+/// One cell: a topology, a workload and a strategy.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Cell {
+    /// The topology.
+    pub topology: Topology,
+    /// The workload.
+    pub workload: Workload,
+    /// The strategy.
+    pub strategy: Strategy,
+    /// What the oracle counted.
+    pub anomalies: Anomalies,
+    /// Refusals the clients heard (visible errors).
+    pub client_errors: ClientErrors,
+    /// Mirror links that went FAILED.
+    pub failed_links: Vec<String>,
+    /// Client operations executed.
+    pub operations: u64,
+    /// The oracle's notes (the first few).
+    pub notes: Vec<String>,
+    /// The first anomaly, shrunk.
+    pub reproduction: Option<Reproduction>,
+}
+
+/// A finished matrix.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Matrix {
+    /// The seed.
+    pub seed: u64,
+    /// Traffic operations per phase.
+    pub steps: usize,
+    /// The backend's name.
+    pub backend: String,
+    /// Every cell, in run order.
+    pub cells: Vec<Cell>,
+    /// The verdict.
+    pub verdict: Verdict,
+}
+
+/// One checked claim.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Claim {
+    /// What is claimed.
+    pub claim: String,
+    /// Whether the run shows it.
+    pub holds: bool,
+    /// The evidence.
+    pub evidence: String,
+}
+
+/// The verdict.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Verdict {
+    /// True iff every claim of the seeds holds (the exit status).
+    pub seed_claims_hold: bool,
+    /// The seeds' claims, checked.
+    pub seed_claims: Vec<Claim>,
+    /// What the beyond workload showed, per strategy.
+    pub beyond: Vec<String>,
+}
+
+/// The scripts of a matrix: one per (topology, workload), shared by every strategy.
+pub fn scripts(options: &MatrixOptions) -> Vec<(Topology, Workload, Script)> {
+    let mut out = Vec::new();
+    for &topology in &options.topologies {
+        for workload in Workload::ALL {
+            out.push((
+                topology,
+                workload,
+                generate(topology, workload, options.seed, options.steps),
+            ));
+        }
+    }
+    out
+}
+
+/// Runs the matrix; `progress` hears each cell as it finishes (done, total, label).
+pub fn run_matrix(
+    options: &MatrixOptions,
+    progress: &mut dyn FnMut(usize, usize, &str),
+) -> Result<Matrix, SimError> {
+    let scripts = scripts(options);
+    let total = scripts.len() * options.strategies.len();
+    let mut cells = Vec::new();
+    for (topology, workload, script) in &scripts {
+        for &strategy in &options.strategies {
+            let (findings, finished) = run_script(script, strategy, &options.backend)?;
+            let reproduction = match Class::first_in(&findings.anomalies) {
+                Some(class) if options.shrink_budget > 0 => Some(shrink(
+                    script,
+                    strategy,
+                    &Backend::Memory,
+                    class,
+                    options.shrink_budget,
+                )?),
+                _ => None,
+            };
+            cells.push(Cell {
+                topology: *topology,
+                workload: *workload,
+                strategy,
+                anomalies: findings.anomalies,
+                client_errors: finished.client_errors,
+                failed_links: finished.failed_links,
+                operations: finished.operations,
+                notes: findings.notes.into_iter().take(5).collect(),
+                reproduction,
+            });
+            progress(
+                cells.len(),
+                total,
+                &format!("{topology} / {} / {strategy}", workload.name()),
+            );
+        }
+    }
+    let verdict = verdict(&cells, options);
+    Ok(Matrix {
+        seed: options.seed,
+        steps: options.steps,
+        backend: options.backend.name().to_owned(),
+        cells,
+        verdict,
+    })
+}
+
+fn verdict(cells: &[Cell], options: &MatrixOptions) -> Verdict {
+    let mut claims = Vec::new();
+    let barrier_cells: Vec<&Cell> = cells
+        .iter()
+        .filter(|cell| cell.workload == Workload::Seed && cell.strategy.writes_barrier())
+        .collect();
+    if !barrier_cells.is_empty() {
+        let dirty: Vec<String> = barrier_cells
+            .iter()
+            .filter(|cell| cell.anomalies.corruption() > 0)
+            .map(|cell| {
+                format!(
+                    "{} / {}: {}",
+                    cell.topology,
+                    cell.strategy,
+                    cell.anomalies.corruption()
+                )
+            })
+            .collect();
+        claims.push(Claim {
+            claim: "the barrier strategies show no anomaly of (a)-(e) in the scenarios the seeds describe"
+                .into(),
+            holds: dirty.is_empty(),
+            evidence: if dirty.is_empty() {
+                format!("0 anomalies in {} cells", barrier_cells.len())
+            } else {
+                dirty.join("; ")
+            },
+        });
+    }
+    for (strategy, topology, what, classes) in PREDICTIONS {
+        if classes.is_empty()
+            || !options.strategies.contains(&strategy)
+            || !options.topologies.contains(&topology)
+        {
+            continue;
+        }
+        let Some(cell) = cells.iter().find(|cell| {
+            cell.strategy == strategy && cell.topology == topology && cell.workload == Workload::Seed
+        }) else {
+            continue;
+        };
+        let found: Vec<String> = classes
+            .iter()
+            .filter(|class| class.count(&cell.anomalies) > 0)
+            .map(|class| format!("{} {}", class.label(), class.count(&cell.anomalies)))
+            .collect();
+        claims.push(Claim {
+            claim: format!("{strategy} in {topology}: {what}"),
+            holds: !found.is_empty(),
+            evidence: if found.is_empty() {
+                "the oracle found none of it".into()
+            } else {
+                found.join(", ")
+            },
+        });
+    }
+    let seed_claims_hold = claims.iter().all(|claim| claim.holds);
+    let mut beyond = Vec::new();
+    for &strategy in &options.strategies {
+        let mut total = Anomalies::default();
+        let mut where_: Vec<String> = Vec::new();
+        for cell in cells
+            .iter()
+            .filter(|cell| cell.strategy == strategy && cell.workload == Workload::Beyond)
+        {
+            total.add(&cell.anomalies);
+            if cell.anomalies.corruption() > 0 {
+                where_.push(cell.topology.to_string());
+            }
+        }
+        beyond.push(format!(
+            "{strategy}: {} anomalies of (a)-(e) (loss {}, duplicates {}, read_committed {}, collisions {}, divergence {}){}; {} producer ids shared by two real clients; applications: {} died, {} recoveries, {} duplicated or lost inputs",
+            total.corruption(),
+            total.silent_loss,
+            total.duplicates,
+            total.exposed + total.hidden_committed,
+            total.collisions(),
+            total.divergence,
+            if where_.is_empty() { String::new() } else { format!(" in {}", where_.join(", ")) },
+            total.shared_ids,
+            total.apps_dead,
+            total.apps_recovered,
+            total.app_damage(),
+        ));
+    }
+    Verdict {
+        seed_claims_hold,
+        seed_claims: claims,
+        beyond,
+    }
+}
+
+/// The human report: the two tables, the reproductions, the verdict.
+pub fn render_text(matrix: &Matrix) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "mirrorlog simulate: seed {}, {} operations per phase, backend {}\n",
+        matrix.seed, matrix.steps, matrix.backend
+    );
+    for workload in Workload::ALL {
+        let title = match workload {
+            Workload::Seed => "Workload `seed`: mirrored producers, then local producers after failover; moving clients re-initialise",
+            Workload::Beyond => "Workload `beyond`: moving producers keep their ids, transactional ids expire, applications under both policies",
+        };
+        let _ = writeln!(out, "{title}");
+        let _ = writeln!(
+            out,
+            "{:<15} {:<21} {:>4} {:>4} {:>4} {:>4} {:>4} {:>4} {:>4} {:>9} {:>7} {:>6} {:>9}",
+            "topology",
+            "strategy",
+            "(a)",
+            "(b)",
+            "(c)",
+            "(d1)",
+            "(d2)",
+            "(d3)",
+            "(e)",
+            "(f)d/r/x",
+            "shared",
+            "ops",
+            "refusals"
+        );
+        for cell in matrix.cells.iter().filter(|cell| cell.workload == workload) {
+            let a = &cell.anomalies;
+            let refusals: u64 = cell.client_errors.values().sum();
+            let _ = writeln!(
+                out,
+                "{:<15} {:<21} {:>4} {:>4} {:>4} {:>4} {:>4} {:>4} {:>4} {:>9} {:>7} {:>6} {:>9}",
+                cell.topology.name(),
+                cell.strategy.name(),
+                a.silent_loss,
+                a.duplicates,
+                a.exposed + a.hidden_committed,
+                a.collision_same_epoch,
+                a.collision_lower_epoch,
+                a.collision_marker,
+                a.divergence,
+                format!("{}/{}/{}", a.apps_dead, a.apps_recovered, a.app_damage()),
+                a.shared_ids,
+                cell.operations,
+                refusals
+            );
+        }
+        let _ = writeln!(out);
+    }
+    let _ = writeln!(
+        out,
+        "(a) acknowledged but not in the log  (b) duplicate copies  (c) read_committed shows aborted / hides committed\n(d1) two producers, one id, same epoch, sequence out of order  (d2) lower epoch accepted  (d3) one's marker ends the other's transaction\n(e) leader/follower/recovered producer state differ  (f) applications dead/recoveries/duplicated-or-lost inputs\nshared: producer ids two real clients sent under to one partition (refused or not)  refusals: errors the clients heard\n"
+    );
+    let with_repro: Vec<&Cell> = matrix
+        .cells
+        .iter()
+        .filter(|cell| cell.reproduction.is_some())
+        .collect();
+    if !with_repro.is_empty() {
+        let _ = writeln!(
+            out,
+            "Minimal reproductions (the first anomaly of each cell, shrunk)"
+        );
+        for cell in with_repro {
+            let Some(repro) = &cell.reproduction else {
+                continue;
+            };
+            let _ = writeln!(
+                out,
+                "\n[{} / {} / {}] {}: {} step(s)",
+                cell.topology,
+                cell.workload.name(),
+                cell.strategy,
+                repro.class.label(),
+                repro.script.steps.len()
+            );
+            for (index, step) in repro.script.steps.iter().enumerate() {
+                let _ = writeln!(out, "  {:>2}. {step}", index + 1);
+            }
+            let _ = writeln!(out, "  => {}", repro.finding);
+        }
+        let _ = writeln!(out);
+    }
+    let _ = writeln!(out, "Verdict");
+    let _ = writeln!(
+        out,
+        "  The seeds' claims: {}",
+        if matrix.verdict.seed_claims_hold {
+            "HOLD"
+        } else {
+            "DO NOT HOLD"
+        }
+    );
+    for claim in &matrix.verdict.seed_claims {
+        let _ = writeln!(
+            out,
+            "    [{}] {}\n          {}",
+            if claim.holds { "ok" } else { "FAIL" },
+            claim.claim,
+            claim.evidence
+        );
+    }
+    let _ = writeln!(out, "  Beyond the seeds (workload `beyond`):");
+    for line in &matrix.verdict.beyond {
+        let _ = writeln!(out, "    {line}");
+    }
+    out
+}
+
+/// Counts per strategy over a set of cells (used by tests and the JSON report).
+pub fn totals(cells: &[Cell]) -> BTreeMap<Strategy, Anomalies> {
+    let mut out: BTreeMap<Strategy, Anomalies> = BTreeMap::new();
+    for cell in cells {
+        out.entry(cell.strategy).or_default().add(&cell.anomalies);
+    }
+    out
+}

@@ -1,0 +1,483 @@
+//! The clients: idempotent and transactional producers and applications, doing what Kafka's clients do with
+//! each answer (kafka-semantics §9; see the module docs of [`super`]).
+
+use producer_state::{AppendOrigin, KafkaError, ProducerEpoch, ProducerId, TransactionVersion};
+use record_format::{BatchBuilder, RecordBatch};
+use storage::PartitionId;
+
+use super::{Client, World, TRANSACTION_TIMEOUT_MS};
+use crate::logview::committed_records;
+use crate::script::{AppPolicy, ClientKind};
+use crate::truth::{Status, CLIENT_HEADER, RECORD_HEADER, SOURCE_HEADER};
+use crate::SimError;
+
+impl World {
+    pub(super) async fn connect(
+        &mut self,
+        name: &str,
+        cluster: &str,
+        topic: &str,
+        kind: &ClientKind,
+    ) -> Result<(), SimError> {
+        if self.clients.contains_key(name) || !self.ensure_partition(cluster, topic).await? {
+            return Ok(());
+        }
+        if let ClientKind::App { input, .. } = kind {
+            self.ensure_partition(cluster, input).await?;
+        }
+        let client = Client {
+            cluster: cluster.to_owned(),
+            topic: topic.to_owned(),
+            kind: kind.clone(),
+            producer: None,
+            next_sequence: 0,
+            pending: None,
+            in_txn: false,
+            txn_records: Vec::new(),
+            dead: None,
+            position: 0,
+            read_position: 0,
+            recoveries: 0,
+        };
+        self.clients.insert(name.to_owned(), client);
+        self.init_producer(name).await
+    }
+
+    /// InitProducerId at the client's cluster (retrying while the coordinator completes an older transaction).
+    pub(super) async fn init_producer(&mut self, name: &str) -> Result<(), SimError> {
+        let Some(client) = self.clients.get(name).cloned() else {
+            return Ok(());
+        };
+        let tid = client.transactional_id();
+        for _attempt in 0..3 {
+            self.operations += 1;
+            let Some(state) = self.clusters.get_mut(&client.cluster) else {
+                return Ok(());
+            };
+            let outcome =
+                state
+                    .coordinator
+                    .init_producer_id(tid.as_ref(), TRANSACTION_TIMEOUT_MS, None, self.clock);
+            match self.apply(&client.cluster, outcome).await? {
+                Ok(producer) => {
+                    if let Some(client) = self.clients.get_mut(name) {
+                        client.producer = Some(producer);
+                        client.next_sequence = 0;
+                        client.pending = None;
+                        client.in_txn = false;
+                    }
+                    return Ok(());
+                }
+                Err(error) => self.heard(error),
+            }
+        }
+        if let Some(client) = self.clients.get_mut(name) {
+            client.producer = None;
+        }
+        Ok(())
+    }
+
+    pub(super) fn heard(&mut self, error: KafkaError) {
+        *self.client_errors.entry(error.name().to_owned()).or_default() += 1;
+    }
+
+    pub(super) fn new_record_ids(
+        &mut self,
+        name: &str,
+        topic: &str,
+        count: usize,
+        status: Status,
+    ) -> Vec<u64> {
+        (0..count)
+            .map(|_| {
+                self.next_record += 1;
+                self.truth.records.insert(
+                    self.next_record,
+                    crate::truth::RecordTruth {
+                        client: name.to_owned(),
+                        topic: topic.to_owned(),
+                        status,
+                        acked_on: None,
+                    },
+                );
+                self.next_record
+            })
+            .collect()
+    }
+
+    pub(super) async fn produce(&mut self, name: &str, records: u8, lose_ack: bool) -> Result<(), SimError> {
+        let Some(client) = self.clients.get(name).cloned() else {
+            return Ok(());
+        };
+        if client.dead.is_some() {
+            return Ok(());
+        }
+        if client.producer.is_none() {
+            self.init_producer(name).await?;
+        }
+        if let ClientKind::App { input, policy, .. } = &client.kind {
+            return self.app_round(name, input, *policy, records).await;
+        }
+        let transactional = client.transactional_id().is_some();
+        if transactional && !self.begin_txn(name).await? {
+            return Ok(());
+        }
+        let Some(client) = self.clients.get(name).cloned() else {
+            return Ok(());
+        };
+        let Some((producer_id, epoch)) = client.producer else {
+            return Ok(());
+        };
+        let (batch, ids) = match client.pending.clone() {
+            Some(pending) => pending,
+            None => {
+                let status = if transactional {
+                    Status::Open
+                } else {
+                    Status::Plain
+                };
+                let ids = self.new_record_ids(name, &client.topic, usize::from(records.max(1)), status);
+                let batch = self.build_batch(
+                    name,
+                    (producer_id, epoch),
+                    client.next_sequence,
+                    transactional,
+                    &ids,
+                    &[],
+                )?;
+                if let Some(client) = self.clients.get_mut(name) {
+                    client.next_sequence = client.next_sequence.wrapping_add(ids.len() as i32);
+                }
+                (batch, ids)
+            }
+        };
+        self.send(name, batch, ids, lose_ack).await
+    }
+
+    pub(super) fn build_batch(
+        &self,
+        name: &str,
+        producer: (ProducerId, ProducerEpoch),
+        sequence: i32,
+        transactional: bool,
+        ids: &[u64],
+        sources: &[u64],
+    ) -> Result<RecordBatch, SimError> {
+        let mut builder = BatchBuilder::new()
+            .producer(producer.0.get(), producer.1.get(), sequence)
+            .transactional(transactional);
+        for (index, id) in ids.iter().enumerate() {
+            let rid = id.to_string();
+            let src = sources.get(index).map(ToString::to_string);
+            let mut headers: Vec<(&str, Option<&[u8]>)> = vec![
+                (CLIENT_HEADER, Some(name.as_bytes())),
+                (RECORD_HEADER, Some(rid.as_bytes())),
+            ];
+            if let Some(src) = &src {
+                headers.push((SOURCE_HEADER, Some(src.as_bytes())));
+            }
+            builder.add(
+                self.clock,
+                None,
+                Some(format!("record {id}").as_bytes()),
+                &headers,
+            );
+        }
+        builder
+            .build()
+            .map_err(|error| SimError::Setup(error.to_string()))
+    }
+
+    /// Sends a batch to the client's partition leader and acts on the answer.
+    pub(super) async fn send(
+        &mut self,
+        name: &str,
+        batch: RecordBatch,
+        ids: Vec<u64>,
+        lose_ack: bool,
+    ) -> Result<(), SimError> {
+        let Some(client) = self.clients.get(name).cloned() else {
+            return Ok(());
+        };
+        self.operations += 1;
+        self.senders
+            .entry((client.cluster.clone(), client.topic.clone(), batch.producer_id()))
+            .or_default()
+            .insert(name.to_owned());
+        let transactional = client.transactional_id().is_some();
+        let result = match self.leader(&client.cluster, &client.topic) {
+            Ok(log) => {
+                let mut log = log.write().await;
+                log.append_as_leader(vec![batch.clone()], AppendOrigin::Client, TransactionVersion::V0)
+                    .await
+            }
+            Err(_) => return Ok(()),
+        };
+        self.replicate(&client.cluster, &client.topic).await?;
+        match result {
+            Ok(_) => {
+                let Some(entry) = self.clients.get_mut(name) else {
+                    return Ok(());
+                };
+                if lose_ack {
+                    entry.pending = Some((batch, ids));
+                } else {
+                    entry.pending = None;
+                    if transactional {
+                        entry.txn_records.extend(ids);
+                    } else {
+                        let cluster = entry.cluster.clone();
+                        self.truth.settle(&ids, Status::Plain, Some(&cluster));
+                    }
+                }
+            }
+            Err(error) => {
+                let kafka = error.kafka_error().unwrap_or(KafkaError::UnknownServerError);
+                self.heard(kafka);
+                let retriable = kafka == KafkaError::ReadOnlyTopic;
+                if let Some(entry) = self.clients.get_mut(name) {
+                    // Retriable: the same batch goes again next time.
+                    entry.pending = retriable.then_some((batch, ids.clone()));
+                }
+                if retriable {
+                    return Ok(());
+                }
+                if transactional {
+                    self.truth.settle(&ids, Status::Aborted, None);
+                    self.fail_transactional(name, kafka).await?;
+                } else {
+                    // The producer is refused: the application creates a new one (a new producer id).
+                    self.init_producer(name).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Opens a transaction (AddPartitionsToTxn) unless one is open; false when the client cannot go on now.
+    pub(super) async fn begin_txn(&mut self, name: &str) -> Result<bool, SimError> {
+        let Some(client) = self.clients.get(name).cloned() else {
+            return Ok(false);
+        };
+        if client.in_txn {
+            return Ok(true);
+        }
+        let (Some(tid), Some((producer_id, epoch))) = (client.transactional_id(), client.producer) else {
+            return Ok(false);
+        };
+        let partition =
+            PartitionId::new(client.topic.as_str(), 0).map_err(|error| SimError::Setup(error.to_string()))?;
+        self.operations += 1;
+        let Some(state) = self.clusters.get_mut(&client.cluster) else {
+            return Ok(false);
+        };
+        let outcome = state
+            .coordinator
+            .add_partitions(&tid, producer_id, epoch, &[partition], self.clock);
+        match self.apply(&client.cluster, outcome).await? {
+            Ok(()) => {
+                if let Some(client) = self.clients.get_mut(name) {
+                    client.in_txn = true;
+                    client.txn_records.clear();
+                }
+                Ok(true)
+            }
+            Err(error) => {
+                self.heard(error);
+                self.fail_transactional(name, error).await?;
+                Ok(false)
+            }
+        }
+    }
+
+    /// What a transactional producer or an application does with a refusal (kafka-semantics §9).
+    pub(super) async fn fail_transactional(&mut self, name: &str, error: KafkaError) -> Result<(), SimError> {
+        let Some(client) = self.clients.get(name).cloned() else {
+            return Ok(());
+        };
+        if error == KafkaError::ConcurrentTransactions {
+            return Ok(());
+        }
+        let fatal = matches!(
+            error,
+            KafkaError::ProducerFenced
+                | KafkaError::InvalidProducerEpoch
+                | KafkaError::InvalidProducerIdMapping
+        );
+        if let ClientKind::App { policy, .. } = client.kind {
+            if error == KafkaError::InvalidProducerIdMapping && policy == AppPolicy::Pre16699 {
+                self.truth.settle(&client.txn_records, Status::Aborted, None);
+                if let Some(client) = self.clients.get_mut(name) {
+                    client.dead = Some(error.name().to_owned());
+                    client.in_txn = false;
+                    client.txn_records.clear();
+                }
+                return Ok(());
+            }
+        }
+        if fatal {
+            // Close dirty: the open transaction is lost; a new producer instance fences the old one.
+            self.truth.settle(&client.txn_records, Status::Aborted, None);
+            if let Some(client) = self.clients.get_mut(name) {
+                client.in_txn = false;
+                client.txn_records.clear();
+                client.read_position = client.position;
+                client.recoveries += 1;
+            }
+            return self.init_producer(name).await;
+        }
+        // Abortable: abort the transaction and carry on (boxed: aborting can be refused in turn).
+        Box::pin(self.end_txn(name, false)).await
+    }
+
+    pub(super) async fn end_txn(&mut self, name: &str, commit: bool) -> Result<(), SimError> {
+        let Some(client) = self.clients.get(name).cloned() else {
+            return Ok(());
+        };
+        if client.dead.is_some() || !client.in_txn {
+            return Ok(());
+        }
+        let (Some(tid), Some((producer_id, epoch))) = (client.transactional_id(), client.producer) else {
+            return Ok(());
+        };
+        // A producer flushes before it commits: a batch whose acknowledgement was lost goes again.
+        if let Some((batch, ids)) = client.pending.clone() {
+            self.send(name, batch, ids, false).await?;
+        }
+        let Some(client) = self.clients.get(name).cloned() else {
+            return Ok(());
+        };
+        if !client.in_txn {
+            return Ok(());
+        }
+        self.operations += 1;
+        let Some(state) = self.clusters.get_mut(&client.cluster) else {
+            return Ok(());
+        };
+        let outcome = state.coordinator.end_txn(
+            &tid,
+            producer_id,
+            epoch,
+            commit,
+            txn_coordinator::TransactionVersion::V1,
+            self.clock,
+        );
+        match self.apply(&client.cluster, outcome).await? {
+            Ok(_) => {
+                let status = if commit {
+                    Status::Committed
+                } else {
+                    Status::Aborted
+                };
+                let acked_on = commit.then_some(client.cluster.as_str());
+                self.truth.settle(&client.txn_records, status, acked_on);
+                if let Some(entry) = self.clients.get_mut(name) {
+                    entry.in_txn = false;
+                    entry.txn_records.clear();
+                    if commit {
+                        entry.position = entry.read_position;
+                    } else {
+                        entry.read_position = entry.position;
+                    }
+                }
+                Ok(())
+            }
+            Err(error) => {
+                self.heard(error);
+                if error == KafkaError::ConcurrentTransactions {
+                    return Ok(());
+                }
+                if matches!(error, KafkaError::InvalidTxnState) || !commit {
+                    // Nothing more to end: the transaction is gone.
+                    self.truth.settle(&client.txn_records, Status::Aborted, None);
+                    if let Some(entry) = self.clients.get_mut(name) {
+                        entry.in_txn = false;
+                        entry.txn_records.clear();
+                        entry.read_position = entry.position;
+                    }
+                    if matches!(error, KafkaError::InvalidTxnState) {
+                        return Ok(());
+                    }
+                }
+                self.fail_transactional(name, error).await
+            }
+        }
+    }
+
+    /// One consume-transform-produce round of an application: read up to `records` input records
+    /// read_committed from its position, write one output record per input record in its transaction.
+    pub(super) async fn app_round(
+        &mut self,
+        name: &str,
+        input: &str,
+        _policy: AppPolicy,
+        records: u8,
+    ) -> Result<(), SimError> {
+        if !self.begin_txn(name).await? {
+            return Ok(());
+        }
+        let Some(client) = self.clients.get(name).cloned() else {
+            return Ok(());
+        };
+        let Some(producer) = client.producer else {
+            return Ok(());
+        };
+        let Ok(input_log) = self.leader(&client.cluster, input) else {
+            return Ok(());
+        };
+        let visible = {
+            let log = input_log.read().await;
+            committed_records(&log, client.read_position).await?
+        };
+        let taken: Vec<(i64, u64)> = visible.into_iter().take(usize::from(records.max(1))).collect();
+        let Some(&(last_offset, _)) = taken.last() else {
+            return Ok(());
+        };
+        let sources: Vec<u64> = taken.iter().map(|&(_, id)| id).collect();
+        let ids = self.new_record_ids(name, &client.topic, sources.len(), Status::Open);
+        let batch = self.build_batch(name, producer, client.next_sequence, true, &ids, &sources)?;
+        if let Some(entry) = self.clients.get_mut(name) {
+            entry.next_sequence = entry.next_sequence.wrapping_add(ids.len() as i32);
+            entry.read_position = last_offset + 1;
+        }
+        self.send(name, batch, ids, false).await
+    }
+
+    pub(super) async fn move_client(
+        &mut self,
+        name: &str,
+        cluster: &str,
+        keep_ids: bool,
+    ) -> Result<(), SimError> {
+        if !self.clusters.contains_key(cluster) {
+            return Ok(());
+        }
+        let Some(client) = self.clients.get(name).cloned() else {
+            return Ok(());
+        };
+        self.ensure_partition(cluster, &client.topic).await?;
+        if let ClientKind::App { input, .. } = &client.kind {
+            self.ensure_partition(cluster, input).await?;
+        }
+        // The open transaction stays behind on the lost cluster: it is never committed.
+        self.truth.settle(&client.txn_records, Status::Aborted, None);
+        let transactional = client.transactional_id().is_some();
+        if let Some(entry) = self.clients.get_mut(name) {
+            entry.cluster = cluster.to_owned();
+            entry.in_txn = false;
+            entry.txn_records.clear();
+            entry.read_position = entry.position;
+            if transactional {
+                entry.pending = None;
+            }
+            if !keep_ids {
+                entry.producer = None;
+                entry.pending = None;
+            }
+        }
+        if !keep_ids {
+            self.init_producer(name).await?;
+        }
+        Ok(())
+    }
+}

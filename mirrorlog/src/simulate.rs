@@ -1,0 +1,154 @@
+//! `mirrorlog simulate`: runs the topology × strategy matrix of `mirror-sim` and prints the table, the minimal
+//! reproductions and the verdict (or one JSON document with `--json`); `--replay` runs one reproduction again.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use mirror_sim::report::{render_text, run_matrix, MatrixOptions};
+use mirror_sim::shrink::Reproduction;
+use mirror_sim::{run_script, Backend, Strategy, Topology};
+
+use crate::error::CliError;
+
+/// Runs allowed for shrinking each cell's first anomaly.
+const SHRINK_BUDGET: usize = 60;
+
+/// What `simulate` was asked.
+pub struct SimulateArgs {
+    /// `--topology`: a name or `all`.
+    pub topology: String,
+    /// `--strategy`: a name or `all`.
+    pub strategy: String,
+    /// `--seed`.
+    pub seed: u64,
+    /// `--steps`: traffic operations per phase.
+    pub steps: usize,
+    /// `--config`: a storage config naming the backend (each run gets fresh directories of its own).
+    pub config: Option<PathBuf>,
+    /// `--json`.
+    pub json: bool,
+    /// `--trace FILE`: the generated scripts and the reproductions, as JSON.
+    pub trace: Option<PathBuf>,
+    /// `--replay FILE`: a reproduction (from `--trace`) to run again.
+    pub replay: Option<PathBuf>,
+}
+
+fn backend(config: Option<&Path>) -> Result<Backend, CliError> {
+    let Some(path) = config else {
+        return Ok(Backend::Named("fs".to_owned()));
+    };
+    let config = storage_config::StorageConfig::load(path).map_err(CliError::Config)?;
+    if !config.is_compiled() {
+        return Err(CliError::Usage(format!(
+            "storage backend {:?} is not in this build",
+            config.backend()
+        )));
+    }
+    Ok(match config.backend() {
+        "memory" => Backend::Memory,
+        other => Backend::Named(other.to_owned()),
+    })
+}
+
+fn parse_all<T: std::str::FromStr<Err = String> + Copy>(value: &str, all: &[T]) -> Result<Vec<T>, CliError> {
+    if value == "all" {
+        return Ok(all.to_vec());
+    }
+    value.parse::<T>().map(|one| vec![one]).map_err(CliError::Usage)
+}
+
+/// Runs the command; returns whether the seeds' claims hold (the exit status).
+pub fn simulate(args: SimulateArgs, out: &mut dyn Write) -> Result<bool, CliError> {
+    let backend = backend(args.config.as_deref())?;
+    if let Some(path) = &args.replay {
+        return replay(path, &backend, args.json, out);
+    }
+    let options = MatrixOptions {
+        topologies: parse_all(&args.topology, &Topology::ALL)?,
+        strategies: parse_all(&args.strategy, &Strategy::ALL)?,
+        seed: args.seed,
+        steps: args.steps,
+        backend,
+        shrink_budget: SHRINK_BUDGET,
+    };
+    let total = (options.topologies.len() * 2 * options.strategies.len()) as u64;
+    let bar = indicatif::ProgressBar::new(total);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} cells  {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let matrix = run_matrix(&options, &mut |done, _, label| {
+        bar.set_position(done as u64);
+        bar.set_message(label.to_owned());
+    })
+    .map_err(|error| CliError::Usage(format!("the simulation could not run: {error}")))?;
+    bar.finish_and_clear();
+    if let Some(path) = &args.trace {
+        let trace = serde_json::json!({
+            "seed": options.seed,
+            "steps": options.steps,
+            "scripts": mirror_sim::report::scripts(&options)
+                .into_iter()
+                .map(|(topology, workload, script)| serde_json::json!({
+                    "topology": topology, "workload": workload, "script": script
+                }))
+                .collect::<Vec<_>>(),
+            "reproductions": matrix.cells.iter().filter_map(|cell| cell.reproduction.as_ref()).collect::<Vec<_>>(),
+        });
+        let text = serde_json::to_string_pretty(&trace).map_err(|e| CliError::Usage(e.to_string()))?;
+        std::fs::write(path, text).map_err(CliError::Output)?;
+    }
+    if args.json {
+        let text = serde_json::to_string_pretty(&matrix).map_err(|e| CliError::Usage(e.to_string()))?;
+        writeln!(out, "{text}").map_err(CliError::Output)?;
+    } else {
+        write!(out, "{}", render_text(&matrix)).map_err(CliError::Output)?;
+    }
+    Ok(matrix.verdict.seed_claims_hold)
+}
+
+/// Runs one reproduction and prints its steps and what the oracle finds; true when it still shows its class.
+fn replay(path: &Path, backend: &Backend, json: bool, out: &mut dyn Write) -> Result<bool, CliError> {
+    crate::error::require_regular_file(path, Some(16 << 20))?;
+    let text = std::fs::read_to_string(path).map_err(|source| CliError::Open {
+        path: path.to_owned(),
+        source,
+    })?;
+    let reproduction: Reproduction = serde_json::from_str(&text)
+        .map_err(|error| CliError::Usage(format!("{} is not a reproduction: {error}", path.display())))?;
+    let (findings, _) = run_script(&reproduction.script, reproduction.strategy, backend)
+        .map_err(|error| CliError::Usage(format!("the simulation could not run: {error}")))?;
+    let shows = reproduction.class.count(&findings.anomalies) > 0;
+    if json {
+        let value = serde_json::json!({
+            "strategy": reproduction.strategy,
+            "class": reproduction.class,
+            "shows": shows,
+            "anomalies": findings.anomalies,
+            "notes": findings.notes,
+        });
+        writeln!(out, "{value}").map_err(CliError::Output)?;
+    } else {
+        writeln!(
+            out,
+            "replaying {} step(s) under {}",
+            reproduction.script.steps.len(),
+            reproduction.strategy
+        )
+        .map_err(CliError::Output)?;
+        for (index, step) in reproduction.script.steps.iter().enumerate() {
+            writeln!(out, "  {:>2}. {step}", index + 1).map_err(CliError::Output)?;
+        }
+        for note in &findings.notes {
+            writeln!(out, "=> {note}").map_err(CliError::Output)?;
+        }
+        writeln!(
+            out,
+            "{}: {}",
+            reproduction.class.label(),
+            if shows { "reproduced" } else { "NOT reproduced" }
+        )
+        .map_err(CliError::Output)?;
+    }
+    Ok(shows)
+}
