@@ -8,7 +8,7 @@
 //! | (b) duplicates | extra copies of a record id in one log |
 //! | (c) read_committed | records a read_committed consumer sees though their transaction never committed, and committed records it does not see |
 //! | (d) collisions | two real clients under one producer id in one log: (d1) same epoch with sequences out of order, (d2) a lower epoch after a higher one, (d3) a marker of one client ending a transaction holding another's records |
-//! | (e) divergence | leader, follower and recovered producer state differ |
+//! | (e) divergence | leader, follower and recovered producer state differ, or a mirror holds bytes its source does not (invariant 5) |
 //! | (f) applications | applications dead, recovered; input records processed twice or skipped |
 
 use std::collections::{BTreeMap, BTreeSet};

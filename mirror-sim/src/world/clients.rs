@@ -276,6 +276,7 @@ impl World {
             .add_partitions(&tid, producer_id, epoch, &[partition], self.clock);
         match self.apply(&client.cluster, outcome).await? {
             Ok(()) => {
+                self.txn_owners.insert(tid, name.to_owned());
                 if let Some(client) = self.clients.get_mut(name) {
                     client.in_txn = true;
                     client.txn_records.clear();

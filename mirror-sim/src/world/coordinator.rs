@@ -41,10 +41,9 @@ impl World {
             for marker in std::mem::take(&mut markers) {
                 let topic = marker.partition.topic().to_owned();
                 let owner = self
-                    .clients
-                    .iter()
-                    .find(|(_, client)| client.transactional_id().as_ref() == Some(&marker.transactional_id))
-                    .map(|(name, _)| name.clone())
+                    .txn_owners
+                    .get(&marker.transactional_id)
+                    .cloned()
                     .unwrap_or_else(|| marker.transactional_id.to_string());
                 let written = match self.leader(cluster, &topic) {
                     Ok(log) => {

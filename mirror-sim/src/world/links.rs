@@ -23,6 +23,8 @@ impl World {
         let dest_log = self.leader(dest, topic)?;
         let mut fetcher = SimFetcher {
             inner: LocalFetcher::new(&source_log, source),
+            source: std::sync::Arc::clone(&source_log),
+            bound: self.fetch_bound,
             strategy: self.strategy,
             max_producer_id: -1,
         };

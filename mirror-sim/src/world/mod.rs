@@ -54,6 +54,18 @@ impl Backend {
     }
 }
 
+/// How far a mirror link fetches from its source.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FetchBound {
+    /// Up to the source's last stable offset, as `mirror-fsm`'s fetcher does (ADR 0009): open transactions are
+    /// not copied.
+    #[default]
+    LastStableOffset,
+    /// Up to the source's high watermark, as a follower fetches: open transactions are copied too (a mirror
+    /// built on replica fetching without the LSO bound).
+    HighWatermark,
+}
+
 /// Refusals the clients heard, by Kafka error name (visible errors, not anomalies).
 pub type ClientErrors = BTreeMap<String, u64>;
 
@@ -61,6 +73,8 @@ pub type ClientErrors = BTreeMap<String, u64>;
 /// every batch it returns, remembering the largest producer id it copied (for `barrier+advance`).
 pub struct SimFetcher {
     inner: LocalFetcher,
+    source: SharedLog,
+    bound: FetchBound,
     strategy: Strategy,
     /// The largest producer id of a batch this link copied (−1: none).
     pub max_producer_id: i64,
@@ -69,7 +83,26 @@ pub struct SimFetcher {
 #[async_trait(?Send)]
 impl Fetcher for SimFetcher {
     async fn fetch(&mut self, from_offset: i64, max_bytes: usize) -> Result<FetchResponse, FetchError> {
-        let mut response = self.inner.fetch(from_offset, max_bytes).await?;
+        let mut response = match self.bound {
+            FetchBound::LastStableOffset => self.inner.fetch(from_offset, max_bytes).await?,
+            FetchBound::HighWatermark => {
+                let source = self.source.try_read().map_err(|_| FetchError {
+                    message: "the source log is being written".to_owned(),
+                    retryable: true,
+                })?;
+                let fetched = source
+                    .read(from_offset, max_bytes, partition_log::Isolation::ReadUncommitted)
+                    .await
+                    .map_err(|error| FetchError {
+                        message: error.to_string(),
+                        retryable: true,
+                    })?;
+                FetchResponse {
+                    source_cluster_id: self.inner.reported_cluster_id.clone(),
+                    batches: fetched.batches,
+                }
+            }
+        };
         for batch in &mut response.batches {
             let mapped = self.strategy.map_producer_id(batch.producer_id());
             if mapped != batch.producer_id() {
@@ -208,6 +241,10 @@ pub struct World {
     divergences: Vec<String>,
     failed_links: Vec<String>,
     operations: u64,
+    /// The client whose transaction each transactional id last opened (the owner of the markers that end it).
+    txn_owners: BTreeMap<TransactionalId, String>,
+    /// What mirror links fetch up to.
+    fetch_bound: FetchBound,
     /// The real clients that sent batches under each (cluster, topic, producer id).
     senders: BTreeMap<(String, String, i64), std::collections::BTreeSet<String>>,
 }
@@ -236,6 +273,8 @@ impl World {
             failed_links: Vec::new(),
             operations: 0,
             senders: BTreeMap::new(),
+            txn_owners: BTreeMap::new(),
+            fetch_bound: FetchBound::LastStableOffset,
         };
         for name in &script.clusters {
             let cluster = world.new_cluster(name)?;
@@ -277,6 +316,12 @@ impl World {
             partitions: BTreeMap::new(),
             log_config,
         })
+    }
+
+    /// Sets how far mirror links fetch (default: the last stable offset).
+    pub fn with_fetch_bound(mut self, bound: FetchBound) -> Self {
+        self.fetch_bound = bound;
+        self
     }
 
     /// Runs every step, then drains (open transactions end, links catch up) and hands the end state over.
@@ -464,8 +509,61 @@ impl World {
         self.mirror_all().await
     }
 
+    /// Invariant 5 for every running link: where source and destination both hold an offset, they hold the same
+    /// batch (after the strategy's producer-id transform). A destination that kept bytes its source cut (or
+    /// never had) has diverged.
+    async fn compare_mirrors(&mut self) -> Result<(), SimError> {
+        let mut found = Vec::new();
+        for link in &self.links {
+            let source = self.leader(&link.source, &link.topic)?;
+            let dest = self.leader(&link.dest, &link.topic)?;
+            let source_batches = all_batches(&*source.read().await).await?;
+            let dest_batches = all_batches(&*dest.read().await).await?;
+            let by_offset: BTreeMap<i64, &RecordBatch> = source_batches
+                .iter()
+                .map(|batch| (batch.base_offset(), batch))
+                .collect();
+            for batch in &dest_batches {
+                let Some(original) = by_offset.get(&batch.base_offset()) else {
+                    if source_batches
+                        .last()
+                        .is_some_and(|last| batch.base_offset() < last.next_offset())
+                    {
+                        found.push(format!(
+                            "{}/{}: mirror of {} holds a batch at offset {} where its source has none",
+                            link.dest,
+                            link.topic,
+                            link.source,
+                            batch.base_offset()
+                        ));
+                        break;
+                    }
+                    continue;
+                };
+                let mut expected = (*original).clone();
+                let mapped = self.strategy.map_producer_id(expected.producer_id());
+                if mapped != expected.producer_id() {
+                    expected.set_producer(mapped, expected.producer_epoch(), expected.base_sequence());
+                }
+                if expected.as_bytes() != batch.as_bytes() {
+                    found.push(format!(
+                        "{}/{}: mirror of {} differs from its source at offset {}",
+                        link.dest,
+                        link.topic,
+                        link.source,
+                        batch.base_offset()
+                    ));
+                    break;
+                }
+            }
+        }
+        self.divergences.extend(found);
+        Ok(())
+    }
+
     async fn finish(mut self) -> Result<Finished, SimError> {
         self.expire_producers().await;
+        self.compare_mirrors().await?;
         let mut logs = BTreeMap::new();
         let mut committed_views = BTreeMap::new();
         let mut last_stable_offsets = BTreeMap::new();

@@ -1,0 +1,116 @@
+//! Building hand-written scripts for the simulator's tests.
+#![allow(dead_code)]
+
+use mirror_sim::{AppPolicy, Backend, ClientKind, Findings, Finished, Script, Step, Strategy};
+
+pub fn start(source: &str, dest: &str, topic: &str) -> Step {
+    Step::Start {
+        source: source.into(),
+        dest: dest.into(),
+        topic: topic.into(),
+    }
+}
+
+pub fn stop(dest: &str, topic: &str) -> Step {
+    Step::Stop {
+        dest: dest.into(),
+        topic: topic.into(),
+    }
+}
+
+pub fn connect(client: &str, cluster: &str, topic: &str, kind: ClientKind) -> Step {
+    Step::Connect {
+        client: client.into(),
+        cluster: cluster.into(),
+        topic: topic.into(),
+        kind,
+    }
+}
+
+pub fn idempotent(client: &str, cluster: &str, topic: &str) -> Step {
+    connect(client, cluster, topic, ClientKind::Idempotent)
+}
+
+pub fn transactional(client: &str, cluster: &str, topic: &str, id: &str) -> Step {
+    connect(
+        client,
+        cluster,
+        topic,
+        ClientKind::Transactional {
+            transactional_id: id.into(),
+        },
+    )
+}
+
+pub fn app(client: &str, cluster: &str, output: &str, input: &str, policy: AppPolicy) -> Step {
+    connect(
+        client,
+        cluster,
+        output,
+        ClientKind::App {
+            transactional_id: format!("{client}-id"),
+            input: input.into(),
+            policy,
+        },
+    )
+}
+
+pub fn produce(client: &str, records: u8) -> Step {
+    Step::Produce {
+        client: client.into(),
+        records,
+        lose_ack: false,
+    }
+}
+
+pub fn produce_losing_ack(client: &str, records: u8) -> Step {
+    Step::Produce {
+        client: client.into(),
+        records,
+        lose_ack: true,
+    }
+}
+
+pub fn end(client: &str, commit: bool) -> Step {
+    Step::EndTxn {
+        client: client.into(),
+        commit,
+    }
+}
+
+pub fn move_to(client: &str, cluster: &str, keep_ids: bool) -> Step {
+    Step::Move {
+        client: client.into(),
+        cluster: cluster.into(),
+        keep_ids,
+    }
+}
+
+pub fn advance(cluster: &str, past: i64) -> Step {
+    Step::AdvanceIds {
+        cluster: cluster.into(),
+        past,
+    }
+}
+
+pub fn script(clusters: &[&str], steps: Vec<Step>) -> Script {
+    Script {
+        clusters: clusters.iter().map(|name| name.to_string()).collect(),
+        steps,
+    }
+}
+
+pub fn run(script: &Script, strategy: Strategy) -> (Findings, Finished) {
+    mirror_sim::run_script(script, strategy, &Backend::Memory).unwrap()
+}
+
+/// The producer ids of the data batches in `cluster`'s log of `topic`, in order, deduplicated.
+pub fn stored_ids(finished: &Finished, cluster: &str, topic: &str) -> Vec<i64> {
+    let mut ids: Vec<i64> = Vec::new();
+    for batch in &finished.logs[&(cluster.to_owned(), topic.to_owned())] {
+        if !batch.is_control() && !ids.contains(&batch.producer_id()) {
+            ids.push(batch.producer_id());
+        }
+    }
+    ids
+}
