@@ -53,6 +53,10 @@ pub const PREDICTIONS: [(Strategy, Topology, &str, &[Class]); 5] = [
     ),
 ];
 
+/// Runs `mirrorlog simulate` allows the shrinker per anomalous cell: enough for a minimal reproduction of the
+/// default scripts (a few hundred steps) in about 5 seconds for the whole matrix.
+pub const DEFAULT_SHRINK_BUDGET: usize = 300;
+
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct MatrixOptions {

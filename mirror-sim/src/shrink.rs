@@ -1,6 +1,6 @@
-//! Minimal reproductions: a script reduced to the fewest steps that still show an anomaly class, by removing
-//! chunks of steps (halves, then quarters, … then single steps) while the class stays non-zero — delta
-//! debugging's complement pass. Any subsequence of a script is a valid script (see [`crate::script`]), so every
+//! Minimal reproductions: a script reduced to the fewest steps that still show an anomaly class — first the
+//! shortest prefix that shows it (binary search), then by removing chunks of steps (halves, then quarters, …
+//! then single steps) while the class stays non-zero, delta debugging's complement pass. Any subsequence of a script is a valid script (see [`crate::script`]), so every
 //! candidate runs.
 
 use serde::{Deserialize, Serialize};
@@ -112,8 +112,23 @@ pub fn shrink(
     class: Class,
     budget: usize,
 ) -> Result<Reproduction, SimError> {
-    let mut steps: Vec<Step> = script.steps.clone();
     let mut runs = 0;
+    // First the shortest prefix that still shows it (a binary search: an anomaly, once shown, stays in the logs).
+    let (mut low, mut high) = (0, script.steps.len());
+    while low < high && runs < budget {
+        let middle = (low + high) / 2;
+        runs += 1;
+        let prefix = Script {
+            clusters: script.clusters.clone(),
+            steps: script.steps[..middle].to_vec(),
+        };
+        if shows(&prefix, strategy, backend, class)? {
+            high = middle;
+        } else {
+            low = middle + 1;
+        }
+    }
+    let mut steps: Vec<Step> = script.steps[..high].to_vec();
     let mut chunk = steps.len().div_ceil(2).max(1);
     loop {
         let mut start = 0;

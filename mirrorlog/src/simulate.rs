@@ -4,14 +4,12 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use mirror_sim::report::{render_text, run_matrix, MatrixOptions};
+use mirror_sim::report::{render_text, run_matrix, MatrixOptions, DEFAULT_SHRINK_BUDGET};
 use mirror_sim::shrink::Reproduction;
 use mirror_sim::{run_script, Backend, Strategy, Topology};
 
 use crate::error::CliError;
 
-/// Runs allowed for shrinking each cell's first anomaly.
-const SHRINK_BUDGET: usize = 60;
 
 /// What `simulate` was asked.
 pub struct SimulateArgs {
@@ -69,7 +67,7 @@ pub fn simulate(args: SimulateArgs, out: &mut dyn Write) -> Result<bool, CliErro
         seed: args.seed,
         steps: args.steps,
         backend,
-        shrink_budget: SHRINK_BUDGET,
+        shrink_budget: DEFAULT_SHRINK_BUDGET,
     };
     let total = (options.topologies.len() * 2 * options.strategies.len()) as u64;
     let bar = indicatif::ProgressBar::new(total);
