@@ -10,7 +10,6 @@ use mirror_sim::{run_script, Backend, Strategy, Topology};
 
 use crate::error::CliError;
 
-
 /// What `simulate` was asked.
 pub struct SimulateArgs {
     /// `--topology`: a name or `all`.
