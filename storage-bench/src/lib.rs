@@ -10,7 +10,15 @@
 //! `MIRRORLOG_BENCH_BACKENDS` (e.g. `fs,rocks`) which backends run. A watchdog ends the run with a message when
 //! one measurement makes no progress for `MIRRORLOG_BENCH_STALL_SECS` (default 300): sled 0.34.7 can deadlock
 //! inside `apply_batch` (upstream issue spacejam/sled#1412), and a hung benchmark should say so.
+//!
+//! The macro benchmark of `cargo xtask bench` lives in [`suite`] (every measurement across backends), [`report`]
+//! (JSON, Markdown, comparison) and [`svg`] (charts); the `bench-report` binary runs it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+pub mod micro;
+pub mod report;
+pub mod suite;
+pub mod svg;
 
 use std::fs::File;
 use std::io::{Read, Write};

@@ -1,4 +1,4 @@
-//! [`FaultyStore`]: a backend wrapper whose syncs fail or stall on command.
+//! [`FaultyStore`]: a backend wrapper whose syncs fail or stall, and whose appends slow down, on command.
 //!
 //! It sits *below* `storage`'s checks (it is a [`BlockingStore`] like any backend), so a failure it injects is
 //! seen by the contract exactly as a real failed fsync would be: the partition is poisoned. A delay it injects
@@ -20,6 +20,7 @@ use storage::{
 pub struct StoreFaults {
     fail_next_sync: Mutex<BTreeSet<PartitionId>>,
     sync_delay: Mutex<BTreeMap<PartitionId, Duration>>,
+    append_delay: Mutex<Option<Duration>>,
 }
 
 impl StoreFaults {
@@ -31,6 +32,12 @@ impl StoreFaults {
     /// Makes every `flush(Sync)` of `id` sleep `delay` first (a slow disk).
     pub fn delay_syncs(&self, id: &PartitionId, delay: Duration) {
         self.sync_delay.lock().unwrap().insert(id.clone(), delay);
+    }
+
+    /// Makes every append of every partition sleep `delay` first (a deliberately slow backend: what a benchmark
+    /// must show as slower).
+    pub fn delay_appends(&self, delay: Duration) {
+        *self.append_delay.lock().unwrap() = Some(delay);
     }
 }
 
@@ -112,6 +119,10 @@ impl BlockingPartition for FaultyBlockingPartition {
         self.inner.reads_are_cheap()
     }
     fn append(&mut self, batches: &[RecordBatch]) -> storage::Result<()> {
+        let delay = *self.faults.append_delay.lock().unwrap();
+        if let Some(delay) = delay {
+            std::thread::sleep(delay);
+        }
         self.inner.append(batches)
     }
     fn read(&self, from_offset: i64, max_bytes: usize) -> storage::Result<Vec<RecordBatch>> {

@@ -3,7 +3,11 @@
 //! - `cargo xtask test`: installs what the build needs from the system when missing (or stops with the exact
 //!   command), then `cargo fmt --all --check`, `cargo clippy --workspace --all-targets -- -D warnings` and
 //!   `cargo test --workspace`. This is the README's test command and what `.ci/run` calls.
-//! - `cargo xtask bench`: runs the criterion benchmarks and prints where the reports are.
+//! - `cargo xtask bench [--quick] [--backends fs,sled,rocks,memory] [--only ID]... [--out DIR]`: builds in release
+//!   mode, runs the micro-benchmark headlines (criterion) and the cross-backend macro benchmark
+//!   (`storage-bench`'s `bench-report`), and writes `DIR/report.md`, `DIR/report.json` and SVG charts (default
+//!   `target/bench-report`). `cargo xtask bench --compare OLD.json NEW.json` prints the ratio per measurement and
+//!   flags regressions beyond the measured noise.
 //! - `cargo xtask fuzz <target> [seconds]`: runs a cargo-fuzz target (installs cargo-fuzz on first use).
 
 use std::env;
@@ -178,17 +182,89 @@ fn test() -> Result<(), String> {
     Ok(())
 }
 
+fn target_dir() -> PathBuf {
+    env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"))
+}
+
+/// The value following `flag` in `args`, if any.
+fn flag_value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
+    args.iter()
+        .position(|arg| arg == flag)
+        .and_then(|index| args.get(index + 1))
+        .map(String::as_str)
+}
+
 fn bench(args: &[String]) -> Result<(), String> {
     ensure_system_requirements()?;
-    let mut command = cargo();
-    command.args(["bench", "--workspace"]);
-    if !args.is_empty() {
-        command.arg("--").args(args);
+    let report = |extra: &[String], features: &[&str]| {
+        let mut command = cargo();
+        command.args([
+            "run",
+            "--release",
+            "-q",
+            "-p",
+            "storage-bench",
+            "--bin",
+            "bench-report",
+        ]);
+        if !features.is_empty() {
+            command.arg("--features").arg(features.join(","));
+        }
+        command.arg("--").args(extra);
+        command
+    };
+    if args.iter().any(|arg| arg == "--compare") {
+        return run("bench-report --compare", &mut report(args, &[]));
     }
-    run("cargo bench --workspace", &mut command)?;
-    let target = env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
-    eprintln!("==> criterion reports under {target}/criterion; figures are recorded in docs/benchmarks.md");
-    Ok(())
+    let quick = args.iter().any(|arg| arg == "--quick");
+    let backends = flag_value(args, "--backends").unwrap_or("fs,sled,rocks,memory");
+    let rocks = backends.split(',').any(|name| name.trim() == "rocks");
+    if rocks {
+        let built = std::fs::read_dir(target_dir().join("release/build"))
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .any(|entry| entry.file_name().to_string_lossy().starts_with("librocksdb-sys-"))
+            })
+            .unwrap_or(false);
+        if !built {
+            eprintln!(
+                "==> the release build compiles RocksDB from source first: about 15–20 minutes on 2 cores (once; \
+                 `--backends fs,sled,memory` skips it)"
+            );
+        }
+    }
+    // The micro-benchmark headlines (criterion), shorter under --quick.
+    let timing: &[&str] = if quick {
+        &["--warm-up-time", "1", "--measurement-time", "1"]
+    } else {
+        &["--warm-up-time", "2", "--measurement-time", "5"]
+    };
+    for (package, bench, filter) in [
+        ("record-format", "codec", "validate|iterate_1000|encode_1000"),
+        ("producer-state", "psm", "validated_appends"),
+    ] {
+        let mut command = cargo();
+        command
+            .args(["bench", "-q", "-p", package, "--bench", bench, "--", filter])
+            .args(timing);
+        run(&format!("criterion: {package} {bench}"), &mut command)?;
+    }
+    let mut extra: Vec<String> = args.to_vec();
+    if !args.iter().any(|arg| arg == "--out") {
+        extra.extend([
+            "--out".to_owned(),
+            target_dir().join("bench-report").display().to_string(),
+        ]);
+    }
+    extra.extend([
+        "--criterion".to_owned(),
+        target_dir().join("criterion").display().to_string(),
+    ]);
+    let features: &[&str] = if rocks { &["rocks"] } else { &[] };
+    run("bench-report", &mut report(&extra, features))
 }
 
 fn fuzz(args: &[String]) -> Result<(), String> {
@@ -235,7 +311,7 @@ fn main() -> ExitCode {
         Some("test") => test(),
         Some("bench") => bench(&args[1..]),
         Some("fuzz") => fuzz(&args[1..]),
-        _ => Err("usage: cargo xtask <test | bench [criterion args] | fuzz <target> [seconds]>".into()),
+        _ => Err("usage: cargo xtask <test | bench [--quick] [--backends LIST] [--only ID]... [--out DIR] | bench --compare OLD.json NEW.json | fuzz <target> [seconds]>".into()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

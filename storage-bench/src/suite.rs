@@ -1,0 +1,697 @@
+//! The macro benchmark behind `cargo xtask bench`: fixed work per measurement, the same on every backend, each
+//! figure next to a baseline measured in the same run (redb's `redb-bench` pattern).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use mirror_fsm::{Event, LocalFetcher, MirrorDriver};
+use partition_log::{LogConfig, PartitionLog};
+use producer_state::{AppendOrigin, ProducerStateManager, PsmConfig, TransactionVersion};
+use record_format::{BatchBuilder, RecordBatch};
+use storage::{Durability, PartitionId, Storage};
+
+use crate::report::{Measurement, Skipped};
+use crate::{append_raw, batches, read_raw};
+
+/// How much work each measurement does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sizes {
+    /// MiB appended per append run (and read back).
+    pub append_mib: usize,
+    /// Producers in the snapshot measurement.
+    pub snapshot_producers: i64,
+    /// Batches in the recovered partition.
+    pub recovery_batches: usize,
+    /// Batches appended through the partition log.
+    pub log_batches: usize,
+    /// MiB mirrored.
+    pub mirror_mib: usize,
+    /// Partitions failed over.
+    pub failover_partitions: usize,
+    /// Runs per figure.
+    pub runs: usize,
+}
+
+impl Sizes {
+    /// The full run.
+    pub const FULL: Sizes = Sizes {
+        append_mib: 64,
+        snapshot_producers: 100_000,
+        recovery_batches: 1_000_000,
+        log_batches: 100_000,
+        mirror_mib: 64,
+        failover_partitions: 1_000,
+        runs: 3,
+    };
+    /// `--quick`: a fraction of the work, one run.
+    pub const QUICK: Sizes = Sizes {
+        append_mib: 8,
+        snapshot_producers: 20_000,
+        recovery_batches: 50_000,
+        log_batches: 10_000,
+        mirror_mib: 8,
+        failover_partitions: 100,
+        runs: 1,
+    };
+    /// Tests: tiny sizes.
+    pub const TINY: Sizes = Sizes {
+        append_mib: 1,
+        snapshot_producers: 500,
+        recovery_batches: 500,
+        log_batches: 200,
+        mirror_mib: 1,
+        failover_partitions: 4,
+        runs: 1,
+    };
+}
+
+/// Opens a store of a backend in a directory.
+pub type Opener = Arc<dyn Fn(&Path) -> Box<dyn Storage> + Send + Sync>;
+
+/// A backend under test.
+#[derive(Clone)]
+pub struct BenchBackend {
+    /// Its name in the report.
+    pub name: String,
+    /// True when a store reopened from its directory finds what was written (false: memory).
+    pub persistent: bool,
+    /// Opens a store.
+    pub open: Opener,
+}
+
+impl std::fmt::Debug for BenchBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BenchBackend")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The backends named in `names` that this build holds (through the `storage-config` registry), and the others
+/// with the reason they are skipped.
+pub fn registry(names: &[String]) -> (Vec<BenchBackend>, Vec<Skipped>) {
+    let mut backends = Vec::new();
+    let mut skipped = Vec::new();
+    for name in names {
+        match storage_config::StorageConfig::for_backend(name, Path::new(".")) {
+            Err(error) => skipped.push(Skipped {
+                backend: name.clone(),
+                reason: error.to_string(),
+            }),
+            Ok(config) if !config.is_compiled() => skipped.push(Skipped {
+                backend: name.clone(),
+                reason: format!("not in this build (cargo feature `{name}`)"),
+            }),
+            Ok(_) => {
+                let backend = name.clone();
+                let persistent = name != "memory";
+                let open: Opener = Arc::new(move |dir: &Path| {
+                    storage_config::StorageConfig::for_backend(&backend, dir)
+                        .and_then(|config| config.open())
+                        .unwrap_or_else(|error| panic!("opening {backend} in {}: {error}", dir.display()))
+                });
+                backends.push(BenchBackend {
+                    name: name.clone(),
+                    persistent,
+                    open,
+                });
+            }
+        }
+    }
+    (backends, skipped)
+}
+
+fn partition(name: &str) -> PartitionId {
+    PartitionId::new(name, 0).unwrap()
+}
+
+fn mib_per_s(bytes: usize, elapsed: Duration) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0) / elapsed.as_secs_f64()
+}
+
+fn ms(elapsed: Duration) -> f64 {
+    elapsed.as_secs_f64() * 1e3
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Every measurement's id, in run order (the ids `--only` takes).
+pub const MEASUREMENTS: [&str; 11] = [
+    "append-1k-nosync",
+    "append-1k-sync",
+    "append-64k-nosync",
+    "append-64k-sync",
+    "read-sequential",
+    "snapshot",
+    "recovery-from-snapshot",
+    "recovery-replay",
+    "log-appends",
+    "mirror-copy",
+    "failover",
+];
+
+/// Runs the selected measurements (`only` empty: all) on every backend; `progress` hears each (id, backend)
+/// before it starts.
+pub fn run(
+    sizes: Sizes,
+    backends: &[BenchBackend],
+    only: &[String],
+    progress: &mut dyn FnMut(&str, &str),
+) -> Vec<Measurement> {
+    let selected = |id: &str| only.is_empty() || only.iter().any(|o| o == id);
+    let mut out = Vec::new();
+    for (kib, sync) in [(1, false), (1, true), (64, false), (64, true)] {
+        let id = format!("append-{kib}k-{}", if sync { "sync" } else { "nosync" });
+        if !selected(&id) {
+            continue;
+        }
+        let mut m = measurement(
+            &id,
+            &format!(
+                "Appends, {kib} KiB batches, {}",
+                if sync { "synced every 1 MiB" } else { "no sync" }
+            ),
+            "MiB/s",
+            true,
+            Some("a raw sequential file write of the same bytes, same sync pattern"),
+            None,
+            sizes.runs,
+        );
+        let work = batches(kib * 1024, sizes.append_mib << 20);
+        let bytes: usize = work.iter().map(RecordBatch::size).sum();
+        let sync_every = sync.then_some(1 << 20);
+        for backend in backends {
+            progress(&id, &backend.name);
+            let (mut ours, mut raw) = (Vec::new(), Vec::new());
+            for _ in 0..sizes.runs {
+                let dir = tempfile::tempdir().unwrap();
+                let store = (backend.open)(dir.path());
+                ours.push(mib_per_s(
+                    bytes,
+                    runtime().block_on(append(&*store, &work, sync_every)),
+                ));
+                let raw_dir = tempfile::tempdir().unwrap();
+                raw.push(mib_per_s(bytes, append_raw(raw_dir.path(), &work, sync_every)));
+            }
+            m.add(&backend.name, &ours, Some(&raw));
+        }
+        out.push(m);
+    }
+    if selected("read-sequential") {
+        let mut m = measurement(
+            "read-sequential",
+            "Sequential read of the whole log",
+            "MiB/s",
+            true,
+            Some("a raw sequential read of the backend's files (memory: of a file of the same bytes)"),
+            None,
+            sizes.runs,
+        );
+        let work = batches(16 * 1024, sizes.append_mib << 20);
+        for backend in backends {
+            progress("read-sequential", &backend.name);
+            let dir = tempfile::tempdir().unwrap();
+            let rt = runtime();
+            let mut kept = Some((backend.open)(dir.path()));
+            if let Some(store) = &kept {
+                rt.block_on(append(&**store, &work, Some(16 << 20)));
+            }
+            if backend.persistent {
+                // Closed before each reopen (sled and RocksDB lock their directory).
+                kept = None;
+            }
+            let raw_dir = raw_copy_dir(backend, dir.path(), &work);
+            let (mut ours, mut raw) = (Vec::new(), Vec::new());
+            for _ in 0..sizes.runs {
+                let reopened = kept.is_none().then(|| (backend.open)(dir.path()));
+                let Some(store) = reopened.as_ref().or(kept.as_ref()) else {
+                    continue;
+                };
+                let (elapsed, bytes) = rt.block_on(read_all(&**store));
+                ours.push(mib_per_s(bytes, elapsed));
+                let (raw_elapsed, raw_bytes) = read_raw(raw_dir.as_deref().unwrap_or(dir.path()));
+                raw.push(mib_per_s(raw_bytes, raw_elapsed));
+            }
+            m.add(&backend.name, &ours, Some(&raw));
+        }
+        out.push(m);
+    }
+    if selected("snapshot") {
+        let mut m = measurement(
+            "snapshot",
+            &format!(
+                "Producer-state snapshot of {} producers: write (synced) + read",
+                sizes.snapshot_producers
+            ),
+            "ms",
+            false,
+            Some("a raw file write + fsync + read of the same bytes"),
+            None,
+            sizes.runs,
+        );
+        let snapshot = snapshot_bytes(sizes.snapshot_producers);
+        for backend in backends {
+            progress("snapshot", &backend.name);
+            let (mut ours, mut raw) = (Vec::new(), Vec::new());
+            for _ in 0..sizes.runs {
+                let dir = tempfile::tempdir().unwrap();
+                let store = (backend.open)(dir.path());
+                ours.push(ms(runtime().block_on(snapshot_round_trip(&*store, &snapshot))));
+                let raw_dir = tempfile::tempdir().unwrap();
+                raw.push(ms(raw_round_trip(raw_dir.path(), &snapshot)));
+            }
+            m.add(&backend.name, &ours, Some(&raw));
+        }
+        out.push(m);
+    }
+    for (id, from_snapshot) in [("recovery-from-snapshot", true), ("recovery-replay", false)] {
+        if !selected(id) {
+            continue;
+        }
+        let mut m = measurement(
+            id,
+            &format!(
+                "Opening a partition of {} batches {}",
+                sizes.recovery_batches,
+                if from_snapshot {
+                    "from its snapshot (clean shutdown)"
+                } else {
+                    "without a snapshot (full replay)"
+                }
+            ),
+            "ms",
+            false,
+            Some("a raw read of the partition's files (memory: of a file of the same bytes)"),
+            None,
+            sizes.runs,
+        );
+        for backend in backends {
+            progress(id, &backend.name);
+            let dir = tempfile::tempdir().unwrap();
+            let rt = runtime();
+            let store = (backend.open)(dir.path());
+            let work = rt.block_on(fill_log(&*store, sizes.recovery_batches, from_snapshot));
+            // Persistent stores are opened again from their directory, as after a restart.
+            let kept = (!backend.persistent).then_some(store);
+            let raw_dir = raw_copy_dir(backend, dir.path(), &work);
+            let (mut ours, mut raw) = (Vec::new(), Vec::new());
+            for _ in 0..sizes.runs {
+                ours.push(ms(rt.block_on(open_log(backend, dir.path(), kept.as_deref()))));
+                raw.push(ms(read_raw(raw_dir.as_deref().unwrap_or(dir.path())).0));
+            }
+            m.add(&backend.name, &ours, Some(&raw));
+        }
+        out.push(m);
+    }
+    if selected("log-appends") {
+        let mut m = measurement(
+            "log-appends",
+            "Client appends through the partition log (1 KiB batches, 100 idempotent producers)",
+            "batches/s",
+            true,
+            Some("the same batches appended straight to the backend's partition"),
+            Some(0.87),
+            sizes.runs,
+        );
+        for backend in backends {
+            progress("log-appends", &backend.name);
+            let (mut ours, mut raw) = (Vec::new(), Vec::new());
+            for _ in 0..sizes.runs {
+                let (through_log, straight) = runtime().block_on(log_appends(backend, sizes.log_batches));
+                ours.push(sizes.log_batches as f64 / through_log.as_secs_f64());
+                raw.push(sizes.log_batches as f64 / straight.as_secs_f64());
+            }
+            m.add(&backend.name, &ours, Some(&raw));
+        }
+        out.push(m);
+    }
+    if selected("mirror-copy") {
+        let mut m = measurement(
+            "mirror-copy",
+            "Mirroring: a destination catching up from a source partition (1 KiB batches)",
+            "MiB/s",
+            true,
+            Some("a raw copy of the same bytes from one file to another"),
+            Some(0.8),
+            sizes.runs,
+        );
+        for backend in backends {
+            progress("mirror-copy", &backend.name);
+            let (mut ours, mut raw) = (Vec::new(), Vec::new());
+            for _ in 0..sizes.runs {
+                let (elapsed, bytes, raw_elapsed) =
+                    runtime().block_on(mirror_copy(backend, sizes.mirror_mib));
+                ours.push(mib_per_s(bytes, elapsed));
+                raw.push(mib_per_s(bytes, raw_elapsed));
+            }
+            m.add(&backend.name, &ours, Some(&raw));
+        }
+        out.push(m);
+    }
+    if selected("failover") {
+        let n = sizes.failover_partitions;
+        let mut m = measurement(
+            "failover",
+            &format!("Failover (STOPPING with the barrier) of {n} mirrored partitions, one after another"),
+            "ms",
+            false,
+            Some("the budget: 1 ms per partition (10,000 partitions in 10 s)"),
+            Some(1.0),
+            sizes.runs,
+        );
+        for backend in backends {
+            progress("failover", &backend.name);
+            let mut ours = Vec::new();
+            for _ in 0..sizes.runs {
+                ours.push(ms(runtime().block_on(failover(backend, n))));
+            }
+            let budget = vec![n as f64; ours.len()];
+            m.add(&backend.name, &ours, Some(&budget));
+        }
+        out.push(m);
+    }
+    out
+}
+
+fn measurement(
+    id: &str,
+    title: &str,
+    unit: &str,
+    higher_is_better: bool,
+    baseline: Option<&str>,
+    target_ratio: Option<f64>,
+    runs: usize,
+) -> Measurement {
+    Measurement {
+        id: id.to_owned(),
+        title: title.to_owned(),
+        unit: unit.to_owned(),
+        higher_is_better,
+        baseline: baseline.map(str::to_owned),
+        target_ratio,
+        runs,
+        figures: Vec::new(),
+    }
+}
+
+/// For a backend without files (memory), a directory holding the same bytes in one file, so the raw baseline
+/// reads what the backend holds.
+fn raw_copy_dir(backend: &BenchBackend, _dir: &Path, work: &[RecordBatch]) -> Option<std::path::PathBuf> {
+    if backend.persistent {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap().keep();
+    append_raw(&dir, work, None);
+    Some(dir)
+}
+
+async fn append(store: &dyn Storage, work: &[RecordBatch], sync_every: Option<usize>) -> Duration {
+    let mut partition = store.create(&partition("bench")).await.unwrap();
+    let started = Instant::now();
+    let mut since = 0;
+    for batch in work {
+        partition.append(std::slice::from_ref(batch)).await.unwrap();
+        since += batch.size();
+        if sync_every.is_some_and(|every| since >= every) {
+            partition.flush(Durability::Sync).await.unwrap();
+            since = 0;
+        }
+    }
+    let last = if sync_every.is_some() {
+        Durability::Sync
+    } else {
+        Durability::Buffered
+    };
+    partition.flush(last).await.unwrap();
+    started.elapsed()
+}
+
+async fn read_all(store: &dyn Storage) -> (Duration, usize) {
+    let partition = store.open(&partition("bench")).await.unwrap();
+    let started = Instant::now();
+    let (mut offset, mut bytes) = (partition.log_start_offset(), 0);
+    while offset < partition.log_end_offset() {
+        let batches = partition.read(offset, 1 << 20).await.unwrap();
+        let Some(last) = batches.last() else {
+            break;
+        };
+        offset = last.next_offset();
+        bytes += batches.iter().map(RecordBatch::size).sum::<usize>();
+    }
+    (started.elapsed(), bytes)
+}
+
+/// A producer-state snapshot of `producers` producers (each with one batch).
+fn snapshot_bytes(producers: i64) -> Vec<u8> {
+    let mut psm = ProducerStateManager::new(PsmConfig::default());
+    let work: Vec<RecordBatch> = (0..producers)
+        .map(|producer| {
+            let mut builder = BatchBuilder::new().base_offset(producer).producer(producer, 0, 0);
+            builder.add(1_000, None, Some(b"v"), &[]);
+            builder.build().unwrap()
+        })
+        .collect();
+    let mut aborted = Vec::new();
+    psm.replay_batches(&work, &mut aborted).unwrap();
+    psm.take_snapshot_bytes().unwrap().1
+}
+
+async fn snapshot_round_trip(store: &dyn Storage, snapshot: &[u8]) -> Duration {
+    let mut partition = store.create(&partition("snap")).await.unwrap();
+    let bytes = Bytes::copy_from_slice(snapshot);
+    let started = Instant::now();
+    partition.put_snapshot(100, bytes).await.unwrap();
+    partition.flush(Durability::Sync).await.unwrap();
+    let (_, read) = partition.snapshot_at_or_below(100).await.unwrap().unwrap();
+    assert_eq!(read.len(), snapshot.len());
+    started.elapsed()
+}
+
+fn raw_round_trip(dir: &Path, snapshot: &[u8]) -> Duration {
+    use std::io::{Read, Write};
+    let path = dir.join("raw.snapshot");
+    let started = Instant::now();
+    let mut file = std::fs::File::create(&path).unwrap();
+    file.write_all(snapshot).unwrap();
+    file.sync_all().unwrap();
+    let mut read = Vec::with_capacity(snapshot.len());
+    std::fs::File::open(&path)
+        .unwrap()
+        .read_to_end(&mut read)
+        .unwrap();
+    assert_eq!(read.len(), snapshot.len());
+    started.elapsed()
+}
+
+fn log_config() -> LogConfig {
+    LogConfig {
+        producer_state: PsmConfig {
+            cluster_id: Some("bench".to_owned()),
+            ..PsmConfig::default()
+        },
+        ..LogConfig::default()
+    }
+}
+
+fn client_batch(producer: i64, sequence: i32, value_len: usize) -> RecordBatch {
+    let value = vec![b'b'; value_len];
+    let mut builder = BatchBuilder::new().producer(producer, 0, sequence);
+    builder.add(1_000, Some(b"key"), Some(&value), &[]);
+    builder.build().unwrap()
+}
+
+/// `count` client batches of 100 idempotent producers in turn, with their sequences.
+fn client_batches(count: usize, value_len: usize) -> Vec<RecordBatch> {
+    (0..count)
+        .map(|i| client_batch(i as i64 % 100, (i / 100) as i32, value_len))
+        .collect()
+}
+
+/// Fills a partition log with `count` client batches and closes it (with a snapshot when `snapshot`, without
+/// any when not); returns the batches as stored.
+async fn fill_log(store: &dyn Storage, count: usize, snapshot: bool) -> Vec<RecordBatch> {
+    let storage = store.create(&partition("recover")).await.unwrap();
+    let (mut log, _) = PartitionLog::open(storage, log_config(), 0).await.unwrap();
+    for batch in client_batches(count, 10) {
+        log.append_as_leader(vec![batch], AppendOrigin::Client, TransactionVersion::V0)
+            .await
+            .unwrap();
+    }
+    log.close().await.unwrap();
+    let mut storage = store.open(&partition("recover")).await.unwrap();
+    if !snapshot {
+        for offset in storage.snapshot_offsets().await.unwrap() {
+            storage.delete_snapshot(offset).await.unwrap();
+        }
+        // Not a clean shutdown either: the log must replay.
+        storage.put_metadata("log.clean-shutdown", b"0").await.unwrap();
+    }
+    storage.flush(Durability::Sync).await.unwrap();
+    let mut stored = Vec::new();
+    let mut offset = 0;
+    while offset < storage.log_end_offset() {
+        let batches = storage.read(offset, 1 << 20).await.unwrap();
+        offset = batches.last().unwrap().next_offset();
+        stored.extend(batches);
+    }
+    stored
+}
+
+async fn open_log(backend: &BenchBackend, dir: &Path, kept: Option<&dyn Storage>) -> Duration {
+    let started = Instant::now();
+    let reopened;
+    let store: &dyn Storage = match kept {
+        Some(store) => store,
+        None => {
+            reopened = (backend.open)(dir);
+            &*reopened
+        }
+    };
+    let storage = store.open(&partition("recover")).await.unwrap();
+    let (log, _) = PartitionLog::open(storage, log_config(), 0).await.unwrap();
+    let elapsed = started.elapsed();
+    assert!(log.log_end_offset() > 0);
+    // Leave it as found for the next run (no close: closing would write a snapshot).
+    drop(log);
+    elapsed
+}
+
+async fn log_appends(backend: &BenchBackend, count: usize) -> (Duration, Duration) {
+    let work = client_batches(count, 1024 - 90);
+    let dir = tempfile::tempdir().unwrap();
+    let store = (backend.open)(dir.path());
+    let storage = store.create(&partition("log")).await.unwrap();
+    let (mut log, _) = PartitionLog::open(storage, log_config(), 0).await.unwrap();
+    let started = Instant::now();
+    for batch in &work {
+        log.append_as_leader(vec![batch.clone()], AppendOrigin::Client, TransactionVersion::V0)
+            .await
+            .unwrap();
+    }
+    let through_log = started.elapsed();
+    let mut raw = store.create(&partition("raw")).await.unwrap();
+    let placed: Vec<RecordBatch> = work
+        .iter()
+        .enumerate()
+        .map(|(offset, batch)| {
+            let mut batch = batch.clone();
+            batch.set_base_offset(offset as i64);
+            batch
+        })
+        .collect();
+    let started = Instant::now();
+    for batch in &placed {
+        raw.append(std::slice::from_ref(batch)).await.unwrap();
+    }
+    (through_log, started.elapsed())
+}
+
+async fn mirror_copy(backend: &BenchBackend, mib: usize) -> (Duration, usize, Duration) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = (backend.open)(dir.path());
+    let work = client_batches((mib << 20) / 1024, 1024 - 90);
+    let storage = store.create(&partition("source")).await.unwrap();
+    let (mut source, _) = PartitionLog::open(storage, log_config(), 0).await.unwrap();
+    for batch in work {
+        source
+            .append_as_leader(vec![batch], AppendOrigin::Client, TransactionVersion::V0)
+            .await
+            .unwrap();
+    }
+    let end = source.log_end_offset();
+    source.advance_high_watermark(end);
+    let mut stored = Vec::new();
+    while stored.last().map_or(0, RecordBatch::next_offset) < end {
+        let from = stored.last().map_or(0, RecordBatch::next_offset);
+        stored.extend(source.read_for_replica(from, 1 << 20).await.unwrap());
+    }
+    let bytes: usize = stored.iter().map(RecordBatch::size).sum();
+    let source = mirror_fsm::shared(source);
+    let mut fetcher = LocalFetcher::new(&source, "source");
+    let storage = store.create(&partition("dest")).await.unwrap();
+    let (mut dest, _) = PartitionLog::open(storage, log_config(), 0).await.unwrap();
+    let started = Instant::now();
+    let mut driver = MirrorDriver::recover(&mut dest, &mut fetcher, "dest")
+        .await
+        .unwrap();
+    let start = Event::Start {
+        source_cluster_id: "source".to_owned(),
+    };
+    driver.handle(&mut dest, &mut fetcher, start).await.unwrap();
+    driver.catch_up(&mut dest, &mut fetcher).await.unwrap();
+    dest.flush(Durability::Buffered).await.unwrap();
+    let elapsed = started.elapsed();
+    assert_eq!(dest.log_end_offset(), end);
+    // The baseline: the same bytes copied from one file to another through a 1 MiB buffer.
+    let raw_dir = tempfile::tempdir().unwrap();
+    append_raw(raw_dir.path(), &stored, None);
+    let raw_elapsed = copy_file(&raw_dir.path().join("raw.log"), &raw_dir.path().join("copy.log"));
+    (elapsed, bytes, raw_elapsed)
+}
+
+fn copy_file(from: &Path, to: &Path) -> Duration {
+    use std::io::{Read, Write};
+    let started = Instant::now();
+    let mut input = std::fs::File::open(from).unwrap();
+    let mut output = std::fs::File::create(to).unwrap();
+    let mut buffer = vec![0u8; 1 << 20];
+    loop {
+        let n = input.read(&mut buffer).unwrap();
+        if n == 0 {
+            break;
+        }
+        output.write_all(&buffer[..n]).unwrap();
+    }
+    output.flush().unwrap();
+    started.elapsed()
+}
+
+/// `n` destination partitions mirroring one source of 100 producers, caught up, then stopped one after another;
+/// returns the time of the stops.
+async fn failover(backend: &BenchBackend, n: usize) -> Duration {
+    let dir = tempfile::tempdir().unwrap();
+    let store = (backend.open)(dir.path());
+    let storage = store.create(&partition("source")).await.unwrap();
+    let (mut source, _) = PartitionLog::open(storage, log_config(), 0).await.unwrap();
+    for batch in client_batches(100, 100) {
+        source
+            .append_as_leader(vec![batch], AppendOrigin::Client, TransactionVersion::V0)
+            .await
+            .unwrap();
+    }
+    let end = source.log_end_offset();
+    source.advance_high_watermark(end);
+    let source = mirror_fsm::shared(source);
+    let mut fetcher = LocalFetcher::new(&source, "source");
+    let mut total = Duration::ZERO;
+    // Groups bound the open files (an fs partition holds three).
+    for group in (0..n).collect::<Vec<_>>().chunks(500) {
+        let mut mirrors = Vec::new();
+        for i in group {
+            let storage = store.create(&partition(&format!("d{i}"))).await.unwrap();
+            let (mut log, _) = PartitionLog::open(storage, log_config(), 0).await.unwrap();
+            let mut driver = MirrorDriver::recover(&mut log, &mut fetcher, "dest")
+                .await
+                .unwrap();
+            let start = Event::Start {
+                source_cluster_id: "source".to_owned(),
+            };
+            driver.handle(&mut log, &mut fetcher, start).await.unwrap();
+            driver.catch_up(&mut log, &mut fetcher).await.unwrap();
+            mirrors.push((log, driver));
+        }
+        let started = Instant::now();
+        for (log, driver) in &mut mirrors {
+            driver.handle(log, &mut fetcher, Event::Stop).await.unwrap();
+        }
+        total += started.elapsed();
+    }
+    total
+}

@@ -1,0 +1,141 @@
+//! The macro benchmark's harness with tiny sizes: every measurement for every backend in a report that parses,
+//! valid SVG charts, and a deliberately slowed backend showing up as slower.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use storage::Storage;
+use storage_bench::report::{markdown, Report};
+use storage_bench::suite::{registry, run, BenchBackend, Sizes, MEASUREMENTS};
+use storage_testkit::FaultyStore;
+
+#[test]
+fn the_report_holds_every_measurement_for_every_backend_and_valid_charts() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_bench-report"))
+        .args(["--tiny", "--backends", "fs,memory,nonsense", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Report =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap()).unwrap();
+    let ids: Vec<&str> = report.measurements.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids, MEASUREMENTS.to_vec());
+    for measurement in &report.measurements {
+        let backends: Vec<&str> = measurement.figures.iter().map(|f| f.backend.as_str()).collect();
+        assert_eq!(backends, ["fs", "memory"], "{}", measurement.id);
+        for figure in &measurement.figures {
+            assert!(
+                figure.median.is_finite() && figure.median > 0.0,
+                "{}: {figure:?}",
+                measurement.id
+            );
+            assert!(
+                figure.baseline.is_some_and(|b| b > 0.0),
+                "{}: {figure:?}",
+                measurement.id
+            );
+        }
+        let svg = std::fs::read_to_string(dir.path().join("charts").join(format!("{}.svg", measurement.id)))
+            .unwrap();
+        let document = roxmltree::Document::parse(&svg).unwrap_or_else(|e| panic!("{}: {e}", measurement.id));
+        assert_eq!(document.root_element().tag_name().name(), "svg");
+        assert_eq!(
+            document.descendants().filter(|n| n.has_tag_name("rect")).count(),
+            1 + 2 * measurement.figures.len(),
+            "background, and a bar and a baseline bar per backend"
+        );
+    }
+    assert_eq!(
+        report.skipped.len(),
+        1,
+        "an unknown backend is reported as skipped"
+    );
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    assert_eq!(md, markdown(&report, "charts"));
+    assert!(md.contains("skipped **nonsense**"));
+}
+
+#[test]
+fn a_deliberately_slowed_backend_shows_up_as_slower() {
+    let (mut backends, _) = registry(&["fs".to_owned()]);
+    let slow = BenchBackend {
+        name: "fs+1ms-per-append".to_owned(),
+        persistent: true,
+        open: Arc::new(|dir: &std::path::Path| {
+            let store =
+                FaultyStore::new(storage_fs::FsStorage::open(storage_fs::FsConfig::new(dir)).unwrap());
+            store.faults().delay_appends(Duration::from_millis(1));
+            Box::new(store) as Box<dyn Storage>
+        }),
+    };
+    backends.push(slow);
+    let only = ["append-1k-nosync".to_owned(), "log-appends".to_owned()];
+    let measurements = run(Sizes::TINY, &backends, &only, &mut |_, _| {});
+    for measurement in &measurements {
+        let [fast, slow] = measurement.figures.as_slice() else {
+            panic!("{}: two figures", measurement.id);
+        };
+        assert!(
+            slow.median * 2.0 < fast.median,
+            "{}: slowed {} vs plain {}",
+            measurement.id,
+            slow.median,
+            fast.median
+        );
+    }
+}
+
+#[test]
+fn compare_flags_a_regression_beyond_the_noise_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let (backends, skipped) = registry(&["memory".to_owned()]);
+    let measurements = run(Sizes::TINY, &backends, &["snapshot".to_owned()], &mut |_, _| {});
+    let report = Report {
+        finished_unix_s: 0,
+        quick: true,
+        machine: storage_bench::report::Machine {
+            cpu: "test".into(),
+            cores: 1,
+            memory_mib: 1,
+            file_system: "test".into(),
+            os: "test".into(),
+        },
+        measurements,
+        skipped,
+    };
+    let (_, same) = storage_bench::report::compare(&report, &report);
+    assert_eq!(same, 0);
+    let mut slower = report.clone();
+    for figure in &mut slower.measurements[0].figures {
+        // Time measurements: a doubled median is a regression.
+        figure.median *= 2.0;
+        figure.min *= 2.0;
+        figure.max *= 2.0;
+    }
+    let (table, regressions) = storage_bench::report::compare(&report, &slower);
+    assert_eq!(regressions, 1, "{table}");
+    std::fs::write(
+        dir.path().join("old.json"),
+        serde_json::to_string(&report).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("new.json"),
+        serde_json::to_string(&slower).unwrap(),
+    )
+    .unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_bench-report"))
+        .arg("--compare")
+        .arg(dir.path().join("old.json"))
+        .arg(dir.path().join("new.json"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "a regression fails the comparison");
+    assert!(String::from_utf8_lossy(&output.stdout).contains("**regression**"));
+}
