@@ -13,7 +13,7 @@ use crate::batch::{
 };
 use crate::compression::{compress, Compression};
 use crate::error::{DecodeError, EncodeError};
-use crate::varint::{varint_size, varlong_size, write_varint, write_varlong};
+use crate::varint::{varint_size, varlong_size};
 
 /// Kafka's `NO_TIMESTAMP`.
 pub const NO_TIMESTAMP: i64 = -1;
@@ -57,18 +57,6 @@ fn length_i32(size: usize, what: &'static str) -> Result<i32, EncodeError> {
     i32::try_from(size).map_err(|_| EncodeError::TooLarge { what, size })
 }
 
-#[inline(always)]
-fn write_bytes_field(out: &mut Vec<u8>, field: Option<&Bytes>) {
-    match field {
-        None => write_varint(out, -1),
-        Some(bytes) => {
-            // Lengths were checked by `body_size` before anything was written.
-            write_varint(out, bytes.len() as i32);
-            out.extend_from_slice(bytes);
-        }
-    }
-}
-
 impl NewRecord {
     /// Size of the record body, `None` if any length does not fit Kafka's `i32` fields.
     #[inline]
@@ -100,23 +88,83 @@ impl NewRecord {
     /// Appends the encoded record (length varint included).
     pub fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
         let body_length = self.checked_body_size()?;
-        out.reserve(body_length as usize + 5);
-        self.write_body(out, body_length);
+        let start = out.len();
+        out.resize(start + varint_size(body_length) + body_length as usize, 0);
+        self.write_sized(
+            &mut Cursor {
+                buf: &mut out[start..],
+                pos: 0,
+            },
+            body_length,
+        );
         Ok(())
     }
 
-    /// Writes length varint and body; lengths were checked by `body_size`.
-    fn write_body(&self, out: &mut Vec<u8>, body_length: i32) {
-        write_varint(out, body_length);
-        out.push(self.attributes as u8);
-        write_varlong(out, self.timestamp_delta);
-        write_varint(out, self.offset_delta);
-        write_bytes_field(out, self.key.as_ref());
-        write_bytes_field(out, self.value.as_ref());
-        write_varint(out, self.headers.len() as i32);
+    /// Writes length varint and body into a buffer sized for them; lengths were checked by `body_size`.
+    #[inline(always)]
+    fn write_sized(&self, out: &mut Cursor<'_>, body_length: i32) {
+        out.varint(body_length);
+        out.byte(self.attributes as u8);
+        out.varlong(self.timestamp_delta);
+        out.varint(self.offset_delta);
+        out.bytes_field(self.key.as_deref());
+        out.bytes_field(self.value.as_deref());
+        out.varint(self.headers.len() as i32);
         for header in &self.headers {
-            write_bytes_field(out, Some(&header.key));
-            write_bytes_field(out, header.value.as_ref());
+            out.bytes_field(Some(&header.key));
+            out.bytes_field(header.value.as_deref());
+        }
+    }
+}
+
+/// Writes into a buffer allocated at its final size: each field is one bounds-checked copy, with no capacity
+/// bookkeeping per field (the sizes were computed by `NewRecord::body_size`, from the same fields).
+struct Cursor<'a> {
+    buf: &'a mut [u8],
+    pos: usize,
+}
+
+impl Cursor<'_> {
+    #[inline(always)]
+    fn put(&mut self, bytes: &[u8]) {
+        let end = self.pos + bytes.len();
+        self.buf[self.pos..end].copy_from_slice(bytes);
+        self.pos = end;
+    }
+
+    #[inline(always)]
+    fn byte(&mut self, byte: u8) {
+        self.buf[self.pos] = byte;
+        self.pos += 1;
+    }
+
+    #[inline(always)]
+    fn unsigned(&mut self, mut value: u64) {
+        while value >= 0x80 {
+            self.byte((value as u8) | 0x80);
+            value >>= 7;
+        }
+        self.byte(value as u8);
+    }
+
+    #[inline(always)]
+    fn varint(&mut self, value: i32) {
+        self.unsigned(u64::from(((value << 1) ^ (value >> 31)) as u32));
+    }
+
+    #[inline(always)]
+    fn varlong(&mut self, value: i64) {
+        self.unsigned(((value << 1) ^ (value >> 63)) as u64);
+    }
+
+    #[inline(always)]
+    fn bytes_field(&mut self, field: Option<&[u8]>) {
+        match field {
+            None => self.varint(-1),
+            Some(bytes) => {
+                self.varint(bytes.len() as i32);
+                self.put(bytes);
+            }
         }
     }
 }
@@ -383,13 +431,23 @@ impl BatchBuilder {
         debug_assert_eq!(out.len(), RECORD_BATCH_OVERHEAD);
 
         if codec == Compression::None {
+            out.resize(RECORD_BATCH_OVERHEAD.saturating_add(records_size), 0);
+            let mut cursor = Cursor {
+                buf: &mut out[RECORD_BATCH_OVERHEAD..],
+                pos: 0,
+            };
             for (record, &body_size) in self.records.iter().zip(&body_sizes) {
-                record.write_body(&mut out, body_size);
+                record.write_sized(&mut cursor, body_size);
             }
+            debug_assert_eq!(cursor.pos, records_size);
         } else {
-            let mut plain = Vec::with_capacity(records_size);
+            let mut plain = vec![0; records_size];
+            let mut cursor = Cursor {
+                buf: &mut plain,
+                pos: 0,
+            };
             for (record, &body_size) in self.records.iter().zip(&body_sizes) {
-                record.write_body(&mut plain, body_size);
+                record.write_sized(&mut cursor, body_size);
             }
             out.extend_from_slice(&compress(codec, &plain)?);
         }
