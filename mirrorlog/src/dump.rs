@@ -9,7 +9,6 @@
 use std::io::Write;
 use std::path::Path;
 
-use record_format::control::ControlKey;
 use record_format::{
     ControlRecord, DecodeError, Record, RecordBatch, SegmentBatch, SegmentError, SegmentReader,
 };
@@ -78,7 +77,7 @@ struct ControlJson {
 }
 
 #[derive(Serialize)]
-struct BatchJson {
+struct BatchJson<'r> {
     file_offset: u64,
     size: usize,
     base_offset: i64,
@@ -98,16 +97,69 @@ struct BatchJson {
     last_sequence: i32,
     record_count: i32,
     records_section: RecordsSectionJson,
-    records: Vec<RecordJson>,
+    records: RecordsJson<'r>,
     #[serde(skip_serializing_if = "Option::is_none")]
     control: Option<ControlJson>,
 }
 
-/// A batch with its records and control records fully decoded.
-struct DecodedBatch<'a> {
+/// A batch whose records were all checked (first pass): what the second pass needs to stream it.
+struct CheckedBatch<'a> {
     found: &'a SegmentBatch,
+    records: &'a record_format::Records<'a>,
     uncompressed_size: usize,
-    records: Vec<(Record<'a>, Option<(ControlKey, ControlRecord)>)>,
+}
+
+/// The records of a checked batch, serialised one at a time as they are decoded again: no per-batch structure
+/// grows with the record count (a batch of millions of tiny records costs what one record costs).
+struct RecordsJson<'r> {
+    records: &'r record_format::Records<'r>,
+    is_control: bool,
+}
+
+impl Serialize for RecordsJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{Error as _, SerializeSeq};
+        let mut seq = serializer.serialize_seq(None)?;
+        let mut failed = None;
+        record_format::visit_records(self.records, self.is_control, |record, _| {
+            if failed.is_none() {
+                failed = seq.serialize_element(&record_json(&record)).err();
+            }
+        })
+        .map_err(S::Error::custom)?;
+        if let Some(error) = failed {
+            return Err(error);
+        }
+        seq.end()
+    }
+}
+
+/// First pass: every record (and control record) decodes; returns the batch's control JSON (from its first
+/// control record) for the second pass.
+fn check<'a>(
+    found: &'a SegmentBatch,
+    records: &'a record_format::Records<'a>,
+) -> Result<(CheckedBatch<'a>, Option<ControlJson>), DecodeError> {
+    let mut control = None;
+    record_format::visit_records(records, found.batch.is_control(), |record, decoded| {
+        if let (None, Some((key, value))) = (&control, decoded) {
+            control = Some(ControlJson {
+                key_version: key.version,
+                control_type: key.control_type,
+                type_name: value.type_name(),
+                key_hex: record.key.map(hex),
+                value_hex: record.value.map(hex),
+                value_fields: control_value_fields(&value),
+                record_hex: hex(record.encoded),
+            });
+        }
+    })?;
+    let checked = CheckedBatch {
+        found,
+        records,
+        uncompressed_size: records.section().len(),
+    };
+    Ok((checked, control))
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -122,21 +174,6 @@ fn hex(bytes: &[u8]) -> String {
 
 fn length_or_null(bytes: Option<&[u8]>) -> i64 {
     bytes.map_or(-1, |bytes| bytes.len() as i64)
-}
-
-fn decode_fully<'a>(
-    found: &'a SegmentBatch,
-    records: &'a record_format::Records<'a>,
-) -> Result<DecodedBatch<'a>, DecodeError> {
-    let mut decoded = Vec::new();
-    record_format::visit_records(records, found.batch.is_control(), |record, control| {
-        decoded.push((record, control))
-    })?;
-    Ok(DecodedBatch {
-        found,
-        uncompressed_size: records.section().len(),
-        records: decoded,
-    })
 }
 
 /// The decoded value fields of a control record, by type.
@@ -182,47 +219,38 @@ fn control_value_fields(control: &ControlRecord) -> Value {
     }
 }
 
-fn batch_json(decoded: &DecodedBatch<'_>) -> Result<BatchJson, DecodeError> {
-    let batch: &RecordBatch = &decoded.found.batch;
-    let attributes = batch.attributes();
-    let mut control = None;
-    let mut records = Vec::with_capacity(decoded.records.len());
-    for (record, decoded_control) in &decoded.records {
-        if let (None, Some((key, value))) = (&control, decoded_control) {
-            control = Some(ControlJson {
-                key_version: key.version,
-                control_type: key.control_type,
-                type_name: value.type_name(),
-                key_hex: record.key.map(hex),
-                value_hex: record.value.map(hex),
-                value_fields: control_value_fields(value),
-                record_hex: hex(record.encoded),
-            });
-        }
-        records.push(RecordJson {
-            offset_delta: record.offset_delta,
-            offset: record.offset,
-            timestamp_delta: record.timestamp_delta,
-            timestamp: record.timestamp,
-            attributes: record.attributes,
-            length: record.length,
-            key_len: length_or_null(record.key),
-            key: record.key.map(hex),
-            value_len: length_or_null(record.value),
-            value: record.value.map(hex),
-            headers: record
-                .headers
-                .iter()
-                .map(|header| HeaderJson {
-                    key: String::from_utf8_lossy(header.key).into_owned(),
-                    key_hex: hex(header.key),
-                    value: header.value.map(hex),
-                })
-                .collect(),
-        });
+fn record_json(record: &Record<'_>) -> RecordJson {
+    RecordJson {
+        offset_delta: record.offset_delta,
+        offset: record.offset,
+        timestamp_delta: record.timestamp_delta,
+        timestamp: record.timestamp,
+        attributes: record.attributes,
+        length: record.length,
+        key_len: length_or_null(record.key),
+        key: record.key.map(hex),
+        value_len: length_or_null(record.value),
+        value: record.value.map(hex),
+        headers: record
+            .headers
+            .iter()
+            .map(|header| HeaderJson {
+                key: String::from_utf8_lossy(header.key).into_owned(),
+                key_hex: hex(header.key),
+                value: header.value.map(hex),
+            })
+            .collect(),
     }
+}
+
+fn batch_json<'r>(
+    checked: &'r CheckedBatch<'r>,
+    control: Option<ControlJson>,
+) -> Result<BatchJson<'r>, DecodeError> {
+    let batch: &RecordBatch = &checked.found.batch;
+    let attributes = batch.attributes();
     Ok(BatchJson {
-        file_offset: decoded.found.file_offset,
+        file_offset: checked.found.file_offset,
         size: batch.size(),
         base_offset: batch.base_offset(),
         batch_length: batch.batch_length(),
@@ -249,9 +277,12 @@ fn batch_json(decoded: &DecodedBatch<'_>) -> Result<BatchJson, DecodeError> {
         record_count: batch.record_count(),
         records_section: RecordsSectionJson {
             stored_size: batch.records_section().len(),
-            uncompressed_size: decoded.uncompressed_size,
+            uncompressed_size: checked.uncompressed_size,
         },
-        records,
+        records: RecordsJson {
+            records: checked.records,
+            is_control: batch.is_control(),
+        },
         control,
     })
 }
@@ -279,20 +310,29 @@ fn control_text(control: &ControlRecord) -> String {
     }
 }
 
-/// The `kafka-dump-log.sh` text of one batch (its header line and one line per record).
-fn batch_text(decoded: &DecodedBatch<'_>) -> Result<String, DecodeError> {
-    let batch = &decoded.found.batch;
+/// Writes the `kafka-dump-log.sh` text of one checked batch: its header line, then one line per record as each
+/// is decoded again (nothing accumulates per record).
+fn write_batch_text(
+    checked: &CheckedBatch<'_>,
+    out: &mut impl Write,
+) -> Result<Result<(), DecodeError>, CliError> {
+    let batch = &checked.found.batch;
     let attributes = batch.attributes();
+    let compression = match attributes.compression() {
+        Ok(compression) => compression.name(),
+        Err(error) => return Ok(Err(error)),
+    };
     let timestamp_type = attributes.timestamp_type().name();
     let delete_horizon = if attributes.has_delete_horizon() {
         format!("OptionalLong[{}]", batch.base_timestamp())
     } else {
         "OptionalLong.empty".to_owned()
     };
-    let mut text = format!(
+    writeln!(
+        out,
         "baseOffset: {} lastOffset: {} count: {} baseSequence: {} lastSequence: {} producerId: {} \
          producerEpoch: {} partitionLeaderEpoch: {} isTransactional: {} isControl: {} deleteHorizonMs: {} \
-         position: {} {}: {} size: {} magic: {} compresscodec: {} crc: {} isvalid: true\n",
+         position: {} {}: {} size: {} magic: {} compresscodec: {} crc: {} isvalid: true",
         batch.base_offset(),
         batch.last_offset(),
         batch.record_count(),
@@ -304,22 +344,36 @@ fn batch_text(decoded: &DecodedBatch<'_>) -> Result<String, DecodeError> {
         batch.is_transactional(),
         batch.is_control(),
         delete_horizon,
-        decoded.found.file_offset,
+        checked.found.file_offset,
         timestamp_type,
         batch.max_timestamp(),
         batch.size(),
         batch.magic(),
-        attributes.compression()?.name(),
+        compression,
         batch.crc(),
-    );
-    for (record, control) in &decoded.records {
+    )
+    .map_err(CliError::Output)?;
+    let mut failed = None;
+    let visited = record_format::visit_records(checked.records, batch.is_control(), |record, control| {
+        if failed.is_some() {
+            return;
+        }
         let header_keys: Vec<String> = record
             .headers
             .iter()
             .map(|header| String::from_utf8_lossy(header.key).into_owned())
             .collect();
-        text.push_str(&format!(
-            "| offset: {} {}: {} keySize: {} valueSize: {} sequence: {} headerKeys: [{}] ",
+        let payload = match control {
+            Some((_, control)) => control_text(&control),
+            None => format!(
+                "key: {} payload: {}",
+                text_or_null(record.key),
+                text_or_null(record.value)
+            ),
+        };
+        failed = writeln!(
+            out,
+            "| offset: {} {}: {} keySize: {} valueSize: {} sequence: {} headerKeys: [{}] {payload}",
             record.offset,
             timestamp_type,
             record.timestamp,
@@ -327,24 +381,13 @@ fn batch_text(decoded: &DecodedBatch<'_>) -> Result<String, DecodeError> {
             length_or_null(record.value),
             record.sequence,
             header_keys.join(", "),
-        ));
-        match control {
-            Some((_, control)) => text.push_str(&control_text(control)),
-            None => text.push_str(&format!(
-                "key: {} payload: {}",
-                text_or_null(record.key),
-                text_or_null(record.value)
-            )),
-        }
-        text.push('\n');
+        )
+        .err();
+    });
+    if let Some(error) = failed {
+        return Err(CliError::Output(error));
     }
-    Ok(text)
-}
-
-/// One batch, ready to write.
-enum Rendered {
-    Json(Box<BatchJson>),
-    Text(String),
+    Ok(visited)
 }
 
 /// How a dump ended.
@@ -396,27 +439,30 @@ pub fn dump_segment(
     for found in reader {
         let failure = match found {
             Ok(found) => {
-                let rendered = found.batch.records().and_then(|records| {
-                    let decoded = decode_fully(&found, &records)?;
-                    match format {
-                        Format::Json => batch_json(&decoded).map(|json| Rendered::Json(Box::new(json))),
-                        Format::Text => batch_text(&decoded).map(Rendered::Text),
-                    }
-                });
-                match rendered {
-                    Ok(rendered) => {
-                        // A failed write (a full disk) is an error, never a silent success; a closed pipe is
-                        // turned into a clean exit by `main`.
-                        match rendered {
-                            Rendered::Json(json) => {
-                                serde_json::to_writer(&mut *out, &json)
-                                    .map_err(|error| CliError::Output(error.into()))?;
-                                out.write_all(b"\n").map_err(CliError::Output)?;
-                            }
-                            Rendered::Text(text) => {
-                                out.write_all(text.as_bytes()).map_err(CliError::Output)?
-                            }
-                        }
+                // Two passes over the records: the first checks them all (so a corrupt batch prints nothing of
+                // itself, only the error after the valid batches), the second writes them as they decode. A
+                // failed write (a full disk) is an error, never a silent success; a closed pipe is turned into
+                // a clean exit by `main`.
+                let written = match found.batch.records() {
+                    Err(error) => Err(error),
+                    Ok(records) => match check(&found, &records) {
+                        Err(error) => Err(error),
+                        Ok((checked, control)) => match format {
+                            Format::Json => match batch_json(&checked, control) {
+                                Err(error) => Err(error),
+                                Ok(json) => {
+                                    serde_json::to_writer(&mut *out, &json)
+                                        .map_err(|error| CliError::Output(std::io::Error::other(error)))?;
+                                    out.write_all(b"\n").map_err(CliError::Output)?;
+                                    Ok(())
+                                }
+                            },
+                            Format::Text => write_batch_text(&checked, out)?,
+                        },
+                    },
+                };
+                match written {
+                    Ok(()) => {
                         batches += 1;
                         continue;
                     }
