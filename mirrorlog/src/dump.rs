@@ -17,6 +17,9 @@ use serde_json::{json, Value};
 
 use crate::error::CliError;
 
+/// Unknown tagged fields of a barrier listed in `value_fields` (the count is always given in full).
+const MAX_LISTED_TAGGED_FIELDS: usize = 1_000;
+
 /// Output format of `dump`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -193,11 +196,16 @@ fn control_value_fields(control: &ControlRecord) -> Value {
                 fields["writer_cluster_id"] = json!(writer);
             }
             if !barrier.unknown_tagged_fields.is_empty() {
+                // At most the first few are listed: a hostile value may declare millions.
                 fields["unknown_tagged_fields"] = barrier
                     .unknown_tagged_fields
                     .iter()
-                    .map(|field| json!({"tag": field.tag, "data_hex": hex(&field.data)}))
+                    .take(MAX_LISTED_TAGGED_FIELDS)
+                    .map(|(tag, data)| json!({"tag": tag, "data_hex": hex(data)}))
                     .collect();
+                if barrier.unknown_tagged_fields.len() > MAX_LISTED_TAGGED_FIELDS {
+                    fields["unknown_tagged_fields_listed"] = json!(MAX_LISTED_TAGGED_FIELDS);
+                }
             }
             fields
         }

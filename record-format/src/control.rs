@@ -13,8 +13,8 @@ use crate::builder::{BatchBuilder, NewRecord};
 use crate::compression::Compression;
 use crate::error::{DecodeError, EncodeError};
 use crate::flexible::{
-    read_compact_string, read_i16, read_i32, read_i64, read_tagged_fields, write_compact_string,
-    write_tagged_fields, TaggedField,
+    read_compact_string, read_i16, read_i32, read_i64, visit_tagged_fields, write_compact_string,
+    write_tagged_fields, TaggedFields,
 };
 
 /// Control type codes. The barrier's code lives in one constant in case upstream Kafka claims 7 later.
@@ -142,8 +142,9 @@ pub struct MirrorPidResetRecord {
     pub source_cluster_id: String,
     /// Tagged field 0: the cluster that wrote this barrier; `None` when absent (another implementation).
     pub writer_cluster_id: Option<String>,
-    /// Tagged fields other than 0, in stored order, preserved on re-encode.
-    pub unknown_tagged_fields: Vec<TaggedField>,
+    /// Tagged fields other than 0, in stored order, preserved on re-encode (kept as their encoding: a value of
+    /// millions of fields costs its own size).
+    pub unknown_tagged_fields: TaggedFields,
 }
 
 impl MirrorPidResetRecord {
@@ -156,7 +157,7 @@ impl MirrorPidResetRecord {
             version: 0,
             source_cluster_id: source_cluster_id.into(),
             writer_cluster_id,
-            unknown_tagged_fields: Vec::new(),
+            unknown_tagged_fields: TaggedFields::new(),
         }
     }
 
@@ -173,25 +174,26 @@ impl MirrorPidResetRecord {
         let source_cluster_id = read_compact_string(value, &mut pos)?.to_owned();
         let tags_at = pos;
         let mut writer_cluster_id = None;
-        let mut unknown_tagged_fields = Vec::new();
-        for field in read_tagged_fields(value, &mut pos)? {
-            if field.tag != Self::WRITER_CLUSTER_ID_TAG {
-                unknown_tagged_fields.push(field);
-                continue;
+        let mut unknown_tagged_fields = TaggedFields::new();
+        visit_tagged_fields(value, &mut pos, |tag, data| {
+            if tag != Self::WRITER_CLUSTER_ID_TAG {
+                unknown_tagged_fields.push(tag, data);
+                return Ok(());
             }
             if writer_cluster_id.is_some() {
                 return Err(DecodeError::corrupt(tags_at, "WriterClusterId tag appears twice"));
             }
             let mut inner = 0;
-            let writer = read_compact_string(&field.data, &mut inner)?;
-            if inner != field.data.len() {
+            let writer = read_compact_string(data, &mut inner)?;
+            if inner != data.len() {
                 return Err(DecodeError::corrupt(
                     tags_at,
                     "WriterClusterId tag has trailing bytes",
                 ));
             }
             writer_cluster_id = Some(writer.to_owned());
-        }
+            Ok(())
+        })?;
         if pos != value.len() {
             return Err(DecodeError::corrupt(
                 pos,
@@ -219,11 +221,7 @@ impl MirrorPidResetRecord {
         let fields: Vec<(u32, &[u8])> = writer
             .iter()
             .map(|(tag, payload)| (*tag, payload.as_slice()))
-            .chain(
-                self.unknown_tagged_fields
-                    .iter()
-                    .map(|field| (field.tag, field.data.as_slice())),
-            )
+            .chain(self.unknown_tagged_fields.iter())
             .collect();
         write_tagged_fields(&mut out, fields.into_iter());
         out
@@ -557,10 +555,7 @@ mod tests {
             version: 0,
             source_cluster_id: "A".into(),
             writer_cluster_id: Some("B".into()),
-            unknown_tagged_fields: vec![TaggedField {
-                tag: 9,
-                data: vec![1, 2, 3],
-            }],
+            unknown_tagged_fields: [(9, &[1u8, 2, 3][..])].into_iter().collect(),
         };
         let bytes = record.encode();
         assert_eq!(

@@ -85,11 +85,84 @@ pub fn write_compact_string(out: &mut Vec<u8>, value: &str) {
     out.extend_from_slice(value.as_bytes());
 }
 
-/// Reads a tagged-field section: every field in stored order, payloads uninterpreted.
-pub fn read_tagged_fields(buf: &[u8], pos: &mut usize) -> Result<Vec<TaggedField>, DecodeError> {
+/// Tagged fields kept as their encoding (tag varint, size varint, payload, one after another, in stored order)
+/// with a count: one buffer no larger than the input, however many fields a value declares — a hostile value
+/// of millions of two-byte fields costs its own size, not tens of bytes per field.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct TaggedFields {
+    count: usize,
+    encoded: Vec<u8>,
+}
+
+impl TaggedFields {
+    /// No fields.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Appends a field (callers keep tags in ascending order, as Kafka requires).
+    pub fn push(&mut self, tag: u32, data: &[u8]) {
+        write_unsigned_varint(&mut self.encoded, tag);
+        write_unsigned_varint(&mut self.encoded, data.len() as u32);
+        self.encoded.extend_from_slice(data);
+        self.count += 1;
+    }
+
+    /// Number of fields.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// True when there is none.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The fields in stored order: `(tag, payload)`.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &[u8])> + '_ {
+        let mut pos = 0;
+        std::iter::from_fn(move || {
+            if pos >= self.encoded.len() {
+                return None;
+            }
+            // The buffer was written by `push`: every field reads back.
+            let tag = read_unsigned_varint(&self.encoded, &mut pos).ok()?;
+            let size = read_unsigned_varint(&self.encoded, &mut pos).ok()? as usize;
+            let data = self.encoded.get(pos..pos + size)?;
+            pos += size;
+            Some((tag, data))
+        })
+    }
+
+    /// The fields as owned values (small field lists: tests, printing).
+    pub fn to_vec(&self) -> Vec<TaggedField> {
+        self.iter()
+            .map(|(tag, data)| TaggedField {
+                tag,
+                data: data.to_vec(),
+            })
+            .collect()
+    }
+}
+
+impl<'a> FromIterator<(u32, &'a [u8])> for TaggedFields {
+    fn from_iter<I: IntoIterator<Item = (u32, &'a [u8])>>(fields: I) -> Self {
+        let mut out = TaggedFields::new();
+        for (tag, data) in fields {
+            out.push(tag, data);
+        }
+        out
+    }
+}
+
+/// Reads a tagged-field section, handing each field (tag, payload borrowed from `buf`) to `visit` in stored
+/// order; nothing is allocated per field.
+pub fn visit_tagged_fields<'a>(
+    buf: &'a [u8],
+    pos: &mut usize,
+    mut visit: impl FnMut(u32, &'a [u8]) -> Result<(), DecodeError>,
+) -> Result<(), DecodeError> {
     let count = read_unsigned_varint(buf, pos)?;
-    // No capacity from `count`: each field needs at least two bytes, so the loop is bounded by the input.
-    let mut fields = Vec::new();
     for _ in 0..count {
         if *pos >= buf.len() {
             return Err(DecodeError::corrupt(
@@ -99,9 +172,19 @@ pub fn read_tagged_fields(buf: &[u8], pos: &mut usize) -> Result<Vec<TaggedField
         }
         let tag = read_unsigned_varint(buf, pos)?;
         let size = read_unsigned_varint(buf, pos)? as usize;
-        let data = read_sized(buf, pos, size, "tagged field")?.to_vec();
-        fields.push(TaggedField { tag, data });
+        let data = read_sized(buf, pos, size, "tagged field")?;
+        visit(tag, data)?;
     }
+    Ok(())
+}
+
+/// Reads a tagged-field section: every field in stored order, payloads uninterpreted.
+pub fn read_tagged_fields(buf: &[u8], pos: &mut usize) -> Result<TaggedFields, DecodeError> {
+    let mut fields = TaggedFields::new();
+    visit_tagged_fields(buf, pos, |tag, data| {
+        fields.push(tag, data);
+        Ok(())
+    })?;
     Ok(fields)
 }
 

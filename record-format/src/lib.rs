@@ -45,7 +45,7 @@ pub use control::{
     ControlKey, ControlRecord, EndTxnMarker, MirrorPidResetRecord,
 };
 pub use error::{DecodeError, EncodeError, ErrorCategory};
-pub use flexible::TaggedField;
+pub use flexible::{TaggedField, TaggedFields};
 pub use record::{Header, Headers, Record, Records};
 pub use segment::{BatchIter, SegmentBatch, SegmentError, SegmentReader};
 pub use txn_index::AbortedTxn;

@@ -180,7 +180,7 @@ proptest! {
             version,
             source_cluster_id: source,
             writer_cluster_id: writer,
-            unknown_tagged_fields: unknown,
+            unknown_tagged_fields: unknown.iter().map(|field| (field.tag, field.data.as_slice())).collect(),
         };
         let encoded = record.encode();
         prop_assert_eq!(MirrorPidResetRecord::decode(&encoded).unwrap(), record.clone());
