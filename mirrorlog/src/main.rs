@@ -84,32 +84,7 @@ enum Command {
     },
     /// Run the multi-cluster simulator: every topology under every producer-id strategy, the anomalies an
     /// independent oracle counts, minimal reproductions, and whether the seeds' claims hold (exit 0 iff they do).
-    Simulate {
-        /// A topology (active-passive, failback, fan-out, fan-in, chain-3, chain-5, random) or `all`.
-        #[arg(long, default_value = "all")]
-        topology: String,
-        /// A strategy (none, negate, negate-skip-negative, barrier, barrier-everywhere, barrier+advance) or `all`.
-        #[arg(long, default_value = "all")]
-        strategy: String,
-        /// The seed every choice derives from (same seed, same output).
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// Client operations per phase of each scenario.
-        #[arg(long, default_value_t = 30)]
-        steps: usize,
-        /// A storage config naming the backend (default: fs under a temporary directory per run).
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// One JSON document instead of the tables.
-        #[arg(long)]
-        json: bool,
-        /// Write the generated scripts and the reproductions to this file (JSON).
-        #[arg(long)]
-        trace: Option<PathBuf>,
-        /// Run one reproduction (a `reproductions` entry of a trace file, saved alone) again.
-        #[arg(long)]
-        replay: Option<PathBuf>,
-    },
+    Simulate(simulate::SimulateArgs),
 }
 
 /// `--barrier-scope` values.
@@ -204,26 +179,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Simulate {
-            topology,
-            strategy,
-            seed,
-            steps,
-            config,
-            json,
-            trace,
-            replay,
-        } => {
-            let args = simulate::SimulateArgs {
-                topology,
-                strategy,
-                seed,
-                steps,
-                config,
-                json,
-                trace,
-                replay,
-            };
+        Command::Simulate(args) => {
             let stdout = std::io::stdout();
             let holds = simulate::simulate(args, &mut stdout.lock())?;
             Ok(if holds {

@@ -10,23 +10,33 @@ use mirror_sim::{run_script, Backend, Strategy, Topology};
 
 use crate::error::CliError;
 
-/// What `simulate` was asked.
+/// Run the multi-cluster simulator: every topology under every producer-id strategy, the anomalies an
+/// independent oracle counts, minimal reproductions, and whether the seeds' claims hold (exit 0 iff they do).
+#[derive(Debug, clap::Args)]
 pub struct SimulateArgs {
-    /// `--topology`: a name or `all`.
+    /// A topology (active-passive, failback, fan-out, fan-in, chain-3, chain-5, random) or `all`.
+    #[arg(long, default_value = "all")]
     pub topology: String,
-    /// `--strategy`: a name or `all`.
+    /// A strategy (none, negate, negate-skip-negative, barrier, barrier-everywhere, barrier+advance) or `all`.
+    #[arg(long, default_value = "all")]
     pub strategy: String,
-    /// `--seed`.
+    /// The seed every choice derives from (same seed, same output).
+    #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// `--steps`: traffic operations per phase.
+    /// Client operations per phase of each scenario.
+    #[arg(long, default_value_t = 30)]
     pub steps: usize,
-    /// `--config`: a storage config naming the backend (each run gets fresh directories of its own).
+    /// A storage config naming the backend (default: fs under a temporary directory per run).
+    #[arg(long)]
     pub config: Option<PathBuf>,
-    /// `--json`.
+    /// One JSON document instead of the tables.
+    #[arg(long)]
     pub json: bool,
-    /// `--trace FILE`: the generated scripts and the reproductions, as JSON.
+    /// Write the generated scripts and the reproductions to this file (JSON).
+    #[arg(long)]
     pub trace: Option<PathBuf>,
-    /// `--replay FILE`: a reproduction (from `--trace`) to run again.
+    /// Run one reproduction (a `reproductions` entry of a trace file, saved alone) again.
+    #[arg(long)]
     pub replay: Option<PathBuf>,
 }
 

@@ -48,6 +48,19 @@ fn dump_limited(args: &[&str], limit_mib: u64) -> std::process::Output {
         .unwrap()
 }
 
+/// Runs each command under the limit; every one must succeed.
+fn all_succeed_within(commands: &[Vec<&str>], limit_mib: u64) {
+    for args in commands {
+        let output = dump_limited(args, limit_mib);
+        assert!(
+            output.status.success(),
+            "{args:?}: {:?} {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
 #[test]
 fn a_million_tiny_records_dump_within_256_mib_beyond_the_batch() {
     let dir = tempfile::tempdir().unwrap();
@@ -57,15 +70,10 @@ fn a_million_tiny_records_dump_within_256_mib_beyond_the_batch() {
     let segment = dir.path().join("00000000000000000000.log");
     std::fs::write(&segment, batch.as_bytes()).unwrap();
     let path = segment.to_str().unwrap();
-    for args in [vec!["dump", path], vec!["dump", "--json", path]] {
-        let output = dump_limited(&args, 256 + inflated_mib);
-        assert!(
-            output.status.success(),
-            "{args:?}: {:?} {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
+    all_succeed_within(
+        &[vec!["dump", path], vec!["dump", "--json", path]],
+        256 + inflated_mib,
+    );
 }
 
 /// A gzip `MIRROR_PID_RESET` barrier whose value declares `fields` two-byte tagged fields.
@@ -95,17 +103,12 @@ fn a_barrier_of_two_million_tagged_fields_dumps_and_replays_within_the_bound() {
     let segment = dir.path().join("00000000000000000000.log");
     std::fs::write(&segment, batch.as_bytes()).unwrap();
     let path = segment.to_str().unwrap();
-    for args in [
-        vec!["dump", path],
-        vec!["dump", "--json", path],
-        vec!["replay", path],
-    ] {
-        let output = dump_limited(&args, 256 + inflated_mib);
-        assert!(
-            output.status.success(),
-            "{args:?}: {:?} {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
+    all_succeed_within(
+        &[
+            vec!["dump", path],
+            vec!["dump", "--json", path],
+            vec!["replay", path],
+        ],
+        256 + inflated_mib,
+    );
 }

@@ -187,21 +187,16 @@ pub fn run(
         let work = batches(kib * 1024, sizes.append_mib << 20);
         let bytes: usize = work.iter().map(RecordBatch::size).sum();
         let sync_every = sync.then_some(1 << 20);
-        for backend in backends {
-            progress(&id, &backend.name);
-            let (mut ours, mut raw) = (Vec::new(), Vec::new());
-            for _ in 0..sizes.runs {
-                let dir = tempfile::tempdir().unwrap();
-                let store = (backend.open)(dir.path());
-                ours.push(mib_per_s(
-                    bytes,
-                    runtime().block_on(append(&*store, &work, sync_every)),
-                ));
-                let raw_dir = tempfile::tempdir().unwrap();
-                raw.push(mib_per_s(bytes, append_raw(raw_dir.path(), &work, sync_every)));
-            }
-            m.add(&backend.name, &ours, Some(&raw));
-        }
+        per_run(&mut m, backends, progress, |backend| {
+            let dir = tempfile::tempdir().unwrap();
+            let store = (backend.open)(dir.path());
+            let ours = mib_per_s(bytes, runtime().block_on(append(&*store, &work, sync_every)));
+            let raw_dir = tempfile::tempdir().unwrap();
+            (
+                ours,
+                mib_per_s(bytes, append_raw(raw_dir.path(), &work, sync_every)),
+            )
+        });
         out.push(m);
     }
     if selected("read-sequential") {
@@ -257,18 +252,13 @@ pub fn run(
             sizes.runs,
         );
         let snapshot = snapshot_bytes(sizes.snapshot_producers);
-        for backend in backends {
-            progress("snapshot", &backend.name);
-            let (mut ours, mut raw) = (Vec::new(), Vec::new());
-            for _ in 0..sizes.runs {
-                let dir = tempfile::tempdir().unwrap();
-                let store = (backend.open)(dir.path());
-                ours.push(ms(runtime().block_on(snapshot_round_trip(&*store, &snapshot))));
-                let raw_dir = tempfile::tempdir().unwrap();
-                raw.push(ms(raw_round_trip(raw_dir.path(), &snapshot)));
-            }
-            m.add(&backend.name, &ours, Some(&raw));
-        }
+        per_run(&mut m, backends, progress, |backend| {
+            let dir = tempfile::tempdir().unwrap();
+            let store = (backend.open)(dir.path());
+            let ours = ms(runtime().block_on(snapshot_round_trip(&*store, &snapshot)));
+            let raw_dir = tempfile::tempdir().unwrap();
+            (ours, ms(raw_round_trip(raw_dir.path(), &snapshot)))
+        });
         out.push(m);
     }
     for (id, from_snapshot) in [("recovery-from-snapshot", true), ("recovery-replay", false)] {
@@ -320,16 +310,13 @@ pub fn run(
             Some(0.87),
             sizes.runs,
         );
-        for backend in backends {
-            progress("log-appends", &backend.name);
-            let (mut ours, mut raw) = (Vec::new(), Vec::new());
-            for _ in 0..sizes.runs {
-                let (through_log, straight) = runtime().block_on(log_appends(backend, sizes.log_batches));
-                ours.push(sizes.log_batches as f64 / through_log.as_secs_f64());
-                raw.push(sizes.log_batches as f64 / straight.as_secs_f64());
-            }
-            m.add(&backend.name, &ours, Some(&raw));
-        }
+        per_run(&mut m, backends, progress, |backend| {
+            let (through_log, straight) = runtime().block_on(log_appends(backend, sizes.log_batches));
+            (
+                sizes.log_batches as f64 / through_log.as_secs_f64(),
+                sizes.log_batches as f64 / straight.as_secs_f64(),
+            )
+        });
         out.push(m);
     }
     if selected("mirror-copy") {
@@ -342,17 +329,10 @@ pub fn run(
             Some(0.8),
             sizes.runs,
         );
-        for backend in backends {
-            progress("mirror-copy", &backend.name);
-            let (mut ours, mut raw) = (Vec::new(), Vec::new());
-            for _ in 0..sizes.runs {
-                let (elapsed, bytes, raw_elapsed) =
-                    runtime().block_on(mirror_copy(backend, sizes.mirror_mib));
-                ours.push(mib_per_s(bytes, elapsed));
-                raw.push(mib_per_s(bytes, raw_elapsed));
-            }
-            m.add(&backend.name, &ours, Some(&raw));
-        }
+        per_run(&mut m, backends, progress, |backend| {
+            let (elapsed, bytes, raw_elapsed) = runtime().block_on(mirror_copy(backend, sizes.mirror_mib));
+            (mib_per_s(bytes, elapsed), mib_per_s(bytes, raw_elapsed))
+        });
         out.push(m);
     }
     if selected("failover") {
@@ -378,6 +358,21 @@ pub fn run(
         out.push(m);
     }
     out
+}
+
+/// For every backend, `runs` runs of `one` (each returning the backend's figure and its baseline's, measured
+/// together), added to `m`.
+fn per_run(
+    m: &mut Measurement,
+    backends: &[BenchBackend],
+    progress: &mut dyn FnMut(&str, &str),
+    mut one: impl FnMut(&BenchBackend) -> (f64, f64),
+) {
+    for backend in backends {
+        progress(&m.id.clone(), &backend.name);
+        let (ours, raw): (Vec<f64>, Vec<f64>) = (0..m.runs).map(|_| one(backend)).unzip();
+        m.add(&backend.name, &ours, Some(&raw));
+    }
 }
 
 fn measurement(

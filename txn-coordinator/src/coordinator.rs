@@ -500,20 +500,7 @@ impl Coordinator {
         match (current.state, commit) {
             (TxnState::Ongoing, _) => self.prepare_end(&current, commit, version, now_ms),
             (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => Outcome::answer(unchanged),
-            (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
-                Outcome::refuse(KafkaError::ConcurrentTransactions)
-            }
-            (
-                TxnState::Empty
-                | TxnState::CompleteCommit
-                | TxnState::CompleteAbort
-                | TxnState::PrepareCommit
-                | TxnState::PrepareAbort,
-                _,
-            ) => Outcome::refuse(KafkaError::InvalidTxnState),
-            (TxnState::Dead | TxnState::PrepareEpochFence, _) => {
-                Outcome::refuse(KafkaError::UnknownServerError)
-            }
+            (state, commit) => Outcome::refuse(end_refused(state, commit)),
         }
     }
 
@@ -567,20 +554,7 @@ impl Coordinator {
             (TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort, false) if !retry => {
                 self.prepare_end(&current, false, v2, now_ms)
             }
-            (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
-                Outcome::refuse(KafkaError::ConcurrentTransactions)
-            }
-            (
-                TxnState::Empty
-                | TxnState::CompleteCommit
-                | TxnState::CompleteAbort
-                | TxnState::PrepareCommit
-                | TxnState::PrepareAbort,
-                _,
-            ) => Outcome::refuse(KafkaError::InvalidTxnState),
-            (TxnState::Dead | TxnState::PrepareEpochFence, _) => {
-                Outcome::refuse(KafkaError::UnknownServerError)
-            }
+            (state, commit) => Outcome::refuse(end_refused(state, commit)),
         }
     }
 
@@ -836,5 +810,18 @@ fn complete(txn: &mut TxnMetadata, done: TxnState, now_ms: i64) {
         txn.last_producer_id = Some(txn.producer_id);
         txn.producer_id = rotated;
         txn.epoch = Some(ProducerEpoch(0));
+    }
+}
+
+/// What EndTxn answers where it neither starts an ending nor repeats a finished one (both versions agree): the
+/// same ending still being written is `CONCURRENT_TRANSACTIONS`, a state that cannot occur is an internal error,
+/// anything else is `INVALID_TXN_STATE`.
+fn end_refused(state: TxnState, commit: bool) -> KafkaError {
+    match (state, commit) {
+        (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
+            KafkaError::ConcurrentTransactions
+        }
+        (TxnState::Dead | TxnState::PrepareEpochFence, _) => KafkaError::UnknownServerError,
+        _ => KafkaError::InvalidTxnState,
     }
 }

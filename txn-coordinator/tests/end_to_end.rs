@@ -28,6 +28,19 @@ fn transactional(producer: (ProducerId, ProducerEpoch), sequence: i32, values: &
     builder.build().unwrap()
 }
 
+/// `count` data partitions with an open log each.
+async fn data_logs(store: &FsStorage, count: u32) -> (BTreeMap<PartitionId, PartitionLog>, Vec<PartitionId>) {
+    let mut logs = BTreeMap::new();
+    for number in 0..count {
+        let storage = store.create(&data_partition(number)).await.unwrap();
+        let (log, _) = PartitionLog::open(storage, LogConfig::default(), 0)
+            .await
+            .unwrap();
+        logs.insert(data_partition(number), log);
+    }
+    (logs, (0..count).map(data_partition).collect())
+}
+
 async fn open_coordinator(store: &FsStorage, epoch: i32) -> (DurableCoordinator, Vec<MarkerRequest>) {
     let id = PartitionId::new("__transaction_state", 0).unwrap();
     let storage = match store.open(&id).await {
@@ -101,15 +114,7 @@ fn control_batches(batches: &[RecordBatch]) -> usize {
 async fn markers_reach_every_partition_exactly_once_across_a_coordinator_crash() {
     let dir = tempfile::tempdir().unwrap();
     let store = FsStorage::open(FsConfig::new(dir.path())).unwrap();
-    let mut logs = BTreeMap::new();
-    for number in 0..3 {
-        let storage = store.create(&data_partition(number)).await.unwrap();
-        let (log, _) = PartitionLog::open(storage, LogConfig::default(), 0)
-            .await
-            .unwrap();
-        logs.insert(data_partition(number), log);
-    }
-    let partitions: Vec<PartitionId> = (0..3).map(data_partition).collect();
+    let (mut logs, partitions) = data_logs(&store, 3).await;
     let committer = TransactionalId("committer".to_owned());
     let aborter = TransactionalId("aborter".to_owned());
 
@@ -222,15 +227,7 @@ async fn markers_reach_every_partition_exactly_once_across_a_coordinator_crash()
 async fn transaction_version_2_markers_bump_the_epoch_on_every_partition() {
     let dir = tempfile::tempdir().unwrap();
     let store = FsStorage::open(FsConfig::new(dir.path())).unwrap();
-    let mut logs = BTreeMap::new();
-    for number in 0..2 {
-        let storage = store.create(&data_partition(number)).await.unwrap();
-        let (log, _) = PartitionLog::open(storage, LogConfig::default(), 0)
-            .await
-            .unwrap();
-        logs.insert(data_partition(number), log);
-    }
-    let partitions: Vec<PartitionId> = (0..2).map(data_partition).collect();
+    let (mut logs, partitions) = data_logs(&store, 2).await;
     let app = TransactionalId("app".to_owned());
     let (mut coordinator, _) = open_coordinator(&store, 1).await;
     let outcome = coordinator
