@@ -610,17 +610,8 @@ async fn mirror_copy(backend: &BenchBackend, mib: usize) -> (Duration, usize, Du
     let bytes: usize = stored.iter().map(RecordBatch::size).sum();
     let source = mirror_fsm::shared(source);
     let mut fetcher = LocalFetcher::new(&source, "source");
-    let storage = store.create(&partition("dest")).await.unwrap();
-    let (mut dest, _) = PartitionLog::open(storage, log_config(), 0).await.unwrap();
     let started = Instant::now();
-    let mut driver = MirrorDriver::recover(&mut dest, &mut fetcher, "dest")
-        .await
-        .unwrap();
-    let start = Event::Start {
-        source_cluster_id: "source".to_owned(),
-    };
-    driver.handle(&mut dest, &mut fetcher, start).await.unwrap();
-    driver.catch_up(&mut dest, &mut fetcher).await.unwrap();
+    let (mut dest, _driver) = mirror_of(store.as_ref(), "dest", &mut fetcher).await;
     dest.flush(Durability::Buffered).await.unwrap();
     let elapsed = started.elapsed();
     assert_eq!(dest.log_end_offset(), end);
@@ -629,6 +620,23 @@ async fn mirror_copy(backend: &BenchBackend, mib: usize) -> (Duration, usize, Du
     append_raw(raw_dir.path(), &stored, None);
     let raw_elapsed = copy_file(&raw_dir.path().join("raw.log"), &raw_dir.path().join("copy.log"));
     (elapsed, bytes, raw_elapsed)
+}
+
+/// A new partition `name` mirroring `fetcher`'s source, caught up.
+async fn mirror_of(
+    store: &dyn Storage,
+    name: &str,
+    fetcher: &mut LocalFetcher,
+) -> (PartitionLog, MirrorDriver) {
+    let storage = store.create(&partition(name)).await.unwrap();
+    let (mut log, _) = PartitionLog::open(storage, log_config(), 0).await.unwrap();
+    let mut driver = MirrorDriver::recover(&mut log, fetcher, "dest").await.unwrap();
+    let start = Event::Start {
+        source_cluster_id: "source".to_owned(),
+    };
+    driver.handle(&mut log, fetcher, start).await.unwrap();
+    driver.catch_up(&mut log, fetcher).await.unwrap();
+    (log, driver)
 }
 
 fn copy_file(from: &Path, to: &Path) -> Duration {
@@ -670,17 +678,7 @@ async fn failover(backend: &BenchBackend, n: usize) -> Duration {
     for group in (0..n).collect::<Vec<_>>().chunks(500) {
         let mut mirrors = Vec::new();
         for i in group {
-            let storage = store.create(&partition(&format!("d{i}"))).await.unwrap();
-            let (mut log, _) = PartitionLog::open(storage, log_config(), 0).await.unwrap();
-            let mut driver = MirrorDriver::recover(&mut log, &mut fetcher, "dest")
-                .await
-                .unwrap();
-            let start = Event::Start {
-                source_cluster_id: "source".to_owned(),
-            };
-            driver.handle(&mut log, &mut fetcher, start).await.unwrap();
-            driver.catch_up(&mut log, &mut fetcher).await.unwrap();
-            mirrors.push((log, driver));
+            mirrors.push(mirror_of(store.as_ref(), &format!("d{i}"), &mut fetcher).await);
         }
         let started = Instant::now();
         for (log, driver) in &mut mirrors {
