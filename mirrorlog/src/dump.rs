@@ -45,15 +45,42 @@ struct RecordsSectionJson {
     uncompressed_size: usize,
 }
 
-#[derive(Serialize)]
-struct HeaderJson {
-    key: String,
-    key_hex: String,
-    value: Option<String>,
+/// Bytes serialised as lowercase hex, written straight into the output (no string of twice their size is
+/// built: a record of a 64 MiB value costs nothing extra to print).
+#[derive(Clone, Copy)]
+struct Hex<'a>(&'a [u8]);
+
+impl std::fmt::Display for Hex<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut buffer = [0u8; 128];
+        for chunk in self.0.chunks(buffer.len() / 2) {
+            for (index, byte) in chunk.iter().enumerate() {
+                buffer[2 * index] = DIGITS[usize::from(byte >> 4)];
+                buffer[2 * index + 1] = DIGITS[usize::from(byte & 0x0f)];
+            }
+            // Hex digits are ASCII.
+            f.write_str(std::str::from_utf8(&buffer[..2 * chunk.len()]).map_err(|_| std::fmt::Error)?)?;
+        }
+        Ok(())
+    }
+}
+
+impl Serialize for Hex<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
 }
 
 #[derive(Serialize)]
-struct RecordJson {
+struct HeaderJson<'a> {
+    key: String,
+    key_hex: Hex<'a>,
+    value: Option<Hex<'a>>,
+}
+
+#[derive(Serialize)]
+struct RecordJson<'a> {
     offset_delta: i32,
     offset: i64,
     timestamp_delta: i64,
@@ -61,22 +88,22 @@ struct RecordJson {
     attributes: i8,
     length: i32,
     key_len: i64,
-    key: Option<String>,
+    key: Option<Hex<'a>>,
     value_len: i64,
-    value: Option<String>,
-    headers: Vec<HeaderJson>,
+    value: Option<Hex<'a>>,
+    headers: Vec<HeaderJson<'a>>,
 }
 
 #[derive(Serialize)]
-struct ControlJson {
+struct ControlJson<'a> {
     key_version: i16,
     #[serde(rename = "type")]
     control_type: i16,
     type_name: &'static str,
-    key_hex: Option<String>,
-    value_hex: Option<String>,
+    key_hex: Option<Hex<'a>>,
+    value_hex: Option<Hex<'a>>,
     value_fields: Value,
-    record_hex: String,
+    record_hex: Hex<'a>,
 }
 
 #[derive(Serialize)]
@@ -102,7 +129,7 @@ struct BatchJson<'r> {
     records_section: RecordsSectionJson,
     records: RecordsJson<'r>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    control: Option<ControlJson>,
+    control: Option<ControlJson<'r>>,
 }
 
 /// A batch whose records were all checked (first pass): what the second pass needs to stream it.
@@ -142,7 +169,7 @@ impl Serialize for RecordsJson<'_> {
 fn check<'a>(
     found: &'a SegmentBatch,
     records: &'a record_format::Records<'a>,
-) -> Result<(CheckedBatch<'a>, Option<ControlJson>), DecodeError> {
+) -> Result<(CheckedBatch<'a>, Option<ControlJson<'a>>), DecodeError> {
     let mut control = None;
     record_format::visit_records(records, found.batch.is_control(), |record, decoded| {
         if let (None, Some((key, value))) = (&control, decoded) {
@@ -150,10 +177,10 @@ fn check<'a>(
                 key_version: key.version,
                 control_type: key.control_type,
                 type_name: value.type_name(),
-                key_hex: record.key.map(hex),
-                value_hex: record.value.map(hex),
+                key_hex: record.key.map(Hex),
+                value_hex: record.value.map(Hex),
                 value_fields: control_value_fields(&value),
-                record_hex: hex(record.encoded),
+                record_hex: Hex(record.encoded),
             });
         }
     })?;
@@ -163,16 +190,6 @@ fn check<'a>(
         uncompressed_size: records.section().len(),
     };
     Ok((checked, control))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        // Writing to a String cannot fail.
-        let _ = write!(out, "{byte:02x}");
-    }
-    out
 }
 
 fn length_or_null(bytes: Option<&[u8]>) -> i64 {
@@ -201,7 +218,7 @@ fn control_value_fields(control: &ControlRecord) -> Value {
                     .unknown_tagged_fields
                     .iter()
                     .take(MAX_LISTED_TAGGED_FIELDS)
-                    .map(|(tag, data)| json!({"tag": tag, "data_hex": hex(data)}))
+                    .map(|(tag, data)| json!({"tag": tag, "data_hex": Hex(data)}))
                     .collect();
                 if barrier.unknown_tagged_fields.len() > MAX_LISTED_TAGGED_FIELDS {
                     fields["unknown_tagged_fields_listed"] = json!(MAX_LISTED_TAGGED_FIELDS);
@@ -227,7 +244,7 @@ fn control_value_fields(control: &ControlRecord) -> Value {
     }
 }
 
-fn record_json(record: &Record<'_>) -> RecordJson {
+fn record_json<'a>(record: &Record<'a>) -> RecordJson<'a> {
     RecordJson {
         offset_delta: record.offset_delta,
         offset: record.offset,
@@ -236,16 +253,16 @@ fn record_json(record: &Record<'_>) -> RecordJson {
         attributes: record.attributes,
         length: record.length,
         key_len: length_or_null(record.key),
-        key: record.key.map(hex),
+        key: record.key.map(Hex),
         value_len: length_or_null(record.value),
-        value: record.value.map(hex),
+        value: record.value.map(Hex),
         headers: record
             .headers
             .iter()
             .map(|header| HeaderJson {
                 key: String::from_utf8_lossy(header.key).into_owned(),
-                key_hex: hex(header.key),
-                value: header.value.map(hex),
+                key_hex: Hex(header.key),
+                value: header.value.map(Hex),
             })
             .collect(),
     }
@@ -253,7 +270,7 @@ fn record_json(record: &Record<'_>) -> RecordJson {
 
 fn batch_json<'r>(
     checked: &'r CheckedBatch<'r>,
-    control: Option<ControlJson>,
+    control: Option<ControlJson<'r>>,
 ) -> Result<BatchJson<'r>, DecodeError> {
     let batch: &RecordBatch = &checked.found.batch;
     let attributes = batch.attributes();
