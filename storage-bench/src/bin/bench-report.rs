@@ -30,6 +30,10 @@ struct Args {
     /// criterion's result directory: its micro-benchmark headlines join the report.
     #[arg(long)]
     criterion: Option<PathBuf>,
+    /// Internal: measure in this process and write the measurements to this file after each one (the parent
+    /// runs one child per backend so that a backend that deadlocks is stopped, not waited for).
+    #[arg(long, hide = true)]
+    child_results: Option<PathBuf>,
     /// Compare two reports instead of measuring: OLD.json NEW.json.
     #[arg(long, num_args = 2, value_names = ["OLD", "NEW"])]
     compare: Vec<PathBuf>,
@@ -67,6 +71,112 @@ fn machine(scratch: &std::path::Path) -> Machine {
         file_system,
         os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
     }
+}
+
+/// Runs the measurements `ids` of one backend in a child process, one after another; a child that makes no
+/// progress for `MIRRORLOG_BENCH_STALL_SECS` (default 240) is killed, the measurement it was in is reported as
+/// stalled, and the rest run in a new child. Returns what was measured and the stalls.
+fn measure_in_child(
+    args: &Args,
+    backend: &str,
+    ids: &[String],
+    bar: &indicatif::ProgressBar,
+) -> (
+    Vec<storage_bench::report::Measurement>,
+    Vec<storage_bench::report::Skipped>,
+) {
+    let stall = std::time::Duration::from_secs(
+        std::env::var("MIRRORLOG_BENCH_STALL_SECS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(240),
+    );
+    let mut measured: Vec<storage_bench::report::Measurement> = Vec::new();
+    let mut stalls = Vec::new();
+    let mut remaining: Vec<String> = ids.to_vec();
+    while !remaining.is_empty() {
+        let Ok(dir) = tempfile::tempdir() else {
+            break;
+        };
+        let results = dir.path().join("results.json");
+        let mut command =
+            std::process::Command::new(std::env::current_exe().unwrap_or_else(|_| "bench-report".into()));
+        command
+            .args(["--backends", backend, "--child-results"])
+            .arg(&results);
+        if args.quick {
+            command.arg("--quick");
+        }
+        if args.tiny {
+            command.arg("--tiny");
+        }
+        for id in &remaining {
+            command.args(["--only", id]);
+        }
+        command
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null());
+        let Ok(mut child) = command.spawn() else {
+            break;
+        };
+        let read = |path: &std::path::Path| -> Vec<storage_bench::report::Measurement> {
+            std::fs::read_to_string(path)
+                .ok()
+                .and_then(|text| serde_json::from_str(&text).ok())
+                .unwrap_or_default()
+        };
+        let mut seen = 0;
+        let mut last_progress = std::time::Instant::now();
+        let exited = loop {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            let now_done = read(&results).len();
+            if now_done != seen {
+                bar.inc((now_done - seen) as u64);
+                seen = now_done;
+                last_progress = std::time::Instant::now();
+            }
+            let next = remaining.get(seen).map_or("", String::as_str);
+            bar.set_message(format!("{next} on {backend}"));
+            match child.try_wait() {
+                Ok(Some(_)) | Err(_) => break true,
+                Ok(None) if last_progress.elapsed() > stall => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break false;
+                }
+                Ok(None) => {}
+            }
+        };
+        let done = read(&results);
+        let finished = done.len();
+        measured.extend(done);
+        if exited && finished >= remaining.len() {
+            break;
+        }
+        // The child stalled (or died) in `remaining[finished]`: note it and go on with the rest.
+        let stuck = remaining[finished.min(remaining.len() - 1)].clone();
+        let reason = if exited {
+            format!("{stuck}: the measurement process ended before finishing it")
+        } else {
+            format!(
+                "{stuck}: no progress for {} s — stopped{}",
+                stall.as_secs(),
+                if backend == "sled" {
+                    " (sled 0.34.7's deadlock, spacejam/sled#1412)"
+                } else {
+                    ""
+                }
+            )
+        };
+        eprintln!("bench-report: {backend}: {reason}");
+        stalls.push(storage_bench::report::Skipped {
+            backend: backend.to_owned(),
+            reason,
+        });
+        bar.inc(1);
+        remaining.drain(..(finished + 1).min(remaining.len()));
+    }
+    (measured, stalls)
 }
 
 fn load(path: &PathBuf) -> Result<Report, String> {
@@ -112,24 +222,52 @@ fn main() -> ExitCode {
     for skip in &skipped {
         eprintln!("bench-report: skipping {}: {}", skip.backend, skip.reason);
     }
-    let count = if args.only.is_empty() {
-        MEASUREMENTS.len()
+    let ids: Vec<String> = if args.only.is_empty() {
+        MEASUREMENTS.iter().map(|id| id.to_string()).collect()
     } else {
-        args.only.len()
+        args.only.clone()
     };
-    let bar = indicatif::ProgressBar::new((count * backends.len()) as u64);
+    if let Some(results) = &args.child_results {
+        // A child: measure one measurement at a time, saving after each.
+        let mut done = Vec::new();
+        for id in &ids {
+            done.extend(run(sizes, &backends, std::slice::from_ref(id), &mut |_, _| {}));
+            if let Err(error) = std::fs::write(results, serde_json::to_string(&done).unwrap_or_default()) {
+                eprintln!("bench-report: {}: {error}", results.display());
+                return ExitCode::FAILURE;
+            }
+        }
+        return ExitCode::SUCCESS;
+    }
+    let bar = indicatif::ProgressBar::new((ids.len() * backends.len()) as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len}  {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    let mut measurements = run(sizes, &backends, &args.only, &mut |id, backend| {
-        bar.inc(1);
-        bar.set_message(format!("{id} on {backend}"));
-    });
+    let mut skipped = skipped;
+    let mut per_backend = Vec::new();
+    for backend in &backends {
+        let (measured, stalls) = measure_in_child(&args, &backend.name, &ids, &bar);
+        skipped.extend(stalls);
+        per_backend.push(measured);
+    }
+    bar.finish_and_clear();
+    // One measurement per id, its figures in backend order.
+    let mut measurements: Vec<storage_bench::report::Measurement> = Vec::new();
+    for id in &ids {
+        for measured in &per_backend {
+            let Some(found) = measured.iter().find(|m| &m.id == id) else {
+                continue;
+            };
+            match measurements.iter_mut().find(|m| &m.id == id) {
+                Some(merged) => merged.figures.extend(found.figures.iter().cloned()),
+                None => measurements.push(found.clone()),
+            }
+        }
+    }
     if let Some(criterion) = &args.criterion {
         measurements.extend(storage_bench::micro::headlines(criterion));
     }
-    bar.finish_and_clear();
     let report = Report {
         finished_unix_s: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
