@@ -287,12 +287,16 @@ pub fn run(
             let dir = tempfile::tempdir().unwrap();
             let rt = runtime();
             let store = (backend.open)(dir.path());
-            let work = rt.block_on(fill_log(&*store, sizes.recovery_batches, from_snapshot));
+            let work = rt.block_on(fill_log(&*store, sizes.recovery_batches));
             // Persistent stores are opened again from their directory, as after a restart.
             let kept = (!backend.persistent).then_some(store);
             let raw_dir = raw_copy_dir(backend, dir.path(), &work);
             let (mut ours, mut raw) = (Vec::new(), Vec::new());
             for _ in 0..sizes.runs {
+                if !from_snapshot {
+                    // Every run replays: the previous open left a snapshot at the log end behind.
+                    rt.block_on(drop_snapshots(backend, dir.path(), kept.as_deref()));
+                }
                 ours.push(ms(rt.block_on(open_log(backend, dir.path(), kept.as_deref()))));
                 raw.push(ms(read_raw(raw_dir.as_deref().unwrap_or(dir.path())).0));
             }
@@ -509,9 +513,9 @@ fn client_batches(count: usize, value_len: usize) -> Vec<RecordBatch> {
         .collect()
 }
 
-/// Fills a partition log with `count` client batches and closes it (with a snapshot when `snapshot`, without
-/// any when not); returns the batches as stored.
-async fn fill_log(store: &dyn Storage, count: usize, snapshot: bool) -> Vec<RecordBatch> {
+/// Fills a partition log with `count` client batches and closes it cleanly (a snapshot at its end); returns the
+/// batches as stored.
+async fn fill_log(store: &dyn Storage, count: usize) -> Vec<RecordBatch> {
     let storage = store.create(&partition("recover")).await.unwrap();
     let (mut log, _) = PartitionLog::open(storage, log_config(), 0).await.unwrap();
     for batch in client_batches(count, 10) {
@@ -520,15 +524,7 @@ async fn fill_log(store: &dyn Storage, count: usize, snapshot: bool) -> Vec<Reco
             .unwrap();
     }
     log.close().await.unwrap();
-    let mut storage = store.open(&partition("recover")).await.unwrap();
-    if !snapshot {
-        for offset in storage.snapshot_offsets().await.unwrap() {
-            storage.delete_snapshot(offset).await.unwrap();
-        }
-        // Not a clean shutdown either: the log must replay.
-        storage.put_metadata("log.clean-shutdown", b"0").await.unwrap();
-    }
-    storage.flush(Durability::Sync).await.unwrap();
+    let storage = store.open(&partition("recover")).await.unwrap();
     let mut stored = Vec::new();
     let mut offset = 0;
     while offset < storage.log_end_offset() {
@@ -537,6 +533,25 @@ async fn fill_log(store: &dyn Storage, count: usize, snapshot: bool) -> Vec<Reco
         stored.extend(batches);
     }
     stored
+}
+
+/// Deletes the recovered partition's snapshots and marks its shutdown unclean, so that the next open replays
+/// the whole log.
+async fn drop_snapshots(backend: &BenchBackend, dir: &Path, kept: Option<&dyn Storage>) {
+    let reopened;
+    let store: &dyn Storage = match kept {
+        Some(store) => store,
+        None => {
+            reopened = (backend.open)(dir);
+            &*reopened
+        }
+    };
+    let mut storage = store.open(&partition("recover")).await.unwrap();
+    for offset in storage.snapshot_offsets().await.unwrap() {
+        storage.delete_snapshot(offset).await.unwrap();
+    }
+    storage.put_metadata("log.clean-shutdown", b"0").await.unwrap();
+    storage.flush(Durability::Sync).await.unwrap();
 }
 
 async fn open_log(backend: &BenchBackend, dir: &Path, kept: Option<&dyn Storage>) -> Duration {
