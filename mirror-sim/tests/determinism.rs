@@ -76,3 +76,15 @@ fn a_shrunk_reproduction_replays_to_the_same_anomaly() {
         assert_eq!(without.anomalies.silent_loss, 0, "step {index} was not needed");
     }
 }
+
+#[test]
+fn a_replayed_script_with_a_path_for_a_cluster_name_is_refused() {
+    for name in ["../escape", "a/b", "", ".."] {
+        let script = mirror_sim::Script {
+            clusters: vec![name.to_owned()],
+            steps: vec![mirror_sim::Step::Mirror],
+        };
+        let result = run_script(&script, Strategy::Barrier, &Backend::Named("fs".into()));
+        assert!(matches!(result, Err(mirror_sim::SimError::Setup(_))), "{name:?}");
+    }
+}

@@ -23,9 +23,9 @@ pub struct SimulateArgs {
     /// The seed every choice derives from (same seed, same output).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Client operations per phase of each scenario.
-    #[arg(long, default_value_t = 30)]
-    pub steps: usize,
+    /// Client operations per phase of each scenario (1 to 10,000: a script is generated whole before it runs).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub steps: u64,
     /// A storage config naming the backend (default: fs under a temporary directory per run).
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -74,7 +74,7 @@ pub fn simulate(args: SimulateArgs, out: &mut dyn Write) -> Result<bool, CliErro
         topologies: parse_all(&args.topology, &Topology::ALL)?,
         strategies: parse_all(&args.strategy, &Strategy::ALL)?,
         seed: args.seed,
-        steps: args.steps,
+        steps: usize::try_from(args.steps).unwrap_or(10_000),
         backend,
         shrink_budget: DEFAULT_SHRINK_BUDGET,
     };

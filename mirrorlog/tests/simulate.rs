@@ -88,4 +88,9 @@ fn unknown_names_are_usage_errors() {
     }
     let output = simulate(&["--replay", "/nonexistent/repro.json"]);
     assert_eq!(output.status.code(), Some(1));
+    // A step count that would make the generated script take gigabytes is refused before anything runs.
+    for steps in ["0", "100000000", "many"] {
+        let output = simulate(&["--steps", steps]);
+        assert_eq!(output.status.code(), Some(1), "--steps {steps}");
+    }
 }

@@ -277,6 +277,19 @@ impl World {
             fetch_bound: FetchBound::LastStableOffset,
         };
         for name in &script.clusters {
+            // Names come from scripts (a `--replay` file): they become directory names, so only plain ones.
+            let plain = !name.is_empty()
+                && name.len() <= 64
+                && name != "."
+                && name != ".."
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+            if !plain {
+                return Err(SimError::Setup(format!(
+                    "cluster name {name:?}: use 1 to 64 ASCII letters, digits, '-', '_' or '.'"
+                )));
+            }
             let cluster = world.new_cluster(name)?;
             world.clusters.insert(name.clone(), cluster);
         }
