@@ -535,17 +535,34 @@ async fn fill_log(store: &dyn Storage, count: usize) -> Vec<RecordBatch> {
     stored
 }
 
+/// The store a measurement uses: the one kept alive (memory, whose data lives in the store object) or the
+/// backend's store opened again from its directory (as after a restart).
+enum StoreRef<'a> {
+    Kept(&'a dyn Storage),
+    Reopened(Box<dyn Storage>),
+}
+
+impl<'a> StoreRef<'a> {
+    fn of(backend: &BenchBackend, dir: &Path, kept: Option<&'a dyn Storage>) -> Self {
+        match kept {
+            Some(store) => StoreRef::Kept(store),
+            None => StoreRef::Reopened((backend.open)(dir)),
+        }
+    }
+
+    fn get(&self) -> &dyn Storage {
+        match self {
+            StoreRef::Kept(store) => *store,
+            StoreRef::Reopened(store) => &**store,
+        }
+    }
+}
+
 /// Deletes the recovered partition's snapshots and marks its shutdown unclean, so that the next open replays
 /// the whole log.
 async fn drop_snapshots(backend: &BenchBackend, dir: &Path, kept: Option<&dyn Storage>) {
-    let reopened;
-    let store: &dyn Storage = match kept {
-        Some(store) => store,
-        None => {
-            reopened = (backend.open)(dir);
-            &*reopened
-        }
-    };
+    let store = StoreRef::of(backend, dir, kept);
+    let store = store.get();
     let mut storage = store.open(&partition("recover")).await.unwrap();
     for offset in storage.snapshot_offsets().await.unwrap() {
         storage.delete_snapshot(offset).await.unwrap();
@@ -556,14 +573,8 @@ async fn drop_snapshots(backend: &BenchBackend, dir: &Path, kept: Option<&dyn St
 
 async fn open_log(backend: &BenchBackend, dir: &Path, kept: Option<&dyn Storage>) -> Duration {
     let started = Instant::now();
-    let reopened;
-    let store: &dyn Storage = match kept {
-        Some(store) => store,
-        None => {
-            reopened = (backend.open)(dir);
-            &*reopened
-        }
-    };
+    let store = StoreRef::of(backend, dir, kept);
+    let store = store.get();
     let storage = store.open(&partition("recover")).await.unwrap();
     let (log, _) = PartitionLog::open(storage, log_config(), 0).await.unwrap();
     let elapsed = started.elapsed();
