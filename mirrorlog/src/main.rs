@@ -4,6 +4,7 @@
 //!   including the `MIRROR_PID_RESET` barrier.
 //! - `mirrorlog replay <segment-or-dir>` rebuilds producer state as log recovery does and prints it.
 //! - `mirrorlog psm-script [--rewrite] <file>...` runs producer-state scenario files.
+//! - `mirrorlog serve` runs a Kafka wire-protocol broker that real clients produce to and consume from.
 //! - `mirrorlog simulate` runs the multi-cluster simulator's topology × strategy matrix (exit 0 iff the seeds'
 //!   claims hold).
 //!
@@ -17,6 +18,7 @@ mod dump_dir;
 mod error;
 mod psm_script;
 mod replay;
+mod serve;
 mod simulate;
 
 use std::io::Write;
@@ -85,6 +87,9 @@ enum Command {
     /// Run the multi-cluster simulator: every topology under every producer-id strategy, the anomalies an
     /// independent oracle counts, minimal reproductions, and whether the seeds' claims hold (exit 0 iff they do).
     Simulate(simulate::SimulateArgs),
+    /// Run a Kafka wire-protocol broker over the partition log (one node leading every partition) until SIGTERM
+    /// or Ctrl-C. Loopback only by default: no authentication, no TLS.
+    Serve(Box<serve::ServeArgs>),
 }
 
 /// `--barrier-scope` values.
@@ -177,6 +182,10 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             for line in lines.map_err(CliError::Config)? {
                 writeln!(out, "{line}").map_err(CliError::Output)?;
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Serve(args) => {
+            serve::serve(*args)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Simulate(args) => {

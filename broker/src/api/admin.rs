@@ -1,0 +1,151 @@
+//! ApiVersions, Metadata, CreateTopics and FindCoordinator: what a client asks before it produces or fetches.
+
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::*;
+
+use super::str_bytes;
+use crate::broker::{codes, Broker};
+use crate::versions::ADVERTISED;
+
+/// The advertised version table.
+pub fn api_versions() -> ApiVersionsResponse {
+    let mut response = ApiVersionsResponse::default();
+    response.api_keys = ADVERTISED
+        .iter()
+        .map(|&(key, min, max)| {
+            let mut version = ApiVersion::default();
+            version.api_key = key as i16;
+            version.min_version = min;
+            version.max_version = max;
+            version
+        })
+        .collect();
+    response
+}
+
+/// Metadata: this broker (node 0) leads every partition. Named topics that do not exist are created when the
+/// broker auto-creates topics and the request allows it (v4+; always before v4, as Kafka did).
+pub async fn metadata(broker: &Broker, request: MetadataRequest, version: i16) -> MetadataResponse {
+    let mut created_errors = std::collections::BTreeMap::new();
+    if let Some(requested) = &request.topics {
+        let allowed = version < 4 || request.allow_auto_topic_creation;
+        let existing = broker.topic_partitions().await;
+        for topic in requested {
+            let Some(name) = &topic.name else { continue };
+            if existing.contains_key(name.as_str()) {
+                continue;
+            }
+            let code = if broker.config.auto_create_topics && allowed {
+                match broker
+                    .create_topic(name.as_str(), broker.config.default_partitions)
+                    .await
+                {
+                    Ok(()) | Err(codes::TOPIC_ALREADY_EXISTS) => continue,
+                    Err(code) => code,
+                }
+            } else {
+                codes::UNKNOWN_TOPIC_OR_PARTITION
+            };
+            created_errors.insert(name.as_str().to_owned(), code);
+        }
+    }
+    let partitions = broker.topic_partitions().await;
+    let names: Vec<String> = match &request.topics {
+        None => partitions.keys().cloned().collect(),
+        Some(requested) => requested
+            .iter()
+            .filter_map(|topic| topic.name.as_ref().map(|name| name.as_str().to_owned()))
+            .collect(),
+    };
+    let mut response = MetadataResponse::default();
+    let mut node = MetadataResponseBroker::default();
+    node.node_id = BrokerId(0);
+    node.host = str_bytes(&broker.advertised.0);
+    node.port = broker.advertised.1;
+    response.brokers = vec![node];
+    response.cluster_id = Some(str_bytes(&broker.config.cluster_id));
+    response.controller_id = BrokerId(0);
+    response.topics = names
+        .into_iter()
+        .map(|name| {
+            let mut topic = MetadataResponseTopic::default();
+            match partitions.get(&name) {
+                Some(&count) => {
+                    topic.partitions = (0..count as i32)
+                        .map(|index| {
+                            let mut partition = MetadataResponsePartition::default();
+                            partition.partition_index = index;
+                            partition.leader_id = BrokerId(0);
+                            partition.leader_epoch = 0;
+                            partition.replica_nodes = vec![BrokerId(0)];
+                            partition.isr_nodes = vec![BrokerId(0)];
+                            partition
+                        })
+                        .collect();
+                }
+                None => {
+                    topic.error_code = created_errors
+                        .get(&name)
+                        .copied()
+                        .unwrap_or(codes::UNKNOWN_TOPIC_OR_PARTITION);
+                }
+            }
+            topic.name = Some(TopicName(str_bytes(&name)));
+            topic
+        })
+        .collect();
+    response
+}
+
+/// CreateTopics: one replica (this broker); replica assignments are refused.
+pub async fn create_topics(
+    broker: &Broker,
+    request: CreateTopicsRequest,
+    _version: i16,
+) -> CreateTopicsResponse {
+    let mut response = CreateTopicsResponse::default();
+    for topic in request.topics {
+        let mut result = CreatableTopicResult::default();
+        result.name = topic.name.clone();
+        let partitions = match topic.num_partitions {
+            -1 => Ok(broker.config.default_partitions),
+            n => u32::try_from(n).map_err(|_| codes::INVALID_PARTITIONS),
+        };
+        let outcome = if !matches!(topic.replication_factor, -1 | 1) {
+            Err(codes::INVALID_REPLICATION_FACTOR)
+        } else if !topic.assignments.is_empty() {
+            Err(codes::INVALID_REQUEST)
+        } else if request.validate_only {
+            partitions.map(|_| ())
+        } else {
+            match partitions {
+                Ok(partitions) => broker.create_topic(topic.name.as_str(), partitions).await,
+                Err(code) => Err(code),
+            }
+        };
+        result.error_code = outcome.err().unwrap_or(codes::NONE);
+        response.topics.push(result);
+    }
+    response
+}
+
+/// FindCoordinator: this broker coordinates every group and transactional id.
+pub async fn find_coordinator(
+    broker: &Broker,
+    request: FindCoordinatorRequest,
+    _version: i16,
+) -> FindCoordinatorResponse {
+    let mut response = FindCoordinatorResponse::default();
+    if !matches!(request.key_type, 0 | 1) {
+        response.error_code = codes::INVALID_REQUEST;
+        return response;
+    }
+    response.node_id = BrokerId(0);
+    response.host = str_bytes(&broker.advertised.0);
+    response.port = broker.advertised.1;
+    response
+}

@@ -1,0 +1,214 @@
+//! Fetch (whole batches from the one holding the offset; read_uncommitted up to the high watermark,
+//! read_committed up to the LSO with the aborted transactions; long-poll on `max_wait_ms`/`min_bytes`) and
+//! ListOffsets.
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::fetch_response::{AbortedTransaction, FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::*;
+use partition_log::Isolation;
+
+use super::produce::log_error_code;
+use crate::broker::{codes, Broker};
+
+/// The longest a fetch waits, whatever it asks for.
+const MAX_WAIT: Duration = Duration::from_secs(30);
+
+/// How many bytes ListOffsets reads at a time when it searches by timestamp.
+const SEARCH_READ_BYTES: usize = 1 << 20;
+
+fn isolation(level: i8) -> Isolation {
+    if level == 1 {
+        Isolation::ReadCommitted
+    } else {
+        Isolation::ReadUncommitted
+    }
+}
+
+/// Answers when `min_bytes` are there or `max_wait_ms` passed, re-reading whenever records are appended.
+pub async fn fetch(broker: &Broker, request: FetchRequest, _version: i16) -> FetchResponse {
+    let wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0)).min(MAX_WAIT);
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut appended = broker.subscribe_appended();
+    loop {
+        appended.borrow_and_update();
+        let (response, bytes) = read_all(broker, &request).await;
+        let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
+        if bytes >= min_bytes.max(1) || tokio::time::Instant::now() >= deadline {
+            return response;
+        }
+        if tokio::time::timeout_at(deadline, appended.changed())
+            .await
+            .is_err()
+        {
+            return read_all(broker, &request).await.0;
+        }
+    }
+}
+
+async fn read_all(broker: &Broker, request: &FetchRequest) -> (FetchResponse, usize) {
+    let isolation = isolation(request.isolation_level);
+    let mut budget = usize::try_from(request.max_bytes).unwrap_or(0);
+    let mut total = 0usize;
+    let mut response = FetchResponse::default();
+    for topic in &request.topics {
+        let mut topic_response = FetchableTopicResponse::default();
+        topic_response.topic = topic.topic.clone();
+        for partition in &topic.partitions {
+            let mut data = PartitionData::default();
+            data.partition_index = partition.partition;
+            data.high_watermark = -1;
+            data.last_stable_offset = -1;
+            data.log_start_offset = -1;
+            let limit = usize::try_from(partition.partition_max_bytes)
+                .unwrap_or(0)
+                .min(budget);
+            // KIP-74: the first partition with data returns at least one whole batch, whatever the limits.
+            let read_bytes = if total == 0 { limit.max(1) } else { limit };
+            match broker.partition(topic.topic.as_str(), partition.partition).await {
+                None => data.error_code = codes::UNKNOWN_TOPIC_OR_PARTITION,
+                Some(slot) => {
+                    let guard = slot.lock().await;
+                    match guard.as_ref() {
+                        None => data.error_code = codes::KAFKA_STORAGE_ERROR,
+                        Some(log) => {
+                            data.high_watermark = log.high_watermark();
+                            data.last_stable_offset = log.last_stable_offset();
+                            data.log_start_offset = log.log_start_offset();
+                            if read_bytes > 0 {
+                                match log.read(partition.fetch_offset, read_bytes, isolation).await {
+                                    Ok(result) => {
+                                        let mut records = BytesMut::new();
+                                        for batch in &result.batches {
+                                            records.extend_from_slice(batch.as_bytes());
+                                        }
+                                        total += records.len();
+                                        budget = budget.saturating_sub(records.len());
+                                        data.records = Some(records.freeze());
+                                        if isolation == Isolation::ReadCommitted {
+                                            data.aborted_transactions = Some(
+                                                result
+                                                    .aborted_transactions
+                                                    .iter()
+                                                    .map(|aborted| {
+                                                        let mut entry = AbortedTransaction::default();
+                                                        entry.producer_id = ProducerId(aborted.producer_id);
+                                                        entry.first_offset = aborted.first_offset;
+                                                        entry
+                                                    })
+                                                    .collect(),
+                                            );
+                                        }
+                                    }
+                                    Err(error) => data.error_code = log_error_code(&error),
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            if data.records.is_none() {
+                data.records = Some(Bytes::new());
+            }
+            topic_response.partitions.push(data);
+        }
+        response.responses.push(topic_response);
+    }
+    (response, total)
+}
+
+/// ListOffsets: earliest (-2), latest (-1: the high watermark, or the LSO for read_committed), or the first
+/// record at or after a timestamp.
+pub async fn list_offsets(
+    broker: &Broker,
+    request: ListOffsetsRequest,
+    _version: i16,
+) -> ListOffsetsResponse {
+    let isolation = isolation(request.isolation_level);
+    let mut response = ListOffsetsResponse::default();
+    for topic in request.topics {
+        let mut topic_response = ListOffsetsTopicResponse::default();
+        topic_response.name = topic.name.clone();
+        for partition in topic.partitions {
+            let mut answer = ListOffsetsPartitionResponse::default();
+            answer.partition_index = partition.partition_index;
+            answer.timestamp = -1;
+            answer.offset = -1;
+            match broker
+                .partition(topic.name.as_str(), partition.partition_index)
+                .await
+            {
+                None => answer.error_code = codes::UNKNOWN_TOPIC_OR_PARTITION,
+                Some(slot) => {
+                    let guard = slot.lock().await;
+                    match guard.as_ref() {
+                        None => answer.error_code = codes::KAFKA_STORAGE_ERROR,
+                        Some(log) => {
+                            let upper = match isolation {
+                                Isolation::ReadCommitted => log.last_stable_offset(),
+                                Isolation::ReadUncommitted => log.high_watermark(),
+                            };
+                            answer.leader_epoch = log.config().leader_epoch;
+                            match partition.timestamp {
+                                -2 => answer.offset = log.log_start_offset(),
+                                -1 => answer.offset = upper,
+                                timestamp if timestamp >= 0 => match search(log, timestamp, upper).await {
+                                    Ok(Some((offset, found))) => {
+                                        answer.offset = offset;
+                                        answer.timestamp = found;
+                                    }
+                                    Ok(None) => {}
+                                    Err(code) => answer.error_code = code,
+                                },
+                                _ => answer.error_code = codes::INVALID_REQUEST,
+                            }
+                        }
+                    }
+                }
+            }
+            topic_response.partitions.push(answer);
+        }
+        response.topics.push(topic_response);
+    }
+    response
+}
+
+/// The first record below `upper` with a timestamp at or after `timestamp`: `(offset, its timestamp)`.
+async fn search(
+    log: &partition_log::PartitionLog,
+    timestamp: i64,
+    upper: i64,
+) -> Result<Option<(i64, i64)>, i16> {
+    let mut offset = log.log_start_offset();
+    while offset < upper {
+        let batches = log
+            .read_for_replica(offset, SEARCH_READ_BYTES)
+            .await
+            .map_err(|error| log_error_code(&error))?;
+        let Some(last) = batches.last() else {
+            break;
+        };
+        offset = last.next_offset();
+        for batch in &batches {
+            if batch.is_control() || batch.max_timestamp() < timestamp || batch.base_offset() >= upper {
+                continue;
+            }
+            let records = batch
+                .records()
+                .map_err(|_| producer_state::KafkaError::InvalidRecord.code())?;
+            for record in records.iter() {
+                let record = record.map_err(|_| producer_state::KafkaError::InvalidRecord.code())?;
+                let record_timestamp = batch.base_timestamp().saturating_add(record.timestamp_delta);
+                let record_offset = batch.base_offset().saturating_add(i64::from(record.offset_delta));
+                if record_timestamp >= timestamp && record_offset < upper {
+                    return Ok(Some((record_offset, record_timestamp)));
+                }
+            }
+        }
+    }
+    Ok(None)
+}

@@ -1,0 +1,252 @@
+//! Request dispatch: the shape check, `kafka-protocol`'s decoder, the handler of each API, the response frame.
+//!
+//! Each handler takes the decoded request and its version and returns the response message; protocol errors are
+//! Kafka error codes inside it. A request the broker cannot read at all (a shape or decode failure, an unknown
+//! API, a version it does not advertise) closes the connection, as Kafka's socket server does — except
+//! ApiVersions at an unknown version, which is answered in version 0 with UNSUPPORTED_VERSION so that the client
+//! can retry with a version from the list.
+
+mod admin;
+mod fetch;
+mod groups;
+mod produce;
+mod txn;
+
+use bytes::Bytes;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, Encodable};
+
+use crate::broker::Broker;
+use crate::frame::{encode_response, Request};
+use crate::{shape, versions};
+
+/// Why a request closed its connection.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    /// The API key names no API the broker serves.
+    #[error("unknown or unsupported API key {0}")]
+    UnknownApi(i16),
+    /// The broker does not advertise this version.
+    #[error("{key:?} version {version} is not supported")]
+    UnsupportedVersion {
+        /// The API.
+        key: ApiKey,
+        /// The version.
+        version: i16,
+    },
+    /// The body does not have the shape of the request.
+    #[error("malformed {key:?} v{version} request: {source}")]
+    Shape {
+        /// The API.
+        key: ApiKey,
+        /// The version.
+        version: i16,
+        /// What is wrong.
+        source: shape::ShapeError,
+    },
+    /// The decoder refused the body.
+    #[error("undecodable {key:?} v{version} request: {reason}")]
+    Decode {
+        /// The API.
+        key: ApiKey,
+        /// The version.
+        version: i16,
+        /// The decoder's message.
+        reason: String,
+    },
+    /// The response could not be encoded (a bug).
+    #[error("cannot encode the response: {0}")]
+    Encode(String),
+}
+
+/// What a request produced.
+#[derive(Debug)]
+pub enum Reply {
+    /// A response frame.
+    Frame(Bytes),
+    /// No response (a produce with `acks=0`).
+    Nothing,
+}
+
+/// A request the broker serves, decoded.
+#[derive(Debug, Clone)]
+pub enum Decoded {
+    /// ApiVersions (its body is not needed).
+    ApiVersions,
+    /// Metadata.
+    Metadata(MetadataRequest),
+    /// CreateTopics.
+    CreateTopics(CreateTopicsRequest),
+    /// FindCoordinator.
+    FindCoordinator(FindCoordinatorRequest),
+    /// Produce.
+    Produce(ProduceRequest),
+    /// Fetch.
+    Fetch(FetchRequest),
+    /// ListOffsets.
+    ListOffsets(ListOffsetsRequest),
+    /// OffsetCommit.
+    OffsetCommit(OffsetCommitRequest),
+    /// OffsetFetch.
+    OffsetFetch(OffsetFetchRequest),
+    /// TxnOffsetCommit.
+    TxnOffsetCommit(TxnOffsetCommitRequest),
+    /// InitProducerId.
+    InitProducerId(InitProducerIdRequest),
+    /// AddPartitionsToTxn.
+    AddPartitionsToTxn(AddPartitionsToTxnRequest),
+    /// AddOffsetsToTxn.
+    AddOffsetsToTxn(AddOffsetsToTxnRequest),
+    /// EndTxn.
+    EndTxn(EndTxnRequest),
+    /// ApiVersions at a version the broker does not serve: answered in v0 with UNSUPPORTED_VERSION.
+    UnsupportedApiVersions,
+}
+
+/// Checks and decodes a request: the API and version must be advertised (ApiVersions excepted, see the module
+/// docs), the body must pass the shape check, then `kafka-protocol` decodes it.
+pub fn decode(request: &Request) -> Result<Decoded, RequestError> {
+    let Some(key) = request.key().filter(|key| versions::range(*key).is_some()) else {
+        return Err(RequestError::UnknownApi(request.api_key));
+    };
+    let version = request.version;
+    if !versions::supported(key, version) {
+        if key == ApiKey::ApiVersions {
+            return Ok(Decoded::UnsupportedApiVersions);
+        }
+        return Err(RequestError::UnsupportedVersion { key, version });
+    }
+    shape::check(key, version, &request.body).map_err(|source| RequestError::Shape {
+        key,
+        version,
+        source,
+    })?;
+    macro_rules! decode {
+        ($variant:ident) => {
+            Decoded::$variant(
+                Decodable::decode(&mut request.body.clone(), version).map_err(|error| {
+                    RequestError::Decode {
+                        key,
+                        version,
+                        reason: error.to_string(),
+                    }
+                })?,
+            )
+        };
+    }
+    Ok(match key {
+        ApiKey::ApiVersions => Decoded::ApiVersions,
+        ApiKey::Metadata => decode!(Metadata),
+        ApiKey::CreateTopics => decode!(CreateTopics),
+        ApiKey::FindCoordinator => decode!(FindCoordinator),
+        ApiKey::Produce => decode!(Produce),
+        ApiKey::Fetch => decode!(Fetch),
+        ApiKey::ListOffsets => decode!(ListOffsets),
+        ApiKey::OffsetCommit => decode!(OffsetCommit),
+        ApiKey::OffsetFetch => decode!(OffsetFetch),
+        ApiKey::TxnOffsetCommit => decode!(TxnOffsetCommit),
+        ApiKey::InitProducerId => decode!(InitProducerId),
+        ApiKey::AddPartitionsToTxn => decode!(AddPartitionsToTxn),
+        ApiKey::AddOffsetsToTxn => decode!(AddOffsetsToTxn),
+        ApiKey::EndTxn => decode!(EndTxn),
+        other => return Err(RequestError::UnknownApi(other as i16)),
+    })
+}
+
+/// Serves one request.
+pub async fn handle(broker: &Broker, request: &Request) -> Result<Reply, RequestError> {
+    let decoded = decode(request)?;
+    let (version, id) = (request.version, request.correlation_id);
+    let key = request.key().unwrap_or(ApiKey::ApiVersions);
+    match decoded {
+        Decoded::UnsupportedApiVersions => {
+            let mut response = admin::api_versions();
+            response.error_code = crate::broker::codes::UNSUPPORTED_VERSION;
+            frame(ApiKey::ApiVersions, 0, id, &response)
+        }
+        Decoded::ApiVersions => frame(key, version, id, &admin::api_versions()),
+        Decoded::Metadata(request) => {
+            frame(key, version, id, &admin::metadata(broker, request, version).await)
+        }
+        Decoded::CreateTopics(request) => frame(
+            key,
+            version,
+            id,
+            &admin::create_topics(broker, request, version).await,
+        ),
+        Decoded::FindCoordinator(request) => frame(
+            key,
+            version,
+            id,
+            &admin::find_coordinator(broker, request, version).await,
+        ),
+        Decoded::Produce(request) => {
+            let acks = request.acks;
+            let response = produce::produce(broker, request, version).await;
+            if acks == 0 {
+                return Ok(Reply::Nothing);
+            }
+            frame(key, version, id, &response)
+        }
+        Decoded::Fetch(request) => frame(key, version, id, &fetch::fetch(broker, request, version).await),
+        Decoded::ListOffsets(request) => frame(
+            key,
+            version,
+            id,
+            &fetch::list_offsets(broker, request, version).await,
+        ),
+        Decoded::OffsetCommit(request) => frame(
+            key,
+            version,
+            id,
+            &groups::offset_commit(broker, request, version).await,
+        ),
+        Decoded::OffsetFetch(request) => frame(
+            key,
+            version,
+            id,
+            &groups::offset_fetch(broker, request, version).await,
+        ),
+        Decoded::TxnOffsetCommit(request) => frame(
+            key,
+            version,
+            id,
+            &groups::txn_offset_commit(broker, request, version).await,
+        ),
+        Decoded::InitProducerId(request) => frame(
+            key,
+            version,
+            id,
+            &txn::init_producer_id(broker, request, version).await,
+        ),
+        Decoded::AddPartitionsToTxn(request) => frame(
+            key,
+            version,
+            id,
+            &txn::add_partitions(broker, request, version).await,
+        ),
+        Decoded::AddOffsetsToTxn(request) => frame(
+            key,
+            version,
+            id,
+            &txn::add_offsets(broker, request, version).await,
+        ),
+        Decoded::EndTxn(request) => frame(key, version, id, &txn::end_txn(broker, request, version).await),
+    }
+}
+
+fn frame<M: Encodable>(
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    message: &M,
+) -> Result<Reply, RequestError> {
+    encode_response(key, version, correlation_id, message)
+        .map(Reply::Frame)
+        .map_err(RequestError::Encode)
+}
+
+/// A `kafka-protocol` string from a Rust one.
+fn str_bytes(text: &str) -> kafka_protocol::protocol::StrBytes {
+    kafka_protocol::protocol::StrBytes::from_string(text.to_owned())
+}

@@ -1,0 +1,102 @@
+//! Produce: each partition's records go through `PartitionLog::append_as_leader` (CLIENT origin: one batch, CRC,
+//! record checks, producer-state rules), are made as durable as the storage config says, and only then move the
+//! high watermark and get acknowledged.
+
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::*;
+use partition_log::LogError;
+use producer_state::{AppendOrigin, TransactionVersion};
+use record_format::{BatchIter, DecodeError};
+
+use crate::broker::{codes, Broker};
+
+/// Appends every partition's batch and answers each partition's offset or error.
+pub async fn produce(broker: &Broker, request: ProduceRequest, _version: i16) -> ProduceResponse {
+    let mut response = ProduceResponse::default();
+    let mut appended = false;
+    for topic in request.topic_data {
+        let mut topic_response = TopicProduceResponse::default();
+        topic_response.name = topic.name.clone();
+        for partition in topic.partition_data {
+            let mut answer = PartitionProduceResponse::default();
+            answer.index = partition.index;
+            answer.base_offset = -1;
+            answer.log_append_time_ms = -1;
+            answer.log_start_offset = -1;
+            match append(broker, topic.name.as_str(), partition.index, partition.records).await {
+                Ok((base_offset, log_start_offset)) => {
+                    answer.base_offset = base_offset;
+                    answer.log_start_offset = log_start_offset;
+                    appended = true;
+                }
+                Err(code) => answer.error_code = code,
+            }
+            topic_response.partition_responses.push(answer);
+        }
+        response.responses.push(topic_response);
+    }
+    if appended {
+        broker.notify_appended();
+    }
+    response
+}
+
+/// One partition's append: `(base offset, log start offset)` or a Kafka error code.
+async fn append(
+    broker: &Broker,
+    topic: &str,
+    partition: i32,
+    records: Option<bytes::Bytes>,
+) -> Result<(i64, i64), i16> {
+    let slot = broker
+        .partition(topic, partition)
+        .await
+        .ok_or(codes::UNKNOWN_TOPIC_OR_PARTITION)?;
+    let records = records.ok_or(producer_state::KafkaError::InvalidRecord.code())?;
+    let mut batches = Vec::new();
+    for batch in BatchIter::new(records) {
+        match batch {
+            Ok(batch) => batches.push(batch.batch),
+            Err(record_format::SegmentError::Corrupt { error, .. }) => {
+                return Err(decode_error_code(Some(&error)))
+            }
+            Err(_) => return Err(codes::UNKNOWN_SERVER_ERROR),
+        }
+    }
+    let mut guard = slot.lock().await;
+    let log = guard.as_mut().ok_or(codes::KAFKA_STORAGE_ERROR)?;
+    let outcome = log
+        .append_as_leader(batches, AppendOrigin::Client, TransactionVersion::V0)
+        .await
+        .map_err(|error| log_error_code(&error))?;
+    if !outcome.duplicate {
+        log.flush_acknowledged()
+            .await
+            .map_err(|error| log_error_code(&error))?;
+        let end = log.log_end_offset();
+        log.advance_high_watermark(end);
+    }
+    Ok((outcome.first_offset, log.log_start_offset()))
+}
+
+/// The Kafka error code of a refused append.
+pub(crate) fn log_error_code(error: &LogError) -> i16 {
+    match error {
+        LogError::CorruptBatch { source, .. } => decode_error_code(Some(source)),
+        LogError::Storage(_) | LogError::Offline { .. } | LogError::Recovery { .. } => {
+            codes::KAFKA_STORAGE_ERROR
+        }
+        LogError::OffsetOutOfRange { .. } => codes::OFFSET_OUT_OF_RANGE,
+        other => other
+            .kafka_error()
+            .map_or(codes::UNKNOWN_SERVER_ERROR, |error| error.code()),
+    }
+}
+
+/// CORRUPT_MESSAGE for a checksum mismatch (Kafka's `CorruptRecordException`), INVALID_RECORD otherwise.
+fn decode_error_code(error: Option<&DecodeError>) -> i16 {
+    match error {
+        Some(DecodeError::CrcMismatch { .. }) => codes::CORRUPT_MESSAGE,
+        _ => producer_state::KafkaError::InvalidRecord.code(),
+    }
+}

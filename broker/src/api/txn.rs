@@ -1,0 +1,151 @@
+//! InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn through the transaction coordinator.
+//!
+//! Every outcome's records are durable before its answer goes out; markers are written (COORDINATOR origin,
+//! each partition's high watermark moved past its marker) **before EndTxn is answered**. Kafka answers EndTxn
+//! once PrepareCommit/PrepareAbort is durable and writes the markers afterwards; answering after the markers
+//! means a read_committed consumer sees a transaction as soon as its producer's commit returns. Clients speak
+//! EndTxn v0–2, so transactions follow transaction version 1 (no epoch bump per transaction).
+
+use kafka_protocol::messages::add_partitions_to_txn_response::{
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
+};
+use kafka_protocol::messages::*;
+use producer_state::{KafkaError, ProducerEpoch, TransactionalId};
+use storage::PartitionId;
+use txn_coordinator::TransactionVersion;
+
+use crate::broker::{codes, Broker};
+use crate::now_ms;
+
+fn transactional_id(id: &kafka_protocol::messages::TransactionalId) -> TransactionalId {
+    TransactionalId(id.as_str().to_owned())
+}
+
+fn code(result: Result<(), KafkaError>) -> i16 {
+    result.err().map_or(codes::NONE, KafkaError::code)
+}
+
+/// InitProducerId: a new idempotent producer id, or a transactional id's producer id and bumped epoch (fencing
+/// and aborting an open transaction; KIP-360 bumps from v3 when the client names its current id and epoch).
+pub async fn init_producer_id(
+    broker: &Broker,
+    request: InitProducerIdRequest,
+    version: i16,
+) -> InitProducerIdResponse {
+    let mut response = InitProducerIdResponse::default();
+    response.producer_id = kafka_protocol::messages::ProducerId(-1);
+    response.producer_epoch = -1;
+    let id = request.transactional_id.as_ref().map(transactional_id);
+    let expected = (version >= 3 && request.producer_id.0 >= 0).then_some((
+        producer_state::ProducerId(request.producer_id.0),
+        ProducerEpoch(request.producer_epoch),
+    ));
+    let mut coordinator = broker.coordinator.lock().await;
+    let outcome = coordinator.coordinator().init_producer_id(
+        id.as_ref(),
+        i64::from(request.transaction_timeout_ms),
+        expected,
+        now_ms(),
+    );
+    match broker.coordinate(&mut coordinator, outcome).await {
+        Ok((producer_id, epoch)) => {
+            response.producer_id = kafka_protocol::messages::ProducerId(producer_id.get());
+            response.producer_epoch = epoch.get();
+        }
+        Err(error) => response.error_code = error.code(),
+    }
+    response
+}
+
+/// AddPartitionsToTxn (v0–3 form: one transactional id): unknown partitions fail the whole request with
+/// UNKNOWN_TOPIC_OR_PARTITION on them and OPERATION_NOT_ATTEMPTED on the others, as Kafka does.
+pub async fn add_partitions(
+    broker: &Broker,
+    request: AddPartitionsToTxnRequest,
+    _version: i16,
+) -> AddPartitionsToTxnResponse {
+    let mut partitions = Vec::new();
+    let mut unknown = Vec::new();
+    for topic in &request.v3_and_below_topics {
+        for &index in &topic.partitions {
+            let known = broker.partition(topic.name.as_str(), index).await.is_some();
+            let id = u32::try_from(index)
+                .ok()
+                .and_then(|index| PartitionId::new(topic.name.as_str(), index).ok());
+            match id {
+                Some(id) if known => partitions.push(id),
+                _ => unknown.push((topic.name.clone(), index)),
+            }
+        }
+    }
+    let result = if unknown.is_empty() {
+        let mut coordinator = broker.coordinator.lock().await;
+        let outcome = coordinator.coordinator().add_partitions(
+            &transactional_id(&request.v3_and_below_transactional_id),
+            producer_state::ProducerId(request.v3_and_below_producer_id.0),
+            ProducerEpoch(request.v3_and_below_producer_epoch),
+            &partitions,
+            now_ms(),
+        );
+        broker.coordinate(&mut coordinator, outcome).await
+    } else {
+        Ok(())
+    };
+    let mut response = AddPartitionsToTxnResponse::default();
+    for topic in &request.v3_and_below_topics {
+        let mut topic_result = AddPartitionsToTxnTopicResult::default();
+        topic_result.name = topic.name.clone();
+        for &index in &topic.partitions {
+            let mut partition = AddPartitionsToTxnPartitionResult::default();
+            partition.partition_index = index;
+            partition.partition_error_code =
+                if unknown.iter().any(|(name, i)| name == &topic.name && *i == index) {
+                    codes::UNKNOWN_TOPIC_OR_PARTITION
+                } else if !unknown.is_empty() {
+                    codes::OPERATION_NOT_ATTEMPTED
+                } else {
+                    code(result)
+                };
+            topic_result.results_by_partition.push(partition);
+        }
+        response.results_by_topic_v3_and_below.push(topic_result);
+    }
+    response
+}
+
+/// AddOffsetsToTxn: the group's `__consumer_offsets` partition joins the transaction.
+pub async fn add_offsets(
+    broker: &Broker,
+    request: AddOffsetsToTxnRequest,
+    _version: i16,
+) -> AddOffsetsToTxnResponse {
+    let mut coordinator = broker.coordinator.lock().await;
+    let outcome = coordinator.coordinator().add_offsets(
+        &transactional_id(&request.transactional_id),
+        producer_state::ProducerId(request.producer_id.0),
+        ProducerEpoch(request.producer_epoch),
+        request.group_id.as_str(),
+        now_ms(),
+    );
+    let mut response = AddOffsetsToTxnResponse::default();
+    response.error_code = code(broker.coordinate(&mut coordinator, outcome).await);
+    response
+}
+
+/// EndTxn: commit or abort; answered once every marker is written.
+pub async fn end_txn(broker: &Broker, request: EndTxnRequest, _version: i16) -> EndTxnResponse {
+    let mut coordinator = broker.coordinator.lock().await;
+    let outcome = coordinator.coordinator().end_txn(
+        &transactional_id(&request.transactional_id),
+        producer_state::ProducerId(request.producer_id.0),
+        ProducerEpoch(request.producer_epoch),
+        request.committed,
+        TransactionVersion::V1,
+        now_ms(),
+    );
+    let mut response = EndTxnResponse::default();
+    if let Err(error) = broker.coordinate(&mut coordinator, outcome).await {
+        response.error_code = error.code();
+    }
+    response
+}

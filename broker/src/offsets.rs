@@ -1,0 +1,224 @@
+//! The group offset store: committed offsets per (group, topic, partition), kept as a small internal log.
+//!
+//! Kafka keeps offsets in `__consumer_offsets`, a compacted topic written by the group coordinator. This broker
+//! has no group membership (no JoinGroup/SyncGroup: consumers `assign()` partitions), only the offset APIs
+//! clients need: OffsetCommit, OffsetFetch and the transactional TxnOffsetCommit. Each change is one record
+//! batch of JSON records in the internal partition [`OFFSETS_PARTITION`]; opening replays them.
+//!
+//! Transactional commits follow Kafka's rule: staged per producer id, they become visible when the COMMIT
+//! marker for the group's `__consumer_offsets` partition arrives and are dropped on ABORT. Staging and ending are
+//! records too, so a crash between the coordinator's PrepareCommit and its markers loses nothing: the
+//! coordinator re-sends the markers on restart and the staged offsets are still there.
+
+use std::collections::BTreeMap;
+
+use record_format::BatchBuilder;
+use serde::{Deserialize, Serialize};
+use storage::{Durability, PartitionStorage};
+
+use crate::BrokerError;
+
+/// The internal partition holding the offset log.
+pub const OFFSETS_PARTITION: &str = "__mirrorlog_group_offsets";
+
+const READ_BYTES: usize = 1 << 20;
+
+/// One committed offset.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Committed {
+    /// The offset (the next record the group will read).
+    pub offset: i64,
+    /// The client's metadata string.
+    pub metadata: Option<String>,
+}
+
+/// One offset a commit names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OffsetEntry {
+    /// The group.
+    pub group: String,
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// What is committed.
+    pub committed: Committed,
+}
+
+/// A record of the offset log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum OffsetRecord {
+    /// Committed at once (OffsetCommit).
+    Commit(OffsetEntry),
+    /// Staged by a transaction (TxnOffsetCommit).
+    Staged { producer_id: i64, entry: OffsetEntry },
+    /// A transaction's marker reached the `__consumer_offsets` partition `offsets_partition`.
+    End {
+        producer_id: i64,
+        offsets_partition: u32,
+        commit: bool,
+    },
+}
+
+type Key = (String, String, i32);
+
+/// The store; see the module docs.
+pub struct GroupOffsets {
+    storage: Box<dyn PartitionStorage>,
+    durability: Durability,
+    committed: BTreeMap<Key, Committed>,
+    staged: BTreeMap<i64, Vec<OffsetEntry>>,
+}
+
+impl std::fmt::Debug for GroupOffsets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupOffsets")
+            .field("committed", &self.committed.len())
+            .field("staged", &self.staged.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl GroupOffsets {
+    /// Opens the store over its partition, replaying every record.
+    pub async fn open(
+        storage: Box<dyn PartitionStorage>,
+        durability: Durability,
+    ) -> Result<Self, BrokerError> {
+        let mut store = GroupOffsets {
+            storage,
+            durability,
+            committed: BTreeMap::new(),
+            staged: BTreeMap::new(),
+        };
+        let mut offset = store.storage.log_start_offset();
+        while offset < store.storage.log_end_offset() {
+            let batches = store.storage.read(offset, READ_BYTES).await?;
+            let Some(last) = batches.last() else {
+                break;
+            };
+            offset = last.next_offset();
+            for batch in &batches {
+                let corrupt = |error: &dyn std::fmt::Display| {
+                    BrokerError::Offsets(format!("batch at offset {}: {error}", batch.base_offset()))
+                };
+                for record in batch.records().map_err(|e| corrupt(&e))?.iter() {
+                    let record = record.map_err(|e| corrupt(&e))?;
+                    let value = record.value.unwrap_or_default();
+                    let record: OffsetRecord = serde_json::from_slice(value).map_err(|e| corrupt(&e))?;
+                    store.apply(record);
+                }
+            }
+        }
+        Ok(store)
+    }
+
+    /// The committed offset of a group's partition.
+    pub fn committed(&self, group: &str, topic: &str, partition: i32) -> Option<&Committed> {
+        self.committed
+            .get(&(group.to_owned(), topic.to_owned(), partition))
+    }
+
+    /// Every committed offset of a group, by topic then partition.
+    pub fn group(&self, group: &str) -> Vec<(&str, i32, &Committed)> {
+        self.committed
+            .iter()
+            .filter(|((g, _, _), _)| g == group)
+            .map(|((_, topic, partition), committed)| (topic.as_str(), *partition, committed))
+            .collect()
+    }
+
+    /// OffsetCommit: durable before it returns.
+    pub async fn commit(&mut self, entries: Vec<OffsetEntry>) -> Result<(), BrokerError> {
+        self.write(entries.into_iter().map(OffsetRecord::Commit).collect())
+            .await
+    }
+
+    /// TxnOffsetCommit: staged under the producer id until its transaction ends.
+    pub async fn stage(&mut self, producer_id: i64, entries: Vec<OffsetEntry>) -> Result<(), BrokerError> {
+        self.write(
+            entries
+                .into_iter()
+                .map(|entry| OffsetRecord::Staged { producer_id, entry })
+                .collect(),
+        )
+        .await
+    }
+
+    /// A COMMIT or ABORT marker of `producer_id` for the `__consumer_offsets` partition `offsets_partition`.
+    pub async fn end(
+        &mut self,
+        producer_id: i64,
+        offsets_partition: u32,
+        commit: bool,
+    ) -> Result<(), BrokerError> {
+        self.write(vec![OffsetRecord::End {
+            producer_id,
+            offsets_partition,
+            commit,
+        }])
+        .await
+    }
+
+    /// Closes the store's partition cleanly.
+    pub async fn close(mut self) -> Result<(), BrokerError> {
+        self.storage.flush(Durability::Sync).await?;
+        Ok(())
+    }
+
+    async fn write(&mut self, records: Vec<OffsetRecord>) -> Result<(), BrokerError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let now_ms = crate::now_ms();
+        let mut builder = BatchBuilder::new().base_offset(self.storage.log_end_offset());
+        for record in &records {
+            let value = serde_json::to_vec(record).map_err(|e| BrokerError::Offsets(e.to_string()))?;
+            builder.add(now_ms, None, Some(&value), &[]);
+        }
+        let batch = builder
+            .build()
+            .map_err(|e| BrokerError::Offsets(format!("cannot encode a batch: {e}")))?;
+        self.storage.append(&[batch]).await?;
+        self.storage.flush(self.durability).await?;
+        for record in records {
+            self.apply(record);
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, record: OffsetRecord) {
+        match record {
+            OffsetRecord::Commit(entry) => {
+                self.committed
+                    .insert((entry.group, entry.topic, entry.partition), entry.committed);
+            }
+            OffsetRecord::Staged { producer_id, entry } => {
+                self.staged.entry(producer_id).or_default().push(entry);
+            }
+            OffsetRecord::End {
+                producer_id,
+                offsets_partition,
+                commit,
+            } => {
+                let Some(entries) = self.staged.remove(&producer_id) else {
+                    return;
+                };
+                let (ended, kept): (Vec<_>, Vec<_>) = entries.into_iter().partition(|entry| {
+                    txn_coordinator::offsets_partition_for(&entry.group)
+                        .is_some_and(|p| p.partition() == offsets_partition)
+                });
+                if !kept.is_empty() {
+                    self.staged.insert(producer_id, kept);
+                }
+                if commit {
+                    for entry in ended {
+                        self.committed
+                            .insert((entry.group, entry.topic, entry.partition), entry.committed);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! The server: the accept loop, one task per connection answering its requests strictly in order (a long-poll
+//! fetch holds back the requests behind it, as in Kafka, where a connection has one request in flight), the
+//! housekeeping task, and graceful shutdown.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::api::{self, Reply};
+use crate::broker::Broker;
+use crate::frame::{parse_request, read_frame};
+use crate::{BrokerConfig, BrokerError};
+
+/// A bound, opened broker, ready to serve.
+pub struct Server {
+    listener: TcpListener,
+    broker: Arc<Broker>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server").field("broker", &self.broker).finish()
+    }
+}
+
+impl Server {
+    /// Binds the listen address and opens the broker's storage (recovering it).
+    pub async fn bind(config: BrokerConfig) -> Result<Self, BrokerError> {
+        let address = config.listen;
+        let listener = TcpListener::bind(address)
+            .await
+            .map_err(|source| BrokerError::Listen { address, source })?;
+        let local = listener
+            .local_addr()
+            .map_err(|source| BrokerError::Listen { address, source })?;
+        let broker = Broker::open(config, (local.ip().to_string(), i32::from(local.port()))).await?;
+        Ok(Server {
+            listener,
+            broker: Arc::new(broker),
+        })
+    }
+
+    /// The address it listens on (the port chosen when the config said 0).
+    pub fn local_addr(&self) -> Result<SocketAddr, BrokerError> {
+        let address = self.broker.config.listen;
+        self.listener
+            .local_addr()
+            .map_err(|source| BrokerError::Listen { address, source })
+    }
+
+    /// Serves until `shutdown` resolves, then stops accepting, lets each connection finish the request it is
+    /// serving, and closes every log cleanly.
+    pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) -> Result<(), BrokerError> {
+        let (stop, stopped) = watch::channel(false);
+        let mut connections = JoinSet::new();
+        let housekeeping = tokio::spawn(housekeeping(self.broker.clone(), stopped.clone()));
+        let drop_counter = Arc::new(AtomicU64::new(0));
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => break,
+                accepted = self.listener.accept() => {
+                    if let Ok((stream, _peer)) = accepted {
+                        let _ = stream.set_nodelay(true);
+                        connections.spawn(serve_connection(
+                            self.broker.clone(),
+                            stream,
+                            stopped.clone(),
+                            drop_counter.clone(),
+                        ));
+                    }
+                }
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            }
+        }
+        drop(self.listener);
+        let _ = stop.send(true);
+        while connections.join_next().await.is_some() {}
+        let _ = housekeeping.await;
+        self.broker.close().await
+    }
+}
+
+async fn housekeeping(broker: Arc<Broker>, mut stopped: watch::Receiver<bool>) {
+    let mut interval = tokio::time::interval(broker.config.housekeeping_interval);
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {
+                if let Err(error) = broker.housekeeping().await {
+                    eprintln!("mirrorlog serve: housekeeping failed: {error}");
+                }
+            }
+            _ = stopped.changed() => return,
+        }
+    }
+}
+
+/// Serves one connection's requests in order until it closes, a request cannot be read, or the server stops.
+async fn serve_connection(
+    broker: Arc<Broker>,
+    mut stream: TcpStream,
+    mut stopped: watch::Receiver<bool>,
+    drop_counter: Arc<AtomicU64>,
+) {
+    let max = broker.config.max_request_bytes;
+    loop {
+        let frame = tokio::select! {
+            frame = read_frame(&mut stream, max) => frame,
+            _ = stopped.changed() => return,
+        };
+        let request = match frame.and_then(|frame| frame.map(parse_request).transpose()) {
+            Ok(Some(request)) => request,
+            Ok(None) => return,
+            Err(error) => {
+                eprintln!("mirrorlog serve: closing a connection: {error}");
+                return;
+            }
+        };
+        match api::handle(&broker, &request).await {
+            Ok(Reply::Frame(response)) => {
+                if request.api_key == 0 && drop_this_response(&broker, &drop_counter) {
+                    // Test fault: the records are appended, the acknowledgement is lost.
+                    eprintln!("mirrorlog serve: fault: dropped a produce response");
+                    return;
+                }
+                if stream.write_all(&response).await.is_err() {
+                    return;
+                }
+            }
+            Ok(Reply::Nothing) => {}
+            Err(error) => {
+                eprintln!("mirrorlog serve: closing a connection: {error}");
+                return;
+            }
+        }
+    }
+}
+
+/// Decides deterministically (a counter through a mixing function) whether this produce response is dropped.
+fn drop_this_response(broker: &Broker, counter: &AtomicU64) -> bool {
+    let rate = broker.config.faults.drop_produce_responses;
+    if rate <= 0.0 {
+        return false;
+    }
+    let n = counter.fetch_add(1, Ordering::Relaxed);
+    let mut x = n.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^= x >> 31;
+    (x as f64 / u64::MAX as f64) < rate
+}

@@ -1,0 +1,40 @@
+//! The API versions the broker advertises: only ranges it serves completely, chosen so that each client picks a
+//! version with record format v2 and the transaction features it needs (`docs/broker.md` has the reasoning).
+//!
+//! All but two are non-flexible versions: the request shape check ([`crate::shape`]) has a layout for each.
+//! librdkafka needs Produce ≥ 3 with Fetch ≥ 4 (record format v2), ListOffsets ≥ 2 (isolation level),
+//! FindCoordinator ≥ 1 and InitProducerId ≥ 3 (KIP-360 epoch bumps); kafka-python guesses the broker's version
+//! from this table.
+
+use kafka_protocol::messages::ApiKey;
+
+/// `(api key, lowest version, highest version)` for every API the broker serves.
+pub const ADVERTISED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 3, 8),
+    (ApiKey::Fetch, 4, 11),
+    (ApiKey::ListOffsets, 1, 5),
+    (ApiKey::Metadata, 1, 8),
+    (ApiKey::OffsetCommit, 2, 7),
+    (ApiKey::OffsetFetch, 1, 5),
+    (ApiKey::FindCoordinator, 0, 2),
+    (ApiKey::ApiVersions, 0, 3),
+    (ApiKey::CreateTopics, 2, 4),
+    (ApiKey::InitProducerId, 0, 4),
+    (ApiKey::AddPartitionsToTxn, 0, 2),
+    (ApiKey::AddOffsetsToTxn, 0, 2),
+    (ApiKey::EndTxn, 0, 2),
+    (ApiKey::TxnOffsetCommit, 0, 2),
+];
+
+/// The advertised range of `key`, if the broker serves it.
+pub fn range(key: ApiKey) -> Option<(i16, i16)> {
+    ADVERTISED
+        .iter()
+        .find(|(advertised, _, _)| *advertised == key)
+        .map(|&(_, low, high)| (low, high))
+}
+
+/// True when the broker serves `key` at `version`.
+pub fn supported(key: ApiKey, version: i16) -> bool {
+    range(key).is_some_and(|(low, high)| (low..=high).contains(&version))
+}

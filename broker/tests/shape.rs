@@ -1,0 +1,292 @@
+//! The request shape check against `kafka-protocol`'s own encoder: every advertised version of every request,
+//! encoded there with non-empty arrays and strings, walks to exactly its last byte; every truncation of it and
+//! every impossible count is refused before anything is decoded.
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Encodable, StrBytes};
+
+use broker::shape::{self, ShapeError};
+use broker::versions::ADVERTISED;
+
+fn s(text: &str) -> StrBytes {
+    StrBytes::from_string(text.to_owned())
+}
+
+fn topic(name: &str) -> TopicName {
+    TopicName(s(name))
+}
+
+/// A request of `key` with something in every array, encodable at `version`.
+fn sample(key: ApiKey, version: i16) -> BytesMut {
+    let mut out = BytesMut::new();
+    let result = match key {
+        ApiKey::Produce => {
+            let mut partition = produce_request::PartitionProduceData::default();
+            partition.index = 2;
+            partition.records = Some(Bytes::from_static(b"not-a-batch-but-bytes"));
+            let mut data = produce_request::TopicProduceData::default();
+            data.name = topic("orders");
+            data.partition_data = vec![partition.clone(), partition];
+            let mut request = ProduceRequest::default();
+            request.transactional_id = Some(TransactionalId(s("tx")));
+            request.acks = -1;
+            request.topic_data = vec![data];
+            request.encode(&mut out, version)
+        }
+        ApiKey::Fetch => {
+            let mut partition = fetch_request::FetchPartition::default();
+            partition.fetch_offset = 7;
+            partition.partition_max_bytes = 1 << 20;
+            let mut fetch_topic = fetch_request::FetchTopic::default();
+            fetch_topic.topic = topic("orders");
+            fetch_topic.partitions = vec![partition.clone(), partition];
+            let mut request = FetchRequest::default();
+            request.max_wait_ms = 500;
+            request.topics = vec![fetch_topic];
+            if version >= 7 {
+                let mut forgotten = fetch_request::ForgottenTopic::default();
+                forgotten.topic = topic("old");
+                forgotten.partitions = vec![1, 2];
+                request.forgotten_topics_data = vec![forgotten];
+            }
+            if version >= 11 {
+                request.rack_id = s("rack-a");
+            }
+            request.encode(&mut out, version)
+        }
+        ApiKey::ListOffsets => {
+            let mut partition = list_offsets_request::ListOffsetsPartition::default();
+            partition.timestamp = -1;
+            let mut offsets_topic = list_offsets_request::ListOffsetsTopic::default();
+            offsets_topic.name = topic("orders");
+            offsets_topic.partitions = vec![partition.clone(), partition];
+            let mut request = ListOffsetsRequest::default();
+            request.topics = vec![offsets_topic];
+            request.encode(&mut out, version)
+        }
+        ApiKey::Metadata => {
+            let mut requested = metadata_request::MetadataRequestTopic::default();
+            requested.name = Some(topic("orders"));
+            let mut request = MetadataRequest::default();
+            request.topics = Some(vec![requested.clone(), requested]);
+            request.encode(&mut out, version)
+        }
+        ApiKey::OffsetCommit => {
+            let mut partition = offset_commit_request::OffsetCommitRequestPartition::default();
+            partition.committed_offset = 42;
+            partition.committed_metadata = Some(s("meta"));
+            let mut commit_topic = offset_commit_request::OffsetCommitRequestTopic::default();
+            commit_topic.name = topic("orders");
+            commit_topic.partitions = vec![partition.clone(), partition];
+            let mut request = OffsetCommitRequest::default();
+            request.group_id = GroupId(s("group"));
+            request.member_id = s("member");
+            request.topics = vec![commit_topic];
+            request.encode(&mut out, version)
+        }
+        ApiKey::OffsetFetch => {
+            let mut fetch_topic = offset_fetch_request::OffsetFetchRequestTopic::default();
+            fetch_topic.name = topic("orders");
+            fetch_topic.partition_indexes = vec![0, 1, 2];
+            let mut request = OffsetFetchRequest::default();
+            request.group_id = GroupId(s("group"));
+            request.topics = Some(vec![fetch_topic]);
+            request.encode(&mut out, version)
+        }
+        ApiKey::FindCoordinator => {
+            let mut request = FindCoordinatorRequest::default();
+            request.key = s("group");
+            request.encode(&mut out, version)
+        }
+        ApiKey::CreateTopics => {
+            let mut config = create_topics_request::CreatableTopicConfig::default();
+            config.name = s("cleanup.policy");
+            config.value = Some(s("delete"));
+            let mut assignment = create_topics_request::CreatableReplicaAssignment::default();
+            assignment.broker_ids = vec![BrokerId(0)];
+            let mut creatable = create_topics_request::CreatableTopic::default();
+            creatable.name = topic("orders");
+            creatable.num_partitions = 3;
+            creatable.replication_factor = 1;
+            creatable.assignments = vec![assignment];
+            creatable.configs = vec![config];
+            let mut request = CreateTopicsRequest::default();
+            request.topics = vec![creatable];
+            request.encode(&mut out, version)
+        }
+        ApiKey::InitProducerId => {
+            let mut request = InitProducerIdRequest::default();
+            request.transactional_id = Some(TransactionalId(s("tx")));
+            request.transaction_timeout_ms = 60_000;
+            request.encode(&mut out, version)
+        }
+        ApiKey::AddPartitionsToTxn => {
+            let mut txn_topic = add_partitions_to_txn_request::AddPartitionsToTxnTopic::default();
+            txn_topic.name = topic("orders");
+            txn_topic.partitions = vec![0, 1];
+            let mut request = AddPartitionsToTxnRequest::default();
+            request.v3_and_below_transactional_id = TransactionalId(s("tx"));
+            request.v3_and_below_topics = vec![txn_topic];
+            request.encode(&mut out, version)
+        }
+        ApiKey::AddOffsetsToTxn => {
+            let mut request = AddOffsetsToTxnRequest::default();
+            request.transactional_id = TransactionalId(s("tx"));
+            request.group_id = GroupId(s("group"));
+            request.encode(&mut out, version)
+        }
+        ApiKey::EndTxn => {
+            let mut request = EndTxnRequest::default();
+            request.transactional_id = TransactionalId(s("tx"));
+            request.committed = true;
+            request.encode(&mut out, version)
+        }
+        ApiKey::TxnOffsetCommit => {
+            let mut partition = txn_offset_commit_request::TxnOffsetCommitRequestPartition::default();
+            partition.committed_offset = 9;
+            let mut commit_topic = txn_offset_commit_request::TxnOffsetCommitRequestTopic::default();
+            commit_topic.name = topic("orders");
+            commit_topic.partitions = vec![partition.clone(), partition];
+            let mut request = TxnOffsetCommitRequest::default();
+            request.transactional_id = TransactionalId(s("tx"));
+            request.group_id = GroupId(s("group"));
+            request.topics = vec![commit_topic];
+            request.encode(&mut out, version)
+        }
+        ApiKey::ApiVersions => {
+            let mut request = ApiVersionsRequest::default();
+            if version >= 3 {
+                request.client_software_name = s("librdkafka");
+                request.client_software_version = s("2.16.1");
+            }
+            request.encode(&mut out, version)
+        }
+        other => panic!("no sample for {other:?}"),
+    };
+    if let Err(error) = result {
+        panic!("{key:?} v{version}: {error}");
+    }
+    out
+}
+
+#[test]
+fn every_advertised_request_encoded_by_kafka_protocol_passes_the_shape_check_to_its_last_byte() {
+    let mut checked = 0;
+    for &(key, low, high) in ADVERTISED {
+        for version in low..=high {
+            let body = sample(key, version);
+            assert_eq!(shape::check(key, version, &body), Ok(()), "{key:?} v{version}");
+            checked += 1;
+        }
+    }
+    assert!(checked > 60, "{checked} versions checked");
+}
+
+#[test]
+fn every_truncation_of_a_valid_request_is_refused() {
+    for &(key, low, high) in ADVERTISED {
+        for version in low..=high {
+            let body = sample(key, version);
+            for cut in 0..body.len() {
+                assert!(
+                    shape::check(key, version, &body[..cut]).is_err(),
+                    "{key:?} v{version} cut at {cut} of {}",
+                    body.len()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn an_array_count_beyond_the_bytes_left_is_refused_before_decoding() {
+    // Metadata v1: a topic array claiming i32::MAX topics in a 4-byte body (kafka-protocol alone would ask for
+    // hundreds of gigabytes and abort the process).
+    let body = i32::MAX.to_be_bytes();
+    assert!(matches!(
+        shape::check(ApiKey::Metadata, 1, &body),
+        Err(ShapeError::ImpossibleCount { count, .. }) if count == i64::from(i32::MAX)
+    ));
+}
+
+#[test]
+fn more_elements_than_the_limit_are_refused() {
+    // OffsetFetch v1: one topic with MAX_ELEMENTS + 1 partition indexes.
+    let count = shape::MAX_ELEMENTS + 1;
+    let mut body = Vec::new();
+    body.extend_from_slice(&1i16.to_be_bytes());
+    body.push(b'g');
+    body.extend_from_slice(&1i32.to_be_bytes());
+    body.extend_from_slice(&1i16.to_be_bytes());
+    body.push(b't');
+    body.extend_from_slice(&(count as i32).to_be_bytes());
+    body.resize(body.len() + 4 * count, 0);
+    assert_eq!(
+        shape::check(ApiKey::OffsetFetch, 1, &body),
+        Err(ShapeError::TooManyElements)
+    );
+}
+
+#[test]
+fn trailing_bytes_are_refused() {
+    let mut body = sample(ApiKey::EndTxn, 1).to_vec();
+    body.push(0);
+    assert_eq!(
+        shape::check(ApiKey::EndTxn, 1, &body),
+        Err(ShapeError::TrailingBytes(1))
+    );
+}
+
+mod mutations {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn frame_of(key: ApiKey, version: i16, body: &[u8]) -> Bytes {
+        let mut frame = BytesMut::new();
+        frame.extend_from_slice(&(key as i16).to_be_bytes());
+        frame.extend_from_slice(&version.to_be_bytes());
+        frame.extend_from_slice(&1i32.to_be_bytes());
+        frame.extend_from_slice(&(-1i16).to_be_bytes());
+        if key.request_header_version(version) >= 2 {
+            frame.extend_from_slice(&[0]);
+        }
+        frame.extend_from_slice(body);
+        frame.freeze()
+    }
+
+    proptest! {
+        /// Any byte of any advertised request changed, or bytes cut or added: the header parser, the shape check
+        /// and the decoder answer (a request or an error) and never panic.
+        #[test]
+        fn mutated_requests_never_panic(
+            api in 0..ADVERTISED.len(),
+            version_pick in 0i16..16,
+            edits in proptest::collection::vec((any::<u16>(), any::<u8>()), 1..8),
+            cut in any::<u16>(),
+            tail in proptest::collection::vec(any::<u8>(), 0..8),
+        ) {
+            let (key, low, high) = ADVERTISED[api];
+            let version = low + version_pick % (high - low + 1);
+            let mut bytes = frame_of(key, version, &sample(key, version)).to_vec();
+            for (position, value) in edits {
+                let index = position as usize % bytes.len();
+                bytes[index] = value;
+            }
+            let keep = bytes.len() - (cut as usize % 4).min(bytes.len());
+            bytes.truncate(keep);
+            bytes.extend_from_slice(&tail);
+            if let Ok(request) = broker::frame::parse_request(Bytes::from(bytes)) {
+                let _ = broker::decode(&request);
+            }
+        }
+
+        /// Random frames of any length.
+        #[test]
+        fn random_frames_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            if let Ok(request) = broker::frame::parse_request(Bytes::from(bytes)) {
+                let _ = broker::decode(&request);
+            }
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! `mirrorlog serve`: runs the Kafka wire-protocol broker (crate `broker`) until SIGTERM or Ctrl-C.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use broker::{BrokerConfig, Faults, Server};
+use storage_config::StorageConfig;
+
+use crate::error::CliError;
+
+/// Arguments of `mirrorlog serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Storage config (TOML); default: the fs backend under --data-dir.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Address to listen on. There is no authentication and no TLS: keep it on loopback.
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    listen: SocketAddr,
+    /// The cluster id Metadata answers.
+    #[arg(long, default_value = "mirrorlog")]
+    cluster_id: String,
+    /// Data directory of the default fs backend (ignored with --config).
+    #[arg(long, default_value = "mirrorlog-data")]
+    data_dir: PathBuf,
+    /// Create a topic at start-up when missing: NAME:PARTITIONS (repeatable).
+    #[arg(long = "topic", value_parser = parse_topic)]
+    topics: Vec<(String, u32)>,
+    /// Do not create topics that Metadata requests name (`auto.create.topics.enable=false`).
+    #[arg(long)]
+    no_auto_create_topics: bool,
+    /// Partitions of an auto-created topic.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    default_partitions: u32,
+    /// The largest request accepted, in bytes (`socket.request.max.bytes`).
+    #[arg(long, default_value_t = 100 << 20, value_parser = clap::value_parser!(u64).range(1024..=(1 << 30)))]
+    max_request_bytes: u64,
+    /// `transactional.id.expiration.ms`.
+    #[arg(long, default_value_t = 604_800_000, value_parser = clap::value_parser!(i64).range(1..))]
+    transactional_id_expiration_ms: i64,
+    /// `transaction.max.timeout.ms`.
+    #[arg(long, default_value_t = 900_000, value_parser = clap::value_parser!(i64).range(1..))]
+    max_transaction_timeout_ms: i64,
+    /// `producer.id.expiration.ms`.
+    #[arg(long, default_value_t = 86_400_000, value_parser = clap::value_parser!(i64).range(1..))]
+    producer_id_expiration_ms: i64,
+    /// How often timed-out transactions are aborted and idle ids expired, in milliseconds.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
+    housekeeping_interval_ms: u64,
+    /// Test fault: the fraction (0–1) of produce responses lost after the records are appended (the connection
+    /// closes instead of answering).
+    #[arg(long, default_value_t = 0.0, value_parser = parse_fraction, hide = true)]
+    fault_drop_produce_responses: f64,
+}
+
+fn parse_topic(text: &str) -> Result<(String, u32), String> {
+    let (name, partitions) = text
+        .rsplit_once(':')
+        .ok_or_else(|| format!("{text:?}: expected NAME:PARTITIONS"))?;
+    let partitions: u32 = partitions
+        .parse()
+        .map_err(|_| format!("{text:?}: the partition count must be a number"))?;
+    if !(1..=10_000).contains(&partitions) {
+        return Err(format!("{text:?}: 1 to 10,000 partitions"));
+    }
+    storage::PartitionId::new(name, 0).map_err(|error| format!("{text:?}: {error}"))?;
+    Ok((name.to_owned(), partitions))
+}
+
+fn parse_fraction(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(value) if (0.0..=1.0).contains(&value) => Ok(value),
+        _ => Err(format!("{text:?}: expected a fraction between 0 and 1")),
+    }
+}
+
+/// Runs the broker until SIGTERM or Ctrl-C, then shuts it down cleanly.
+pub fn serve(args: ServeArgs) -> Result<(), CliError> {
+    let storage = match &args.config {
+        Some(path) => StorageConfig::load(path).map_err(CliError::Config)?,
+        None => StorageConfig::for_backend("fs", &args.data_dir).map_err(CliError::Config)?,
+    };
+    let mut config = BrokerConfig::new(args.listen, storage);
+    config.cluster_id = args.cluster_id;
+    config.topics = args.topics;
+    config.auto_create_topics = !args.no_auto_create_topics;
+    config.default_partitions = args.default_partitions;
+    config.max_request_bytes = usize::try_from(args.max_request_bytes).unwrap_or(usize::MAX);
+    config.transactional_id_expiration_ms = args.transactional_id_expiration_ms;
+    config.max_transaction_timeout_ms = args.max_transaction_timeout_ms;
+    config.producer_id_expiration_ms = args.producer_id_expiration_ms;
+    config.housekeeping_interval = Duration::from_millis(args.housekeeping_interval_ms);
+    config.faults = Faults {
+        drop_produce_responses: args.fault_drop_produce_responses,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Usage(format!("cannot start a runtime: {e}")))?;
+    runtime.block_on(async {
+        let server = Server::bind(config)
+            .await
+            .map_err(|e| CliError::Usage(e.to_string()))?;
+        let address = server.local_addr().map_err(|e| CliError::Usage(e.to_string()))?;
+        // The first line says where to connect (tests read the port from it when they ask for port 0).
+        println!("mirrorlog serve: listening on {address}");
+        server
+            .run(shutdown_signal())
+            .await
+            .map_err(|e| CliError::Usage(e.to_string()))?;
+        eprintln!("mirrorlog serve: stopped cleanly");
+        Ok(())
+    })
+}
+
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+}
