@@ -2,7 +2,9 @@
 //!
 //! - `cargo xtask test`: installs what the build needs from the system when missing (or stops with the exact
 //!   command), then `cargo fmt --all --check`, `cargo clippy --workspace --all-targets -- -D warnings` and
-//!   `cargo test --workspace`. This is the README's test command and what `.ci/run` calls.
+//!   `cargo test --workspace`, then the real-client suite (`broker/tests/clients`: pytest with pinned
+//!   confluent-kafka and kafka-python in a virtual environment it creates under the target directory). This is
+//!   the README's test command and what `.ci/run` calls.
 //! - `cargo xtask bench [--quick] [--backends fs,sled,rocks,memory] [--only ID]... [--out DIR]`: builds in release
 //!   mode, runs the micro-benchmark headlines (criterion) and the cross-backend macro benchmark
 //!   (`storage-bench`'s `bench-report`), and writes `DIR/report.md`, `DIR/report.json` and SVG charts (default
@@ -178,8 +180,63 @@ fn test() -> Result<(), String> {
         cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]),
     )?;
     run("cargo test --workspace", cargo().args(["test", "--workspace"]))?;
+    client_suite()?;
     eprintln!("==> all checks passed");
     Ok(())
+}
+
+/// Where the real-client suite lives, and its pinned requirements.
+const CLIENT_SUITE: &str = "broker/tests/clients";
+
+/// The real-client suite: `mirrorlog serve` against librdkafka (confluent-kafka) and kafka-python, in a virtual
+/// environment under the target directory that is created — and refilled whenever the pinned requirements
+/// change — from PyPI.
+fn client_suite() -> Result<(), String> {
+    let root = workspace_root();
+    let requirements_path = root.join(CLIENT_SUITE).join("requirements.txt");
+    let requirements = std::fs::read_to_string(&requirements_path)
+        .map_err(|e| format!("cannot read {}: {e}", requirements_path.display()))?;
+    let python = ["python3", "python"]
+        .into_iter()
+        .find(|program| on_path(program))
+        .ok_or("the real-client suite needs Python 3 with venv:\n    sudo apt-get install -y python3 python3-venv")?;
+    let venv = target_dir().join("client-venv");
+    let stamp = venv.join("requirements.txt");
+    if std::fs::read_to_string(&stamp).ok().as_deref() != Some(requirements.as_str()) {
+        let _ = std::fs::remove_dir_all(&venv);
+        run(
+            "create the client suite's virtual environment",
+            Command::new(python).args(["-m", "venv"]).arg(&venv),
+        )
+        .map_err(|e| format!("{e}\n(on Debian: sudo apt-get install -y python3-venv)"))?;
+        run(
+            "install the pinned Kafka clients (confluent-kafka, kafka-python) from PyPI",
+            Command::new(venv.join("bin/python"))
+                .args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    "-r",
+                ])
+                .arg(&requirements_path),
+        )?;
+        std::fs::write(&stamp, &requirements)
+            .map_err(|e| format!("cannot write {}: {e}", stamp.display()))?;
+    }
+    run(
+        "cargo build -p mirrorlog",
+        cargo().args(["build", "-p", "mirrorlog"]),
+    )?;
+    run(
+        "real-client suite (pytest)",
+        Command::new(venv.join("bin/python"))
+            .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", CLIENT_SUITE])
+            .current_dir(&root)
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .env("MIRRORLOG_BIN", target_dir().join("debug/mirrorlog")),
+    )
 }
 
 fn target_dir() -> PathBuf {
@@ -269,7 +326,7 @@ fn bench(args: &[String]) -> Result<(), String> {
 
 fn fuzz(args: &[String]) -> Result<(), String> {
     let Some(target) = args.first() else {
-        return Err("usage: cargo xtask fuzz <decode_batch|segment_reader> [seconds]".into());
+        return Err("usage: cargo xtask fuzz <decode_batch|segment_reader|broker_request> [seconds]".into());
     };
     let seconds: u64 = match args.get(1) {
         Some(text) => text
