@@ -11,6 +11,9 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::shape;
 
+/// What a frame buffer starts with (librdkafka's produce requests are up to 1 MB by default).
+const INITIAL_FRAME_CAPACITY: usize = 1 << 20;
+
 /// The smallest request: API key, version, correlation id, client id length.
 const MIN_REQUEST_BYTES: usize = 10;
 
@@ -64,7 +67,9 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
         return Err(FrameError::BadSize { size, max });
     }
     let size = size as usize;
-    let mut frame = Vec::new();
+    // Room for a typical request up front; a larger one grows as its bytes arrive (never from the size field
+    // alone: a peer announcing 100 MiB and sending nothing costs nothing).
+    let mut frame = Vec::with_capacity(size.min(INITIAL_FRAME_CAPACITY));
     let got = reader.take(size as u64).read_to_end(&mut frame).await?;
     if got < size {
         return Err(FrameError::Truncated { got, size });
