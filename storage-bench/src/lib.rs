@@ -9,7 +9,8 @@
 //! data size of the append and read measurements, `MIRRORLOG_BENCH_RECOVERY_MB` that of the recovery one, and
 //! `MIRRORLOG_BENCH_BACKENDS` (e.g. `fs,rocks`) which backends run. A watchdog ends the run with a message when
 //! one measurement makes no progress for `MIRRORLOG_BENCH_STALL_SECS` (default 300): sled 0.34.7 can deadlock
-//! inside `apply_batch` (upstream issue spacejam/sled#1412), and a hung benchmark should say so.
+//! inside `apply_batch` (upstream issue spacejam/sled#1412; narrowed by the sled backend's larger segments, see
+//! `storage_sled::DEFAULT_SEGMENT_SIZE` and [`soak`]), and a hung benchmark should say so.
 //!
 //! The macro benchmark of `cargo xtask bench` lives in [`suite`] (every measurement across backends), [`report`]
 //! (JSON, Markdown, comparison) and [`svg`] (charts); the `bench-report` binary runs it.
@@ -17,6 +18,7 @@
 
 pub mod micro;
 pub mod report;
+pub mod soak;
 pub mod suite;
 pub mod svg;
 
