@@ -10,12 +10,14 @@
 
 pub mod driver;
 pub mod error;
+pub mod failover;
 pub mod fetcher;
 pub mod local;
 pub mod machine;
 
 pub use driver::{last_mirrored_offset, MirrorDriver};
 pub use error::DriverError;
+pub use failover::{stop_all, StopJob};
 pub use fetcher::{FetchError, FetchResponse, Fetcher};
 pub use local::{shared, LocalFetcher, SharedLog};
 pub use machine::{
