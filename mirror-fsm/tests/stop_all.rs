@@ -5,8 +5,8 @@
 mod common;
 
 use common::LogFetcher;
-use common::{barriers, cluster_config, memory_log};
-use mirror_fsm::{last_mirrored_offset, stop_all, Event, MirrorDriver, StateKind, StopJob};
+use common::{barriers, cluster_config, memory_log, start_mirroring};
+use mirror_fsm::{last_mirrored_offset, stop_all, StateKind, StopJob};
 use partition_log::PartitionLog;
 use partition_log_testkit::{data, produce};
 use producer_state::BarrierScope;
@@ -39,12 +39,7 @@ async fn stop_all_leaves_every_partition_stopped_with_one_barrier_and_a_failing_
                 .await
                 .unwrap();
         let mut fetcher = LogFetcher::new(&source, "A");
-        let mut driver = MirrorDriver::recover(&mut log, &mut fetcher, "B").await.unwrap();
-        let start = Event::Start {
-            source_cluster_id: "A".to_owned(),
-        };
-        driver.handle(&mut log, &mut fetcher, start).await.unwrap();
-        driver.catch_up(&mut log, &mut fetcher).await.unwrap();
+        let driver = start_mirroring(&mut log, &mut fetcher, "A", "B").await;
         assert_eq!(driver.state().kind(), StateKind::Mirroring);
         mirrors.push((log, driver, fetcher));
         faults.push(fault);

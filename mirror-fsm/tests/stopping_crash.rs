@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{all_batches, barriers, cluster_config, memory_log, LogFetcher};
+use common::{all_batches, barriers, cluster_config, memory_log, start_mirroring, LogFetcher};
 use mirror_fsm::{last_mirrored_offset, Event, MirrorDriver, StateKind};
 use partition_log::PartitionLog;
 use partition_log_testkit::{coordinate, data, marker, produce};
@@ -56,12 +56,7 @@ async fn mirror(open: &Opener, source: &SharedLog) {
     let store = open();
     let mut log = open_log(store.create(&id()).await.unwrap()).await;
     let mut fetcher = LogFetcher::new(source, "A");
-    let mut driver = MirrorDriver::recover(&mut log, &mut fetcher, "B").await.unwrap();
-    let start = Event::Start {
-        source_cluster_id: "A".to_owned(),
-    };
-    driver.handle(&mut log, &mut fetcher, start).await.unwrap();
-    driver.catch_up(&mut log, &mut fetcher).await.unwrap();
+    let driver = start_mirroring(&mut log, &mut fetcher, "A", "B").await;
     assert_eq!(driver.state().kind(), StateKind::Mirroring);
     assert!(log.is_read_only());
 }

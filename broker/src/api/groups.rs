@@ -40,18 +40,13 @@ pub async fn offset_commit(
             {
                 result.error_code = codes::UNKNOWN_TOPIC_OR_PARTITION;
             } else {
-                entries.push(OffsetEntry {
-                    group: group.clone(),
-                    topic: topic.name.as_str().to_owned(),
-                    partition: partition.partition_index,
-                    committed: Committed {
-                        offset: partition.committed_offset,
-                        metadata: partition
-                            .committed_metadata
-                            .as_ref()
-                            .map(|m| m.as_str().to_owned()),
-                    },
-                });
+                entries.push(entry(
+                    &group,
+                    &topic.name,
+                    partition.partition_index,
+                    partition.committed_offset,
+                    partition.committed_metadata.as_ref(),
+                ));
             }
             answer.partitions.push(result);
         }
@@ -65,6 +60,25 @@ pub async fn offset_commit(
     let mut response = OffsetCommitResponse::default();
     response.topics = topics;
     response
+}
+
+/// One offset to store.
+fn entry(
+    group: &str,
+    topic: &TopicName,
+    partition: i32,
+    offset: i64,
+    metadata: Option<&kafka_protocol::protocol::StrBytes>,
+) -> OffsetEntry {
+    OffsetEntry {
+        group: group.to_owned(),
+        topic: topic.as_str().to_owned(),
+        partition,
+        committed: Committed {
+            offset,
+            metadata: metadata.map(|m| m.as_str().to_owned()),
+        },
+    }
 }
 
 fn set_all(topics: &mut [OffsetCommitResponseTopic], code: i16) {
@@ -169,18 +183,13 @@ pub async fn txn_offset_commit(
             result.partition_index = partition.partition_index;
             result.error_code = check.err().unwrap_or(codes::NONE);
             if check.is_ok() {
-                entries.push(OffsetEntry {
-                    group: group.clone(),
-                    topic: topic.name.as_str().to_owned(),
-                    partition: partition.partition_index,
-                    committed: Committed {
-                        offset: partition.committed_offset,
-                        metadata: partition
-                            .committed_metadata
-                            .as_ref()
-                            .map(|m| m.as_str().to_owned()),
-                    },
-                });
+                entries.push(entry(
+                    &group,
+                    &topic.name,
+                    partition.partition_index,
+                    partition.committed_offset,
+                    partition.committed_metadata.as_ref(),
+                ));
             }
             answer.partitions.push(result);
         }

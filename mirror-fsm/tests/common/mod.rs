@@ -59,3 +59,21 @@ pub async fn barriers(log: &PartitionLog) -> Vec<(i64, Option<String>)> {
         })
         .collect()
 }
+
+/// Recovers a driver for `log` as cluster `local`, starts mirroring from `source`'s cluster and catches up.
+pub async fn start_mirroring(
+    log: &mut PartitionLog,
+    fetcher: &mut LogFetcher,
+    source: &str,
+    local: &str,
+) -> mirror_fsm::MirrorDriver {
+    let mut driver = mirror_fsm::MirrorDriver::recover(log, fetcher, local)
+        .await
+        .unwrap();
+    let start = mirror_fsm::Event::Start {
+        source_cluster_id: source.to_owned(),
+    };
+    driver.handle(log, fetcher, start).await.unwrap();
+    driver.catch_up(log, fetcher).await.unwrap();
+    driver
+}
