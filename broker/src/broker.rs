@@ -87,6 +87,16 @@ impl Broker {
     /// the markers of transactions it was completing) and the offset store; creates the configured topics.
     pub async fn open(config: BrokerConfig, advertised: (String, i32)) -> Result<Self, BrokerError> {
         let storage = config.storage.open()?;
+        Self::open_on(config, advertised, storage).await
+    }
+
+    /// Like [`Self::open`], over a store the caller opened (tests wrap one to slow or fail it); the storage
+    /// config then only says what durability acknowledged writes wait for.
+    pub async fn open_on(
+        config: BrokerConfig,
+        advertised: (String, i32),
+        storage: Box<dyn Storage>,
+    ) -> Result<Self, BrokerError> {
         let now = now_ms();
         let log_config = LogConfig {
             durability: config.storage.durability(),

@@ -31,6 +31,15 @@ impl std::fmt::Debug for Server {
 impl Server {
     /// Binds the listen address and opens the broker's storage (recovering it).
     pub async fn bind(config: BrokerConfig) -> Result<Self, BrokerError> {
+        let storage = config.storage.open()?;
+        Self::bind_on(config, storage).await
+    }
+
+    /// Like [`Self::bind`], over a store the caller opened (see [`Broker::open_on`]).
+    pub async fn bind_on(
+        config: BrokerConfig,
+        storage: Box<dyn storage::Storage>,
+    ) -> Result<Self, BrokerError> {
         let address = config.listen;
         let listener = TcpListener::bind(address)
             .await
@@ -38,7 +47,8 @@ impl Server {
         let local = listener
             .local_addr()
             .map_err(|source| BrokerError::Listen { address, source })?;
-        let broker = Broker::open(config, (local.ip().to_string(), i32::from(local.port()))).await?;
+        let broker =
+            Broker::open_on(config, (local.ip().to_string(), i32::from(local.port())), storage).await?;
         Ok(Server {
             listener,
             broker: Arc::new(broker),
