@@ -326,7 +326,7 @@ fn bench(args: &[String]) -> Result<(), String> {
 
 fn fuzz(args: &[String]) -> Result<(), String> {
     let Some(target) = args.first() else {
-        return Err("usage: cargo xtask fuzz <decode_batch|segment_reader|broker_request> [seconds]".into());
+        return Err("usage: cargo xtask fuzz <decode_batch|segment_reader|broker_request|fs_read_only_open> [seconds]".into());
     };
     let seconds: u64 = match args.get(1) {
         Some(text) => text
