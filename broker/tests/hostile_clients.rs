@@ -1,6 +1,8 @@
 //! Bad input and load against a running broker (in-process, memory backend, ephemeral loopback port): each bad
 //! request is answered with an error or a closed connection, and the broker keeps serving everyone else.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -230,5 +232,18 @@ async fn pipelined_requests_are_answered_in_order_behind_a_long_poll_fetch() {
     assert_eq!(response.responses[0].partitions[0].error_code, 0);
     let (second, _) = read_response(&mut stream).await.expect("api versions answer");
     assert_eq!(second, 2);
+    broker.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_produced_batch_with_a_bad_crc_is_refused_with_corrupt_message_and_nothing_is_stored() {
+    let broker = Running::start().await;
+    let mut corrupt = common::valid_batch().to_vec();
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0xff; // a value byte: inside the CRC's range
+    let (error, _) = common::produce(broker.address, 0, Bytes::from(corrupt)).await;
+    assert_eq!(error, 2, "CORRUPT_MESSAGE");
+    let (error, _) = common::produce(broker.address, 0, common::valid_batch()).await;
+    assert_eq!(error, 0);
     broker.shutdown().await;
 }

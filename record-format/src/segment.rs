@@ -37,7 +37,7 @@ fn legacy_format(error: DecodeError, magic: Option<u8>) -> DecodeError {
 pub struct SegmentBatch {
     /// Byte position of the batch in the file.
     pub file_offset: u64,
-    /// The CRC-checked batch.
+    /// The batch (CRC-checked, unless the iterator is [`BatchIter::unverified`]).
     pub batch: RecordBatch,
 }
 
@@ -237,10 +237,11 @@ pub struct BatchIter {
     max_batch_size: usize,
     valid_batches: u64,
     done: bool,
+    verify_crc: bool,
 }
 
 impl BatchIter {
-    /// Iterates the batches of `bytes`.
+    /// Iterates the batches of `bytes`, each CRC-checked.
     pub fn new(bytes: Bytes) -> Self {
         BatchIter {
             bytes,
@@ -248,6 +249,17 @@ impl BatchIter {
             max_batch_size: DEFAULT_MAX_BATCH_SIZE,
             valid_batches: 0,
             done: false,
+            verify_crc: true,
+        }
+    }
+
+    /// Splits `bytes` into batches checking only each batch's length and magic ([`RecordBatch::parse`]): for a
+    /// caller that verifies every batch's CRC itself next (a produce request's batch goes to
+    /// `PartitionLog::append_as_leader`, which does), so the checksum is computed once, not twice.
+    pub fn unverified(bytes: Bytes) -> Self {
+        BatchIter {
+            verify_crc: false,
+            ..Self::new(bytes)
         }
     }
 
@@ -264,7 +276,12 @@ impl BatchIter {
         };
         let total = check_batch_prefix(prefix, rest.len() as u64, self.max_batch_size)
             .map_err(|error| legacy_format(error, rest.get(LOG_OVERHEAD + 4).copied()))?;
-        let batch = RecordBatch::decode(self.bytes.slice(self.position..self.position + total))?;
+        let bytes = self.bytes.slice(self.position..self.position + total);
+        let batch = if self.verify_crc {
+            RecordBatch::decode(bytes)?
+        } else {
+            RecordBatch::parse(bytes)?
+        };
         let found = SegmentBatch {
             file_offset: self.position as u64,
             batch,
@@ -298,5 +315,34 @@ impl Iterator for BatchIter {
                 }))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod unverified_tests {
+    use super::*;
+    use crate::BatchBuilder;
+
+    #[test]
+    fn unverified_iteration_leaves_the_crc_to_the_caller_and_new_checks_it() {
+        let mut builder = BatchBuilder::new();
+        builder.add(0, None, Some(b"value"), &[]);
+        let mut bytes = builder.build().unwrap().into_bytes().to_vec();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0xff;
+        let bytes = Bytes::from(bytes);
+        let batch = BatchIter::unverified(bytes.clone())
+            .next()
+            .unwrap()
+            .unwrap()
+            .batch;
+        assert!(batch.verify_crc().is_err());
+        assert!(matches!(
+            BatchIter::new(bytes).next(),
+            Some(Err(SegmentError::Corrupt {
+                error: DecodeError::CrcMismatch { .. },
+                ..
+            }))
+        ));
     }
 }

@@ -82,13 +82,10 @@ async fn read_all(broker: &Broker, request: &FetchRequest) -> (FetchResponse, us
                             if read_bytes > 0 {
                                 match log.read(partition.fetch_offset, read_bytes, isolation).await {
                                     Ok(result) => {
-                                        let mut records = BytesMut::new();
-                                        for batch in &result.batches {
-                                            records.extend_from_slice(batch.as_bytes());
-                                        }
+                                        let records = concatenated(&result.batches);
                                         total += records.len();
                                         budget = budget.saturating_sub(records.len());
-                                        data.records = Some(records.freeze());
+                                        data.records = Some(records);
                                         if isolation == Isolation::ReadCommitted {
                                             data.aborted_transactions = Some(
                                                 result
@@ -119,6 +116,20 @@ async fn read_all(broker: &Broker, request: &FetchRequest) -> (FetchResponse, us
         response.responses.push(topic_response);
     }
     (response, total)
+}
+
+/// The batches as one record set: a single batch is handed over as it is (no copy), several are joined.
+fn concatenated(batches: &[record_format::RecordBatch]) -> Bytes {
+    match batches {
+        [one] => one.as_bytes().clone(),
+        many => {
+            let mut records = BytesMut::with_capacity(many.iter().map(|batch| batch.size()).sum());
+            for batch in many {
+                records.extend_from_slice(batch.as_bytes());
+            }
+            records.freeze()
+        }
+    }
 }
 
 /// ListOffsets: earliest (-2), latest (-1: the high watermark, or the LSO for read_committed), or the first

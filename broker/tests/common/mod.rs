@@ -1,0 +1,61 @@
+//! Helpers of the broker's integration tests: a produce request over a raw connection.
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use record_format::BatchBuilder;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// One record, as a client batch.
+pub fn valid_batch() -> Bytes {
+    let mut builder = BatchBuilder::new();
+    builder.add(0, None, Some(b"value"), &[]);
+    builder.build().expect("batch").into_bytes()
+}
+
+fn produce_frame(correlation_id: i32, partition: i32, records: Bytes) -> Bytes {
+    let mut data = produce_request::PartitionProduceData::default();
+    data.index = partition;
+    data.records = Some(records);
+    let mut topic = produce_request::TopicProduceData::default();
+    topic.name = TopicName(StrBytes::from_static_str("orders"));
+    topic.partition_data = vec![data];
+    let mut request = ProduceRequest::default();
+    request.acks = -1;
+    request.timeout_ms = 30_000;
+    request.topic_data = vec![topic];
+    let mut body = BytesMut::new();
+    body.put_i16(ApiKey::Produce as i16);
+    body.put_i16(8);
+    body.put_i32(correlation_id);
+    body.put_i16(-1);
+    request.encode(&mut body, 8).expect("encode");
+    let mut frame = BytesMut::new();
+    frame.put_i32(body.len() as i32);
+    frame.put_slice(&body);
+    frame.freeze()
+}
+
+/// Produces `records` (acks=-1) to `orders`/`partition` on a new connection: the partition's error code and the
+/// round-trip time.
+pub async fn produce(address: std::net::SocketAddr, partition: i32, records: Bytes) -> (i16, Duration) {
+    let started = Instant::now();
+    let mut stream = TcpStream::connect(address).await.expect("connect");
+    stream
+        .write_all(&produce_frame(1, partition, records))
+        .await
+        .expect("write");
+    let size = stream.read_i32().await.expect("size");
+    let mut body = vec![0u8; size as usize];
+    stream.read_exact(&mut body).await.expect("body");
+    let mut body = Bytes::from(body).slice(4..);
+    let response = ProduceResponse::decode(&mut body, 8).expect("response");
+    (
+        response.responses[0].partition_responses[0].error_code,
+        started.elapsed(),
+    )
+}
