@@ -4,11 +4,11 @@
 //! `.index`, `.timeindex`, `.txnindex`; producer snapshots after the map end offset: `….snapshot`. Our own
 //! partition metadata lives in `mirrorlog.metadata` (Kafka ignores files it does not know).
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use storage::StorageError;
+
+use crate::vfs::{OpenFor, Vfs};
 
 /// Segment data.
 pub const LOG_SUFFIX: &str = "log";
@@ -84,31 +84,27 @@ pub fn classify(name: &str) -> DirEntry {
 }
 
 /// Makes a directory's entries (creations, renames, removals) durable.
-pub fn sync_dir(dir: &Path) -> Result<(), StorageError> {
-    File::open(dir)
-        .and_then(|handle| handle.sync_all())
+pub fn sync_dir(vfs: &dyn Vfs, dir: &Path) -> Result<(), StorageError> {
+    vfs.sync_dir(dir)
         .map_err(|e| StorageError::io(format!("syncing directory {}", dir.display()), e))
 }
 
 /// Writes `bytes` to `path` atomically and durably: temp file, fsync, rename, fsync of the directory.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), StorageError> {
+pub fn write_atomically(vfs: &dyn Vfs, path: &Path, bytes: &[u8]) -> Result<(), StorageError> {
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let mut temp = path.as_os_str().to_owned();
     temp.push(".");
     temp.push(TEMP_SUFFIX);
     let temp = PathBuf::from(temp);
     let io = |what: &str, e| StorageError::io(format!("{what} {}", temp.display()), e);
-    let mut file = OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .open(&temp)
+    let mut file = vfs
+        .open(&temp, OpenFor::CreateEmpty)
         .map_err(|e| io("creating", e))?;
-    file.write_all(bytes).map_err(|e| io("writing", e))?;
-    file.sync_all().map_err(|e| io("syncing", e))?;
+    file.append(bytes).map_err(|e| io("writing", e))?;
+    file.sync().map_err(|e| io("syncing", e))?;
     drop(file);
-    std::fs::rename(&temp, path).map_err(|e| io("renaming", e))?;
-    sync_dir(dir)
+    vfs.rename(&temp, path).map_err(|e| io("renaming", e))?;
+    sync_dir(vfs, dir)
 }
 
 #[cfg(test)]

@@ -21,13 +21,17 @@ pub mod files;
 pub mod metadata;
 pub mod partition;
 pub mod segment;
+pub mod sim;
+pub mod vfs;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use storage::{BlockingPartition, BlockingStore, OpenMode, PartitionId, StorageError};
 
 pub use partition::FsPartition;
 pub use storage::OpenReport;
+pub use vfs::{RealFs, Vfs};
 
 /// Kafka's default `segment.bytes` (1 GiB).
 pub const DEFAULT_SEGMENT_BYTES: u64 = 1 << 30;
@@ -60,11 +64,17 @@ impl FsConfig {
 #[derive(Debug, Clone)]
 pub struct FsStorage {
     config: FsConfig,
+    vfs: Arc<dyn Vfs>,
 }
 
 impl FsStorage {
     /// Opens (creating if needed) the data directory.
     pub fn open(config: FsConfig) -> Result<Self, StorageError> {
+        Self::open_on(config, Arc::new(RealFs))
+    }
+
+    /// Opens the store on another file system (the power-loss simulator in tests).
+    pub fn open_on(config: FsConfig, vfs: Arc<dyn Vfs>) -> Result<Self, StorageError> {
         if config.segment_bytes < 1024 || config.segment_bytes > i32::MAX as u64 {
             return Err(StorageError::Config(format!(
                 "segment size {} must be between 1 KiB and {} bytes",
@@ -72,9 +82,8 @@ impl FsStorage {
                 i32::MAX
             )));
         }
-        std::fs::create_dir_all(&config.data_dir)
-            .map_err(|e| StorageError::io(format!("creating {}", config.data_dir.display()), e))?;
-        Ok(FsStorage { config })
+        create_dir_durably(vfs.as_ref(), &config.data_dir)?;
+        Ok(FsStorage { config, vfs })
     }
 
     fn dir(&self, id: &PartitionId) -> PathBuf {
@@ -84,10 +93,10 @@ impl FsStorage {
     /// Opens a partition as its concrete type (for its [`OpenReport`] and segment views).
     pub fn open_partition(&self, id: &PartitionId, mode: OpenMode) -> Result<FsPartition, StorageError> {
         let dir = self.dir(id);
-        if !dir.is_dir() {
+        if !self.vfs.is_dir(&dir) {
             return Err(StorageError::NotFound(id.clone()));
         }
-        FsPartition::open(id, dir, self.config.clone(), mode)
+        FsPartition::open(id, dir, self.config.clone(), Arc::clone(&self.vfs), mode)
     }
 
     /// Opens a partition directory anywhere read-only (e.g. for `mirrorlog dump`); the name must be
@@ -99,18 +108,43 @@ impl FsStorage {
             .ok_or_else(|| StorageError::Config(format!("{} has no usable name", dir.display())))?;
         let id = PartitionId::from_dir_name(name)?;
         let parent = dir.parent().unwrap_or_else(|| Path::new("."));
-        FsPartition::open(&id, dir.to_owned(), FsConfig::new(parent), OpenMode::ReadOnly)
+        FsPartition::open(
+            &id,
+            dir.to_owned(),
+            FsConfig::new(parent),
+            Arc::new(RealFs),
+            OpenMode::ReadOnly,
+        )
     }
+}
+
+/// Creates `dir` and any missing parents, and syncs the parent of each one created, so that a partition made
+/// durable inside it cannot vanish with its data directory at a power loss.
+fn create_dir_durably(vfs: &dyn Vfs, dir: &Path) -> Result<(), StorageError> {
+    let missing: Vec<&Path> = dir.ancestors().take_while(|path| !vfs.is_dir(path)).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    vfs.create_dir_all(dir)
+        .map_err(|e| StorageError::io(format!("creating {}", dir.display()), e))?;
+    for created in missing.iter().rev() {
+        let parent = match created.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        files::sync_dir(vfs, parent)?;
+    }
+    Ok(())
 }
 
 impl BlockingStore for FsStorage {
     fn create(&self, id: &PartitionId) -> Result<Box<dyn BlockingPartition>, StorageError> {
         let dir = self.dir(id);
-        if dir.exists() {
+        if self.vfs.exists(&dir) {
             return Err(StorageError::AlreadyExists(id.clone()));
         }
-        let partition = FsPartition::create(id, dir, self.config.clone())?;
-        files::sync_dir(&self.config.data_dir)?;
+        let partition = FsPartition::create(id, dir, self.config.clone(), Arc::clone(&self.vfs))?;
+        files::sync_dir(self.vfs.as_ref(), &self.config.data_dir)?;
         Ok(Box::new(partition))
     }
 
@@ -119,15 +153,16 @@ impl BlockingStore for FsStorage {
     }
 
     fn list(&self) -> Result<Vec<PartitionId>, StorageError> {
-        let entries = std::fs::read_dir(&self.config.data_dir)
+        let entries = self
+            .vfs
+            .read_dir(&self.config.data_dir)
             .map_err(|e| StorageError::io(format!("listing {}", self.config.data_dir.display()), e))?;
         let mut ids = Vec::new();
         for entry in entries {
-            let entry = entry.map_err(|e| StorageError::io("listing the data directory", e))?;
-            if !entry.path().is_dir() {
+            if !entry.is_dir {
                 continue;
             }
-            if let Ok(id) = PartitionId::from_dir_name(&entry.file_name().to_string_lossy()) {
+            if let Ok(id) = PartitionId::from_dir_name(&entry.name) {
                 ids.push(id);
             }
         }
@@ -137,11 +172,12 @@ impl BlockingStore for FsStorage {
 
     fn delete(&self, id: &PartitionId) -> Result<(), StorageError> {
         let dir = self.dir(id);
-        if !dir.is_dir() {
+        if !self.vfs.is_dir(&dir) {
             return Err(StorageError::NotFound(id.clone()));
         }
-        std::fs::remove_dir_all(&dir)
+        self.vfs
+            .remove_dir_all(&dir)
             .map_err(|e| StorageError::io(format!("deleting {}", dir.display()), e))?;
-        files::sync_dir(&self.config.data_dir)
+        files::sync_dir(self.vfs.as_ref(), &self.config.data_dir)
     }
 }

@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use record_format::{AbortedTxn, RecordBatch};
@@ -13,6 +14,7 @@ use crate::files::{
 };
 use crate::metadata;
 use crate::segment::Segment;
+use crate::vfs::Vfs;
 use crate::FsConfig;
 
 /// Our own metadata record for the log start offset (user keys cannot start with `@`).
@@ -24,6 +26,7 @@ pub struct FsPartition {
     id: PartitionId,
     dir: PathBuf,
     config: FsConfig,
+    vfs: Arc<dyn Vfs>,
     segments: BTreeMap<i64, Segment>,
     log_start: i64,
     snapshots: BTreeSet<i64>,
@@ -33,14 +36,21 @@ pub struct FsPartition {
 
 impl FsPartition {
     /// Creates the directory with one empty segment at offset 0.
-    pub(crate) fn create(id: &PartitionId, dir: PathBuf, config: FsConfig) -> Result<Self, StorageError> {
-        std::fs::create_dir(&dir).map_err(|e| StorageError::io(format!("creating {}", dir.display()), e))?;
-        let segment = Segment::create(&dir, 0)?;
-        sync_dir(&dir)?;
+    pub(crate) fn create(
+        id: &PartitionId,
+        dir: PathBuf,
+        config: FsConfig,
+        vfs: Arc<dyn Vfs>,
+    ) -> Result<Self, StorageError> {
+        vfs.create_dir(&dir)
+            .map_err(|e| StorageError::io(format!("creating {}", dir.display()), e))?;
+        let segment = Segment::create(&vfs, &dir, 0)?;
+        sync_dir(vfs.as_ref(), &dir)?;
         Ok(FsPartition {
             id: id.clone(),
             dir,
             config,
+            vfs,
             segments: BTreeMap::from([(0, segment)]),
             log_start: 0,
             snapshots: BTreeSet::new(),
@@ -56,6 +66,7 @@ impl FsPartition {
         id: &PartitionId,
         dir: PathBuf,
         config: FsConfig,
+        vfs: Arc<dyn Vfs>,
         mode: OpenMode,
     ) -> Result<Self, StorageError> {
         let writes = mode == OpenMode::ReadWrite;
@@ -63,11 +74,12 @@ impl FsPartition {
         let mut segment_bases = BTreeSet::new();
         let mut snapshots = BTreeSet::new();
         let mut metadata_records = BTreeMap::new();
-        let entries =
-            std::fs::read_dir(&dir).map_err(|e| StorageError::io(format!("listing {}", dir.display()), e))?;
+        let entries = vfs
+            .read_dir(&dir)
+            .map_err(|e| StorageError::io(format!("listing {}", dir.display()), e))?;
         for entry in entries {
-            let entry = entry.map_err(|e| StorageError::io(format!("listing {}", dir.display()), e))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
+            let name = entry.name;
+            let path = dir.join(&name);
             match classify(&name) {
                 DirEntry::Segment { base_offset, suffix } if suffix == "log" => {
                     segment_bases.insert(base_offset);
@@ -77,17 +89,17 @@ impl FsPartition {
                     snapshots.insert(offset);
                 }
                 DirEntry::Metadata => {
-                    let bytes = std::fs::read(entry.path())
-                        .map_err(|e| StorageError::io(format!("reading {}", entry.path().display()), e))?;
+                    let bytes = vfs
+                        .read(&path)
+                        .map_err(|e| StorageError::io(format!("reading {}", path.display()), e))?;
                     metadata_records = metadata::decode(&bytes)?;
                 }
                 DirEntry::Leftover => {
                     if name.ends_with(".tmp") && !writes {
                         report.removed_leftovers.push(name);
                     } else if name.ends_with(".tmp") {
-                        std::fs::remove_file(entry.path()).map_err(|e| {
-                            StorageError::io(format!("removing {}", entry.path().display()), e)
-                        })?;
+                        vfs.remove_file(&path)
+                            .map_err(|e| StorageError::io(format!("removing {}", path.display()), e))?;
                         report.removed_leftovers.push(name);
                     } else {
                         report.unknown_files.push(name);
@@ -99,7 +111,7 @@ impl FsPartition {
         let mut segments = BTreeMap::new();
         let mut bases = segment_bases.into_iter();
         for base in bases.by_ref() {
-            let (segment, recovery) = Segment::open(&dir, base, config.index_interval_bytes, mode)?;
+            let (segment, recovery) = Segment::open(&vfs, &dir, base, config.index_interval_bytes, mode)?;
             if let Some((bytes, reason)) = recovery.truncated {
                 report.truncated.push((base, bytes, reason));
             }
@@ -115,11 +127,20 @@ impl FsPartition {
         // Nothing may follow a torn tail: later segments were written after data that is now gone.
         for base in bases {
             if writes {
-                let (segment, _) = Segment::open(&dir, base, config.index_interval_bytes, mode)?;
+                let (segment, _) = Segment::open(&vfs, &dir, base, config.index_interval_bytes, mode)?;
                 segment.delete_files()?;
             }
             report.dropped_segments.push(base);
         }
+        let stored_log_start = match metadata_records.get(LOG_START_KEY) {
+            Some(bytes) => Some(i64::from_be_bytes(bytes.as_slice().try_into().map_err(|_| {
+                StorageError::Corrupt {
+                    what: METADATA_FILE.into(),
+                    reason: "log start offset is not 8 bytes".into(),
+                }
+            })?)),
+            None => None,
+        };
         if segments.is_empty() {
             if !writes {
                 return Err(StorageError::Corrupt {
@@ -127,23 +148,19 @@ impl FsPartition {
                     reason: "the partition directory holds no segment".into(),
                 });
             }
-            segments.insert(0, Segment::create(&dir, 0)?);
-            sync_dir(&dir)?;
+            // Every segment gone (a power loss while the partition was being emptied): the log starts again
+            // where the metadata says it starts.
+            let base = stored_log_start.unwrap_or(0).max(0);
+            segments.insert(base, Segment::create(&vfs, &dir, base)?);
+            sync_dir(vfs.as_ref(), &dir)?;
         }
         let first_base = segments.keys().next().copied().unwrap_or(0);
-        let log_start = match metadata_records.get(LOG_START_KEY) {
-            Some(bytes) => {
-                i64::from_be_bytes(bytes.as_slice().try_into().map_err(|_| StorageError::Corrupt {
-                    what: METADATA_FILE.into(),
-                    reason: "log start offset is not 8 bytes".into(),
-                })?)
-            }
-            None => first_base,
-        };
+        let log_start = stored_log_start.unwrap_or(first_base);
         let mut partition = FsPartition {
             id: id.clone(),
             dir,
             config,
+            vfs,
             segments,
             log_start,
             snapshots,
@@ -156,6 +173,16 @@ impl FsPartition {
             segment
                 .aborted
                 .retain(|entry| entry.survives_truncation_to(log_end));
+        }
+        if writes && partition.log_start > log_end {
+            // A power loss took unsynced data the acknowledged log start had already moved past: what is left is
+            // below the log start, so the log restarts empty there (as Kafka's recovery does).
+            partition
+                .report
+                .dropped_segments
+                .extend(partition.segments.keys().copied());
+            partition.empty_at(partition.log_start)?;
+            return Ok(partition);
         }
         partition.log_start = partition.log_start.clamp(first_base, log_end.max(first_base));
         Ok(partition)
@@ -184,12 +211,15 @@ impl FsPartition {
             .unwrap_or_else(|| unreachable!("a partition always has a segment"))
     }
 
+    /// Starts a new segment. The old one is synced first: only the last segment may lose data at a power loss,
+    /// so a lost tail is always the end of the log (had a later segment survived it, the log would have a hole
+    /// that looks like a compacted gap, and recovery could not tell).
     fn roll(&mut self, base_offset: i64) -> Result<(), StorageError> {
         if let Some(active) = self.segments.values_mut().next_back() {
-            active.write_pending_indexes()?;
+            active.sync()?;
         }
-        let segment = Segment::create(&self.dir, base_offset)?;
-        sync_dir(&self.dir)?;
+        let segment = Segment::create(&self.vfs, &self.dir, base_offset)?;
+        sync_dir(self.vfs.as_ref(), &self.dir)?;
         self.segments.insert(base_offset, segment);
         Ok(())
     }
@@ -202,16 +232,16 @@ impl FsPartition {
 
     fn save_metadata(&mut self) -> Result<(), StorageError> {
         let bytes = metadata::encode(&self.metadata);
-        write_atomically(&self.dir.join(METADATA_FILE), &bytes)
+        write_atomically(self.vfs.as_ref(), &self.dir.join(METADATA_FILE), &bytes)
     }
 
     fn empty_at(&mut self, offset: i64) -> Result<(), StorageError> {
         for segment in std::mem::take(&mut self.segments).into_values() {
             segment.delete_files()?;
         }
-        let segment = Segment::create(&self.dir, offset)?;
+        let segment = Segment::create(&self.vfs, &self.dir, offset)?;
         self.segments.insert(offset, segment);
-        sync_dir(&self.dir)?;
+        sync_dir(self.vfs.as_ref(), &self.dir)?;
         self.log_start = offset;
         self.metadata
             .insert(LOG_START_KEY.into(), offset.to_be_bytes().to_vec());
@@ -312,14 +342,19 @@ impl BlockingPartition for FsPartition {
             .range(..=offset)
             .next_back()
             .map_or(offset, |(base, _)| *base);
+        // Later segments go first, the last one first, and durably before the holder is cut: interrupted at any
+        // point, what is left is a prefix of the log, never a log with a hole in it.
+        let later = self.segments.split_off(&(holder + 1));
+        for segment in later.values().rev() {
+            segment.delete_files()?;
+        }
+        if !later.is_empty() {
+            sync_dir(self.vfs.as_ref(), &self.dir)?;
+        }
         let index_interval = self.config.index_interval_bytes;
         if let Some(segment) = self.segments.get_mut(&holder) {
             segment.truncate_to(offset, index_interval)?;
         }
-        for segment in self.segments.split_off(&(holder + 1)).into_values() {
-            segment.delete_files()?;
-        }
-        sync_dir(&self.dir)?;
         // Truncating into a gap between batches: the log still ends at `offset`.
         if self.log_end_offset() < offset {
             self.roll(offset)?;
@@ -345,7 +380,7 @@ impl BlockingPartition for FsPartition {
                 }
             }
         }
-        sync_dir(&self.dir)
+        sync_dir(self.vfs.as_ref(), &self.dir)
     }
 
     fn flush(&mut self, durability: Durability) -> Result<(), StorageError> {
@@ -363,7 +398,11 @@ impl BlockingPartition for FsPartition {
     }
 
     fn put_snapshot(&mut self, offset: i64, bytes: Bytes) -> Result<(), StorageError> {
-        write_atomically(&offset_file(&self.dir, offset, SNAPSHOT_SUFFIX), &bytes)?;
+        write_atomically(
+            self.vfs.as_ref(),
+            &offset_file(&self.dir, offset, SNAPSHOT_SUFFIX),
+            &bytes,
+        )?;
         self.snapshots.insert(offset);
         Ok(())
     }
@@ -373,8 +412,10 @@ impl BlockingPartition for FsPartition {
             return Ok(None);
         };
         let path = offset_file(&self.dir, found, SNAPSHOT_SUFFIX);
-        let bytes =
-            std::fs::read(&path).map_err(|e| StorageError::io(format!("reading {}", path.display()), e))?;
+        let bytes = self
+            .vfs
+            .read(&path)
+            .map_err(|e| StorageError::io(format!("reading {}", path.display()), e))?;
         Ok(Some((found, Bytes::from(bytes))))
     }
 
@@ -384,7 +425,7 @@ impl BlockingPartition for FsPartition {
 
     fn delete_snapshot(&mut self, offset: i64) -> Result<(), StorageError> {
         let path = offset_file(&self.dir, offset, SNAPSHOT_SUFFIX);
-        match std::fs::remove_file(&path) {
+        match self.vfs.remove_file(&path) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(StorageError::io(format!("deleting {}", path.display()), e)),

@@ -9,19 +9,19 @@
 //! indexes from what is valid; the index files on disk are rewritten when they differ. A torn or corrupt tail is
 //! cut and reported. Reads use the offset index to find where to start scanning.
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use record_format::batch::{check_batch_prefix, offsets, LOG_OVERHEAD};
+use record_format::txn_index::ABORTED_TXN_LEN;
 use record_format::{AbortedTxn, RecordBatch};
 use storage::{OpenMode, StorageError};
 
 use crate::files::{
     offset_file, write_atomically, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX,
 };
+use crate::vfs::{OpenFor, Vfs, VfsFile};
 
 /// Bytes of a batch header needed to know its offsets and size.
 const HEADER_PROBE: usize = offsets::LAST_OFFSET_DELTA + 4;
@@ -63,10 +63,11 @@ pub struct Segment {
     /// The segment's base offset (its file names).
     pub base_offset: i64,
     dir: PathBuf,
-    log: File,
+    vfs: Arc<dyn Vfs>,
+    log: Box<dyn VfsFile>,
     /// The index files, open for appending (`None` in a read-only open, which writes nothing).
-    index_file: Option<File>,
-    time_index_file: Option<File>,
+    index_file: Option<Box<dyn VfsFile>>,
+    time_index_file: Option<Box<dyn VfsFile>>,
     /// Valid bytes of the log.
     pub size: u64,
     index: Vec<IndexEntry>,
@@ -87,19 +88,21 @@ pub struct Segment {
     pub first_batch_offset: Option<i64>,
     /// Written since the last sync.
     pub dirty: bool,
+    /// The `.txnindex` was created since the last sync: its directory entry needs a sync too.
+    txn_index_created: bool,
 }
 
 fn io_error(what: &str, path: &Path, error: std::io::Error) -> StorageError {
     StorageError::io(format!("{what} {}", path.display()), error)
 }
 
-fn open_rw(path: &Path, create: bool) -> Result<File, StorageError> {
-    OpenOptions::new()
-        .read(true)
-        .append(true)
-        .create(create)
-        .open(path)
-        .map_err(|e| io_error("opening", path, e))
+fn open_rw(vfs: &dyn Vfs, path: &Path, create: bool) -> Result<Box<dyn VfsFile>, StorageError> {
+    let how = if create {
+        OpenFor::AppendOrCreate
+    } else {
+        OpenFor::Append
+    };
+    vfs.open(path, how).map_err(|e| io_error("opening", path, e))
 }
 
 /// A batch's place in the log file.
@@ -117,33 +120,45 @@ impl Segment {
     }
 
     /// Creates an empty segment (its files exist when this returns; the caller syncs the directory).
-    pub fn create(dir: &Path, base_offset: i64) -> Result<Self, StorageError> {
-        let log = open_rw(&offset_file(dir, base_offset, LOG_SUFFIX), true)?;
-        log.set_len(0)
-            .map_err(|e| io_error("emptying", &offset_file(dir, base_offset, LOG_SUFFIX), e))?;
-        let index_file = open_rw(&offset_file(dir, base_offset, INDEX_SUFFIX), true)?;
-        let time_index_file = open_rw(&offset_file(dir, base_offset, TIME_INDEX_SUFFIX), true)?;
-        for (file, suffix) in [(&index_file, INDEX_SUFFIX), (&time_index_file, TIME_INDEX_SUFFIX)] {
-            file.set_len(0)
-                .map_err(|e| io_error("emptying", &offset_file(dir, base_offset, suffix), e))?;
+    pub fn create(vfs: &Arc<dyn Vfs>, dir: &Path, base_offset: i64) -> Result<Self, StorageError> {
+        let create_empty = |suffix: &str| {
+            let path = offset_file(dir, base_offset, suffix);
+            vfs.open(&path, OpenFor::CreateEmpty)
+                .map_err(|e| io_error("creating", &path, e))
+        };
+        let log = create_empty(LOG_SUFFIX)?;
+        let index_file = create_empty(INDEX_SUFFIX)?;
+        let time_index_file = create_empty(TIME_INDEX_SUFFIX)?;
+        let txn_index = offset_file(dir, base_offset, TXN_INDEX_SUFFIX);
+        if vfs.exists(&txn_index) {
+            vfs.remove_file(&txn_index)
+                .map_err(|e| io_error("removing", &txn_index, e))?;
         }
-        let _ = std::fs::remove_file(offset_file(dir, base_offset, TXN_INDEX_SUFFIX));
-        let mut segment = Segment::empty(dir, base_offset, log, Some(index_file), Some(time_index_file));
+        let mut segment = Segment::empty(
+            vfs,
+            dir,
+            base_offset,
+            log,
+            Some(index_file),
+            Some(time_index_file),
+        );
         segment.dirty = true;
         Ok(segment)
     }
 
     /// A segment with open files and nothing accounted yet.
     fn empty(
+        vfs: &Arc<dyn Vfs>,
         dir: &Path,
         base_offset: i64,
-        log: File,
-        index_file: Option<File>,
-        time_index_file: Option<File>,
+        log: Box<dyn VfsFile>,
+        index_file: Option<Box<dyn VfsFile>>,
+        time_index_file: Option<Box<dyn VfsFile>>,
     ) -> Self {
         Segment {
             base_offset,
             dir: dir.to_owned(),
+            vfs: Arc::clone(vfs),
             log,
             index_file,
             time_index_file,
@@ -159,6 +174,7 @@ impl Segment {
             next_offset: base_offset,
             first_batch_offset: None,
             dirty: false,
+            txn_index_created: false,
         }
     }
 
@@ -166,6 +182,7 @@ impl Segment {
     /// nothing is written: a torn tail is reported (and reads stop before it) but not cut, and index files that
     /// differ are reported but not rewritten.
     pub fn open(
+        vfs: &Arc<dyn Vfs>,
         dir: &Path,
         base_offset: i64,
         index_interval: u64,
@@ -173,21 +190,28 @@ impl Segment {
     ) -> Result<(Self, SegmentRecovery), StorageError> {
         let log_path = offset_file(dir, base_offset, LOG_SUFFIX);
         let log = match mode {
-            OpenMode::ReadWrite => open_rw(&log_path, false)?,
-            OpenMode::ReadOnly => File::open(&log_path).map_err(|e| io_error("opening", &log_path, e))?,
+            OpenMode::ReadWrite => open_rw(vfs.as_ref(), &log_path, false)?,
+            OpenMode::ReadOnly => vfs
+                .open(&log_path, OpenFor::Read)
+                .map_err(|e| io_error("opening", &log_path, e))?,
         };
-        let length = log
-            .metadata()
-            .map_err(|e| io_error("reading", &log_path, e))?
-            .len();
+        let length = log.size().map_err(|e| io_error("reading", &log_path, e))?;
         let (index_file, time_index_file) = match mode {
             OpenMode::ReadWrite => (
-                Some(open_rw(&offset_file(dir, base_offset, INDEX_SUFFIX), true)?),
-                Some(open_rw(&offset_file(dir, base_offset, TIME_INDEX_SUFFIX), true)?),
+                Some(open_rw(
+                    vfs.as_ref(),
+                    &offset_file(dir, base_offset, INDEX_SUFFIX),
+                    true,
+                )?),
+                Some(open_rw(
+                    vfs.as_ref(),
+                    &offset_file(dir, base_offset, TIME_INDEX_SUFFIX),
+                    true,
+                )?),
             ),
             OpenMode::ReadOnly => (None, None),
         };
-        let mut segment = Segment::empty(dir, base_offset, log, index_file, time_index_file);
+        let mut segment = Segment::empty(vfs, dir, base_offset, log, index_file, time_index_file);
         let mut recovery = SegmentRecovery::default();
         let torn = segment.scan(length, index_interval)?;
         if mode == OpenMode::ReadOnly {
@@ -197,7 +221,7 @@ impl Segment {
             recovery.rebuilt_indexes = segment.indexes_differ_on_disk();
             segment.index_persisted = segment.index.len();
             segment.time_index_persisted = segment.time_index.len();
-            segment.load_txn_index()?;
+            recovery.rebuilt_indexes |= segment.load_txn_index(mode)?;
             return Ok((segment, recovery));
         }
         if let Some(reason) = torn {
@@ -208,14 +232,17 @@ impl Segment {
                 .map_err(|e| io_error("cutting the torn tail of", &log_path, e))?;
             segment
                 .log
-                .sync_all()
+                .sync()
                 .map_err(|e| io_error("syncing", &log_path, e))?;
         }
         if recovery.truncated.is_none() && segment.size != length {
             recovery.truncated = Some((length - segment.size, "trailing bytes".into()));
         }
         recovery.rebuilt_indexes = segment.write_indexes_if_changed()?;
-        segment.load_txn_index()?;
+        recovery.rebuilt_indexes |= segment.load_txn_index(mode)?;
+        // What an earlier process wrote may still be only in the page cache: the first sync after opening syncs
+        // it, or a sync with nothing appended since the open would promise durability it never made.
+        segment.dirty = true;
         Ok((segment, recovery))
     }
 
@@ -354,7 +381,7 @@ impl Segment {
     fn indexes_differ_on_disk(&self) -> bool {
         let (index, time_index) = self.encode_indexes();
         let differs =
-            |suffix: &str, bytes: &[u8]| std::fs::read(self.path(suffix)).unwrap_or_default() != bytes;
+            |suffix: &str, bytes: &[u8]| self.vfs.read(&self.path(suffix)).unwrap_or_default() != bytes;
         differs(INDEX_SUFFIX, &index) || differs(TIME_INDEX_SUFFIX, &time_index)
     }
 
@@ -364,33 +391,65 @@ impl Segment {
         let mut rewrote = false;
         for (suffix, bytes) in [(INDEX_SUFFIX, &index), (TIME_INDEX_SUFFIX, &time_index)] {
             let path = self.path(suffix);
-            let on_disk = std::fs::read(&path).unwrap_or_default();
+            let on_disk = self.vfs.read(&path).unwrap_or_default();
             if &on_disk != bytes {
-                write_atomically(&path, bytes)?;
+                write_atomically(self.vfs.as_ref(), &path, bytes)?;
                 rewrote = true;
             }
         }
         if rewrote {
-            self.index_file = Some(open_rw(&self.path(INDEX_SUFFIX), true)?);
-            self.time_index_file = Some(open_rw(&self.path(TIME_INDEX_SUFFIX), true)?);
+            self.index_file = Some(open_rw(self.vfs.as_ref(), &self.path(INDEX_SUFFIX), true)?);
+            self.time_index_file = Some(open_rw(self.vfs.as_ref(), &self.path(TIME_INDEX_SUFFIX), true)?);
         }
         self.index_persisted = self.index.len();
         self.time_index_persisted = self.time_index.len();
         Ok(rewrote)
     }
 
-    fn load_txn_index(&mut self) -> Result<(), StorageError> {
+    /// Loads the `.txnindex`. Its entries must be whole, not all zeros, and hold markers of this segment's valid
+    /// part in order;
+    /// from the first that is not (a write a power loss tore or lost), the index is cut — on disk too when the
+    /// segment is writable, so later entries are not appended after garbage. Returns whether it cut anything.
+    fn load_txn_index(&mut self, mode: OpenMode) -> Result<bool, StorageError> {
         let path = self.path(TXN_INDEX_SUFFIX);
-        let bytes = match std::fs::read(&path) {
+        let bytes = match self.vfs.read(&path) {
             Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(io_error("reading", &path, e)),
         };
-        self.aborted = AbortedTxn::decode_all(&bytes).map_err(|e| StorageError::Corrupt {
-            what: path.display().to_string(),
-            reason: e.to_string(),
-        })?;
-        Ok(())
+        let mut previous_marker = i64::MIN;
+        for chunk in bytes.chunks_exact(ABORTED_TXN_LEN) {
+            let Some(Ok(entry)) = <&[u8; ABORTED_TXN_LEN]>::try_from(chunk)
+                .ok()
+                .map(AbortedTxn::decode)
+            else {
+                break;
+            };
+            let in_segment = entry.last_offset >= self.base_offset && entry.last_offset < self.next_offset;
+            // All zeros: a write lost at a power loss while a later one reached the disk (a real entry never is:
+            // a transaction's data precedes its marker, so offset 0 cannot be both).
+            let lost_write = chunk.iter().all(|&byte| byte == 0);
+            if lost_write
+                || !in_segment
+                || entry.first_offset > entry.last_offset
+                || entry.last_offset < previous_marker
+            {
+                break;
+            }
+            previous_marker = entry.last_offset;
+            self.aborted.push(entry);
+        }
+        let whole = (self.aborted.len() * ABORTED_TXN_LEN) as u64;
+        if whole == bytes.len() as u64 {
+            return Ok(false);
+        }
+        if mode == OpenMode::ReadWrite {
+            let mut file = open_rw(self.vfs.as_ref(), &path, false)?;
+            file.set_len(whole)
+                .and_then(|()| file.sync())
+                .map_err(|e| io_error("cutting the torn tail of", &path, e))?;
+        }
+        Ok(true)
     }
 
     /// Appends batches (already checked to follow the log) in one write; their index entries are kept in memory
@@ -398,13 +457,13 @@ impl Segment {
     pub fn append(&mut self, batches: &[RecordBatch], index_interval: u64) -> Result<(), StorageError> {
         let written = match batches {
             // The common case (one produce request, one fetched batch): no copy.
-            [batch] => self.log.write_all(batch.as_bytes()),
+            [batch] => self.log.append(batch.as_bytes()),
             _ => {
                 let mut bytes = Vec::with_capacity(batches.iter().map(RecordBatch::size).sum());
                 for batch in batches {
                     bytes.extend_from_slice(batch.as_bytes());
                 }
-                self.log.write_all(&bytes)
+                self.log.append(&bytes)
             }
         };
         written.map_err(|e| io_error("appending to", &self.path(LOG_SUFFIX), e))?;
@@ -423,11 +482,11 @@ impl Segment {
         let (index, time_index) = self.encode_indexes_from(self.index_persisted, self.time_index_persisted);
         let index_path = self.path(INDEX_SUFFIX);
         Self::writable(&mut self.index_file, &index_path)?
-            .write_all(&index)
+            .append(&index)
             .map_err(|e| io_error("appending to", &index_path, e))?;
         let time_index_path = self.path(TIME_INDEX_SUFFIX);
         Self::writable(&mut self.time_index_file, &time_index_path)?
-            .write_all(&time_index)
+            .append(&time_index)
             .map_err(|e| io_error("appending to", &time_index_path, e))?;
         self.index_persisted = self.index.len();
         self.time_index_persisted = self.time_index.len();
@@ -435,7 +494,10 @@ impl Segment {
     }
 
     /// An index file open for writing (a read-only segment has none; the storage contract never writes to one).
-    fn writable<'a>(file: &'a mut Option<File>, path: &Path) -> Result<&'a mut File, StorageError> {
+    fn writable<'a>(
+        file: &'a mut Option<Box<dyn VfsFile>>,
+        path: &Path,
+    ) -> Result<&'a mut Box<dyn VfsFile>, StorageError> {
         file.as_mut().ok_or_else(|| StorageError::Corrupt {
             what: path.display().to_string(),
             reason: "the segment was opened read-only".into(),
@@ -445,8 +507,9 @@ impl Segment {
     /// Records an aborted transaction in this segment's `.txnindex`.
     pub fn append_aborted(&mut self, entry: AbortedTxn) -> Result<(), StorageError> {
         let path = self.path(TXN_INDEX_SUFFIX);
-        let mut file = open_rw(&path, true)?;
-        file.write_all(&entry.encode())
+        self.txn_index_created |= self.aborted.is_empty() && !self.vfs.exists(&path);
+        let mut file = open_rw(self.vfs.as_ref(), &path, true)?;
+        file.append(&entry.encode())
             .map_err(|e| io_error("appending to", &path, e))?;
         self.aborted.push(entry);
         self.dirty = true;
@@ -460,7 +523,7 @@ impl Segment {
         }
         self.write_pending_indexes()?;
         self.log
-            .sync_data()
+            .sync()
             .map_err(|e| io_error("syncing", &self.path(LOG_SUFFIX), e))?;
         for (file, suffix) in [
             (&mut self.index_file, INDEX_SUFFIX),
@@ -468,14 +531,19 @@ impl Segment {
         ] {
             let path = offset_file(&self.dir, self.base_offset, suffix);
             Self::writable(file, &path)?
-                .sync_data()
+                .sync()
                 .map_err(|e| io_error("syncing", &path, e))?;
         }
         if !self.aborted.is_empty() {
             let path = self.path(TXN_INDEX_SUFFIX);
-            File::open(&path)
-                .and_then(|file| file.sync_data())
+            self.vfs
+                .open(&path, OpenFor::Read)
+                .and_then(|file| file.sync())
                 .map_err(|e| io_error("syncing", &path, e))?;
+        }
+        if self.txn_index_created {
+            crate::files::sync_dir(self.vfs.as_ref(), &self.dir)?;
+            self.txn_index_created = false;
         }
         self.dirty = false;
         Ok(())
@@ -610,9 +678,7 @@ impl Segment {
         self.log
             .set_len(cut)
             .map_err(|e| io_error("truncating", &log_path, e))?;
-        self.log
-            .sync_all()
-            .map_err(|e| io_error("syncing", &log_path, e))?;
+        self.log.sync().map_err(|e| io_error("syncing", &log_path, e))?;
         let aborted: Vec<AbortedTxn> = self
             .aborted
             .iter()
@@ -621,11 +687,21 @@ impl Segment {
             .collect();
         if aborted.len() != self.aborted.len() {
             let bytes: Vec<u8> = aborted.iter().flat_map(AbortedTxn::encode).collect();
-            write_atomically(&self.path(TXN_INDEX_SUFFIX), &bytes)?;
+            write_atomically(self.vfs.as_ref(), &self.path(TXN_INDEX_SUFFIX), &bytes)?;
         }
-        // Rebuild the in-memory state from what is left, exactly as opening would.
-        let (reopened, _) = Segment::open(&self.dir, self.base_offset, index_interval, OpenMode::ReadWrite)?;
+        // Rebuild the in-memory state from what is left, exactly as opening would; what was written and not yet
+        // synced (a `.txnindex` entry) still needs the next sync.
+        let (dirty, txn_index_created) = (self.dirty, self.txn_index_created);
+        let (reopened, _) = Segment::open(
+            &self.vfs,
+            &self.dir,
+            self.base_offset,
+            index_interval,
+            OpenMode::ReadWrite,
+        )?;
         *self = reopened;
+        self.dirty = dirty;
+        self.txn_index_created = txn_index_created;
         Ok(())
     }
 
@@ -633,7 +709,7 @@ impl Segment {
     pub fn delete_files(&self) -> Result<(), StorageError> {
         for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX] {
             let path = self.path(suffix);
-            match std::fs::remove_file(&path) {
+            match self.vfs.remove_file(&path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(io_error("deleting", &path, e)),

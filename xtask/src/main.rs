@@ -362,13 +362,55 @@ fn fuzz(args: &[String]) -> Result<(), String> {
     )
 }
 
+/// The power-loss sweeps a longer `cargo xtask crash` run shares its time among: (package, test target, test).
+const CRASH_SWEEPS: &[(&str, &str, &str)] = &[(
+    "storage-fs",
+    "power_loss",
+    "every_acknowledged_write_survives_power_loss_at_every_sampled_write",
+)];
+
+/// `cargo xtask crash [--minutes N]`: the power-loss sweeps for N minutes in all (release build), each printing how
+/// many crash points it exercised.
+fn crash(args: &[String]) -> Result<(), String> {
+    let minutes: f64 = match flag_value(args, "--minutes") {
+        Some(text) => text
+            .parse()
+            .ok()
+            .filter(|m: &f64| m.is_finite() && *m > 0.0)
+            .ok_or_else(|| format!("--minutes must be a positive number, got {text}"))?,
+        None => 1.0,
+    };
+    let seconds = ((minutes * 60.0) / CRASH_SWEEPS.len() as f64).ceil() as u64;
+    for (package, target, test) in CRASH_SWEEPS {
+        run(
+            &format!("power-loss sweep {package}::{test} for {seconds}s"),
+            cargo()
+                .env("MIRRORLOG_POWER_LOSS_SECONDS", seconds.to_string())
+                .args([
+                    "test",
+                    "--release",
+                    "-p",
+                    package,
+                    "--test",
+                    target,
+                    "--",
+                    "--exact",
+                    test,
+                ])
+                .args(["--nocapture"]),
+        )?;
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("test") => test(),
         Some("bench") => bench(&args[1..]),
         Some("fuzz") => fuzz(&args[1..]),
-        _ => Err("usage: cargo xtask <test | bench [--quick] [--backends LIST] [--only ID]... [--out DIR] | bench --compare OLD.json NEW.json | fuzz <target> [seconds]>".into()),
+        Some("crash") => crash(&args[1..]),
+        _ => Err("usage: cargo xtask <test | bench [--quick] [--backends LIST] [--only ID]... [--out DIR] | bench --compare OLD.json NEW.json | fuzz <target> [seconds] | crash [--minutes N]>".into()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,175 @@
+//! The file operations the backend makes, behind one small trait, so a test can put the power-loss simulator
+//! ([`crate::sim::SimFs`]) where the real file system ([`RealFs`]) normally is.
+//!
+//! The list is deliberately short — exactly what `storage-fs` needs: create, list and remove directories and
+//! files, rename within a directory, read a whole small file, open a file for appending or reading, and the two
+//! kinds of sync (a file's data, a directory's entries). Anything that must survive a crash goes through one of
+//! the two syncs; the simulator keeps everything else volatile.
+
+use std::fmt::Debug;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+/// How a file is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenFor {
+    /// Reading only; a write through the handle fails.
+    Read,
+    /// Reading and appending, the file must exist.
+    Append,
+    /// Reading and appending, created empty when missing.
+    AppendOrCreate,
+    /// Reading and appending, created when missing and emptied when present.
+    CreateEmpty,
+}
+
+/// A directory entry: its name and whether it is a directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The file name.
+    pub name: String,
+    /// True for a directory.
+    pub is_dir: bool,
+}
+
+/// The file system under the backend.
+pub trait Vfs: Send + Sync + Debug {
+    /// Creates one directory (its parent must exist).
+    fn create_dir(&self, path: &Path) -> io::Result<()>;
+    /// Creates a directory and any missing parents.
+    fn create_dir_all(&self, path: &Path) -> io::Result<()>;
+    /// True when `path` is a directory.
+    fn is_dir(&self, path: &Path) -> bool;
+    /// True when anything exists at `path`.
+    fn exists(&self, path: &Path) -> bool;
+    /// The entries of a directory, in no particular order.
+    fn read_dir(&self, path: &Path) -> io::Result<Vec<Entry>>;
+    /// Removes a directory and everything under it.
+    fn remove_dir_all(&self, path: &Path) -> io::Result<()>;
+    /// Removes a file.
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Renames a file, replacing `to` atomically (both in the same directory).
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Reads a whole file.
+    fn read(&self, path: &Path) -> io::Result<Vec<u8>>;
+    /// Makes a directory's entries (creations, renames, removals) durable.
+    fn sync_dir(&self, path: &Path) -> io::Result<()>;
+    /// Opens a file.
+    fn open(&self, path: &Path, how: OpenFor) -> io::Result<Box<dyn VfsFile>>;
+}
+
+/// An open file.
+pub trait VfsFile: Send + Sync + Debug {
+    /// Its current length.
+    fn size(&self) -> io::Result<u64>;
+    /// Fills `buf` from `offset`; fails if the file ends first.
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    /// Writes all of `bytes` at the end of the file.
+    fn append(&mut self, bytes: &[u8]) -> io::Result<()>;
+    /// Cuts (or extends with zeros) the file to `len` bytes.
+    fn set_len(&mut self, len: u64) -> io::Result<()>;
+    /// Makes the file's data and length durable (`fdatasync`).
+    fn sync(&self) -> io::Result<()>;
+}
+
+/// The real file system.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RealFs;
+
+impl Vfs for RealFs {
+    fn create_dir(&self, path: &Path) -> io::Result<()> {
+        std::fs::create_dir(path)
+    }
+
+    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        std::fs::create_dir_all(path)
+    }
+
+    fn is_dir(&self, path: &Path) -> bool {
+        path.is_dir()
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+
+    fn read_dir(&self, path: &Path) -> io::Result<Vec<Entry>> {
+        let mut entries = Vec::new();
+        for entry in std::fs::read_dir(path)? {
+            let entry = entry?;
+            entries.push(Entry {
+                name: entry.file_name().to_string_lossy().into_owned(),
+                // `file_type` does not follow symlinks; a symlinked partition directory still counts.
+                is_dir: entry.path().is_dir(),
+            });
+        }
+        Ok(entries)
+    }
+
+    fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_dir_all(path)
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
+    }
+
+    fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
+        std::fs::read(path)
+    }
+
+    fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        File::open(path)?.sync_all()
+    }
+
+    fn open(&self, path: &Path, how: OpenFor) -> io::Result<Box<dyn VfsFile>> {
+        let file = match how {
+            OpenFor::Read => File::open(path)?,
+            OpenFor::Append | OpenFor::AppendOrCreate | OpenFor::CreateEmpty => {
+                let file = OpenOptions::new()
+                    .read(true)
+                    .append(true)
+                    .create(how != OpenFor::Append)
+                    .open(path)?;
+                // `O_APPEND` and `O_TRUNC` do not combine in `OpenOptions`: empty it after opening.
+                if how == OpenFor::CreateEmpty {
+                    file.set_len(0)?;
+                }
+                file
+            }
+        };
+        Ok(Box::new(RealFile(file)))
+    }
+}
+
+/// A file of [`RealFs`].
+#[derive(Debug)]
+struct RealFile(File);
+
+impl VfsFile for RealFile {
+    fn size(&self) -> io::Result<u64> {
+        Ok(self.0.metadata()?.len())
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.0.read_exact_at(buf, offset)
+    }
+
+    fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.0.write_all(bytes)
+    }
+
+    fn set_len(&mut self, len: u64) -> io::Result<()> {
+        self.0.set_len(len)
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        self.0.sync_data()
+    }
+}
