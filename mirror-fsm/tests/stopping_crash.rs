@@ -1,4 +1,4 @@
-//! Invariant 6: a crash at every write of STOPPING, on the memory and fs backends.
+//! Invariant 6: a crash at every write of STOPPING, on the memory, fs, sled and RocksDB backends.
 //!
 //! A destination mirrors a source (a transaction is open at failover and another is decided on the source with
 //! its marker beyond what was fetched), then fails over through a storage wrapper that fails every write from
@@ -171,6 +171,21 @@ async fn fs_crash_at_every_write_of_stopping_converges_to_one_barrier() {
         Box::new(FsStorage::open(FsConfig::new(&path)).unwrap()) as Box<dyn Storage>
     }))
     .await;
+}
+
+#[tokio::test]
+async fn sled_crash_at_every_write_of_stopping_converges_to_one_barrier() {
+    let dir = tempfile::tempdir().unwrap();
+    // One open database, shared by every "process" (sled locks its directory).
+    let store = storage_sled::SledStorage::open(storage_sled::SledConfig::new(dir.path())).unwrap();
+    crash_at_every_write(Box::new(move || Box::new(store.clone()) as Box<dyn Storage>)).await;
+}
+
+#[tokio::test]
+async fn rocks_crash_at_every_write_of_stopping_converges_to_one_barrier() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = storage_rocks::RocksStorage::open(storage_rocks::RocksConfig::new(dir.path())).unwrap();
+    crash_at_every_write(Box::new(move || Box::new(store.clone()) as Box<dyn Storage>)).await;
 }
 
 fn sim_opener(fs: &SimFs) -> Opener {
