@@ -585,9 +585,19 @@ impl PartitionLog {
     async fn snapshot_log_end(&mut self) -> Result<()> {
         let end = self.log_end_offset();
         if let Some((offset, bytes)) = self.psm.take_snapshot_bytes_at(end) {
-            self.storage.put_snapshot(offset, bytes.into()).await?;
-            self.snapshots.insert(offset);
+            self.store_snapshot(offset, bytes).await?;
         }
+        Ok(())
+    }
+
+    /// Stores a snapshot, syncing the log first: a snapshot stands for the log below it, aborted-transaction
+    /// index entries included, and recovery replays only what is above it — so what it stands for must be durable
+    /// before it is (else a power loss could keep the snapshot and the ABORT marker but lose the marker's index
+    /// entry, and nothing would restore it).
+    async fn store_snapshot(&mut self, offset: i64, bytes: Vec<u8>) -> Result<()> {
+        self.storage.flush(Durability::Sync).await?;
+        self.storage.put_snapshot(offset, bytes.into()).await?;
+        self.snapshots.insert(offset);
         Ok(())
     }
 
@@ -648,8 +658,7 @@ impl PartitionLog {
         let from = state.map_end_offset().max(start);
         replay(&*self.storage, &mut state, from, offset).await?;
         if let Some((at, bytes)) = state.take_snapshot_bytes_at(offset) {
-            self.storage.put_snapshot(at, bytes.into()).await?;
-            self.snapshots.insert(at);
+            self.store_snapshot(at, bytes).await?;
         }
         Ok(())
     }

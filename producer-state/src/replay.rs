@@ -104,8 +104,12 @@ impl ProducerStateManager {
         batches: &[RecordBatch],
         aborted: &mut Vec<AbortedTxn>,
     ) -> Result<ReplayCounts, ReplayError> {
-        if let Ok(AppendDecision::Append(plan)) =
-            self.plan_append(batches, AppendOrigin::Replication, TransactionVersion::Unknown)
+        // A chunk without control batches completes no transaction, so planning it as one append gives what one
+        // batch at a time gives. With a marker or barrier in it, it goes batch by batch: recovery computes each
+        // aborted entry's LSO right after its batch (Kafka's segment recovery, spec §7.7), not after the chunk.
+        let one_plan = !batches.iter().any(RecordBatch::is_control);
+        if let Some(Ok(AppendDecision::Append(plan))) = one_plan
+            .then(|| self.plan_append(batches, AppendOrigin::Replication, TransactionVersion::Unknown))
         {
             let effects = self.commit(plan);
             aborted.extend(effects.aborted_index);
