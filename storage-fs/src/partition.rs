@@ -32,6 +32,9 @@ pub struct FsPartition {
     snapshots: BTreeSet<i64>,
     metadata: BTreeMap<String, Vec<u8>>,
     report: OpenReport,
+    /// Set on open: an earlier process may have created files (a `.txnindex`) whose directory entries it never
+    /// synced, so the first sync syncs the directory too.
+    directory_unsynced: bool,
 }
 
 impl FsPartition {
@@ -56,6 +59,7 @@ impl FsPartition {
             snapshots: BTreeSet::new(),
             metadata: BTreeMap::new(),
             report: OpenReport::default(),
+            directory_unsynced: false,
         })
     }
 
@@ -166,6 +170,7 @@ impl FsPartition {
             snapshots,
             metadata: metadata_records,
             report,
+            directory_unsynced: writes,
         };
         // The aborted-transaction index never reaches past the log.
         let log_end = partition.log_end_offset();
@@ -393,6 +398,10 @@ impl BlockingPartition for FsPartition {
         }
         for segment in self.segments.values_mut() {
             segment.sync()?;
+        }
+        if self.directory_unsynced {
+            sync_dir(self.vfs.as_ref(), &self.dir)?;
+            self.directory_unsynced = false;
         }
         Ok(())
     }
