@@ -197,26 +197,14 @@ fn workload(fs: &SimFs, seed: u64, model: &mut Model) -> Result<(), StorageError
                 }
             }
             88..=93 => {
-                let bases: Vec<i64> = model
-                    .latest
-                    .range(model.log_start + 1..)
-                    .map(|(base, _)| *base)
-                    .collect();
-                if !bases.is_empty() {
-                    let offset = bases[rng.below(bases.len() as u64) as usize];
+                if let Some(offset) = model.pick_boundary(&mut rng) {
                     model.may_lose_from(offset);
                     partition.truncate_to(offset)?;
                     model.truncated_to(offset);
                 }
             }
             94..=97 => {
-                let bases: Vec<i64> = model
-                    .latest
-                    .range(model.log_start + 1..)
-                    .map(|(base, _)| *base)
-                    .collect();
-                if !bases.is_empty() {
-                    let offset = bases[rng.below(bases.len() as u64) as usize];
+                if let Some(offset) = model.pick_boundary(&mut rng) {
                     model.allowed_log_starts.insert(offset);
                     model.may_lose_below(offset);
                     partition.delete_before(offset)?;
@@ -244,6 +232,16 @@ fn workload(fs: &SimFs, seed: u64, model: &mut Model) -> Result<(), StorageError
 }
 
 impl Model {
+    /// A batch boundary strictly inside the log (above its start), if there is one.
+    fn pick_boundary(&self, rng: &mut SimRng) -> Option<i64> {
+        let bases: Vec<i64> = self
+            .latest
+            .range(self.log_start + 1..)
+            .map(|(base, _)| *base)
+            .collect();
+        (!bases.is_empty()).then(|| bases[rng.below(bases.len() as u64) as usize])
+    }
+
     /// A log start offset is moving to `offset`: batches below it may go.
     fn may_lose_below(&mut self, offset: i64) {
         self.durable = self.durable.split_off(&offset);
