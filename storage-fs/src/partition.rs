@@ -32,8 +32,8 @@ pub struct FsPartition {
     snapshots: BTreeSet<i64>,
     metadata: BTreeMap<String, Vec<u8>>,
     report: OpenReport,
-    /// Set on open: an earlier process may have created files (a `.txnindex`) whose directory entries it never
-    /// synced, so the first sync syncs the directory too.
+    /// Set on open when a segment has a `.txnindex`: an earlier process may have created it without syncing its
+    /// directory entry, so the first sync syncs the directory too.
     directory_unsynced: bool,
 }
 
@@ -170,8 +170,15 @@ impl FsPartition {
             snapshots,
             metadata: metadata_records,
             report,
-            directory_unsynced: writes,
+            directory_unsynced: false,
         };
+        // The one file created without an immediate directory sync is a `.txnindex` (its first entry's sync does
+        // it); one an earlier process created may still lack its entry, so the first sync syncs the directory.
+        partition.directory_unsynced = writes
+            && partition
+                .segments
+                .values()
+                .any(|segment| !segment.aborted.is_empty());
         // The aborted-transaction index never reaches past the log.
         let log_end = partition.log_end_offset();
         for segment in partition.segments.values_mut() {

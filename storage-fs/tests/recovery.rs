@@ -362,3 +362,62 @@ async fn opening_validates_batches_across_and_beyond_scan_chunks() {
     let partition = store.open(&pid()).await.unwrap();
     assert_eq!(partition.log_end_offset(), 4);
 }
+
+/// A `.txnindex` a power loss left with a zero-filled entry (a lost write) and a torn last entry: a read-only open
+/// reports it, keeps the entries before the damage and writes nothing; a writable open cuts the file there, so a
+/// later entry is not appended after garbage, and that entry survives a reopen.
+#[tokio::test]
+async fn torn_or_zero_filled_txn_index_entries_are_cut_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let (batches, partition_dir) = written(dir.path(), 6).await;
+    let first = AbortedTxn {
+        producer_id: 9,
+        first_offset: batches[0].base_offset(),
+        last_offset: batches[1].base_offset(),
+        last_stable_offset: batches[0].base_offset(),
+    };
+    {
+        let store = FsStorage::open(config(dir.path())).unwrap();
+        let mut partition = store.open(&pid()).await.unwrap();
+        partition.append_aborted_txn(first).await.unwrap();
+        partition.flush(Durability::Sync).await.unwrap();
+    }
+    let index = files_with(&partition_dir, ".txnindex").pop().unwrap();
+    let mut bytes = std::fs::read(&index).unwrap();
+    bytes.extend_from_slice(&[0; 34]);
+    bytes.extend_from_slice(&first.encode()[..17]);
+    std::fs::write(&index, &bytes).unwrap();
+
+    let before = directory_contents(&partition_dir);
+    let store = FsStorage::open(config(dir.path())).unwrap();
+    let read_only = store.open_read_only(&pid()).await.unwrap();
+    assert_eq!(read_only.aborted_txns(0, i64::MAX).await.unwrap(), vec![first]);
+    assert!(!read_only.open_report().rebuilt_indexes.is_empty());
+    drop(read_only);
+    assert_eq!(
+        directory_contents(&partition_dir),
+        before,
+        "a read-only open wrote"
+    );
+
+    let mut partition = store.open(&pid()).await.unwrap();
+    assert_eq!(partition.aborted_txns(0, i64::MAX).await.unwrap(), vec![first]);
+    assert_eq!(
+        std::fs::metadata(&index).unwrap().len(),
+        34,
+        "cut after the last whole entry"
+    );
+    let second = AbortedTxn {
+        producer_id: 10,
+        last_offset: batches[2].base_offset(),
+        ..first
+    };
+    partition.append_aborted_txn(second).await.unwrap();
+    partition.flush(Durability::Sync).await.unwrap();
+    drop(partition);
+    let reopened = store.open(&pid()).await.unwrap();
+    assert_eq!(
+        reopened.aborted_txns(0, i64::MAX).await.unwrap(),
+        vec![first, second]
+    );
+}

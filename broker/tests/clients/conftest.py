@@ -7,6 +7,7 @@ import subprocess
 import time
 
 import pytest
+from confluent_kafka import Producer
 
 
 class Broker:
@@ -103,3 +104,17 @@ def drain_kafka_python(consumer, limit_s=120.0):
         if time.monotonic() > deadline:
             break
     return out
+
+
+def idempotent_producer(bootstrap, **overrides):
+    """A librdkafka producer that relies on idempotence: acks=all, a short linger, a long delivery timeout (the
+    broker may be dropping acknowledgements or restarting)."""
+    config = {
+        "bootstrap.servers": bootstrap,
+        "enable.idempotence": True,
+        "acks": "all",
+        "linger.ms": 5,
+        "message.timeout.ms": 120_000,
+    }
+    config.update({key.replace("_", "."): value for key, value in overrides.items()})
+    return Producer(config)

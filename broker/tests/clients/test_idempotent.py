@@ -1,11 +1,11 @@
 """An idempotent librdkafka producer while the broker loses produce acknowledgements: every message is stored
 exactly once, in order per partition."""
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 
-from conftest import drain_confluent, drain_kafka_python
+from conftest import drain_confluent, drain_kafka_python, idempotent_producer
 
 MESSAGES = 100_000
 PARTITIONS = 3
@@ -13,15 +13,7 @@ PARTITIONS = 3
 
 def test_idempotent_producer_stores_each_message_once_while_acks_are_lost(serve):
     broker = serve("--topic", f"events:{PARTITIONS}", "--fault-drop-produce-responses", "0.05")
-    producer = Producer(
-        {
-            "bootstrap.servers": broker.bootstrap,
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 5,
-            "message.timeout.ms": 120_000,
-        }
-    )
+    producer = idempotent_producer(broker.bootstrap)
     failed = []
     for i in range(MESSAGES):
         partition = i % PARTITIONS

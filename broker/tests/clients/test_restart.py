@@ -4,25 +4,16 @@ idempotent producer continues without duplicates (producer state recovered from 
 import threading
 import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
-from conftest import drain_confluent
+from conftest import drain_confluent, idempotent_producer
 
 MESSAGES = 20_000
 
 
 def test_acknowledged_data_survives_kill_9_and_the_producer_continues_without_duplicates(serve):
     broker = serve("--topic", "stream:2")
-    producer = Producer(
-        {
-            "bootstrap.servers": broker.bootstrap,
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 5,
-            "message.timeout.ms": 120_000,
-            "reconnect.backoff.max.ms": 500,
-        }
-    )
+    producer = idempotent_producer(broker.bootstrap, reconnect_backoff_max_ms=500)
     acked, failed = set(), []
 
     def delivered(error, message):
