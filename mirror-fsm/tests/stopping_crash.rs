@@ -256,7 +256,16 @@ async fn stop_on_sim(fs: &SimFs, source: &SharedLog, power_fails_at: Option<u64>
     if let Some(k) = power_fails_at {
         fs.power_fails_at(before + k);
     }
+    let syncs_before = fs.stats();
     let failed = driver.handle(&mut log, &mut fetcher, Event::Stop).await.is_err();
+    if power_fails_at.is_none() {
+        let after = fs.stats();
+        eprintln!(
+            "a clean STOPPING on fs: {} file syncs, {} directory syncs",
+            after.file_syncs - syncs_before.file_syncs,
+            after.dir_syncs - syncs_before.dir_syncs
+        );
+    }
     (failed, fs.stats().mutations - before)
 }
 

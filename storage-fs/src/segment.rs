@@ -90,6 +90,9 @@ pub struct Segment {
     pub dirty: bool,
     /// The `.txnindex` was created since the last sync: its directory entry needs a sync too.
     txn_index_created: bool,
+    /// The `.txnindex` was written since the last sync (or, after an open, may hold what an earlier process did
+    /// not sync).
+    txn_index_unsynced: bool,
 }
 
 fn io_error(what: &str, path: &Path, error: std::io::Error) -> StorageError {
@@ -175,6 +178,7 @@ impl Segment {
             first_batch_offset: None,
             dirty: false,
             txn_index_created: false,
+            txn_index_unsynced: false,
         }
     }
 
@@ -243,6 +247,7 @@ impl Segment {
         // What an earlier process wrote may still be only in the page cache: the first sync after opening syncs
         // it, or a sync with nothing appended since the open would promise durability it never made.
         segment.dirty = true;
+        segment.txn_index_unsynced = !segment.aborted.is_empty();
         Ok((segment, recovery))
     }
 
@@ -513,6 +518,7 @@ impl Segment {
             .map_err(|e| io_error("appending to", &path, e))?;
         self.aborted.push(entry);
         self.dirty = true;
+        self.txn_index_unsynced = true;
         Ok(())
     }
 
@@ -521,25 +527,19 @@ impl Segment {
         if !self.dirty {
             return Ok(());
         }
+        // The sparse indexes go to the page cache but are not synced: they are derived data, checked against the
+        // log and rebuilt on every open, so syncing them would buy nothing.
         self.write_pending_indexes()?;
         self.log
             .sync()
             .map_err(|e| io_error("syncing", &self.path(LOG_SUFFIX), e))?;
-        for (file, suffix) in [
-            (&mut self.index_file, INDEX_SUFFIX),
-            (&mut self.time_index_file, TIME_INDEX_SUFFIX),
-        ] {
-            let path = offset_file(&self.dir, self.base_offset, suffix);
-            Self::writable(file, &path)?
-                .sync()
-                .map_err(|e| io_error("syncing", &path, e))?;
-        }
-        if !self.aborted.is_empty() {
+        if self.txn_index_unsynced {
             let path = self.path(TXN_INDEX_SUFFIX);
             self.vfs
                 .open(&path, OpenFor::Read)
                 .and_then(|file| file.sync())
                 .map_err(|e| io_error("syncing", &path, e))?;
+            self.txn_index_unsynced = false;
         }
         if self.txn_index_created {
             crate::files::sync_dir(self.vfs.as_ref(), &self.dir)?;
@@ -691,7 +691,8 @@ impl Segment {
         }
         // Rebuild the in-memory state from what is left, exactly as opening would; what was written and not yet
         // synced (a `.txnindex` entry) still needs the next sync.
-        let (dirty, txn_index_created) = (self.dirty, self.txn_index_created);
+        let (dirty, txn_index_created, txn_index_unsynced) =
+            (self.dirty, self.txn_index_created, self.txn_index_unsynced);
         let (reopened, _) = Segment::open(
             &self.vfs,
             &self.dir,
@@ -702,6 +703,7 @@ impl Segment {
         *self = reopened;
         self.dirty = dirty;
         self.txn_index_created = txn_index_created;
+        self.txn_index_unsynced = txn_index_unsynced && !self.aborted.is_empty();
         Ok(())
     }
 
