@@ -6,6 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use producer_state::snapshot::decode_snapshot;
+use record_format::txn_index::ABORTED_TXN_LEN;
 use record_format::AbortedTxn;
 use serde_json::json;
 use storage_fs::files::{classify, DirEntry};
@@ -116,7 +117,8 @@ pub fn dump_snapshot(path: &Path, format: Format, out: &mut impl Write) -> Resul
 
 /// Dumps an aborted-transaction index file.
 pub fn dump_txn_index(path: &Path, format: Format, out: &mut impl Write) -> Result<DumpOutcome, CliError> {
-    let entries = match AbortedTxn::decode_all(&read(path)?) {
+    let bytes = read(path)?;
+    let entries = match AbortedTxn::decode_all(&bytes) {
         Ok(entries) => entries,
         Err(error) => return corrupt(out, format, path, &error.to_string()),
     };
@@ -139,6 +141,23 @@ pub fn dump_txn_index(path: &Path, format: Format, out: &mut impl Write) -> Resu
             ),
         };
         writeln!(out, "{line}").map_err(CliError::Output)?;
+    }
+    // A torn last entry (a write a crash cut): Kafka's reader skips it silently; an inspection tool says so.
+    let whole = (entries.len() * ABORTED_TXN_LEN) as u64;
+    if whole < bytes.len() as u64 {
+        let trailing = bytes.len() as u64 - whole;
+        let message =
+            format!("{trailing} trailing bytes: a torn entry (entries are {ABORTED_TXN_LEN} bytes)");
+        let line = match format {
+            Format::Json => json!({"error": {"category": "truncated", "file": path.display().to_string(),
+                                              "file_offset": whole, "message": message}})
+            .to_string(),
+            Format::Text => format!("error: truncated {} at byte {whole}: {message}", path.display()),
+        };
+        writeln!(out, "{line}").map_err(CliError::Output)?;
+        return Ok(DumpOutcome::Corrupt {
+            valid_batches: entries.len() as u64,
+        });
     }
     Ok(DumpOutcome::Clean {
         batches: entries.len() as u64,

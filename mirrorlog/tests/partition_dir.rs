@@ -296,3 +296,27 @@ fn a_corrupt_snapshot_file_falls_back_to_the_previous_one() {
     assert_eq!(recovered.producer(7).unwrap().last_seq(), 0);
     assert!(!latest.exists(), "the corrupt snapshot file was deleted");
 }
+
+/// A `.txnindex` whose last entry a crash tore: `dump` prints the whole entries, then a `truncated` error at the
+/// byte where the torn one starts, and exits 2 (corrupt input) — Kafka's reader would skip it silently.
+#[test]
+fn dump_of_a_torn_txn_index_reports_the_torn_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let entry = record_format::AbortedTxn {
+        producer_id: 4,
+        first_offset: 10,
+        last_offset: 12,
+        last_stable_offset: 10,
+    };
+    let mut bytes = entry.encode().to_vec();
+    bytes.extend_from_slice(&entry.encode()[..17]);
+    let path = dir.path().join("00000000000000000000.txnindex");
+    std::fs::write(&path, &bytes).unwrap();
+    let output = mirrorlog(&["dump", "--json", path.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+    let lines = json_lines(&output);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines[0]["producer_id"], 4);
+    assert_eq!(lines[1]["error"]["category"], "truncated");
+    assert_eq!(lines[1]["error"]["file_offset"], 34);
+}
