@@ -115,7 +115,8 @@ impl FsPartition {
         let mut segments = BTreeMap::new();
         let mut bases = segment_bases.into_iter();
         for base in bases.by_ref() {
-            let (segment, recovery) = Segment::open(&vfs, &dir, base, config.index_interval_bytes, mode)?;
+            let (segment, recovery) =
+                Segment::open_uncut(&vfs, &dir, base, config.index_interval_bytes, mode)?;
             if let Some((bytes, reason)) = recovery.truncated {
                 report.truncated.push((base, bytes, reason));
             }
@@ -128,13 +129,22 @@ impl FsPartition {
                 break;
             }
         }
-        // Nothing may follow a torn tail: later segments were written after data that is now gone.
-        for base in bases {
-            if writes {
-                let (segment, _) = Segment::open(&vfs, &dir, base, config.index_interval_bytes, mode)?;
-                segment.delete_files()?;
+        // Nothing may follow a torn tail: later segments were written after data that is now gone. They go newest
+        // first and durably, so a crash in between leaves a shorter log, never one with a hole.
+        // Only then is the torn tail cut (a cut that became durable first would, with a later segment surviving,
+        // leave a hole that looks like a compacted gap).
+        let dropped: Vec<i64> = bases.collect();
+        if writes && !dropped.is_empty() {
+            for &base in dropped.iter().rev() {
+                Segment::delete_files_of(vfs.as_ref(), &dir, base)?;
             }
-            report.dropped_segments.push(base);
+            sync_dir(vfs.as_ref(), &dir)?;
+        }
+        report.dropped_segments.extend(dropped);
+        if writes {
+            for segment in segments.values_mut() {
+                segment.cut_torn_tail()?;
+            }
         }
         let stored_log_start = match metadata_records.get(LOG_START_KEY) {
             Some(bytes) => Some(i64::from_be_bytes(bytes.as_slice().try_into().map_err(|_| {

@@ -192,6 +192,22 @@ impl Segment {
         index_interval: u64,
         mode: OpenMode,
     ) -> Result<(Self, SegmentRecovery), StorageError> {
+        let (mut segment, recovery) = Self::open_uncut(vfs, dir, base_offset, index_interval, mode)?;
+        if mode == OpenMode::ReadWrite {
+            segment.cut_torn_tail()?;
+        }
+        Ok((segment, recovery))
+    }
+
+    /// [`Segment::open`], except that a writable open leaves a torn tail on disk (reads already stop before it):
+    /// the caller removes what must go first and then calls [`Segment::cut_torn_tail`].
+    pub(crate) fn open_uncut(
+        vfs: &Arc<dyn Vfs>,
+        dir: &Path,
+        base_offset: i64,
+        index_interval: u64,
+        mode: OpenMode,
+    ) -> Result<(Self, SegmentRecovery), StorageError> {
         let log_path = offset_file(dir, base_offset, LOG_SUFFIX);
         let log = match mode {
             OpenMode::ReadWrite => open_rw(vfs.as_ref(), &log_path, false)?,
@@ -230,17 +246,6 @@ impl Segment {
         }
         if let Some(reason) = torn {
             recovery.truncated = Some((length - segment.size, reason));
-            segment
-                .log
-                .set_len(segment.size)
-                .map_err(|e| io_error("cutting the torn tail of", &log_path, e))?;
-            segment
-                .log
-                .sync()
-                .map_err(|e| io_error("syncing", &log_path, e))?;
-        }
-        if recovery.truncated.is_none() && segment.size != length {
-            recovery.truncated = Some((length - segment.size, "trailing bytes".into()));
         }
         recovery.rebuilt_indexes = segment.write_indexes_if_changed()?;
         recovery.rebuilt_indexes |= segment.load_txn_index(mode)?;
@@ -249,6 +254,19 @@ impl Segment {
         segment.dirty = true;
         segment.txn_index_unsynced = !segment.aborted.is_empty();
         Ok((segment, recovery))
+    }
+
+    /// Cuts the log file after its last valid batch, durably (nothing when it ends there).
+    pub(crate) fn cut_torn_tail(&mut self) -> Result<(), StorageError> {
+        let path = self.path(LOG_SUFFIX);
+        let length = self.log.size().map_err(|e| io_error("reading", &path, e))?;
+        if length > self.size {
+            self.log
+                .set_len(self.size)
+                .and_then(|()| self.log.sync())
+                .map_err(|e| io_error("cutting the torn tail of", &path, e))?;
+        }
+        Ok(())
     }
 
     /// Bytes read at a time when scanning a segment on open.
@@ -709,9 +727,15 @@ impl Segment {
 
     /// Removes the segment's files.
     pub fn delete_files(&self) -> Result<(), StorageError> {
+        Self::delete_files_of(self.vfs.as_ref(), &self.dir, self.base_offset)
+    }
+
+    /// Removes the files of the segment at `base_offset` in `dir` without opening it, its `.log` first (the file
+    /// that makes it a segment).
+    pub(crate) fn delete_files_of(vfs: &dyn Vfs, dir: &Path, base_offset: i64) -> Result<(), StorageError> {
         for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX] {
-            let path = self.path(suffix);
-            match self.vfs.remove_file(&path) {
+            let path = offset_file(dir, base_offset, suffix);
+            match vfs.remove_file(&path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(io_error("deleting", &path, e)),
