@@ -540,14 +540,20 @@ fn repairing_a_torn_middle_segment_survives_power_loss_at_every_write() {
     };
     let expected: Vec<RecordBatch> = {
         let fs = build().crash(&mut SimRng::new(1));
-        let partition = open_store(&fs).unwrap().open(&partition_id(), OpenMode::ReadWrite).unwrap();
+        let partition = open_store(&fs)
+            .unwrap()
+            .open(&partition_id(), OpenMode::ReadWrite)
+            .unwrap();
         assert!(!partition.open_report().dropped_segments.is_empty());
         partition.read(0, usize::MAX).unwrap()
     };
     let repair_writes = {
         let fs = build();
         let before = fs.stats().mutations;
-        open_store(&fs).unwrap().open(&partition_id(), OpenMode::ReadWrite).unwrap();
+        open_store(&fs)
+            .unwrap()
+            .open(&partition_id(), OpenMode::ReadWrite)
+            .unwrap();
         fs.stats().mutations - before
     };
     assert!(repair_writes > 3, "the repair made {repair_writes} writes");
@@ -555,15 +561,24 @@ fn repairing_a_torn_middle_segment_survives_power_loss_at_every_write() {
         for variant in 0..4 {
             let fs = build();
             fs.power_fails_at(fs.stats().mutations + at);
-            assert!(open_store(&fs).and_then(|s| s.open(&partition_id(), OpenMode::ReadWrite)).is_err());
+            assert!(open_store(&fs)
+                .and_then(|s| s.open(&partition_id(), OpenMode::ReadWrite))
+                .is_err());
             let rebooted = fs.crash(&mut SimRng::new(at * 7 + variant));
             let partition = open_store(&rebooted)
                 .unwrap()
                 .open(&partition_id(), OpenMode::ReadWrite)
                 .unwrap();
             let found = partition.read(0, usize::MAX).unwrap();
-            assert_eq!(partition.log_end_offset(), found.last().map_or(0, RecordBatch::next_offset));
-            assert_eq!(found.len(), expected.len(), "power lost at repair write {at}: a different log");
+            assert_eq!(
+                partition.log_end_offset(),
+                found.last().map_or(0, RecordBatch::next_offset)
+            );
+            assert_eq!(
+                found.len(),
+                expected.len(),
+                "power lost at repair write {at}: a different log"
+            );
             for (a, b) in found.iter().zip(&expected) {
                 assert_eq!(a.as_bytes(), b.as_bytes(), "power lost at repair write {at}");
             }
