@@ -12,7 +12,8 @@
 //!
 //! Opening a partition validates every segment batch by batch (length, magic, CRC, growing offsets), rebuilds
 //! the indexes from what is valid, cuts a torn or corrupt tail and drops any later segment, and reports all of
-//! it ([`OpenReport`]). Snapshots and metadata are written to a temporary file, fsynced and renamed. A failed
+//! it ([`OpenReport`]). Snapshots are written to a temporary file, fsynced and renamed; a metadata change is a frame
+//! appended to `mirrorlog.metadata` and synced (ADR 0019). A failed
 //! sync poisons the partition (enforced for every backend by `storage::checked`). The backend is blocking; the
 //! async traits run its calls off the executor (`storage::offload`, ADR 0010).
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]

@@ -14,7 +14,7 @@ use crate::files::{
 };
 use crate::metadata;
 use crate::segment::Segment;
-use crate::vfs::Vfs;
+use crate::vfs::{OpenFor, Vfs};
 use crate::FsConfig;
 
 /// Our own metadata record for the log start offset (user keys cannot start with `@`).
@@ -35,7 +35,16 @@ pub struct FsPartition {
     /// Set on open when a segment has a `.txnindex`: an earlier process may have created it without syncing its
     /// directory entry, so the first sync syncs the directory too.
     directory_unsynced: bool,
+    /// Length of the metadata journal on disk.
+    metadata_len: u64,
+    /// True once this process wrote the metadata journal: a change can then be one appended frame. The first
+    /// change after an open rewrites the file, so that nothing an earlier process left unsynced (its last frame,
+    /// the directory entry of its last rewrite) is built upon.
+    metadata_appendable: bool,
 }
+
+/// The metadata journal is rewritten as one frame once it would grow past this.
+const METADATA_JOURNAL_MAX: u64 = 64 * 1024;
 
 impl FsPartition {
     /// Creates the directory with one empty segment at offset 0.
@@ -60,6 +69,8 @@ impl FsPartition {
             metadata: BTreeMap::new(),
             report: OpenReport::default(),
             directory_unsynced: false,
+            metadata_len: 0,
+            metadata_appendable: false,
         })
     }
 
@@ -78,6 +89,7 @@ impl FsPartition {
         let mut segment_bases = BTreeSet::new();
         let mut snapshots = BTreeSet::new();
         let mut metadata_records = BTreeMap::new();
+        let mut metadata_len = 0;
         let entries = vfs
             .read_dir(&dir)
             .map_err(|e| StorageError::io(format!("listing {}", dir.display()), e))?;
@@ -96,7 +108,16 @@ impl FsPartition {
                     let bytes = vfs
                         .read(&path)
                         .map_err(|e| StorageError::io(format!("reading {}", path.display()), e))?;
-                    metadata_records = metadata::decode(&bytes)?;
+                    let decoded = metadata::decode(&bytes)?;
+                    if let Some(reason) = decoded.torn_tail {
+                        let torn = bytes.len() as u64 - decoded.valid_len;
+                        if writes {
+                            cut_metadata_tail(vfs.as_ref(), &path, decoded.valid_len)?;
+                        }
+                        report.metadata_torn_tail = Some((torn, reason));
+                    }
+                    metadata_records = decoded.records;
+                    metadata_len = decoded.valid_len;
                 }
                 DirEntry::Leftover => {
                     if name.ends_with(".tmp") && !writes {
@@ -181,6 +202,8 @@ impl FsPartition {
             metadata: metadata_records,
             report,
             directory_unsynced: false,
+            metadata_len,
+            metadata_appendable: false,
         };
         // The one file created without an immediate directory sync is a `.txnindex` (its first entry's sync does
         // it); one an earlier process created may still lack its entry, so the first sync syncs the directory.
@@ -252,9 +275,30 @@ impl FsPartition {
                 || batch.last_offset() - segment.base_offset > i64::from(i32::MAX))
     }
 
+    /// Makes the current records durable: one frame appended to the journal and synced, or the file rewritten
+    /// atomically (the first change after an open, a version 1 file, a journal grown past its limit).
     fn save_metadata(&mut self) -> Result<(), StorageError> {
-        let bytes = metadata::encode(&self.metadata);
-        write_atomically(self.vfs.as_ref(), &self.dir.join(METADATA_FILE), &bytes)
+        let path = self.dir.join(METADATA_FILE);
+        let frame = metadata::encode_frame(&self.metadata);
+        let end = self.metadata_len.saturating_add(frame.len() as u64);
+        if self.metadata_appendable && end <= METADATA_JOURNAL_MAX {
+            let io = |what: &str, e| StorageError::io(format!("{what} {}", path.display()), e);
+            let mut file = self
+                .vfs
+                .open(&path, OpenFor::Append)
+                .map_err(|e| io("opening", e))?;
+            file.append(&frame).map_err(|e| io("appending to", e))?;
+            file.sync().map_err(|e| io("syncing", e))?;
+            self.metadata_len = end;
+            return Ok(());
+        }
+        let bytes = metadata::encode_file(&self.metadata);
+        // Until the rewrite is durable, an append would land in a file that may not be the one named.
+        self.metadata_appendable = false;
+        write_atomically(self.vfs.as_ref(), &path, &bytes)?;
+        self.metadata_len = bytes.len() as u64;
+        self.metadata_appendable = true;
+        Ok(())
     }
 
     fn empty_at(&mut self, offset: i64) -> Result<(), StorageError> {
@@ -499,4 +543,12 @@ impl BlockingPartition for FsPartition {
     fn metadata(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
         Ok(self.metadata.get(key).cloned())
     }
+}
+
+/// Cuts the metadata journal's torn tail durably (a read-write open).
+fn cut_metadata_tail(vfs: &dyn Vfs, path: &Path, valid_len: u64) -> Result<(), StorageError> {
+    let io = |what: &str, e| StorageError::io(format!("{what} {}", path.display()), e);
+    let mut file = vfs.open(path, OpenFor::Append).map_err(|e| io("opening", e))?;
+    file.set_len(valid_len).map_err(|e| io("truncating", e))?;
+    file.sync().map_err(|e| io("syncing", e))
 }

@@ -9,8 +9,8 @@
 //! - the repair that opening makes is itself crash-safe: in a quarter of the crash points the power fails again
 //!   during that first open, and the result is checked the same way.
 //!
-//! `a_removed_fsync_is_caught` shows the sweep can fail: with the log's, a temporary file's or the directories'
-//! syncs made to do nothing, it finds lost acknowledged data. A longer sweep: `cargo xtask crash --minutes N`
+//! `a_removed_fsync_is_caught` shows the sweep can fail: with the log's, a temporary file's, the `.txnindex`'s, the
+//! metadata journal's or the directories' syncs made to do nothing, it finds lost acknowledged data. A longer sweep: `cargo xtask crash --minutes N`
 //! (sets `MIRRORLOG_POWER_LOSS_SECONDS`).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -482,6 +482,8 @@ fn a_removed_fsync_is_caught() {
         BrokenSync::FilesEndingWith(".log".into()),
         BrokenSync::FilesEndingWith(".tmp".into()),
         BrokenSync::FilesEndingWith(".txnindex".into()),
+        // The metadata journal's appended frames (ADR 0019).
+        BrokenSync::FilesEndingWith("mirrorlog.metadata".into()),
         BrokenSync::Directories,
     ] {
         let mut sweep = Sweep::default();

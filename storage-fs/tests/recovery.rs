@@ -247,6 +247,59 @@ async fn corrupt_metadata_file_is_a_clear_error() {
 }
 
 #[tokio::test]
+async fn metadata_changes_are_appended_and_a_torn_last_change_is_reported_and_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsStorage::open(config(dir.path())).unwrap();
+    let mut partition = store.create(&pid()).await.unwrap();
+    partition
+        .put_metadata("mirror-state", b"MIRRORING")
+        .await
+        .unwrap();
+    let path = dir.path().join("orders-0/mirrorlog.metadata");
+    let first = std::fs::metadata(&path).unwrap().len();
+    partition.put_metadata("mirror-state", b"STOPPING").await.unwrap();
+    let second = std::fs::metadata(&path).unwrap().len();
+    assert!(
+        second > first,
+        "the second change is appended ({first} then {second} bytes)"
+    );
+    drop(partition);
+    // Half of a third change: what a crash during its append leaves.
+    let mut bytes = std::fs::read(&path).unwrap();
+    let change = bytes[first as usize..].to_vec();
+    bytes.extend_from_slice(&change[..change.len() / 2]);
+    std::fs::write(&path, &bytes).unwrap();
+
+    let read_only = store.open_partition(&pid(), OpenMode::ReadOnly).unwrap();
+    let (torn, reason) = read_only.open_report().metadata_torn_tail.clone().unwrap();
+    assert_eq!(torn as usize, change.len() / 2, "{reason}");
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        bytes,
+        "a read-only open writes nothing"
+    );
+    drop(read_only);
+
+    let mut partition = store.open(&pid()).await.unwrap();
+    assert_eq!(
+        partition.metadata("mirror-state").await.unwrap().as_deref(),
+        Some(&b"STOPPING"[..])
+    );
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len(),
+        second,
+        "the torn change is cut"
+    );
+    partition.put_metadata("mirror-state", b"STOPPED").await.unwrap();
+    drop(partition);
+    let partition = store.open(&pid()).await.unwrap();
+    assert_eq!(
+        partition.metadata("mirror-state").await.unwrap().as_deref(),
+        Some(&b"STOPPED"[..])
+    );
+}
+
+#[tokio::test]
 async fn txn_index_file_matches_kafkas_bytes() {
     let dir = tempfile::tempdir().unwrap();
     let store = FsStorage::open(config(dir.path())).unwrap();

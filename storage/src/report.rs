@@ -17,6 +17,9 @@ pub struct OpenReport {
     pub removed_leftovers: Vec<String>,
     /// Files the partition does not know, left in place.
     pub unknown_files: Vec<String>,
+    /// A torn tail of the metadata journal (an interrupted change, never acknowledged): (bytes, reason). Cut
+    /// in a read-write open; the records are those of the last whole change.
+    pub metadata_torn_tail: Option<(u64, String)>,
 }
 
 impl OpenReport {
