@@ -24,6 +24,9 @@ struct Args {
     /// Only these measurements (repeatable).
     #[arg(long)]
     only: Vec<String>,
+    /// Partitions in the failover measurement (default: 1,000; `--quick` 100).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    failover_partitions: Option<u32>,
     /// Where the report goes.
     #[arg(long, default_value = "target/bench-report")]
     out: PathBuf,
@@ -109,6 +112,9 @@ fn measure_in_child(
         }
         if args.tiny {
             command.arg("--tiny");
+        }
+        if let Some(n) = args.failover_partitions {
+            command.args(["--failover-partitions", &n.to_string()]);
         }
         for id in &remaining {
             command.args(["--only", id]);
@@ -211,13 +217,16 @@ fn main() -> ExitCode {
         );
         return ExitCode::FAILURE;
     }
-    let sizes = if args.tiny {
+    let mut sizes = if args.tiny {
         Sizes::TINY
     } else if args.quick {
         Sizes::QUICK
     } else {
         Sizes::FULL
     };
+    if let Some(n) = args.failover_partitions {
+        sizes.failover_partitions = n as usize;
+    }
     let (backends, skipped) = registry(&args.backends);
     for skip in &skipped {
         eprintln!("bench-report: skipping {}: {}", skip.backend, skip.reason);
