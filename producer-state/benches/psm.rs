@@ -3,6 +3,8 @@
 //! - `validated_appends/{1,1000,100000}_producers`: CLIENT-origin, in-sequence appends through
 //!   `prepare_update` → `append_data_batch` → `update` (header fields only, no record bytes), round-robin over the
 //!   producers; throughput in appends.
+//! - `planned_appends/1000_producers`: what a partition log runs for a client produce, `plan_append` over one real
+//!   one-record batch and `commit`, 100 rounds over 1,000 producers from an empty manager; throughput in appends.
 //! - `replay/small_batches`: REPLICATION replay (the log-recovery path, `producer_state::replay` over real batch
 //!   headers) of 100,000 one-record idempotent batches of 1,000 producers; throughput in batches.
 //! - `snapshot_100k/{encode,decode,load}`: `take_snapshot` of 100,000 producers (sorted by id), decoding the
@@ -16,8 +18,8 @@ use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use producer_state::snapshot::decode_snapshot;
 use producer_state::{
-    AppendOrigin, DataBatch, LogOffsetMetadata, MemorySnapshotStore, ProducerStateManager, PsmConfig,
-    SnapshotStore,
+    AppendDecision, AppendOrigin, DataBatch, LogOffsetMetadata, MemorySnapshotStore, ProducerStateManager,
+    PsmConfig, SnapshotStore, TransactionVersion,
 };
 use record_format::{BatchBuilder, BatchIter, RecordBatch};
 
@@ -69,6 +71,47 @@ fn validated_appends(c: &mut Criterion) {
         );
         black_box(&psm);
     }
+    group.finish();
+}
+
+/// The path a partition log takes for a client produce: `plan_append` over one real batch, then `commit`.
+fn planned_appends(c: &mut Criterion) {
+    const PRODUCERS: i64 = 1_000;
+    const ROUNDS: i64 = 100;
+    let batches: Vec<RecordBatch> = (0..PRODUCERS * ROUNDS)
+        .map(|offset| {
+            let mut builder = BatchBuilder::new().base_offset(offset).producer(
+                offset % PRODUCERS,
+                0,
+                (offset / PRODUCERS) as i32,
+            );
+            builder.add(offset, Some(b"k"), Some(b"value"), &[]);
+            builder.build().unwrap()
+        })
+        .collect();
+    let mut group = c.benchmark_group("planned_appends");
+    group.throughput(Throughput::Elements(batches.len() as u64));
+    group.bench_function("1000_producers", |b| {
+        b.iter(|| {
+            let mut psm = ProducerStateManager::new(PsmConfig::default());
+            for batch in &batches {
+                match psm
+                    .plan_append(
+                        std::slice::from_ref(batch),
+                        AppendOrigin::Client,
+                        TransactionVersion::V0,
+                    )
+                    .unwrap()
+                {
+                    AppendDecision::Append(plan) => {
+                        black_box(psm.commit(plan));
+                    }
+                    AppendDecision::Duplicate(_) => unreachable!("every batch is new"),
+                }
+            }
+            psm
+        })
+    });
     group.finish();
 }
 
@@ -142,6 +185,6 @@ criterion_group! {
     config = Criterion::default()
         .warm_up_time(std::time::Duration::from_millis(500))
         .measurement_time(std::time::Duration::from_secs(3));
-    targets = validated_appends, replay, snapshots
+    targets = validated_appends, planned_appends, replay, snapshots
 }
 criterion_main!(benches);
