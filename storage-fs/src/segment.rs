@@ -475,18 +475,15 @@ impl Segment {
         Ok(true)
     }
 
-    /// Appends batches (already checked to follow the log) in one write; their index entries are kept in memory
+    /// Appends batches (already checked to follow the log) in one `write` or `writev`; their index entries are kept in memory
     /// until [`Segment::write_pending_indexes`].
     pub fn append(&mut self, batches: &[RecordBatch], index_interval: u64) -> Result<(), StorageError> {
         let written = match batches {
-            // The common case (one produce request, one fetched batch): no copy.
             [batch] => self.log.append(batch.as_bytes()),
+            // A fetched range: one `writev` of the batches where they are, no copy into one buffer.
             _ => {
-                let mut bytes = Vec::with_capacity(batches.iter().map(RecordBatch::size).sum());
-                for batch in batches {
-                    bytes.extend_from_slice(batch.as_bytes());
-                }
-                self.log.append(&bytes)
+                let parts: Vec<&[u8]> = batches.iter().map(|batch| batch.as_bytes().as_ref()).collect();
+                self.log.append_parts(&parts)
             }
         };
         written.map_err(|e| io_error("appending to", &self.path(LOG_SUFFIX), e))?;
