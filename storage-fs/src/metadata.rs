@@ -276,4 +276,44 @@ mod tests {
         flipped[9] ^= 1;
         assert!(decode(&flipped).is_err());
     }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn record_maps() -> impl Strategy<Value = Vec<BTreeMap<String, Vec<u8>>>> {
+            let map = proptest::collection::btree_map(
+                "[a-z@.-]{1,12}",
+                proptest::collection::vec(any::<u8>(), 0..40),
+                0..5,
+            );
+            proptest::collection::vec(map, 1..6)
+        }
+
+        proptest! {
+            #[test]
+            fn any_cut_of_a_journal_decodes_to_its_last_whole_frame(maps in record_maps(), cut in any::<prop::sample::Index>()) {
+                let mut bytes = encode_file(&maps[0]);
+                let mut ends = vec![bytes.len()];
+                for map in &maps[1..] {
+                    bytes.extend_from_slice(&encode_frame(map));
+                    ends.push(bytes.len());
+                }
+                let cut = ends[0] + cut.index(bytes.len() - ends[0] + 1);
+                let decoded = decode(&bytes[..cut]).unwrap();
+                let whole = ends.iter().filter(|&&end| end <= cut).count();
+                prop_assert_eq!(&decoded.records, &maps[whole - 1]);
+                prop_assert_eq!(decoded.valid_len as usize, ends[whole - 1]);
+                prop_assert_eq!(decoded.torn_tail.is_some(), cut != ends[whole - 1]);
+            }
+
+            #[test]
+            fn arbitrary_bytes_decode_or_fail_without_panicking(tail in proptest::collection::vec(any::<u8>(), 0..200)) {
+                let mut bytes = b"MLMD\x02".to_vec();
+                bytes.extend_from_slice(&tail);
+                let _ = decode(&bytes);
+                let _ = decode(&tail);
+            }
+        }
+    }
 }
