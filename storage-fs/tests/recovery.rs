@@ -228,17 +228,22 @@ async fn garbage_in_a_segment_file_is_cut_not_trusted() {
     assert_eq!(partition.log_end_offset(), 0);
 }
 
-#[tokio::test]
-async fn corrupt_metadata_file_is_a_clear_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = FsStorage::open(config(dir.path())).unwrap();
+/// A new partition whose metadata says MIRRORING; returns its store, the partition and the metadata file's path.
+async fn partition_with_metadata(dir: &Path) -> (FsStorage, Box<dyn PartitionStorage>, PathBuf) {
+    let store = FsStorage::open(config(dir)).unwrap();
     let mut partition = store.create(&pid()).await.unwrap();
     partition
         .put_metadata("mirror-state", b"MIRRORING")
         .await
         .unwrap();
+    (store, partition, dir.join("orders-0/mirrorlog.metadata"))
+}
+
+#[tokio::test]
+async fn corrupt_metadata_file_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, partition, path) = partition_with_metadata(dir.path()).await;
     drop(partition);
-    let path = dir.path().join("orders-0/mirrorlog.metadata");
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[6] ^= 1;
     std::fs::write(&path, bytes).unwrap();
@@ -249,13 +254,7 @@ async fn corrupt_metadata_file_is_a_clear_error() {
 #[tokio::test]
 async fn metadata_changes_are_appended_and_a_torn_last_change_is_reported_and_cut() {
     let dir = tempfile::tempdir().unwrap();
-    let store = FsStorage::open(config(dir.path())).unwrap();
-    let mut partition = store.create(&pid()).await.unwrap();
-    partition
-        .put_metadata("mirror-state", b"MIRRORING")
-        .await
-        .unwrap();
-    let path = dir.path().join("orders-0/mirrorlog.metadata");
+    let (store, mut partition, path) = partition_with_metadata(dir.path()).await;
     let first = std::fs::metadata(&path).unwrap().len();
     partition.put_metadata("mirror-state", b"STOPPING").await.unwrap();
     let second = std::fs::metadata(&path).unwrap().len();
