@@ -95,6 +95,19 @@ pub struct Segment {
     txn_index_unsynced: bool,
 }
 
+/// The part of a [`Segment`] an append changes before its write (see [`Segment::append`]).
+#[derive(Debug, Clone, Copy)]
+struct Tracking {
+    size: u64,
+    index_len: usize,
+    time_index_len: usize,
+    bytes_since_index: u64,
+    max_timestamp: i64,
+    offset_of_max_timestamp: i64,
+    next_offset: i64,
+    first_batch_offset: Option<i64>,
+}
+
 fn io_error(what: &str, path: &Path, error: std::io::Error) -> StorageError {
     StorageError::io(format!("{what} {}", path.display()), error)
 }
@@ -349,6 +362,31 @@ impl Segment {
         Ok(None)
     }
 
+    /// What [`Segment::track`] changes, to take an append back.
+    fn tracking(&self) -> Tracking {
+        Tracking {
+            size: self.size,
+            index_len: self.index.len(),
+            time_index_len: self.time_index.len(),
+            bytes_since_index: self.bytes_since_index,
+            max_timestamp: self.max_timestamp,
+            offset_of_max_timestamp: self.offset_of_max_timestamp,
+            next_offset: self.next_offset,
+            first_batch_offset: self.first_batch_offset,
+        }
+    }
+
+    fn restore_tracking(&mut self, before: Tracking) {
+        self.size = before.size;
+        self.index.truncate(before.index_len);
+        self.time_index.truncate(before.time_index_len);
+        self.bytes_since_index = before.bytes_since_index;
+        self.max_timestamp = before.max_timestamp;
+        self.offset_of_max_timestamp = before.offset_of_max_timestamp;
+        self.next_offset = before.next_offset;
+        self.first_batch_offset = before.first_batch_offset;
+    }
+
     /// Accounts for a batch at the end of the log: indexes, offsets, size.
     fn track(&mut self, batch: &RecordBatch, index_interval: u64) {
         let position = self.size;
@@ -475,9 +513,14 @@ impl Segment {
         Ok(true)
     }
 
-    /// Appends batches (already checked to follow the log) in one `write` or `writev`; their index entries are kept in memory
-    /// until [`Segment::write_pending_indexes`].
+    /// Appends batches (already checked to follow the log) in one `write` or `writev`. Their index entries are
+    /// computed first, while the headers are still in cache (a write of a fetched megabyte evicts them), kept in
+    /// memory until [`Segment::write_pending_indexes`], and taken back if the write fails.
     pub fn append(&mut self, batches: &[RecordBatch], index_interval: u64) -> Result<(), StorageError> {
+        let before = self.tracking();
+        for batch in batches {
+            self.track(batch, index_interval);
+        }
         let written = match batches {
             [batch] => self.log.append(batch.as_bytes()),
             // A fetched range: one `writev` of the batches where they are, no copy into one buffer.
@@ -486,9 +529,9 @@ impl Segment {
                 self.log.append_parts(&parts)
             }
         };
-        written.map_err(|e| io_error("appending to", &self.path(LOG_SUFFIX), e))?;
-        for batch in batches {
-            self.track(batch, index_interval);
+        if let Err(error) = written {
+            self.restore_tracking(before);
+            return Err(io_error("appending to", &self.path(LOG_SUFFIX), error));
         }
         self.dirty = true;
         Ok(())
@@ -749,5 +792,44 @@ impl Segment {
     /// The time index (for tests and tools).
     pub fn time_index(&self) -> &[TimeEntry] {
         &self.time_index
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::SimFs;
+    use storage_testkit::conformance::run_of_batches;
+
+    #[test]
+    fn a_failed_append_takes_its_index_entries_and_offsets_back() {
+        let fs = SimFs::new();
+        let vfs: Arc<dyn Vfs> = Arc::new(fs.clone());
+        vfs.create_dir_all(Path::new("/data/p-0")).unwrap();
+        let mut segment = Segment::create(&vfs, Path::new("/data/p-0"), 0).unwrap();
+        let batches = run_of_batches(0, 20);
+        let (first, rest) = batches.split_at(10);
+        segment.append(first, 256).unwrap();
+        let before = segment.tracking();
+        assert!(before.index_len > 0, "the first appends made index entries");
+        fs.power_fails_at(fs.stats().mutations + 1);
+        assert!(segment.append(rest, 256).is_err());
+        let after = segment.tracking();
+        assert_eq!(
+            (
+                after.size,
+                after.next_offset,
+                after.index_len,
+                after.time_index_len
+            ),
+            (
+                before.size,
+                before.next_offset,
+                before.index_len,
+                before.time_index_len
+            )
+        );
+        assert_eq!(after.bytes_since_index, before.bytes_since_index);
+        assert_eq!(after.max_timestamp, before.max_timestamp);
     }
 }
