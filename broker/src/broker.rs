@@ -72,6 +72,9 @@ pub struct Broker {
     pub(crate) coordinator: Mutex<DurableCoordinator>,
     pub(crate) offsets: Mutex<GroupOffsets>,
     appended: watch::Sender<u64>,
+    /// Partitions whose storage opening repaired something (a torn tail cut, a segment dropped, an index
+    /// rebuilt, …), with what it did.
+    repairs: Vec<(PartitionId, storage::OpenReport)>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -110,13 +113,17 @@ impl Broker {
         };
         let mut topics: BTreeMap<String, Vec<Arc<PartitionSlot>>> = BTreeMap::new();
         let mut internal = BTreeMap::new();
+        let mut repairs = Vec::new();
         for id in storage.list().await? {
             if id.topic() == TXN_STATE_PARTITION || id.topic() == OFFSETS_PARTITION {
                 internal.insert(id.topic().to_owned(), id);
                 continue;
             }
-            let (mut log, _report) =
+            let (mut log, report) =
                 PartitionLog::open(storage.open(&id).await?, log_config.clone(), now).await?;
+            if !report.storage.is_clean() {
+                repairs.push((id.clone(), report.storage));
+            }
             // The only replica: everything its log holds is committed.
             let end = log.log_end_offset();
             log.advance_high_watermark(end);
@@ -165,6 +172,7 @@ impl Broker {
             offsets: Mutex::new(offsets),
             appended,
             config,
+            repairs,
         };
         for (name, partitions) in broker.config.topics.clone() {
             match broker.create_topic(&name, partitions).await {
@@ -225,6 +233,11 @@ impl Broker {
         }
         topics.insert(name.to_owned(), logs);
         Ok(())
+    }
+
+    /// What opening the topic partitions repaired, partition by partition (empty after a clean shutdown).
+    pub fn repairs(&self) -> &[(PartitionId, storage::OpenReport)] {
+        &self.repairs
     }
 
     /// Tells long-polling fetches that records were appended.

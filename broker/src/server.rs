@@ -55,6 +55,11 @@ impl Server {
         })
     }
 
+    /// The broker it serves.
+    pub fn broker(&self) -> &Broker {
+        &self.broker
+    }
+
     /// The address it listens on (the port chosen when the config said 0).
     pub fn local_addr(&self) -> Result<SocketAddr, BrokerError> {
         let address = self.broker.config.listen;

@@ -165,7 +165,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
                     let report = partition.open_report();
                     if !report.is_clean() {
                         lines.push(format!(
-                            "{id}: needs repair on the next read-write open: {report:?}"
+                            "{id}: needs repair on the next read-write open: {report}"
                         ));
                     }
                     lines.push(format!(

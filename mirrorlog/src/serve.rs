@@ -105,6 +105,9 @@ pub fn serve(args: ServeArgs) -> Result<(), CliError> {
         let address = server.local_addr().map_err(|e| CliError::Usage(e.to_string()))?;
         // The first line says where to connect (tests read the port from it when they ask for port 0).
         println!("mirrorlog serve: listening on {address}");
+        for (partition, report) in server.broker().repairs() {
+            eprintln!("mirrorlog serve: {partition}: repaired on open: {report}");
+        }
         server
             .run(shutdown_signal())
             .await

@@ -28,3 +28,63 @@ impl OpenReport {
         *self == OpenReport::default()
     }
 }
+
+/// One line: what was (or, read-only, would be) repaired, item by item; "nothing" for a clean open.
+impl std::fmt::Display for OpenReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut items = Vec::new();
+        for (base, bytes, reason) in &self.truncated {
+            items.push(format!("segment {base}: {bytes} bytes cut ({reason})"));
+        }
+        if !self.dropped_segments.is_empty() {
+            items.push(format!(
+                "segments dropped after a torn one: {:?}",
+                self.dropped_segments
+            ));
+        }
+        if !self.rebuilt_indexes.is_empty() {
+            items.push(format!("indexes rebuilt: segments {:?}", self.rebuilt_indexes));
+        }
+        if !self.removed_leftovers.is_empty() {
+            items.push(format!(
+                "leftovers of interrupted writes: {}",
+                self.removed_leftovers.join(", ")
+            ));
+        }
+        if !self.unknown_files.is_empty() {
+            items.push(format!(
+                "unknown files left in place: {}",
+                self.unknown_files.join(", ")
+            ));
+        }
+        if let Some((bytes, reason)) = &self.metadata_torn_tail {
+            items.push(format!(
+                "metadata: {bytes} bytes of an interrupted change cut ({reason})"
+            ));
+        }
+        if items.is_empty() {
+            return f.write_str("nothing");
+        }
+        f.write_str(&items.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_report_reads_as_one_line_of_what_was_repaired() {
+        assert_eq!(OpenReport::default().to_string(), "nothing");
+        let report = OpenReport {
+            truncated: vec![(40, 12, "CRC mismatch".into())],
+            metadata_torn_tail: Some((9, "a frame cut short (9 bytes)".into())),
+            ..OpenReport::default()
+        };
+        assert_eq!(
+            report.to_string(),
+            "segment 40: 12 bytes cut (CRC mismatch); metadata: 9 bytes of an interrupted change cut (a frame cut \
+             short (9 bytes))"
+        );
+    }
+}
