@@ -282,6 +282,9 @@ impl FsPartition {
         let frame = metadata::encode_frame(&self.metadata);
         let end = self.metadata_len.saturating_add(frame.len() as u64);
         if self.metadata_appendable && end <= METADATA_JOURNAL_MAX {
+            // A failed append may leave part of a frame behind: were the handle used again, the next change
+            // would rewrite the file rather than append after it.
+            self.metadata_appendable = false;
             let io = |what: &str, e| StorageError::io(format!("{what} {}", path.display()), e);
             let mut file = self
                 .vfs
@@ -290,6 +293,7 @@ impl FsPartition {
             file.append(&frame).map_err(|e| io("appending to", e))?;
             file.sync().map_err(|e| io("syncing", e))?;
             self.metadata_len = end;
+            self.metadata_appendable = true;
             return Ok(());
         }
         let bytes = metadata::encode_file(&self.metadata);
