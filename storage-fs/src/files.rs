@@ -107,6 +107,24 @@ pub fn write_atomically(vfs: &dyn Vfs, path: &Path, bytes: &[u8]) -> Result<(), 
     sync_dir(vfs, dir)
 }
 
+/// Appends `bytes` to the existing file `path` and syncs it (the file's directory entry must be durable already).
+pub fn append_durably(vfs: &dyn Vfs, path: &Path, bytes: &[u8]) -> Result<(), StorageError> {
+    let io = |what: &str, e| StorageError::io(format!("{what} {}", path.display()), e);
+    let mut file = vfs.open(path, OpenFor::Append).map_err(|e| io("opening", e))?;
+    file.append(bytes).map_err(|e| io("appending to", e))?;
+    file.sync().map_err(|e| io("syncing", e))
+}
+
+/// Cuts the existing file `path` to `len` bytes and syncs the cut (a torn tail found on a read-write open).
+pub fn cut_durably(vfs: &dyn Vfs, path: &Path, len: u64) -> Result<(), StorageError> {
+    vfs.open(path, OpenFor::Append)
+        .and_then(|mut file| {
+            file.set_len(len)?;
+            file.sync()
+        })
+        .map_err(|e| StorageError::io(format!("cutting the torn tail of {}", path.display()), e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,11 +10,12 @@ use storage::partition::select_aborted;
 use storage::{BlockingPartition, Durability, OpenMode, OpenReport, PartitionId, StorageError};
 
 use crate::files::{
-    classify, offset_file, sync_dir, write_atomically, DirEntry, METADATA_FILE, SNAPSHOT_SUFFIX,
+    append_durably, classify, cut_durably, offset_file, sync_dir, write_atomically, DirEntry, METADATA_FILE,
+    SNAPSHOT_SUFFIX,
 };
 use crate::metadata;
 use crate::segment::Segment;
-use crate::vfs::{OpenFor, Vfs};
+use crate::vfs::Vfs;
 use crate::FsConfig;
 
 /// Our own metadata record for the log start offset (user keys cannot start with `@`).
@@ -112,7 +113,7 @@ impl FsPartition {
                     if let Some(reason) = decoded.torn_tail {
                         let torn = bytes.len() as u64 - decoded.valid_len;
                         if writes {
-                            cut_metadata_tail(vfs.as_ref(), &path, decoded.valid_len)?;
+                            cut_durably(vfs.as_ref(), &path, decoded.valid_len)?;
                         }
                         report.metadata_torn_tail = Some((torn, reason));
                     }
@@ -285,13 +286,7 @@ impl FsPartition {
             // A failed append may leave part of a frame behind: were the handle used again, the next change
             // would rewrite the file rather than append after it.
             self.metadata_appendable = false;
-            let io = |what: &str, e| StorageError::io(format!("{what} {}", path.display()), e);
-            let mut file = self
-                .vfs
-                .open(&path, OpenFor::Append)
-                .map_err(|e| io("opening", e))?;
-            file.append(&frame).map_err(|e| io("appending to", e))?;
-            file.sync().map_err(|e| io("syncing", e))?;
+            append_durably(self.vfs.as_ref(), &path, &frame)?;
             self.metadata_len = end;
             self.metadata_appendable = true;
             return Ok(());
@@ -547,12 +542,4 @@ impl BlockingPartition for FsPartition {
     fn metadata(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
         Ok(self.metadata.get(key).cloned())
     }
-}
-
-/// Cuts the metadata journal's torn tail durably (a read-write open).
-fn cut_metadata_tail(vfs: &dyn Vfs, path: &Path, valid_len: u64) -> Result<(), StorageError> {
-    let io = |what: &str, e| StorageError::io(format!("{what} {}", path.display()), e);
-    let mut file = vfs.open(path, OpenFor::Append).map_err(|e| io("opening", e))?;
-    file.set_len(valid_len).map_err(|e| io("truncating", e))?;
-    file.sync().map_err(|e| io("syncing", e))
 }

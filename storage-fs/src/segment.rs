@@ -505,10 +505,7 @@ impl Segment {
             return Ok(false);
         }
         if mode == OpenMode::ReadWrite {
-            let mut file = open_rw(self.vfs.as_ref(), &path, false)?;
-            file.set_len(whole)
-                .and_then(|()| file.sync())
-                .map_err(|e| io_error("cutting the torn tail of", &path, e))?;
+            crate::files::cut_durably(self.vfs.as_ref(), &path, whole)?;
         }
         Ok(true)
     }
