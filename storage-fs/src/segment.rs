@@ -9,6 +9,7 @@
 //! indexes from what is valid; the index files on disk are rewritten when they differ. A torn or corrupt tail is
 //! cut and reported. Reads use the offset index to find where to start scanning.
 
+use std::io::IoSlice;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -522,8 +523,11 @@ impl Segment {
             [batch] => self.log.append(batch.as_bytes()),
             // A fetched range: one `writev` of the batches where they are, no copy into one buffer.
             _ => {
-                let parts: Vec<&[u8]> = batches.iter().map(|batch| batch.as_bytes().as_ref()).collect();
-                self.log.append_parts(&parts)
+                let mut parts: Vec<IoSlice<'_>> = batches
+                    .iter()
+                    .map(|batch| IoSlice::new(batch.as_bytes()))
+                    .collect();
+                self.log.append_parts(&mut parts)
             }
         };
         if let Err(error) = written {

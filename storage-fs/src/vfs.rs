@@ -69,8 +69,9 @@ pub trait VfsFile: Send + Sync + Debug {
     /// Writes all of `bytes` at the end of the file.
     fn append(&mut self, bytes: &[u8]) -> io::Result<()>;
     /// Writes `parts` back to back at the end of the file, without joining them first (`writev` in
-    /// [`RealFs`]). Like any write, an interrupted one may leave a prefix. By default, one append per part.
-    fn append_parts(&mut self, parts: &[&[u8]]) -> io::Result<()> {
+    /// [`RealFs`], which may advance the slices). Like any write, an interrupted one may leave a prefix. By
+    /// default, one append per part.
+    fn append_parts(&mut self, parts: &mut [IoSlice<'_>]) -> io::Result<()> {
         parts.iter().try_for_each(|part| self.append(part))
     }
     /// Cuts (or extends with zeros) the file to `len` bytes.
@@ -170,12 +171,10 @@ impl VfsFile for RealFile {
         self.0.write_all(bytes)
     }
 
-    fn append_parts(&mut self, parts: &[&[u8]]) -> io::Result<()> {
+    fn append_parts(&mut self, parts: &mut [IoSlice<'_>]) -> io::Result<()> {
         // Linux takes at most 1,024 buffers per `writev` (IOV_MAX).
         const MAX_BUFFERS: usize = 1024;
-        for group in parts.chunks(MAX_BUFFERS) {
-            let mut slices: Vec<IoSlice<'_>> = group.iter().map(|part| IoSlice::new(part)).collect();
-            let mut left = &mut slices[..];
+        for mut left in parts.chunks_mut(MAX_BUFFERS) {
             IoSlice::advance_slices(&mut left, 0);
             while !left.is_empty() {
                 match self.0.write_vectored(left) {
