@@ -21,6 +21,7 @@ use producer_state::{AppendOrigin, TransactionVersion};
 use record_format::control::{mirror_pid_reset_batch, ControlBatchPlacement};
 use record_format::MirrorPidResetRecord;
 
+use crate::ahead::{Ahead, FETCH_AHEAD_BYTES};
 use crate::error::DriverError;
 use crate::fetcher::Fetcher;
 use crate::machine::{Action, Event, LogFailure, MirrorPartition, MirrorState, StateKind};
@@ -56,6 +57,17 @@ pub async fn last_mirrored_offset(
 
 /// Bytes fetched per round.
 pub const FETCH_BYTES: usize = 1 << 20;
+
+/// A fetch on the caller's thread, CRCs checked, as the machine's event.
+async fn fetch_here(fetcher: &mut dyn Fetcher, from_offset: i64) -> Event {
+    match fetcher.fetch(from_offset, FETCH_BYTES).await {
+        Ok(response) => crate::ahead::checked(response),
+        Err(error) => Event::Error {
+            message: error.message,
+            retryable: error.retryable,
+        },
+    }
+}
 
 /// One partition's driver; see the module docs.
 #[derive(Debug)]
@@ -147,8 +159,8 @@ impl MirrorDriver {
         Ok(())
     }
 
-    /// One fetch round while mirroring: fetch from the log end and append what came (or fail). Returns the
-    /// number of batches appended.
+    /// One fetch round while mirroring: fetch from the log end, check the batches' CRCs and append what came (or
+    /// fail). Returns the number of batches appended.
     pub async fn fetch_once(
         &mut self,
         log: &mut PartitionLog,
@@ -157,35 +169,62 @@ impl MirrorDriver {
         if !self.fetcher_running {
             return Ok(0);
         }
-        let event = match fetcher.fetch(log.log_end_offset(), FETCH_BYTES).await {
-            Ok(response) => Event::Fetched {
-                source_cluster_id: response.source_cluster_id,
-                batches: response.batches,
-            },
-            Err(error) => Event::Error {
-                message: error.message,
-                retryable: error.retryable,
-            },
-        };
-        let count = match &event {
-            Event::Fetched { batches, .. } => batches.len(),
-            _ => 0,
-        };
-        let before = log.log_end_offset();
-        self.handle(log, fetcher, event).await?;
-        Ok(if log.log_end_offset() > before { count } else { 0 })
+        let event = fetch_here(fetcher, log.log_end_offset()).await;
+        self.append_fetched(log, fetcher, event).await
     }
 
-    /// Fetches until a round brings nothing (caught up) or the machine leaves MIRRORING.
+    /// Fetches until a round brings nothing (caught up) or the machine leaves MIRRORING. With a backlog, each
+    /// range is fetched and CRC-checked while the one before it is written ([`crate::ahead`]).
     pub async fn catch_up(
         &mut self,
         log: &mut PartitionLog,
         fetcher: &mut dyn Fetcher,
     ) -> Result<(), DriverError> {
-        while self.machine.state().kind() == StateKind::Mirroring && self.fetch_once(log, fetcher).await? > 0
-        {
+        let mut ahead: Option<Ahead> = None;
+        while self.machine.state().kind() == StateKind::Mirroring && self.fetcher_running {
+            let from_offset = log.log_end_offset();
+            let event = match ahead.take() {
+                Some(fetched) if fetched.starts_at() == from_offset => match fetched.into_event().await {
+                    Some(event) => event,
+                    None => fetch_here(fetcher, from_offset).await,
+                },
+                _ => fetch_here(fetcher, from_offset).await,
+            };
+            if let Event::Fetched {
+                batches: Ok(batches), ..
+            } = &event
+            {
+                if let Some(last) = batches
+                    .as_slice()
+                    .last()
+                    .filter(|_| batches.size() >= FETCH_AHEAD_BYTES)
+                {
+                    ahead = Ahead::start(fetcher, last.next_offset()).await;
+                }
+            }
+            if self.append_fetched(log, fetcher, event).await? == 0 {
+                break;
+            }
         }
         Ok(())
+    }
+
+    /// Runs a fetch's event; the number of batches appended (0 when the log end did not move).
+    async fn append_fetched(
+        &mut self,
+        log: &mut PartitionLog,
+        fetcher: &mut dyn Fetcher,
+        event: Event,
+    ) -> Result<usize, DriverError> {
+        let count = match &event {
+            Event::Fetched {
+                batches: Ok(batches), ..
+            } => batches.len(),
+            _ => 0,
+        };
+        let before = log.log_end_offset();
+        self.handle(log, fetcher, event).await?;
+        Ok(if log.log_end_offset() > before { count } else { 0 })
     }
 
     async fn run(
@@ -239,7 +278,7 @@ impl MirrorDriver {
                 self.fetcher_running = false;
                 Ok(None)
             }
-            Action::AppendReplicated(batches) => match log.append_as_follower(batches).await {
+            Action::AppendReplicated(batches) => match log.append_checked_as_follower(batches).await {
                 Ok(_) => Ok(None),
                 // The bytes themselves are refused (corrupt, or producer state rejects them); offsets that do not
                 // follow are a storage error: a retry re-aligns first.

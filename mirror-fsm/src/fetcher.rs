@@ -1,7 +1,13 @@
 //! The source side of a mirror, as the driver sees it.
 
+use std::future::Future;
+use std::pin::Pin;
+
 use async_trait::async_trait;
 use record_format::RecordBatch;
+
+/// A fetch that owns what it needs and may run on another thread ([`Fetcher::detached_fetch`]).
+pub type DetachedFetch = Pin<Box<dyn Future<Output = Result<FetchResponse, FetchError>> + Send + 'static>>;
 
 /// What one fetch returned.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +37,13 @@ pub trait Fetcher {
     /// the LSO means a destination never holds data its source could still cut when *it* fails over, so a
     /// chain (A → B → C) never diverges when B stops (ADR 0009).
     async fn fetch(&mut self, from_offset: i64, max_bytes: usize) -> Result<FetchResponse, FetchError>;
+
+    /// The same fetch as a future that borrows nothing, so a catch-up can run it on another thread while it
+    /// writes the range before (`crate::ahead`); `None` (the default) when this fetcher cannot, and the driver
+    /// then fetches on its own thread. A detached fetch must not wait for anything the caller's thread holds.
+    fn detached_fetch(&self, _from_offset: i64, _max_bytes: usize) -> Option<DetachedFetch> {
+        None
+    }
 
     /// The source's last mirrored offset for this partition from the mirror session whose source was
     /// `mirrored_from` (failback: the peer mirrored from us before), `None` if it never mirrored from it.

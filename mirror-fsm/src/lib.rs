@@ -8,6 +8,7 @@
 //! offset persisted, exactly one barrier after it, and only then writable.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod ahead;
 pub mod driver;
 pub mod error;
 pub mod failover;
@@ -18,7 +19,7 @@ pub mod machine;
 pub use driver::{last_mirrored_offset, MirrorDriver};
 pub use error::DriverError;
 pub use failover::{stop_all, StopJob};
-pub use fetcher::{FetchError, FetchResponse, Fetcher};
+pub use fetcher::{DetachedFetch, FetchError, FetchResponse, Fetcher};
 pub use local::{shared, LocalFetcher, SharedLog};
 pub use machine::{
     transition_allowed, Action, Event, EventKind, Failure, LogFailure, MirrorPartition, MirrorState, Session,

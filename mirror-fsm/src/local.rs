@@ -14,7 +14,7 @@ use tokio::sync::{RwLock, RwLockReadGuard};
 use async_trait::async_trait;
 use partition_log::{Isolation, PartitionLog};
 
-use crate::fetcher::{FetchError, FetchResponse, Fetcher};
+use crate::fetcher::{DetachedFetch, FetchError, FetchResponse, Fetcher};
 
 /// A partition log shared between the task that writes it and the fetchers that read it.
 pub type SharedLog = Arc<RwLock<PartitionLog>>;
@@ -42,10 +42,14 @@ impl LocalFetcher {
     }
 
     fn source(&self) -> Result<RwLockReadGuard<'_, PartitionLog>, FetchError> {
-        self.source.try_read().map_err(|_| FetchError {
-            message: "the source log is being written".to_owned(),
-            retryable: true,
-        })
+        self.source.try_read().map_err(|_| busy())
+    }
+}
+
+fn busy() -> FetchError {
+    FetchError {
+        message: "the source log is being written".to_owned(),
+        retryable: true,
     }
 }
 
@@ -56,18 +60,39 @@ fn retryable(error: impl std::fmt::Display) -> FetchError {
     }
 }
 
+/// Reads `source` up to its LSO, as one fetch.
+async fn read_committed(
+    source: &PartitionLog,
+    source_cluster_id: String,
+    from_offset: i64,
+    max_bytes: usize,
+) -> Result<FetchResponse, FetchError> {
+    let fetched = source
+        .read(from_offset, max_bytes, Isolation::ReadCommitted)
+        .await
+        .map_err(retryable)?;
+    Ok(FetchResponse {
+        source_cluster_id,
+        batches: fetched.batches,
+    })
+}
+
 #[async_trait(?Send)]
 impl Fetcher for LocalFetcher {
     async fn fetch(&mut self, from_offset: i64, max_bytes: usize) -> Result<FetchResponse, FetchError> {
         let source = self.source()?;
-        let fetched = source
-            .read(from_offset, max_bytes, Isolation::ReadCommitted)
-            .await
-            .map_err(retryable)?;
-        Ok(FetchResponse {
-            source_cluster_id: self.reported_cluster_id.clone(),
-            batches: fetched.batches,
-        })
+        read_committed(&source, self.reported_cluster_id.clone(), from_offset, max_bytes).await
+    }
+
+    fn detached_fetch(&self, from_offset: i64, max_bytes: usize) -> Option<DetachedFetch> {
+        let source = Arc::clone(&self.source);
+        let source_cluster_id = self.reported_cluster_id.clone();
+        Some(Box::pin(async move {
+            // Without waiting, as on the caller's thread: the task that writes the source may be the one waiting
+            // for this fetch.
+            let source = source.try_read_owned().map_err(|_| busy())?;
+            read_committed(&source, source_cluster_id, from_offset, max_bytes).await
+        }))
     }
 
     async fn last_mirrored_offset(&mut self, mirrored_from: &str) -> Result<Option<i64>, FetchError> {

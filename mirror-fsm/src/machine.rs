@@ -32,7 +32,7 @@
 //! before running the rest, so after a crash [`Event::Recovered`] with the persisted record resumes exactly where
 //! it stopped.
 
-use record_format::RecordBatch;
+use record_format::{CrcCheckError, CrcCheckedBatches};
 use serde::{Deserialize, Serialize};
 
 /// The states (KIP-1279's early vocabulary: PREPARING, MIRRORING, PAUSED, STOPPING, STOPPED, FAILED).
@@ -232,8 +232,9 @@ pub enum Event {
     Fetched {
         /// The cluster id the source reported.
         source_cluster_id: String,
-        /// The batches, as the source stored them.
-        batches: Vec<RecordBatch>,
+        /// The batches, as the source stored them, CRC-checked where they arrived (a mismatch fails the session:
+        /// the bytes are refused, not retried).
+        batches: Result<CrcCheckedBatches, CrcCheckError>,
     },
     /// Fetching or aligning failed (the source says whether a retry can help).
     Error {
@@ -380,7 +381,7 @@ pub enum Action {
     /// Stop the fetcher.
     StopFetcher,
     /// Append fetched batches with REPLICATION origin, offsets and bytes kept.
-    AppendReplicated(Vec<RecordBatch>),
+    AppendReplicated(CrcCheckedBatches),
     /// Raise the high watermark to the log end: a mirror destination is its own only replica, so what it wrote
     /// is replicated.
     AdvanceHighWatermark,
@@ -541,10 +542,12 @@ impl MirrorPartition {
                          session mirrors {expected:?}; nothing appended"
                     );
                     self.fail(message, false)
-                } else if batches.is_empty() {
-                    Vec::new()
                 } else {
-                    vec![Action::AppendReplicated(batches), Action::AdvanceHighWatermark]
+                    match batches {
+                        Err(corrupt) => self.fail(format!("a mirrored batch was refused: {corrupt}"), false),
+                        Ok(batches) if batches.is_empty() => Vec::new(),
+                        Ok(batches) => vec![Action::AppendReplicated(batches), Action::AdvanceHighWatermark],
+                    }
                 }
             }
             Event::LogFailed { failure, message } => {

@@ -3,6 +3,7 @@
 use mirror_fsm::{
     Action, Event, Failure, LogFailure, MirrorPartition, MirrorState, Session, StateKind, StopStep,
 };
+use record_format::CrcCheckedBatches;
 
 fn state(kind: StateKind) -> MirrorState {
     let session = Session {
@@ -47,7 +48,7 @@ fn events() -> Vec<Event> {
         },
         Event::Fetched {
             source_cluster_id: "A".to_owned(),
-            batches: Vec::new(),
+            batches: Ok(CrcCheckedBatches::default()),
         },
         Event::Error {
             message: "boom".to_owned(),
@@ -401,7 +402,7 @@ fn mirrored_batches_raise_the_high_watermark_and_an_empty_fetch_does_nothing() {
     let mut machine = MirrorPartition::new(state(StateKind::Mirroring));
     let fetched = |batches| Event::Fetched {
         source_cluster_id: "A".to_owned(),
-        batches,
+        batches: CrcCheckedBatches::check(batches),
     };
     assert!(machine.handle(fetched(Vec::new())).unwrap().is_empty());
     let batch = {
@@ -414,6 +415,45 @@ fn mirrored_batches_raise_the_high_watermark_and_an_empty_fetch_does_nothing() {
         actions.as_slice(),
         [Action::AppendReplicated(_), Action::AdvanceHighWatermark]
     ));
+}
+
+#[test]
+fn a_fetch_with_a_crc_mismatch_fails_the_session_without_retry_and_appends_nothing() {
+    let intact = {
+        let mut builder = record_format::BatchBuilder::new().base_offset(5);
+        builder.add(0, None, Some(b"v"), &[]);
+        builder.build().unwrap()
+    };
+    let mut bytes = intact.as_bytes().to_vec();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x40;
+    let damaged = record_format::RecordBatch::parse(bytes.into()).unwrap();
+    for (reported, expected_message) in [
+        ("A", "a mirrored batch was refused: batch 0 of 1 (base offset 5)"),
+        ("Z", "source verification failed"),
+    ] {
+        let mut machine = MirrorPartition::new(state(StateKind::Mirroring));
+        let actions = machine
+            .handle(Event::Fetched {
+                source_cluster_id: reported.to_owned(),
+                batches: CrcCheckedBatches::check(vec![damaged.clone()]),
+            })
+            .unwrap();
+        assert!(
+            !actions
+                .iter()
+                .any(|action| matches!(action, Action::AppendReplicated(_))),
+            "{actions:?}"
+        );
+        let failure = machine.state().failure().unwrap();
+        assert!(!failure.retryable);
+        // The source is verified first: bytes from the wrong cluster are refused for that, whatever they hold.
+        assert!(
+            failure.message.starts_with(expected_message),
+            "{}",
+            failure.message
+        );
+    }
 }
 
 #[test]

@@ -1,0 +1,85 @@
+//! Fetching ahead while catching up: the next range is fetched and CRC-checked on another thread while the
+//! current one is written (ADR 0020).
+//!
+//! A destination far behind its source spends its time in three steps per fetched megabyte: reading it, checking
+//! every batch's CRC-32C (Kafka checks each batch a follower appends), and writing it. One after another on one
+//! thread, reading and checking alone keep a copy far below 0.8× of a plain file copy. With a backlog (the last
+//! fetch came back at least [`FETCH_AHEAD_BYTES`] long) the driver starts fetching range *n+1* as soon as it
+//! knows where *n* ends, on a thread that then checks its CRCs, and writes *n* meanwhile. The check is the same;
+//! only where it runs changes. A fetcher that cannot fetch off its thread ([`Fetcher::detached_fetch`] is
+//! `None`: the simulator's) is fetched on the caller's thread and only the check moves. Nothing is fetched ahead
+//! for a partition that is caught up, so a small fetch runs exactly as before: fetch, check, append, on the
+//! caller's thread.
+//!
+//! A range fetched ahead is used only if the log ends where it starts when its turn comes; otherwise (the append
+//! before it failed, or the machine left MIRRORING) it is dropped. A fetch ahead that fails is dropped too: the
+//! next round fetches the same range on the caller's thread and reports what happens then.
+
+use record_format::CrcCheckedBatches;
+use tokio::sync::oneshot;
+
+use crate::driver::FETCH_BYTES;
+use crate::fetcher::{FetchResponse, Fetcher};
+use crate::machine::Event;
+
+/// A fetch at least this long means a backlog: the next range is fetched ahead.
+pub const FETCH_AHEAD_BYTES: usize = FETCH_BYTES / 2;
+
+/// A range being fetched (or already fetched) and CRC-checked on a thread of its own.
+#[derive(Debug)]
+pub(crate) struct Ahead {
+    from_offset: i64,
+    /// The fetch as the machine's event; `None` when the fetch failed (fetched again on the caller's thread).
+    answer: oneshot::Receiver<Option<Event>>,
+}
+
+impl Ahead {
+    /// Starts fetching from `from_offset` on a thread of its own, which then checks the CRCs of what came — or,
+    /// for a fetcher that cannot fetch off its thread ([`Fetcher::detached_fetch`]) or outside a tokio runtime,
+    /// fetches here and checks there. `None` when nothing is under way (the fetch here failed or brought nothing,
+    /// or no thread could be started): the next round fetches on the caller's thread.
+    pub(crate) async fn start(fetcher: &mut dyn Fetcher, from_offset: i64) -> Option<Ahead> {
+        let (reply, answer) = oneshot::channel();
+        let detached = fetcher.detached_fetch(from_offset, FETCH_BYTES);
+        let job: Box<dyn FnOnce() + Send> = match (detached, tokio::runtime::Handle::try_current()) {
+            (Some(fetch), Ok(runtime)) => Box::new(move || {
+                let event = runtime.block_on(fetch).ok().map(checked);
+                // The receiver may be gone (the catch-up ended); the answer is then not needed.
+                let _ = reply.send(event);
+            }),
+            _ => {
+                let response = fetcher.fetch(from_offset, FETCH_BYTES).await.ok()?;
+                if response.batches.is_empty() {
+                    return None;
+                }
+                Box::new(move || {
+                    let _ = reply.send(Some(checked(response)));
+                })
+            }
+        };
+        std::thread::Builder::new()
+            .name("mirror-fetch-ahead".to_owned())
+            .spawn(job)
+            .ok()?;
+        Some(Ahead { from_offset, answer })
+    }
+
+    /// Where the range starts.
+    pub(crate) fn starts_at(&self) -> i64 {
+        self.from_offset
+    }
+
+    /// The fetch as the machine's event, once fetched and checked; `None` if the fetch failed (or its thread
+    /// ended without an answer): the caller fetches the range again itself and reports what happens then.
+    pub(crate) async fn into_event(self) -> Option<Event> {
+        self.answer.await.ok().flatten()
+    }
+}
+
+/// A fetch's response with its CRCs checked, as the machine's event.
+pub(crate) fn checked(response: FetchResponse) -> Event {
+    Event::Fetched {
+        source_cluster_id: response.source_cluster_id,
+        batches: CrcCheckedBatches::check(response.batches),
+    }
+}
