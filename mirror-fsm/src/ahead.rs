@@ -25,7 +25,38 @@ use crate::machine::Event;
 /// A fetch at least this long means a backlog: the next range is fetched ahead.
 pub const FETCH_AHEAD_BYTES: usize = FETCH_BYTES / 2;
 
-/// A range being fetched (or already fetched) and CRC-checked on a thread of its own.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The thread that fetches ahead for one catch-up: started by its first fetch ahead, it ends when the catch-up
+/// drops this handle (its queue of jobs closes) and the job it runs, if any, is done. One thread for a whole
+/// catch-up, not one per range: its allocations (the fetched megabytes) reuse the same memory.
+#[derive(Debug, Default)]
+pub(crate) struct AheadThread {
+    jobs: Option<std::sync::mpsc::Sender<Job>>,
+}
+
+impl AheadThread {
+    /// Queues `job`, starting the thread first if needed; false if no thread runs it.
+    fn run(&mut self, job: Job) -> bool {
+        if self.jobs.is_none() {
+            let (jobs, queue) = std::sync::mpsc::channel::<Job>();
+            let started = std::thread::Builder::new()
+                .name("mirror-fetch-ahead".to_owned())
+                .spawn(move || queue.into_iter().for_each(|job| job()));
+            if started.is_err() {
+                return false;
+            }
+            self.jobs = Some(jobs);
+        }
+        let sent = self.jobs.as_ref().is_some_and(|jobs| jobs.send(job).is_ok());
+        if !sent {
+            self.jobs = None;
+        }
+        sent
+    }
+}
+
+/// A range being fetched (or already fetched) and CRC-checked on the [`AheadThread`].
 #[derive(Debug)]
 pub(crate) struct Ahead {
     from_offset: i64,
@@ -34,14 +65,18 @@ pub(crate) struct Ahead {
 }
 
 impl Ahead {
-    /// Starts fetching from `from_offset` on a thread of its own, which then checks the CRCs of what came — or,
-    /// for a fetcher that cannot fetch off its thread ([`Fetcher::detached_fetch`]) or outside a tokio runtime,
-    /// fetches here and checks there. `None` when nothing is under way (the fetch here failed or brought nothing,
-    /// or no thread could be started): the next round fetches on the caller's thread.
-    pub(crate) async fn start(fetcher: &mut dyn Fetcher, from_offset: i64) -> Option<Ahead> {
+    /// Starts fetching from `from_offset` on `thread`, which then checks the CRCs of what came — or, for a fetcher
+    /// that cannot fetch off its thread ([`Fetcher::detached_fetch`]) or outside a tokio runtime, fetches here and
+    /// checks there. `None` when nothing is under way (the fetch here failed or brought nothing, or the thread
+    /// could not be started): the next round fetches on the caller's thread.
+    pub(crate) async fn start(
+        fetcher: &mut dyn Fetcher,
+        from_offset: i64,
+        thread: &mut AheadThread,
+    ) -> Option<Ahead> {
         let (reply, answer) = oneshot::channel();
         let detached = fetcher.detached_fetch(from_offset, FETCH_BYTES);
-        let job: Box<dyn FnOnce() + Send> = match (detached, tokio::runtime::Handle::try_current()) {
+        let job: Job = match (detached, tokio::runtime::Handle::try_current()) {
             (Some(fetch), Ok(runtime)) => Box::new(move || {
                 let event = runtime.block_on(fetch).ok().map(checked);
                 // The receiver may be gone (the catch-up ended); the answer is then not needed.
@@ -57,11 +92,7 @@ impl Ahead {
                 })
             }
         };
-        std::thread::Builder::new()
-            .name("mirror-fetch-ahead".to_owned())
-            .spawn(job)
-            .ok()?;
-        Some(Ahead { from_offset, answer })
+        thread.run(job).then_some(Ahead { from_offset, answer })
     }
 
     /// Where the range starts.

@@ -21,7 +21,7 @@ use producer_state::{AppendOrigin, TransactionVersion};
 use record_format::control::{mirror_pid_reset_batch, ControlBatchPlacement};
 use record_format::MirrorPidResetRecord;
 
-use crate::ahead::{Ahead, FETCH_AHEAD_BYTES};
+use crate::ahead::{Ahead, AheadThread, FETCH_AHEAD_BYTES};
 use crate::error::DriverError;
 use crate::fetcher::Fetcher;
 use crate::machine::{Action, Event, LogFailure, MirrorPartition, MirrorState, StateKind};
@@ -181,6 +181,7 @@ impl MirrorDriver {
         fetcher: &mut dyn Fetcher,
     ) -> Result<(), DriverError> {
         let mut ahead: Option<Ahead> = None;
+        let mut thread = AheadThread::default();
         while self.machine.state().kind() == StateKind::Mirroring && self.fetcher_running {
             let from_offset = log.log_end_offset();
             let event = match ahead.take() {
@@ -199,7 +200,7 @@ impl MirrorDriver {
                     .last()
                     .filter(|_| batches.size() >= FETCH_AHEAD_BYTES)
                 {
-                    ahead = Ahead::start(fetcher, last.next_offset()).await;
+                    ahead = Ahead::start(fetcher, last.next_offset(), &mut thread).await;
                 }
             }
             if self.append_fetched(log, fetcher, event).await? == 0 {
