@@ -681,9 +681,9 @@ impl Segment {
         let left_in_segment = self.size.saturating_sub(span.position);
         let want = (*budget).max(first) as u64;
         let len = usize::try_from(want.min(left_in_segment)).unwrap_or(usize::MAX);
-        let mut buffer = vec![0u8; len];
-        self.log
-            .read_exact_at(&mut buffer, span.position)
+        let buffer = self
+            .log
+            .read_vec_at(len, span.position)
             .map_err(|e| io_error("reading", &self.path(LOG_SUFFIX), e))?;
         let chunk = Bytes::from(buffer);
         let corrupt = |at: usize, reason: String| StorageError::Corrupt {
