@@ -14,20 +14,25 @@ use partition_log::PartitionLog;
 use producer_state::{AppendOrigin, BarrierScope, TransactionVersion};
 use record_format::{BatchBuilder, RecordBatch};
 
+/// Appends one client batch of `value` from `producer` at `sequence` to `source` and commits it (HW to the end).
+async fn produce_committed(source: &mut PartitionLog, producer: i64, sequence: i32, value: &[u8]) {
+    let mut builder = BatchBuilder::new().producer(producer, 0, sequence);
+    builder.add(1_000, Some(b"key"), Some(value), &[]);
+    let batch = builder.build().unwrap();
+    source
+        .append_as_leader(vec![batch], AppendOrigin::Client, TransactionVersion::V0)
+        .await
+        .unwrap();
+    let end = source.log_end_offset();
+    source.advance_high_watermark(end);
+}
+
 /// A source holding `mib` MiB of 1 KiB idempotent batches (ten producers), all committed.
 async fn source_with_backlog(mib: usize) -> PartitionLog {
     let mut source = memory_log("A", "orders", BarrierScope::Writer).await;
     for i in 0..mib * 1024 {
-        let mut builder = BatchBuilder::new().producer(i as i64 % 10, 0, (i / 10) as i32);
-        builder.add(1_000, Some(b"key"), Some(&[b'v'; 950]), &[]);
-        let batch = builder.build().unwrap();
-        source
-            .append_as_leader(vec![batch], AppendOrigin::Client, TransactionVersion::V0)
-            .await
-            .unwrap();
+        produce_committed(&mut source, i as i64 % 10, (i / 10) as i32, &[b'v'; 950]).await;
     }
-    let end = source.log_end_offset();
-    source.advance_high_watermark(end);
     source
 }
 
@@ -144,19 +149,9 @@ async fn a_backlog_is_fetched_ahead_on_another_thread_and_copied_byte_for_byte()
 
 #[tokio::test]
 async fn a_caught_up_partition_does_not_fetch_ahead() {
-    let source = mirror_fsm::shared(source_with_backlog(0).await);
-    {
-        let mut source = source.write().await;
-        let mut builder = BatchBuilder::new().producer(1, 0, 0);
-        builder.add(1_000, None, Some(b"one"), &[]);
-        let batch = builder.build().unwrap();
-        source
-            .append_as_leader(vec![batch], AppendOrigin::Client, TransactionVersion::V0)
-            .await
-            .unwrap();
-        let end = source.log_end_offset();
-        source.advance_high_watermark(end);
-    }
+    let mut one_batch = source_with_backlog(0).await;
+    produce_committed(&mut one_batch, 1, 0, b"one").await;
+    let source = mirror_fsm::shared(one_batch);
     let mut fetcher = Observed::new(LogFetcher::new(&source, "A"));
     let (log, _driver) = mirror(&mut fetcher).await;
     assert_eq!(log.log_end_offset(), 1);
