@@ -46,7 +46,7 @@ pub fn encode_snapshot<'a>(entries: impl ExactSizeIterator<Item = &'a ProducerSt
         slot[34..38].copy_from_slice(&entry.coordinator_epoch.to_be_bytes());
         slot[38..46].copy_from_slice(&entry.current_txn_first_offset.unwrap_or(-1).to_be_bytes());
     }
-    let crc = crc32c::crc32c(&out[6..]);
+    let crc = record_format::crc::crc32c(&out[6..]);
     out[2..6].copy_from_slice(&crc.to_be_bytes());
     out
 }
@@ -76,7 +76,7 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<Vec<ProducerStateEntry>, Producer
         return Err(corrupt(format!("unsupported version {version}")));
     }
     let stored_crc = u32::from_be_bytes(field(bytes, 2));
-    let computed_crc = crc32c::crc32c(&bytes[6..]);
+    let computed_crc = record_format::crc::crc32c(&bytes[6..]);
     if stored_crc != computed_crc {
         return Err(corrupt(format!(
             "crc mismatch: stored {stored_crc:#010x}, computed {computed_crc:#010x}"

@@ -320,7 +320,7 @@ impl RecordBatch {
 
     /// CRC-32C of the bytes the CRC covers (attributes to the end).
     pub fn compute_crc(&self) -> u32 {
-        crc32c::crc32c(&self.buf[offsets::ATTRIBUTES..])
+        crate::crc::crc32c(&self.buf[offsets::ATTRIBUTES..])
     }
 
     /// The whole batch, prefix included.
@@ -477,7 +477,7 @@ impl RecordBatch {
                 .copy_from_slice(&producer_epoch.to_be_bytes());
             buf[offsets::BASE_SEQUENCE..offsets::BASE_SEQUENCE + 4]
                 .copy_from_slice(&base_sequence.to_be_bytes());
-            let crc = crc32c::crc32c(&buf[offsets::ATTRIBUTES..]);
+            let crc = crate::crc::crc32c(&buf[offsets::ATTRIBUTES..]);
             buf[offsets::CRC..offsets::CRC + 4].copy_from_slice(&crc.to_be_bytes());
         });
     }

@@ -454,7 +454,7 @@ impl BatchBuilder {
 
         let batch_length = length_i32(out.len() - LOG_OVERHEAD, "batch")?;
         out[offsets::BATCH_LENGTH..offsets::BATCH_LENGTH + 4].copy_from_slice(&batch_length.to_be_bytes());
-        let crc = crc32c::crc32c(&out[offsets::ATTRIBUTES..]);
+        let crc = crate::crc::crc32c(&out[offsets::ATTRIBUTES..]);
         out[offsets::CRC..offsets::CRC + 4].copy_from_slice(&crc.to_be_bytes());
         // The bytes were laid out above with a valid length and magic 2, so parsing cannot fail; map the
         // impossible case to an error rather than a panic all the same.

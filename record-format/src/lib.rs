@@ -31,6 +31,7 @@ pub mod builder;
 pub mod checked;
 pub mod compression;
 pub mod control;
+pub mod crc;
 pub mod error;
 pub mod flexible;
 pub mod record;

@@ -59,7 +59,7 @@ pub fn encode_frame(records: &BTreeMap<String, Vec<u8>>) -> Vec<u8> {
     encode_body(records, &mut out);
     let body_len = (out.len() - 4) as u32;
     out[..4].copy_from_slice(&body_len.to_be_bytes());
-    let crc = crc32c::crc32c(&out);
+    let crc = record_format::crc::crc32c(&out);
     out.extend_from_slice(&crc.to_be_bytes());
     out
 }
@@ -128,7 +128,7 @@ fn decode_whole_file(bytes: &[u8]) -> Result<Decoded, StorageError> {
     let Some((body, crc)) = bytes.split_last_chunk::<4>() else {
         return Err(corrupt("shorter than its checksum"));
     };
-    if crc32c::crc32c(body) != u32::from_be_bytes(*crc) {
+    if record_format::crc::crc32c(body) != u32::from_be_bytes(*crc) {
         return Err(corrupt("checksum mismatch"));
     }
     Ok(Decoded {
@@ -167,7 +167,7 @@ fn decode_journal(bytes: &[u8]) -> Result<Decoded, StorageError> {
             break;
         };
         let (covered, crc) = frame.split_at(frame.len() - 4);
-        if crc32c::crc32c(covered) != be_u32(crc) {
+        if record_format::crc::crc32c(covered) != be_u32(crc) {
             if frame.len() == rest.len() {
                 torn_tail = Some("the last frame's checksum does not match".to_owned());
                 break;
@@ -267,7 +267,7 @@ mod tests {
         let mut bytes = MAGIC.to_vec();
         bytes.push(VERSION_WHOLE_FILE);
         encode_body(&records("STOPPED"), &mut bytes);
-        let crc = crc32c::crc32c(&bytes);
+        let crc = record_format::crc::crc32c(&bytes);
         bytes.extend_from_slice(&crc.to_be_bytes());
         let decoded = decode(&bytes).unwrap();
         assert_eq!(decoded.records, records("STOPPED"));
