@@ -329,13 +329,18 @@ impl PartitionLog {
             index: error.index,
             source: error.source,
         })?;
-        self.append_checked_as_follower(checked).await
+        self.append_checked(checked).await
     }
 
     /// [`append_as_follower`](Self::append_as_follower) for batches whose CRCs the caller already checked (a
     /// mirror checks each fetch while the one before it is written, ADR 0020). Every other check is made here.
     pub async fn append_checked_as_follower(&mut self, checked: CrcCheckedBatches) -> Result<AppendOutcome> {
         self.check_online()?;
+        self.append_checked(checked).await
+    }
+
+    /// The follower append after the online check and the CRC check.
+    async fn append_checked(&mut self, checked: CrcCheckedBatches) -> Result<AppendOutcome> {
         let batches = checked.into_vec();
         storage::partition::check_append(self.log_end_offset(), &batches)?;
         self.append(batches, AppendOrigin::Replication, TransactionVersion::Unknown)

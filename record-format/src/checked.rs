@@ -13,6 +13,8 @@ use crate::error::DecodeError;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CrcCheckedBatches {
     batches: Vec<RecordBatch>,
+    /// Their bytes in total, summed while each batch was checked (its header in cache then).
+    size: usize,
 }
 
 /// A batch whose CRC did not match, and where it was.
@@ -33,6 +35,7 @@ impl CrcCheckedBatches {
     /// Checks every batch's CRC-32C; the first mismatch is the error.
     pub fn check(batches: Vec<RecordBatch>) -> Result<Self, CrcCheckError> {
         let count = batches.len();
+        let mut size = 0;
         for (index, batch) in batches.iter().enumerate() {
             batch.verify_crc().map_err(|source| CrcCheckError {
                 index,
@@ -40,8 +43,9 @@ impl CrcCheckedBatches {
                 base_offset: batch.base_offset(),
                 source,
             })?;
+            size += batch.size();
         }
-        Ok(CrcCheckedBatches { batches })
+        Ok(CrcCheckedBatches { batches, size })
     }
 
     /// The batches, in order.
@@ -61,7 +65,7 @@ impl CrcCheckedBatches {
 
     /// Their bytes in total.
     pub fn size(&self) -> usize {
-        self.batches.iter().map(RecordBatch::size).sum()
+        self.size
     }
 
     /// The batches, without the proof.
