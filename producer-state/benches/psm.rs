@@ -5,6 +5,9 @@
 //!   producers; throughput in appends.
 //! - `planned_appends/1000_producers`: what a partition log runs for a client produce, `plan_append` over one real
 //!   one-record batch and `commit`, 100 rounds over 1,000 producers from an empty manager; throughput in appends.
+//! - `planned_appends/replication_1024_batch_ranges`: what a mirror's catch-up runs per fetched megabyte,
+//!   `plan_append` over 1,024 REPLICATION batches of 1 KiB (100 producers in turn) and `commit`, 64 ranges;
+//!   throughput in batches.
 //! - `replay/small_batches`: REPLICATION replay (the log-recovery path, `producer_state::replay` over real batch
 //!   headers) of 100,000 one-record idempotent batches of 1,000 producers; throughput in batches.
 //! - `snapshot_100k/{encode,decode,load}`: `take_snapshot` of 100,000 producers (sorted by id), decoding the
@@ -115,6 +118,46 @@ fn planned_appends(c: &mut Criterion) {
     group.finish();
 }
 
+/// What a mirror's catch-up runs per fetched range: `plan_append` over 1,024 REPLICATION batches of 1 KiB (100
+/// producers in turn, as the macro benchmark's mirroring copies), then `commit`, 64 ranges from an empty manager.
+fn planned_replication(c: &mut Criterion) {
+    const PRODUCERS: i64 = 100;
+    const RANGE: usize = 1_024;
+    const RANGES: usize = 64;
+    let value = vec![b'b'; 1024 - 90];
+    let batches: Vec<RecordBatch> = (0..(RANGE * RANGES) as i64)
+        .map(|offset| {
+            let mut builder = BatchBuilder::new().base_offset(offset).producer(
+                offset % PRODUCERS,
+                0,
+                (offset / PRODUCERS) as i32,
+            );
+            builder.add(offset, Some(b"key"), Some(&value), &[]);
+            builder.build().unwrap()
+        })
+        .collect();
+    let mut group = c.benchmark_group("planned_appends");
+    group.throughput(Throughput::Elements(batches.len() as u64));
+    group.bench_function("replication_1024_batch_ranges", |b| {
+        b.iter(|| {
+            let mut psm = ProducerStateManager::new(PsmConfig::default());
+            for range in batches.chunks(RANGE) {
+                match psm
+                    .plan_append(range, AppendOrigin::Replication, TransactionVersion::Unknown)
+                    .unwrap()
+                {
+                    AppendDecision::Append(plan) => {
+                        black_box(psm.commit(plan));
+                    }
+                    AppendDecision::Duplicate(_) => unreachable!("replication has no duplicates"),
+                }
+            }
+            psm
+        })
+    });
+    group.finish();
+}
+
 fn replay(c: &mut Criterion) {
     const BATCHES: i64 = 100_000;
     let mut segment = Vec::new();
@@ -185,6 +228,6 @@ criterion_group! {
     config = Criterion::default()
         .warm_up_time(std::time::Duration::from_millis(500))
         .measurement_time(std::time::Duration::from_secs(3));
-    targets = validated_appends, planned_appends, replay, snapshots
+    targets = validated_appends, planned_appends, planned_replication, replay, snapshots
 }
 criterion_main!(benches);

@@ -143,7 +143,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// Every measurement's id, in run order (the ids `--only` takes).
-pub const MEASUREMENTS: [&str; 11] = [
+pub const MEASUREMENTS: [&str; 13] = [
     "append-1k-nosync",
     "append-1k-sync",
     "append-64k-nosync",
@@ -153,7 +153,9 @@ pub const MEASUREMENTS: [&str; 11] = [
     "recovery-from-snapshot",
     "recovery-replay",
     "log-appends",
+    "log-appends-floor",
     "mirror-copy",
+    "mirror-copy-floor",
     "failover",
 ];
 
@@ -323,6 +325,25 @@ pub fn run(
         });
         out.push(m);
     }
+    if selected("log-appends-floor") {
+        let mut m = measurement(
+            "log-appends-floor",
+            "The floor under client appends: the checks Kafka makes on every client batch (CRC, record walk), then the raw append",
+            "batches/s",
+            true,
+            Some("the same batches appended straight to the backend's partition"),
+            None,
+            sizes.runs,
+        );
+        per_run(&mut m, backends, progress, |backend| {
+            let (checked, straight) = runtime().block_on(checked_appends(backend, sizes.log_batches));
+            (
+                sizes.log_batches as f64 / checked.as_secs_f64(),
+                sizes.log_batches as f64 / straight.as_secs_f64(),
+            )
+        });
+        out.push(m);
+    }
     if selected("mirror-copy") {
         let mut m = measurement(
             "mirror-copy",
@@ -335,6 +356,22 @@ pub fn run(
         );
         per_run(&mut m, backends, progress, |backend| {
             let (elapsed, bytes, raw_elapsed) = runtime().block_on(mirror_copy(backend, sizes.mirror_mib));
+            (mib_per_s(bytes, elapsed), mib_per_s(bytes, raw_elapsed))
+        });
+        out.push(m);
+    }
+    if selected("mirror-copy-floor") {
+        let mut m = measurement(
+            "mirror-copy-floor",
+            "The floor under mirroring: a file copy by a reading and a writing thread that check every batch's CRC between them",
+            "MiB/s",
+            true,
+            Some("a raw copy of the same bytes from one file to another"),
+            None,
+            sizes.runs,
+        );
+        per_run(&mut m, backends, progress, |_backend| {
+            let (elapsed, bytes, raw_elapsed) = checked_copy(sizes.mirror_mib);
             (mib_per_s(bytes, elapsed), mib_per_s(bytes, raw_elapsed))
         });
         out.push(m);
@@ -617,6 +654,106 @@ async fn log_appends(backend: &BenchBackend, count: usize) -> (Duration, Duratio
         raw.append(std::slice::from_ref(&batch)).await.unwrap();
     }
     (through_log, started.elapsed())
+}
+
+/// The floor of `log_appends`: each batch checked as the log checks a client batch before anything else (CRC,
+/// then every record decoded and its offset delta checked), then appended straight to the backend; returns the
+/// checked appends' time and, measured right after, the plain appends' time.
+async fn checked_appends(backend: &BenchBackend, count: usize) -> (Duration, Duration) {
+    let placed = |work: &[RecordBatch]| -> Vec<RecordBatch> {
+        work.iter()
+            .enumerate()
+            .map(|(offset, batch)| {
+                let mut batch = RecordBatch::parse(Bytes::copy_from_slice(batch.as_bytes())).unwrap();
+                batch.set_base_offset(offset as i64);
+                batch
+            })
+            .collect()
+    };
+    let work = client_batches(count, 1024 - 90);
+    let (checked_work, plain_work) = (placed(&work), placed(&work));
+    drop(work);
+    let dir = tempfile::tempdir().unwrap();
+    let store = (backend.open)(dir.path());
+    let mut checked = store.create(&partition("checked")).await.unwrap();
+    let started = Instant::now();
+    for batch in checked_work {
+        batch.verify_crc().unwrap();
+        let mut expected_delta = 0;
+        for record in batch.records().unwrap().iter() {
+            assert_eq!(record.unwrap().offset_delta, expected_delta);
+            expected_delta += 1;
+        }
+        assert_eq!(expected_delta, batch.last_offset_delta() + 1);
+        checked.append(std::slice::from_ref(&batch)).await.unwrap();
+    }
+    let checked_elapsed = started.elapsed();
+    let mut plain = store.create(&partition("plain")).await.unwrap();
+    let started = Instant::now();
+    for batch in plain_work {
+        plain.append(std::slice::from_ref(&batch)).await.unwrap();
+    }
+    (checked_elapsed, started.elapsed())
+}
+
+/// The floor of `mirror_copy` on this machine, whatever the backend: `mib` MiB of 1 KiB batches copied from one
+/// file to another by two threads, one reading ranges of whole batches (up to 1 MiB, as a catch-up fetches), the
+/// other writing each range with one write, every batch's CRC checked, half of each range by either thread (the
+/// check is the larger share of the work, so balancing it is what lets two threads beat one); returns its time,
+/// the bytes, and the time of the single-threaded raw copy of the same bytes measured right after.
+fn checked_copy(mib: usize) -> (Duration, usize, Duration) {
+    use std::io::{Read, Write};
+    let work = client_batches((mib << 20) / 1024, 1024 - 90);
+    let dir = tempfile::tempdir().unwrap();
+    append_raw(dir.path(), &work, None);
+    let mut ranges: Vec<Vec<usize>> = vec![Vec::new()];
+    let mut range_bytes = 0;
+    for size in work.iter().map(RecordBatch::size) {
+        if range_bytes + size > 1 << 20 {
+            ranges.push(Vec::new());
+            range_bytes = 0;
+        }
+        range_bytes += size;
+        ranges.last_mut().unwrap().push(size);
+    }
+    drop(work);
+    // Checks the CRCs of the batches of `sizes`, laid out back to back in `range` from `at` on.
+    let check = |range: &Bytes, mut at: usize, sizes: &[usize]| {
+        for size in sizes {
+            let batch = RecordBatch::parse(range.slice(at..at + size)).unwrap();
+            batch.verify_crc().unwrap();
+            at += size;
+        }
+    };
+    let source = dir.path().join("raw.log");
+    let copy = dir.path().join("checked.log");
+    let started = Instant::now();
+    let mut input = std::fs::File::open(&source).unwrap();
+    let mut output = std::fs::File::create(&copy).unwrap();
+    let (send, receive) = std::sync::mpsc::sync_channel::<(Bytes, &[usize])>(1);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            for sizes in &ranges {
+                let len: usize = sizes.iter().sum();
+                let mut buffer = Vec::with_capacity(len);
+                (&mut input).take(len as u64).read_to_end(&mut buffer).unwrap();
+                let range = Bytes::from(buffer);
+                check(&range, 0, &sizes[..sizes.len() / 2]);
+                send.send((range, sizes)).unwrap();
+            }
+            drop(send);
+        });
+        for (range, sizes) in receive {
+            let (first_half, second_half) = sizes.split_at(sizes.len() / 2);
+            check(&range, first_half.iter().sum(), second_half);
+            output.write_all(&range).unwrap();
+        }
+    });
+    output.flush().unwrap();
+    let elapsed = started.elapsed();
+    let bytes = std::fs::metadata(&copy).unwrap().len() as usize;
+    let raw_elapsed = copy_file(&source, &dir.path().join("copy.log"));
+    (elapsed, bytes, raw_elapsed)
 }
 
 async fn mirror_copy(backend: &BenchBackend, mib: usize) -> (Duration, usize, Duration) {
