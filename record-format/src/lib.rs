@@ -41,7 +41,7 @@ pub mod varint;
 
 pub use batch::{Attributes, RecordBatch, TimestampType};
 pub use builder::{BatchBuilder, NewHeader, NewRecord};
-pub use checked::{CrcCheckError, CrcCheckedBatches};
+pub use checked::{CrcCheckError, CrcCheckedBatches, SharedCrcCheck};
 pub use compression::{Compression, DecodeLimits};
 pub use control::{
     check_records, end_txn_marker_batch, mirror_pid_reset_batch, visit_records, ControlBatchPlacement,
