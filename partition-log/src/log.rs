@@ -274,8 +274,7 @@ impl PartitionLog {
         }
         let mut next_offset = self.log_end_offset();
         for batch in &mut batches {
-            batch.set_base_offset(next_offset);
-            batch.set_partition_leader_epoch(self.config.leader_epoch);
+            batch.place(next_offset, self.config.leader_epoch);
             next_offset = batch.next_offset();
         }
         self.append(batches, origin, transaction_version).await

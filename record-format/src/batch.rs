@@ -469,6 +469,16 @@ impl RecordBatch {
         });
     }
 
+    /// Rewrites `baseOffset` and `partitionLeaderEpoch` together (a leader placing a client batch): one edit of
+    /// the bytes instead of two. Copies only if the bytes are shared.
+    pub fn place(&mut self, base_offset: i64, partition_leader_epoch: i32) {
+        self.edit(|buf| {
+            buf[offsets::BASE_OFFSET..offsets::BASE_OFFSET + 8].copy_from_slice(&base_offset.to_be_bytes());
+            buf[offsets::PARTITION_LEADER_EPOCH..offsets::PARTITION_LEADER_EPOCH + 4]
+                .copy_from_slice(&partition_leader_epoch.to_be_bytes());
+        });
+    }
+
     /// Rewrites producer id, epoch and base sequence, then recomputes the CRC.
     pub fn set_producer(&mut self, producer_id: i64, producer_epoch: i16, base_sequence: i32) {
         self.edit(|buf| {
