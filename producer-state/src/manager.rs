@@ -13,7 +13,7 @@ use rustc_hash::FxHashMap;
 use crate::append::{AppendOrigin, ProducerAppendInfo};
 use crate::barrier::BarrierScope;
 use crate::entry::{
-    CompletedTxn, LogOffsetMetadata, ProducerStateEntry, TxnMetadata, VerificationStateEntry,
+    BatchMetadata, CompletedTxn, LogOffsetMetadata, ProducerStateEntry, TxnMetadata, VerificationStateEntry,
 };
 use crate::snapshot::{decode_snapshot, encode_snapshot, SnapshotStore};
 use crate::txn_index::AbortedTxn;
@@ -136,6 +136,31 @@ impl ProducerStateManager {
             self.producers.get(&producer_id),
             self.verification_states.get(&producer_id).copied(),
         )
+    }
+
+    /// The verification state of `producer_id`, if one is pending.
+    pub(crate) fn verification_state(&self, producer_id: i64) -> Option<VerificationStateEntry> {
+        self.verification_states.get(&producer_id).copied()
+    }
+
+    /// Commits a one-batch plan that only extends an entry: `batch` cached in the stored entry of `producer_id` (whose
+    /// epoch is `epoch`), as [`update`](Self::update) would merge an append info holding only that batch.
+    pub(crate) fn extend_entry(&mut self, producer_id: i64, epoch: i16, batch: BatchMetadata) {
+        let entry = self
+            .producers
+            .entry(producer_id)
+            .or_insert_with(|| ProducerStateEntry::empty(producer_id));
+        entry.add_batch(
+            epoch,
+            batch.last_seq,
+            batch.last_offset,
+            batch.offset_delta,
+            batch.timestamp,
+        );
+        // Its last timestamp moved: it may own the earliest open transaction.
+        if !self.ongoing_txns.is_empty() || self.oldest_txn_last_timestamp != -1 {
+            self.update_oldest_txn_timestamp();
+        }
     }
 
     /// `update(appendInfo)`: merges the updated entry and registers the transactions it started.

@@ -17,8 +17,10 @@ use rustc_hash::FxHashMap;
 use record_format::control::{types, ControlKey, ControlRecord};
 use record_format::{MirrorPidResetRecord, RecordBatch};
 
-use crate::append::{AppendOrigin, ProducerAppendInfo, TransactionVersion};
-use crate::entry::{BatchMetadata, CompletedTxn};
+use record_format::batch::NO_PRODUCER_EPOCH;
+
+use crate::append::{in_sequence, AppendOrigin, ProducerAppendInfo, TransactionVersion};
+use crate::entry::{BatchMetadata, CompletedTxn, ProducerStateEntry};
 use crate::error::ProducerStateError;
 use crate::manager::ProducerStateManager;
 use crate::txn_index::AbortedTxn;
@@ -105,6 +107,14 @@ impl Phases {
 /// What a plan changes.
 #[derive(Debug, Clone)]
 enum Changes {
+    /// One data batch that only adds itself to its producer's stored entry — the steady state of a producer:
+    /// same epoch, in sequence, its transaction neither started nor left by this batch, no verification pending.
+    /// Committing caches the batch (and its timestamp) in the entry; nothing else about the producer changes.
+    ExtendEntry {
+        producer_id: i64,
+        epoch: i16,
+        batch: BatchMetadata,
+    },
     /// One data batch, the usual append: its producer's update (`None` without a producer id). No phase list,
     /// no per-producer index, no transaction completed (only markers complete one).
     OneDataBatch(Option<ProducerAppendInfo>),
@@ -196,6 +206,34 @@ pub fn check_offsets(batch: &RecordBatch) -> Result<(), ProducerStateError> {
     Ok(())
 }
 
+/// [`ProducerStateManager::client_duplicate`] against `stored`, the producer's entry where the stored state
+/// applies (`None` where it does not or there is none).
+fn client_duplicate_in(
+    batch: &RecordBatch,
+    origin: AppendOrigin,
+    stored: Option<&ProducerStateEntry>,
+) -> Result<Option<BatchMetadata>, ProducerStateError> {
+    if origin != AppendOrigin::Client {
+        return Ok(None);
+    }
+    if batch.base_sequence() < 0 {
+        return Err(ProducerStateError::InvalidRecord {
+            reason: format!(
+                "batch of producer {} at offset {} has no sequence number",
+                batch.producer_id(),
+                batch.base_offset()
+            ),
+        });
+    }
+    Ok(stored.and_then(|entry| {
+        entry.find_duplicate_batch(
+            batch.producer_epoch(),
+            batch.base_sequence(),
+            batch.last_sequence(),
+        )
+    }))
+}
+
 impl ProducerStateManager {
     /// Analyses an append of `batches` (kafka-semantics §7.1); see the module docs.
     pub fn plan_append<'a>(
@@ -228,21 +266,52 @@ impl ProducerStateManager {
         transaction_version: TransactionVersion,
     ) -> Result<AppendDecision, ProducerStateError> {
         check_offsets(batch)?;
-        let info = if batch.has_producer_id() {
-            if let Some(duplicate) = self.client_duplicate(batch, origin, true)? {
-                return Ok(AppendDecision::Duplicate(duplicate));
-            }
-            let mut info = self.prepare_update(batch.producer_id(), origin);
-            info.append(batch, None, transaction_version)?;
-            Some(info)
-        } else {
-            None
+        let plan = |changes| {
+            Ok(AppendDecision::Append(AppendPlan {
+                changes,
+                barriers_kept: 0,
+                next_offset: Some(batch.next_offset()),
+            }))
         };
-        Ok(AppendDecision::Append(AppendPlan {
-            changes: Changes::OneDataBatch(info),
-            barriers_kept: 0,
-            next_offset: Some(batch.next_offset()),
-        }))
+        if !batch.has_producer_id() {
+            return plan(Changes::OneDataBatch(None));
+        }
+        let producer_id = batch.producer_id();
+        // The producer's stored entry, looked up once for the duplicate check and the update.
+        let stored = self.producer(producer_id);
+        if let Some(duplicate) = client_duplicate_in(batch, origin, stored)? {
+            return Ok(AppendDecision::Duplicate(duplicate));
+        }
+        if let Some(entry) = stored.filter(|entry| self.only_extends(entry, batch, origin)) {
+            return plan(Changes::ExtendEntry {
+                producer_id,
+                epoch: entry.producer_epoch,
+                batch: BatchMetadata {
+                    last_seq: batch.last_sequence(),
+                    last_offset: batch.last_offset(),
+                    offset_delta: batch.last_offset_delta(),
+                    timestamp: batch.max_timestamp(),
+                },
+            });
+        }
+        let verification = self.verification_state(producer_id);
+        let mut info = ProducerAppendInfo::new(producer_id, origin, stored, verification);
+        info.append(batch, None, transaction_version)?;
+        plan(Changes::OneDataBatch(Some(info)))
+    }
+
+    /// Whether data `batch` passes every rule [`ProducerAppendInfo::append`] would apply against `entry` (its
+    /// producer's stored state) and changes nothing but the cached batches and the last timestamp: the epoch is
+    /// the stored one (no epoch rule fires, no cache is cleared), a CLIENT batch is in sequence, the batch is
+    /// transactional exactly when a transaction is open (none starts, none is broken off), and no verification
+    /// state is pending (its sequence rules are the general path's).
+    fn only_extends(&self, entry: &ProducerStateEntry, batch: &RecordBatch, origin: AppendOrigin) -> bool {
+        batch.producer_epoch() == entry.producer_epoch
+            && entry.current_txn_first_offset.is_some() == batch.is_transactional()
+            && (origin != AppendOrigin::Client
+                || entry.producer_epoch == NO_PRODUCER_EPOCH
+                || in_sequence(entry.last_seq(), batch.base_sequence()))
+            && self.verification_state(entry.producer_id).is_none()
     }
 
     /// CLIENT rules for a data batch with a producer id: it needs a sequence, and one that repeats a batch of the
@@ -257,25 +326,12 @@ impl ProducerStateManager {
         if origin != AppendOrigin::Client {
             return Ok(None);
         }
-        let producer_id = batch.producer_id();
-        if batch.base_sequence() < 0 {
-            return Err(ProducerStateError::InvalidRecord {
-                reason: format!(
-                    "batch of producer {producer_id} at offset {} has no sequence number",
-                    batch.base_offset()
-                ),
-            });
-        }
-        if !stored_state_applies {
-            return Ok(None);
-        }
-        Ok(self.producer(producer_id).and_then(|entry| {
-            entry.find_duplicate_batch(
-                batch.producer_epoch(),
-                batch.base_sequence(),
-                batch.last_sequence(),
-            )
-        }))
+        let stored = if stored_state_applies {
+            self.producer(batch.producer_id())
+        } else {
+            None
+        };
+        client_duplicate_in(batch, origin, stored)
     }
 
     /// [`plan_append`](Self::plan_append) for any append: batch by batch, a barrier that applies starting a new
@@ -376,6 +432,11 @@ impl ProducerStateManager {
             ..AppendEffects::default()
         };
         match plan.changes {
+            Changes::ExtendEntry {
+                producer_id,
+                epoch,
+                batch,
+            } => self.extend_entry(producer_id, epoch, batch),
             Changes::OneDataBatch(Some(info)) => self.update(info),
             Changes::OneDataBatch(None) => {}
             Changes::Phases(phases) => self.commit_phases(phases, &mut effects),
@@ -475,7 +536,8 @@ mod tests {
     proptest::proptest! {
         /// The one-data-batch plan is the general plan without its containers: for any single-batch append (any
         /// origin, producer, epoch, sequence, transactional or not, with or without a producer id) against any
-        /// state reached by earlier appends, both decide the same and commit to the same state.
+        /// state reached by earlier appends, both decide the same and commit to the same state — whether it
+        /// only extends the producer's entry or goes through an append info.
         #[test]
         fn the_one_data_batch_plan_decides_and_commits_as_the_general_plan_does(
             appends in proptest::collection::vec(
@@ -501,7 +563,9 @@ mod tests {
                 let planned_general = general.plan_phases([&batch].into_iter(), origin, TransactionVersion::V0);
                 match (planned_fast, planned_general) {
                     (Ok(AppendDecision::Append(one)), Ok(AppendDecision::Append(phases))) => {
-                        proptest::prop_assert!(matches!(one.changes, Changes::OneDataBatch(_)));
+                        let one_batch_plan =
+                            matches!(one.changes, Changes::OneDataBatch(_) | Changes::ExtendEntry { .. });
+                        proptest::prop_assert!(one_batch_plan, "a one-batch plan, not {:?}", one.changes);
                         let effects = (fast.commit(one), general.commit(phases));
                         proptest::prop_assert_eq!(effects.0, effects.1);
                     }
