@@ -143,8 +143,9 @@ impl ProducerStateManager {
         self.verification_states.get(&producer_id).copied()
     }
 
-    /// Commits a one-batch plan that only extends an entry: `batch` cached in the stored entry of `producer_id` (whose
-    /// epoch is `epoch`), as [`update`](Self::update) would merge an append info holding only that batch.
+    /// Commits a one-batch plan that only extends an entry: `batch` cached in the stored entry of
+    /// `producer_id` (whose epoch is `epoch`), as [`update`](Self::update) would merge an append info holding
+    /// only that batch.
     pub(crate) fn extend_entry(&mut self, producer_id: i64, epoch: i16, batch: BatchMetadata) {
         let entry = self
             .producers

@@ -131,6 +131,14 @@ fn mib_per_s(bytes: usize, elapsed: Duration) -> f64 {
     bytes as f64 / (1024.0 * 1024.0) / elapsed.as_secs_f64()
 }
 
+/// `count` things done in each of two times, as rates.
+fn per_second(count: usize, (ours, baseline): (Duration, Duration)) -> (f64, f64) {
+    (
+        count as f64 / ours.as_secs_f64(),
+        count as f64 / baseline.as_secs_f64(),
+    )
+}
+
 fn ms(elapsed: Duration) -> f64 {
     elapsed.as_secs_f64() * 1e3
 }
@@ -317,10 +325,9 @@ pub fn run(
             sizes.runs,
         );
         per_run(&mut m, backends, progress, |backend| {
-            let (through_log, straight) = runtime().block_on(log_appends(backend, sizes.log_batches));
-            (
-                sizes.log_batches as f64 / through_log.as_secs_f64(),
-                sizes.log_batches as f64 / straight.as_secs_f64(),
+            per_second(
+                sizes.log_batches,
+                runtime().block_on(log_appends(backend, sizes.log_batches)),
             )
         });
         out.push(m);
@@ -336,10 +343,9 @@ pub fn run(
             sizes.runs,
         );
         per_run(&mut m, backends, progress, |backend| {
-            let (checked, straight) = runtime().block_on(checked_appends(backend, sizes.log_batches));
-            (
-                sizes.log_batches as f64 / checked.as_secs_f64(),
-                sizes.log_batches as f64 / straight.as_secs_f64(),
+            per_second(
+                sizes.log_batches,
+                runtime().block_on(checked_appends(backend, sizes.log_batches)),
             )
         });
         out.push(m);
@@ -623,19 +629,23 @@ async fn open_log(backend: &BenchBackend, dir: &Path, kept: Option<&dyn Storage>
     elapsed
 }
 
-async fn log_appends(backend: &BenchBackend, count: usize) -> (Duration, Duration) {
-    let work = client_batches(count, 1024 - 90);
-    // Both paths get batches they own, placed or not, prepared before the clock starts: a shared batch would be
-    // copied by the log's offset assignment, a cost of how this benchmark holds its input, not of the log.
-    let placed: Vec<RecordBatch> = work
-        .iter()
+/// Copies of `work` that own their bytes, at the offsets a log would give them (0, 1, …).
+fn placed_copies(work: &[RecordBatch]) -> Vec<RecordBatch> {
+    work.iter()
         .enumerate()
         .map(|(offset, batch)| {
             let mut batch = RecordBatch::parse(Bytes::copy_from_slice(batch.as_bytes())).unwrap();
             batch.set_base_offset(offset as i64);
             batch
         })
-        .collect();
+        .collect()
+}
+
+async fn log_appends(backend: &BenchBackend, count: usize) -> (Duration, Duration) {
+    let work = client_batches(count, 1024 - 90);
+    // Both paths get batches they own, placed or not, prepared before the clock starts: a shared batch would be
+    // copied by the log's offset assignment, a cost of how this benchmark holds its input, not of the log.
+    let placed = placed_copies(&work);
     let dir = tempfile::tempdir().unwrap();
     let store = (backend.open)(dir.path());
     let storage = store.create(&partition("log")).await.unwrap();
@@ -660,18 +670,8 @@ async fn log_appends(backend: &BenchBackend, count: usize) -> (Duration, Duratio
 /// then every record decoded and its offset delta checked), then appended straight to the backend; returns the
 /// checked appends' time and, measured right after, the plain appends' time.
 async fn checked_appends(backend: &BenchBackend, count: usize) -> (Duration, Duration) {
-    let placed = |work: &[RecordBatch]| -> Vec<RecordBatch> {
-        work.iter()
-            .enumerate()
-            .map(|(offset, batch)| {
-                let mut batch = RecordBatch::parse(Bytes::copy_from_slice(batch.as_bytes())).unwrap();
-                batch.set_base_offset(offset as i64);
-                batch
-            })
-            .collect()
-    };
     let work = client_batches(count, 1024 - 90);
-    let (checked_work, plain_work) = (placed(&work), placed(&work));
+    let (checked_work, plain_work) = (placed_copies(&work), placed_copies(&work));
     drop(work);
     let dir = tempfile::tempdir().unwrap();
     let store = (backend.open)(dir.path());
