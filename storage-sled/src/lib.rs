@@ -14,6 +14,7 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -71,10 +72,21 @@ pub struct SledConfig {
 /// here within ~60–120 MiB of 1 KiB writes flushed every MiB): when a segment at the end of the file is freed, its
 /// segment accountant queues a file truncation on sled's I/O thread pool, and later waits for it *while holding
 /// the accountant's mutex*; the pool's workers are all writing sealed buffers, each blocked on that mutex, and the
-/// pool spawns a new worker only when a task is queued — so the truncation never runs. Larger segments make
-/// segment turnover (and truncations) rare: 1 GiB with a flush every MiB completes (storage-bench's `sled-soak`,
-/// docs/benchmarks.md). The race is sled's and is narrowed, not removed.
+/// pool spawns a new worker only when many tasks are queued — so the truncation never runs. Larger segments make
+/// segment turnover (and truncations) rare; [`UNFLUSHED_SEGMENT_FRACTION`] keeps the workers from all being busy.
+/// The race is sled's and is avoided, not removed.
 pub const DEFAULT_SEGMENT_SIZE: usize = 8 << 20;
+
+/// The store flushes itself whenever a write brings what was written since its last flush to `segment_size /
+/// UNFLUSHED_SEGMENT_FRACTION` bytes (1 MiB with [`DEFAULT_SEGMENT_SIZE`]), synced or not.
+///
+/// sled has no back-pressure on its write-out: every full buffer (one segment) is handed to its I/O pool, and a
+/// writer that outpaces the disk queues them without bound — memory grows by a segment per queued buffer, a later
+/// flush waits for the whole queue, and with every worker busy the truncation deadlock above can strike. Flushing
+/// every eighth of a segment keeps at most a buffer or two in flight, so a worker is always free. Measured with
+/// raw sled and 512 KiB segments: 1 KiB writes flushed every MiB deadlocked within 32–54 MiB in 2 of 2 runs, the
+/// same writes flushed every 64 KiB wrote 1 GiB (docs/benchmarks.md, storage-bench's `sled-soak`).
+pub const UNFLUSHED_SEGMENT_FRACTION: u64 = 8;
 
 impl SledConfig {
     /// Defaults under `data_dir` (64 MiB cache, [`DEFAULT_SEGMENT_SIZE`]).
@@ -100,6 +112,15 @@ impl SledConfig {
 pub struct SledStorage {
     db: sled::Db,
     poison: Arc<StorePoison>,
+    unflushed: Arc<UnflushedBytes>,
+}
+
+/// What the store's partitions wrote since the database was last flushed, against the bound that triggers a flush
+/// ([`UNFLUSHED_SEGMENT_FRACTION`]); shared by every partition, since sled's write-out is the database's.
+#[derive(Debug)]
+struct UnflushedBytes {
+    bytes: AtomicU64,
+    bound: u64,
 }
 
 impl SledStorage {
@@ -137,6 +158,10 @@ impl SledStorage {
         Ok(SledStorage {
             db,
             poison: Arc::default(),
+            unflushed: Arc::new(UnflushedBytes {
+                bytes: AtomicU64::new(0),
+                bound: segment_size as u64 / UNFLUSHED_SEGMENT_FRACTION,
+            }),
         })
     }
 
@@ -160,6 +185,8 @@ impl SledStorage {
         Ok(SledKv {
             db: self.db.clone(),
             tree,
+            unflushed: self.unflushed.clone(),
+            poison: self.poison.clone(),
         })
     }
 }
@@ -217,6 +244,8 @@ impl BlockingStore for SledStorage {
 struct SledKv {
     db: sled::Db,
     tree: sled::Tree,
+    unflushed: Arc<UnflushedBytes>,
+    poison: Arc<StorePoison>,
 }
 
 impl OrderedKv for SledKv {
@@ -245,29 +274,85 @@ impl OrderedKv for SledKv {
         Ok(())
     }
 
+    /// Writes `ops`; flushes when asked to or when the store's unflushed bytes reach their bound. A failed flush is
+    /// returned either way; one the caller did not ask for poisons the store here (a synced write's failure
+    /// poisons it in the partition layer).
     fn write(&self, ops: Vec<KvOp>, sync: bool) -> Result<(), StorageError> {
         let mut batch = sled::Batch::default();
+        let mut bytes = 0u64;
         for op in ops {
             match op {
-                KvOp::Put(space, key, value) => batch.insert(tagged(space, &key), value.as_ref()),
+                KvOp::Put(space, key, value) => {
+                    bytes += (1 + key.len() + value.len()) as u64;
+                    batch.insert(tagged(space, &key), value.as_ref())
+                }
                 KvOp::DeleteRange(space, lower, upper) => {
                     let range = self
                         .tree
                         .range(tagged(space, &lower)..tagged_upper(space, upper.as_deref()));
                     for key in range.keys() {
-                        batch.remove(key.map_err(backend_error)?);
+                        let key = key.map_err(backend_error)?;
+                        bytes += key.len() as u64;
+                        batch.remove(key);
                     }
                 }
             }
         }
         self.tree.apply_batch(batch).map_err(backend_error)?;
+        let unflushed = self.unflushed.bytes.fetch_add(bytes, Ordering::Relaxed) + bytes;
         if sync {
             self.sync()?;
+        } else if unflushed >= self.unflushed.bound {
+            self.sync().inspect_err(|error| {
+                self.poison
+                    .poison(format!("sled's bounding flush failed: {error}"))
+            })?;
         }
         Ok(())
     }
 
     fn sync(&self) -> Result<(), StorageError> {
+        // Zeroed before the flush: what is written while it runs counts towards the next one.
+        self.unflushed.bytes.store(0, Ordering::Relaxed);
         self.db.flush().map(|_| ()).map_err(backend_error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use storage::PartitionId;
+
+    fn put(value_len: usize) -> Vec<KvOp> {
+        vec![KvOp::Put(
+            Space::Meta,
+            b"key".to_vec(),
+            Bytes::from(vec![7; value_len]),
+        )]
+    }
+
+    #[test]
+    fn unsynced_writes_flush_the_store_once_an_eighth_of_a_segment_is_unflushed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = SledConfig::new(dir.path());
+        config.segment_size = 64 << 10;
+        let store = SledStorage::open(config).unwrap();
+        assert_eq!(store.unflushed.bound, 8 << 10);
+        let kv = store.kv(&PartitionId::new("t", 0).unwrap()).unwrap();
+        kv.write(put(4100), false).unwrap();
+        let after_one = store.unflushed.bytes.load(Ordering::Relaxed);
+        assert_eq!(after_one, 4104, "below the bound nothing is flushed");
+        kv.write(put(4100), false).unwrap();
+        assert_eq!(
+            store.unflushed.bytes.load(Ordering::Relaxed),
+            0,
+            "the write that reached 8 KiB flushed the store"
+        );
+        kv.write(put(10), true).unwrap();
+        assert_eq!(
+            store.unflushed.bytes.load(Ordering::Relaxed),
+            0,
+            "a synced write flushes too"
+        );
     }
 }

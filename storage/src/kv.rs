@@ -180,6 +180,11 @@ impl StorePoison {
     fn set(&self, reason: Option<String>) {
         *self.0.lock().unwrap_or_else(|p| p.into_inner()) = reason;
     }
+
+    /// Poisons the store: for a backend whose own flush, outside a synced `write` or `sync`, failed.
+    pub fn poison(&self, reason: String) {
+        self.set(Some(reason));
+    }
 }
 
 /// A partition over an [`OrderedKv`]; see the module docs.
