@@ -1,8 +1,9 @@
-//! The sled soak: 1 KiB batches through the sled backend with a sync every MiB, watched for progress — the
-//! pattern that deadlocked sled 0.34.7 with its default 512 KiB segments (`storage_sled::DEFAULT_SEGMENT_SIZE`
-//! explains the cause). The `sled-soak` binary runs 1 GiB three times. It is not a CI test: the deadlock is a
-//! timing race that a release build hit within 60–120 MiB, while a debug build wrote 160 MiB with the old 512 KiB
-//! segments without stalling — a debug-sized test could not fail.
+//! The sled soak: 1 KiB batches through the sled backend with a sync every MiB (or another cadence, or none),
+//! watched for progress — the pattern that deadlocked sled 0.34.7 with its default 512 KiB segments
+//! (`storage_sled::DEFAULT_SEGMENT_SIZE` and `UNFLUSHED_SEGMENT_FRACTION` explain the cause and what avoids it).
+//! The `sled-soak` binary runs 1 GiB three times. It is not a CI test: the deadlock is a timing race that a release
+//! build hit within 32–120 MiB, while a debug build wrote 160 MiB with 512 KiB segments without stalling — a
+//! debug-sized test could not fail.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,8 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use record_format::BatchBuilder;
-use storage::{Durability, PartitionId};
-use storage_config::StorageConfig;
+use storage::{Durability, PartitionId, Storage, StorageError};
+use storage_sled::{SledConfig, SledStorage};
 
 /// How a soak ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,23 +31,37 @@ pub enum SoakOutcome {
     },
 }
 
-/// Writes `mib` MiB of ~1 KiB batches into a sled store under `dir`, syncing every MiB, on its own thread; reports
-/// a stall when no batch lands for `stall`.
-pub fn sled_soak(dir: &Path, mib: u64, stall: Duration) -> SoakOutcome {
+/// What a soak writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SoakPlan {
+    /// MiB of ~1 KiB batches.
+    pub mib: u64,
+    /// A sync every this many MiB (never when 0; once at the end either way).
+    pub sync_every_mib: u64,
+    /// sled's segment size for the new database.
+    pub segment_size: usize,
+}
+
+/// Writes `plan` into a new sled store under `dir` on its own thread; reports a stall when no batch lands for
+/// `stall`, and a store that cannot be opened (a segment size sled refuses) as an error.
+pub fn sled_soak(dir: &Path, plan: SoakPlan, stall: Duration) -> Result<SoakOutcome, StorageError> {
+    let SoakPlan {
+        mib,
+        sync_every_mib,
+        segment_size,
+    } = plan;
+    let mut config = SledConfig::new(dir);
+    config.segment_size = segment_size;
+    let store = SledStorage::open(config)?;
     let progress = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicU64::new(0));
     let (writer_progress, writer_done) = (progress.clone(), done.clone());
-    let dir = dir.to_owned();
     let started = Instant::now();
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("runtime");
         runtime.block_on(async move {
-            let store = StorageConfig::for_backend("sled", &dir)
-                .expect("sled config")
-                .open()
-                .expect("open sled");
             let id = PartitionId::new("soak", 0).expect("id");
             let mut partition = store.create(&id).await.expect("create");
             let value = vec![7u8; 1000];
@@ -63,7 +78,7 @@ pub fn sled_soak(dir: &Path, mib: u64, stall: Duration) -> SoakOutcome {
                 offset += 1;
                 written += size;
                 since_sync += size;
-                if since_sync >= 1 << 20 {
+                if sync_every_mib > 0 && since_sync >= sync_every_mib << 20 {
                     partition.flush(Durability::Sync).await.expect("sync");
                     since_sync = 0;
                 }
@@ -78,18 +93,18 @@ pub fn sled_soak(dir: &Path, mib: u64, stall: Duration) -> SoakOutcome {
         std::thread::sleep(Duration::from_millis(100));
         if done.load(Ordering::Relaxed) == 1 {
             let elapsed = started.elapsed();
-            return SoakOutcome::Completed {
+            return Ok(SoakOutcome::Completed {
                 elapsed,
                 mib_per_s: mib as f64 / elapsed.as_secs_f64(),
-            };
+            });
         }
         let now = progress.load(Ordering::Relaxed);
         if now != last.0 {
             last = (now, Instant::now());
         } else if last.1.elapsed() >= stall {
-            return SoakOutcome::Stalled {
+            return Ok(SoakOutcome::Stalled {
                 written_mib: now >> 20,
-            };
+            });
         }
     }
 }
