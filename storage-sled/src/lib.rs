@@ -84,8 +84,8 @@ pub const DEFAULT_SEGMENT_SIZE: usize = 8 << 20;
 /// writer that outpaces the disk queues them without bound — memory grows by a segment per queued buffer, a later
 /// flush waits for the whole queue, and with every worker busy the truncation deadlock above can strike. Flushing
 /// every eighth of a segment keeps at most a buffer or two in flight, so a worker is always free. Measured with
-/// raw sled and 512 KiB segments: 1 KiB writes flushed every MiB deadlocked within 32–54 MiB in 2 of 2 runs, the
-/// same writes flushed every 64 KiB wrote 1 GiB (docs/benchmarks.md, storage-bench's `sled-soak`).
+/// raw sled and 512 KiB segments: 1 KiB writes flushed every MiB deadlocked in 6 of 6 runs (after 6–253 MiB), the
+/// same writes flushed every 64 KiB completed 4 of 4 (ADR 0022, docs/benchmarks.md).
 pub const UNFLUSHED_SEGMENT_FRACTION: u64 = 8;
 
 impl SledConfig {
