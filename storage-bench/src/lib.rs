@@ -51,6 +51,20 @@ pub fn backends() -> Vec<Backend> {
         .collect()
 }
 
+/// Heartbeats of this process: a run finished, or a long preparation (filling a log) made headway.
+static HEARTBEATS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Notes progress for a watchdog that reads [`heartbeats`]; called between runs and inside long preparations,
+/// never inside a timed loop.
+pub fn heartbeat() {
+    HEARTBEATS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// How many heartbeats this process has made.
+pub fn heartbeats() -> u64 {
+    HEARTBEATS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Ends the process with a message naming `what` unless [`Watchdog::progress`] is called within the stall
 /// time.
 pub struct Watchdog {

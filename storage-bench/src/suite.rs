@@ -243,6 +243,7 @@ pub fn run(
                 ours.push(mib_per_s(bytes, elapsed));
                 let (raw_elapsed, raw_bytes) = read_raw(raw_dir.as_deref().unwrap_or(dir.path()));
                 raw.push(mib_per_s(raw_bytes, raw_elapsed));
+                crate::heartbeat();
             }
             m.add(&backend.name, &ours, Some(&raw));
         }
@@ -309,6 +310,7 @@ pub fn run(
                 }
                 ours.push(ms(rt.block_on(open_log(backend, dir.path(), kept.as_deref()))));
                 raw.push(ms(read_raw(raw_dir.as_deref().unwrap_or(dir.path())).0));
+                crate::heartbeat();
             }
             m.add(&backend.name, &ours, Some(&raw));
         }
@@ -400,6 +402,7 @@ pub fn run(
             let mut ours = Vec::new();
             for _ in 0..sizes.runs {
                 ours.push(ms(runtime().block_on(failover(backend, n))));
+                crate::heartbeat();
             }
             let budget = vec![n as f64; ours.len()];
             m.add(&backend.name, &ours, Some(&budget));
@@ -419,7 +422,13 @@ fn per_run(
 ) {
     for backend in backends {
         progress(&m.id.clone(), &backend.name);
-        let (ours, raw): (Vec<f64>, Vec<f64>) = (0..m.runs).map(|_| one(backend)).unzip();
+        let (ours, raw): (Vec<f64>, Vec<f64>) = (0..m.runs)
+            .map(|_| {
+                let figures = one(backend);
+                crate::heartbeat();
+                figures
+            })
+            .unzip();
         m.add(&backend.name, &ours, Some(&raw));
     }
 }
@@ -563,10 +572,13 @@ fn client_batches(count: usize, value_len: usize) -> Vec<RecordBatch> {
 async fn fill_log(store: &dyn Storage, count: usize) -> Vec<RecordBatch> {
     let storage = store.create(&partition("recover")).await.unwrap();
     let (mut log, _) = PartitionLog::open(storage, log_config(), 0).await.unwrap();
-    for batch in client_batches(count, 10) {
+    for (index, batch) in client_batches(count, 10).into_iter().enumerate() {
         log.append_as_leader(vec![batch], AppendOrigin::Client, TransactionVersion::V0)
             .await
             .unwrap();
+        if index % 10_000 == 0 {
+            crate::heartbeat();
+        }
     }
     log.close().await.unwrap();
     let storage = store.open(&partition("recover")).await.unwrap();

@@ -76,9 +76,15 @@ fn machine(scratch: &std::path::Path) -> Machine {
     }
 }
 
+/// Where a child writes its heartbeat count (`storage_bench::heartbeats`) next to its results.
+fn heartbeat_path(results: &std::path::Path) -> PathBuf {
+    results.with_extension("heartbeat")
+}
+
 /// Runs the measurements `ids` of one backend in a child process, one after another; a child that makes no
-/// progress for `MIRRORLOG_BENCH_STALL_SECS` (default 240) is killed, the measurement it was in is reported as
-/// stalled, and the rest run in a new child. Returns what was measured and the stalls.
+/// progress — no run finished, no long preparation advanced — for `MIRRORLOG_BENCH_STALL_SECS` (default 240) is
+/// killed, the measurement it was in is reported as stalled, and the rest run in a new child. Returns what was
+/// measured and the stalls.
 fn measure_in_child(
     args: &Args,
     backend: &str,
@@ -132,6 +138,7 @@ fn measure_in_child(
                 .unwrap_or_default()
         };
         let mut seen = 0;
+        let mut beats = String::new();
         let mut last_progress = std::time::Instant::now();
         let exited = loop {
             std::thread::sleep(std::time::Duration::from_millis(200));
@@ -139,6 +146,11 @@ fn measure_in_child(
             if now_done != seen {
                 bar.inc((now_done - seen) as u64);
                 seen = now_done;
+                last_progress = std::time::Instant::now();
+            }
+            let now_beats = std::fs::read_to_string(heartbeat_path(&results)).unwrap_or_default();
+            if now_beats != beats {
+                beats = now_beats;
                 last_progress = std::time::Instant::now();
             }
             let next = remaining.get(seen).map_or("", String::as_str);
@@ -168,7 +180,7 @@ fn measure_in_child(
                 "{stuck}: no progress for {} s — stopped{}",
                 stall.as_secs(),
                 if backend == "sled" {
-                    " (sled 0.34.7's deadlock, spacejam/sled#1412)"
+                    " (sled 0.34.7 can deadlock, spacejam/sled#1412)"
                 } else {
                     ""
                 }
@@ -237,7 +249,12 @@ fn main() -> ExitCode {
         args.only.clone()
     };
     if let Some(results) = &args.child_results {
-        // A child: measure one measurement at a time, saving after each.
+        // A child: measure one measurement at a time, saving after each, and show the parent every heartbeat.
+        let beats = heartbeat_path(results);
+        std::thread::spawn(move || loop {
+            let _ = std::fs::write(&beats, storage_bench::heartbeats().to_string());
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        });
         let mut done = Vec::new();
         for id in &ids {
             done.extend(run(sizes, &backends, std::slice::from_ref(id), &mut |_, _| {}));
