@@ -138,18 +138,21 @@ fn measure_in_child(
                 .unwrap_or_default()
         };
         let mut seen = 0;
-        let mut beats = String::new();
+        let mut beats: Option<u64> = None;
         let mut last_progress = std::time::Instant::now();
         let exited = loop {
             std::thread::sleep(std::time::Duration::from_millis(200));
+            // The child replaces the file whole (a rename), but a read that finds none counts as no news.
             let now_done = read(&results).len();
-            if now_done != seen {
+            if now_done > seen {
                 bar.inc((now_done - seen) as u64);
                 seen = now_done;
                 last_progress = std::time::Instant::now();
             }
-            let now_beats = std::fs::read_to_string(heartbeat_path(&results)).unwrap_or_default();
-            if now_beats != beats {
+            let now_beats = std::fs::read_to_string(heartbeat_path(&results))
+                .ok()
+                .and_then(|text| text.parse::<u64>().ok());
+            if now_beats.is_some_and(|now| Some(now) != beats) {
                 beats = now_beats;
                 last_progress = std::time::Instant::now();
             }
@@ -251,14 +254,31 @@ fn main() -> ExitCode {
     if let Some(results) = &args.child_results {
         // A child: measure one measurement at a time, saving after each, and show the parent every heartbeat.
         let beats = heartbeat_path(results);
-        std::thread::spawn(move || loop {
-            let _ = std::fs::write(&beats, storage_bench::heartbeats().to_string());
-            std::thread::sleep(std::time::Duration::from_millis(500));
+        std::thread::spawn(move || {
+            let mut written = None;
+            loop {
+                // Only a new count is written (whole, by a rename): a stuck child leaves the file alone.
+                let now = storage_bench::heartbeats();
+                if written != Some(now) {
+                    let partial = beats.with_extension("heartbeat-partial");
+                    if std::fs::write(&partial, now.to_string())
+                        .and_then(|()| std::fs::rename(&partial, &beats))
+                        .is_ok()
+                    {
+                        written = Some(now);
+                    }
+                }
+                std::thread::sleep(std::time::Duration::from_millis(500));
+            }
         });
         let mut done = Vec::new();
         for id in &ids {
             done.extend(run(sizes, &backends, std::slice::from_ref(id), &mut |_, _| {}));
-            if let Err(error) = std::fs::write(results, serde_json::to_string(&done).unwrap_or_default()) {
+            // Written beside and renamed over, so that the parent never reads half a file.
+            let partial = results.with_extension("partial");
+            let saved = std::fs::write(&partial, serde_json::to_string(&done).unwrap_or_default())
+                .and_then(|()| std::fs::rename(&partial, results));
+            if let Err(error) = saved {
                 eprintln!("bench-report: {}: {error}", results.display());
                 return ExitCode::FAILURE;
             }
