@@ -1,9 +1,9 @@
 //! The sled soak: 1 KiB batches through the sled backend with a sync every MiB (or another cadence, or none),
 //! watched for progress — the pattern that deadlocked sled 0.34.7 with its default 512 KiB segments
 //! (`storage_sled::DEFAULT_SEGMENT_SIZE` and `UNFLUSHED_SEGMENT_FRACTION` explain the cause and what avoids it).
-//! The `sled-soak` binary runs 1 GiB three times. It is not a CI test: the deadlock is a timing race that a release
-//! build hit within 32–120 MiB, while a debug build wrote 160 MiB with 512 KiB segments without stalling — a
-//! debug-sized test could not fail.
+//! The `sled-soak` binary runs 1 GiB three times. It is not a CI test: the deadlock is a timing race that release
+//! builds hit after 6–253 MiB (raw sled, 512 KiB segments), while a debug build wrote 160 MiB with 512 KiB segments
+//! without stalling — a debug-sized test could not fail.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
