@@ -76,6 +76,15 @@ fn machine(scratch: &std::path::Path) -> Machine {
     }
 }
 
+/// Replaces `path` with `contents` by writing beside it and renaming over it, so that the parent, reading while
+/// the child writes, never sees half a file.
+fn replace_whole(path: &std::path::Path, contents: &str) -> std::io::Result<()> {
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    std::fs::write(&partial, contents)?;
+    std::fs::rename(&partial, path)
+}
+
 /// Where a child writes its heartbeat count (`storage_bench::heartbeats`) next to its results.
 fn heartbeat_path(results: &std::path::Path) -> PathBuf {
     results.with_extension("heartbeat")
@@ -259,14 +268,8 @@ fn main() -> ExitCode {
             loop {
                 // Only a new count is written (whole, by a rename): a stuck child leaves the file alone.
                 let now = storage_bench::heartbeats();
-                if written != Some(now) {
-                    let partial = beats.with_extension("heartbeat-partial");
-                    if std::fs::write(&partial, now.to_string())
-                        .and_then(|()| std::fs::rename(&partial, &beats))
-                        .is_ok()
-                    {
-                        written = Some(now);
-                    }
+                if written != Some(now) && replace_whole(&beats, &now.to_string()).is_ok() {
+                    written = Some(now);
                 }
                 std::thread::sleep(std::time::Duration::from_millis(500));
             }
@@ -274,11 +277,7 @@ fn main() -> ExitCode {
         let mut done = Vec::new();
         for id in &ids {
             done.extend(run(sizes, &backends, std::slice::from_ref(id), &mut |_, _| {}));
-            // Written beside and renamed over, so that the parent never reads half a file.
-            let partial = results.with_extension("partial");
-            let saved = std::fs::write(&partial, serde_json::to_string(&done).unwrap_or_default())
-                .and_then(|()| std::fs::rename(&partial, results));
-            if let Err(error) = saved {
+            if let Err(error) = replace_whole(results, &serde_json::to_string(&done).unwrap_or_default()) {
                 eprintln!("bench-report: {}: {error}", results.display());
                 return ExitCode::FAILURE;
             }
