@@ -151,7 +151,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// Every measurement's id, in run order (the ids `--only` takes).
-pub const MEASUREMENTS: [&str; 13] = [
+pub const MEASUREMENTS: [&str; 14] = [
     "append-1k-nosync",
     "append-1k-sync",
     "append-64k-nosync",
@@ -163,9 +163,14 @@ pub const MEASUREMENTS: [&str; 13] = [
     "log-appends",
     "log-appends-floor",
     "mirror-copy",
+    "mirror-start",
     "mirror-copy-floor",
     "failover",
 ];
+
+/// Measurements one run yields together (a mirror's start and its catch-up): asking for one of a group and
+/// then another would repeat the work.
+pub const MEASURED_TOGETHER: [&[&str]; 1] = [&["mirror-copy", "mirror-start"]];
 
 /// Runs the selected measurements (`only` empty: all) on every backend; `progress` hears each (id, backend)
 /// before it starts.
@@ -352,21 +357,47 @@ pub fn run(
         });
         out.push(m);
     }
-    if selected("mirror-copy") {
-        let mut m = measurement(
+    if selected("mirror-copy") || selected("mirror-start") {
+        // One run measures both: a mirror started, then caught up.
+        let mut copy = measurement(
             "mirror-copy",
-            "Mirroring: a destination catching up from a source partition (1 KiB batches)",
+            "Mirroring: a started mirror catching up from a source partition (1 KiB batches)",
             "MiB/s",
             true,
             Some("a raw copy of the same bytes from one file to another"),
             Some(0.8),
             sizes.runs,
         );
-        per_run(&mut m, backends, progress, |backend| {
-            let (elapsed, bytes, raw_elapsed) = runtime().block_on(mirror_copy(backend, sizes.mirror_mib));
-            (mib_per_s(bytes, elapsed), mib_per_s(bytes, raw_elapsed))
-        });
-        out.push(m);
+        let mut start = measurement(
+            "mirror-start",
+            "Starting a mirror: a new destination partition brought to MIRRORING (created, state persisted, aligned)",
+            "ms",
+            false,
+            Some("one durable write: a new file of one 1 KiB batch, synced with its directory"),
+            None,
+            sizes.runs,
+        );
+        for backend in backends {
+            progress("mirror-copy", &backend.name);
+            let (mut copied, mut raw_copied, mut started, mut durable) = (vec![], vec![], vec![], vec![]);
+            for _ in 0..sizes.runs {
+                let run = runtime().block_on(mirror_copy(backend, sizes.mirror_mib));
+                copied.push(mib_per_s(run.bytes, run.catch_up));
+                raw_copied.push(mib_per_s(run.bytes, run.raw_copy));
+                started.push(ms(run.start));
+                let dir = tempfile::tempdir().unwrap();
+                durable.push(ms(durable_write(dir.path(), &client_batch(0, 0, 1024 - 90))));
+                crate::heartbeat();
+            }
+            copy.add(&backend.name, &copied, Some(&raw_copied));
+            start.add(&backend.name, &started, Some(&durable));
+        }
+        if selected("mirror-copy") {
+            out.push(copy);
+        }
+        if selected("mirror-start") {
+            out.push(start);
+        }
     }
     if selected("mirror-copy-floor") {
         let mut m = measurement(
@@ -729,6 +760,8 @@ fn checked_copy(mib: usize) -> (Duration, usize, Duration) {
         ranges.last_mut().unwrap().push(size);
     }
     drop(work);
+    // Both timed copies start with the earlier writes on disk, so neither pays for another's write-back.
+    sync_file(&dir.path().join("raw.log"));
     // Checks the CRCs of the batches of `sizes`, laid out back to back in `range` from `at` on.
     let check = |range: &Bytes, mut at: usize, sizes: &[usize]| {
         for size in sizes {
@@ -763,12 +796,25 @@ fn checked_copy(mib: usize) -> (Duration, usize, Duration) {
     });
     output.flush().unwrap();
     let elapsed = started.elapsed();
+    output.sync_all().unwrap();
     let bytes = std::fs::metadata(&copy).unwrap().len() as usize;
     let raw_elapsed = copy_file(&source, &dir.path().join("copy.log"));
     (elapsed, bytes, raw_elapsed)
 }
 
-async fn mirror_copy(backend: &BenchBackend, mib: usize) -> (Duration, usize, Duration) {
+/// What one `mirror_copy` run measured.
+struct MirrorCopy {
+    /// The mirror's start: its partition created and brought to MIRRORING (before any fetch).
+    start: Duration,
+    /// The catch-up from MIRRORING to the source's log end, written to the page cache.
+    catch_up: Duration,
+    /// Bytes copied.
+    bytes: usize,
+    /// The raw copy of the same bytes, measured right after.
+    raw_copy: Duration,
+}
+
+async fn mirror_copy(backend: &BenchBackend, mib: usize) -> MirrorCopy {
     let dir = tempfile::tempdir().unwrap();
     let store = (backend.open)(dir.path());
     let work = client_batches((mib << 20) / 1024, 1024 - 90);
@@ -788,22 +834,35 @@ async fn mirror_copy(backend: &BenchBackend, mib: usize) -> (Duration, usize, Du
         stored.extend(source.read_for_replica(from, 1 << 20).await.unwrap());
     }
     let bytes: usize = stored.iter().map(RecordBatch::size).sum();
+    // Every timed phase starts with the earlier phases' writes on disk, so none pays for another's write-back.
+    source.flush(Durability::Sync).await.unwrap();
     let source = mirror_fsm::shared(source);
     let mut fetcher = LocalFetcher::new(&source, "source");
     let started = Instant::now();
-    let (mut dest, _driver) = mirror_of(store.as_ref(), "dest", &mut fetcher).await;
+    let (mut dest, mut driver) = started_mirror(store.as_ref(), "dest", &mut fetcher).await;
+    let start = started.elapsed();
+    let started = Instant::now();
+    driver.catch_up(&mut dest, &mut fetcher).await.unwrap();
     dest.flush(Durability::Buffered).await.unwrap();
-    let elapsed = started.elapsed();
+    let catch_up = started.elapsed();
     assert_eq!(dest.log_end_offset(), end);
+    dest.flush(Durability::Sync).await.unwrap();
     // The baseline: the same bytes copied from one file to another through a 1 MiB buffer.
     let raw_dir = tempfile::tempdir().unwrap();
     append_raw(raw_dir.path(), &stored, None);
-    let raw_elapsed = copy_file(&raw_dir.path().join("raw.log"), &raw_dir.path().join("copy.log"));
-    (elapsed, bytes, raw_elapsed)
+    sync_file(&raw_dir.path().join("raw.log"));
+    let raw_copy = copy_file(&raw_dir.path().join("raw.log"), &raw_dir.path().join("copy.log"));
+    MirrorCopy {
+        start,
+        catch_up,
+        bytes,
+        raw_copy,
+    }
 }
 
-/// A new partition `name` mirroring `fetcher`'s source, caught up.
-async fn mirror_of(
+/// A new partition `name` mirroring `fetcher`'s source, in MIRRORING with nothing fetched yet: the partition
+/// created, its mirror state persisted, its log aligned with the source (each durably).
+async fn started_mirror(
     store: &dyn Storage,
     name: &str,
     fetcher: &mut LocalFetcher,
@@ -815,8 +874,34 @@ async fn mirror_of(
         source_cluster_id: "source".to_owned(),
     };
     driver.handle(&mut log, fetcher, start).await.unwrap();
+    (log, driver)
+}
+
+/// A new partition `name` mirroring `fetcher`'s source, caught up.
+async fn mirror_of(
+    store: &dyn Storage,
+    name: &str,
+    fetcher: &mut LocalFetcher,
+) -> (PartitionLog, MirrorDriver) {
+    let (mut log, mut driver) = started_mirror(store, name, fetcher).await;
     driver.catch_up(&mut log, fetcher).await.unwrap();
     (log, driver)
+}
+
+/// A new file of one 1 KiB batch, synced, and its directory synced: one durable write on this disk.
+fn durable_write(dir: &Path, batch: &RecordBatch) -> Duration {
+    use std::io::Write;
+    let started = Instant::now();
+    let mut file = std::fs::File::create(dir.join("durable.log")).unwrap();
+    file.write_all(batch.as_bytes()).unwrap();
+    file.sync_all().unwrap();
+    std::fs::File::open(dir).unwrap().sync_all().unwrap();
+    started.elapsed()
+}
+
+/// Puts a file's written bytes on disk (outside any timed phase).
+fn sync_file(path: &Path) {
+    std::fs::File::open(path).unwrap().sync_all().unwrap();
 }
 
 fn copy_file(from: &Path, to: &Path) -> Duration {

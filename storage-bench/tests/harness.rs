@@ -62,6 +62,35 @@ fn the_report_holds_every_measurement_for_every_backend_and_valid_charts() {
 }
 
 #[test]
+fn measurements_asked_for_in_any_order_come_once_each_in_run_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_bench-report"))
+        .args(["--tiny", "--backends", "memory"])
+        .args([
+            "--only",
+            "mirror-start",
+            "--only",
+            "snapshot",
+            "--only",
+            "mirror-copy",
+            "--out",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Report =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap()).unwrap();
+    let ids: Vec<&str> = report.measurements.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids, ["snapshot", "mirror-copy", "mirror-start"]);
+    assert!(report.skipped.is_empty(), "{:?}", report.skipped);
+}
+
+#[test]
 fn a_deliberately_slowed_backend_shows_up_as_slower() {
     let (mut backends, _) = registry(&["fs".to_owned()]);
     let slow = BenchBackend {

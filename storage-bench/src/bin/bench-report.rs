@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use storage_bench::report::{compare, markdown, Machine, Report};
-use storage_bench::suite::{registry, run, Sizes, MEASUREMENTS};
+use storage_bench::suite::{registry, run, Sizes, MEASURED_TOGETHER, MEASUREMENTS};
 
 /// The cross-backend macro benchmark.
 #[derive(Debug, Parser)]
@@ -255,11 +255,12 @@ fn main() -> ExitCode {
     for skip in &skipped {
         eprintln!("bench-report: skipping {}: {}", skip.backend, skip.reason);
     }
-    let ids: Vec<String> = if args.only.is_empty() {
-        MEASUREMENTS.iter().map(|id| id.to_string()).collect()
-    } else {
-        args.only.clone()
-    };
+    // In run order whatever the order of `--only` (measurements measured together are neighbours in it).
+    let ids: Vec<String> = MEASUREMENTS
+        .iter()
+        .filter(|id| args.only.is_empty() || args.only.iter().any(|only| only == *id))
+        .map(|id| id.to_string())
+        .collect();
     if let Some(results) = &args.child_results {
         // A child: measure one measurement at a time, saving after each, and show the parent every heartbeat.
         let beats = heartbeat_path(results);
@@ -274,9 +275,24 @@ fn main() -> ExitCode {
                 std::thread::sleep(std::time::Duration::from_millis(500));
             }
         });
-        let mut done = Vec::new();
+        let mut done: Vec<storage_bench::report::Measurement> = Vec::new();
         for id in &ids {
-            done.extend(run(sizes, &backends, std::slice::from_ref(id), &mut |_, _| {}));
+            if done.iter().any(|measured| &measured.id == id) {
+                continue; // measured together with an earlier one
+            }
+            let together: Vec<String> = MEASURED_TOGETHER
+                .iter()
+                .find(|group| group.contains(&id.as_str()))
+                .map_or_else(
+                    || vec![id.clone()],
+                    |group| {
+                        ids.iter()
+                            .filter(|other| group.contains(&other.as_str()))
+                            .cloned()
+                            .collect()
+                    },
+                );
+            done.extend(run(sizes, &backends, &together, &mut |_, _| {}));
             if let Err(error) = replace_whole(results, &serde_json::to_string(&done).unwrap_or_default()) {
                 eprintln!("bench-report: {}: {error}", results.display());
                 return ExitCode::FAILURE;
