@@ -1,6 +1,8 @@
 //! The micro-benchmark headlines, read from criterion's results (`<criterion dir>/<group>/<function>[/<input>]/
 //! new/estimates.json`, the median's point estimate in nanoseconds): batch validation against a raw CRC-32C,
-//! record iteration and encoding against the `kafka-protocol` crate, producer-state validated appends.
+//! record iteration and encoding against the `kafka-protocol` crate, producer-state validated appends (in millions
+//! per second: one criterion iteration makes as many appends as the `Elements` throughput its `benchmark.json`
+//! declares).
 
 use std::path::Path;
 
@@ -15,6 +17,20 @@ fn median_ns(criterion: &Path, id: &[&str]) -> Option<f64> {
     let text = std::fs::read_to_string(path.join("new/estimates.json")).ok()?;
     let value: serde_json::Value = serde_json::from_str(&text).ok()?;
     value["median"]["point_estimate"].as_f64()
+}
+
+/// How many elements one iteration of a criterion benchmark processes, from the `Elements` throughput in its
+/// `new/benchmark.json` (1 when it declares none).
+fn elements_per_iteration(criterion: &Path, id: &[&str]) -> f64 {
+    let mut path = criterion.to_owned();
+    for part in id {
+        path.push(part);
+    }
+    std::fs::read_to_string(path.join("new/benchmark.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .and_then(|value| value["throughput"]["Elements"].as_f64())
+        .unwrap_or(1.0)
 }
 
 /// The sub-directories of a directory, sorted.
@@ -88,7 +104,7 @@ pub fn headlines(criterion: &Path) -> Vec<Measurement> {
     let mut appends = Measurement {
         id: "micro-psm-appends".to_owned(),
         title: "Producer-state validated appends (one batch each)".to_owned(),
-        unit: "appends/s".to_owned(),
+        unit: "M appends/s".to_owned(),
         higher_is_better: true,
         baseline: None,
         target_ratio: None,
@@ -96,11 +112,64 @@ pub fn headlines(criterion: &Path) -> Vec<Measurement> {
         figures: Vec::new(),
     };
     for producers in children(&criterion.join("validated_appends")) {
-        if let Some(ns) = median_ns(criterion, &["validated_appends", &producers]) {
-            appends.add(&producers, &[1e9 / ns], None);
+        let id = ["validated_appends", producers.as_str()];
+        if let Some(ns) = median_ns(criterion, &id) {
+            let appends_per_second = elements_per_iteration(criterion, &id) * 1e9 / ns;
+            appends.add(&producers, &[appends_per_second / 1e6], None);
         }
     }
     out.push(appends);
     out.retain(|measurement| !measurement.figures.is_empty());
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_result(criterion: &Path, id: &[&str], median_ns: f64, elements: Option<u64>) {
+        let mut dir = criterion.to_owned();
+        for part in id {
+            dir.push(part);
+        }
+        let dir = dir.join("new");
+        std::fs::create_dir_all(&dir).unwrap();
+        let estimates = serde_json::json!({ "median": { "point_estimate": median_ns } });
+        std::fs::write(dir.join("estimates.json"), estimates.to_string()).unwrap();
+        let throughput = elements.map(|n| serde_json::json!({ "Elements": n }));
+        let benchmark = serde_json::json!({ "throughput": throughput });
+        std::fs::write(dir.join("benchmark.json"), benchmark.to_string()).unwrap();
+    }
+
+    #[test]
+    fn validated_appends_count_every_append_of_an_iteration_not_the_iteration() {
+        let criterion = tempfile::tempdir().unwrap();
+        // 100,000 appends in 5 ms: 20 million appends per second.
+        write_result(
+            criterion.path(),
+            &["validated_appends", "1_producers"],
+            5e6,
+            Some(100_000),
+        );
+        let headlines = headlines(criterion.path());
+        let appends = headlines
+            .iter()
+            .find(|measurement| measurement.id == "micro-psm-appends")
+            .unwrap();
+        assert_eq!(appends.unit, "M appends/s");
+        assert_eq!(appends.figures.len(), 1);
+        assert!(
+            (appends.figures[0].median - 20.0).abs() < 1e-9,
+            "{}",
+            appends.figures[0].median
+        );
+    }
+
+    #[test]
+    fn a_benchmark_without_a_declared_throughput_counts_one_element_per_iteration() {
+        let criterion = tempfile::tempdir().unwrap();
+        write_result(criterion.path(), &["validated_appends", "7_producers"], 1e3, None);
+        let headlines = headlines(criterion.path());
+        assert!((headlines[0].figures[0].median - 1.0).abs() < 1e-9);
+    }
 }

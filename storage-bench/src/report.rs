@@ -198,7 +198,7 @@ pub fn markdown(report: &Report, chart_dir: &str) -> String {
 
 /// One line per measurement and backend of `new` against `old`: the ratio of medians (oriented so that above 1
 /// is better) and a flag when it is worse than the noise allows — the spread of both runs (max/min) or 10 %,
-/// whichever is larger.
+/// whichever is larger. A measurement whose unit changed between the two is listed, not compared.
 pub fn compare(old: &Report, new: &Report) -> (String, usize) {
     let mut out = String::new();
     let mut regressions = 0;
@@ -210,6 +210,14 @@ pub fn compare(old: &Report, new: &Report) -> (String, usize) {
         let Some(before) = old.measurements.iter().find(|m| m.id == measurement.id) else {
             continue;
         };
+        if before.unit != measurement.unit {
+            let _ = writeln!(
+                out,
+                "| {} | all | {} | {} | not compared | unit changed |",
+                measurement.id, before.unit, measurement.unit
+            );
+            continue;
+        }
         for figure in &measurement.figures {
             let Some(previous) = before.figures.iter().find(|f| f.backend == figure.backend) else {
                 continue;

@@ -149,6 +149,14 @@ fn compare_flags_a_regression_beyond_the_noise_and_nothing_else() {
     }
     let (table, regressions) = storage_bench::report::compare(&report, &slower);
     assert_eq!(regressions, 1, "{table}");
+    let mut other_unit = slower.clone();
+    other_unit.measurements[0].unit = "s".into();
+    let (table, regressions) = storage_bench::report::compare(&report, &other_unit);
+    assert_eq!(
+        regressions, 0,
+        "figures in another unit are not compared: {table}"
+    );
+    assert!(table.contains("unit changed"), "{table}");
     std::fs::write(
         dir.path().join("old.json"),
         serde_json::to_string(&report).unwrap(),
