@@ -324,7 +324,7 @@ pub fn run(
     if selected("log-appends") {
         let mut m = measurement(
             "log-appends",
-            "Client appends through the partition log (1 KiB batches, 100 idempotent producers)",
+            "Client appends through the partition log (1 KiB batches, 1,000 idempotent producers)",
             "batches/s",
             true,
             Some("the same batches appended straight to the backend's partition"),
@@ -591,10 +591,13 @@ fn client_batch(producer: i64, sequence: i32, value_len: usize) -> RecordBatch {
     builder.build().unwrap()
 }
 
-/// `count` client batches of 100 idempotent producers in turn, with their sequences.
+/// How many idempotent producers write the client batches: issue 16 sets its client-append target at 1,000.
+const PRODUCERS: usize = 1_000;
+
+/// `count` client batches of [`PRODUCERS`] idempotent producers in turn, with their sequences.
 fn client_batches(count: usize, value_len: usize) -> Vec<RecordBatch> {
     (0..count)
-        .map(|i| client_batch(i as i64 % 100, (i / 100) as i32, value_len))
+        .map(|i| client_batch((i % PRODUCERS) as i64, (i / PRODUCERS) as i32, value_len))
         .collect()
 }
 
@@ -924,7 +927,7 @@ fn copy_file(from: &Path, to: &Path) -> Duration {
 /// How many partitions' STOPPING sequences run at once in the failover measurement.
 pub const FAILOVER_PARALLELISM: usize = 64;
 
-/// `n` destination partitions mirroring one source of 100 producers, caught up, then stopped
+/// `n` destination partitions mirroring one source of 100 batches (one per producer), caught up, then stopped
 /// [`FAILOVER_PARALLELISM`] at a time (`mirror_fsm::stop_all`); returns the time of the stops.
 async fn failover(backend: &BenchBackend, n: usize) -> Duration {
     let dir = tempfile::tempdir().unwrap();
