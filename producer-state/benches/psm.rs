@@ -118,43 +118,48 @@ fn planned_appends(c: &mut Criterion) {
     group.finish();
 }
 
-/// What a mirror's catch-up runs per fetched range: `plan_append` over 1,024 REPLICATION batches of 1 KiB (100
-/// producers in turn, as the macro benchmark's mirroring copies), then `commit`, 64 ranges from an empty manager.
+/// What a mirror's catch-up runs per fetched range: `plan_append` over 1,024 REPLICATION batches of 1 KiB (100 or
+/// 1,000 producers in turn; the macro benchmark's mirroring copies batches of 1,000), then `commit`, 64 ranges from
+/// an empty manager.
 fn planned_replication(c: &mut Criterion) {
-    const PRODUCERS: i64 = 100;
     const RANGE: usize = 1_024;
     const RANGES: usize = 64;
     let value = vec![b'b'; 1024 - 90];
-    let batches: Vec<RecordBatch> = (0..(RANGE * RANGES) as i64)
-        .map(|offset| {
-            let mut builder = BatchBuilder::new().base_offset(offset).producer(
-                offset % PRODUCERS,
-                0,
-                (offset / PRODUCERS) as i32,
-            );
-            builder.add(offset, Some(b"key"), Some(&value), &[]);
-            builder.build().unwrap()
-        })
-        .collect();
     let mut group = c.benchmark_group("planned_appends");
-    group.throughput(Throughput::Elements(batches.len() as u64));
-    group.bench_function("replication_1024_batch_ranges", |b| {
-        b.iter(|| {
-            let mut psm = ProducerStateManager::new(PsmConfig::default());
-            for range in batches.chunks(RANGE) {
-                match psm
-                    .plan_append(range, AppendOrigin::Replication, TransactionVersion::Unknown)
-                    .unwrap()
-                {
-                    AppendDecision::Append(plan) => {
-                        black_box(psm.commit(plan));
+    group.throughput(Throughput::Elements((RANGE * RANGES) as u64));
+    for (name, producers) in [
+        ("replication_1024_batch_ranges", 100i64),
+        ("replication_1024_batch_ranges_1000_producers", 1_000),
+    ] {
+        let batches: Vec<RecordBatch> = (0..(RANGE * RANGES) as i64)
+            .map(|offset| {
+                let mut builder = BatchBuilder::new().base_offset(offset).producer(
+                    offset % producers,
+                    0,
+                    (offset / producers) as i32,
+                );
+                builder.add(offset, Some(b"key"), Some(&value), &[]);
+                builder.build().unwrap()
+            })
+            .collect();
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let mut psm = ProducerStateManager::new(PsmConfig::default());
+                for range in batches.chunks(RANGE) {
+                    match psm
+                        .plan_append(range, AppendOrigin::Replication, TransactionVersion::Unknown)
+                        .unwrap()
+                    {
+                        AppendDecision::Append(plan) => {
+                            black_box(psm.commit(plan));
+                        }
+                        AppendDecision::Duplicate(_) => unreachable!("replication has no duplicates"),
                     }
-                    AppendDecision::Duplicate(_) => unreachable!("replication has no duplicates"),
                 }
-            }
-            psm
-        })
-    });
+                psm
+            })
+        });
+    }
     group.finish();
 }
 

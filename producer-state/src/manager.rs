@@ -15,6 +15,7 @@ use crate::barrier::BarrierScope;
 use crate::entry::{
     BatchMetadata, CompletedTxn, LogOffsetMetadata, ProducerStateEntry, TxnMetadata, VerificationStateEntry,
 };
+use crate::plan::EntryExtension;
 use crate::snapshot::{decode_snapshot, encode_snapshot, SnapshotStore};
 use crate::txn_index::AbortedTxn;
 
@@ -147,6 +148,21 @@ impl ProducerStateManager {
     /// `producer_id` (whose epoch is `epoch`), as [`update`](Self::update) would merge an append info holding
     /// only that batch.
     pub(crate) fn extend_entry(&mut self, producer_id: i64, epoch: i16, batch: BatchMetadata) {
+        self.cache_batch(producer_id, epoch, batch);
+        self.after_timestamps_moved();
+    }
+
+    /// Commits a plan of batches that each only extend their producer's entry, in order: what
+    /// [`extend_entry`](Self::extend_entry) does for each, the earliest open transaction's timestamp looked up
+    /// once at the end.
+    pub(crate) fn extend_entries(&mut self, extensions: Vec<EntryExtension>) {
+        for extension in extensions {
+            self.cache_batch(extension.producer_id, extension.epoch, extension.batch);
+        }
+        self.after_timestamps_moved();
+    }
+
+    fn cache_batch(&mut self, producer_id: i64, epoch: i16, batch: BatchMetadata) {
         let entry = self
             .producers
             .entry(producer_id)
@@ -158,7 +174,10 @@ impl ProducerStateManager {
             batch.offset_delta,
             batch.timestamp,
         );
-        // Its last timestamp moved: it may own the earliest open transaction.
+    }
+
+    /// Producers' last timestamps moved: one of them may own the earliest open transaction.
+    fn after_timestamps_moved(&mut self) {
         if !self.ongoing_txns.is_empty() || self.oldest_txn_last_timestamp != -1 {
             self.update_oldest_txn_timestamp();
         }

@@ -118,8 +118,19 @@ enum Changes {
     /// One data batch, the usual append: its producer's update (`None` without a producer id). No phase list,
     /// no per-producer index, no transaction completed (only markers complete one).
     OneDataBatch(Option<ProducerAppendInfo>),
+    /// Several batches (a range a mirror copies), each a data batch that only extends its producer's stored
+    /// entry as [`ExtendEntry`](Changes::ExtendEntry) does; batches without a producer id change nothing.
+    ExtendEntries(Vec<EntryExtension>),
     /// Any other append, phase by phase.
     Phases(Phases),
+}
+
+/// One batch cached in its producer's stored entry, nothing else about the producer changed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EntryExtension {
+    pub(crate) producer_id: i64,
+    pub(crate) epoch: i16,
+    pub(crate) batch: BatchMetadata,
 }
 
 /// A barrier that applies: where it is and which open transactions it aborts.
@@ -248,6 +259,11 @@ impl ProducerStateManager {
             (Some(batch), None) if !batch.is_control() => {
                 self.plan_one_data_batch(batch, origin, transaction_version)
             }
+            (Some(_), Some(_)) if origin != AppendOrigin::Client => self.plan_extending_range(
+                first.into_iter().chain(second).chain(batches),
+                origin,
+                transaction_version,
+            ),
             _ => self.plan_phases(
                 first.into_iter().chain(second).chain(batches),
                 origin,
@@ -298,6 +314,68 @@ impl ProducerStateManager {
         let mut info = ProducerAppendInfo::new(producer_id, origin, stored, verification);
         info.append(batch, None, transaction_version)?;
         plan(Changes::OneDataBatch(Some(info)))
+    }
+
+    /// [`plan_append`](Self::plan_append) for a range of REPLICATION (or coordinator) batches — a mirror's or a
+    /// follower's fetch — in which every data batch only extends its producer's stored entry
+    /// ([`only_extends`](Self::only_extends)): one lookup per batch, no append info per producer. The first batch
+    /// that needs more (a control batch, a producer not stored or changing epoch or transaction, bad offsets) hands
+    /// the whole range to the general path, which decides it as if this had not looked. Later batches of a
+    /// producer see its entry as the earlier ones left it; only-extending changes none of what the rules read for
+    /// these origins (the epoch, the open transaction, pending verification — sequences are CLIENT rules).
+    fn plan_extending_range<'a>(
+        &self,
+        mut batches: impl Iterator<Item = &'a RecordBatch>,
+        origin: AppendOrigin,
+        transaction_version: TransactionVersion,
+    ) -> Result<AppendDecision, ProducerStateError> {
+        debug_assert!(
+            origin != AppendOrigin::Client,
+            "sequences would need checking in the range"
+        );
+        let mut looked_at = Vec::with_capacity(batches.size_hint().0);
+        let mut extensions = Vec::with_capacity(batches.size_hint().0);
+        let mut next_offset = None;
+        while let Some(batch) = batches.next() {
+            looked_at.push(batch);
+            let extension = if batch.is_control() || check_offsets(batch).is_err() {
+                None
+            } else if !batch.has_producer_id() {
+                next_offset = Some(batch.next_offset());
+                continue;
+            } else {
+                self.producer(batch.producer_id())
+                    .filter(|entry| self.only_extends(entry, batch, origin))
+                    .map(|entry| EntryExtension {
+                        producer_id: entry.producer_id,
+                        epoch: entry.producer_epoch,
+                        batch: BatchMetadata {
+                            last_seq: batch.last_sequence(),
+                            last_offset: batch.last_offset(),
+                            offset_delta: batch.last_offset_delta(),
+                            timestamp: batch.max_timestamp(),
+                        },
+                    })
+            };
+            match extension {
+                Some(extension) => {
+                    extensions.push(extension);
+                    next_offset = Some(batch.next_offset());
+                }
+                None => {
+                    return self.plan_phases(
+                        looked_at.into_iter().chain(batches),
+                        origin,
+                        transaction_version,
+                    )
+                }
+            }
+        }
+        Ok(AppendDecision::Append(AppendPlan {
+            changes: Changes::ExtendEntries(extensions),
+            barriers_kept: 0,
+            next_offset,
+        }))
     }
 
     /// Whether data `batch` passes every rule [`ProducerAppendInfo::append`] would apply against `entry` (its
@@ -437,6 +515,7 @@ impl ProducerStateManager {
                 epoch,
                 batch,
             } => self.extend_entry(producer_id, epoch, batch),
+            Changes::ExtendEntries(extensions) => self.extend_entries(extensions),
             Changes::OneDataBatch(Some(info)) => self.update(info),
             Changes::OneDataBatch(None) => {}
             Changes::Phases(phases) => self.commit_phases(phases, &mut effects),
@@ -533,6 +612,49 @@ mod tests {
         assert_eq!(psm, before);
     }
 
+    fn replicated_range(psm: &ProducerStateManager, batches: &[RecordBatch]) -> AppendPlan {
+        match psm.plan_append(batches, AppendOrigin::Replication, TransactionVersion::Unknown) {
+            Ok(AppendDecision::Append(plan)) => plan,
+            other => panic!("a replicated range is appended, not {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_replicated_range_of_known_producers_only_extends_their_entries() {
+        let mut psm = ProducerStateManager::new(PsmConfig::default());
+        let known: Vec<RecordBatch> = (0..20).map(|i| batch(i, 0, i)).collect();
+        psm.commit(replicated_range(&psm, &known));
+        let range: Vec<RecordBatch> = (20..60).map(|i| batch(i % 20, (i / 20) as i32, i)).collect();
+        let plan = replicated_range(&psm, &range);
+        assert!(
+            matches!(&plan.changes, Changes::ExtendEntries(e) if e.len() == 40),
+            "{:?}",
+            plan.changes
+        );
+        let mut general = psm.clone();
+        let Ok(AppendDecision::Append(phases)) = general.plan_phases(
+            range.iter(),
+            AppendOrigin::Replication,
+            TransactionVersion::Unknown,
+        ) else {
+            panic!("the general path appends the range too");
+        };
+        assert_eq!(psm.commit(plan), general.commit(phases));
+        assert_eq!(psm, general);
+        assert_eq!(psm.producer(7).unwrap().last_seq(), 2);
+    }
+
+    #[test]
+    fn a_replicated_range_with_a_new_producer_takes_the_general_path() {
+        let mut psm = ProducerStateManager::new(PsmConfig::default());
+        psm.commit(replicated_range(&psm, &[batch(1, 0, 0), batch(1, 1, 1)]));
+        let plan = replicated_range(&psm, &[batch(1, 2, 2), batch(2, 0, 3), batch(1, 3, 4)]);
+        assert!(matches!(plan.changes, Changes::Phases(_)), "{:?}", plan.changes);
+        psm.commit(plan);
+        assert_eq!(psm.producer(1).unwrap().last_seq(), 3);
+        assert_eq!(psm.producer(2).unwrap().last_seq(), 0);
+    }
+
     proptest::proptest! {
         /// The one-data-batch plan is the general plan without its containers: for any single-batch append (any
         /// origin, producer, epoch, sequence, transactional or not, with or without a producer id) against any
@@ -567,6 +689,60 @@ mod tests {
                             matches!(one.changes, Changes::OneDataBatch(_) | Changes::ExtendEntry { .. });
                         proptest::prop_assert!(one_batch_plan, "a one-batch plan, not {:?}", one.changes);
                         let effects = (fast.commit(one), general.commit(phases));
+                        proptest::prop_assert_eq!(effects.0, effects.1);
+                    }
+                    (Ok(AppendDecision::Duplicate(a)), Ok(AppendDecision::Duplicate(b))) => {
+                        proptest::prop_assert_eq!(a, b)
+                    }
+                    (Err(a), Err(b)) => proptest::prop_assert_eq!(a, b),
+                    (a, b) => proptest::prop_assert!(false, "fast {a:?} but general {b:?}"),
+                }
+                proptest::prop_assert_eq!(&fast, &general);
+            }
+        }
+
+        /// A range of batches planned by [`plan_append`](ProducerStateManager::plan_append) — which takes the
+        /// only-extending path for a REPLICATION range whenever it can — decides and commits as the general path
+        /// does: any ranges (one to six batches of any producer, epoch, sequence, transactional or not; CLIENT or
+        /// REPLICATION), against any state reached by the ranges before.
+        #[test]
+        fn a_range_plan_decides_and_commits_as_the_general_plan_does(
+            ranges in proptest::collection::vec(
+                (
+                    proptest::collection::vec(
+                        (0i64..4, 0i16..2, -1i32..8, proptest::bool::weighted(0.2), 0u8..3),
+                        1..6,
+                    ),
+                    proptest::bool::weighted(0.3),
+                ),
+                1..30,
+            )
+        ) {
+            let mut fast = ProducerStateManager::new(PsmConfig::default());
+            let mut general = fast.clone();
+            let mut offset = 0i64;
+            for (range, client) in ranges {
+                let batches: Vec<RecordBatch> = range
+                    .into_iter()
+                    .map(|(pid, epoch, seq, transactional, records)| {
+                        let pid = if pid == 3 { -1 } else { pid };
+                        let mut builder = BatchBuilder::new()
+                            .base_offset(offset)
+                            .producer(pid, epoch, seq)
+                            .transactional(transactional);
+                        for _ in 0..=records {
+                            builder.add(offset, None, Some(b"v"), &[]);
+                            offset += 1;
+                        }
+                        builder.build().unwrap()
+                    })
+                    .collect();
+                let origin = if client { AppendOrigin::Client } else { AppendOrigin::Replication };
+                let planned_fast = fast.plan_append(&batches, origin, TransactionVersion::V0);
+                let planned_general = general.plan_phases(batches.iter(), origin, TransactionVersion::V0);
+                match (planned_fast, planned_general) {
+                    (Ok(AppendDecision::Append(a)), Ok(AppendDecision::Append(b))) => {
+                        let effects = (fast.commit(a), general.commit(b));
                         proptest::prop_assert_eq!(effects.0, effects.1);
                     }
                     (Ok(AppendDecision::Duplicate(a)), Ok(AppendDecision::Duplicate(b))) => {
