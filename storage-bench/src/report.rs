@@ -21,8 +21,28 @@ pub struct Figure {
     /// `median / baseline` when higher is better, `baseline / median` when lower is better: above 1 beats the
     /// baseline.
     pub ratio: Option<f64>,
-    /// Whether the target (if any) is met.
+    /// Whether the target (if any) is met; not judged (`None`) when the baseline was unsteady.
     pub met: Option<bool>,
+    /// The baseline's smallest and largest run (absent in reports from before they were kept).
+    #[serde(default)]
+    pub baseline_min: Option<f64>,
+    /// See `baseline_min`.
+    #[serde(default)]
+    pub baseline_max: Option<f64>,
+}
+
+/// A baseline whose runs differ by more than this factor (largest / smallest) measured the machine's disturbances
+/// rather than the work (a raw copy racing the disk's write-back), so no target is judged against it.
+pub const UNSTEADY_BASELINE_SPREAD: f64 = 2.0;
+
+impl Figure {
+    /// Whether the baseline's runs spread by more than [`UNSTEADY_BASELINE_SPREAD`].
+    pub fn baseline_unsteady(&self) -> bool {
+        match (self.baseline_min, self.baseline_max) {
+            (Some(min), Some(max)) => min <= 0.0 || max / min > UNSTEADY_BASELINE_SPREAD,
+            _ => false,
+        }
+    }
 }
 
 /// One measurement across backends.
@@ -99,7 +119,8 @@ impl Measurement {
     /// Adds a backend's figure from its samples and the baseline's samples of the same run.
     pub fn add(&mut self, backend: &str, samples: &[f64], baseline: Option<&[f64]>) {
         let (median, min, max) = summarise(samples);
-        let baseline = baseline.map(|samples| summarise(samples).0);
+        let baseline_summary = baseline.map(summarise);
+        let baseline = baseline_summary.map(|(median, _, _)| median);
         let ratio = baseline.map(|base| {
             if self.higher_is_better {
                 median / base
@@ -107,19 +128,24 @@ impl Measurement {
                 base / median
             }
         });
-        let met = self
-            .target_ratio
-            .zip(ratio)
-            .map(|(target, ratio)| ratio >= target);
-        self.figures.push(Figure {
+        let mut figure = Figure {
             backend: backend.to_owned(),
             median,
             min,
             max,
             baseline,
             ratio,
-            met,
-        });
+            met: None,
+            baseline_min: baseline_summary.map(|(_, min, _)| min),
+            baseline_max: baseline_summary.map(|(_, _, max)| max),
+        };
+        if !figure.baseline_unsteady() {
+            figure.met = self
+                .target_ratio
+                .zip(ratio)
+                .map(|(target, ratio)| ratio >= target);
+        }
+        self.figures.push(figure);
     }
 }
 
@@ -132,6 +158,18 @@ fn number(value: f64) -> String {
         format!("{value:.1}")
     } else {
         format!("{value:.2}")
+    }
+}
+
+/// The "target met" cell: yes, **no**, — (no target), or why the target was not judged.
+fn target_cell(measurement: &Measurement, figure: &Figure) -> String {
+    match (figure.met, figure.baseline_min, figure.baseline_max) {
+        (Some(true), _, _) => "yes".to_owned(),
+        (Some(false), _, _) => "**no**".to_owned(),
+        (None, Some(min), Some(max)) if measurement.target_ratio.is_some() && figure.baseline_unsteady() => {
+            format!("not judged: baseline runs {}–{}", number(min), number(max))
+        }
+        (None, _, _) => "—".to_owned(),
     }
 }
 
@@ -180,11 +218,7 @@ pub fn markdown(report: &Report, chart_dir: &str) -> String {
                 number(figure.max),
                 figure.baseline.map_or("—".to_owned(), number),
                 figure.ratio.map_or("—".to_owned(), |ratio| format!("{ratio:.2}")),
-                match figure.met {
-                    Some(true) => "yes",
-                    Some(false) => "**no**",
-                    None => "—",
-                }
+                target_cell(measurement, figure),
             );
         }
         let _ = writeln!(

@@ -9,12 +9,13 @@ use storage_bench::report::{markdown, Report};
 use storage_bench::suite::{registry, run, BenchBackend, Sizes, MEASUREMENTS};
 use storage_testkit::FaultyStore;
 
-#[test]
-fn the_report_holds_every_measurement_for_every_backend_and_valid_charts() {
-    let dir = tempfile::tempdir().unwrap();
+/// Runs `bench-report --tiny` with `args`, writing into `dir`, and returns the report it wrote.
+fn bench_report(dir: &std::path::Path, args: &[&str]) -> Report {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_bench-report"))
-        .args(["--tiny", "--backends", "fs,memory,nonsense", "--out"])
-        .arg(dir.path())
+        .arg("--tiny")
+        .args(args)
+        .arg("--out")
+        .arg(dir)
         .output()
         .unwrap();
     assert!(
@@ -22,8 +23,13 @@ fn the_report_holds_every_measurement_for_every_backend_and_valid_charts() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let report: Report =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap()).unwrap();
+    serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn the_report_holds_every_measurement_for_every_backend_and_valid_charts() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = bench_report(dir.path(), &["--backends", "fs,memory,nonsense"]);
     let ids: Vec<&str> = report.measurements.iter().map(|m| m.id.as_str()).collect();
     assert_eq!(ids, MEASUREMENTS.to_vec());
     for measurement in &report.measurements {
@@ -64,27 +70,15 @@ fn the_report_holds_every_measurement_for_every_backend_and_valid_charts() {
 #[test]
 fn measurements_asked_for_in_any_order_come_once_each_in_run_order() {
     let dir = tempfile::tempdir().unwrap();
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_bench-report"))
-        .args(["--tiny", "--backends", "memory"])
-        .args([
-            "--only",
-            "mirror-start",
-            "--only",
-            "snapshot",
-            "--only",
-            "mirror-copy",
-            "--out",
-        ])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report: Report =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap()).unwrap();
+    let only = [
+        "--only",
+        "mirror-start",
+        "--only",
+        "snapshot",
+        "--only",
+        "mirror-copy",
+    ];
+    let report = bench_report(dir.path(), &[&["--backends", "memory"][..], &only].concat());
     let ids: Vec<&str> = report.measurements.iter().map(|m| m.id.as_str()).collect();
     assert_eq!(ids, ["snapshot", "mirror-copy", "mirror-start"]);
     assert!(report.skipped.is_empty(), "{:?}", report.skipped);
@@ -175,4 +169,48 @@ fn compare_flags_a_regression_beyond_the_noise_and_nothing_else() {
         .unwrap();
     assert_eq!(output.status.code(), Some(1), "a regression fails the comparison");
     assert!(String::from_utf8_lossy(&output.stdout).contains("**regression**"));
+}
+
+#[test]
+fn a_target_is_not_judged_against_a_baseline_whose_runs_spread_more_than_twofold() {
+    let mut measurement = storage_bench::report::Measurement {
+        id: "mirror-copy".into(),
+        title: "t".into(),
+        unit: "MiB/s".into(),
+        higher_is_better: true,
+        baseline: Some("a raw copy".into()),
+        target_ratio: Some(0.8),
+        runs: 3,
+        figures: Vec::new(),
+    };
+    // A collapsed raw copy (240 against 2,000) would make a slow mirror look four times faster than raw.
+    measurement.add("fs", &[1000.0, 1100.0, 1050.0], Some(&[240.0, 2000.0, 230.0]));
+    measurement.add(
+        "memory",
+        &[1000.0, 1100.0, 1050.0],
+        Some(&[2000.0, 2100.0, 1900.0]),
+    );
+    let [collapsed, steady] = measurement.figures.as_slice() else {
+        panic!("two figures");
+    };
+    assert!(collapsed.baseline_unsteady());
+    assert_eq!(collapsed.met, None);
+    assert!(!steady.baseline_unsteady());
+    assert_eq!(steady.met, Some(false));
+    let report = Report {
+        finished_unix_s: 0,
+        quick: false,
+        machine: storage_bench::report::Machine {
+            cpu: "test".into(),
+            cores: 1,
+            memory_mib: 1,
+            file_system: "test".into(),
+            os: "test".into(),
+        },
+        measurements: vec![measurement],
+        skipped: Vec::new(),
+    };
+    let md = markdown(&report, "charts");
+    assert!(md.contains("not judged: baseline runs 230–2000"), "{md}");
+    assert!(md.contains("| **no** |"), "{md}");
 }
