@@ -104,6 +104,16 @@ impl Phases {
     }
 }
 
+/// What a producer's entry caches of `batch`.
+fn cached_metadata(batch: &RecordBatch) -> BatchMetadata {
+    BatchMetadata {
+        last_seq: batch.last_sequence(),
+        last_offset: batch.last_offset(),
+        offset_delta: batch.last_offset_delta(),
+        timestamp: batch.max_timestamp(),
+    }
+}
+
 /// What a plan changes.
 #[derive(Debug, Clone)]
 enum Changes {
@@ -302,12 +312,7 @@ impl ProducerStateManager {
             return plan(Changes::ExtendEntry {
                 producer_id,
                 epoch: entry.producer_epoch,
-                batch: BatchMetadata {
-                    last_seq: batch.last_sequence(),
-                    last_offset: batch.last_offset(),
-                    offset_delta: batch.last_offset_delta(),
-                    timestamp: batch.max_timestamp(),
-                },
+                batch: cached_metadata(batch),
             });
         }
         let verification = self.verification_state(producer_id);
@@ -349,12 +354,7 @@ impl ProducerStateManager {
                     .map(|entry| EntryExtension {
                         producer_id: entry.producer_id,
                         epoch: entry.producer_epoch,
-                        batch: BatchMetadata {
-                            last_seq: batch.last_sequence(),
-                            last_offset: batch.last_offset(),
-                            offset_delta: batch.last_offset_delta(),
-                            timestamp: batch.max_timestamp(),
-                        },
+                        batch: cached_metadata(batch),
                     })
             };
             match extension {
