@@ -256,29 +256,24 @@ fn client_duplicate_in(
 }
 
 impl ProducerStateManager {
-    /// Analyses an append of `batches` (kafka-semantics §7.1); see the module docs.
+    /// Analyses an append of `batches` (kafka-semantics §7.1); see the module docs. The batches are walked more
+    /// than once when a fast path hands over to the general one, so their iterator is cloned, never collected.
     pub fn plan_append<'a>(
         &self,
-        batches: impl IntoIterator<Item = &'a RecordBatch>,
+        batches: impl IntoIterator<Item = &'a RecordBatch, IntoIter: Clone>,
         origin: AppendOrigin,
         transaction_version: TransactionVersion,
     ) -> Result<AppendDecision, ProducerStateError> {
-        let mut batches = batches.into_iter();
-        let (first, second) = (batches.next(), batches.next());
-        match (first, second) {
+        let batches = batches.into_iter();
+        let mut peek = batches.clone();
+        match (peek.next(), peek.next()) {
             (Some(batch), None) if !batch.is_control() => {
                 self.plan_one_data_batch(batch, origin, transaction_version)
             }
-            (Some(_), Some(_)) if origin != AppendOrigin::Client => self.plan_extending_range(
-                first.into_iter().chain(second).chain(batches),
-                origin,
-                transaction_version,
-            ),
-            _ => self.plan_phases(
-                first.into_iter().chain(second).chain(batches),
-                origin,
-                transaction_version,
-            ),
+            (Some(_), Some(_)) if origin != AppendOrigin::Client => {
+                self.plan_extending_range(batches, origin, transaction_version)
+            }
+            _ => self.plan_phases(batches, origin, transaction_version),
         }
     }
 
@@ -325,12 +320,13 @@ impl ProducerStateManager {
     /// follower's fetch — in which every data batch only extends its producer's stored entry
     /// ([`only_extends`](Self::only_extends)): one lookup per batch, no append info per producer. The first batch
     /// that needs more (a control batch, a producer not stored or changing epoch or transaction, bad offsets) hands
-    /// the whole range to the general path, which decides it as if this had not looked. Later batches of a
+    /// the whole range (walked again from its start: the iterator is cloned, nothing is collected) to the general
+    /// path, which decides it as if this had not looked. Later batches of a
     /// producer see its entry as the earlier ones left it; only-extending changes none of what the rules read for
     /// these origins (the epoch, the open transaction, pending verification — sequences are CLIENT rules).
     fn plan_extending_range<'a>(
         &self,
-        mut batches: impl Iterator<Item = &'a RecordBatch>,
+        batches: impl Iterator<Item = &'a RecordBatch> + Clone,
         origin: AppendOrigin,
         transaction_version: TransactionVersion,
     ) -> Result<AppendDecision, ProducerStateError> {
@@ -338,11 +334,9 @@ impl ProducerStateManager {
             origin != AppendOrigin::Client,
             "sequences would need checking in the range"
         );
-        let mut looked_at = Vec::with_capacity(batches.size_hint().0);
         let mut extensions = Vec::with_capacity(batches.size_hint().0);
         let mut next_offset = None;
-        while let Some(batch) = batches.next() {
-            looked_at.push(batch);
+        for batch in batches.clone() {
             let extension = if batch.is_control() || check_offsets(batch).is_err() {
                 None
             } else if !batch.has_producer_id() {
@@ -362,13 +356,7 @@ impl ProducerStateManager {
                     extensions.push(extension);
                     next_offset = Some(batch.next_offset());
                 }
-                None => {
-                    return self.plan_phases(
-                        looked_at.into_iter().chain(batches),
-                        origin,
-                        transaction_version,
-                    )
-                }
+                None => return self.plan_phases(batches, origin, transaction_version),
             }
         }
         Ok(AppendDecision::Append(AppendPlan {
@@ -548,7 +536,7 @@ impl ProducerStateManager {
     /// Plans and commits in one step (tools, tests): a duplicate is an answer, not an error.
     pub fn append_batches<'a>(
         &mut self,
-        batches: impl IntoIterator<Item = &'a RecordBatch>,
+        batches: impl IntoIterator<Item = &'a RecordBatch, IntoIter: Clone>,
         origin: AppendOrigin,
         transaction_version: TransactionVersion,
     ) -> Result<Applied, ProducerStateError> {
