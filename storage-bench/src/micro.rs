@@ -8,27 +8,25 @@ use std::path::Path;
 
 use crate::report::Measurement;
 
-/// The median time in nanoseconds of one criterion benchmark, if it ran.
-fn median_ns(criterion: &Path, id: &[&str]) -> Option<f64> {
+/// One of the JSON files criterion writes for a benchmark (`<id…>/new/<file>`), if it is there and parses.
+fn criterion_json(criterion: &Path, id: &[&str], file: &str) -> Option<serde_json::Value> {
     let mut path = criterion.to_owned();
     for part in id {
         path.push(part);
     }
-    let text = std::fs::read_to_string(path.join("new/estimates.json")).ok()?;
-    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
-    value["median"]["point_estimate"].as_f64()
+    let text = std::fs::read_to_string(path.join("new").join(file)).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// The median time in nanoseconds of one criterion benchmark, if it ran.
+fn median_ns(criterion: &Path, id: &[&str]) -> Option<f64> {
+    criterion_json(criterion, id, "estimates.json")?["median"]["point_estimate"].as_f64()
 }
 
 /// How many elements one iteration of a criterion benchmark processes, from the `Elements` throughput in its
 /// `new/benchmark.json` (1 when it declares none).
 fn elements_per_iteration(criterion: &Path, id: &[&str]) -> f64 {
-    let mut path = criterion.to_owned();
-    for part in id {
-        path.push(part);
-    }
-    std::fs::read_to_string(path.join("new/benchmark.json"))
-        .ok()
-        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+    criterion_json(criterion, id, "benchmark.json")
         .and_then(|value| value["throughput"]["Elements"].as_f64())
         .unwrap_or(1.0)
 }

@@ -9,6 +9,26 @@ use storage_bench::report::{markdown, Report};
 use storage_bench::suite::{registry, run, BenchBackend, Sizes, MEASUREMENTS};
 use storage_testkit::FaultyStore;
 
+/// A report of `measurements` on a made-up machine.
+fn test_report(
+    measurements: Vec<storage_bench::report::Measurement>,
+    skipped: Vec<storage_bench::report::Skipped>,
+) -> Report {
+    Report {
+        finished_unix_s: 0,
+        quick: true,
+        machine: storage_bench::report::Machine {
+            cpu: "test".into(),
+            cores: 1,
+            memory_mib: 1,
+            file_system: "test".into(),
+            os: "test".into(),
+        },
+        measurements,
+        skipped,
+    }
+}
+
 /// Runs `bench-report --tiny` with `args`, writing into `dir`, and returns the report it wrote.
 fn bench_report(dir: &std::path::Path, args: &[&str]) -> Report {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_bench-report"))
@@ -119,19 +139,7 @@ fn compare_flags_a_regression_beyond_the_noise_and_nothing_else() {
     let dir = tempfile::tempdir().unwrap();
     let (backends, skipped) = registry(&["memory".to_owned()]);
     let measurements = run(Sizes::TINY, &backends, &["snapshot".to_owned()], &mut |_, _| {});
-    let report = Report {
-        finished_unix_s: 0,
-        quick: true,
-        machine: storage_bench::report::Machine {
-            cpu: "test".into(),
-            cores: 1,
-            memory_mib: 1,
-            file_system: "test".into(),
-            os: "test".into(),
-        },
-        measurements,
-        skipped,
-    };
+    let report = test_report(measurements, skipped);
     let (_, same) = storage_bench::report::compare(&report, &report);
     assert_eq!(same, 0);
     let mut slower = report.clone();
@@ -197,19 +205,7 @@ fn a_target_is_not_judged_against_a_baseline_whose_runs_spread_more_than_twofold
     assert_eq!(collapsed.met, None);
     assert!(!steady.baseline_unsteady());
     assert_eq!(steady.met, Some(false));
-    let report = Report {
-        finished_unix_s: 0,
-        quick: false,
-        machine: storage_bench::report::Machine {
-            cpu: "test".into(),
-            cores: 1,
-            memory_mib: 1,
-            file_system: "test".into(),
-            os: "test".into(),
-        },
-        measurements: vec![measurement],
-        skipped: Vec::new(),
-    };
+    let report = test_report(vec![measurement], Vec::new());
     let md = markdown(&report, "charts");
     assert!(md.contains("not judged: baseline runs 230–2000"), "{md}");
     assert!(md.contains("| **no** |"), "{md}");
