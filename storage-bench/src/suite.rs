@@ -861,7 +861,7 @@ fn checked_copy(mib: usize) -> (Duration, usize, Duration) {
     let elapsed = started.elapsed();
     output.sync_all().unwrap();
     let bytes = std::fs::metadata(&copy).unwrap().len() as usize;
-    let raw_elapsed = copy_file(&source, &dir.path().join("copy.log"));
+    let raw_elapsed = raw_copy_baseline(&source, dir.path());
     (elapsed, bytes, raw_elapsed)
 }
 
@@ -873,7 +873,7 @@ struct MirrorCopy {
     catch_up: Duration,
     /// Bytes copied.
     bytes: usize,
-    /// The raw copy of the same bytes, measured right after.
+    /// The raw copy of the same bytes, measured right after ([`raw_copy_baseline`]).
     raw_copy: Duration,
 }
 
@@ -914,7 +914,7 @@ async fn mirror_copy(backend: &BenchBackend, mib: usize) -> MirrorCopy {
     let raw_dir = tempfile::tempdir().unwrap();
     append_raw(raw_dir.path(), &stored, None);
     sync_file(&raw_dir.path().join("raw.log"));
-    let raw_copy = copy_file(&raw_dir.path().join("raw.log"), &raw_dir.path().join("copy.log"));
+    let raw_copy = raw_copy_baseline(&raw_dir.path().join("raw.log"), raw_dir.path());
     MirrorCopy {
         start,
         catch_up,
@@ -965,6 +965,26 @@ fn durable_write(dir: &Path, batch: &RecordBatch) -> Duration {
 /// Puts a file's written bytes on disk (outside any timed phase).
 fn sync_file(path: &Path) {
     std::fs::File::open(path).unwrap().sync_all().unwrap();
+}
+
+/// Raw copies made for one baseline figure of the copy measurements; the fastest counts.
+const RAW_COPIES: usize = 3;
+
+/// The raw-copy baseline of `mirror-copy` and its floor: the fastest of [`RAW_COPIES`] copies of `from` into new
+/// files in `dir`, each started with the one before synced. A single copy now and then ran at a quarter of its
+/// usual speed (write-back of other files, outside the benchmark's control), which flattered the mirror in that
+/// run and left the figure unjudged (baseline runs spread over 2×); the fastest of three is what the machine can
+/// do, so it makes the target harder to meet, never easier.
+fn raw_copy_baseline(from: &Path, dir: &Path) -> Duration {
+    (0..RAW_COPIES)
+        .map(|copy| {
+            let to = dir.join(format!("copy-{copy}.log"));
+            let elapsed = copy_file(from, &to);
+            sync_file(&to);
+            elapsed
+        })
+        .min()
+        .unwrap_or_default()
 }
 
 fn copy_file(from: &Path, to: &Path) -> Duration {
