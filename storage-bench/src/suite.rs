@@ -717,6 +717,30 @@ fn interleaved_chunks(count: usize) -> impl Iterator<Item = (Timed, usize)> {
     })
 }
 
+/// Times `ours` and `baseline` — each appends the next `len` batches of its own when called — over `count` batches
+/// each, in [`interleaved_chunks`]; returns their times.
+async fn interleaved(
+    count: usize,
+    mut ours: impl AsyncFnMut(usize),
+    mut baseline: impl AsyncFnMut(usize),
+) -> (Duration, Duration) {
+    let (mut ours_elapsed, mut baseline_elapsed) = (Duration::ZERO, Duration::ZERO);
+    for (timed, len) in interleaved_chunks(count) {
+        let started = Instant::now();
+        match timed {
+            Timed::Ours => {
+                ours(len).await;
+                ours_elapsed += started.elapsed();
+            }
+            Timed::Baseline => {
+                baseline(len).await;
+                baseline_elapsed += started.elapsed();
+            }
+        }
+    }
+    (ours_elapsed, baseline_elapsed)
+}
+
 async fn log_appends(backend: &BenchBackend, count: usize) -> (Duration, Duration) {
     let work = client_batches(count, 1024 - 90);
     // Both paths get batches they own, placed or not, prepared before the clock starts: a shared batch would be
@@ -728,30 +752,26 @@ async fn log_appends(backend: &BenchBackend, count: usize) -> (Duration, Duratio
     let storage = store.create(&partition("log")).await.unwrap();
     let (mut log, _) = PartitionLog::open(storage, log_config(), 0).await.unwrap();
     let mut raw = store.create(&partition("raw")).await.unwrap();
-    let (mut through_log, mut through_raw) = (Duration::ZERO, Duration::ZERO);
-    for (timed, len) in interleaved_chunks(count) {
-        let started = Instant::now();
-        match timed {
-            Timed::Ours => {
-                for batch in work.by_ref().take(len) {
-                    log.append_as_leader(vec![batch], AppendOrigin::Client, TransactionVersion::V0)
-                        .await
-                        .unwrap();
-                }
-                through_log += started.elapsed();
+    let times = interleaved(
+        count,
+        async |len| {
+            for batch in work.by_ref().take(len) {
+                log.append_as_leader(vec![batch], AppendOrigin::Client, TransactionVersion::V0)
+                    .await
+                    .unwrap();
             }
-            Timed::Baseline => {
-                // Each batch is dropped after its append here too: the log frees what it consumed.
-                for batch in placed.by_ref().take(len) {
-                    raw.append(std::slice::from_ref(&batch)).await.unwrap();
-                }
-                through_raw += started.elapsed();
+        },
+        // Each batch is dropped after its append here too: the log frees what it consumed.
+        async |len| {
+            for batch in placed.by_ref().take(len) {
+                raw.append(std::slice::from_ref(&batch)).await.unwrap();
             }
-        }
-    }
+        },
+    )
+    .await;
     assert_eq!(log.log_end_offset(), count as i64);
     assert_eq!(raw.log_end_offset(), count as i64);
-    (through_log, through_raw)
+    times
 }
 
 /// The floor of `log_appends`: each batch checked as the log checks a client batch before anything else (CRC,
@@ -766,28 +786,24 @@ async fn checked_appends(backend: &BenchBackend, count: usize) -> (Duration, Dur
     let store = (backend.open)(dir.path());
     let mut checked = store.create(&partition("checked")).await.unwrap();
     let mut plain = store.create(&partition("plain")).await.unwrap();
-    let (mut checked_elapsed, mut plain_elapsed) = (Duration::ZERO, Duration::ZERO);
-    for (timed, len) in interleaved_chunks(count) {
-        let started = Instant::now();
-        match timed {
-            Timed::Ours => {
-                for batch in checked_work.by_ref().take(len) {
-                    check_as_client_batch(&batch);
-                    checked.append(std::slice::from_ref(&batch)).await.unwrap();
-                }
-                checked_elapsed += started.elapsed();
+    let times = interleaved(
+        count,
+        async |len| {
+            for batch in checked_work.by_ref().take(len) {
+                check_as_client_batch(&batch);
+                checked.append(std::slice::from_ref(&batch)).await.unwrap();
             }
-            Timed::Baseline => {
-                for batch in plain_work.by_ref().take(len) {
-                    plain.append(std::slice::from_ref(&batch)).await.unwrap();
-                }
-                plain_elapsed += started.elapsed();
+        },
+        async |len| {
+            for batch in plain_work.by_ref().take(len) {
+                plain.append(std::slice::from_ref(&batch)).await.unwrap();
             }
-        }
-    }
+        },
+    )
+    .await;
     assert_eq!(checked.log_end_offset(), count as i64);
     assert_eq!(plain.log_end_offset(), count as i64);
-    (checked_elapsed, plain_elapsed)
+    times
 }
 
 /// What the log checks of a client batch before anything else: its CRC, then every record decoded and its offset
