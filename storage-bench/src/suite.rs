@@ -10,7 +10,7 @@ use mirror_fsm::{Event, LocalFetcher, MirrorDriver};
 use partition_log::{LogConfig, PartitionLog};
 use producer_state::{AppendOrigin, ProducerStateManager, PsmConfig, TransactionVersion};
 use record_format::{BatchBuilder, RecordBatch};
-use storage::{Durability, PartitionId, Storage};
+use storage::{Durability, PartitionId, PartitionStorage, Storage};
 
 use crate::report::{Measurement, Skipped};
 use crate::{append_raw, batches, read_raw};
@@ -762,11 +762,7 @@ async fn log_appends(backend: &BenchBackend, count: usize) -> (Duration, Duratio
             }
         },
         // Each batch is dropped after its append here too: the log frees what it consumed.
-        async |len| {
-            for batch in placed.by_ref().take(len) {
-                raw.append(std::slice::from_ref(&batch)).await.unwrap();
-            }
-        },
+        async |len| append_each(&mut *raw, placed.by_ref().take(len)).await,
     )
     .await;
     assert_eq!(log.log_end_offset(), count as i64);
@@ -794,16 +790,20 @@ async fn checked_appends(backend: &BenchBackend, count: usize) -> (Duration, Dur
                 checked.append(std::slice::from_ref(&batch)).await.unwrap();
             }
         },
-        async |len| {
-            for batch in plain_work.by_ref().take(len) {
-                plain.append(std::slice::from_ref(&batch)).await.unwrap();
-            }
-        },
+        async |len| append_each(&mut *plain, plain_work.by_ref().take(len)).await,
     )
     .await;
     assert_eq!(checked.log_end_offset(), count as i64);
     assert_eq!(plain.log_end_offset(), count as i64);
     times
+}
+
+/// Appends `batches` to `partition` one per call, as a client's produce requests arrive; each is dropped after
+/// its append.
+async fn append_each(partition: &mut dyn PartitionStorage, batches: impl Iterator<Item = RecordBatch>) {
+    for batch in batches {
+        partition.append(std::slice::from_ref(&batch)).await.unwrap();
+    }
 }
 
 /// What the log checks of a client batch before anything else: its CRC, then every record decoded and its offset
@@ -988,9 +988,9 @@ const RAW_COPIES: usize = 3;
 
 /// The raw-copy baseline of `mirror-copy` and its floor: the fastest of [`RAW_COPIES`] copies of `from` into new
 /// files in `dir`, each started with the one before synced. A single copy now and then ran at a quarter of its
-/// usual speed (write-back of other files, outside the benchmark's control), which flattered the mirror in that
-/// run and left the figure unjudged (baseline runs spread over 2×); the fastest of three is what the machine can
-/// do, so it makes the target harder to meet, never easier.
+/// usual speed (cause unknown: a sync of the whole machine before each copy did not prevent it), which flattered
+/// the mirror in that run and left the figure unjudged (baseline runs spread over 2×); the fastest of three is
+/// what the machine can do, so it makes the target harder to meet, never easier.
 fn raw_copy_baseline(from: &Path, dir: &Path) -> Duration {
     (0..RAW_COPIES)
         .map(|copy| {
