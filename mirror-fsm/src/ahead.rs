@@ -23,7 +23,7 @@
 
 use std::sync::Arc;
 
-use record_format::{CrcCheckedBatches, SharedCrcCheck};
+use record_format::{BatchBuffers, CrcCheckedBatches, SharedCrcCheck};
 use tokio::sync::oneshot;
 
 use crate::driver::FETCH_BYTES;
@@ -78,6 +78,7 @@ pub(crate) struct Ahead {
 struct Fetched {
     source_cluster_id: String,
     check: Arc<SharedCrcCheck>,
+    buffers: BatchBuffers,
 }
 
 impl Fetched {
@@ -86,6 +87,7 @@ impl Fetched {
         Fetched {
             source_cluster_id: response.source_cluster_id,
             check: SharedCrcCheck::new(response.batches),
+            buffers: response.buffers,
         }
     }
 
@@ -144,7 +146,10 @@ impl Ahead {
         let fetched = self.answer.await.ok().flatten()?;
         Some(Event::Fetched {
             source_cluster_id: fetched.source_cluster_id,
-            batches: fetched.check.finish(),
+            batches: fetched
+                .check
+                .finish()
+                .map(|checked| checked.with_buffers(fetched.buffers)),
         })
     }
 }
@@ -153,6 +158,7 @@ impl Ahead {
 pub(crate) fn checked(response: FetchResponse) -> Event {
     Event::Fetched {
         source_cluster_id: response.source_cluster_id,
-        batches: CrcCheckedBatches::check(response.batches),
+        batches: CrcCheckedBatches::check(response.batches)
+            .map(|checked| checked.with_buffers(response.buffers)),
     }
 }

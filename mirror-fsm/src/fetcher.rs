@@ -4,7 +4,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use async_trait::async_trait;
-use record_format::RecordBatch;
+use record_format::{BatchBuffers, RecordBatch};
 
 /// A fetch that owns what it needs and may run on another thread ([`Fetcher::detached_fetch`]).
 pub type DetachedFetch = Pin<Box<dyn Future<Output = Result<FetchResponse, FetchError>> + Send + 'static>>;
@@ -16,6 +16,9 @@ pub struct FetchResponse {
     pub source_cluster_id: String,
     /// Whole batches from the requested offset, as the source stored them.
     pub batches: Vec<RecordBatch>,
+    /// The buffers the batches were sliced from, when the fetcher knows them (a local read's, a response's record
+    /// set): the destination writes batches lying back to back in one with one write. Empty is always correct.
+    pub buffers: BatchBuffers,
 }
 
 /// Why the source could not answer.

@@ -74,6 +74,7 @@ async fn read_committed(
     Ok(FetchResponse {
         source_cluster_id,
         batches: fetched.batches,
+        buffers: fetched.buffers,
     })
 }
 

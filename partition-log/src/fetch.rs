@@ -1,6 +1,6 @@
 //! What a fetch returns, by isolation level (kafka-semantics §7.8).
 
-use record_format::{AbortedTxn, RecordBatch};
+use record_format::{AbortedTxn, BatchBuffers, RecordBatch};
 
 /// A consumer's isolation level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -16,6 +16,9 @@ pub enum Isolation {
 pub struct FetchResult {
     /// Whole batches, in order, all below the isolation level's bound.
     pub batches: Vec<RecordBatch>,
+    /// The buffers the batches were read into (a writer copying them may write batches lying back to back in
+    /// one with one write; [`BatchBuffers`]).
+    pub buffers: BatchBuffers,
     /// The partition's high watermark.
     pub high_watermark: i64,
     /// The partition's last stable offset.

@@ -20,7 +20,7 @@ use std::collections::BTreeSet;
 use producer_state::{
     AppendDecision, AppendOrigin, CorruptSnapshot, ProducerStateManager, StateSummary, TransactionVersion,
 };
-use record_format::{AbortedTxn, CrcCheckedBatches, RecordBatch};
+use record_format::{AbortedTxn, BatchBuffers, CrcCheckedBatches, RecordBatch};
 use storage::{Durability, PartitionId, PartitionStorage};
 
 use crate::config::LogConfig;
@@ -277,7 +277,8 @@ impl PartitionLog {
             batch.place(next_offset, self.config.leader_epoch);
             next_offset = batch.next_offset();
         }
-        self.append(batches, origin, transaction_version).await
+        self.append(batches, &BatchBuffers::default(), origin, transaction_version)
+            .await
     }
 
     /// Writes a transaction marker (COORDINATOR origin) for `producer_id`, unless the producer has no open
@@ -340,16 +341,22 @@ impl PartitionLog {
 
     /// The follower append after the online check and the CRC check.
     async fn append_checked(&mut self, checked: CrcCheckedBatches) -> Result<AppendOutcome> {
-        let batches = checked.into_vec();
+        let (batches, buffers) = checked.into_parts();
         storage::partition::check_append(self.log_end_offset(), &batches)?;
-        self.append(batches, AppendOrigin::Replication, TransactionVersion::Unknown)
-            .await
+        self.append(
+            batches,
+            &buffers,
+            AppendOrigin::Replication,
+            TransactionVersion::Unknown,
+        )
+        .await
     }
 
     /// The shared append path (module docs).
     async fn append(
         &mut self,
         batches: Vec<RecordBatch>,
+        buffers: &BatchBuffers,
         origin: AppendOrigin,
         transaction_version: TransactionVersion,
     ) -> Result<AppendOutcome> {
@@ -373,7 +380,7 @@ impl PartitionLog {
         if self.segment_size > 0 && self.segment_size.saturating_add(size) > self.config.segment_bytes {
             self.roll().await?;
         }
-        self.storage.append(&batches).await?;
+        self.storage.append_with_buffers(&batches, buffers).await?;
         self.segment_size = self.segment_size.saturating_add(size);
         let effects = self.psm.commit(plan);
         for entry in &effects.aborted_index {
@@ -461,10 +468,10 @@ impl PartitionLog {
                 upper: end,
             });
         }
-        let mut batches = if from_offset < upper {
-            self.storage.read(from_offset, max_bytes).await?
+        let (mut batches, buffers) = if from_offset < upper {
+            self.storage.read_with_buffers(from_offset, max_bytes).await?
         } else {
-            Vec::new()
+            (Vec::new(), BatchBuffers::default())
         };
         batches.retain(|batch| batch.base_offset() < upper);
         let aborted_transactions = match (isolation, batches.last()) {
@@ -475,6 +482,7 @@ impl PartitionLog {
         };
         Ok(FetchResult {
             batches,
+            buffers,
             high_watermark: self.high_watermark,
             last_stable_offset: self.last_stable_offset(),
             log_start_offset: start,

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use crate::batch::RecordBatch;
+use crate::buffers::BatchBuffers;
 use crate::error::DecodeError;
 
 /// Batches whose stored CRC matched their bytes when [`check`](Self::check) made this value.
@@ -22,6 +23,8 @@ pub struct CrcCheckedBatches {
     batches: Vec<RecordBatch>,
     /// Their bytes in total, summed while each batch was checked (its header in cache then).
     size: usize,
+    /// The buffers they were sliced from, if known ([`with_buffers`](Self::with_buffers)).
+    buffers: BatchBuffers,
 }
 
 /// A batch whose CRC did not match, and where it was.
@@ -52,7 +55,11 @@ impl CrcCheckedBatches {
             })?;
             size += batch.size();
         }
-        Ok(CrcCheckedBatches { batches, size })
+        Ok(CrcCheckedBatches {
+            batches,
+            size,
+            buffers: BatchBuffers::default(),
+        })
     }
 
     /// The batches, in order.
@@ -75,9 +82,21 @@ impl CrcCheckedBatches {
         self.size
     }
 
+    /// The same batches, known to be sliced from `buffers` (which a writer may use to write them with one
+    /// `write`; the proof is about the batches' bytes, wherever they lie).
+    pub fn with_buffers(mut self, buffers: BatchBuffers) -> Self {
+        self.buffers = buffers;
+        self
+    }
+
     /// The batches, without the proof.
     pub fn into_vec(self) -> Vec<RecordBatch> {
         self.batches
+    }
+
+    /// The batches, without the proof, and the buffers they were sliced from.
+    pub fn into_parts(self) -> (Vec<RecordBatch>, BatchBuffers) {
+        (self.batches, self.buffers)
     }
 }
 
@@ -207,6 +226,7 @@ impl SharedCrcCheck {
         Ok(CrcCheckedBatches {
             batches: check.batches,
             size,
+            buffers: BatchBuffers::default(),
         })
     }
 }

@@ -27,6 +27,7 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod batch;
+pub mod buffers;
 pub mod builder;
 pub mod checked;
 pub mod compression;
@@ -40,6 +41,7 @@ pub mod txn_index;
 pub mod varint;
 
 pub use batch::{Attributes, RecordBatch, TimestampType};
+pub use buffers::BatchBuffers;
 pub use builder::{BatchBuilder, NewHeader, NewRecord};
 pub use checked::{CrcCheckError, CrcCheckedBatches, SharedCrcCheck};
 pub use compression::{Compression, DecodeLimits};

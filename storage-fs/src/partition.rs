@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use record_format::{AbortedTxn, RecordBatch};
+use record_format::{AbortedTxn, BatchBuffers, RecordBatch};
 use storage::partition::select_aborted;
 use storage::{BlockingPartition, Durability, OpenMode, OpenReport, PartitionId, StorageError};
 
@@ -347,6 +347,14 @@ impl BlockingPartition for FsPartition {
     }
 
     fn append(&mut self, batches: &[RecordBatch]) -> Result<(), StorageError> {
+        self.append_with_buffers(batches, &BatchBuffers::default())
+    }
+
+    fn append_with_buffers(
+        &mut self,
+        batches: &[RecordBatch],
+        buffers: &BatchBuffers,
+    ) -> Result<(), StorageError> {
         let mut start = 0;
         while start < batches.len() {
             if Self::needs_roll(
@@ -378,14 +386,26 @@ impl BlockingPartition for FsPartition {
                 end += 1;
             }
             let index_interval = self.config.index_interval_bytes;
-            self.active().append(&batches[start..end], index_interval)?;
+            self.active()
+                .append(&batches[start..end], buffers, index_interval)?;
             start = end;
         }
         Ok(())
     }
 
     fn read(&self, from_offset: i64, max_bytes: usize) -> Result<Vec<RecordBatch>, StorageError> {
+        self.read_with_buffers(from_offset, max_bytes)
+            .map(|(batches, _)| batches)
+    }
+
+    /// Each segment's part of the range is one `pread` into one buffer, and its batches are slices of it.
+    fn read_with_buffers(
+        &self,
+        from_offset: i64,
+        max_bytes: usize,
+    ) -> Result<(Vec<RecordBatch>, BatchBuffers), StorageError> {
         let mut out = Vec::new();
+        let mut buffers = BatchBuffers::default();
         let mut budget = max_bytes;
         let first = self
             .segments
@@ -393,12 +413,12 @@ impl BlockingPartition for FsPartition {
             .next_back()
             .map_or(i64::MIN, |(base, _)| *base);
         for segment in self.segments.range(first..).map(|(_, segment)| segment) {
-            segment.read(from_offset, &mut budget, &mut out)?;
+            segment.read(from_offset, &mut budget, &mut out, &mut buffers)?;
             if budget == 0 {
                 break;
             }
         }
-        Ok(out)
+        Ok((out, buffers))
     }
 
     fn truncate_to(&mut self, offset: i64) -> Result<(), StorageError> {

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use record_format::batch::{check_batch_prefix, offsets, LOG_OVERHEAD};
 use record_format::txn_index::ABORTED_TXN_LEN;
-use record_format::{AbortedTxn, RecordBatch};
+use record_format::{AbortedTxn, BatchBuffers, RecordBatch};
 use storage::{OpenMode, StorageError};
 
 use crate::files::{
@@ -514,15 +514,23 @@ impl Segment {
     /// Appends batches (already checked to follow the log) in one `write` or `writev`. Their index entries are
     /// computed first, while the headers are still in cache (a write of a fetched megabyte evicts them), kept in
     /// memory until [`Segment::write_pending_indexes`], and taken back if the write fails.
-    pub fn append(&mut self, batches: &[RecordBatch], index_interval: u64) -> Result<(), StorageError> {
+    pub fn append(
+        &mut self,
+        batches: &[RecordBatch],
+        buffers: &BatchBuffers,
+        index_interval: u64,
+    ) -> Result<(), StorageError> {
         let before = self.tracking();
         for batch in batches {
             self.track(batch, index_interval);
         }
-        let written = match batches {
-            [batch] => self.log.append(batch.as_bytes()),
-            // A fetched range: one `writev` of the batches where they are, no copy into one buffer.
-            _ => {
+        let written = match (batches, buffers.contiguous(batches)) {
+            ([batch], _) => self.log.append(batch.as_bytes()),
+            // A fetched range lying back to back in the buffer it was read into: one `write` of that slice (about
+            // a third cheaper than a `writev` of 1 KiB batches, issue 16).
+            (_, Some(bytes)) => self.log.append(bytes),
+            // Batches elsewhere: one `writev` of the batches where they are, no copy into one buffer.
+            (_, None) => {
                 let mut parts: Vec<IoSlice<'_>> = batches
                     .iter()
                     .map(|batch| IoSlice::new(batch.as_bytes()))
@@ -663,12 +671,14 @@ impl Segment {
     /// always, when `out` is empty), reading the range with one `pread`. Batches are served as stored, their
     /// structure checked but not their CRC: every batch was CRC-checked when it was appended or when the segment
     /// was opened, and consumers check CRCs themselves (as Kafka serves fetches). `budget` is set to 0 when a
-    /// batch did not fit, so the caller stops; it keeps what is left when the segment ended first.
+    /// batch did not fit, so the caller stops; it keeps what is left when the segment ended first. The buffer
+    /// read into joins `buffers` (the batches are slices of it).
     pub fn read(
         &self,
         offset: i64,
         budget: &mut usize,
         out: &mut Vec<RecordBatch>,
+        buffers: &mut BatchBuffers,
     ) -> Result<(), StorageError> {
         let Some(span) = self.find(offset)? else {
             return Ok(());
@@ -686,6 +696,7 @@ impl Segment {
             .read_vec_at(len, span.position)
             .map_err(|e| io_error("reading", &self.path(LOG_SUFFIX), e))?;
         let chunk = Bytes::from(buffer);
+        buffers.push(chunk.clone());
         let corrupt = |at: usize, reason: String| StorageError::Corrupt {
             what: format!(
                 "{} at position {}",
@@ -810,11 +821,11 @@ mod tests {
         let mut segment = Segment::create(&vfs, Path::new("/data/p-0"), 0).unwrap();
         let batches = run_of_batches(0, 20);
         let (first, rest) = batches.split_at(10);
-        segment.append(first, 256).unwrap();
+        segment.append(first, &BatchBuffers::default(), 256).unwrap();
         let before = segment.tracking();
         assert!(before.index_len > 0, "the first appends made index entries");
         fs.power_fails_at(fs.stats().mutations + 1);
-        assert!(segment.append(rest, 256).is_err());
+        assert!(segment.append(rest, &BatchBuffers::default(), 256).is_err());
         let after = segment.tracking();
         assert_eq!(
             (
@@ -832,5 +843,44 @@ mod tests {
         );
         assert_eq!(after.bytes_since_index, before.bytes_since_index);
         assert_eq!(after.max_timestamp, before.max_timestamp);
+    }
+
+    #[test]
+    fn a_range_appended_with_the_buffer_it_was_read_into_is_one_write_of_the_same_bytes() {
+        let fs = SimFs::new();
+        let vfs: Arc<dyn Vfs> = Arc::new(fs.clone());
+        let segment_in = |name: &str| {
+            let dir = Path::new("/data").join(name);
+            vfs.create_dir_all(&dir).unwrap();
+            Segment::create(&vfs, &dir, 0).unwrap()
+        };
+        let mut source = segment_in("source");
+        let batches = run_of_batches(0, 20);
+        source.append(&batches, &BatchBuffers::default(), 256).unwrap();
+        let (mut budget, mut read, mut buffers) = (1 << 20, Vec::new(), BatchBuffers::default());
+        source.read(0, &mut budget, &mut read, &mut buffers).unwrap();
+        assert_eq!((read.len(), buffers.len()), (20, 1));
+
+        let mut whole = segment_in("whole");
+        let before = fs.stats().mutations;
+        whole.append(&read, &buffers, 256).unwrap();
+        assert_eq!(
+            fs.stats().mutations - before,
+            1,
+            "one write of the buffer's slice"
+        );
+
+        // Without the buffer, the batches are written where they are (the simulated file system has no `writev`:
+        // one write each).
+        let mut scattered = segment_in("scattered");
+        let before = fs.stats().mutations;
+        scattered.append(&read, &BatchBuffers::default(), 256).unwrap();
+        assert_eq!(fs.stats().mutations - before, 20);
+
+        let log = |segment: &Segment| fs.read_file(&segment.path(LOG_SUFFIX)).unwrap();
+        assert_eq!(log(&whole), log(&source));
+        assert_eq!(log(&scattered), log(&source));
+        assert_eq!(whole.index, scattered.index);
+        assert_eq!(whole.time_index, scattered.time_index);
     }
 }

@@ -239,6 +239,45 @@ pub async fn reads_return_whole_batches_within_the_budget(backend: &dyn Backend)
         .is_empty());
 }
 
+/// A range read with the buffers it lies in is the same range a plain read gives, and appended elsewhere with
+/// those buffers it is stored byte for byte — including a batch changed after the read, which no longer lies in
+/// the buffers (a backend that writes the buffers' bytes must write the batches' own).
+pub async fn a_range_appended_with_the_buffers_it_was_read_into_is_stored_byte_for_byte(
+    backend: &dyn Backend,
+) {
+    let (store, mut source) = fresh(backend).await;
+    let batches = run_of_batches(0, 30);
+    source.append(&batches[..10]).await.unwrap();
+    source.append(&batches[10..]).await.unwrap();
+    let (read, buffers) = source.read_with_buffers(0, 1 << 20).await.unwrap();
+    assert_same(&read, &source.read(0, 1 << 20).await.unwrap());
+    assert_same(&read, &batches);
+
+    let mut copy = store
+        .create(&PartitionId::new("conformance", 1).unwrap())
+        .await
+        .unwrap();
+    copy.append_with_buffers(&read, &buffers).await.unwrap();
+    assert_eq!(copy.log_end_offset(), source.log_end_offset());
+    assert_same(&read_all(copy.as_ref()).await, &batches);
+
+    let mut changed = read.clone();
+    changed[3].set_partition_leader_epoch(77);
+    let mut edited = store
+        .create(&PartitionId::new("conformance", 2).unwrap())
+        .await
+        .unwrap();
+    edited.append_with_buffers(&changed, &buffers).await.unwrap();
+    assert_same(&read_all(edited.as_ref()).await, &changed);
+    assert!(
+        matches!(
+            edited.append_with_buffers(&read, &buffers).await,
+            Err(StorageError::NonMonotonicOffsets { .. })
+        ),
+        "the contract's checks apply"
+    );
+}
+
 /// Offsets outside `[log_start, log_end]` are errors.
 pub async fn reads_outside_the_log_are_errors(backend: &dyn Backend) {
     let (_store, mut partition) = fresh(backend).await;
@@ -596,6 +635,7 @@ macro_rules! conformance_suite {
             appends_with_offsets_that_do_not_grow_are_refused_whole,
             offsets_may_skip_as_in_a_compacted_log,
             reads_return_whole_batches_within_the_budget,
+            a_range_appended_with_the_buffers_it_was_read_into_is_stored_byte_for_byte,
             reads_outside_the_log_are_errors,
             truncation_at_every_batch_boundary,
             truncation_inside_a_batch_is_refused,

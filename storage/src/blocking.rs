@@ -17,7 +17,7 @@
 //! - no mutating call arrives on a read-only or poisoned handle.
 
 use bytes::Bytes;
-use record_format::{AbortedTxn, RecordBatch};
+use record_format::{AbortedTxn, BatchBuffers, RecordBatch};
 
 use crate::id::PartitionId;
 use crate::partition::Durability;
@@ -79,8 +79,22 @@ pub trait BlockingPartition: Send + 'static {
 
     /// Appends batches that follow the log.
     fn append(&mut self, batches: &[RecordBatch]) -> Result<()>;
+    /// [`append`](Self::append) of batches sliced from `buffers` ([`BatchBuffers`]): a backend that writes bytes
+    /// may write batches lying back to back in one buffer with one write. By default the buffers go unused.
+    fn append_with_buffers(&mut self, batches: &[RecordBatch], buffers: &BatchBuffers) -> Result<()> {
+        let _ = buffers;
+        self.append(batches)
+    }
     /// Whole batches from the one holding `from_offset`, up to `max_bytes` (at least one when one exists).
     fn read(&self, from_offset: i64, max_bytes: usize) -> Result<Vec<RecordBatch>>;
+    /// [`read`](Self::read), with the buffers the batches were sliced from (none by default).
+    fn read_with_buffers(
+        &self,
+        from_offset: i64,
+        max_bytes: usize,
+    ) -> Result<(Vec<RecordBatch>, BatchBuffers)> {
+        Ok((self.read(from_offset, max_bytes)?, BatchBuffers::default()))
+    }
     /// Cuts the log at `offset` (strictly inside the log); fails if a batch straddles it.
     fn truncate_to(&mut self, offset: i64) -> Result<()>;
     /// Empties the log (and its index) and restarts it at `offset`.

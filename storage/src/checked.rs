@@ -8,7 +8,7 @@
 //! every write with [`StorageError::ReadOnly`].
 
 use bytes::Bytes;
-use record_format::{AbortedTxn, RecordBatch};
+use record_format::{AbortedTxn, BatchBuffers, RecordBatch};
 
 use crate::blocking::{BlockingPartition, OpenMode};
 use crate::error::StorageError;
@@ -112,21 +112,36 @@ impl Checked {
 
     /// See [`crate::PartitionStorage::append`].
     pub fn append(&mut self, batches: &[RecordBatch]) -> Result<()> {
+        self.append_with_buffers(batches, &BatchBuffers::default())
+    }
+
+    /// See [`crate::PartitionStorage::append_with_buffers`].
+    pub fn append_with_buffers(&mut self, batches: &[RecordBatch], buffers: &BatchBuffers) -> Result<()> {
         self.writable()?;
         check_append(self.log_end_offset(), batches)?;
         if batches.is_empty() {
             return Ok(());
         }
-        self.write(|inner| inner.append(batches))
+        self.write(|inner| inner.append_with_buffers(batches, buffers))
     }
 
     /// See [`crate::PartitionStorage::read`].
     pub fn read(&self, from_offset: i64, max_bytes: usize) -> Result<Vec<RecordBatch>> {
+        self.read_with_buffers(from_offset, max_bytes)
+            .map(|(batches, _)| batches)
+    }
+
+    /// See [`crate::PartitionStorage::read_with_buffers`].
+    pub fn read_with_buffers(
+        &self,
+        from_offset: i64,
+        max_bytes: usize,
+    ) -> Result<(Vec<RecordBatch>, BatchBuffers)> {
         check_read_offset(from_offset, self.log_start_offset(), self.log_end_offset())?;
         if from_offset == self.log_end_offset() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), BatchBuffers::default()));
         }
-        self.inner.read(from_offset, max_bytes)
+        self.inner.read_with_buffers(from_offset, max_bytes)
     }
 
     /// See [`crate::PartitionStorage::truncate_to`].

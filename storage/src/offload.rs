@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use record_format::{AbortedTxn, RecordBatch};
+use record_format::{AbortedTxn, BatchBuffers, RecordBatch};
 
 use crate::blocking::{BlockingStore, OpenMode};
 use crate::checked::Checked;
@@ -199,20 +199,34 @@ impl PartitionStorage for OffloadedPartition {
     }
 
     async fn append(&mut self, batches: &[RecordBatch]) -> Result<()> {
+        self.append_with_buffers(batches, &BatchBuffers::default()).await
+    }
+
+    async fn append_with_buffers(&mut self, batches: &[RecordBatch], buffers: &BatchBuffers) -> Result<()> {
         if self.cheap_appends {
             // The hot path of a page-cache backend: no copy of the batch list, no closure, no hand-off.
             let mut checked = lock(&self.shared);
-            let outcome = checked.append(batches);
+            let outcome = checked.append_with_buffers(batches, buffers);
             self.log_start = checked.log_start_offset();
             self.log_end = checked.log_end_offset();
             return outcome;
         }
-        let batches = batches.to_vec();
-        self.call(move |checked| checked.append(&batches)).await
+        let (batches, buffers) = (batches.to_vec(), buffers.clone());
+        self.call(move |checked| checked.append_with_buffers(&batches, &buffers))
+            .await
     }
 
     async fn read(&self, from_offset: i64, max_bytes: usize) -> Result<Vec<RecordBatch>> {
         self.read_call(move |checked| checked.read(from_offset, max_bytes))
+            .await
+    }
+
+    async fn read_with_buffers(
+        &self,
+        from_offset: i64,
+        max_bytes: usize,
+    ) -> Result<(Vec<RecordBatch>, BatchBuffers)> {
+        self.read_call(move |checked| checked.read_with_buffers(from_offset, max_bytes))
             .await
     }
 

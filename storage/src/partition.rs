@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use record_format::{AbortedTxn, RecordBatch};
+use record_format::{AbortedTxn, BatchBuffers, RecordBatch};
 
 use crate::error::StorageError;
 use crate::id::PartitionId;
@@ -53,9 +53,23 @@ pub trait PartitionStorage: Send + Sync {
     /// Appends batches as stored bytes. The first must start at or after the log end offset, each next one after
     /// the previous one's last offset; otherwise nothing is written.
     async fn append(&mut self, batches: &[RecordBatch]) -> Result<()>;
+    /// [`append`](Self::append) of batches sliced from `buffers` (a fetched range, [`BatchBuffers`]): a backend
+    /// that writes bytes may write batches lying back to back with one write. By default the buffers go unused.
+    async fn append_with_buffers(&mut self, batches: &[RecordBatch], buffers: &BatchBuffers) -> Result<()> {
+        let _ = buffers;
+        self.append(batches).await
+    }
     /// Whole batches from the one holding `from_offset`, up to `max_bytes` (always at least one batch when one
     /// exists). `from_offset == log_end_offset` reads nothing; outside `[log_start, log_end]` is an error.
     async fn read(&self, from_offset: i64, max_bytes: usize) -> Result<Vec<RecordBatch>>;
+    /// [`read`](Self::read), with the buffers the batches were sliced from (none by default).
+    async fn read_with_buffers(
+        &self,
+        from_offset: i64,
+        max_bytes: usize,
+    ) -> Result<(Vec<RecordBatch>, BatchBuffers)> {
+        Ok((self.read(from_offset, max_bytes).await?, BatchBuffers::default()))
+    }
     /// Removes every batch at or after `offset` (a batch boundary) and the index entries ending there or later.
     /// At or below the log start the log is emptied and starts at `offset`.
     async fn truncate_to(&mut self, offset: i64) -> Result<()>;

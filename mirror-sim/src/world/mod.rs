@@ -100,6 +100,7 @@ impl Fetcher for SimFetcher {
                 FetchResponse {
                     source_cluster_id: self.inner.reported_cluster_id.clone(),
                     batches: fetched.batches,
+                    buffers: fetched.buffers,
                 }
             }
         };
