@@ -170,6 +170,21 @@ impl OffloadedPartition {
         }
     }
 
+    /// An append of batches sliced from `buffers`: on the caller's thread when appends are cheap.
+    async fn append_from(&mut self, batches: &[RecordBatch], buffers: &BatchBuffers) -> Result<()> {
+        if self.cheap_appends {
+            // The hot path of a page-cache backend: no copy of the batch list, no closure, no hand-off.
+            let mut checked = lock(&self.shared);
+            let outcome = checked.append_with_buffers(batches, buffers);
+            self.log_start = checked.log_start_offset();
+            self.log_end = checked.log_end_offset();
+            return outcome;
+        }
+        let (batches, buffers) = (batches.to_vec(), buffers.clone());
+        self.call(move |checked| checked.append_with_buffers(&batches, &buffers))
+            .await
+    }
+
     /// A read-only call (the bounds cannot change), on the caller's thread when reads are cheap.
     async fn read_call<T: Send + 'static>(
         &self,
@@ -199,21 +214,12 @@ impl PartitionStorage for OffloadedPartition {
     }
 
     async fn append(&mut self, batches: &[RecordBatch]) -> Result<()> {
-        self.append_with_buffers(batches, &BatchBuffers::default()).await
+        // Not through `append_with_buffers`: each call of an `async_trait` method allocates its future.
+        self.append_from(batches, &BatchBuffers::default()).await
     }
 
     async fn append_with_buffers(&mut self, batches: &[RecordBatch], buffers: &BatchBuffers) -> Result<()> {
-        if self.cheap_appends {
-            // The hot path of a page-cache backend: no copy of the batch list, no closure, no hand-off.
-            let mut checked = lock(&self.shared);
-            let outcome = checked.append_with_buffers(batches, buffers);
-            self.log_start = checked.log_start_offset();
-            self.log_end = checked.log_end_offset();
-            return outcome;
-        }
-        let (batches, buffers) = (batches.to_vec(), buffers.clone());
-        self.call(move |checked| checked.append_with_buffers(&batches, &buffers))
-            .await
+        self.append_from(batches, buffers).await
     }
 
     async fn read(&self, from_offset: i64, max_bytes: usize) -> Result<Vec<RecordBatch>> {
