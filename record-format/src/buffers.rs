@@ -47,6 +47,18 @@ impl BatchBuffers {
     /// otherwise (or for no batches). The slice is exactly the batches' bytes: it starts where the first batch's
     /// bytes start, each next batch starts where the one before ends, and it ends inside the buffer.
     pub fn contiguous(&self, batches: &[RecordBatch]) -> Option<&[u8]> {
+        let (buffer, range) = self.locate(batches)?;
+        buffer.get(range)
+    }
+
+    /// [`contiguous`](Self::contiguous) as shared bytes (no copy): a fetch response's record set.
+    pub fn contiguous_bytes(&self, batches: &[RecordBatch]) -> Option<Bytes> {
+        let (buffer, range) = self.locate(batches)?;
+        Some(buffer.slice(range))
+    }
+
+    /// The buffer holding `batches` back to back, and their range in it (checked to be inside it).
+    fn locate(&self, batches: &[RecordBatch]) -> Option<(&Bytes, std::ops::Range<usize>)> {
         let first = batches.first()?.as_bytes().as_ptr() as usize;
         let buffer = self.buffers.iter().find(|buffer| {
             let start = buffer.as_ptr() as usize;
@@ -61,8 +73,8 @@ impl BatchBuffers {
             }
             end += batch.size();
         }
-        // Within the buffer (checked here), the slice's bytes are the batches' own: the same memory, read-only.
-        buffer.get(start..end)
+        // Within the buffer (checked here), the range's bytes are the batches' own: the same memory, read-only.
+        (end <= buffer.len()).then_some((buffer, start..end))
     }
 }
 
@@ -126,6 +138,13 @@ mod tests {
             buffers.contiguous(&batches[..1]),
             Some(&batches[0].as_bytes()[..])
         );
+        let shared = buffers.contiguous_bytes(tail).unwrap();
+        assert_eq!(shared, expected);
+        assert_eq!(
+            shared.as_ptr(),
+            tail[0].as_bytes().as_ptr(),
+            "a view of the buffer, not a copy"
+        );
     }
 
     #[test]
@@ -149,6 +168,8 @@ mod tests {
         let (batches, buffer) = stored();
         // A buffer that ends inside the last batch (a shorter view of the same memory).
         let short = buffer.slice(..buffer.len() - 1);
-        assert_eq!(BatchBuffers::new(vec![short]).contiguous(&batches), None);
+        let buffers = BatchBuffers::new(vec![short]);
+        assert_eq!(buffers.contiguous(&batches), None);
+        assert_eq!(buffers.contiguous_bytes(&batches), None);
     }
 }

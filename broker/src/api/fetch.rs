@@ -11,6 +11,7 @@ use kafka_protocol::messages::list_offsets_response::{
 };
 use kafka_protocol::messages::*;
 use partition_log::Isolation;
+use record_format::{BatchBuffers, RecordBatch};
 
 use super::produce::log_error_code;
 use crate::broker::{codes, Broker};
@@ -82,7 +83,7 @@ async fn read_all(broker: &Broker, request: &FetchRequest) -> (FetchResponse, us
                             if read_bytes > 0 {
                                 match log.read(partition.fetch_offset, read_bytes, isolation).await {
                                     Ok(result) => {
-                                        let records = concatenated(&result.batches);
+                                        let records = record_set(&result.batches, &result.buffers);
                                         total += records.len();
                                         budget = budget.saturating_sub(records.len());
                                         data.records = Some(records);
@@ -118,8 +119,13 @@ async fn read_all(broker: &Broker, request: &FetchRequest) -> (FetchResponse, us
     (response, total)
 }
 
-/// The batches as one record set: a single batch is handed over as it is (no copy), several are joined.
-fn concatenated(batches: &[record_format::RecordBatch]) -> Bytes {
+/// The batches as one record set, without a copy when they can be: a single batch as it is, several lying back to
+/// back in the buffer they were read into as a view of it (storage-fs reads a range with one `pread`); otherwise
+/// they are joined.
+fn record_set(batches: &[RecordBatch], buffers: &BatchBuffers) -> Bytes {
+    if let Some(range) = buffers.contiguous_bytes(batches) {
+        return range;
+    }
     match batches {
         [one] => one.as_bytes().clone(),
         many => {
@@ -222,4 +228,43 @@ async fn search(
         }
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use record_format::BatchBuilder;
+
+    fn batch(base_offset: i64) -> RecordBatch {
+        let mut builder = BatchBuilder::new().base_offset(base_offset);
+        builder.add(0, None, Some(b"value"), &[]);
+        builder.build().unwrap()
+    }
+
+    #[test]
+    fn batches_read_back_to_back_are_answered_as_a_view_of_their_buffer_others_are_joined() {
+        let built = [batch(0), batch(1), batch(2)];
+        let stored = Bytes::from(
+            built
+                .iter()
+                .flat_map(|b| b.as_bytes().to_vec())
+                .collect::<Vec<u8>>(),
+        );
+        let mut read = Vec::new();
+        let mut at = 0;
+        for size in built.iter().map(RecordBatch::size) {
+            read.push(RecordBatch::parse(stored.slice(at..at + size)).unwrap());
+            at += size;
+        }
+        let buffers = BatchBuffers::new(vec![stored.clone()]);
+        let view = record_set(&read, &buffers);
+        assert_eq!(view, stored);
+        assert_eq!(view.as_ptr(), stored.as_ptr(), "no copy");
+
+        let joined = record_set(&built, &buffers);
+        assert_eq!(joined, stored, "the same bytes, joined");
+        assert_ne!(joined.as_ptr(), stored.as_ptr());
+        assert_eq!(record_set(&read, &BatchBuffers::default()), stored);
+        assert!(record_set(&[], &buffers).is_empty());
+    }
 }
