@@ -131,7 +131,15 @@ impl Fetcher for Observed {
 
 /// A mirror of `source` in cluster B, caught up through `fetcher` (a wrapped [`LogFetcher`]).
 async fn mirror(fetcher: &mut Observed) -> (PartitionLog, mirror_fsm::MirrorDriver) {
-    let mut log = memory_log("B", "orders", BarrierScope::Writer).await;
+    let log = memory_log("B", "orders", BarrierScope::Writer).await;
+    caught_up(log, fetcher).await
+}
+
+/// `log` (in cluster B) started as a mirror of cluster A's partition behind `fetcher`, and caught up.
+async fn caught_up(
+    mut log: PartitionLog,
+    fetcher: &mut dyn Fetcher,
+) -> (PartitionLog, mirror_fsm::MirrorDriver) {
     let mut driver = mirror_fsm::MirrorDriver::recover(&mut log, fetcher, "B")
         .await
         .unwrap();
@@ -241,18 +249,18 @@ async fn a_fetcher_that_cannot_detach_copies_its_backlog_exactly() {
     }
     let source = mirror_fsm::shared(source_with_backlog(3).await);
     let mut fetcher = Attached(LogFetcher::new(&source, "A"));
-    let mut log = memory_log("B", "orders", BarrierScope::Writer).await;
-    let mut driver = mirror_fsm::MirrorDriver::recover(&mut log, &mut fetcher, "B")
-        .await
-        .unwrap();
-    let start = mirror_fsm::Event::Start {
-        source_cluster_id: "A".to_owned(),
-    };
-    driver.handle(&mut log, &mut fetcher, start).await.unwrap();
-    driver.catch_up(&mut log, &mut fetcher).await.unwrap();
+    let log = memory_log("B", "orders", BarrierScope::Writer).await;
+    let (log, driver) = caught_up(log, &mut fetcher).await;
     assert_eq!(driver.state().kind(), StateKind::Mirroring);
     let source = source.read().await;
     assert_eq!(all_batches(&log).await, all_batches(&source).await);
+}
+
+/// Cluster A's partition on storage-fs over `fs`, holding `mib` MiB of committed 1 KiB batches, shared.
+async fn fs_source(fs: &SimFs, mib: usize) -> mirror_fsm::SharedLog {
+    let mut source = fs_log(fs, "A", "source").await;
+    fill(&mut source, mib).await;
+    mirror_fsm::shared(source)
 }
 
 /// Changes the partition leader epoch of the batch at `offset` in every fetch that brings it (as the simulator's
@@ -301,50 +309,33 @@ impl Fetcher for ChangesOneBatch {
 #[tokio::test]
 async fn an_fs_mirror_writes_each_fetched_range_with_one_write_and_copies_it_byte_for_byte() {
     let fs = SimFs::new();
-    let mut source = fs_log(&fs, "A", "source").await;
-    fill(&mut source, 4).await;
-    let source = mirror_fsm::shared(source);
+    let source = fs_source(&fs, 4).await;
     let mut fetcher = Observed::new(LogFetcher::new(&source, "A"));
-    let mut log = fs_log(&fs, "B", "orders").await;
-    let mut driver = mirror_fsm::MirrorDriver::recover(&mut log, &mut fetcher, "B")
-        .await
-        .unwrap();
-    let start = mirror_fsm::Event::Start {
-        source_cluster_id: "A".to_owned(),
-    };
-    driver.handle(&mut log, &mut fetcher, start).await.unwrap();
+    let log = fs_log(&fs, "B", "orders").await;
     let before = fs.stats().mutations;
-    driver.catch_up(&mut log, &mut fetcher).await.unwrap();
+    let (log, driver) = caught_up(log, &mut fetcher).await;
     let writes = fs.stats().mutations - before;
     assert_eq!(driver.state().kind(), StateKind::Mirroring);
     let source = source.read().await;
     assert_eq!(all_batches(&log).await, all_batches(&source).await);
     // 4,096 batches in four ranges: a write per batch (the simulated file system has no `writev`) would be
-    // thousands; a write per range, with the index and bookkeeping writes, a few dozen.
+    // thousands; a write per range, with the start's durable writes and the index and bookkeeping writes, a few
+    // dozen.
     assert!(writes < 100, "{writes} writes for 4,096 batches");
 }
 
 #[tokio::test]
 async fn a_batch_a_fetcher_changed_is_written_as_changed_not_as_the_buffer_holds_it() {
     let fs = SimFs::new();
-    let mut source = fs_log(&fs, "A", "source").await;
-    fill(&mut source, 3).await;
-    let source = mirror_fsm::shared(source);
+    let source = fs_source(&fs, 3).await;
     // One batch in the first range (fetched on the caller's thread) and one in the third (fetched ahead).
     for changed in [500, 2_500] {
         let mut fetcher = ChangesOneBatch {
             inner: LogFetcher::new(&source, "A"),
             offset: changed,
         };
-        let mut log = fs_log(&fs, "B", &format!("changed-{changed}")).await;
-        let mut driver = mirror_fsm::MirrorDriver::recover(&mut log, &mut fetcher, "B")
-            .await
-            .unwrap();
-        let start = mirror_fsm::Event::Start {
-            source_cluster_id: "A".to_owned(),
-        };
-        driver.handle(&mut log, &mut fetcher, start).await.unwrap();
-        driver.catch_up(&mut log, &mut fetcher).await.unwrap();
+        let log = fs_log(&fs, "B", &format!("changed-{changed}")).await;
+        let (log, driver) = caught_up(log, &mut fetcher).await;
         assert_eq!(driver.state().kind(), StateKind::Mirroring);
         let mut expected = all_batches(&*source.read().await).await;
         expected[changed as usize].set_partition_leader_epoch(CHANGED_EPOCH);

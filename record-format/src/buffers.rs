@@ -101,6 +101,7 @@ impl Eq for BatchBuffers {}
 mod tests {
     use super::*;
     use crate::builder::BatchBuilder;
+    use crate::segment::BatchIter;
 
     fn batch(base_offset: i64) -> RecordBatch {
         let mut builder = BatchBuilder::new().base_offset(base_offset).producer(1, 0, 0);
@@ -117,12 +118,9 @@ mod tests {
                 .flat_map(|b| b.as_bytes().to_vec())
                 .collect::<Vec<u8>>(),
         );
-        let mut batches = Vec::new();
-        let mut at = 0;
-        for size in built.iter().map(RecordBatch::size) {
-            batches.push(RecordBatch::decode(buffer.slice(at..at + size)).unwrap());
-            at += size;
-        }
+        let batches = BatchIter::new(buffer.clone())
+            .map(|stored| stored.unwrap().batch)
+            .collect();
         (batches, buffer)
     }
 

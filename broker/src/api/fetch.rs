@@ -233,29 +233,26 @@ async fn search(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use record_format::BatchBuilder;
-
-    fn batch(base_offset: i64) -> RecordBatch {
-        let mut builder = BatchBuilder::new().base_offset(base_offset);
-        builder.add(0, None, Some(b"value"), &[]);
-        builder.build().unwrap()
-    }
+    use record_format::{BatchBuilder, BatchIter};
 
     #[test]
     fn batches_read_back_to_back_are_answered_as_a_view_of_their_buffer_others_are_joined() {
-        let built = [batch(0), batch(1), batch(2)];
+        let built: Vec<RecordBatch> = (0..3)
+            .map(|offset| {
+                let mut builder = BatchBuilder::new().base_offset(offset);
+                builder.add(0, None, Some(b"value"), &[]);
+                builder.build().unwrap()
+            })
+            .collect();
         let stored = Bytes::from(
             built
                 .iter()
                 .flat_map(|b| b.as_bytes().to_vec())
                 .collect::<Vec<u8>>(),
         );
-        let mut read = Vec::new();
-        let mut at = 0;
-        for size in built.iter().map(RecordBatch::size) {
-            read.push(RecordBatch::parse(stored.slice(at..at + size)).unwrap());
-            at += size;
-        }
+        let read: Vec<RecordBatch> = BatchIter::new(stored.clone())
+            .map(|batch| batch.unwrap().batch)
+            .collect();
         let buffers = BatchBuffers::new(vec![stored.clone()]);
         let view = record_set(&read, &buffers);
         assert_eq!(view, stored);
