@@ -18,11 +18,11 @@
 //!
 //! The CRC instruction's throughput is the ceiling of the first whatever the length; folding pays a fixed set-up
 //! and then runs faster — from about 2 KiB with 128-bit PCLMULQDQ, from the shortest batches with VPCLMULQDQ
-//! (`crc-fast` itself takes the CRC instruction up to 256 bytes there). [`crc32c`] therefore folds from
+//! (`crc-fast` itself takes the CRC instruction up to 256 bytes there). [`crc32c()`] therefore folds from
 //! [`FOLDING_FROM`] bytes, or from the first byte on a CPU with VPCLMULQDQ and AVX-512 VL. Both give the same value
 //! for every input.
 
-/// From this many bytes [`crc32c`] folds (`crc-fast`) on a CPU without 512-bit carry-less multiplication; below,
+/// From this many bytes [`crc32c()`] folds (`crc-fast`) on a CPU without 512-bit carry-less multiplication; below,
 /// it uses the CRC instruction (`crc32c`).
 pub const FOLDING_FROM: usize = 2048;
 
