@@ -12,7 +12,7 @@
 //! - [`ProducerStateManager::plan_append`] / [`ProducerStateManager::commit`] are the log-level path of one append:
 //!   duplicate answers, client rules, barriers ([`BarrierScope`]), the aborted-transaction index;
 //! - [`snapshot`] and [`txn_index`] (re-exported from `record-format`) are Kafka's byte formats; [`error`] the error names, codes and client classes;
-//! - [`replay`] is the one REPLICATION-origin replay every rebuild uses; [`summary`] prints the state. The scenario-script runner is the `psm-script` crate.
+//! - [`replay()`] is the one REPLICATION-origin replay every rebuild uses; [`summary`] prints the state. The scenario-script runner is the `psm-script` crate.
 //!
 //! No I/O, no clock, no randomness: time is an argument and snapshot storage is the caller's.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
