@@ -4,7 +4,7 @@
 //! CRC-32C before it does. [`CrcCheckedBatches`] can only be made by [`CrcCheckedBatches::check`], so a caller
 //! may check where the batches arrive (on another thread, while the previous fetch is written; ADR 0020) and hand
 //! the log batches it need not check again. Nothing can change a checked batch: the type gives out shared
-//! references only, and [`CrcCheckedBatches::into_vec`] gives up the proof with the ownership.
+//! references only, and [`CrcCheckedBatches::into_parts`] gives up the proof with the ownership.
 //!
 //! [`SharedCrcCheck`] is the same check split between threads (ADR 0021): whoever holds a handle checks chunks
 //! of batches until none is left to claim, and [`SharedCrcCheck::finish`] makes the proof once every batch was
@@ -87,11 +87,6 @@ impl CrcCheckedBatches {
     pub fn with_buffers(mut self, buffers: BatchBuffers) -> Self {
         self.buffers = buffers;
         self
-    }
-
-    /// The batches, without the proof.
-    pub fn into_vec(self) -> Vec<RecordBatch> {
-        self.batches
     }
 
     /// The batches, without the proof, and the buffers they were sliced from.

@@ -524,19 +524,19 @@ impl Segment {
         for batch in batches {
             self.track(batch, index_interval);
         }
-        let written = match (batches, buffers.contiguous(batches)) {
-            ([batch], _) => self.log.append(batch.as_bytes()),
+        let written = if let [batch] = batches {
+            self.log.append(batch.as_bytes())
+        } else if let Some(bytes) = buffers.contiguous(batches) {
             // A fetched range lying back to back in the buffer it was read into: one `write` of that slice (about
             // a third cheaper than a `writev` of 1 KiB batches, issue 16).
-            (_, Some(bytes)) => self.log.append(bytes),
+            self.log.append(bytes)
+        } else {
             // Batches elsewhere: one `writev` of the batches where they are, no copy into one buffer.
-            (_, None) => {
-                let mut parts: Vec<IoSlice<'_>> = batches
-                    .iter()
-                    .map(|batch| IoSlice::new(batch.as_bytes()))
-                    .collect();
-                self.log.append_parts(&mut parts)
-            }
+            let mut parts: Vec<IoSlice<'_>> = batches
+                .iter()
+                .map(|batch| IoSlice::new(batch.as_bytes()))
+                .collect();
+            self.log.append_parts(&mut parts)
         };
         if let Err(error) = written {
             self.restore_tracking(before);
