@@ -120,16 +120,19 @@ impl Attributes {
     }
 
     /// Codec bits 0–2 as stored (0–7; only 0–4 are assigned).
+    #[inline]
     pub fn compression_id(self) -> u8 {
         (self.0 & Self::COMPRESSION_MASK) as u8
     }
 
     /// The codec, or [`DecodeError::UnsupportedCompression`] for ids 5–7.
+    #[inline]
     pub fn compression(self) -> Result<Compression, DecodeError> {
         Compression::from_id(self.compression_id())
     }
 
     /// Bit 3.
+    #[inline]
     pub fn timestamp_type(self) -> TimestampType {
         if self.0 & Self::TIMESTAMP_TYPE != 0 {
             TimestampType::LogAppendTime
@@ -139,16 +142,19 @@ impl Attributes {
     }
 
     /// Bit 4.
+    #[inline]
     pub fn is_transactional(self) -> bool {
         self.0 & Self::TRANSACTIONAL != 0
     }
 
     /// Bit 5.
+    #[inline]
     pub fn is_control(self) -> bool {
         self.0 & Self::CONTROL != 0
     }
 
     /// Bit 6: `baseTimestamp` holds the delete horizon set by the log cleaner.
+    #[inline]
     pub fn has_delete_horizon(self) -> bool {
         self.0 & Self::DELETE_HORIZON != 0
     }
@@ -324,6 +330,7 @@ impl RecordBatch {
     }
 
     /// The whole batch, prefix included.
+    #[inline]
     pub fn as_bytes(&self) -> &Bytes {
         &self.buf
     }
@@ -334,87 +341,104 @@ impl RecordBatch {
     }
 
     /// Total size in bytes (`12 + batch_length`).
+    #[inline]
     pub fn size(&self) -> usize {
         self.buf.len()
     }
 
     /// `baseOffset`.
+    #[inline]
     pub fn base_offset(&self) -> i64 {
         be_i64(&self.buf, offsets::BASE_OFFSET)
     }
 
     /// `batchLength` as stored.
+    #[inline]
     pub fn batch_length(&self) -> i32 {
         be_i32(&self.buf, offsets::BATCH_LENGTH)
     }
 
     /// `partitionLeaderEpoch`.
+    #[inline]
     pub fn partition_leader_epoch(&self) -> i32 {
         be_i32(&self.buf, offsets::PARTITION_LEADER_EPOCH)
     }
 
     /// `magic` (always 2 for a constructed batch).
+    #[inline]
     pub fn magic(&self) -> i8 {
         self.buf[offsets::MAGIC] as i8
     }
 
     /// `crc` as stored.
+    #[inline]
     pub fn crc(&self) -> u32 {
         be_i32(&self.buf, offsets::CRC) as u32
     }
 
     /// `attributes`.
+    #[inline]
     pub fn attributes(&self) -> Attributes {
         Attributes(be_i16(&self.buf, offsets::ATTRIBUTES))
     }
 
     /// `lastOffsetDelta`.
+    #[inline]
     pub fn last_offset_delta(&self) -> i32 {
         be_i32(&self.buf, offsets::LAST_OFFSET_DELTA)
     }
 
     /// `baseOffset + lastOffsetDelta`.
+    #[inline]
     pub fn last_offset(&self) -> i64 {
         self.base_offset()
             .wrapping_add(i64::from(self.last_offset_delta()))
     }
 
     /// `baseOffset + lastOffsetDelta + 1`.
+    #[inline]
     pub fn next_offset(&self) -> i64 {
         self.last_offset().wrapping_add(1)
     }
 
     /// `baseTimestamp`.
+    #[inline]
     pub fn base_timestamp(&self) -> i64 {
         be_i64(&self.buf, offsets::BASE_TIMESTAMP)
     }
 
     /// `maxTimestamp`.
+    #[inline]
     pub fn max_timestamp(&self) -> i64 {
         be_i64(&self.buf, offsets::MAX_TIMESTAMP)
     }
 
     /// `producerId` (−1 for none).
+    #[inline]
     pub fn producer_id(&self) -> i64 {
         be_i64(&self.buf, offsets::PRODUCER_ID)
     }
 
     /// Kafka's `hasProducerId`: any producer id above −1.
+    #[inline]
     pub fn has_producer_id(&self) -> bool {
         self.producer_id() > NO_PRODUCER_ID
     }
 
     /// `producerEpoch` (−1 for none).
+    #[inline]
     pub fn producer_epoch(&self) -> i16 {
         be_i16(&self.buf, offsets::PRODUCER_EPOCH)
     }
 
     /// `baseSequence` (−1 for none).
+    #[inline]
     pub fn base_sequence(&self) -> i32 {
         be_i32(&self.buf, offsets::BASE_SEQUENCE)
     }
 
     /// Last sequence: −1 without a base sequence, else base + lastOffsetDelta wrapping at `i32::MAX`.
+    #[inline]
     pub fn last_sequence(&self) -> i32 {
         let base = self.base_sequence();
         if base == NO_SEQUENCE {
@@ -425,21 +449,25 @@ impl RecordBatch {
     }
 
     /// `recordsCount` as stored (may be negative or a lie; iteration checks it).
+    #[inline]
     pub fn record_count(&self) -> i32 {
         be_i32(&self.buf, offsets::RECORDS_COUNT)
     }
 
     /// Bit 4 of the attributes.
+    #[inline]
     pub fn is_transactional(&self) -> bool {
         self.attributes().is_transactional()
     }
 
     /// Bit 5 of the attributes.
+    #[inline]
     pub fn is_control(&self) -> bool {
         self.attributes().is_control()
     }
 
     /// The records section as stored (compressed or not), after the count.
+    #[inline]
     pub fn records_section(&self) -> &[u8] {
         &self.buf[offsets::RECORDS..]
     }

@@ -51,6 +51,6 @@ pub use control::{
 };
 pub use error::{DecodeError, EncodeError, ErrorCategory};
 pub use flexible::{TaggedField, TaggedFields};
-pub use record::{Header, Headers, Record, Records};
+pub use record::{Header, Headers, OffsetDeltas, Record, Records};
 pub use segment::{BatchIter, SegmentBatch, SegmentError, SegmentReader};
 pub use txn_index::AbortedTxn;

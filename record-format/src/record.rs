@@ -225,6 +225,42 @@ impl<'a> Records<'a> {
         }
         Ok(count)
     }
+
+    /// Decodes every record as [`validate`](Self::validate) does and checks that the offset deltas are the
+    /// records' positions, 0, 1, 2, … — as a producer numbers them, and as Kafka requires of a batch from a
+    /// client. The walk happens here, where decoding a record can leave out the fields nobody reads (a partition
+    /// log makes this check on every client append).
+    pub fn check_offset_deltas(&self) -> Result<OffsetDeltas, DecodeError> {
+        let mut records = 0usize;
+        for record in self.iter() {
+            let offset_delta = record?.offset_delta;
+            if usize::try_from(offset_delta).ok() != Some(records) {
+                return Ok(OffsetDeltas::OutOfPlace {
+                    position: records,
+                    offset_delta,
+                });
+            }
+            records += 1;
+        }
+        Ok(OffsetDeltas::InOrder { records })
+    }
+}
+
+/// What [`Records::check_offset_deltas`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffsetDeltas {
+    /// Every record decoded and sits at the position its offset delta names; how many there are.
+    InOrder {
+        /// The number of records.
+        records: usize,
+    },
+    /// The first record whose offset delta is not its position (the records before it decoded).
+    OutOfPlace {
+        /// Its position in the batch (0-based).
+        position: usize,
+        /// Its offset delta as stored.
+        offset_delta: i32,
+    },
 }
 
 impl<'r> IntoIterator for &'r Records<'_> {
@@ -255,6 +291,9 @@ impl<'a> RecordIter<'a> {
         }
     }
 
+    // Inlined, so that a caller reading a few fields of each record (`check_offset_deltas`) leaves the rest
+    // undecoded rather than building whole records.
+    #[inline]
     fn decode_one(&mut self) -> Result<Record<'a>, DecodeError> {
         let buf = self.section;
         let start = self.pos;

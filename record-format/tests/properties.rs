@@ -4,8 +4,8 @@
 use bytes::Bytes;
 use proptest::prelude::*;
 use record_format::{
-    BatchBuilder, BatchIter, Compression, ControlRecord, MirrorPidResetRecord, NewHeader, NewRecord,
-    RecordBatch, SegmentReader, TaggedField, TimestampType,
+    BatchBuilder, BatchIter, Compression, ControlRecord, DecodeError, MirrorPidResetRecord, NewHeader,
+    NewRecord, OffsetDeltas, RecordBatch, Records, SegmentReader, TaggedField, TimestampType,
 };
 
 fn bytes_field() -> impl Strategy<Value = Option<Bytes>> {
@@ -77,6 +77,22 @@ fn tagged_fields() -> impl Strategy<Value = Vec<TaggedField>> {
     )
 }
 
+/// What `Records::check_offset_deltas` must answer, found the long way: every record decoded in turn.
+fn offset_deltas_by_walking(records: &Records<'_>) -> Result<OffsetDeltas, DecodeError> {
+    let mut position = 0;
+    for record in records.iter() {
+        let offset_delta = record?.offset_delta;
+        if i64::from(offset_delta) != position as i64 {
+            return Ok(OffsetDeltas::OutOfPlace {
+                position,
+                offset_delta,
+            });
+        }
+        position += 1;
+    }
+    Ok(OffsetDeltas::InOrder { records: position })
+}
+
 /// Decodes everything decodable in `bytes` as one batch, without the CRC gate, so corrupt input reaches the
 /// record and control decoders.
 fn decode_everything(bytes: Bytes) {
@@ -84,6 +100,7 @@ fn decode_everything(bytes: Bytes) {
         let _ = batch.verify_crc();
         let _ = batch.last_sequence();
         if let Ok(records) = batch.records() {
+            let _ = records.check_offset_deltas();
             for record in records.iter().flatten() {
                 for header in record.headers {
                     let _ = header.key_str();
@@ -106,6 +123,41 @@ proptest! {
         let rebuilt = again.build().unwrap();
         prop_assert_eq!(rebuilt.as_bytes(), built.as_bytes());
         prop_assert_eq!(decoded.record_count() as usize, builder.records().len());
+    }
+
+    #[test]
+    fn the_offset_delta_check_answers_what_walking_the_records_finds(
+        codec in compression(),
+        records in prop::collection::vec(new_record(), 0..12),
+        misplaced in prop::option::of((any::<prop::sample::Index>(), any::<i32>())),
+        flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..3),
+    ) {
+        // Numbered as a producer numbers them (0, 1, 2, …), but for at most one record anywhere in the batch; some
+        // bytes changed, so decoding errors occur too.
+        let misplaced = misplaced.map(|(index, delta)| (index.index(records.len().max(1)), delta));
+        let mut builder = BatchBuilder::new().compression(codec).producer(1, 0, 0);
+        for (position, mut record) in records.into_iter().enumerate() {
+            record.offset_delta = match misplaced {
+                Some((at, delta)) if at == position => delta,
+                _ => position as i32,
+            };
+            builder.push(record);
+        }
+        let mut bytes = builder.build().unwrap().into_bytes().to_vec();
+        for (index, value) in flips {
+            let at = index.index(bytes.len());
+            bytes[at] = value;
+        }
+        if let Ok(batch) = RecordBatch::parse(Bytes::from(bytes)) {
+            if let Ok(records) = batch.records() {
+                let expected = offset_deltas_by_walking(&records);
+                let checked = records.check_offset_deltas();
+                prop_assert_eq!(checked.is_ok(), expected.is_ok(), "{:?} / {:?}", checked, expected);
+                if let (Ok(checked), Ok(expected)) = (checked, expected) {
+                    prop_assert_eq!(checked, expected);
+                }
+            }
+        }
     }
 
     #[test]
