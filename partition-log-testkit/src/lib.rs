@@ -224,7 +224,7 @@ pub async fn client_control_batches_are_refused(backend: &dyn Backend) {
     assert!(log.producer_state().producer(1).is_some());
 }
 
-/// Spec §7.1 step 1: a produce request holds exactly one batch, with base offset 0.
+/// Spec §7.1 step 1: a produce request holds exactly one batch (not two, not none), with base offset 0.
 pub async fn client_appends_are_validated_structurally(backend: &dyn Backend) {
     let mut log = create_log(backend, 0, config(BarrierScope::Writer)).await;
     let two = log
@@ -235,6 +235,10 @@ pub async fn client_appends_are_validated_structurally(backend: &dyn Backend) {
         )
         .await;
     assert!(matches!(two, Err(LogError::InvalidBatch { .. })), "{two:?}");
+    let none = log
+        .append_as_leader(Vec::new(), AppendOrigin::Client, TransactionVersion::V0)
+        .await;
+    assert!(matches!(none, Err(LogError::InvalidBatch { .. })), "{none:?}");
     let mut moved = data(-1, -1, -1, 1, false);
     moved.set_base_offset(5);
     assert!(matches!(

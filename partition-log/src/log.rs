@@ -20,7 +20,7 @@ use std::collections::BTreeSet;
 use producer_state::{
     AppendDecision, AppendOrigin, CorruptSnapshot, ProducerStateManager, StateSummary, TransactionVersion,
 };
-use record_format::{AbortedTxn, BatchBuffers, CrcCheckedBatches, RecordBatch};
+use record_format::{AbortedTxn, BatchBuffers, CrcCheckedBatches, OffsetDeltas, RecordBatch};
 use storage::{Durability, PartitionId, PartitionStorage};
 
 use crate::config::LogConfig;
@@ -237,8 +237,9 @@ impl PartitionLog {
             .await?)
     }
 
-    /// Appends as the partition leader: CLIENT (exactly one data batch, as in a produce request) or COORDINATOR
-    /// (control batches: transaction markers, our barrier). Offsets and the leader epoch are assigned here.
+    /// Appends as the partition leader: CLIENT (exactly one data batch, as in a produce request; see
+    /// [`append_client_batch`](Self::append_client_batch)) or COORDINATOR (control batches: transaction markers,
+    /// our barrier). Offsets and the leader epoch are assigned here.
     pub async fn append_as_leader(
         &mut self,
         mut batches: Vec<RecordBatch>,
@@ -248,12 +249,17 @@ impl PartitionLog {
         self.check_online()?;
         match origin {
             AppendOrigin::Client => {
-                if self.read_only {
-                    return Err(LogError::ReadOnlyTopic {
+                let count = batches.len();
+                return match (batches.pop(), count) {
+                    (Some(batch), 1) => self.append_client_batch(batch, transaction_version).await,
+                    _ if self.read_only => Err(LogError::ReadOnlyTopic {
                         partition: self.id().clone(),
-                    });
-                }
-                validate_client_append(&batches)?;
+                    }),
+                    _ => Err(invalid(
+                        0,
+                        format!("a produce request holds exactly one batch per partition, not {count}"),
+                    )),
+                };
             }
             AppendOrigin::Coordinator => {
                 for (index, batch) in batches.iter().enumerate() {
@@ -277,8 +283,36 @@ impl PartitionLog {
             batch.place(next_offset, self.config.leader_epoch);
             next_offset = batch.next_offset();
         }
-        self.append(batches, &BatchBuffers::default(), origin, transaction_version)
+        self.append(&batches, &BatchBuffers::default(), origin, transaction_version)
             .await
+    }
+
+    /// Appends one client batch as the partition leader (a produce request's batch for this partition): the
+    /// checks Kafka makes of it (spec §7.1 step 1), its offsets and leader epoch assigned, then the shared append.
+    /// The batch is taken by value and its offsets are written into its own bytes (copied only if they are
+    /// shared).
+    pub async fn append_client_batch(
+        &mut self,
+        mut batch: RecordBatch,
+        transaction_version: TransactionVersion,
+    ) -> Result<AppendOutcome> {
+        self.check_online()?;
+        if self.read_only {
+            return Err(LogError::ReadOnlyTopic {
+                partition: self.id().clone(),
+            });
+        }
+        // The producer's entry is read first, so that its cache misses overlap the checks below (ADR 0026).
+        self.psm.prefetch_producer(batch.producer_id());
+        validate_client_batch(&batch)?;
+        batch.place(self.log_end_offset(), self.config.leader_epoch);
+        self.append(
+            std::slice::from_ref(&batch),
+            &BatchBuffers::default(),
+            AppendOrigin::Client,
+            transaction_version,
+        )
+        .await
     }
 
     /// Writes a transaction marker (COORDINATOR origin) for `producer_id`, unless the producer has no open
@@ -344,7 +378,7 @@ impl PartitionLog {
         let (batches, buffers) = checked.into_parts();
         storage::partition::check_append(self.log_end_offset(), &batches)?;
         self.append(
-            batches,
+            &batches,
             &buffers,
             AppendOrigin::Replication,
             TransactionVersion::Unknown,
@@ -355,7 +389,7 @@ impl PartitionLog {
     /// The shared append path (module docs).
     async fn append(
         &mut self,
-        batches: Vec<RecordBatch>,
+        batches: &[RecordBatch],
         buffers: &BatchBuffers,
         origin: AppendOrigin,
         transaction_version: TransactionVersion,
@@ -364,7 +398,7 @@ impl PartitionLog {
             return Err(invalid(0, "an append needs at least one batch"));
         };
         let (first_offset, last_offset) = (first.base_offset(), last.last_offset());
-        let plan = match self.psm.plan_append(&batches, origin, transaction_version)? {
+        let plan = match self.psm.plan_append(batches, origin, transaction_version)? {
             AppendDecision::Duplicate(original) => {
                 return Ok(AppendOutcome {
                     first_offset: original.first_offset(),
@@ -378,9 +412,10 @@ impl PartitionLog {
         };
         let size: u64 = batches.iter().map(|batch| batch.size() as u64).sum();
         if self.segment_size > 0 && self.segment_size.saturating_add(size) > self.config.segment_bytes {
-            self.roll().await?;
+            // Boxed: a roll is rare, and its future would otherwise make every append's future larger.
+            Box::pin(self.roll()).await?;
         }
-        self.storage.append_with_buffers(&batches, buffers).await?;
+        self.storage.append_with_buffers(batches, buffers).await?;
         self.segment_size = self.segment_size.saturating_add(size);
         let effects = self.psm.commit(plan);
         for entry in &effects.aborted_index {
@@ -794,18 +829,9 @@ fn invalid(index: usize, reason: impl Into<String>) -> LogError {
     }
 }
 
-/// Spec §7.1 step 1 for CLIENT appends: exactly one batch, intact, offsets as a producer writes them, records
-/// consistent with the header, no control batch.
-fn validate_client_append(batches: &[RecordBatch]) -> Result<()> {
-    let [batch] = batches else {
-        return Err(invalid(
-            0,
-            format!(
-                "a produce request holds exactly one batch per partition, not {}",
-                batches.len()
-            ),
-        ));
-    };
+/// Spec §7.1 step 1 for a CLIENT batch: intact, offsets as a producer writes them, records consistent with the
+/// header, no control batch.
+fn validate_client_batch(batch: &RecordBatch) -> Result<()> {
     batch
         .verify_crc()
         .map_err(|source| LogError::CorruptBatch { index: 0, source })?;
@@ -820,19 +846,21 @@ fn validate_client_append(batches: &[RecordBatch]) -> Result<()> {
     }
     let records = batch
         .records()
+        .and_then(|records| records.check_offset_deltas())
         .map_err(|source| LogError::CorruptBatch { index: 0, source })?;
-    let mut count: i64 = 0;
-    for record in records.iter() {
-        let record = record.map_err(|source| LogError::CorruptBatch { index: 0, source })?;
-        if i64::from(record.offset_delta) != count {
+    let count = match records {
+        OffsetDeltas::InOrder { records } => records,
+        OffsetDeltas::OutOfPlace {
+            position,
+            offset_delta,
+        } => {
             return Err(invalid(
                 0,
-                format!("record {count} has offset delta {}", record.offset_delta),
-            ));
+                format!("record {position} has offset delta {offset_delta}"),
+            ))
         }
-        count += 1;
-    }
-    if count != i64::from(batch.last_offset_delta()) + 1 {
+    };
+    if i64::try_from(count).ok() != Some(i64::from(batch.last_offset_delta()) + 1) {
         return Err(invalid(
             0,
             format!(

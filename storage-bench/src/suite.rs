@@ -763,7 +763,7 @@ async fn log_appends(backend: &BenchBackend, count: usize) -> (Duration, Duratio
         count,
         async |len| {
             for batch in work.by_ref().take(len) {
-                log.append_as_leader(vec![batch], AppendOrigin::Client, TransactionVersion::V0)
+                log.append_client_batch(batch, TransactionVersion::V0)
                     .await
                     .unwrap();
             }
