@@ -527,6 +527,53 @@ pub async fn reopen_after_close_keeps_durable_data(backend: &dyn Backend) {
     );
 }
 
+/// The log end read back after a reopen is the one the log had, whichever change moved it last: appends alone,
+/// a truncation, a truncation followed by appends that end below the end stored before, a full restart.
+pub async fn reopen_finds_the_log_end_every_change_left(backend: &dyn Backend) {
+    let batches = run_of_batches(0, 10);
+    let shorter = run_of_batches(batches[3].base_offset(), 2);
+    assert!(shorter.last().unwrap().next_offset() < batches[6].base_offset());
+    let (mut store, mut partition) = fresh(backend).await;
+    for step in 0..4 {
+        let (what, expected_end) = match step {
+            0 => {
+                partition.append(&batches).await.unwrap();
+                ("appends", batches.last().unwrap().next_offset())
+            }
+            1 => {
+                partition.truncate_to(batches[6].base_offset()).await.unwrap();
+                ("a truncation", batches[6].base_offset())
+            }
+            2 => {
+                partition.truncate_to(batches[3].base_offset()).await.unwrap();
+                partition.append(&shorter).await.unwrap();
+                (
+                    "appends after a truncation",
+                    shorter.last().unwrap().next_offset(),
+                )
+            }
+            _ => {
+                partition.truncate_fully_and_start_at(1_000).await.unwrap();
+                ("a full restart", 1_000)
+            }
+        };
+        partition.flush(Durability::Sync).await.unwrap();
+        drop(partition);
+        drop(store);
+        store = backend.store().await;
+        partition = store.open(&pid()).await.unwrap();
+        assert_eq!(
+            partition.log_end_offset(),
+            expected_end,
+            "log end after {what} and a reopen"
+        );
+    }
+    assert_eq!(partition.log_start_offset(), 1_000);
+    let more = run_of_batches(1_000, 3);
+    partition.append(&more).await.unwrap();
+    assert_same(&read_all(partition.as_ref()).await, &more);
+}
+
 /// After a failed sync every write is refused until the partition is reopened.
 pub async fn failed_sync_poisons_the_partition(backend: &dyn Backend) {
     let (store, mut partition) = fresh(backend).await;
@@ -646,6 +693,7 @@ macro_rules! conformance_suite {
             metadata_round_trips,
             partitions_are_created_listed_and_deleted,
             reopen_after_close_keeps_durable_data,
+            reopen_finds_the_log_end_every_change_left,
             failed_sync_poisons_the_partition,
             read_only_open_sees_durable_data_and_refuses_writes,
             a_slow_sync_does_not_stall_other_partitions,

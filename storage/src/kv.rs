@@ -12,8 +12,9 @@
 //! Meta      "@start" / "@end"                        → log start and end offsets
 //! ```
 //!
-//! Every change is one atomic write (a batch append and the new log end offset land together). Appends are not
-//! synced; `flush(Sync)`, snapshots and metadata are. A failed sync poisons the whole store (the database's
+//! Every change is one atomic write. The log end offset is the later of `@end` and the end of the last batch:
+//! an append writes only its batches (a one-batch append is a one-key write), while a truncation deletes batches
+//! and moves `@end` down in the same write, so both stay right across a crash. Appends are not synced; `flush(Sync)`, snapshots and metadata are. A failed sync poisons the whole store (the database's
 //! durability is shared by its partitions) until a partition is opened again, which re-reads what the database
 //! recovered.
 
@@ -227,7 +228,11 @@ impl<K: OrderedKv> KvPartition<K> {
     /// Opens the partition in `kv`; clears the store's poison (what the database recovered is what is durable).
     pub fn open(id: &PartitionId, kv: K, poison: Arc<StorePoison>) -> Result<Self> {
         let log_start = decode_i64(kv.get(Space::Meta, LOG_START)?, "log start offset")?.unwrap_or(0);
-        let log_end = decode_i64(kv.get(Space::Meta, LOG_END)?, "log end offset")?.unwrap_or(0);
+        let bounds_end = decode_i64(kv.get(Space::Meta, LOG_END)?, "log end offset")?.unwrap_or(0);
+        let log_end = match last_batch(&kv, None)? {
+            Some((_, last_offset)) => bounds_end.max(last_offset + 1),
+            None => bounds_end,
+        };
         poison.set(None);
         Ok(KvPartition {
             id: id.clone(),
@@ -267,17 +272,19 @@ impl<K: OrderedKv> KvPartition<K> {
 
     /// Base and last offset of the last batch starting at or before `offset`.
     fn batch_at_or_before(&self, offset: i64) -> Result<Option<(i64, i64)>> {
-        let mut found = None;
-        self.kv.scan(
-            KeyRange::down_from(Space::Batches, Some(&just_after(offset))),
-            &mut |key, value| {
-                let batch = decode_batch(key, value)?;
-                found = Some((batch.base_offset(), batch.last_offset()));
-                Ok(false)
-            },
-        )?;
-        Ok(found)
+        last_batch(&self.kv, Some(&just_after(offset)))
     }
+}
+
+/// Base and last offset of the last batch below the key `upper` (`None`: of all).
+fn last_batch(kv: &impl OrderedKv, upper: Option<&[u8]>) -> Result<Option<(i64, i64)>> {
+    let mut found = None;
+    kv.scan(KeyRange::down_from(Space::Batches, upper), &mut |key, value| {
+        let batch = decode_batch(key, value)?;
+        found = Some((batch.base_offset(), batch.last_offset()));
+        Ok(false)
+    })?;
+    Ok(found)
 }
 
 impl<K: OrderedKv> BlockingPartition for KvPartition<K> {
@@ -298,7 +305,10 @@ impl<K: OrderedKv> BlockingPartition for KvPartition<K> {
             return Ok(());
         };
         let next = last.next_offset();
-        let mut ops: Vec<KvOp> = batches
+        // The batches alone: the log end they imply is read back from the last batch at open (see the module
+        // docs), so that a one-batch append is a one-key write (sled writes out its buffer twice per multi-key
+        // batch).
+        let ops: Vec<KvOp> = batches
             .iter()
             .map(|batch| {
                 KvOp::Put(
@@ -308,11 +318,6 @@ impl<K: OrderedKv> BlockingPartition for KvPartition<K> {
                 )
             })
             .collect();
-        ops.push(KvOp::Put(
-            Space::Meta,
-            LOG_END.to_vec(),
-            Bytes::copy_from_slice(&next.to_be_bytes()),
-        ));
         self.write(ops, false)?;
         self.log_end = next;
         Ok(())
