@@ -26,6 +26,8 @@ struct FlushState {
     /// The number of the last flush that finished (flushes finish in the order they start: one runs at a time).
     finished: u64,
     running: bool,
+    /// Callers waiting for a flush to finish.
+    waiting: usize,
     /// Why a flush failed, once one has.
     failure: Option<String>,
 }
@@ -62,7 +64,9 @@ impl FlushGroup {
                 running.finish(result.as_ref().err().cloned());
                 return result;
             }
+            state.waiting += 1;
             state = self.finished.wait(state).unwrap_or_else(PoisonError::into_inner);
+            state.waiting -= 1;
         }
     }
 }
@@ -104,30 +108,28 @@ mod tests {
     use std::thread;
     use std::time::Duration;
 
-    /// A flush that reports when it starts and finishes only when released.
-    struct HeldFlush {
-        started: mpsc::Sender<()>,
-        release: mpsc::Receiver<()>,
-    }
-
-    fn held() -> (HeldFlush, mpsc::Receiver<()>, mpsc::Sender<()>) {
+    /// Starts a caller whose flush runs until the returned sender releases it; returns once that flush runs.
+    fn caller_in_a_held_flush(
+        group: &Arc<FlushGroup>,
+    ) -> (thread::JoinHandle<Result<(), String>>, mpsc::Sender<()>) {
         let (started_tx, started_rx) = mpsc::channel();
-        let (release_tx, release_rx) = mpsc::channel();
-        (
-            HeldFlush {
-                started: started_tx,
-                release: release_rx,
-            },
-            started_rx,
-            release_tx,
-        )
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let group = group.clone();
+        let caller = thread::spawn(move || {
+            group.sync(|| {
+                started_tx.send(()).unwrap();
+                release_rx.recv().map_err(|error| error.to_string())
+            })
+        });
+        started_rx.recv().unwrap();
+        (caller, release_tx)
     }
 
-    impl HeldFlush {
-        fn run(self) -> Result<(), String> {
-            self.started.send(()).unwrap();
-            self.release.recv().unwrap();
-            Ok(())
+    fn wait_until_waiting(group: &FlushGroup, callers: usize) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while group.lock().waiting < callers {
+            assert!(std::time::Instant::now() < deadline, "callers never waited");
+            thread::sleep(Duration::from_millis(1));
         }
     }
 
@@ -151,35 +153,24 @@ mod tests {
     #[test]
     fn callers_arriving_during_a_flush_wait_for_the_next_one_and_share_it() {
         let group = Arc::new(FlushGroup::default());
-        let (first, first_started, release_first) = held();
-        let leader = {
-            let group = group.clone();
-            thread::spawn(move || group.sync(|| first.run()))
-        };
-        first_started.recv().unwrap();
-
+        let (first, release_first) = caller_in_a_held_flush(&group);
         let later_flushes = Arc::new(AtomicUsize::new(0));
-        let (done_tx, done_rx) = mpsc::channel();
         let waiters: Vec<_> = (0..4)
             .map(|_| {
-                let (group, later_flushes, done) = (group.clone(), later_flushes.clone(), done_tx.clone());
+                let (group, later_flushes) = (group.clone(), later_flushes.clone());
                 thread::spawn(move || {
-                    let result = group.sync(|| {
+                    group.sync(|| {
                         later_flushes.fetch_add(1, Ordering::SeqCst);
                         Ok::<(), String>(())
-                    });
-                    done.send(()).unwrap();
-                    result
+                    })
                 })
             })
             .collect();
+        wait_until_waiting(&group, 4);
         // The running flush may have started before their writes: none of them may return on it.
-        assert!(
-            done_rx.recv_timeout(Duration::from_millis(200)).is_err(),
-            "a caller returned while the flush that began before it was still running"
-        );
+        assert!(waiters.iter().all(|waiter| !waiter.is_finished()));
         release_first.send(()).unwrap();
-        leader.join().unwrap().unwrap();
+        first.join().unwrap().unwrap();
         for waiter in waiters {
             waiter.join().unwrap().unwrap();
         }
@@ -193,25 +184,34 @@ mod tests {
     #[test]
     fn a_failed_flush_fails_the_callers_it_covered_and_every_later_one() {
         let group = Arc::new(FlushGroup::default());
-        let (first, first_started, release_first) = held();
-        let leader = {
-            let group = group.clone();
-            thread::spawn(move || group.sync(|| first.run()))
-        };
-        first_started.recv().unwrap();
+        let (first, release_first) = caller_in_a_held_flush(&group);
         let waiter = {
             let group = group.clone();
             thread::spawn(move || group.sync(|| Err::<(), _>("disk gone")))
         };
-        thread::sleep(Duration::from_millis(50));
+        wait_until_waiting(&group, 1);
         release_first.send(()).unwrap();
-        leader.join().unwrap().unwrap();
+        first.join().unwrap().unwrap();
         assert_eq!(waiter.join().unwrap(), Err("disk gone".to_string()));
         let after = group.sync(|| Ok::<(), String>(()));
         assert_eq!(
             after,
             Err("disk gone".to_string()),
             "nothing is durable after a failed flush"
+        );
+    }
+
+    #[test]
+    fn a_panicking_flush_fails_its_waiters_instead_of_leaving_them_waiting() {
+        let group = Arc::new(FlushGroup::default());
+        let panicking = {
+            let group = group.clone();
+            thread::spawn(move || group.sync(|| -> Result<(), String> { panic!("flush panicked") }))
+        };
+        assert!(panicking.join().is_err());
+        assert_eq!(
+            group.sync(|| Ok::<(), String>(())),
+            Err("sled's flush panicked".to_string())
         );
     }
 }
