@@ -1,4 +1,5 @@
-//! A crash test every durable backend runs: a child process appends and syncs in a loop and is killed with
+//! A crash test every durable backend runs: a child process appends (now and then cutting its last run off and
+//! appending it again) and syncs in a loop, and is killed with
 //! SIGKILL at seeded random points; after every kill the store is reopened and must hold every batch that was
 //! acknowledged as durable, byte for byte, with contiguous offsets, whole metadata and whole snapshots.
 //!
@@ -101,8 +102,10 @@ pub fn child_writer(open: impl Fn(&Path) -> Box<dyn Storage>) {
         let writing = || println!("{WRITING}");
         let done = || println!("{DONE}");
         loop {
-            let mut offset = partition.log_end_offset();
-            let run: Vec<RecordBatch> = (0..3)
+            let start = partition.log_end_offset();
+            let mut offset = start;
+            // Runs of one batch and of three alternate: a key-value store writes the first as one key.
+            let run: Vec<RecordBatch> = (0..1 + 2 * (round % 2))
                 .map(|_| {
                     let next = expected_batch(offset);
                     offset = next.next_offset();
@@ -112,6 +115,16 @@ pub fn child_writer(open: impl Fn(&Path) -> Box<dyn Storage>) {
             writing();
             partition.append(&run).await.unwrap();
             done();
+            if round % 8 == 3 {
+                // Cut the run off again and append it once more: the log end moves down, then up past where it
+                // was, with nothing synced in between.
+                writing();
+                partition.truncate_to(start).await.unwrap();
+                done();
+                writing();
+                partition.append(&run).await.unwrap();
+                done();
+            }
             if round == 0 {
                 println!("{APPENDED}");
             }
