@@ -14,9 +14,9 @@
 //!
 //! Every change is one atomic write. The log end offset is the later of `@end` and the end of the last batch:
 //! an append writes only its batches (a one-batch append is a one-key write), while a truncation deletes batches
-//! and moves `@end` down in the same write, so both stay right across a crash. Appends are not synced; `flush(Sync)`, snapshots and metadata are. A failed sync poisons the whole store (the database's
-//! durability is shared by its partitions) until a partition is opened again, which re-reads what the database
-//! recovered.
+//! and moves `@end` down in the same write, so both stay right across a crash. Appends are not synced;
+//! `flush(Sync)`, snapshots and metadata are. A failed sync poisons the whole store (the database's durability is
+//! shared by its partitions) until a partition is opened again, which re-reads what the database recovered.
 
 use std::sync::{Arc, Mutex};
 
@@ -230,7 +230,7 @@ impl<K: OrderedKv> KvPartition<K> {
         let log_start = decode_i64(kv.get(Space::Meta, LOG_START)?, "log start offset")?.unwrap_or(0);
         let bounds_end = decode_i64(kv.get(Space::Meta, LOG_END)?, "log end offset")?.unwrap_or(0);
         let log_end = match last_batch(&kv, None)? {
-            Some((_, last_offset)) => bounds_end.max(last_offset + 1),
+            Some((_, last_offset)) => bounds_end.max(last_offset.saturating_add(1)),
             None => bounds_end,
         };
         poison.set(None);
