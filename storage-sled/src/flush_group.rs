@@ -5,10 +5,12 @@
 //! sled's flush is database-wide (it writes out the log up to the last reserved position), so one flush covers
 //! every partition's writes applied before it began. A failover stops many partitions at once, each syncing its
 //! metadata several times; without grouping, those flushes ran one after another (docs/benchmarks.md, thirteenth
-//! session: 4,000 flushes for 500 partitions became about 300).
+//! session: 4,000 flushes for 500 partitions became a few hundred).
 //!
-//! A failed flush is returned to every caller it was to cover and to every later caller: after a failed flush
-//! the store cannot say what is durable (the partition layer poisons the store on the first such error).
+//! A failed flush is returned to every caller it was to cover and to every later caller of this store: after a
+//! failed flush the store cannot say what is durable (the partition layer poisons the store on the first such
+//! error, and sled keeps a write-out error as its database's global error). Opening the directory again, as a
+//! new store, starts afresh.
 
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
@@ -25,6 +27,7 @@ struct FlushState {
     started: u64,
     /// The number of the last flush that finished (flushes finish in the order they start: one runs at a time).
     finished: u64,
+    /// A flush (number `started`) is running.
     running: bool,
     /// Callers waiting for a flush to finish.
     waiting: usize,
