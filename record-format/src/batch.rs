@@ -285,6 +285,24 @@ impl std::fmt::Debug for RecordBatch {
 impl RecordBatch {
     /// Checks structure (length and magic) without the CRC. `buf` must hold exactly one batch.
     pub fn parse(buf: Bytes) -> Result<Self, DecodeError> {
+        Self::check_structure(&buf)?;
+        Ok(RecordBatch { buf })
+    }
+
+    /// Base and last offset of the one batch `buf` holds, after the structure checks of [`Self::parse`] — no CRC,
+    /// no copy: for a store that keeps batches by offset and needs only a stored batch's bounds.
+    pub fn offsets_of(buf: &[u8]) -> Result<(i64, i64), DecodeError> {
+        Self::check_structure(buf)?;
+        let base_offset = be_i64(buf, offsets::BASE_OFFSET);
+        let last_offset_delta = be_i32(buf, offsets::LAST_OFFSET_DELTA);
+        Ok((
+            base_offset,
+            base_offset.wrapping_add(i64::from(last_offset_delta)),
+        ))
+    }
+
+    /// Length (at least a header, exactly `buf`) and magic.
+    fn check_structure(buf: &[u8]) -> Result<(), DecodeError> {
         let Some(prefix) = buf.first_chunk::<LOG_OVERHEAD>() else {
             return Err(DecodeError::Truncated {
                 needed: LOG_OVERHEAD as u64,
@@ -302,7 +320,7 @@ impl RecordBatch {
         if magic != MAGIC_V2 {
             return Err(DecodeError::UnsupportedMagic { magic });
         }
-        Ok(RecordBatch { buf })
+        Ok(())
     }
 
     /// Checks structure and CRC: the usual way to accept a batch from outside.

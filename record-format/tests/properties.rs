@@ -179,6 +179,27 @@ proptest! {
     }
 
     #[test]
+    fn a_batch_s_offsets_read_in_place_are_what_parsing_it_finds(
+        builder in batch_builder(),
+        flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..4),
+        cut in any::<prop::sample::Index>(),
+        cut_it in any::<bool>(),
+    ) {
+        let mut bytes = builder.build().unwrap().into_bytes().to_vec();
+        for (index, value) in flips {
+            let at = index.index(bytes.len());
+            bytes[at] = value;
+        }
+        if cut_it {
+            bytes.truncate(cut.index(bytes.len()));
+        }
+        let in_place = RecordBatch::offsets_of(&bytes);
+        let parsed = RecordBatch::parse(Bytes::from(bytes))
+            .map(|batch| (batch.base_offset(), batch.last_offset()));
+        prop_assert_eq!(in_place, parsed);
+    }
+
+    #[test]
     fn arbitrary_bytes_never_panic_the_segment_readers(
         bytes in prop::collection::vec(any::<u8>(), 0..600),
         known_length in any::<bool>(),

@@ -163,10 +163,14 @@ fn decode_aborted(value: &[u8]) -> Result<AbortedTxn> {
 }
 
 fn decode_batch(key: &[u8], value: &[u8]) -> Result<RecordBatch> {
-    RecordBatch::decode(Bytes::copy_from_slice(value)).map_err(|e| StorageError::Corrupt {
+    RecordBatch::decode(Bytes::copy_from_slice(value)).map_err(|e| corrupt_batch(key, e))
+}
+
+fn corrupt_batch(key: &[u8], error: record_format::DecodeError) -> StorageError {
+    StorageError::Corrupt {
         what: format!("batch at offset {}", key_offset(key).unwrap_or(-1)),
-        reason: e.to_string(),
-    })
+        reason: error.to_string(),
+    }
 }
 
 /// The store-wide poison flag every partition of one database shares.
@@ -276,12 +280,13 @@ impl<K: OrderedKv> KvPartition<K> {
     }
 }
 
-/// Base and last offset of the last batch below the key `upper` (`None`: of all).
+/// Base and last offset of the last batch below the key `upper` (`None`: of all), read from the stored header in
+/// place: its structure is checked, its CRC is checked where its bytes are read (`read` decodes every batch it
+/// returns, this one included).
 fn last_batch(kv: &impl OrderedKv, upper: Option<&[u8]>) -> Result<Option<(i64, i64)>> {
     let mut found = None;
     kv.scan(KeyRange::down_from(Space::Batches, upper), &mut |key, value| {
-        let batch = decode_batch(key, value)?;
-        found = Some((batch.base_offset(), batch.last_offset()));
+        found = Some(RecordBatch::offsets_of(value).map_err(|e| corrupt_batch(key, e))?);
         Ok(false)
     })?;
     Ok(found)
