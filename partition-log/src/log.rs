@@ -302,7 +302,7 @@ impl PartitionLog {
                 partition: self.id().clone(),
             });
         }
-        // The producer's entry is read first, so that its cache misses overlap the checks below (ADR 0026).
+        // The producer's entry is prefetched first, so that its cache misses overlap the checks below (ADR 0028).
         self.psm.prefetch_producer(batch.producer_id());
         validate_client_batch(&batch)?;
         batch.place(self.log_end_offset(), self.config.leader_epoch);

@@ -1,6 +1,7 @@
 //! The data model of producer state (kafka-semantics §2): per-producer entries with their 5-batch window, transactions,
 //! completed transactions and verification entries.
 
+use prefetch_index::prefetch_index;
 use record_format::batch::{decrement_sequence, NO_PRODUCER_EPOCH, NO_SEQUENCE};
 
 /// Batches remembered per producer for duplicate detection (Kafka's `NUM_BATCHES_TO_RETAIN`).
@@ -104,6 +105,15 @@ impl BatchWindow {
             let index = (usize::from(self.start) + usize::from(self.len)) % NUM_BATCHES_TO_RETAIN;
             self.slots[index] = batch;
             self.len += 1;
+        }
+    }
+
+    /// Hints the CPU to bring the window into its caches (see [`crate::table`]); reads nothing.
+    fn prefetch(&self) {
+        prefetch_index(std::slice::from_ref(&self.len), 0);
+        for index in 0..NUM_BATCHES_TO_RETAIN {
+            // A slice of the stored array: passing the array itself would prefetch a copy of it.
+            prefetch_index(self.slots.as_slice(), index);
         }
     }
 
@@ -269,6 +279,15 @@ impl ProducerStateEntry {
         self.coordinator_epoch = coordinator_epoch;
         self.current_txn_first_offset = None;
         self.last_timestamp = timestamp;
+    }
+
+    /// Hints the CPU to bring the fields a client append reads into its caches (see [`crate::table`]); reads
+    /// nothing.
+    pub(crate) fn prefetch(&self) {
+        prefetch_index(std::slice::from_ref(self), 0);
+        prefetch_index(std::slice::from_ref(&self.producer_epoch), 0);
+        prefetch_index(std::slice::from_ref(&self.current_txn_first_offset), 0);
+        self.batches.prefetch();
     }
 
     /// `findDuplicateBatch`: the cached batch with exactly this epoch, first and last sequence.

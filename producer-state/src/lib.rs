@@ -27,6 +27,7 @@ pub mod plan;
 pub mod replay;
 pub mod snapshot;
 pub mod summary;
+mod table;
 /// The aborted-transaction index entry format (defined in `record-format`, shared with the storage layer).
 pub use record_format::txn_index;
 

@@ -17,7 +17,14 @@ use crate::entry::{
 };
 use crate::plan::EntryExtension;
 use crate::snapshot::{decode_snapshot, encode_snapshot, SnapshotStore};
+use crate::table::ProducerTable;
 use crate::txn_index::AbortedTxn;
+
+/// A producer without an open transaction, idle for the expiration time.
+fn is_expired(config: &PsmConfig, now_ms: i64, entry: &ProducerStateEntry) -> bool {
+    entry.current_txn_first_offset.is_none()
+        && now_ms.saturating_sub(entry.last_timestamp) >= config.producer_id_expiration_ms
+}
 
 /// Kafka's `LATE_TRANSACTION_BUFFER_MS`: five minutes past the maximum transaction timeout.
 pub const LATE_TRANSACTION_BUFFER_MS: i64 = 300_000;
@@ -53,7 +60,7 @@ impl Default for PsmConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProducerStateManager {
     config: PsmConfig,
-    producers: FxHashMap<i64, ProducerStateEntry>,
+    producers: ProducerTable,
     verification_states: FxHashMap<i64, VerificationStateEntry>,
     ongoing_txns: BTreeMap<i64, TxnMetadata>,
     unreplicated_txns: BTreeMap<i64, TxnMetadata>,
@@ -68,7 +75,7 @@ impl ProducerStateManager {
     pub fn new(config: PsmConfig) -> Self {
         ProducerStateManager {
             config,
-            producers: FxHashMap::default(),
+            producers: ProducerTable::default(),
             verification_states: FxHashMap::default(),
             ongoing_txns: BTreeMap::new(),
             unreplicated_txns: BTreeMap::new(),
@@ -91,27 +98,21 @@ impl ProducerStateManager {
 
     /// The entry of a producer.
     pub fn producer(&self, producer_id: i64) -> Option<&ProducerStateEntry> {
-        self.producers.get(&producer_id)
+        self.producers.get(producer_id)
     }
 
-    /// Reads a producer's entry only to bring it into the CPU cache, where [`plan_append`](Self::plan_append)
-    /// will find it: a partition log calls this for a client batch before checking the batch's CRC and records,
-    /// so that the entry's cache misses (with many producers it has usually been evicted since the producer's last
-    /// batch) overlap the check instead of adding to it. Changes nothing and decides nothing.
+    /// Asks the CPU to bring a producer's entry into its caches, where [`plan_append`](Self::plan_append) will
+    /// find it: a partition log calls this for a client batch before checking the batch's CRC and records, so that
+    /// the entry's cache misses (with many producers it has usually been evicted since the producer's last batch)
+    /// overlap the check instead of adding to it. A hint, not a read: nothing waits for it (ADR 0028). Changes
+    /// nothing and decides nothing.
     pub fn prefetch_producer(&self, producer_id: i64) {
-        if let Some(entry) = self.producers.get(&producer_id) {
-            // Every field the plan reads, which spans the entry's cache lines (the duplicate check reads every
-            // cached batch); `black_box` keeps the reads.
-            let cached: i64 = entry.batches.iter().map(|batch| i64::from(batch.last_seq)).sum();
-            std::hint::black_box(
-                cached + i64::from(entry.producer_epoch) + entry.current_txn_first_offset.unwrap_or_default(),
-            );
-        }
+        self.producers.prefetch(producer_id);
     }
 
     /// Every producer entry (unordered).
     pub fn producers(&self) -> impl Iterator<Item = &ProducerStateEntry> {
-        self.producers.values()
+        self.producers.iter()
     }
 
     /// Number of producers.
@@ -149,7 +150,7 @@ impl ProducerStateManager {
         ProducerAppendInfo::new(
             producer_id,
             origin,
-            self.producers.get(&producer_id),
+            self.producers.get(producer_id),
             self.verification_states.get(&producer_id).copied(),
         )
     }
@@ -178,10 +179,7 @@ impl ProducerStateManager {
     }
 
     fn cache_batch(&mut self, producer_id: i64, epoch: i16, batch: BatchMetadata) {
-        let entry = self
-            .producers
-            .entry(producer_id)
-            .or_insert_with(|| ProducerStateEntry::empty(producer_id));
+        let entry = self.producers.get_or_insert_empty(producer_id);
         entry.add_batch(
             epoch,
             batch.last_seq,
@@ -202,11 +200,9 @@ impl ProducerStateManager {
     pub fn update(&mut self, info: ProducerAppendInfo) {
         let producer_id = info.producer_id();
         let (updated, started) = info.into_parts();
-        match self.producers.get_mut(&producer_id) {
+        match self.producers.get_mut(producer_id) {
             Some(entry) => entry.update(updated),
-            None => {
-                self.producers.insert(producer_id, updated);
-            }
+            None => self.producers.insert(updated),
         }
         for txn in started {
             self.ongoing_txns.insert(txn.first_offset.message_offset, txn);
@@ -222,7 +218,7 @@ impl ProducerStateManager {
             .ongoing_txns
             .values()
             .next()
-            .and_then(|txn| self.producers.get(&txn.producer_id))
+            .and_then(|txn| self.producers.get(txn.producer_id))
             .map_or(-1, |entry| entry.last_timestamp);
     }
 
@@ -295,25 +291,13 @@ impl ProducerStateManager {
         self.producers.is_empty() && self.unreplicated_txns.is_empty()
     }
 
-    fn is_expired(&self, now_ms: i64, entry: &ProducerStateEntry) -> bool {
-        entry.current_txn_first_offset.is_none()
-            && now_ms.saturating_sub(entry.last_timestamp) >= self.config.producer_id_expiration_ms
-    }
-
     /// `removeExpiredProducers`: producers without an open transaction idle for the expiration time, and
     /// verification entries that old. Returns how many producers were removed.
     pub fn remove_expired_producers(&mut self, now_ms: i64) -> usize {
         let expiration = self.config.producer_id_expiration_ms;
         let before = self.producers.len();
-        let expired: Vec<i64> = self
-            .producers
-            .values()
-            .filter(|entry| self.is_expired(now_ms, entry))
-            .map(|entry| entry.producer_id)
-            .collect();
-        for producer_id in &expired {
-            self.producers.remove(producer_id);
-        }
+        let config = &self.config;
+        self.producers.retain(|entry| !is_expired(config, now_ms, entry));
         self.verification_states
             .retain(|_, entry| now_ms.saturating_sub(entry.timestamp) < expiration);
         before - self.producers.len()
@@ -395,11 +379,10 @@ impl ProducerStateManager {
         if self.last_map_offset <= self.last_snap_offset {
             return None;
         }
-        let mut entries: Vec<(i64, &ProducerStateEntry)> =
-            self.producers.iter().map(|(id, entry)| (*id, entry)).collect();
+        let mut entries: Vec<&ProducerStateEntry> = self.producers.iter().collect();
         // Kafka writes hash-map order; a stable order makes snapshots reproducible.
-        entries.sort_unstable_by_key(|(id, _)| *id);
-        let bytes = encode_snapshot(entries.into_iter().map(|(_, entry)| entry));
+        entries.sort_unstable_by_key(|entry| entry.producer_id);
+        let bytes = encode_snapshot(entries.into_iter());
         self.last_snap_offset = self.last_map_offset;
         Some((self.last_map_offset, bytes))
     }
@@ -454,7 +437,7 @@ impl ProducerStateManager {
         })?;
         self.producers.reserve(entries.len());
         for entry in entries {
-            if self.is_expired(now_ms, &entry) {
+            if is_expired(&self.config, now_ms, &entry) {
                 continue;
             }
             if let Some(first) = entry.current_txn_first_offset {
@@ -467,7 +450,7 @@ impl ProducerStateManager {
                     },
                 );
             }
-            self.producers.insert(entry.producer_id, entry);
+            self.producers.insert(entry);
         }
         self.last_map_offset = offset;
         self.last_snap_offset = offset;
