@@ -41,13 +41,23 @@ impl BatchMetadata {
 }
 
 /// The last (up to) five batches of a producer, oldest first, stored inline (no heap allocation per entry or
-/// per append).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+/// per append): a ring of five slots, the oldest at `start`. Equality and hashing see the batches held, oldest
+/// first, not the slots (a window filled past five and one built from its last five batches are equal).
+#[derive(Debug, Clone, Copy, Default)]
 pub struct BatchWindow {
     slots: [BatchMetadata; NUM_BATCHES_TO_RETAIN],
     /// Index of the oldest batch in `slots`.
     start: u8,
     len: u8,
+}
+
+/// `index` of the ring, for `index` below twice its size.
+fn wrap(index: usize) -> usize {
+    if index >= NUM_BATCHES_TO_RETAIN {
+        index - NUM_BATCHES_TO_RETAIN
+    } else {
+        index
+    }
 }
 
 impl BatchWindow {
@@ -83,7 +93,20 @@ impl BatchWindow {
     }
 
     fn slot(&self, index: usize) -> &BatchMetadata {
-        &self.slots[(usize::from(self.start) + index) % NUM_BATCHES_TO_RETAIN]
+        &self.slots[wrap(usize::from(self.start) + index)]
+    }
+
+    /// The batches held as two runs of slots, the older first (the second is empty unless the ring wraps).
+    fn runs(&self) -> (&[BatchMetadata], &[BatchMetadata]) {
+        let (start, end) = (
+            usize::from(self.start),
+            usize::from(self.start) + usize::from(self.len),
+        );
+        if end <= NUM_BATCHES_TO_RETAIN {
+            (&self.slots[start..end], &[])
+        } else {
+            (&self.slots[start..], &self.slots[..end - NUM_BATCHES_TO_RETAIN])
+        }
     }
 
     /// The oldest batch.
@@ -98,14 +121,20 @@ impl BatchWindow {
 
     /// Adds a batch, evicting the oldest when five are held.
     pub fn push_back(&mut self, batch: BatchMetadata) {
+        let start = usize::from(self.start);
         if usize::from(self.len) == NUM_BATCHES_TO_RETAIN {
-            self.slots[usize::from(self.start)] = batch;
-            self.start = ((usize::from(self.start) + 1) % NUM_BATCHES_TO_RETAIN) as u8;
+            self.slots[start] = batch;
+            self.start = wrap(start + 1) as u8;
         } else {
-            let index = (usize::from(self.start) + usize::from(self.len)) % NUM_BATCHES_TO_RETAIN;
-            self.slots[index] = batch;
+            self.slots[wrap(start + usize::from(self.len))] = batch;
             self.len += 1;
         }
+    }
+
+    /// The oldest batch for which `matches` is true.
+    pub fn find(&self, mut matches: impl FnMut(&BatchMetadata) -> bool) -> Option<&BatchMetadata> {
+        let (older, newer) = self.runs();
+        older.iter().chain(newer).find(|batch| matches(batch))
     }
 
     /// Hints the CPU to bring the window into its caches (see [`crate::table`]); reads nothing.
@@ -120,6 +149,23 @@ impl BatchWindow {
     /// The batches, oldest first.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &BatchMetadata> + ExactSizeIterator + '_ {
         (0..self.len()).map(move |index| self.slot(index))
+    }
+}
+
+impl PartialEq for BatchWindow {
+    fn eq(&self, other: &Self) -> bool {
+        self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for BatchWindow {}
+
+impl std::hash::Hash for BatchWindow {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_usize(self.len());
+        for batch in self.iter() {
+            batch.hash(state);
+        }
     }
 }
 
@@ -295,9 +341,9 @@ impl ProducerStateEntry {
         if epoch != self.producer_epoch {
             return None;
         }
+        // The last sequence first: it is stored, the first is computed.
         self.batches
-            .iter()
-            .find(|batch| batch.first_seq() == first_seq && batch.last_seq == last_seq)
+            .find(|batch| batch.last_seq == last_seq && batch.first_seq() == first_seq)
             .copied()
     }
 }
@@ -356,6 +402,8 @@ impl VerificationStateEntry {
 
 #[cfg(test)]
 mod tests {
+    use std::hash::BuildHasher;
+
     use super::*;
 
     #[test]
@@ -366,6 +414,75 @@ mod tests {
         }
         assert_eq!(entry.batches.len(), 5);
         assert_eq!((entry.first_seq(), entry.last_seq()), (2, 6));
+    }
+
+    fn cached(last_seq: i32) -> BatchMetadata {
+        BatchMetadata {
+            last_seq,
+            last_offset: i64::from(last_seq) * 10,
+            offset_delta: 0,
+            timestamp: 0,
+        }
+    }
+
+    #[test]
+    fn the_window_holds_its_batches_oldest_first_at_every_fill() {
+        let mut window = BatchWindow::new();
+        for pushed in 0..13 {
+            window.push_back(cached(pushed));
+            let held: Vec<i32> = window.iter().map(|batch| batch.last_seq).collect();
+            let expected: Vec<i32> = ((pushed - 4).max(0)..=pushed).collect();
+            assert_eq!(held, expected, "after pushing 0..={pushed}");
+            assert_eq!(
+                window.front().map(|batch| batch.last_seq),
+                expected.first().copied()
+            );
+            assert_eq!(window.back().map(|batch| batch.last_seq), Some(pushed));
+            let mut found = Vec::new();
+            window.find(|batch| {
+                found.push(batch.last_seq);
+                false
+            });
+            assert_eq!(
+                found, expected,
+                "find visits oldest first after pushing 0..={pushed}"
+            );
+        }
+    }
+
+    #[test]
+    fn find_answers_the_oldest_matching_batch() {
+        let mut window = BatchWindow::new();
+        for (index, last_seq) in [7, 1, 7, 2, 7, 3, 4].into_iter().enumerate() {
+            window.push_back(BatchMetadata {
+                last_offset: index as i64,
+                ..cached(last_seq)
+            });
+        }
+        // Held: 7@2, 2@3, 7@4, 3@5, 4@6 (the ring has wrapped).
+        assert_eq!(
+            window
+                .find(|batch| batch.last_seq == 7)
+                .map(|batch| batch.last_offset),
+            Some(2)
+        );
+        assert_eq!(window.find(|batch| batch.last_seq == 1), None);
+    }
+
+    #[test]
+    fn windows_holding_the_same_batches_are_equal_whatever_their_slots() {
+        let mut wrapped = BatchWindow::new();
+        for last_seq in 0..8 {
+            wrapped.push_back(cached(last_seq));
+        }
+        let rebuilt: BatchWindow = (3..8).map(cached).collect();
+        assert_eq!(wrapped, rebuilt);
+        let state = std::hash::RandomState::new();
+        assert_eq!(state.hash_one(wrapped), state.hash_one(rebuilt));
+        let mut cleared = wrapped;
+        cleared.clear();
+        assert_eq!(cleared, BatchWindow::new());
+        assert_ne!(wrapped, (4..8).map(cached).collect());
     }
 
     #[test]

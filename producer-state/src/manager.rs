@@ -17,13 +17,24 @@ use crate::entry::{
 };
 use crate::plan::EntryExtension;
 use crate::snapshot::{decode_snapshot, encode_snapshot, SnapshotStore};
-use crate::table::ProducerTable;
+use crate::table::{ProducerTable, Slot};
 use crate::txn_index::AbortedTxn;
 
 /// A producer without an open transaction, idle for the expiration time.
 fn is_expired(config: &PsmConfig, now_ms: i64, entry: &ProducerStateEntry) -> bool {
     entry.current_txn_first_offset.is_none()
         && now_ms.saturating_sub(entry.last_timestamp) >= config.producer_id_expiration_ms
+}
+
+/// `addBatch` of a batch's cached metadata.
+fn add_cached_batch(entry: &mut ProducerStateEntry, epoch: i16, batch: BatchMetadata) {
+    entry.add_batch(
+        epoch,
+        batch.last_seq,
+        batch.last_offset,
+        batch.offset_delta,
+        batch.timestamp,
+    );
 }
 
 /// Kafka's `LATE_TRANSACTION_BUFFER_MS`: five minutes past the maximum transaction timeout.
@@ -160,11 +171,19 @@ impl ProducerStateManager {
         self.verification_states.get(&producer_id).copied()
     }
 
+    /// The entry of a producer and the table slot it is in (for [`extend_entry`](Self::extend_entry)).
+    pub(crate) fn producer_with_slot(&self, producer_id: i64) -> Option<(Slot, &ProducerStateEntry)> {
+        self.producers.get_with_slot(producer_id)
+    }
+
     /// Commits a one-batch plan that only extends an entry: `batch` cached in the stored entry of
-    /// `producer_id` (whose epoch is `epoch`), as [`update`](Self::update) would merge an append info holding
-    /// only that batch.
-    pub(crate) fn extend_entry(&mut self, producer_id: i64, epoch: i16, batch: BatchMetadata) {
-        self.cache_batch(producer_id, epoch, batch);
+    /// `producer_id` (whose epoch is `epoch`, found in `slot` when planned), as [`update`](Self::update) would
+    /// merge an append info holding only that batch.
+    pub(crate) fn extend_entry(&mut self, slot: Slot, producer_id: i64, epoch: i16, batch: BatchMetadata) {
+        match self.producers.get_mut_in(slot, producer_id) {
+            Some(entry) => add_cached_batch(entry, epoch, batch),
+            None => self.cache_batch(producer_id, epoch, batch),
+        }
         self.after_timestamps_moved();
     }
 
@@ -179,14 +198,7 @@ impl ProducerStateManager {
     }
 
     fn cache_batch(&mut self, producer_id: i64, epoch: i16, batch: BatchMetadata) {
-        let entry = self.producers.get_or_insert_empty(producer_id);
-        entry.add_batch(
-            epoch,
-            batch.last_seq,
-            batch.last_offset,
-            batch.offset_delta,
-            batch.timestamp,
-        );
+        add_cached_batch(self.producers.get_or_insert_empty(producer_id), epoch, batch);
     }
 
     /// Producers' last timestamps moved: one of them may own the earliest open transaction.

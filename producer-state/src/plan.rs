@@ -23,6 +23,7 @@ use crate::append::{in_sequence, AppendOrigin, ProducerAppendInfo, TransactionVe
 use crate::entry::{BatchMetadata, CompletedTxn, ProducerStateEntry};
 use crate::error::ProducerStateError;
 use crate::manager::ProducerStateManager;
+use crate::table::Slot;
 use crate::txn_index::AbortedTxn;
 
 /// Producer-state changes between two barriers.
@@ -121,6 +122,8 @@ enum Changes {
     /// same epoch, in sequence, its transaction neither started nor left by this batch, no verification pending.
     /// Committing caches the batch (and its timestamp) in the entry; nothing else about the producer changes.
     ExtendEntry {
+        /// Where the entry is in the producer table, so the commit need not look it up again.
+        slot: Slot,
         producer_id: i64,
         epoch: i16,
         batch: BatchMetadata,
@@ -301,21 +304,42 @@ impl ProducerStateManager {
         }
         let producer_id = batch.producer_id();
         // The producer's stored entry, looked up once for the duplicate check and the update.
-        let stored = self.producer(producer_id);
+        let found = self.producer_with_slot(producer_id);
+        let stored = found.map(|(_, entry)| entry);
         if let Some(duplicate) = client_duplicate_in(batch, origin, stored)? {
             return Ok(AppendDecision::Duplicate(duplicate));
         }
-        if let Some(entry) = stored.filter(|entry| self.only_extends(entry, batch, origin)) {
+        if let Some((slot, entry)) = found.filter(|(_, entry)| self.only_extends(entry, batch, origin)) {
             return plan(Changes::ExtendEntry {
+                slot,
                 producer_id,
                 epoch: entry.producer_epoch,
                 batch: cached_metadata(batch),
             });
         }
+        self.plan_producer_update(batch, origin, transaction_version, stored)
+    }
+
+    /// [`plan_one_data_batch`](Self::plan_one_data_batch) for a batch that changes more of its producer than the
+    /// cached batches (a new producer, epoch or transaction): the full append info. Kept out of line, so that the
+    /// steady state's path stays small.
+    #[inline(never)]
+    fn plan_producer_update(
+        &self,
+        batch: &RecordBatch,
+        origin: AppendOrigin,
+        transaction_version: TransactionVersion,
+        stored: Option<&ProducerStateEntry>,
+    ) -> Result<AppendDecision, ProducerStateError> {
+        let producer_id = batch.producer_id();
         let verification = self.verification_state(producer_id);
         let mut info = ProducerAppendInfo::new(producer_id, origin, stored, verification);
         info.append(batch, None, transaction_version)?;
-        plan(Changes::OneDataBatch(Some(Box::new(info))))
+        Ok(AppendDecision::Append(AppendPlan {
+            changes: Changes::OneDataBatch(Some(Box::new(info))),
+            barriers_kept: 0,
+            next_offset: Some(batch.next_offset()),
+        }))
     }
 
     /// [`plan_append`](Self::plan_append) for a range of REPLICATION (or coordinator) batches — a mirror's or a
@@ -501,19 +525,35 @@ impl ProducerStateManager {
         };
         match plan.changes {
             Changes::ExtendEntry {
+                slot,
                 producer_id,
                 epoch,
                 batch,
-            } => self.extend_entry(producer_id, epoch, batch),
-            Changes::ExtendEntries(extensions) => self.extend_entries(extensions),
-            Changes::OneDataBatch(Some(info)) => self.update(*info),
-            Changes::OneDataBatch(None) => {}
-            Changes::Phases(phases) => self.commit_phases(*phases, &mut effects),
+            } => self.extend_entry(slot, producer_id, epoch, batch),
+            other => self.commit_changes(other, &mut effects),
         }
         if let Some(next_offset) = plan.next_offset {
             self.update_map_end_offset(next_offset);
         }
         effects
+    }
+
+    /// [`commit`](Self::commit) of the changes other than the steady state's; kept out of line, so that the
+    /// steady state's path stays small.
+    #[inline(never)]
+    fn commit_changes(&mut self, changes: Changes, effects: &mut AppendEffects) {
+        match changes {
+            Changes::ExtendEntry {
+                slot,
+                producer_id,
+                epoch,
+                batch,
+            } => self.extend_entry(slot, producer_id, epoch, batch),
+            Changes::ExtendEntries(extensions) => self.extend_entries(extensions),
+            Changes::OneDataBatch(Some(info)) => self.update(*info),
+            Changes::OneDataBatch(None) => {}
+            Changes::Phases(phases) => self.commit_phases(*phases, effects),
+        }
     }
 
     fn commit_phases(&mut self, phases: Phases, effects: &mut AppendEffects) {

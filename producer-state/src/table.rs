@@ -15,6 +15,23 @@ use rustc_hash::FxBuildHasher;
 
 use crate::entry::ProducerStateEntry;
 
+/// Where an entry was found in a [`ProducerTable`]: valid until the table changes, and checked when used. Four
+/// bytes, so that a plan carrying one stays small; a slot beyond them (a table of over four billion buckets) is
+/// recorded as none and looked up again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Slot(u32);
+
+impl Slot {
+    fn new(index: usize) -> Self {
+        Slot(u32::try_from(index).unwrap_or(u32::MAX))
+    }
+
+    fn index(self) -> usize {
+        // u32 fits a usize on every target this workspace builds for; u32::MAX is never a valid slot below.
+        usize::try_from(self.0).unwrap_or(usize::MAX)
+    }
+}
+
 /// The producer entries by producer id; see the module docs.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ProducerTable {
@@ -34,6 +51,29 @@ impl ProducerTable {
     pub(crate) fn get(&self, producer_id: i64) -> Option<&ProducerStateEntry> {
         self.entries
             .find(hash(producer_id), |entry| entry.producer_id == producer_id)
+    }
+
+    /// The entry of `producer_id` and the slot it is in, which [`get_mut_in`](Self::get_mut_in) goes back to
+    /// without looking it up again.
+    pub(crate) fn get_with_slot(&self, producer_id: i64) -> Option<(Slot, &ProducerStateEntry)> {
+        let index = self
+            .entries
+            .find_bucket_index(hash(producer_id), |entry| entry.producer_id == producer_id)?;
+        Some((Slot::new(index), self.entries.get_bucket(index)?))
+    }
+
+    /// The entry of `producer_id`, to change in place, from the slot [`get_with_slot`](Self::get_with_slot)
+    /// found it in; looked up again if the table changed since and the slot holds another entry or none.
+    pub(crate) fn get_mut_in(&mut self, slot: Slot, producer_id: i64) -> Option<&mut ProducerStateEntry> {
+        let at_slot = self
+            .entries
+            .get_bucket(slot.index())
+            .is_some_and(|entry| entry.producer_id == producer_id);
+        if at_slot {
+            self.entries.get_bucket_mut(slot.index())
+        } else {
+            self.get_mut(producer_id)
+        }
     }
 
     /// The entry of `producer_id`, to change in place.
@@ -142,6 +182,29 @@ mod tests {
         table.insert(entry(42, 3));
         assert_eq!(table.len(), 100);
         assert_eq!(table.get(42).map(|entry| entry.producer_epoch), Some(3));
+    }
+
+    #[test]
+    fn a_slot_leads_back_to_its_entry_or_to_a_lookup_when_it_holds_another() {
+        let mut table = table_of(0..4);
+        let (slot, found) = table
+            .get_with_slot(2)
+            .map(|(slot, entry)| (slot, entry.clone()))
+            .unwrap();
+        assert_eq!(found, entry(2, 0));
+        assert_eq!(table.get_mut_in(slot, 2).map(|entry| entry.producer_id), Some(2));
+        // Another producer's id at that slot: found by lookup, not by the slot.
+        assert_eq!(table.get_mut_in(slot, 3).map(|entry| entry.producer_id), Some(3));
+        assert_eq!(table.get_mut_in(slot, 99), None);
+        // The table grows (entries move); the old slot is checked, not trusted.
+        for producer_id in 4..10_000 {
+            table.insert(entry(producer_id, 0));
+        }
+        assert_eq!(table.get_mut_in(slot, 2).map(|entry| entry.producer_id), Some(2));
+        assert_eq!(
+            table.get_mut_in(Slot(u32::MAX), 7).map(|entry| entry.producer_id),
+            Some(7)
+        );
     }
 
     #[test]
