@@ -101,25 +101,30 @@ fn planned_appends(c: &mut Criterion) {
     group.bench_function("1000_producers", |b| {
         b.iter(|| {
             let mut psm = ProducerStateManager::new(PsmConfig::default());
-            for batch in &batches {
-                match psm
-                    .plan_append(
-                        std::slice::from_ref(batch),
-                        AppendOrigin::Client,
-                        TransactionVersion::V0,
-                    )
-                    .unwrap()
-                {
-                    AppendDecision::Append(plan) => {
-                        black_box(psm.commit(plan));
-                    }
-                    AppendDecision::Duplicate(_) => unreachable!("every batch is new"),
-                }
-            }
+            plan_and_commit_each(&mut psm, &batches);
             psm
         })
     });
     group.finish();
+}
+
+/// What a partition log runs for each client batch: `plan_append` over the one batch, then `commit`.
+fn plan_and_commit_each(psm: &mut ProducerStateManager, batches: &[RecordBatch]) {
+    for batch in batches {
+        match psm
+            .plan_append(
+                std::slice::from_ref(batch),
+                AppendOrigin::Client,
+                TransactionVersion::V0,
+            )
+            .unwrap()
+        {
+            AppendDecision::Append(plan) => {
+                black_box(psm.commit(plan));
+            }
+            AppendDecision::Duplicate(_) => unreachable!("every batch is new"),
+        }
+    }
 }
 
 /// `planned_appends` in the steady state: every producer known (one batch each, before timing) and the batches
@@ -146,23 +151,7 @@ fn planned_steady_appends(c: &mut Criterion) {
     group.bench_function("1000_producers_steady", |b| {
         b.iter_batched_ref(
             || known.clone(),
-            |psm| {
-                for batch in steady {
-                    match psm
-                        .plan_append(
-                            std::slice::from_ref(batch),
-                            AppendOrigin::Client,
-                            TransactionVersion::V0,
-                        )
-                        .unwrap()
-                    {
-                        AppendDecision::Append(plan) => {
-                            black_box(psm.commit(plan));
-                        }
-                        AppendDecision::Duplicate(_) => unreachable!("every batch is new"),
-                    }
-                }
-            },
+            |psm| plan_and_commit_each(psm, steady),
             BatchSize::LargeInput,
         )
     });
