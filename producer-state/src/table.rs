@@ -27,7 +27,7 @@ impl Slot {
     }
 
     fn index(self) -> usize {
-        // u32 fits a usize on every target this workspace builds for; u32::MAX is never a valid slot below.
+        // Whatever it names, `get_mut_in` uses it only if the entry there has the producer's id.
         usize::try_from(self.0).unwrap_or(usize::MAX)
     }
 }
