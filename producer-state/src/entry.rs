@@ -131,7 +131,9 @@ impl BatchWindow {
         }
     }
 
-    /// The oldest batch for which `matches` is true.
+    /// The oldest batch for which `matches` is true. Walks the two runs of slots rather than `iter()`'s indices:
+    /// written as `self.iter().find(..)`, the duplicate check of every client append made `log-appends` fall from
+    /// 0.894 to 0.851 (thirty alternating runs, ADR 0028).
     pub fn find(&self, mut matches: impl FnMut(&BatchMetadata) -> bool) -> Option<&BatchMetadata> {
         let (older, newer) = self.runs();
         older.iter().chain(newer).find(|batch| matches(batch))
