@@ -140,11 +140,7 @@ fn record_set(batches: &[RecordBatch], buffers: &BatchBuffers) -> Bytes {
 
 /// ListOffsets: earliest (-2), latest (-1: the high watermark, or the LSO for read_committed), or the first
 /// record at or after a timestamp.
-pub async fn list_offsets(
-    broker: &Broker,
-    request: ListOffsetsRequest,
-    _version: i16,
-) -> ListOffsetsResponse {
+pub async fn list_offsets(broker: &Broker, request: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
     let isolation = isolation(request.isolation_level);
     let mut response = ListOffsetsResponse::default();
     for topic in request.topics {
@@ -169,7 +165,10 @@ pub async fn list_offsets(
                                 Isolation::ReadCommitted => log.last_stable_offset(),
                                 Isolation::ReadUncommitted => log.high_watermark(),
                             };
-                            answer.leader_epoch = log.config().leader_epoch;
+                            if version >= 4 {
+                                // The field exists from v4; an older response that sets it does not encode.
+                                answer.leader_epoch = log.config().leader_epoch;
+                            }
                             match partition.timestamp {
                                 -2 => answer.offset = log.log_start_offset(),
                                 -1 => answer.offset = upper,

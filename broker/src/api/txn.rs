@@ -25,6 +25,17 @@ fn code(result: Result<(), KafkaError>) -> i16 {
     result.err().map_or(codes::NONE, KafkaError::code)
 }
 
+/// The error as a request of `version` can carry it: PRODUCER_FENCED exists from `fenced_since` on (KIP-588:
+/// InitProducerId v4, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn v2); older clients hear
+/// INVALID_PRODUCER_EPOCH, which they handle as fencing too — what Kafka answers them.
+fn for_version(error: KafkaError, version: i16, fenced_since: i16) -> KafkaError {
+    if error == KafkaError::ProducerFenced && version < fenced_since {
+        KafkaError::InvalidProducerEpoch
+    } else {
+        error
+    }
+}
+
 /// InitProducerId: a new idempotent producer id, or a transactional id's producer id and bumped epoch (fencing
 /// and aborting an open transaction; KIP-360 bumps from v3 when the client names its current id and epoch).
 pub async fn init_producer_id(
@@ -52,7 +63,7 @@ pub async fn init_producer_id(
             response.producer_id = kafka_protocol::messages::ProducerId(producer_id.get());
             response.producer_epoch = epoch.get();
         }
-        Err(error) => response.error_code = error.code(),
+        Err(error) => response.error_code = for_version(error, version, 4).code(),
     }
     response
 }
@@ -62,7 +73,7 @@ pub async fn init_producer_id(
 pub async fn add_partitions(
     broker: &Broker,
     request: AddPartitionsToTxnRequest,
-    _version: i16,
+    version: i16,
 ) -> AddPartitionsToTxnResponse {
     let mut partitions = Vec::new();
     let mut unknown = Vec::new();
@@ -87,7 +98,10 @@ pub async fn add_partitions(
             &partitions,
             now_ms(),
         );
-        broker.coordinate(&mut coordinator, outcome).await
+        broker
+            .coordinate(&mut coordinator, outcome)
+            .await
+            .map_err(|error| for_version(error, version, 2))
     } else {
         Ok(())
     };
@@ -117,7 +131,7 @@ pub async fn add_partitions(
 pub async fn add_offsets(
     broker: &Broker,
     request: AddOffsetsToTxnRequest,
-    _version: i16,
+    version: i16,
 ) -> AddOffsetsToTxnResponse {
     let mut coordinator = broker.coordinator.lock().await;
     let outcome = coordinator.coordinator().add_offsets(
@@ -128,12 +142,13 @@ pub async fn add_offsets(
         now_ms(),
     );
     let mut response = AddOffsetsToTxnResponse::default();
-    response.error_code = code(broker.coordinate(&mut coordinator, outcome).await);
+    let result = broker.coordinate(&mut coordinator, outcome).await;
+    response.error_code = code(result.map_err(|error| for_version(error, version, 2)));
     response
 }
 
 /// EndTxn: commit or abort; answered once every marker is written.
-pub async fn end_txn(broker: &Broker, request: EndTxnRequest, _version: i16) -> EndTxnResponse {
+pub async fn end_txn(broker: &Broker, request: EndTxnRequest, version: i16) -> EndTxnResponse {
     let mut coordinator = broker.coordinator.lock().await;
     let outcome = coordinator.coordinator().end_txn(
         &transactional_id(&request.transactional_id),
@@ -145,7 +160,7 @@ pub async fn end_txn(broker: &Broker, request: EndTxnRequest, _version: i16) -> 
     );
     let mut response = EndTxnResponse::default();
     if let Err(error) = broker.coordinate(&mut coordinator, outcome).await {
-        response.error_code = error.code();
+        response.error_code = for_version(error, version, 2).code();
     }
     response
 }

@@ -1,0 +1,636 @@
+//! Every advertised (API, version) pair answered and encoded: for each pair, a fresh in-process broker serves a
+//! scenario that reaches the API's success and error answers (unknown topics and partitions, invalid arguments,
+//! a corrupt batch, duplicates, out-of-order sequences, fencing, read_committed), and every response must encode
+//! at the request's version and decode again as a client would read it.
+//!
+//! `kafka-protocol`'s encoder refuses a response that sets a field the version does not have; a broker that sets
+//! one closes the client's connection instead of answering (aiokafka's ListOffsets v1–v3 did, on `leader_epoch`).
+//! Fencing errors follow the request version as Kafka maps them: PRODUCER_FENCED exists from InitProducerId v4,
+//! AddPartitionsToTxn v2, AddOffsetsToTxn v2 and EndTxn v2; older versions hear INVALID_PRODUCER_EPOCH.
+
+use broker::{Broker, BrokerConfig, Reply};
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use record_format::BatchBuilder;
+use storage_config::StorageConfig;
+
+const TOPIC: &str = "orders";
+const PRODUCER_FENCED: i16 = 90;
+const INVALID_PRODUCER_EPOCH: i16 = 47;
+
+fn s(text: &str) -> StrBytes {
+    StrBytes::from_string(text.to_owned())
+}
+
+fn topic_name(text: &str) -> TopicName {
+    TopicName(s(text))
+}
+
+/// An in-process broker over memory storage with `orders` (2 partitions).
+async fn broker() -> Broker {
+    let storage = StorageConfig::for_backend("memory", std::path::Path::new("")).expect("memory config");
+    let mut config = BrokerConfig::new("127.0.0.1:0".parse().expect("address"), storage.clone());
+    config.topics = vec![(TOPIC.to_owned(), 2)];
+    config.auto_create_topics = false;
+    Broker::open_on(
+        config,
+        ("127.0.0.1".to_owned(), 9092),
+        storage.open().expect("store"),
+    )
+    .await
+    .expect("broker")
+}
+
+/// Sends `request` at `version` through the broker's dispatch and decodes the answer as a client would; `None`
+/// when the broker answers nothing (acks=0). Panics, naming the pair, when the response cannot be encoded or read.
+async fn call<Q, A>(broker: &Broker, key: ApiKey, version: i16, request: &Q) -> Option<A>
+where
+    Q: Encodable,
+    A: Decodable,
+{
+    let mut body = BytesMut::new();
+    request
+        .encode(&mut body, version)
+        .unwrap_or_else(|error| panic!("the test's {key:?} v{version} request does not encode: {error}"));
+    let frame = broker::frame::Request {
+        api_key: key as i16,
+        version,
+        correlation_id: 7,
+        client_id: Some("every-version".to_owned()),
+        body: body.freeze(),
+    };
+    let reply = broker::handle(broker, &frame)
+        .await
+        .unwrap_or_else(|error| panic!("{key:?} v{version}: {error}"));
+    let Reply::Frame(bytes) = reply else {
+        return None;
+    };
+    let mut rest: Bytes = bytes.slice(8..);
+    if key.response_header_version(version) >= 1 {
+        // The response header's tagged-field section: the broker writes none.
+        assert_eq!(rest.first(), Some(&0), "{key:?} v{version}: response header tags");
+        rest = rest.slice(1..);
+    }
+    let answer = A::decode(&mut rest, version)
+        .unwrap_or_else(|error| panic!("{key:?} v{version}: the response does not decode: {error}"));
+    assert!(
+        rest.is_empty(),
+        "{key:?} v{version}: {} bytes after the response",
+        rest.len()
+    );
+    Some(answer)
+}
+
+/// A client batch of `count` records.
+fn batch(producer: Option<(i64, i16, i32)>, transactional: bool, count: usize) -> Bytes {
+    let mut builder = BatchBuilder::new();
+    if let Some((id, epoch, sequence)) = producer {
+        builder = builder.producer(id, epoch, sequence);
+    }
+    if transactional {
+        builder = builder.transactional(true);
+    }
+    for index in 0..count {
+        builder.add(
+            1_700_000_000_000 + index as i64,
+            Some(b"key"),
+            Some(b"value"),
+            &[],
+        );
+    }
+    builder.build().expect("batch").into_bytes()
+}
+
+/// A control batch, which no client may send.
+fn control_batch() -> Bytes {
+    let mut builder = BatchBuilder::new().control(true);
+    builder.add(
+        1_700_000_000_000,
+        Some(&[0, 0, 0, 1]),
+        Some(&[0, 0, 0, 0, 0, 0]),
+        &[],
+    );
+    builder.build().expect("control batch").into_bytes()
+}
+
+fn produce_request(
+    transactional_id: Option<&str>,
+    acks: i16,
+    parts: Vec<(&str, i32, Bytes)>,
+) -> ProduceRequest {
+    let mut request = ProduceRequest::default();
+    request.transactional_id = transactional_id.map(|id| TransactionalId(s(id)));
+    request.acks = acks;
+    request.timeout_ms = 10_000;
+    for (name, index, records) in parts {
+        let mut data = produce_request::PartitionProduceData::default();
+        data.index = index;
+        data.records = Some(records);
+        let mut topic = produce_request::TopicProduceData::default();
+        topic.name = topic_name(name);
+        topic.partition_data = vec![data];
+        request.topic_data.push(topic);
+    }
+    request
+}
+
+async fn produce(broker: &Broker, version: i16, request: &ProduceRequest) -> Vec<i16> {
+    let response: ProduceResponse = call(broker, ApiKey::Produce, version, request)
+        .await
+        .expect("acks != 0 answers");
+    response
+        .responses
+        .iter()
+        .flat_map(|topic| topic.partition_responses.iter().map(|p| p.error_code))
+        .collect()
+}
+
+async fn init_producer_id(
+    broker: &Broker,
+    version: i16,
+    transactional_id: Option<&str>,
+) -> InitProducerIdResponse {
+    let mut request = InitProducerIdRequest::default();
+    request.transactional_id = transactional_id.map(|id| TransactionalId(s(id)));
+    request.transaction_timeout_ms = 60_000;
+    call(broker, ApiKey::InitProducerId, version, &request)
+        .await
+        .expect("answered")
+}
+
+fn add_partitions_request(
+    txn: &str,
+    id: i64,
+    epoch: i16,
+    partitions: &[(&str, i32)],
+) -> AddPartitionsToTxnRequest {
+    let mut request = AddPartitionsToTxnRequest::default();
+    request.v3_and_below_transactional_id = TransactionalId(s(txn));
+    request.v3_and_below_producer_id = ProducerId(id);
+    request.v3_and_below_producer_epoch = epoch;
+    for (name, index) in partitions {
+        let mut topic = add_partitions_to_txn_request::AddPartitionsToTxnTopic::default();
+        topic.name = topic_name(name);
+        topic.partitions = vec![*index];
+        request.v3_and_below_topics.push(topic);
+    }
+    request
+}
+
+fn end_txn_request(txn: &str, id: i64, epoch: i16, committed: bool) -> EndTxnRequest {
+    let mut request = EndTxnRequest::default();
+    request.transactional_id = TransactionalId(s(txn));
+    request.producer_id = ProducerId(id);
+    request.producer_epoch = epoch;
+    request.committed = committed;
+    request
+}
+
+/// The highest advertised version of `key` (setup calls use it).
+fn max(key: ApiKey) -> i16 {
+    broker::versions::range(key).expect("advertised").1
+}
+
+/// Opens a transaction of `txn` holding `orders`/0 with one record; returns (producer id, epoch).
+async fn open_transaction(broker: &Broker, txn: &str) -> (i64, i16) {
+    let init = init_producer_id(broker, max(ApiKey::InitProducerId), Some(txn)).await;
+    assert_eq!(init.error_code, 0);
+    let (id, epoch) = (init.producer_id.0, init.producer_epoch);
+    let add: AddPartitionsToTxnResponse = call(
+        broker,
+        ApiKey::AddPartitionsToTxn,
+        max(ApiKey::AddPartitionsToTxn),
+        &add_partitions_request(txn, id, epoch, &[(TOPIC, 0)]),
+    )
+    .await
+    .expect("answered");
+    assert_eq!(
+        add.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+        0
+    );
+    let codes = produce(
+        broker,
+        max(ApiKey::Produce),
+        &produce_request(
+            Some(txn),
+            -1,
+            vec![(TOPIC, 0, batch(Some((id, epoch, 0)), true, 1))],
+        ),
+    )
+    .await;
+    assert_eq!(codes, vec![0]);
+    (id, epoch)
+}
+
+/// Fences `txn`'s current producer by initialising it again; returns the fenced (id, epoch).
+async fn fenced_producer(broker: &Broker, txn: &str) -> (i64, i16) {
+    let fenced = open_transaction(broker, txn).await;
+    // The open transaction is aborted first: CONCURRENT_TRANSACTIONS (51) until it is, as clients retry.
+    let mut again = init_producer_id(broker, max(ApiKey::InitProducerId), Some(txn)).await;
+    for _retry in 0..10 {
+        if again.error_code != 51 {
+            break;
+        }
+        again = init_producer_id(broker, max(ApiKey::InitProducerId), Some(txn)).await;
+    }
+    assert_eq!(again.error_code, 0);
+    assert!(again.producer_epoch > fenced.1);
+    fenced
+}
+
+/// The error a fenced producer hears at `version` of an API that has PRODUCER_FENCED from `since`.
+fn fencing_code(version: i16, since: i16) -> i16 {
+    if version >= since {
+        PRODUCER_FENCED
+    } else {
+        INVALID_PRODUCER_EPOCH
+    }
+}
+
+async fn scenario(key: ApiKey, version: i16) {
+    let broker = broker().await;
+    let b = &broker;
+    match key {
+        ApiKey::ApiVersions => {
+            let response: ApiVersionsResponse = call(b, key, version, &ApiVersionsRequest::default())
+                .await
+                .expect("answered");
+            assert_eq!(response.error_code, 0);
+            assert!(!response.api_keys.is_empty());
+        }
+        ApiKey::Metadata => {
+            let mut all = MetadataRequest::default();
+            all.topics = if version == 0 { Some(Vec::new()) } else { None };
+            let response: MetadataResponse = call(b, key, version, &all).await.expect("answered");
+            assert_eq!(response.topics.len(), 1);
+            assert_eq!(response.topics[0].partitions.len(), 2);
+            let mut named = MetadataRequest::default();
+            named.topics = Some(
+                [TOPIC, "missing", "__internal"]
+                    .into_iter()
+                    .map(|name| {
+                        let mut topic = metadata_request::MetadataRequestTopic::default();
+                        topic.name = Some(topic_name(name));
+                        topic
+                    })
+                    .collect(),
+            );
+            let response: MetadataResponse = call(b, key, version, &named).await.expect("answered");
+            let codes: Vec<i16> = response.topics.iter().map(|t| t.error_code).collect();
+            assert_eq!(codes, vec![0, 3, 3], "v{version}");
+        }
+        ApiKey::CreateTopics => {
+            let topic = |name: &str, partitions: i32, replication: i16| {
+                let mut topic = create_topics_request::CreatableTopic::default();
+                topic.name = topic_name(name);
+                topic.num_partitions = partitions;
+                topic.replication_factor = replication;
+                topic
+            };
+            let mut request = CreateTopicsRequest::default();
+            request.timeout_ms = 10_000;
+            request.topics = vec![
+                topic("fresh", 3, 1),
+                topic(TOPIC, 1, 1),
+                topic("zero", 0, 1),
+                topic("replicated", 1, 3),
+                topic("__internal", 1, 1),
+            ];
+            let response: CreateTopicsResponse = call(b, key, version, &request).await.expect("answered");
+            let codes: Vec<i16> = response.topics.iter().map(|t| t.error_code).collect();
+            assert_eq!(codes, vec![0, 36, 37, 38, 17], "v{version}");
+            request.validate_only = true;
+            request.topics = vec![topic("checked", 1, 1)];
+            let response: CreateTopicsResponse = call(b, key, version, &request).await.expect("answered");
+            assert_eq!(response.topics[0].error_code, 0);
+        }
+        ApiKey::FindCoordinator => {
+            let mut request = FindCoordinatorRequest::default();
+            request.key = s("group");
+            let response: FindCoordinatorResponse = call(b, key, version, &request).await.expect("answered");
+            assert_eq!(response.error_code, 0);
+            if version >= 1 {
+                request.key_type = 1;
+                let response: FindCoordinatorResponse =
+                    call(b, key, version, &request).await.expect("answered");
+                assert_eq!(response.error_code, 0);
+                request.key_type = 9;
+                let response: FindCoordinatorResponse =
+                    call(b, key, version, &request).await.expect("answered");
+                assert_ne!(response.error_code, 0);
+            }
+        }
+        ApiKey::Produce => {
+            let plain = produce_request(None, -1, vec![(TOPIC, 0, batch(None, false, 3))]);
+            assert_eq!(produce(b, version, &plain).await, vec![0]);
+            let unknown = produce_request(
+                None,
+                1,
+                vec![
+                    ("missing", 0, batch(None, false, 1)),
+                    (TOPIC, 7, batch(None, false, 1)),
+                ],
+            );
+            assert_eq!(produce(b, version, &unknown).await, vec![3, 3]);
+            let mut corrupt = batch(None, false, 1).to_vec();
+            let last = corrupt.len() - 1;
+            corrupt[last] ^= 0xff;
+            let corrupt = produce_request(None, -1, vec![(TOPIC, 0, Bytes::from(corrupt))]);
+            assert_eq!(produce(b, version, &corrupt).await, vec![2]);
+            let init = init_producer_id(b, max(ApiKey::InitProducerId), None).await;
+            let producer = (init.producer_id.0, init.producer_epoch);
+            let first = produce_request(
+                None,
+                -1,
+                vec![(TOPIC, 1, batch(Some((producer.0, producer.1, 0)), false, 2))],
+            );
+            assert_eq!(produce(b, version, &first).await, vec![0]);
+            assert_eq!(
+                produce(b, version, &first).await,
+                vec![0],
+                "a duplicate is answered as a success"
+            );
+            let gap = produce_request(
+                None,
+                -1,
+                vec![(TOPIC, 1, batch(Some((producer.0, producer.1, 5)), false, 1))],
+            );
+            assert_eq!(produce(b, version, &gap).await, vec![45]);
+            let control = produce_request(None, -1, vec![(TOPIC, 1, control_batch())]);
+            assert_ne!(produce(b, version, &control).await, vec![0]);
+            let fire_and_forget = produce_request(None, 0, vec![(TOPIC, 0, batch(None, false, 1))]);
+            let none: Option<ProduceResponse> = call(b, key, version, &fire_and_forget).await;
+            assert!(none.is_none(), "acks=0 is not answered");
+        }
+        ApiKey::Fetch => {
+            let plain = produce_request(None, -1, vec![(TOPIC, 0, batch(None, false, 3))]);
+            assert_eq!(produce(b, max(ApiKey::Produce), &plain).await, vec![0]);
+            open_transaction(b, "fetch-txn").await;
+            let partition = |index: i32, offset: i64| {
+                let mut partition = fetch_request::FetchPartition::default();
+                partition.partition = index;
+                partition.fetch_offset = offset;
+                partition.partition_max_bytes = 1 << 20;
+                partition
+            };
+            let mut topic = fetch_request::FetchTopic::default();
+            topic.topic = topic_name(TOPIC);
+            topic.partitions = vec![
+                partition(0, 0),
+                partition(1, 0),
+                partition(0, 1_000),
+                partition(9, 0),
+            ];
+            let mut missing = fetch_request::FetchTopic::default();
+            missing.topic = topic_name("missing");
+            missing.partitions = vec![partition(0, 0)];
+            let mut request = FetchRequest::default();
+            request.replica_id = BrokerId(-1);
+            request.max_wait_ms = 0;
+            request.min_bytes = 1;
+            request.max_bytes = 1 << 20;
+            request.topics = vec![topic, missing];
+            for isolation in [0, 1] {
+                request.isolation_level = isolation;
+                let response: FetchResponse = call(b, key, version, &request).await.expect("answered");
+                let codes: Vec<i16> = response
+                    .responses
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                    .collect();
+                assert_eq!(codes, vec![0, 0, 1, 3, 3], "v{version} isolation {isolation}");
+                assert!(response.responses[0].partitions[0]
+                    .records
+                    .as_ref()
+                    .is_some_and(|r| !r.is_empty()));
+            }
+        }
+        ApiKey::ListOffsets => {
+            let plain = produce_request(None, -1, vec![(TOPIC, 0, batch(None, false, 3))]);
+            assert_eq!(produce(b, max(ApiKey::Produce), &plain).await, vec![0]);
+            open_transaction(b, "list-txn").await;
+            let partition = |index: i32, timestamp: i64| {
+                let mut partition = list_offsets_request::ListOffsetsPartition::default();
+                partition.partition_index = index;
+                partition.timestamp = timestamp;
+                partition
+            };
+            let mut topic = list_offsets_request::ListOffsetsTopic::default();
+            topic.name = topic_name(TOPIC);
+            topic.partitions = vec![
+                partition(0, -2),
+                partition(0, -1),
+                partition(0, 1_700_000_000_001),
+                partition(0, 4_000_000_000_000),
+                partition(0, -7),
+                partition(5, -1),
+            ];
+            let mut request = ListOffsetsRequest::default();
+            request.replica_id = BrokerId(-1);
+            request.topics = vec![topic];
+            let levels: &[i8] = if version >= 2 { &[0, 1] } else { &[0] };
+            for &isolation in levels {
+                request.isolation_level = isolation;
+                let response: ListOffsetsResponse = call(b, key, version, &request).await.expect("answered");
+                let answers = &response.topics[0].partitions;
+                let codes: Vec<i16> = answers.iter().map(|p| p.error_code).collect();
+                assert_eq!(codes[..4], [0, 0, 0, 0], "v{version}");
+                assert_ne!(codes[4], 0, "v{version}: an invalid timestamp");
+                assert_eq!(codes[5], 3, "v{version}: an unknown partition");
+                assert_eq!(answers[0].offset, 0);
+                let latest = if isolation == 1 { 3 } else { 4 };
+                assert_eq!(answers[1].offset, latest, "v{version} isolation {isolation}");
+                assert_eq!(answers[2].offset, 1, "v{version}: the record at the timestamp");
+                assert_eq!(answers[3].offset, -1, "v{version}: no record that late");
+            }
+        }
+        ApiKey::OffsetCommit => {
+            let mut partition = offset_commit_request::OffsetCommitRequestPartition::default();
+            partition.partition_index = 0;
+            partition.committed_offset = 42;
+            let mut topic = offset_commit_request::OffsetCommitRequestTopic::default();
+            topic.name = topic_name(TOPIC);
+            topic.partitions = vec![partition];
+            let mut request = OffsetCommitRequest::default();
+            request.group_id = GroupId(s("group"));
+            request.generation_id_or_member_epoch = -1;
+            request.topics = vec![topic];
+            let response: OffsetCommitResponse = call(b, key, version, &request).await.expect("answered");
+            assert_eq!(response.topics[0].partitions[0].error_code, 0);
+        }
+        ApiKey::OffsetFetch => {
+            let mut topic = offset_fetch_request::OffsetFetchRequestTopic::default();
+            topic.name = topic_name(TOPIC);
+            topic.partition_indexes = vec![0, 1];
+            let mut request = OffsetFetchRequest::default();
+            request.group_id = GroupId(s("group"));
+            request.topics = Some(vec![topic]);
+            let response: OffsetFetchResponse = call(b, key, version, &request).await.expect("answered");
+            let offsets: Vec<i64> = response.topics[0]
+                .partitions
+                .iter()
+                .map(|p| p.committed_offset)
+                .collect();
+            assert_eq!(offsets, vec![-1, -1]);
+            if version >= 2 {
+                request.topics = None;
+                let _all: OffsetFetchResponse = call(b, key, version, &request).await.expect("answered");
+            }
+        }
+        ApiKey::TxnOffsetCommit => {
+            let (id, epoch) = open_transaction(b, "offsets-txn").await;
+            let mut add = AddOffsetsToTxnRequest::default();
+            add.transactional_id = TransactionalId(s("offsets-txn"));
+            add.producer_id = ProducerId(id);
+            add.producer_epoch = epoch;
+            add.group_id = GroupId(s("group"));
+            let added: AddOffsetsToTxnResponse =
+                call(b, ApiKey::AddOffsetsToTxn, max(ApiKey::AddOffsetsToTxn), &add)
+                    .await
+                    .expect("answered");
+            assert_eq!(added.error_code, 0);
+            let mut partition = txn_offset_commit_request::TxnOffsetCommitRequestPartition::default();
+            partition.partition_index = 0;
+            partition.committed_offset = 7;
+            let mut topic = txn_offset_commit_request::TxnOffsetCommitRequestTopic::default();
+            topic.name = topic_name(TOPIC);
+            topic.partitions = vec![partition];
+            let mut request = TxnOffsetCommitRequest::default();
+            request.transactional_id = TransactionalId(s("offsets-txn"));
+            request.group_id = GroupId(s("group"));
+            request.producer_id = ProducerId(id);
+            request.producer_epoch = epoch;
+            request.topics = vec![topic];
+            let response: TxnOffsetCommitResponse = call(b, key, version, &request).await.expect("answered");
+            assert_eq!(response.topics[0].partitions[0].error_code, 0);
+            request.group_id = GroupId(s("not-added"));
+            let response: TxnOffsetCommitResponse = call(b, key, version, &request).await.expect("answered");
+            assert_ne!(
+                response.topics[0].partitions[0].error_code, 0,
+                "a group not in the transaction"
+            );
+        }
+        ApiKey::InitProducerId => {
+            let idempotent = init_producer_id(b, version, None).await;
+            assert_eq!(idempotent.error_code, 0);
+            assert!(idempotent.producer_id.0 >= 0);
+            let first = init_producer_id(b, version, Some("init")).await;
+            assert_eq!(first.error_code, 0);
+            let mut too_long = InitProducerIdRequest::default();
+            too_long.transactional_id = Some(TransactionalId(s("init")));
+            too_long.transaction_timeout_ms = i32::MAX;
+            let refused: InitProducerIdResponse = call(b, key, version, &too_long).await.expect("answered");
+            assert_eq!(refused.error_code, 50, "v{version}: INVALID_TRANSACTION_TIMEOUT");
+            if version >= 3 {
+                let (id, epoch) = fenced_producer(b, "bump").await;
+                let mut bump = InitProducerIdRequest::default();
+                bump.transactional_id = Some(TransactionalId(s("bump")));
+                bump.transaction_timeout_ms = 60_000;
+                bump.producer_id = ProducerId(id);
+                bump.producer_epoch = epoch;
+                let stale: InitProducerIdResponse = call(b, key, version, &bump).await.expect("answered");
+                assert_eq!(
+                    stale.error_code,
+                    fencing_code(version, 4),
+                    "v{version}: a stale epoch's bump"
+                );
+            }
+        }
+        ApiKey::AddPartitionsToTxn => {
+            let init = init_producer_id(b, max(ApiKey::InitProducerId), Some("add")).await;
+            let (id, epoch) = (init.producer_id.0, init.producer_epoch);
+            let request = add_partitions_request("add", id, epoch, &[(TOPIC, 0), (TOPIC, 1)]);
+            let response: AddPartitionsToTxnResponse =
+                call(b, key, version, &request).await.expect("answered");
+            let codes: Vec<i16> = response
+                .results_by_topic_v3_and_below
+                .iter()
+                .flat_map(|t| t.results_by_partition.iter().map(|p| p.partition_error_code))
+                .collect();
+            assert_eq!(codes, vec![0, 0]);
+            let request = add_partitions_request("add", id, epoch, &[(TOPIC, 0), ("missing", 0)]);
+            let response: AddPartitionsToTxnResponse =
+                call(b, key, version, &request).await.expect("answered");
+            let codes: Vec<i16> = response
+                .results_by_topic_v3_and_below
+                .iter()
+                .flat_map(|t| t.results_by_partition.iter().map(|p| p.partition_error_code))
+                .collect();
+            assert_eq!(codes, vec![55, 3]);
+            let (id, epoch) = fenced_producer(b, "add-fenced").await;
+            let request = add_partitions_request("add-fenced", id, epoch, &[(TOPIC, 1)]);
+            let response: AddPartitionsToTxnResponse =
+                call(b, key, version, &request).await.expect("answered");
+            let code = response.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code;
+            assert_eq!(code, fencing_code(version, 2), "v{version}");
+        }
+        ApiKey::AddOffsetsToTxn => {
+            let (id, epoch) = open_transaction(b, "add-offsets").await;
+            let mut request = AddOffsetsToTxnRequest::default();
+            request.transactional_id = TransactionalId(s("add-offsets"));
+            request.producer_id = ProducerId(id);
+            request.producer_epoch = epoch;
+            request.group_id = GroupId(s("group"));
+            let response: AddOffsetsToTxnResponse = call(b, key, version, &request).await.expect("answered");
+            assert_eq!(response.error_code, 0);
+            let (id, epoch) = fenced_producer(b, "add-offsets-fenced").await;
+            request.transactional_id = TransactionalId(s("add-offsets-fenced"));
+            request.producer_id = ProducerId(id);
+            request.producer_epoch = epoch;
+            let response: AddOffsetsToTxnResponse = call(b, key, version, &request).await.expect("answered");
+            assert_eq!(response.error_code, fencing_code(version, 2), "v{version}");
+        }
+        ApiKey::EndTxn => {
+            for committed in [true, false] {
+                let (id, epoch) = open_transaction(b, "end").await;
+                let response: EndTxnResponse =
+                    call(b, key, version, &end_txn_request("end", id, epoch, committed))
+                        .await
+                        .expect("answered");
+                assert_eq!(response.error_code, 0, "v{version} committed {committed}");
+            }
+            let (id, epoch) = fenced_producer(b, "zombie").await;
+            let response: EndTxnResponse = call(b, key, version, &end_txn_request("zombie", id, epoch, true))
+                .await
+                .expect("answered");
+            assert_eq!(
+                response.error_code,
+                fencing_code(version, 2),
+                "v{version}: a zombie's commit"
+            );
+            let response: EndTxnResponse =
+                call(b, key, version, &end_txn_request("never-initialised", 5, 0, true))
+                    .await
+                    .expect("answered");
+            assert_ne!(response.error_code, 0);
+        }
+        other => panic!("{other:?} is advertised but this test has no scenario for it: add one"),
+    }
+    broker.close().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_advertised_version_answers_with_a_response_that_encodes() {
+    let mut failures = Vec::new();
+    for &(key, low, high) in broker::versions::ADVERTISED {
+        for version in low..=high {
+            // A task per pair, so that one failure does not hide the others.
+            if let Err(error) = tokio::spawn(scenario(key, version)).await {
+                let message = error.into_panic();
+                let message = message
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| message.downcast_ref::<&str>().map(|text| (*text).to_owned()))
+                    .unwrap_or_default();
+                failures.push(format!("{key:?} v{version}: {message}"));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} pairs failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
