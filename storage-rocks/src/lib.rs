@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use rocksdb::{
-    BlockBasedOptions, ColumnFamilyDescriptor, DBCompressionType, IteratorMode, Options, ReadOptions,
-    WriteBatch, WriteOptions, DB,
+    BlockBasedOptions, ColumnFamilyDescriptor, DBCompressionType, InfoLogger, IteratorMode, LogLevel,
+    Options, ReadOptions, WriteBatch, WriteOptions, DB,
 };
 use storage::kv::{KeyRange, KvOp, KvPartition, OrderedKv, Space, StorePoison, Visit};
 use storage::{BlockingPartition, BlockingStore, OpenMode, PartitionId, StorageError};
@@ -66,6 +66,8 @@ impl RocksConfig {
 pub struct RocksStorage {
     db: Arc<DB>,
     poison: Arc<StorePoison>,
+    /// Opened with [`RocksStorage::open_read_only`]: nothing in the directory changes.
+    read_only: bool,
 }
 
 impl std::fmt::Debug for RocksStorage {
@@ -94,19 +96,51 @@ impl RocksStorage {
         // Flushes and compactions on more than one background thread (RocksDB's default is one).
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         options.increase_parallelism(i32::try_from(cores).unwrap_or(2));
-        let families = COLUMN_FAMILIES.iter().map(|name| {
+        let db =
+            DB::open_cf_descriptors(&options, &config.data_dir, Self::families()).map_err(backend_error)?;
+        Ok(RocksStorage {
+            db: Arc::new(db),
+            poison: Arc::default(),
+            read_only: false,
+        })
+    }
+
+    /// Opens an existing database for inspection, with RocksDB's read-only mode: nothing in the directory changes
+    /// (no lock, no write-ahead-log replay written back, no compaction, and RocksDB's info log goes to stderr at
+    /// error level instead of a `LOG` file, which a read-write open would rotate). A missing database is an
+    /// error. Creating, deleting or opening a partition for writing answers [`StorageError::ReadOnlyStore`].
+    pub fn open_read_only(config: RocksConfig) -> Result<Self, StorageError> {
+        let mut options = Options::default();
+        options.set_info_logger(InfoLogger::new_stderr_logger(LogLevel::Error, Some("rocksdb")));
+        let db = DB::open_cf_descriptors_read_only(&options, &config.data_dir, Self::families(), false)
+            .map_err(backend_error)?;
+        Ok(RocksStorage {
+            db: Arc::new(db),
+            poison: Arc::default(),
+            read_only: true,
+        })
+    }
+
+    fn families() -> impl Iterator<Item = ColumnFamilyDescriptor> {
+        COLUMN_FAMILIES.iter().map(|name| {
             let options = if *name == family(Space::Batches) {
                 batch_family_options()
             } else {
                 Options::default()
             };
             ColumnFamilyDescriptor::new(*name, options)
-        });
-        let db = DB::open_cf_descriptors(&options, &config.data_dir, families).map_err(backend_error)?;
-        Ok(RocksStorage {
-            db: Arc::new(db),
-            poison: Arc::default(),
         })
+    }
+
+    /// Refuses a change when the store is read-only.
+    fn writable(&self, operation: impl FnOnce() -> String) -> Result<(), StorageError> {
+        if self.read_only {
+            return Err(StorageError::ReadOnlyStore {
+                backend: "rocksdb",
+                operation: operation(),
+            });
+        }
+        Ok(())
     }
 
     fn kv(&self, id: &PartitionId) -> RocksKv {
@@ -119,6 +153,7 @@ impl RocksStorage {
 
 impl BlockingStore for RocksStorage {
     fn create(&self, id: &PartitionId) -> Result<Box<dyn BlockingPartition>, StorageError> {
+        self.writable(|| format!("create partition {id}"))?;
         let kv = self.kv(id);
         if KvPartition::exists(&kv)? {
             return Err(StorageError::AlreadyExists(id.clone()));
@@ -126,7 +161,10 @@ impl BlockingStore for RocksStorage {
         Ok(Box::new(KvPartition::create(id, kv, self.poison.clone())?))
     }
 
-    fn open(&self, id: &PartitionId, _mode: OpenMode) -> Result<Box<dyn BlockingPartition>, StorageError> {
+    fn open(&self, id: &PartitionId, mode: OpenMode) -> Result<Box<dyn BlockingPartition>, StorageError> {
+        if mode == OpenMode::ReadWrite {
+            self.writable(|| format!("open partition {id} for writing"))?;
+        }
         let kv = self.kv(id);
         if !KvPartition::exists(&kv)? {
             return Err(StorageError::NotFound(id.clone()));
@@ -161,6 +199,7 @@ impl BlockingStore for RocksStorage {
     }
 
     fn delete(&self, id: &PartitionId) -> Result<(), StorageError> {
+        self.writable(|| format!("delete partition {id}"))?;
         let kv = self.kv(id);
         if !KvPartition::exists(&kv)? {
             return Err(StorageError::NotFound(id.clone()));

@@ -13,6 +13,9 @@
 //! batch costs sled two buffer write-outs, see `SledKv::put_one`). sled's background flusher is switched off: data
 //! is durable only after a sync, which calls `Db::flush` and `fdatasync`s sled's log file ([`SLED_LOG_FILE`]) —
 //! one at a time per store, shared by every caller that asked while the one before ran (module `flush_group`).
+//!
+//! sled has no read-only mode (opening a database writes to it), so [`SledStorage::open_read_only`] opens a
+//! private copy of the directory: inspecting a store never changes it, at the cost of copying it.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 mod flush_group;
@@ -122,6 +125,9 @@ pub struct SledStorage {
     flushes: Arc<FlushGroup>,
     /// sled's log file, synced after each flush (see [`SLED_LOG_FILE`]).
     log_file: Arc<std::fs::File>,
+    /// Opened by [`SledStorage::open_read_only`]: the private copy the database runs on (removed with the last
+    /// handle); creating, deleting or opening a partition for writing is refused.
+    read_only_copy: Option<Arc<tempfile::TempDir>>,
 }
 
 /// sled's log file in the database directory (sled 0.34.7's `Config::db_path`).
@@ -190,7 +196,38 @@ impl SledStorage {
                 bound: segment_size as u64 / UNFLUSHED_SEGMENT_FRACTION,
             }),
             flushes: Arc::default(),
+            read_only_copy: None,
         })
+    }
+
+    /// Opens a store for inspection: the database directory is copied to a private temporary directory and the
+    /// copy is opened (sled has no read-only mode, and opening a database writes to it), so the original is left
+    /// byte for byte as it was. A missing directory is an error. Creating, deleting or opening a partition for
+    /// writing answers [`StorageError::ReadOnlyStore`]. The copy costs the database's size in disk space and the
+    /// time to read it; a database being written while it is copied opens as after a crash at that moment.
+    pub fn open_read_only(config: SledConfig) -> Result<Self, StorageError> {
+        let copy = tempfile::Builder::new()
+            .prefix("mirrorlog-sled-read-only-")
+            .tempdir()
+            .map_err(|error| StorageError::io("creating the read-only copy's directory", error))?;
+        copy_dir(&config.data_dir, copy.path())?;
+        let mut storage = Self::open(SledConfig {
+            data_dir: copy.path().to_owned(),
+            ..config
+        })?;
+        storage.read_only_copy = Some(Arc::new(copy));
+        Ok(storage)
+    }
+
+    /// Refuses a change when the store is read-only.
+    fn writable(&self, operation: impl FnOnce() -> String) -> Result<(), StorageError> {
+        if self.read_only_copy.is_some() {
+            return Err(StorageError::ReadOnlyStore {
+                backend: "sled",
+                operation: operation(),
+            });
+        }
+        Ok(())
     }
 
     /// How long `open` waits for a directory lock held by a handle that is closing.
@@ -223,6 +260,7 @@ impl SledStorage {
 
 impl BlockingStore for SledStorage {
     fn create(&self, id: &PartitionId) -> Result<Box<dyn BlockingPartition>, StorageError> {
+        self.writable(|| format!("create partition {id}"))?;
         if self.exists(id)? {
             return Err(StorageError::AlreadyExists(id.clone()));
         }
@@ -233,7 +271,10 @@ impl BlockingStore for SledStorage {
         )?))
     }
 
-    fn open(&self, id: &PartitionId, _mode: OpenMode) -> Result<Box<dyn BlockingPartition>, StorageError> {
+    fn open(&self, id: &PartitionId, mode: OpenMode) -> Result<Box<dyn BlockingPartition>, StorageError> {
+        if mode == OpenMode::ReadWrite {
+            self.writable(|| format!("open partition {id} for writing"))?;
+        }
         if !self.exists(id)? {
             return Err(StorageError::NotFound(id.clone()));
         }
@@ -262,12 +303,40 @@ impl BlockingStore for SledStorage {
     }
 
     fn delete(&self, id: &PartitionId) -> Result<(), StorageError> {
+        self.writable(|| format!("delete partition {id}"))?;
         if !self.exists(id)? {
             return Err(StorageError::NotFound(id.clone()));
         }
         self.db.drop_tree(Self::tree_name(id)).map_err(backend_error)?;
         Ok(())
     }
+}
+
+/// Copies the directory tree `from` into the existing directory `to` (regular files and directories; sled
+/// makes nothing else).
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) -> Result<(), StorageError> {
+    let entries = std::fs::read_dir(from)
+        .map_err(|error| StorageError::io(format!("reading {} to copy it", from.display()), error))?;
+    for entry in entries {
+        let entry = entry.map_err(|error| StorageError::io(format!("reading {}", from.display()), error))?;
+        let target = to.join(entry.file_name());
+        let kind = entry
+            .file_type()
+            .map_err(|error| StorageError::io(format!("reading {}", entry.path().display()), error))?;
+        if kind.is_dir() {
+            std::fs::create_dir(&target)
+                .map_err(|error| StorageError::io(format!("creating {}", target.display()), error))?;
+            copy_dir(&entry.path(), &target)?;
+        } else if kind.is_file() {
+            std::fs::copy(entry.path(), &target).map_err(|error| {
+                StorageError::io(
+                    format!("copying {} for a read-only open", entry.path().display()),
+                    error,
+                )
+            })?;
+        }
+    }
+    Ok(())
 }
 
 /// One partition's tree.

@@ -5,6 +5,8 @@
 //! - [`crash`]: the SIGKILL harness (a child process appends and syncs until killed; the parent verifies).
 //! - [`faulty_store`]: [`FaultyStore`], a backend wrapper *below* the contract's checks whose syncs fail or
 //!   stall on command (poisoning, a slow fsync that must not stall other partitions).
+//! - [`read_only`]: inspecting a store (a read-only open, listing, reading every partition) leaves its directory
+//!   byte for byte as it was.
 //! - [`fault`]: [`FaultyPartition`], a wrapper *above* storage whose writes fail on command (a crash at the
 //!   N-th write, failing index writes) for the partition log and the mirror machine.
 //!
@@ -15,6 +17,7 @@ pub mod conformance;
 pub mod crash;
 pub mod fault;
 pub mod faulty_store;
+pub mod read_only;
 
 pub use fault::{Faults, FaultyPartition};
 pub use faulty_store::{FaultyStore, StoreFaults};

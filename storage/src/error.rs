@@ -97,6 +97,15 @@ pub enum StorageError {
         /// Which partition.
         partition: PartitionId,
     },
+    /// A change to a store opened read-only (for inspection): creating or deleting a partition, or opening one
+    /// for writing.
+    #[error("the {backend} store is open read-only: cannot {operation}")]
+    ReadOnlyStore {
+        /// Which backend.
+        backend: &'static str,
+        /// What was refused (`create partition orders-0`, …).
+        operation: String,
+    },
     /// An error reported by an embedded database backend.
     #[error("{backend} error: {message}")]
     Backend {

@@ -16,7 +16,8 @@
 //! an append writes only its batches (a one-batch append is a one-key write), while a truncation deletes batches
 //! and moves `@end` down in the same write, so both stay right across a crash. Appends are not synced;
 //! `flush(Sync)`, snapshots and metadata are. A failed sync poisons the whole store (the database's durability is
-//! shared by its partitions) until a partition is opened again, which re-reads what the database recovered.
+//! shared by its partitions) until the database is opened again (a new [`StorePoison`]); opening a partition does
+//! not clear it.
 
 use std::sync::{Arc, Mutex};
 
@@ -229,7 +230,8 @@ impl<K: OrderedKv> KvPartition<K> {
         })
     }
 
-    /// Opens the partition in `kv`; clears the store's poison (what the database recovered is what is durable).
+    /// Opens the partition in `kv`. The store's poison stays as it is: only reopening the database (a new
+    /// [`StorePoison`]) clears it, since a failed sync leaves the database itself in doubt, not one partition.
     pub fn open(id: &PartitionId, kv: K, poison: Arc<StorePoison>) -> Result<Self> {
         let log_start = decode_i64(kv.get(Space::Meta, LOG_START)?, "log start offset")?.unwrap_or(0);
         let bounds_end = decode_i64(kv.get(Space::Meta, LOG_END)?, "log end offset")?.unwrap_or(0);
@@ -237,7 +239,6 @@ impl<K: OrderedKv> KvPartition<K> {
             Some((_, last_offset)) => bounds_end.max(last_offset.saturating_add(1)),
             None => bounds_end,
         };
-        poison.set(None);
         Ok(KvPartition {
             id: id.clone(),
             kv,
@@ -482,5 +483,144 @@ impl<K: OrderedKv> BlockingPartition for KvPartition<K> {
             .kv
             .get(Space::Meta, &metadata_key(key))?
             .map(|value| value.to_vec()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+
+    /// Keys by (partition and space tag, key).
+    type Entries = BTreeMap<(u8, Vec<u8>), Bytes>;
+
+    /// Every partition's keys in one map (a shared database), with syncs that fail while `failing` is set.
+    #[derive(Clone, Default)]
+    struct MapKv {
+        entries: Arc<Mutex<Entries>>,
+        failing: Arc<AtomicBool>,
+        prefix: u8,
+    }
+
+    impl MapKv {
+        fn partition(&self, prefix: u8) -> Self {
+            MapKv {
+                prefix,
+                ..self.clone()
+            }
+        }
+
+        fn space_key(&self, space: Space, key: &[u8]) -> (u8, Vec<u8>) {
+            let space = match space {
+                Space::Batches => 0,
+                Space::Snapshots => 1,
+                Space::Aborted => 2,
+                Space::Meta => 3,
+            };
+            (self.prefix * 4 + space, key.to_vec())
+        }
+
+        fn fail(&self) -> Result<()> {
+            if self.failing.load(Ordering::SeqCst) {
+                return Err(StorageError::io(
+                    "sync",
+                    std::io::Error::other("injected sync failure"),
+                ));
+            }
+            Ok(())
+        }
+    }
+
+    impl OrderedKv for MapKv {
+        fn get(&self, space: Space, key: &[u8]) -> Result<Option<Bytes>> {
+            let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+            Ok(entries.get(&self.space_key(space, key)).cloned())
+        }
+
+        fn scan(&self, range: KeyRange<'_>, visit: Visit<'_>) -> Result<()> {
+            let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+            let (tag, lower) = self.space_key(range.space, range.lower);
+            let mut keys: Vec<(&Vec<u8>, &Bytes)> = entries
+                .iter()
+                .filter(|((t, key), _)| {
+                    *t == tag && *key >= lower && range.upper.is_none_or(|upper| key.as_slice() < upper)
+                })
+                .map(|((_, key), value)| (key, value))
+                .collect();
+            if range.reverse {
+                keys.reverse();
+            }
+            for (key, value) in keys {
+                if !visit(key, value)? {
+                    break;
+                }
+            }
+            Ok(())
+        }
+
+        fn write(&self, ops: Vec<KvOp>, sync: bool) -> Result<()> {
+            if sync {
+                self.fail()?;
+            }
+            let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+            for op in ops {
+                match op {
+                    KvOp::Put(space, key, value) => {
+                        entries.insert(self.space_key(space, &key), value);
+                    }
+                    KvOp::DeleteRange(space, lower, upper) => {
+                        let (tag, lower) = self.space_key(space, &lower);
+                        entries.retain(|(t, key), _| {
+                            !(*t == tag && *key >= lower && upper.as_ref().is_none_or(|upper| key < upper))
+                        });
+                    }
+                }
+            }
+            Ok(())
+        }
+
+        fn sync(&self) -> Result<()> {
+            self.fail()
+        }
+    }
+
+    fn id(partition: u32) -> PartitionId {
+        PartitionId::new("orders", partition).unwrap()
+    }
+
+    #[test]
+    fn a_failed_sync_poisons_every_partition_until_the_database_is_reopened() {
+        let database = MapKv::default();
+        let poison = Arc::new(StorePoison::default());
+        let mut first = KvPartition::create(&id(0), database.partition(0), poison.clone()).unwrap();
+        KvPartition::create(&id(1), database.partition(1), poison.clone()).unwrap();
+
+        database.failing.store(true, Ordering::SeqCst);
+        assert!(first.flush(Durability::Sync).is_err());
+        database.failing.store(false, Ordering::SeqCst);
+
+        // Opening another partition of the same database does not clear the poison: its writes are refused.
+        let mut second = KvPartition::open(&id(1), database.partition(1), poison.clone()).unwrap();
+        assert!(matches!(
+            second.flush(Durability::Sync),
+            Err(StorageError::Poisoned { .. })
+        ));
+        assert!(matches!(
+            second.put_metadata("key", b"value"),
+            Err(StorageError::Poisoned { .. })
+        ));
+        // Nor does opening the partition that failed.
+        let mut reopened = KvPartition::open(&id(0), database.partition(0), poison).unwrap();
+        assert!(matches!(
+            reopened.flush(Durability::Sync),
+            Err(StorageError::Poisoned { .. })
+        ));
+
+        // Reopening the database (a fresh poison flag) is what clears it.
+        let fresh = Arc::new(StorePoison::default());
+        let mut after_reopen = KvPartition::open(&id(1), database.partition(1), fresh).unwrap();
+        after_reopen.flush(Durability::Sync).unwrap();
     }
 }

@@ -1,0 +1,22 @@
+//! A read-only open of a RocksDB store (RocksDB's read-only mode) leaves the database directory byte for byte as it
+//! was.
+
+use storage_rocks::{RocksConfig, RocksStorage};
+
+#[test]
+fn inspecting_a_rocks_store_leaves_its_directory_byte_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    storage_testkit::read_only::inspection_leaves_the_store_unchanged(
+        dir.path(),
+        |path| RocksStorage::open(RocksConfig::new(path)).unwrap(),
+        |path| RocksStorage::open_read_only(RocksConfig::new(path)),
+    );
+}
+
+#[test]
+fn a_read_only_open_of_a_missing_directory_fails_and_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing");
+    assert!(RocksStorage::open_read_only(RocksConfig::new(&missing)).is_err());
+    assert!(!missing.exists());
+}
