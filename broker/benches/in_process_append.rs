@@ -39,8 +39,7 @@ fn main() {
     for run in 0..runs {
         let dir = tempfile::tempdir().expect("temp dir");
         let rate = runtime.block_on(async {
-            let store = StorageConfig::for_backend("fs", dir.path())
-                .expect("config")
+            let store = StorageConfig::for_backend(storage_config::Backend::Fs, dir.path())
                 .open()
                 .expect("open");
             let id = PartitionId::new("bench", 0).expect("id");

@@ -29,7 +29,7 @@ fn topic_name(text: &str) -> TopicName {
 
 /// An in-process broker over memory storage with `orders` (2 partitions).
 async fn broker() -> Broker {
-    let storage = StorageConfig::for_backend("memory", std::path::Path::new("")).expect("memory config");
+    let storage = StorageConfig::for_backend(storage_config::Backend::Memory, std::path::Path::new(""));
     let mut config = BrokerConfig::new("127.0.0.1:0".parse().expect("address"), storage.clone());
     config.topics = vec![(TOPIC.to_owned(), 2)];
     config.auto_create_topics = false;

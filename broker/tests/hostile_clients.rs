@@ -24,7 +24,7 @@ struct Running {
 
 impl Running {
     async fn start() -> Self {
-        let storage = StorageConfig::for_backend("memory", std::path::Path::new("")).expect("memory config");
+        let storage = StorageConfig::for_backend(storage_config::Backend::Memory, std::path::Path::new(""));
         let mut config = BrokerConfig::new("127.0.0.1:0".parse().expect("address"), storage);
         config.topics = vec![("orders".to_owned(), 1)];
         config.max_request_bytes = 1 << 20;

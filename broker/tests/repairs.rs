@@ -8,7 +8,7 @@ use storage_config::StorageConfig;
 fn config(dir: &std::path::Path) -> BrokerConfig {
     let mut config = BrokerConfig::new(
         SocketAddr::from(([127, 0, 0, 1], 0)),
-        StorageConfig::for_backend("fs", dir).expect("config"),
+        StorageConfig::for_backend(storage_config::Backend::Fs, dir),
     );
     config.topics = vec![("orders".to_owned(), 1)];
     config

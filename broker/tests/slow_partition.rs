@@ -23,7 +23,7 @@ async fn a_slow_sync_on_one_partition_does_not_delay_another() {
     let faults = store.faults().clone();
     let mut config = BrokerConfig::new(
         "127.0.0.1:0".parse().expect("address"),
-        StorageConfig::for_backend("fs", dir.path()).expect("config"),
+        StorageConfig::for_backend(storage_config::Backend::Fs, dir.path()),
     );
     config.topics = vec![("orders".to_owned(), 2)];
     let server = Server::bind_on(config, Box::new(store)).await.expect("bind");

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use mirror_sim::report::{run_matrix, MatrixOptions, DEFAULT_SHRINK_BUDGET};
-use mirror_sim::{generate, run_script, Backend, Strategy, Topology, Workload};
+use mirror_sim::{generate, run_script, SimStorage, Strategy, Topology, Workload};
 
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
@@ -20,7 +20,10 @@ fn main() {
     println!("| backend | operations per run | median run | operations/s | vs memory |");
     println!("|---|---:|---:|---:|---:|");
     let mut memory_rate = None;
-    for backend in [Backend::Memory, Backend::Named("fs".into())] {
+    for backend in [
+        SimStorage::memory(),
+        SimStorage::backend(storage_config::Backend::Fs),
+    ] {
         let mut operations = 0;
         let samples: Vec<Duration> = (0..5)
             .map(|_| {
@@ -47,7 +50,7 @@ fn main() {
         strategies: Strategy::ALL.to_vec(),
         seed: 1,
         steps: 30,
-        backend: Backend::Named("fs".into()),
+        storage: SimStorage::backend(storage_config::Backend::Fs),
         shrink_budget: DEFAULT_SHRINK_BUDGET,
     };
     let samples: Vec<Duration> = (0..3)

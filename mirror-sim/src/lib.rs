@@ -27,7 +27,7 @@ pub use oracle::{judge, Anomalies, Findings};
 pub use report::{run_matrix, Cell, Matrix, MatrixOptions};
 pub use script::{generate, AppPolicy, ClientKind, Script, Step, Topology, Workload};
 pub use strategy::Strategy;
-pub use world::{Backend, FetchBound, Finished, World};
+pub use world::{FetchBound, Finished, SimStorage, World};
 
 /// Why a run could not be carried out (a broken simulator or storage, never an anomaly: anomalies are counted).
 #[derive(Debug, thiserror::Error)]
@@ -61,27 +61,27 @@ impl SimError {
     }
 }
 
-/// Runs `script` under `strategy` on `backend` (in a current-thread runtime of its own) and judges it.
+/// Runs `script` under `strategy` on `storage` (in a current-thread runtime of its own) and judges it.
 pub fn run_script(
     script: &Script,
     strategy: Strategy,
-    backend: &Backend,
+    storage: &SimStorage,
 ) -> Result<(Findings, Finished), SimError> {
-    run_script_with(script, strategy, backend, FetchBound::default())
+    run_script_with(script, strategy, storage, FetchBound::default())
 }
 
 /// [`run_script`] with mirror links fetching up to `bound`.
 pub fn run_script_with(
     script: &Script,
     strategy: Strategy,
-    backend: &Backend,
+    storage: &SimStorage,
     bound: FetchBound,
 ) -> Result<(Findings, Finished), SimError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .map_err(|error| SimError::Setup(error.to_string()))?;
     let finished = runtime.block_on(async {
-        let world = World::new(script, strategy, backend.clone())?.with_fetch_bound(bound);
+        let world = World::new(script, strategy, storage.clone())?.with_fetch_bound(bound);
         world.run(script).await
     })?;
     Ok((judge(&finished), finished))

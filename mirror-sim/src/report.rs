@@ -15,7 +15,7 @@ use crate::oracle::Anomalies;
 use crate::script::{generate, Script, Topology, Workload};
 use crate::shrink::{shrink, Class, Reproduction};
 use crate::strategy::Strategy;
-use crate::world::{Backend, ClientErrors};
+use crate::world::{ClientErrors, SimStorage};
 use crate::{run_script, SimError};
 
 /// What the seeds predict the oracle must catch: (strategy, topology, what, classes of which at least one must
@@ -69,7 +69,7 @@ pub struct MatrixOptions {
     /// Traffic operations per phase.
     pub steps: usize,
     /// Where partitions live.
-    pub backend: Backend,
+    pub storage: SimStorage,
     /// Runs allowed for shrinking each cell's first anomaly (0: no reproductions).
     pub shrink_budget: usize,
 }
@@ -159,12 +159,12 @@ pub fn run_matrix(
     let mut cells = Vec::new();
     for (topology, workload, script) in &scripts {
         for &strategy in &options.strategies {
-            let (findings, finished) = run_script(script, strategy, &options.backend)?;
+            let (findings, finished) = run_script(script, strategy, &options.storage)?;
             let reproduction = match Class::first_in(&findings.anomalies) {
                 Some(class) if options.shrink_budget > 0 => Some(shrink(
                     script,
                     strategy,
-                    &Backend::Memory,
+                    &SimStorage::memory(),
                     class,
                     options.shrink_budget,
                 )?),
@@ -192,7 +192,7 @@ pub fn run_matrix(
     Ok(Matrix {
         seed: options.seed,
         steps: options.steps,
-        backend: options.backend.name().to_owned(),
+        backend: options.storage.name().to_owned(),
         cells,
         verdict,
     })

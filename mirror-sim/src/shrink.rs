@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::oracle::Anomalies;
 use crate::script::{Script, Step};
 use crate::strategy::Strategy;
-use crate::world::Backend;
+use crate::world::SimStorage;
 use crate::{run_script, SimError};
 
 /// An anomaly class the shrinker can hold on to.
@@ -99,8 +99,8 @@ pub struct Reproduction {
 }
 
 /// Whether `script` shows `class` under `strategy`.
-fn shows(script: &Script, strategy: Strategy, backend: &Backend, class: Class) -> Result<bool, SimError> {
-    let (findings, _) = run_script(script, strategy, backend)?;
+fn shows(script: &Script, strategy: Strategy, storage: &SimStorage, class: Class) -> Result<bool, SimError> {
+    let (findings, _) = run_script(script, strategy, storage)?;
     Ok(class.count(&findings.anomalies) > 0)
 }
 
@@ -108,7 +108,7 @@ fn shows(script: &Script, strategy: Strategy, backend: &Backend, class: Class) -
 pub fn shrink(
     script: &Script,
     strategy: Strategy,
-    backend: &Backend,
+    storage: &SimStorage,
     class: Class,
     budget: usize,
 ) -> Result<Reproduction, SimError> {
@@ -122,7 +122,7 @@ pub fn shrink(
             clusters: script.clusters.clone(),
             steps: script.steps[..middle].to_vec(),
         };
-        if shows(&prefix, strategy, backend, class)? {
+        if shows(&prefix, strategy, storage, class)? {
             high = middle;
         } else {
             low = middle + 1;
@@ -142,7 +142,7 @@ pub fn shrink(
                 clusters: script.clusters.clone(),
                 steps: candidate.clone(),
             };
-            if shows(&trial, strategy, backend, class)? {
+            if shows(&trial, strategy, storage, class)? {
                 steps = candidate;
                 removed_any = true;
             } else {
@@ -160,7 +160,7 @@ pub fn shrink(
         clusters: script.clusters.clone(),
         steps,
     };
-    let (findings, _) = run_script(&script, strategy, backend)?;
+    let (findings, _) = run_script(&script, strategy, storage)?;
     let prefix = class_prefix(class);
     let finding = findings
         .notes

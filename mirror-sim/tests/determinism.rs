@@ -2,7 +2,7 @@
 
 use mirror_sim::report::{render_text, run_matrix, MatrixOptions};
 use mirror_sim::shrink::{shrink, Class, Reproduction};
-use mirror_sim::{generate, run_script, Backend, Strategy, Topology, Workload};
+use mirror_sim::{generate, run_script, SimStorage, Strategy, Topology, Workload};
 
 fn options(seed: u64) -> MatrixOptions {
     MatrixOptions {
@@ -10,7 +10,7 @@ fn options(seed: u64) -> MatrixOptions {
         strategies: Strategy::ALL.to_vec(),
         seed,
         steps: 12,
-        backend: Backend::Memory,
+        storage: SimStorage::memory(),
         shrink_budget: 20,
     }
 }
@@ -35,7 +35,7 @@ fn random_topologies_show_no_anomaly_under_barrier_over_200_seeds() {
     for seed in 0..200 {
         let workload = Workload::Seed;
         let script = generate(Topology::Random, workload, seed, 12);
-        let (findings, _) = run_script(&script, Strategy::Barrier, &Backend::Memory).unwrap();
+        let (findings, _) = run_script(&script, Strategy::Barrier, &SimStorage::memory()).unwrap();
         assert_eq!(
             findings.anomalies.corruption(),
             0,
@@ -49,9 +49,16 @@ fn random_topologies_show_no_anomaly_under_barrier_over_200_seeds() {
 #[test]
 fn a_shrunk_reproduction_replays_to_the_same_anomaly() {
     let script = generate(Topology::ActivePassive, Workload::Seed, 1, 30);
-    let (findings, _) = run_script(&script, Strategy::None, &Backend::Memory).unwrap();
+    let (findings, _) = run_script(&script, Strategy::None, &SimStorage::memory()).unwrap();
     assert!(findings.anomalies.silent_loss > 0);
-    let repro = shrink(&script, Strategy::None, &Backend::Memory, Class::SilentLoss, 200).unwrap();
+    let repro = shrink(
+        &script,
+        Strategy::None,
+        &SimStorage::memory(),
+        Class::SilentLoss,
+        200,
+    )
+    .unwrap();
     assert!(
         repro.script.steps.len() < script.steps.len() / 4,
         "{} steps",
@@ -60,7 +67,12 @@ fn a_shrunk_reproduction_replays_to_the_same_anomaly() {
     // Through JSON, as `--trace` writes it and `--replay` reads it, and on the fs backend.
     let text = serde_json::to_string(&repro).unwrap();
     let back: Reproduction = serde_json::from_str(&text).unwrap();
-    let (again, _) = run_script(&back.script, back.strategy, &Backend::Named("fs".into())).unwrap();
+    let (again, _) = run_script(
+        &back.script,
+        back.strategy,
+        &SimStorage::backend(storage_config::Backend::Fs),
+    )
+    .unwrap();
     assert!(Class::SilentLoss.count(&again.anomalies) > 0);
     assert!(
         again.notes.contains(&repro.finding),
@@ -72,7 +84,7 @@ fn a_shrunk_reproduction_replays_to_the_same_anomaly() {
     for index in 0..repro.script.steps.len() {
         let mut fewer = repro.script.clone();
         fewer.steps.remove(index);
-        let (without, _) = run_script(&fewer, Strategy::None, &Backend::Memory).unwrap();
+        let (without, _) = run_script(&fewer, Strategy::None, &SimStorage::memory()).unwrap();
         assert_eq!(without.anomalies.silent_loss, 0, "step {index} was not needed");
     }
 }
@@ -84,7 +96,11 @@ fn a_replayed_script_with_a_path_for_a_cluster_name_is_refused() {
             clusters: vec![name.to_owned()],
             steps: vec![mirror_sim::Step::Mirror],
         };
-        let result = run_script(&script, Strategy::Barrier, &Backend::Named("fs".into()));
+        let result = run_script(
+            &script,
+            Strategy::Barrier,
+            &SimStorage::backend(storage_config::Backend::Fs),
+        );
         assert!(matches!(result, Err(mirror_sim::SimError::Setup(_))), "{name:?}");
     }
 }

@@ -5,11 +5,11 @@
 //! `id > -1`), so read_committed shows aborted mirrored transactions (c).
 
 use mirror_sim::shrink::Class;
-use mirror_sim::{generate, run_script, Backend, Strategy, Topology, Workload};
+use mirror_sim::{generate, run_script, SimStorage, Strategy, Topology, Workload};
 
 fn classes_of(topology: Topology, strategy: Strategy) -> Vec<Class> {
     let script = generate(topology, Workload::Seed, 1, 30);
-    let (findings, _) = run_script(&script, strategy, &Backend::Memory).unwrap();
+    let (findings, _) = run_script(&script, strategy, &SimStorage::memory()).unwrap();
     Class::ALL
         .into_iter()
         .filter(|class| !matches!(class, Class::AppDied | Class::AppDamage))

@@ -185,7 +185,7 @@ fn skip_negative_lets_one_producers_marker_close_the_others_transaction() {
         mirror_sim::run_script_with(
             &script,
             strategy,
-            &mirror_sim::Backend::Memory,
+            &mirror_sim::SimStorage::memory(),
             mirror_sim::FetchBound::HighWatermark,
         )
         .unwrap()

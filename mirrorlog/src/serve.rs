@@ -79,7 +79,7 @@ fn parse_fraction(text: &str) -> Result<f64, String> {
 pub fn serve(args: ServeArgs) -> Result<(), CliError> {
     let storage = match &args.config {
         Some(path) => StorageConfig::load(path).map_err(CliError::Config)?,
-        None => StorageConfig::for_backend("fs", &args.data_dir).map_err(CliError::Config)?,
+        None => StorageConfig::for_backend(storage_config::Backend::Fs, &args.data_dir),
     };
     let mut config = BrokerConfig::new(args.listen, storage);
     config.cluster_id = args.cluster_id;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use mirror_sim::report::{render_text, run_matrix, MatrixOptions, DEFAULT_SHRINK_BUDGET};
 use mirror_sim::shrink::Reproduction;
-use mirror_sim::{run_script, Backend, Strategy, Topology};
+use mirror_sim::{run_script, SimStorage, Strategy, Topology};
 
 use crate::error::CliError;
 
@@ -26,7 +26,8 @@ pub struct SimulateArgs {
     /// Client operations per phase of each scenario (1 to 10,000: a script is generated whole before it runs).
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub steps: u64,
-    /// A storage config naming the backend (default: fs under a temporary directory per run).
+    /// A storage config: its backend, durability and options are used, and each run's stores go to a fresh
+    /// directory inside its `data_dir` (default: fs, under the system's temporary directory).
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// One JSON document instead of the tables.
@@ -40,21 +41,30 @@ pub struct SimulateArgs {
     pub replay: Option<PathBuf>,
 }
 
-fn backend(config: Option<&Path>) -> Result<Backend, CliError> {
+/// Where the runs store their partitions: the whole storage config when one is given (its backend, durability and
+/// segment options; run directories are made inside its `data_dir`), else fs with its defaults under the system's
+/// temporary directory.
+fn storage(config: Option<&Path>) -> Result<SimStorage, CliError> {
     let Some(path) = config else {
-        return Ok(Backend::Named("fs".to_owned()));
+        return Ok(SimStorage::backend(storage_config::Backend::Fs));
     };
     let config = storage_config::StorageConfig::load(path).map_err(CliError::Config)?;
     if !config.is_compiled() {
         return Err(CliError::Usage(format!(
             "storage backend {:?} is not in this build",
-            config.backend()
+            config.backend().name()
         )));
     }
-    Ok(match config.backend() {
-        "memory" => Backend::Memory,
-        other => Backend::Named(other.to_owned()),
-    })
+    if let Some(dir) = config.data_dir() {
+        if !dir.is_dir() {
+            return Err(CliError::Usage(format!(
+                "data_dir {} of {} does not exist: the simulator makes its run directories inside it",
+                dir.display(),
+                path.display()
+            )));
+        }
+    }
+    Ok(SimStorage::from_config(config))
 }
 
 fn parse_all<T: std::str::FromStr<Err = String> + Copy>(value: &str, all: &[T]) -> Result<Vec<T>, CliError> {
@@ -66,16 +76,16 @@ fn parse_all<T: std::str::FromStr<Err = String> + Copy>(value: &str, all: &[T]) 
 
 /// Runs the command; returns whether the seeds' claims hold (the exit status).
 pub fn simulate(args: SimulateArgs, out: &mut dyn Write) -> Result<bool, CliError> {
-    let backend = backend(args.config.as_deref())?;
+    let storage = storage(args.config.as_deref())?;
     if let Some(path) = &args.replay {
-        return replay(path, &backend, args.json, out);
+        return replay(path, &storage, args.json, out);
     }
     let options = MatrixOptions {
         topologies: parse_all(&args.topology, &Topology::ALL)?,
         strategies: parse_all(&args.strategy, &Strategy::ALL)?,
         seed: args.seed,
         steps: usize::try_from(args.steps).unwrap_or(10_000),
-        backend,
+        storage,
         shrink_budget: DEFAULT_SHRINK_BUDGET,
     };
     let total = (options.topologies.len() * 2 * options.strategies.len()) as u64;
@@ -115,7 +125,7 @@ pub fn simulate(args: SimulateArgs, out: &mut dyn Write) -> Result<bool, CliErro
 }
 
 /// Runs one reproduction and prints its steps and what the oracle finds; true when it still shows its class.
-fn replay(path: &Path, backend: &Backend, json: bool, out: &mut dyn Write) -> Result<bool, CliError> {
+fn replay(path: &Path, storage: &SimStorage, json: bool, out: &mut dyn Write) -> Result<bool, CliError> {
     crate::error::require_regular_file(path, Some(16 << 20))?;
     let text = std::fs::read_to_string(path).map_err(|source| CliError::Open {
         path: path.to_owned(),
@@ -123,7 +133,7 @@ fn replay(path: &Path, backend: &Backend, json: bool, out: &mut dyn Write) -> Re
     })?;
     let reproduction: Reproduction = serde_json::from_str(&text)
         .map_err(|error| CliError::Usage(format!("{} is not a reproduction: {error}", path.display())))?;
-    let (findings, _) = run_script(&reproduction.script, reproduction.strategy, backend)
+    let (findings, _) = run_script(&reproduction.script, reproduction.strategy, storage)
         .map_err(|error| CliError::Usage(format!("the simulation could not run: {error}")))?;
     let shows = reproduction.class.count(&findings.anomalies) > 0;
     if json {

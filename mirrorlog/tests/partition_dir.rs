@@ -320,3 +320,69 @@ fn dump_of_a_torn_txn_index_reports_the_torn_entry() {
     assert_eq!(lines[1]["error"]["category"], "truncated");
     assert_eq!(lines[1]["error"]["file_offset"], 34);
 }
+
+/// Every file under `dir` with its bytes, recursively (a database directory has subdirectories).
+fn tree_contents(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_owned()];
+    while let Some(current) = pending.pop() {
+        for entry in std::fs::read_dir(&current).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                files.push((path, bytes));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// `partitions` and `dump` of a key-value store's directory: `partitions` lists what the store holds, `dump`
+/// refuses a directory that is not a partition directory, and neither changes a byte.
+async fn inspection_leaves_a_database_directory_unchanged(backend: storage_config::Backend) {
+    let data = tempfile::tempdir().unwrap();
+    let db = data.path().join("db");
+    {
+        let store = storage_config::StorageConfig::for_backend(backend, &db)
+            .open()
+            .unwrap();
+        let mut partition = store
+            .create(&PartitionId::new("orders", 0).unwrap())
+            .await
+            .unwrap();
+        let case = segment_case();
+        let bytes = std::fs::read(vectors_dir().join(case["file"].as_str().unwrap())).unwrap();
+        let batches: Vec<_> = BatchIter::new(Bytes::from(bytes))
+            .map(|found| found.unwrap().batch)
+            .collect();
+        partition.append(&batches).await.unwrap();
+        partition.flush(Durability::Sync).await.unwrap();
+    }
+    let before = tree_contents(&db);
+    let config = data.path().join("storage.toml");
+    std::fs::write(&config, format!("backend = \"{backend}\"\ndata_dir = {db:?}\n")).unwrap();
+    let output = mirrorlog(&["partitions", "--config", config.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(text.contains("orders-0: log start 0 log end 48"), "{text}");
+    let dump = mirrorlog(&["dump", db.to_str().unwrap()]);
+    assert_ne!(dump.status.code(), Some(0), "{dump:?}");
+    assert!(
+        tree_contents(&db) == before,
+        "inspecting the {backend} store changed its directory"
+    );
+}
+
+#[tokio::test]
+async fn partitions_and_dump_leave_a_sled_directory_byte_identical() {
+    inspection_leaves_a_database_directory_unchanged(storage_config::Backend::Sled).await;
+}
+
+#[cfg(feature = "rocks")]
+#[tokio::test]
+async fn partitions_and_dump_leave_a_rocks_directory_byte_identical() {
+    inspection_leaves_a_database_directory_unchanged(storage_config::Backend::Rocks).await;
+}

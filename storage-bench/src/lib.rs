@@ -109,8 +109,8 @@ fn all_backends() -> Vec<Backend> {
     ["fs", "sled", "rocks"]
         .into_iter()
         .filter(|name| {
-            storage_config::StorageConfig::for_backend(name, Path::new("."))
-                .is_ok_and(|config| config.is_compiled())
+            name.parse::<storage_config::Backend>()
+                .is_ok_and(storage_config::Backend::is_compiled)
         })
         .map(|name| Backend {
             name,
@@ -129,8 +129,8 @@ fn opener(name: &'static str) -> fn(&Path) -> Box<dyn Storage> {
 }
 
 fn open_configured(name: &str, dir: &Path) -> Box<dyn Storage> {
-    storage_config::StorageConfig::for_backend(name, dir)
-        .unwrap()
+    let backend: storage_config::Backend = name.parse().unwrap();
+    storage_config::StorageConfig::for_backend(backend, dir)
         .open()
         .unwrap()
 }

@@ -102,21 +102,20 @@ pub fn registry(names: &[String]) -> (Vec<BenchBackend>, Vec<Skipped>) {
     let mut backends = Vec::new();
     let mut skipped = Vec::new();
     for name in names {
-        match storage_config::StorageConfig::for_backend(name, Path::new(".")) {
+        match name.parse::<storage_config::Backend>() {
             Err(error) => skipped.push(Skipped {
                 backend: name.clone(),
                 reason: error.to_string(),
             }),
-            Ok(config) if !config.is_compiled() => skipped.push(Skipped {
+            Ok(backend) if !backend.is_compiled() => skipped.push(Skipped {
                 backend: name.clone(),
                 reason: format!("not in this build (cargo feature `{name}`)"),
             }),
-            Ok(_) => {
-                let backend = name.clone();
-                let persistent = name != "memory";
+            Ok(backend) => {
+                let persistent = backend != storage_config::Backend::Memory;
                 let open: Opener = Arc::new(move |dir: &Path| {
-                    storage_config::StorageConfig::for_backend(&backend, dir)
-                        .and_then(|config| config.open())
+                    storage_config::StorageConfig::for_backend(backend, dir)
+                        .open()
                         .unwrap_or_else(|error| panic!("opening {backend} in {}: {error}", dir.display()))
                 });
                 backends.push(BenchBackend {

@@ -123,10 +123,60 @@ pub enum StorageConfig {
     Memory(MemoryOptions),
 }
 
-impl StorageConfig {
-    /// The names `backend` accepts.
-    pub const BACKENDS: [&'static str; 4] = ["fs", "sled", "rocks", "memory"];
+/// A storage backend, by the name a config's `backend` key gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Backend {
+    /// Kafka's directory layout (`storage-fs`).
+    Fs,
+    /// sled 0.34.7 (`storage-sled`).
+    Sled,
+    /// RocksDB (`storage-rocks`, with the `rocks` feature).
+    Rocks,
+    /// In memory.
+    Memory,
+}
 
+impl Backend {
+    /// Every backend, in the order the docs list them.
+    pub const ALL: [Backend; 4] = [Backend::Fs, Backend::Sled, Backend::Rocks, Backend::Memory];
+
+    /// The name a config file uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Fs => "fs",
+            Backend::Sled => "sled",
+            Backend::Rocks => "rocks",
+            Backend::Memory => "memory",
+        }
+    }
+
+    /// True when this build can open the backend (RocksDB needs the `rocks` feature).
+    pub fn is_compiled(self) -> bool {
+        self != Backend::Rocks || cfg!(feature = "rocks")
+    }
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Backend {
+    type Err = ConfigError;
+
+    fn from_str(name: &str) -> Result<Self, ConfigError> {
+        Backend::ALL
+            .into_iter()
+            .find(|backend| backend.name() == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Backend::ALL.iter().map(|backend| backend.name()).collect();
+                ConfigError::Invalid(format!("unknown backend {name:?}; expected one of {names:?}"))
+            })
+    }
+}
+
+impl StorageConfig {
     /// The largest config file read (a real one is a few hundred bytes).
     pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
@@ -157,35 +207,45 @@ impl StorageConfig {
     }
 
     /// A backend's configuration with its defaults, under `data_dir` (ignored by `memory`).
-    pub fn for_backend(backend: &str, data_dir: &Path) -> Result<Self, ConfigError> {
+    pub fn for_backend(backend: Backend, data_dir: &Path) -> Self {
         let db = || DbOptions {
             data_dir: data_dir.to_owned(),
             durability: DurabilityMode::default(),
         };
         match backend {
-            "fs" => Ok(StorageConfig::Fs(FsOptions {
+            Backend::Fs => StorageConfig::Fs(FsOptions {
                 data_dir: data_dir.to_owned(),
                 segment_bytes: None,
                 index_interval_bytes: None,
                 durability: DurabilityMode::default(),
-            })),
-            "sled" => Ok(StorageConfig::Sled(db())),
-            "rocks" => Ok(StorageConfig::Rocks(db())),
-            "memory" => Ok(StorageConfig::Memory(MemoryOptions::default())),
-            other => Err(ConfigError::Invalid(format!(
-                "unknown backend {other:?}; expected one of {:?}",
-                Self::BACKENDS
-            ))),
+            }),
+            Backend::Sled => StorageConfig::Sled(db()),
+            Backend::Rocks => StorageConfig::Rocks(db()),
+            Backend::Memory => StorageConfig::Memory(MemoryOptions::default()),
         }
     }
 
-    /// The backend's name.
-    pub fn backend(&self) -> &'static str {
+    /// The same configuration — every option kept — with its data under `data_dir` instead (a simulator gives each
+    /// cluster and replica a directory of its own); `memory` is returned as it is.
+    pub fn with_data_dir(&self, data_dir: &Path) -> Self {
+        let mut config = self.clone();
+        match &mut config {
+            StorageConfig::Fs(options) => options.data_dir = data_dir.to_owned(),
+            StorageConfig::Sled(options) | StorageConfig::Rocks(options) => {
+                options.data_dir = data_dir.to_owned()
+            }
+            StorageConfig::Memory(_) => {}
+        }
+        config
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> Backend {
         match self {
-            StorageConfig::Fs(_) => "fs",
-            StorageConfig::Sled(_) => "sled",
-            StorageConfig::Rocks(_) => "rocks",
-            StorageConfig::Memory(_) => "memory",
+            StorageConfig::Fs(_) => Backend::Fs,
+            StorageConfig::Sled(_) => Backend::Sled,
+            StorageConfig::Rocks(_) => Backend::Rocks,
+            StorageConfig::Memory(_) => Backend::Memory,
         }
     }
 
@@ -210,7 +270,7 @@ impl StorageConfig {
 
     /// True when this build can open the configured backend.
     pub fn is_compiled(&self) -> bool {
-        !matches!(self, StorageConfig::Rocks(_)) || cfg!(feature = "rocks")
+        self.backend().is_compiled()
     }
 
     /// Opens the configured store for reading and writing (creating the data directory if needed).
@@ -234,15 +294,24 @@ impl StorageConfig {
         }
     }
 
-    /// Opens the configured store for inspection: a missing data directory is an error (nothing is created),
-    /// and partitions are then opened with `Storage::open_read_only`, which repairs nothing.
+    /// Opens the configured store for inspection: nothing in the data directory changes. A missing data directory
+    /// is an error (nothing is created); fs opens partitions with `Storage::open_read_only`, which repairs
+    /// nothing; RocksDB opens in its read-only mode; sled, which has none, opens a private copy of the database
+    /// (`storage_sled::SledStorage::open_read_only`). On sled and RocksDB, creating or deleting a partition and
+    /// opening one for writing are refused.
     pub fn open_read_only(&self) -> Result<Box<dyn Storage>, ConfigError> {
         if let Some(dir) = self.data_dir() {
             if !dir.is_dir() {
                 return Err(ConfigError::MissingDataDir(dir.to_owned()));
             }
         }
-        self.open()
+        match self {
+            StorageConfig::Sled(options) => Ok(Box::new(storage_sled::SledStorage::open_read_only(
+                storage_sled::SledConfig::new(&options.data_dir),
+            )?)),
+            StorageConfig::Rocks(options) => open_rocks_read_only(options),
+            StorageConfig::Fs(_) | StorageConfig::Memory(_) => self.open(),
+        }
     }
 }
 
@@ -253,12 +322,24 @@ fn open_rocks(options: &DbOptions) -> Result<Box<dyn Storage>, ConfigError> {
     )?))
 }
 
+#[cfg(feature = "rocks")]
+fn open_rocks_read_only(options: &DbOptions) -> Result<Box<dyn Storage>, ConfigError> {
+    Ok(Box::new(storage_rocks::RocksStorage::open_read_only(
+        storage_rocks::RocksConfig::new(&options.data_dir),
+    )?))
+}
+
 #[cfg(not(feature = "rocks"))]
 fn open_rocks(_options: &DbOptions) -> Result<Box<dyn Storage>, ConfigError> {
     Err(ConfigError::BackendNotCompiled {
         backend: "rocks",
         feature: "rocks",
     })
+}
+
+#[cfg(not(feature = "rocks"))]
+fn open_rocks_read_only(options: &DbOptions) -> Result<Box<dyn Storage>, ConfigError> {
+    open_rocks(options)
 }
 
 #[cfg(test)]
@@ -287,6 +368,40 @@ mod tests {
     }
 
     #[test]
+    fn with_data_dir_moves_the_data_and_keeps_every_other_option() {
+        let config = StorageConfig::parse(
+            "backend = \"fs\"\ndata_dir = \"/a\"\nsegment_bytes = 4096\nindex_interval_bytes = 64\ndurability = \"buffered\"\n",
+        )
+        .unwrap();
+        let moved = config.with_data_dir(Path::new("/b"));
+        assert_eq!(moved.data_dir(), Some(Path::new("/b")));
+        let (StorageConfig::Fs(before), StorageConfig::Fs(after)) = (&config, &moved) else {
+            panic!("{moved:?}");
+        };
+        assert_eq!(
+            (after.segment_bytes, after.index_interval_bytes, after.durability),
+            (
+                before.segment_bytes,
+                before.index_interval_bytes,
+                before.durability
+            )
+        );
+    }
+
+    #[test]
+    fn backend_names_round_trip_and_unknown_ones_are_named_in_the_error() {
+        for backend in Backend::ALL {
+            assert_eq!(backend.name().parse::<Backend>().unwrap(), backend);
+            assert_eq!(
+                StorageConfig::for_backend(backend, Path::new("/x")).backend(),
+                backend
+            );
+        }
+        let error = "lmdb".parse::<Backend>().unwrap_err().to_string();
+        assert!(error.contains("lmdb"), "{error}");
+    }
+
+    #[test]
     fn durability_defaults_to_sync() {
         let config = StorageConfig::parse("backend = \"memory\"\n").unwrap();
         assert_eq!(config.durability(), Durability::Sync);
@@ -309,8 +424,8 @@ mod tests {
     fn read_only_open_never_creates_the_data_directory() {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("nothing-here");
-        for backend in ["fs", "sled"] {
-            let config = StorageConfig::for_backend(backend, &missing).unwrap();
+        for backend in [Backend::Fs, Backend::Sled] {
+            let config = StorageConfig::for_backend(backend, &missing);
             assert!(matches!(
                 config.open_read_only(),
                 Err(ConfigError::MissingDataDir(_))

@@ -35,22 +35,39 @@ const STEP_MS: i64 = 1_000;
 /// Transaction timeout the clients ask for.
 const TRANSACTION_TIMEOUT_MS: i64 = 60_000;
 
-/// Where the partitions live.
+/// Where the partitions live: a storage configuration, every option of which (durability, segment and index
+/// sizes) each cluster's stores use. Each run's stores go to a fresh temporary directory, made inside the
+/// configuration's `data_dir` (which must exist) and removed at the end of the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Backend {
-    /// In memory.
-    Memory,
-    /// A backend of the storage config (`fs`, `sled`, `rocks`) under a fresh temporary directory per run.
-    Named(String),
-}
+pub struct SimStorage(StorageConfig);
 
-impl Backend {
+impl SimStorage {
+    /// In memory.
+    pub fn memory() -> Self {
+        SimStorage(StorageConfig::for_backend(
+            storage_config::Backend::Memory,
+            std::path::Path::new(""),
+        ))
+    }
+
+    /// A backend with its defaults, under the system's temporary directory.
+    pub fn backend(backend: storage_config::Backend) -> Self {
+        SimStorage(StorageConfig::for_backend(backend, &std::env::temp_dir()))
+    }
+
+    /// Every option of `config`.
+    pub fn from_config(config: StorageConfig) -> Self {
+        SimStorage(config)
+    }
+
     /// The backend's name.
-    pub fn name(&self) -> &str {
-        match self {
-            Backend::Memory => "memory",
-            Backend::Named(name) => name,
-        }
+    pub fn name(&self) -> &'static str {
+        self.0.backend().name()
+    }
+
+    /// The configuration runs use.
+    pub fn config(&self) -> &StorageConfig {
+        &self.0
     }
 }
 
@@ -230,7 +247,7 @@ pub struct Finished {
 /// The simulated world; see the module docs.
 pub struct World {
     strategy: Strategy,
-    backend: Backend,
+    storage: SimStorage,
     dir: Option<tempfile::TempDir>,
     clusters: BTreeMap<String, Cluster>,
     links: Vec<Link>,
@@ -252,16 +269,21 @@ pub struct World {
 
 impl World {
     /// A world with the script's clusters, nothing in them yet.
-    pub fn new(script: &Script, strategy: Strategy, backend: Backend) -> Result<Self, SimError> {
-        let dir = match backend {
-            Backend::Memory => None,
-            Backend::Named(_) => {
-                Some(tempfile::tempdir().map_err(|error| SimError::Setup(error.to_string()))?)
-            }
+    pub fn new(script: &Script, strategy: Strategy, storage: SimStorage) -> Result<Self, SimError> {
+        let dir = match storage.config().data_dir() {
+            None => None,
+            Some(parent) => Some(
+                tempfile::Builder::new()
+                    .prefix("mirrorlog-simulate-")
+                    .tempdir_in(parent)
+                    .map_err(|error| {
+                        SimError::Setup(format!("a run directory in {}: {error}", parent.display()))
+                    })?,
+            ),
         };
         let mut world = World {
             strategy,
-            backend,
+            storage,
             dir,
             clusters: BTreeMap::new(),
             links: Vec::new(),
@@ -297,19 +319,26 @@ impl World {
         Ok(world)
     }
 
-    fn open_store(&self, cluster: &str, replica: &str) -> Result<Box<dyn Storage>, SimError> {
-        let config = match (&self.backend, &self.dir) {
-            (Backend::Named(name), Some(dir)) => {
-                StorageConfig::for_backend(name, &dir.path().join(cluster).join(replica))
-            }
-            _ => StorageConfig::for_backend("memory", std::path::Path::new("")),
+    /// The configuration of one cluster's replica store: the run's, under the run's directory.
+    fn store_config(&self, cluster: &str, replica: &str) -> StorageConfig {
+        match &self.dir {
+            Some(dir) => self
+                .storage
+                .config()
+                .with_data_dir(&dir.path().join(cluster).join(replica)),
+            None => self.storage.config().clone(),
         }
-        .map_err(|error| SimError::Setup(error.to_string()))?;
-        config.open().map_err(|error| SimError::Setup(error.to_string()))
+    }
+
+    fn open_store(&self, cluster: &str, replica: &str) -> Result<Box<dyn Storage>, SimError> {
+        self.store_config(cluster, replica)
+            .open()
+            .map_err(|error| SimError::Setup(error.to_string()))
     }
 
     fn new_cluster(&self, name: &str) -> Result<Cluster, SimError> {
         let log_config = LogConfig {
+            durability: self.storage.config().durability(),
             producer_state: PsmConfig {
                 cluster_id: Some(name.to_owned()),
                 barrier_scope: self.strategy.barrier_scope(),
@@ -679,4 +708,42 @@ fn error_name(error: &LogError) -> String {
 fn comparable(mut summary: StateSummary) -> StateSummary {
     summary.last_stable_offset = 0;
     summary
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_configured_store_keeps_every_option_under_the_runs_own_directory() {
+        let parent = tempfile::tempdir().unwrap();
+        let config = StorageConfig::parse(&format!(
+            "backend = \"fs\"\ndata_dir = {:?}\nsegment_bytes = 4096\ndurability = \"buffered\"\n",
+            parent.path()
+        ))
+        .unwrap();
+        let script = Script {
+            clusters: vec!["a".to_owned()],
+            steps: Vec::new(),
+        };
+        let world = World::new(
+            &script,
+            Strategy::Barrier,
+            SimStorage::from_config(config.clone()),
+        )
+        .unwrap();
+        let run_dir = world.dir.as_ref().unwrap().path().to_owned();
+        assert!(
+            run_dir.starts_with(parent.path()),
+            "{run_dir:?} is outside the configured data_dir"
+        );
+        let leader = world.store_config("a", "leader");
+        assert_eq!(leader, config.with_data_dir(&run_dir.join("a").join("leader")));
+        assert_eq!(
+            world.clusters["a"].log_config.durability,
+            storage::Durability::Buffered
+        );
+        drop(world);
+        assert!(!run_dir.exists(), "the run's directory outlived it");
+    }
 }

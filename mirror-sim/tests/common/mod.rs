@@ -1,7 +1,7 @@
 //! Building hand-written scripts for the simulator's tests.
 #![allow(dead_code)]
 
-use mirror_sim::{AppPolicy, Backend, ClientKind, Findings, Finished, Script, Step, Strategy};
+use mirror_sim::{AppPolicy, ClientKind, Findings, Finished, Script, SimStorage, Step, Strategy};
 
 pub fn start(source: &str, dest: &str, topic: &str) -> Step {
     Step::Start {
@@ -101,7 +101,7 @@ pub fn script(clusters: &[&str], steps: Vec<Step>) -> Script {
 }
 
 pub fn run(script: &Script, strategy: Strategy) -> (Findings, Finished) {
-    mirror_sim::run_script(script, strategy, &Backend::Memory).unwrap()
+    mirror_sim::run_script(script, strategy, &SimStorage::memory()).unwrap()
 }
 
 /// The producer ids of the data batches in `cluster`'s log of `topic`, in order, deduplicated.
