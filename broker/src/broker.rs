@@ -9,8 +9,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use kafka_types::{CoordinatorEpoch, KafkaError};
 use partition_log::{LogConfig, PartitionLog};
-use producer_state::{CoordinatorEpoch, KafkaError, PsmConfig};
+use producer_state::PsmConfig;
 use storage::{PartitionId, Storage};
 use tokio::sync::{watch, Mutex, RwLock};
 use txn_coordinator::{CoordinatorConfig, DurableCoordinator, MarkerFailure, MarkerRequest, Outcome};
@@ -30,36 +31,6 @@ const MARKER_ROUNDS: usize = 3;
 
 /// One partition's log, or `None` once the broker has closed it.
 pub type PartitionSlot = Mutex<Option<PartitionLog>>;
-
-/// Kafka error codes the broker answers beyond those producer state names.
-pub mod codes {
-    /// No error.
-    pub const NONE: i16 = 0;
-    /// OFFSET_OUT_OF_RANGE.
-    pub const OFFSET_OUT_OF_RANGE: i16 = 1;
-    /// CORRUPT_MESSAGE (a CRC mismatch).
-    pub const CORRUPT_MESSAGE: i16 = 2;
-    /// UNKNOWN_TOPIC_OR_PARTITION.
-    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-    /// INVALID_TOPIC_EXCEPTION.
-    pub const INVALID_TOPIC: i16 = 17;
-    /// UNSUPPORTED_VERSION.
-    pub const UNSUPPORTED_VERSION: i16 = 35;
-    /// TOPIC_ALREADY_EXISTS.
-    pub const TOPIC_ALREADY_EXISTS: i16 = 36;
-    /// INVALID_PARTITIONS.
-    pub const INVALID_PARTITIONS: i16 = 37;
-    /// INVALID_REPLICATION_FACTOR.
-    pub const INVALID_REPLICATION_FACTOR: i16 = 38;
-    /// INVALID_REQUEST.
-    pub const INVALID_REQUEST: i16 = 42;
-    /// OPERATION_NOT_ATTEMPTED.
-    pub const OPERATION_NOT_ATTEMPTED: i16 = 55;
-    /// KAFKA_STORAGE_ERROR.
-    pub const KAFKA_STORAGE_ERROR: i16 = 56;
-    /// UNKNOWN_SERVER_ERROR.
-    pub const UNKNOWN_SERVER_ERROR: i16 = -1;
-}
 
 /// The broker; see the module docs.
 pub struct Broker {
@@ -176,11 +147,11 @@ impl Broker {
         };
         for (name, partitions) in broker.config.topics.clone() {
             match broker.create_topic(&name, partitions).await {
-                Ok(()) | Err(codes::TOPIC_ALREADY_EXISTS) => {}
-                Err(code) => {
+                Ok(()) | Err(KafkaError::TopicAlreadyExists) => {}
+                Err(error) => {
                     return Err(BrokerError::Topic {
                         name,
-                        reason: format!("cannot be created (Kafka error code {code})"),
+                        reason: format!("cannot be created ({error})"),
                     })
                 }
             }
@@ -207,28 +178,28 @@ impl Broker {
             .collect()
     }
 
-    /// Creates a topic with `partitions` partitions; the error is a Kafka error code.
-    pub async fn create_topic(&self, name: &str, partitions: u32) -> Result<(), i16> {
+    /// Creates a topic with `partitions` partitions.
+    pub async fn create_topic(&self, name: &str, partitions: u32) -> Result<(), KafkaError> {
         if name.starts_with("__") {
-            return Err(codes::INVALID_TOPIC);
+            return Err(KafkaError::InvalidTopic);
         }
         if partitions == 0 || partitions > 10_000 {
-            return Err(codes::INVALID_PARTITIONS);
+            return Err(KafkaError::InvalidPartitions);
         }
         let mut topics = self.topics.write().await;
         if topics.contains_key(name) {
-            return Err(codes::TOPIC_ALREADY_EXISTS);
+            return Err(KafkaError::TopicAlreadyExists);
         }
         let mut logs = Vec::new();
         for partition in 0..partitions {
-            let id = PartitionId::new(name, partition).map_err(|_| codes::INVALID_TOPIC)?;
+            let id = PartitionId::new(name, partition).map_err(|_| KafkaError::InvalidTopic)?;
             let created = match self.storage.create(&id).await {
                 Ok(storage) => PartitionLog::open(storage, self.log_config.clone(), now_ms()).await,
                 Err(error) => Err(error.into()),
             };
             match created {
                 Ok((log, _)) => logs.push(Arc::new(Mutex::new(Some(log)))),
-                Err(_) => return Err(codes::KAFKA_STORAGE_ERROR),
+                Err(_) => return Err(KafkaError::KafkaStorageError),
             }
         }
         topics.insert(name.to_owned(), logs);

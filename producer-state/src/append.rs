@@ -6,6 +6,7 @@
 //! *warned* about on REPLICATION (which may lower the stored epoch); sequences are checked for CLIENT only;
 //! transaction-state rules apply to every origin.
 
+use kafka_types::TransactionVersion;
 use record_format::batch::{increment_sequence, NO_PRODUCER_EPOCH};
 use record_format::control::{types, ControlKey, EndTxnMarker};
 use record_format::RecordBatch;
@@ -34,46 +35,6 @@ impl AppendOrigin {
             AppendOrigin::Coordinator => "coordinator",
             AppendOrigin::Replication => "replication",
         }
-    }
-}
-
-/// The transaction version a marker was written with (`TransactionVersion`); not stored in the log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum TransactionVersion {
-    /// Not known (followers and recovery); validated as TV 0.
-    Unknown,
-    /// The original protocol.
-    V0,
-    /// Flexible transaction-log records.
-    V1,
-    /// KIP-890 part 2: the coordinator bumps the epoch for every transaction's markers.
-    V2,
-}
-
-impl TransactionVersion {
-    /// The numeric level (−1 for unknown).
-    pub fn level(self) -> i8 {
-        match self {
-            TransactionVersion::Unknown => -1,
-            TransactionVersion::V0 => 0,
-            TransactionVersion::V1 => 1,
-            TransactionVersion::V2 => 2,
-        }
-    }
-
-    /// The version for a numeric level, `None` for levels Kafka does not define.
-    pub fn from_level(level: i64) -> Option<Self> {
-        Some(match level {
-            -1 => TransactionVersion::Unknown,
-            0 => TransactionVersion::V0,
-            1 => TransactionVersion::V1,
-            2 => TransactionVersion::V2,
-            _ => return None,
-        })
-    }
-
-    fn bumps_epoch_per_transaction(self) -> bool {
-        self >= TransactionVersion::V2
     }
 }
 

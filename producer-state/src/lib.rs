@@ -21,7 +21,6 @@ pub mod append;
 pub mod barrier;
 pub mod entry;
 pub mod error;
-pub mod ids;
 pub mod manager;
 pub mod plan;
 pub mod replay;
@@ -31,13 +30,16 @@ mod table;
 /// The aborted-transaction index entry format (defined in `record-format`, shared with the storage layer).
 pub use record_format::txn_index;
 
-pub use append::{AppendOrigin, DataBatch, EndMarker, ProducerAppendInfo, TransactionVersion};
+pub use append::{AppendOrigin, DataBatch, EndMarker, ProducerAppendInfo};
 pub use barrier::BarrierScope;
 pub use entry::{
     BatchMetadata, CompletedTxn, LogOffsetMetadata, ProducerStateEntry, TxnMetadata, VerificationStateEntry,
 };
 pub use error::{ClientErrorClass, KafkaError, ProducerStateError};
-pub use ids::{CoordinatorEpoch, ProducerEpoch, ProducerId, TransactionalId};
+/// Kafka's identities and transaction version, defined in `kafka-types` (re-exported for callers of this crate).
+pub use kafka_types::{
+    ids, ClusterId, CoordinatorEpoch, ProducerEpoch, ProducerId, TransactionVersion, TransactionalId,
+};
 pub use manager::{CorruptSnapshot, ProducerStateManager, PsmConfig, ReloadPlan, ReloadReport};
 pub use plan::{AppendDecision, AppendEffects, AppendPlan, Applied, BarrierReset};
 pub use replay::{replay, ReplayCounts, ReplayError, ReplayStep, Replayed};

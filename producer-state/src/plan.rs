@@ -19,12 +19,13 @@ use record_format::{MirrorPidResetRecord, RecordBatch};
 
 use record_format::batch::NO_PRODUCER_EPOCH;
 
-use crate::append::{in_sequence, AppendOrigin, ProducerAppendInfo, TransactionVersion};
+use crate::append::{in_sequence, AppendOrigin, ProducerAppendInfo};
 use crate::entry::{BatchMetadata, CompletedTxn, ProducerStateEntry};
 use crate::error::ProducerStateError;
 use crate::manager::ProducerStateManager;
 use crate::table::Slot;
 use crate::txn_index::AbortedTxn;
+use kafka_types::TransactionVersion;
 
 /// Producer-state changes between two barriers.
 #[derive(Debug, Clone, Default)]

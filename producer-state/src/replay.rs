@@ -14,12 +14,13 @@
 
 use record_format::RecordBatch;
 
-use crate::append::{AppendOrigin, TransactionVersion};
+use crate::append::AppendOrigin;
 use crate::error::ProducerStateError;
 use crate::manager::ProducerStateManager;
 use crate::plan::{barrier_of, AppendDecision};
 use crate::summary::StateSummary;
 use crate::txn_index::AbortedTxn;
+use kafka_types::TransactionVersion;
 
 /// A replay stopped at a batch producer state refuses.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

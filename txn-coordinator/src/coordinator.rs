@@ -15,7 +15,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use producer_state::{CoordinatorEpoch, KafkaError, ProducerEpoch, ProducerId, TransactionalId};
+use kafka_types::{
+    CoordinatorEpoch, KafkaError, ProducerEpoch, ProducerId, TransactionVersion, TransactionalId,
+};
 use storage::PartitionId;
 
 use crate::producer_ids::{Issue, ProducerIdManager, Reservation};
@@ -40,16 +42,6 @@ impl Default for CoordinatorConfig {
             transactional_id_expiration_ms: 604_800_000,
         }
     }
-}
-
-/// The transaction protocol a client speaks in EndTxn (Kafka's `transaction.version` feature, KIP-890).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum TransactionVersion {
-    /// Versions 0 and 1: a producer keeps its epoch across transactions; only InitProducerId and fencing bump it.
-    V1,
-    /// Version 2: EndTxn bumps the epoch (rotating the producer id once it is exhausted), the markers carry the
-    /// bumped epoch, and an abort is accepted with no transaction open.
-    V2,
 }
 
 /// What the coordinator knows of one transactional id (Kafka's `TransactionMetadata`).
@@ -489,7 +481,7 @@ impl Coordinator {
         version: TransactionVersion,
         now_ms: i64,
     ) -> Outcome<(ProducerId, ProducerEpoch)> {
-        if version == TransactionVersion::V2 {
+        if version.bumps_epoch_per_transaction() {
             return self.end_txn_v2(transactional_id, producer_id, epoch, commit, now_ms);
         }
         let current = match self.check_producer(transactional_id, producer_id, epoch) {
@@ -704,7 +696,7 @@ impl Coordinator {
     ) -> Outcome<(ProducerId, ProducerEpoch)> {
         let mut next = current.clone();
         let mut writes = Vec::new();
-        if version == TransactionVersion::V2 {
+        if version.bumps_epoch_per_transaction() {
             let Some(bumped) = current.epoch.and_then(|epoch| epoch.get().checked_add(1)) else {
                 return Outcome::refuse(KafkaError::UnknownServerError);
             };

@@ -2,7 +2,7 @@
 //! state partition (the role of Kafka's metadata log for producer-id blocks), written through the storage trait
 //! before any id of a new block is issued.
 
-use producer_state::ProducerId;
+use kafka_types::ProducerId;
 use storage::PartitionStorage;
 
 use crate::error::CoordinatorError;

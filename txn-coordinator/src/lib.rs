@@ -19,7 +19,7 @@
 //! # What clients do with the coordinator's errors
 //!
 //! The simulator's application loop implements these policies (kafka-semantics §9; `ClientErrorClass` in
-//! `producer-state` encodes the producer column):
+//! `kafka-types` encodes the producer column):
 //!
 //! | error (code) | Kafka's producer (`TransactionManager`, 4.x) | Kafka Streams after KAFKA-16699 (3.8+) |
 //! |---|---|---|
@@ -41,7 +41,7 @@ pub mod state;
 
 pub use coordinator::{
     epoch_exhausted, offsets_partition_for, Coordinator, CoordinatorConfig, MarkerFailure, MarkerRequest,
-    Outcome, TransactionVersion, TxnMetadata, Write,
+    Outcome, TxnMetadata, Write,
 };
 pub use error::CoordinatorError;
 pub use log::DurableCoordinator;

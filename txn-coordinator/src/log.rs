@@ -19,7 +19,7 @@
 
 use std::collections::BTreeSet;
 
-use producer_state::{CoordinatorEpoch, ProducerEpoch, ProducerId, TransactionalId};
+use kafka_types::{CoordinatorEpoch, ProducerEpoch, ProducerId, TransactionalId};
 use record_format::{BatchBuilder, RecordBatch};
 use storage::{Durability, PartitionId, PartitionStorage};
 
@@ -256,7 +256,7 @@ impl DurableCoordinator {
         &mut self,
         outcome: Outcome<T>,
         now_ms: i64,
-    ) -> Result<(Result<T, producer_state::KafkaError>, Vec<MarkerRequest>), CoordinatorError> {
+    ) -> Result<(Result<T, kafka_types::KafkaError>, Vec<MarkerRequest>), CoordinatorError> {
         if !outcome.writes.is_empty() {
             let batch = batch_of(&outcome.writes, self.storage.log_end_offset(), now_ms)?;
             self.storage.append(&[batch]).await?;

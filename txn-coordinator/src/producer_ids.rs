@@ -10,7 +10,7 @@
 //! [`ProducerIdManager::advance_past`] moves the allocator so that every later id is above a given one (a
 //! destination cluster after failover, past every producer id it mirrored); the move counts only once reserved.
 
-use producer_state::ProducerId;
+use kafka_types::ProducerId;
 
 use crate::error::CoordinatorError;
 

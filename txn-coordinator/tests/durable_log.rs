@@ -3,13 +3,14 @@
 
 use std::collections::BTreeSet;
 
-use producer_state::{CoordinatorEpoch, ProducerEpoch, ProducerId, TransactionalId};
+use kafka_types::TransactionVersion;
+use kafka_types::{CoordinatorEpoch, ProducerEpoch, ProducerId, TransactionalId};
 use proptest::prelude::*;
 use storage::{PartitionId, Storage};
 use storage_fs::{FsConfig, FsStorage};
 use txn_coordinator::log::{batch_of, decode};
 use txn_coordinator::{
-    CoordinatorConfig, CoordinatorError, DurableCoordinator, TransactionVersion, TxnMetadata, TxnState, Write,
+    CoordinatorConfig, CoordinatorError, DurableCoordinator, TxnMetadata, TxnState, Write,
 };
 
 fn txn(partitions: &[(&str, u32)], state: TxnState) -> TxnMetadata {

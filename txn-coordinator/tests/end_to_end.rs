@@ -5,13 +5,14 @@
 
 use std::collections::BTreeMap;
 
+use kafka_types::TransactionVersion;
+use kafka_types::{CoordinatorEpoch, ProducerEpoch, ProducerId, TransactionalId};
 use partition_log::{Isolation, LogConfig, PartitionLog};
 use partition_log_testkit::produce;
-use producer_state::{CoordinatorEpoch, ProducerEpoch, ProducerId, TransactionalId};
 use record_format::{BatchBuilder, RecordBatch};
 use storage::{PartitionId, Storage};
 use storage_fs::{FsConfig, FsStorage};
-use txn_coordinator::{CoordinatorConfig, DurableCoordinator, MarkerRequest, TransactionVersion, TxnState};
+use txn_coordinator::{CoordinatorConfig, DurableCoordinator, MarkerRequest, TxnState};
 
 fn data_partition(number: u32) -> PartitionId {
     PartitionId::new("orders", number).unwrap()

@@ -4,12 +4,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use producer_state::{KafkaError, ProducerEpoch, ProducerId, TransactionalId};
+use kafka_types::TransactionVersion;
+use kafka_types::{KafkaError, ProducerEpoch, ProducerId, TransactionalId};
 use proptest::prelude::*;
 use storage::PartitionId;
 use txn_coordinator::{
     offsets_partition_for, Coordinator, CoordinatorConfig, MarkerRequest, Outcome, ProducerIdManager,
-    TransactionVersion, TxnState, Write,
+    TxnState, Write,
 };
 
 const TIMEOUT_MS: i64 = 60_000;
@@ -39,7 +40,7 @@ impl Harness {
             coordinator: Coordinator::new(
                 CoordinatorConfig::default(),
                 ProducerIdManager::recover(None),
-                producer_state::CoordinatorEpoch(3),
+                kafka_types::CoordinatorEpoch(3),
             ),
             log: Vec::new(),
         }
@@ -108,7 +109,7 @@ impl Harness {
         let (coordinator, markers) = Coordinator::recover(
             CoordinatorConfig::default(),
             ProducerIdManager::recover(None),
-            producer_state::CoordinatorEpoch(4),
+            kafka_types::CoordinatorEpoch(4),
             self.log.clone(),
         );
         self.coordinator = coordinator;

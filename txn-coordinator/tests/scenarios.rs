@@ -18,11 +18,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use producer_state::{CoordinatorEpoch, ProducerEpoch, ProducerId, TransactionalId};
+use kafka_types::TransactionVersion;
+use kafka_types::{CoordinatorEpoch, ProducerEpoch, ProducerId, TransactionalId};
 use storage::PartitionId;
-use txn_coordinator::{
-    Coordinator, CoordinatorConfig, MarkerRequest, Outcome, ProducerIdManager, TransactionVersion, Write,
-};
+use txn_coordinator::{Coordinator, CoordinatorConfig, MarkerRequest, Outcome, ProducerIdManager, Write};
 
 struct Runner {
     coordinator: Coordinator,
@@ -68,7 +67,7 @@ impl Runner {
         }
     }
 
-    fn keep<T>(&mut self, outcome: Outcome<T>) -> (Result<T, producer_state::KafkaError>, String) {
+    fn keep<T>(&mut self, outcome: Outcome<T>) -> (Result<T, kafka_types::KafkaError>, String) {
         self.log.extend(outcome.writes);
         let text = markers_text(&outcome.markers);
         self.outstanding.extend(outcome.markers);
@@ -81,7 +80,7 @@ impl Runner {
         let id = || TransactionalId(a.get("id").copied().unwrap_or_default().to_owned());
         let producer = || (ProducerId(get("pid")), ProducerEpoch(get("epoch") as i16));
         let now = get("now");
-        let unit = |(answer, markers): (Result<(), producer_state::KafkaError>, String)| match answer {
+        let unit = |(answer, markers): (Result<(), kafka_types::KafkaError>, String)| match answer {
             Ok(()) => format!("ok{markers}"),
             Err(error) => format!("error {}{markers}", error.name()),
         };

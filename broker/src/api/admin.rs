@@ -7,8 +7,10 @@ use kafka_protocol::messages::metadata_response::{
 };
 use kafka_protocol::messages::*;
 
+use kafka_types::{KafkaError, NO_ERROR};
+
 use super::str_bytes;
-use crate::broker::{codes, Broker};
+use crate::broker::Broker;
 use crate::versions::ADVERTISED;
 
 /// The advertised version table.
@@ -39,18 +41,18 @@ pub async fn metadata(broker: &Broker, request: MetadataRequest, version: i16) -
             if existing.contains_key(name.as_str()) {
                 continue;
             }
-            let code = if broker.config.auto_create_topics && allowed {
+            let error = if broker.config.auto_create_topics && allowed {
                 match broker
                     .create_topic(name.as_str(), broker.config.default_partitions)
                     .await
                 {
-                    Ok(()) | Err(codes::TOPIC_ALREADY_EXISTS) => continue,
-                    Err(code) => code,
+                    Ok(()) | Err(KafkaError::TopicAlreadyExists) => continue,
+                    Err(error) => error,
                 }
             } else {
-                codes::UNKNOWN_TOPIC_OR_PARTITION
+                KafkaError::UnknownTopicOrPartition
             };
-            created_errors.insert(name.as_str().to_owned(), code);
+            created_errors.insert(name.as_str().to_owned(), error);
         }
     }
     let partitions = broker.topic_partitions().await;
@@ -91,7 +93,8 @@ pub async fn metadata(broker: &Broker, request: MetadataRequest, version: i16) -
                     topic.error_code = created_errors
                         .get(&name)
                         .copied()
-                        .unwrap_or(codes::UNKNOWN_TOPIC_OR_PARTITION);
+                        .unwrap_or(KafkaError::UnknownTopicOrPartition)
+                        .code();
                 }
             }
             topic.name = Some(TopicName(str_bytes(&name)));
@@ -113,21 +116,21 @@ pub async fn create_topics(
         result.name = topic.name.clone();
         let partitions = match topic.num_partitions {
             -1 => Ok(broker.config.default_partitions),
-            n => u32::try_from(n).map_err(|_| codes::INVALID_PARTITIONS),
+            n => u32::try_from(n).map_err(|_| KafkaError::InvalidPartitions),
         };
         let outcome = if !matches!(topic.replication_factor, -1 | 1) {
-            Err(codes::INVALID_REPLICATION_FACTOR)
+            Err(KafkaError::InvalidReplicationFactor)
         } else if !topic.assignments.is_empty() {
-            Err(codes::INVALID_REQUEST)
+            Err(KafkaError::InvalidRequest)
         } else if request.validate_only {
             partitions.map(|_| ())
         } else {
             match partitions {
                 Ok(partitions) => broker.create_topic(topic.name.as_str(), partitions).await,
-                Err(code) => Err(code),
+                Err(error) => Err(error),
             }
         };
-        result.error_code = outcome.err().unwrap_or(codes::NONE);
+        result.error_code = outcome.err().map_or(NO_ERROR, KafkaError::code);
         response.topics.push(result);
     }
     response
@@ -141,7 +144,7 @@ pub async fn find_coordinator(
 ) -> FindCoordinatorResponse {
     let mut response = FindCoordinatorResponse::default();
     if !matches!(request.key_type, 0 | 1) {
-        response.error_code = codes::INVALID_REQUEST;
+        response.error_code = KafkaError::InvalidRequest.code();
         return response;
     }
     response.node_id = BrokerId(0);

@@ -13,8 +13,10 @@ use kafka_protocol::messages::*;
 use partition_log::Isolation;
 use record_format::{BatchBuffers, RecordBatch};
 
-use super::produce::log_error_code;
-use crate::broker::{codes, Broker};
+use kafka_types::KafkaError;
+
+use super::produce::log_error;
+use crate::broker::Broker;
 
 /// The longest a fetch waits, whatever it asks for.
 const MAX_WAIT: Duration = Duration::from_secs(30);
@@ -71,11 +73,11 @@ async fn read_all(broker: &Broker, request: &FetchRequest) -> (FetchResponse, us
             // KIP-74: the first partition with data returns at least one whole batch, whatever the limits.
             let read_bytes = if total == 0 { limit.max(1) } else { limit };
             match broker.partition(topic.topic.as_str(), partition.partition).await {
-                None => data.error_code = codes::UNKNOWN_TOPIC_OR_PARTITION,
+                None => data.error_code = KafkaError::UnknownTopicOrPartition.code(),
                 Some(slot) => {
                     let guard = slot.lock().await;
                     match guard.as_ref() {
-                        None => data.error_code = codes::KAFKA_STORAGE_ERROR,
+                        None => data.error_code = KafkaError::KafkaStorageError.code(),
                         Some(log) => {
                             data.high_watermark = log.high_watermark();
                             data.last_stable_offset = log.last_stable_offset();
@@ -102,7 +104,7 @@ async fn read_all(broker: &Broker, request: &FetchRequest) -> (FetchResponse, us
                                             );
                                         }
                                     }
-                                    Err(error) => data.error_code = log_error_code(&error),
+                                    Err(error) => data.error_code = log_error(&error).code(),
                                 }
                             }
                         }
@@ -155,11 +157,11 @@ pub async fn list_offsets(broker: &Broker, request: ListOffsetsRequest, version:
                 .partition(topic.name.as_str(), partition.partition_index)
                 .await
             {
-                None => answer.error_code = codes::UNKNOWN_TOPIC_OR_PARTITION,
+                None => answer.error_code = KafkaError::UnknownTopicOrPartition.code(),
                 Some(slot) => {
                     let guard = slot.lock().await;
                     match guard.as_ref() {
-                        None => answer.error_code = codes::KAFKA_STORAGE_ERROR,
+                        None => answer.error_code = KafkaError::KafkaStorageError.code(),
                         Some(log) => {
                             let upper = match isolation {
                                 Isolation::ReadCommitted => log.last_stable_offset(),
@@ -180,7 +182,7 @@ pub async fn list_offsets(broker: &Broker, request: ListOffsetsRequest, version:
                                     Ok(None) => {}
                                     Err(code) => answer.error_code = code,
                                 },
-                                _ => answer.error_code = codes::INVALID_REQUEST,
+                                _ => answer.error_code = KafkaError::InvalidRequest.code(),
                             }
                         }
                     }
@@ -204,7 +206,7 @@ async fn search(
         let batches = log
             .read_for_replica(offset, SEARCH_READ_BYTES)
             .await
-            .map_err(|error| log_error_code(&error))?;
+            .map_err(|error| log_error(&error).code())?;
         let Some(last) = batches.last() else {
             break;
         };
@@ -213,11 +215,9 @@ async fn search(
             if batch.is_control() || batch.max_timestamp() < timestamp || batch.base_offset() >= upper {
                 continue;
             }
-            let records = batch
-                .records()
-                .map_err(|_| producer_state::KafkaError::InvalidRecord.code())?;
+            let records = batch.records().map_err(|_| KafkaError::InvalidRecord.code())?;
             for record in records.iter() {
-                let record = record.map_err(|_| producer_state::KafkaError::InvalidRecord.code())?;
+                let record = record.map_err(|_| KafkaError::InvalidRecord.code())?;
                 let record_timestamp = batch.base_timestamp().saturating_add(record.timestamp_delta);
                 let record_offset = batch.base_offset().saturating_add(i64::from(record.offset_delta));
                 if record_timestamp >= timestamp && record_offset < upper {

@@ -11,11 +11,11 @@ use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::*;
-use producer_state::{KafkaError, TransactionalId};
+use kafka_types::{KafkaError, TransactionalId, NO_ERROR};
 use txn_coordinator::TxnState;
 
 use super::str_bytes;
-use crate::broker::{codes, Broker};
+use crate::broker::Broker;
 use crate::offsets::{Committed, OffsetEntry};
 
 /// OffsetCommit: every partition of a known topic is committed in one durable write.
@@ -38,7 +38,7 @@ pub async fn offset_commit(
                 .await
                 .is_none()
             {
-                result.error_code = codes::UNKNOWN_TOPIC_OR_PARTITION;
+                result.error_code = KafkaError::UnknownTopicOrPartition.code();
             } else {
                 entries.push(entry(
                     &group,
@@ -55,7 +55,7 @@ pub async fn offset_commit(
     if group.is_empty() {
         set_all(&mut topics, KafkaError::InvalidRequest.code());
     } else if broker.offsets.lock().await.commit(entries).await.is_err() {
-        set_all(&mut topics, codes::KAFKA_STORAGE_ERROR);
+        set_all(&mut topics, KafkaError::KafkaStorageError.code());
     }
     let mut response = OffsetCommitResponse::default();
     response.topics = topics;
@@ -83,7 +83,7 @@ fn entry(
 
 fn set_all(topics: &mut [OffsetCommitResponseTopic], code: i16) {
     for partition in topics.iter_mut().flat_map(|topic| topic.partitions.iter_mut()) {
-        if partition.error_code == codes::NONE {
+        if partition.error_code == NO_ERROR {
             partition.error_code = code;
         }
     }
@@ -181,7 +181,7 @@ pub async fn txn_offset_commit(
         for partition in &topic.partitions {
             let mut result = TxnOffsetCommitResponsePartition::default();
             result.partition_index = partition.partition_index;
-            result.error_code = check.err().unwrap_or(codes::NONE);
+            result.error_code = check.err().unwrap_or(NO_ERROR);
             if check.is_ok() {
                 entries.push(entry(
                     &group,
@@ -205,7 +205,7 @@ pub async fn txn_offset_commit(
             .is_err()
     {
         for partition in response.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
-            partition.error_code = codes::KAFKA_STORAGE_ERROR;
+            partition.error_code = KafkaError::KafkaStorageError.code();
         }
     }
     response

@@ -161,7 +161,7 @@ pub async fn handle(broker: &Broker, request: &Request) -> Result<Reply, Request
     match decoded {
         Decoded::UnsupportedApiVersions => {
             let mut response = admin::api_versions();
-            response.error_code = crate::broker::codes::UNSUPPORTED_VERSION;
+            response.error_code = kafka_types::KafkaError::UnsupportedVersion.code();
             frame(ApiKey::ApiVersions, 0, id, &response)
         }
         Decoded::ApiVersions => frame(key, version, id, &admin::api_versions()),

@@ -4,11 +4,12 @@
 
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::*;
+use kafka_types::{KafkaError, TransactionVersion};
 use partition_log::LogError;
-use producer_state::{AppendOrigin, TransactionVersion};
+use producer_state::AppendOrigin;
 use record_format::{BatchIter, DecodeError};
 
-use crate::broker::{codes, Broker};
+use crate::broker::Broker;
 
 /// Appends every partition's batch and answers each partition's offset or error.
 pub async fn produce(broker: &Broker, request: ProduceRequest, _version: i16) -> ProduceResponse {
@@ -29,7 +30,7 @@ pub async fn produce(broker: &Broker, request: ProduceRequest, _version: i16) ->
                     answer.log_start_offset = log_start_offset;
                     appended = true;
                 }
-                Err(code) => answer.error_code = code,
+                Err(error) => answer.error_code = error.code(),
             }
             topic_response.partition_responses.push(answer);
         }
@@ -41,63 +42,61 @@ pub async fn produce(broker: &Broker, request: ProduceRequest, _version: i16) ->
     response
 }
 
-/// One partition's append: `(base offset, log start offset)` or a Kafka error code.
+/// One partition's append: `(base offset, log start offset)` or the Kafka error to answer.
 async fn append(
     broker: &Broker,
     topic: &str,
     partition: i32,
     records: Option<bytes::Bytes>,
-) -> Result<(i64, i64), i16> {
+) -> Result<(i64, i64), KafkaError> {
     let slot = broker
         .partition(topic, partition)
         .await
-        .ok_or(codes::UNKNOWN_TOPIC_OR_PARTITION)?;
-    let records = records.ok_or(producer_state::KafkaError::InvalidRecord.code())?;
+        .ok_or(KafkaError::UnknownTopicOrPartition)?;
+    let records = records.ok_or(KafkaError::InvalidRecord)?;
     let mut batches = Vec::new();
     // Length and magic here; the CRC and record checks are `append_as_leader`'s (once).
     for batch in BatchIter::unverified(records) {
         match batch {
             Ok(batch) => batches.push(batch.batch),
             Err(record_format::SegmentError::Corrupt { error, .. }) => {
-                return Err(decode_error_code(Some(&error)))
+                return Err(decode_error(Some(&error)))
             }
-            Err(_) => return Err(codes::UNKNOWN_SERVER_ERROR),
+            Err(_) => return Err(KafkaError::UnknownServerError),
         }
     }
     let mut guard = slot.lock().await;
-    let log = guard.as_mut().ok_or(codes::KAFKA_STORAGE_ERROR)?;
+    let log = guard.as_mut().ok_or(KafkaError::KafkaStorageError)?;
     let outcome = log
         .append_as_leader(batches, AppendOrigin::Client, TransactionVersion::V0)
         .await
-        .map_err(|error| log_error_code(&error))?;
+        .map_err(|error| log_error(&error))?;
     if !outcome.duplicate {
         log.flush_acknowledged()
             .await
-            .map_err(|error| log_error_code(&error))?;
+            .map_err(|error| log_error(&error))?;
         let end = log.log_end_offset();
         log.advance_high_watermark(end);
     }
     Ok((outcome.first_offset, log.log_start_offset()))
 }
 
-/// The Kafka error code of a refused append.
-pub(crate) fn log_error_code(error: &LogError) -> i16 {
+/// The Kafka error of a refused append or read.
+pub(crate) fn log_error(error: &LogError) -> KafkaError {
     match error {
-        LogError::CorruptBatch { source, .. } => decode_error_code(Some(source)),
+        LogError::CorruptBatch { source, .. } => decode_error(Some(source)),
         LogError::Storage(_) | LogError::Offline { .. } | LogError::Recovery { .. } => {
-            codes::KAFKA_STORAGE_ERROR
+            KafkaError::KafkaStorageError
         }
-        LogError::OffsetOutOfRange { .. } => codes::OFFSET_OUT_OF_RANGE,
-        other => other
-            .kafka_error()
-            .map_or(codes::UNKNOWN_SERVER_ERROR, |error| error.code()),
+        LogError::OffsetOutOfRange { .. } => KafkaError::OffsetOutOfRange,
+        other => other.kafka_error().unwrap_or(KafkaError::UnknownServerError),
     }
 }
 
 /// CORRUPT_MESSAGE for a checksum mismatch (Kafka's `CorruptRecordException`), INVALID_RECORD otherwise.
-fn decode_error_code(error: Option<&DecodeError>) -> i16 {
+fn decode_error(error: Option<&DecodeError>) -> KafkaError {
     match error {
-        Some(DecodeError::CrcMismatch { .. }) => codes::CORRUPT_MESSAGE,
-        _ => producer_state::KafkaError::InvalidRecord.code(),
+        Some(DecodeError::CrcMismatch { .. }) => KafkaError::CorruptMessage,
+        _ => KafkaError::InvalidRecord,
     }
 }

@@ -10,11 +10,10 @@ use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
 };
 use kafka_protocol::messages::*;
-use producer_state::{KafkaError, ProducerEpoch, TransactionalId};
+use kafka_types::{KafkaError, ProducerEpoch, ProducerId, TransactionVersion, TransactionalId, NO_ERROR};
 use storage::PartitionId;
-use txn_coordinator::TransactionVersion;
 
-use crate::broker::{codes, Broker};
+use crate::broker::Broker;
 use crate::now_ms;
 
 fn transactional_id(id: &kafka_protocol::messages::TransactionalId) -> TransactionalId {
@@ -22,7 +21,7 @@ fn transactional_id(id: &kafka_protocol::messages::TransactionalId) -> Transacti
 }
 
 fn code(result: Result<(), KafkaError>) -> i16 {
-    result.err().map_or(codes::NONE, KafkaError::code)
+    result.err().map_or(NO_ERROR, KafkaError::code)
 }
 
 /// The error as a request of `version` can carry it: PRODUCER_FENCED exists from `fenced_since` on (KIP-588:
@@ -48,7 +47,7 @@ pub async fn init_producer_id(
     response.producer_epoch = -1;
     let id = request.transactional_id.as_ref().map(transactional_id);
     let expected = (version >= 3 && request.producer_id.0 >= 0).then_some((
-        producer_state::ProducerId(request.producer_id.0),
+        ProducerId(request.producer_id.0),
         ProducerEpoch(request.producer_epoch),
     ));
     let mut coordinator = broker.coordinator.lock().await;
@@ -93,7 +92,7 @@ pub async fn add_partitions(
         let mut coordinator = broker.coordinator.lock().await;
         let outcome = coordinator.coordinator().add_partitions(
             &transactional_id(&request.v3_and_below_transactional_id),
-            producer_state::ProducerId(request.v3_and_below_producer_id.0),
+            ProducerId(request.v3_and_below_producer_id.0),
             ProducerEpoch(request.v3_and_below_producer_epoch),
             &partitions,
             now_ms(),
@@ -114,9 +113,9 @@ pub async fn add_partitions(
             partition.partition_index = index;
             partition.partition_error_code =
                 if unknown.iter().any(|(name, i)| name == &topic.name && *i == index) {
-                    codes::UNKNOWN_TOPIC_OR_PARTITION
+                    KafkaError::UnknownTopicOrPartition.code()
                 } else if !unknown.is_empty() {
-                    codes::OPERATION_NOT_ATTEMPTED
+                    KafkaError::OperationNotAttempted.code()
                 } else {
                     code(result)
                 };
@@ -136,7 +135,7 @@ pub async fn add_offsets(
     let mut coordinator = broker.coordinator.lock().await;
     let outcome = coordinator.coordinator().add_offsets(
         &transactional_id(&request.transactional_id),
-        producer_state::ProducerId(request.producer_id.0),
+        ProducerId(request.producer_id.0),
         ProducerEpoch(request.producer_epoch),
         request.group_id.as_str(),
         now_ms(),
@@ -152,7 +151,7 @@ pub async fn end_txn(broker: &Broker, request: EndTxnRequest, version: i16) -> E
     let mut coordinator = broker.coordinator.lock().await;
     let outcome = coordinator.coordinator().end_txn(
         &transactional_id(&request.transactional_id),
-        producer_state::ProducerId(request.producer_id.0),
+        ProducerId(request.producer_id.0),
         ProducerEpoch(request.producer_epoch),
         request.committed,
         TransactionVersion::V1,

@@ -1,7 +1,8 @@
 //! The clients: idempotent and transactional producers and applications, doing what Kafka's clients do with
 //! each answer (kafka-semantics §9; see the module docs of [`super`]).
 
-use producer_state::{AppendOrigin, KafkaError, ProducerEpoch, ProducerId, TransactionVersion};
+use kafka_types::{KafkaError, ProducerEpoch, ProducerId, TransactionVersion};
+use producer_state::AppendOrigin;
 use record_format::{BatchBuilder, RecordBatch};
 use storage::PartitionId;
 
@@ -360,7 +361,7 @@ impl World {
             producer_id,
             epoch,
             commit,
-            txn_coordinator::TransactionVersion::V1,
+            TransactionVersion::V1,
             self.clock,
         );
         match self.apply(&client.cluster, outcome).await? {

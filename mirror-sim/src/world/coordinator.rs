@@ -1,7 +1,7 @@
 //! The clusters' transaction coordinators as the world drives them: records kept as the coordinator's durable
 //! log, markers delivered to the partitions (COORDINATOR origin) and acknowledged, timeouts, crashes, expiration.
 
-use producer_state::{CoordinatorEpoch, KafkaError, TransactionalId};
+use kafka_types::{CoordinatorEpoch, KafkaError, TransactionalId};
 use txn_coordinator::{
     Coordinator, CoordinatorConfig, MarkerFailure, MarkerRequest, Outcome, ProducerIdManager,
 };

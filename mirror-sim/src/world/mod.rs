@@ -12,9 +12,10 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
+use kafka_types::{CoordinatorEpoch, ProducerEpoch, ProducerId, TransactionalId};
 use mirror_fsm::{FetchError, FetchResponse, Fetcher, LocalFetcher, MirrorDriver, SharedLog};
 use partition_log::{LogConfig, LogError, PartitionLog};
-use producer_state::{CoordinatorEpoch, ProducerEpoch, ProducerId, PsmConfig, StateSummary, TransactionalId};
+use producer_state::{PsmConfig, StateSummary};
 use record_format::RecordBatch;
 use storage::{PartitionId, Storage};
 use storage_config::StorageConfig;

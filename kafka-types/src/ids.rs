@@ -1,4 +1,4 @@
-//! Newtypes for producer identity (ADR 0011): where a request carries a producer id, its epoch and a
+//! Newtypes for Kafka's identities (ADR 0011): where a request carries a producer id, its epoch and a
 //! coordinator epoch side by side, the types keep them apart. Offsets and sequences stay Kafka's primitives.
 
 use std::fmt;
@@ -19,8 +19,27 @@ pub struct CoordinatorEpoch(pub i32);
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct TransactionalId(pub String);
 
+/// A cluster's id (Kafka's `cluster.id`, answered in Metadata): what a mirror verifies of its source and what a
+/// `MIRROR_PID_RESET` barrier names as its source and writer.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ClusterId(pub String);
+
+impl ClusterId {
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ClusterId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 impl ProducerId {
     /// The raw value.
+    #[inline]
     pub fn get(self) -> i64 {
         self.0
     }
@@ -28,6 +47,7 @@ impl ProducerId {
 
 impl ProducerEpoch {
     /// The raw value.
+    #[inline]
     pub fn get(self) -> i16 {
         self.0
     }

@@ -1,0 +1,286 @@
+//! Kafka's error codes: [`KafkaError`] (name and wire code) and [`ClientErrorClass`], what a client does with
+//! each (kafka-semantics §9), including the *fenced* class where `INVALID_PRODUCER_ID_MAPPING` belongs for
+//! applications (KAFKA-16699). "No error" (code 0) is not a `KafkaError`: an answer without one carries
+//! [`NO_ERROR`].
+
+use std::fmt;
+
+/// The wire code of an answer without an error.
+pub const NO_ERROR: i16 = 0;
+
+/// The Kafka error codes mirrorlog answers or acts on (Kafka's `Errors` enum, by name and wire code).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum KafkaError {
+    /// -1: a broker-side programming error (Kafka's `IllegalArgumentException` path).
+    UnknownServerError,
+    /// 1: the requested offset is outside the log.
+    OffsetOutOfRange,
+    /// 2: a batch failed its CRC check.
+    CorruptMessage,
+    /// 3: the topic or partition does not exist here.
+    UnknownTopicOrPartition,
+    /// 17: the topic name is not acceptable (e.g. an internal name).
+    InvalidTopic,
+    /// 35: the request version is not served.
+    UnsupportedVersion,
+    /// 36: CreateTopics of a topic that exists.
+    TopicAlreadyExists,
+    /// 37: the partition count is not acceptable.
+    InvalidPartitions,
+    /// 38: the replication factor is not acceptable.
+    InvalidReplicationFactor,
+    /// 55: the request was not attempted because another part of it failed.
+    OperationNotAttempted,
+    /// 56: the partition's storage failed (or the partition is closed).
+    KafkaStorageError,
+    /// 45: the sequence number does not follow the producer's last one.
+    OutOfOrderSequenceNumber,
+    /// 46: a duplicate (no longer sent by brokers; clients treat it as success).
+    DuplicateSequenceNumber,
+    /// 47: the producer's epoch is older than the stored one.
+    InvalidProducerEpoch,
+    /// 42: the request is malformed (e.g. an empty transactional id).
+    InvalidRequest,
+    /// 48: the append is inconsistent with the producer's transaction state.
+    InvalidTxnState,
+    /// 49: the producer id is not (or no longer) mapped to its transactional id.
+    InvalidProducerIdMapping,
+    /// 50: the transaction timeout exceeds the coordinator's maximum.
+    InvalidTransactionTimeout,
+    /// 51: another transition of the transactional id is in progress; retry.
+    ConcurrentTransactions,
+    /// 52: a marker from an older transaction coordinator.
+    TransactionCoordinatorFenced,
+    /// 59: the broker has no state for the producer.
+    UnknownProducerId,
+    /// 87: the batch is not acceptable (e.g. a control batch from a client).
+    InvalidRecord,
+    /// 90: another producer with the same transactional id took over.
+    ProducerFenced,
+    /// 120: the transaction must be aborted.
+    TransactionAbortable,
+    /// 134 (KIP-1279 prototype, provisional): the topic is a mirror and refuses client writes.
+    ReadOnlyTopic,
+}
+
+/// What a client does when it receives an error (kafka-semantics §9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ClientErrorClass {
+    /// Retry the request as is.
+    Retriable,
+    /// Abort the current transaction (or fail the batch), then continue.
+    Abortable,
+    /// The producer was replaced: close dirty, re-initialise the producer, continue from committed state.
+    Fenced,
+    /// The producer cannot continue.
+    Fatal,
+}
+
+impl KafkaError {
+    /// Every error, in code order.
+    pub const ALL: [KafkaError; 25] = [
+        KafkaError::UnknownServerError,
+        KafkaError::OffsetOutOfRange,
+        KafkaError::CorruptMessage,
+        KafkaError::UnknownTopicOrPartition,
+        KafkaError::InvalidTopic,
+        KafkaError::UnsupportedVersion,
+        KafkaError::TopicAlreadyExists,
+        KafkaError::InvalidPartitions,
+        KafkaError::InvalidReplicationFactor,
+        KafkaError::InvalidRequest,
+        KafkaError::OutOfOrderSequenceNumber,
+        KafkaError::DuplicateSequenceNumber,
+        KafkaError::InvalidProducerEpoch,
+        KafkaError::InvalidTxnState,
+        KafkaError::InvalidProducerIdMapping,
+        KafkaError::InvalidTransactionTimeout,
+        KafkaError::ConcurrentTransactions,
+        KafkaError::TransactionCoordinatorFenced,
+        KafkaError::OperationNotAttempted,
+        KafkaError::KafkaStorageError,
+        KafkaError::UnknownProducerId,
+        KafkaError::InvalidRecord,
+        KafkaError::ProducerFenced,
+        KafkaError::TransactionAbortable,
+        KafkaError::ReadOnlyTopic,
+    ];
+
+    /// The wire code.
+    #[inline]
+    pub fn code(self) -> i16 {
+        match self {
+            KafkaError::UnknownServerError => -1,
+            KafkaError::OffsetOutOfRange => 1,
+            KafkaError::CorruptMessage => 2,
+            KafkaError::UnknownTopicOrPartition => 3,
+            KafkaError::InvalidTopic => 17,
+            KafkaError::UnsupportedVersion => 35,
+            KafkaError::TopicAlreadyExists => 36,
+            KafkaError::InvalidPartitions => 37,
+            KafkaError::InvalidReplicationFactor => 38,
+            KafkaError::OperationNotAttempted => 55,
+            KafkaError::KafkaStorageError => 56,
+            KafkaError::InvalidRequest => 42,
+            KafkaError::OutOfOrderSequenceNumber => 45,
+            KafkaError::DuplicateSequenceNumber => 46,
+            KafkaError::InvalidProducerEpoch => 47,
+            KafkaError::InvalidTxnState => 48,
+            KafkaError::InvalidProducerIdMapping => 49,
+            KafkaError::InvalidTransactionTimeout => 50,
+            KafkaError::ConcurrentTransactions => 51,
+            KafkaError::TransactionCoordinatorFenced => 52,
+            KafkaError::UnknownProducerId => 59,
+            KafkaError::InvalidRecord => 87,
+            KafkaError::ProducerFenced => 90,
+            KafkaError::TransactionAbortable => 120,
+            KafkaError::ReadOnlyTopic => 134,
+        }
+    }
+
+    /// Kafka's name (`Errors` enum constant).
+    pub fn name(self) -> &'static str {
+        match self {
+            KafkaError::UnknownServerError => "UNKNOWN_SERVER_ERROR",
+            KafkaError::OffsetOutOfRange => "OFFSET_OUT_OF_RANGE",
+            KafkaError::CorruptMessage => "CORRUPT_MESSAGE",
+            KafkaError::UnknownTopicOrPartition => "UNKNOWN_TOPIC_OR_PARTITION",
+            KafkaError::InvalidTopic => "INVALID_TOPIC_EXCEPTION",
+            KafkaError::UnsupportedVersion => "UNSUPPORTED_VERSION",
+            KafkaError::TopicAlreadyExists => "TOPIC_ALREADY_EXISTS",
+            KafkaError::InvalidPartitions => "INVALID_PARTITIONS",
+            KafkaError::InvalidReplicationFactor => "INVALID_REPLICATION_FACTOR",
+            KafkaError::OperationNotAttempted => "OPERATION_NOT_ATTEMPTED",
+            KafkaError::KafkaStorageError => "KAFKA_STORAGE_ERROR",
+            KafkaError::InvalidRequest => "INVALID_REQUEST",
+            KafkaError::OutOfOrderSequenceNumber => "OUT_OF_ORDER_SEQUENCE_NUMBER",
+            KafkaError::DuplicateSequenceNumber => "DUPLICATE_SEQUENCE_NUMBER",
+            KafkaError::InvalidProducerEpoch => "INVALID_PRODUCER_EPOCH",
+            KafkaError::InvalidTxnState => "INVALID_TXN_STATE",
+            KafkaError::InvalidProducerIdMapping => "INVALID_PRODUCER_ID_MAPPING",
+            KafkaError::InvalidTransactionTimeout => "INVALID_TRANSACTION_TIMEOUT",
+            KafkaError::ConcurrentTransactions => "CONCURRENT_TRANSACTIONS",
+            KafkaError::TransactionCoordinatorFenced => "TRANSACTION_COORDINATOR_FENCED",
+            KafkaError::UnknownProducerId => "UNKNOWN_PRODUCER_ID",
+            KafkaError::InvalidRecord => "INVALID_RECORD",
+            KafkaError::ProducerFenced => "PRODUCER_FENCED",
+            KafkaError::TransactionAbortable => "TRANSACTION_ABORTABLE",
+            KafkaError::ReadOnlyTopic => "READ_ONLY_TOPIC",
+        }
+    }
+
+    /// How an application-level client (a transactional producer as Kafka Streams drives it) handles the error
+    /// when it arrives on the produce path.
+    pub fn client_class(self) -> ClientErrorClass {
+        match self {
+            // KAFKA-16699: an expired or re-mapped transactional id means the producer was replaced.
+            KafkaError::ProducerFenced | KafkaError::InvalidProducerIdMapping => ClientErrorClass::Fenced,
+            KafkaError::InvalidProducerEpoch
+            | KafkaError::OutOfOrderSequenceNumber
+            | KafkaError::InvalidTxnState
+            | KafkaError::TransactionAbortable
+            | KafkaError::InvalidRecord => ClientErrorClass::Abortable,
+            // Brokers no longer send it; clients treat it as success without offsets.
+            KafkaError::DuplicateSequenceNumber | KafkaError::UnknownProducerId => {
+                ClientErrorClass::Retriable
+            }
+            // The coordinator is busy completing or fencing: back off and retry. Kafka's clients retry a storage
+            // error, an unknown partition (metadata may lag) and a corrupt batch (re-sent from the buffer).
+            KafkaError::ConcurrentTransactions
+            | KafkaError::KafkaStorageError
+            | KafkaError::UnknownTopicOrPartition
+            | KafkaError::CorruptMessage => ClientErrorClass::Retriable,
+            // A produce that was not attempted because another part of the request failed.
+            KafkaError::OperationNotAttempted => ClientErrorClass::Abortable,
+            // Answers of requests the produce path never sends; a client reports them to its caller.
+            KafkaError::OffsetOutOfRange
+            | KafkaError::InvalidTopic
+            | KafkaError::UnsupportedVersion
+            | KafkaError::TopicAlreadyExists
+            | KafkaError::InvalidPartitions
+            | KafkaError::InvalidReplicationFactor => ClientErrorClass::Fatal,
+            // A client bug (a timeout above the maximum, an empty transactional id): retrying cannot help.
+            KafkaError::InvalidRequest | KafkaError::InvalidTransactionTimeout => ClientErrorClass::Fatal,
+            // A mirror partition stays read-only until failover; retrying against it cannot succeed.
+            KafkaError::ReadOnlyTopic
+            | KafkaError::TransactionCoordinatorFenced
+            | KafkaError::UnknownServerError => ClientErrorClass::Fatal,
+        }
+    }
+
+    /// The error with this name, if any.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|error| error.name() == name)
+    }
+
+    /// The error with this wire code, if it is one of [`Self::ALL`].
+    pub fn from_code(code: i16) -> Option<Self> {
+        Self::ALL.into_iter().find(|error| error.code() == code)
+    }
+}
+
+impl fmt::Display for KafkaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.name(), self.code())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_and_names_match_kafka() {
+        let expected = [
+            ("OFFSET_OUT_OF_RANGE", 1),
+            ("CORRUPT_MESSAGE", 2),
+            ("UNKNOWN_TOPIC_OR_PARTITION", 3),
+            ("INVALID_TOPIC_EXCEPTION", 17),
+            ("UNSUPPORTED_VERSION", 35),
+            ("TOPIC_ALREADY_EXISTS", 36),
+            ("INVALID_PARTITIONS", 37),
+            ("INVALID_REPLICATION_FACTOR", 38),
+            ("OUT_OF_ORDER_SEQUENCE_NUMBER", 45),
+            ("INVALID_PRODUCER_EPOCH", 47),
+            ("INVALID_TXN_STATE", 48),
+            ("INVALID_PRODUCER_ID_MAPPING", 49),
+            ("TRANSACTION_COORDINATOR_FENCED", 52),
+            ("OPERATION_NOT_ATTEMPTED", 55),
+            ("KAFKA_STORAGE_ERROR", 56),
+            ("INVALID_RECORD", 87),
+            ("PRODUCER_FENCED", 90),
+            ("READ_ONLY_TOPIC", 134),
+        ];
+        for (name, code) in expected {
+            let error = KafkaError::from_name(name).unwrap();
+            assert_eq!(error.code(), code, "{name}");
+            assert_eq!(KafkaError::from_code(code), Some(error), "{name}");
+        }
+    }
+
+    #[test]
+    fn every_error_has_one_code_and_one_name() {
+        let mut codes: Vec<i16> = KafkaError::ALL.iter().map(|e| e.code()).collect();
+        let mut names: Vec<&str> = KafkaError::ALL.iter().map(|e| e.name()).collect();
+        codes.sort_unstable();
+        names.sort_unstable();
+        codes.dedup();
+        names.dedup();
+        assert_eq!(codes.len(), KafkaError::ALL.len());
+        assert_eq!(names.len(), KafkaError::ALL.len());
+        assert!(!codes.contains(&NO_ERROR));
+    }
+
+    #[test]
+    fn invalid_producer_id_mapping_is_handled_like_producer_fenced() {
+        assert_eq!(
+            KafkaError::InvalidProducerIdMapping.client_class(),
+            KafkaError::ProducerFenced.client_class()
+        );
+        assert_eq!(
+            KafkaError::ProducerFenced.client_class(),
+            ClientErrorClass::Fenced
+        );
+    }
+}
