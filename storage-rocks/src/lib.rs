@@ -10,7 +10,6 @@
 //! ```
 //!
 //! A write is one `WriteBatch` across the families; synced writes and `flush(Sync)` sync the write-ahead log.
-#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -110,6 +109,13 @@ impl RocksStorage {
     /// error level instead of a `LOG` file, which a read-write open would rotate). A missing database is an
     /// error. Creating, deleting or opening a partition for writing answers [`StorageError::ReadOnlyStore`].
     pub fn open_read_only(config: RocksConfig) -> Result<Self, StorageError> {
+        // RocksDB would create a missing directory before failing to find a database in it.
+        if !config.data_dir.is_dir() {
+            return Err(StorageError::io(
+                format!("opening {} read-only", config.data_dir.display()),
+                std::io::Error::new(std::io::ErrorKind::NotFound, "no database directory"),
+            ));
+        }
         let mut options = Options::default();
         options.set_info_logger(InfoLogger::new_stderr_logger(LogLevel::Error, Some("rocksdb")));
         let db = DB::open_cf_descriptors_read_only(&options, &config.data_dir, Self::families(), false)
