@@ -4,6 +4,7 @@
 //! network, the protocol and the client. Prints MiB/s per run and the median of `RUNS`.
 //!
 //! `BATCH_RECORDS=80 DURABILITY=sync cargo bench -p broker --bench in_process_append`
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use std::time::Instant;
 

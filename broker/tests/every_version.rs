@@ -7,6 +7,7 @@
 //! one closes the client's connection instead of answering (aiokafka's ListOffsets v1–v3 did, on `leader_epoch`).
 //! Fencing errors follow the request version as Kafka maps them: PRODUCER_FENCED exists from InitProducerId v4,
 //! AddPartitionsToTxn v2, AddOffsetsToTxn v2 and EndTxn v2; older versions hear INVALID_PRODUCER_EPOCH.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use broker::{Broker, BrokerConfig, Reply};
 use bytes::{Bytes, BytesMut};

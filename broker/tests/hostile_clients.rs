@@ -1,5 +1,6 @@
 //! Bad input and load against a running broker (in-process, memory backend, ephemeral loopback port): each bad
 //! request is answered with an error or a closed connection, and the broker keeps serving everyone else.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 mod common;
 

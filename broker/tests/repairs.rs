@@ -1,4 +1,5 @@
 //! What opening a data directory repaired is kept for `mirrorlog serve` to print, not dropped.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use std::net::SocketAddr;
 

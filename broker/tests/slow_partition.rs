@@ -1,6 +1,7 @@
 //! A slow fsync on one partition holds back only that partition: a produce to another partition, on another
 //! connection, is answered while the slow one is still syncing (storage calls run on the blocking pool and each
 //! partition has its own lock).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 mod common;
 

@@ -8,6 +8,7 @@
 //! - **Mirroring copy throughput**: a driver catching up a destination partition from a source partition of
 //!   `MIRRORLOG_BENCH_MIRROR_MB` MiB (default 256) of 1 KiB batches, next to copying the source's segment files
 //!   into new files through a 1 MiB buffer (median of 3).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use std::io::{Read, Write};
 use std::path::Path;

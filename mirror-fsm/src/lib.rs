@@ -6,7 +6,6 @@
 //! [`partition_log::PartitionLog`] and a [`Fetcher`] (the source side), persisting the machine's state in the
 //! partition's metadata so a crash at any point resumes to the same end: log cut to the LSO, last mirrored
 //! offset persisted, exactly one barrier after it, and only then writable.
-#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod ahead;
 pub mod driver;

@@ -3,6 +3,7 @@
 //! batch in a range fetched ahead is refused like any other, and that a failed fetch ahead costs nothing. On
 //! storage-fs a fetched range is written with one write of the buffer it was read into, and a batch a fetcher
 //! changed is written as changed.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 mod common;
 

@@ -9,6 +9,7 @@
 //!   writable;
 //! - 2: right after the stop, no producers and no open transactions; local producers reusing mirrored ids are
 //!   accepted from sequence 0.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 mod common;
 

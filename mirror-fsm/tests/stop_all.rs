@@ -1,6 +1,7 @@
 //! `stop_all`: many partitions failed over concurrently end exactly as one `Stop` each would leave them, each
 //! result is reported in order, and a partition whose storage fails mid-STOPPING fails alone (its own recovery is
 //! invariant 6's subject, `stopping_crash.rs`).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 mod common;
 

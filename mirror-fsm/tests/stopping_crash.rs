@@ -13,6 +13,7 @@
 //! outcomes per point), and after the reboot producer state must equal a replay of the surviving log, and once
 //! recovered the partition must end exactly where a clean STOPPING ends: the same log, aborted-transaction index,
 //! LSO, high watermark and producer state.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 mod common;
 

@@ -7,6 +7,7 @@
 //! offset (5); it holds exactly one barrier of its own, right at that offset (6); right after the barrier it
 //! has no producers and no open transactions, and local producers reusing mirrored ids are accepted from
 //! sequence 0, never as duplicates (2); while mirrored it refuses clients (4).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 mod common;
 

@@ -1,4 +1,5 @@
 //! The full transition table: every state × every event, with invalid transitions rejected and changing nothing.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use mirror_fsm::{
     Action, Event, Failure, LogFailure, MirrorPartition, MirrorState, Session, StateKind, StopStep,

@@ -1,5 +1,6 @@
 //! What the seeds do not discuss: a source producer that keeps its producer id across failover, and
 //! KAFKA-16699 — applications whose transactional id expires or that move to the destination.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 mod common;
 

@@ -1,4 +1,5 @@
 //! Same seed, same report; `random` under `barrier` is clean over 200 seeds; a shrunk reproduction replays.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use mirror_sim::report::{render_text, run_matrix, MatrixOptions};
 use mirror_sim::shrink::{shrink, Class, Reproduction};

@@ -3,6 +3,7 @@
 //! and kip1279-notes §7 predict (see `mirror_sim::report::PREDICTIONS`) and what the simulator found besides —
 //! e.g. under `negate` Kafka's producer state does not track negative producer ids at all (`hasProducerId` is
 //! `id > -1`), so read_committed shows aborted mirrored transactions (c).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use mirror_sim::shrink::Class;
 use mirror_sim::{generate, run_script, SimStorage, Strategy, Topology, Workload};

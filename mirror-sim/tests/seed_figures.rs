@@ -1,5 +1,6 @@
 //! The seed's figures (`seeds/000`), each run on real partition logs under the strategy the seed describes, and
 //! what the barrier strategies do with the same script.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 mod common;
 

@@ -11,7 +11,6 @@
 //! Exit status: 0 when the input is clean (or every script matches), 2 when the input is corrupt (what was valid
 //! is printed first, then the error), 1 when a script mismatches or the command could not run (missing file, bad
 //! arguments).
-#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 mod dump;
 mod dump_dir;

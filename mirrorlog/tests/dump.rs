@@ -1,4 +1,5 @@
 //! `mirrorlog dump` as a user runs it: the binary over every shared vector, checked against the manifest.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use std::process::Output;
 

@@ -1,6 +1,7 @@
 //! A storage-fs partition built from the shared segment vector: `mirrorlog dump` of the directory gives the
 //! vector's fields, its snapshot and txn-index views show the replayed producer state, and `mirrorlog partitions`
 //! opens the store a config file names.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 mod common;
 

@@ -1,4 +1,5 @@
 //! `mirrorlog replay` and `mirrorlog psm-script` as a user runs them.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

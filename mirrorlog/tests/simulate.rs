@@ -1,5 +1,6 @@
 //! `mirrorlog simulate` as a user runs it: the table and verdict, byte-identical for one seed, JSON, a trace
 //! whose reproductions replay, and refused arguments.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use std::process::{Command, Output};
 

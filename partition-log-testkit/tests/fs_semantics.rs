@@ -1,4 +1,5 @@
 //! The Kafka-semantics scenarios on `storage-fs` (Kafka's directory layout) in a temporary directory.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use std::path::Path;
 

@@ -7,6 +7,7 @@
 //! transactions, aborted-transaction index and LSO must equal those of a fresh log that replays its surviving
 //! batches from scratch (no snapshot), one batch per append as the live log appended them (Kafka computes an
 //! aborted entry's LSO per append), with LSO ≤ high watermark ≤ log end.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use std::sync::Arc;
 

@@ -6,6 +6,7 @@
 //! is never restarted. After every step: every operation had the same outcome on both, and the leader's producer
 //! state, open transactions, aborted-transaction index, first unstable offset and LSO equal the reference's (so
 //! after each restart the recovered state equals a log that never crashed); the follower equals its leader.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use std::path::Path;
 

@@ -11,6 +11,7 @@
 //!
 //! Sizes: `MIRRORLOG_BENCH_APPENDS` (default 100,000 appends) and `MIRRORLOG_BENCH_RECOVERY_BATCHES` (default
 //! 1,000,000).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use std::path::Path;
 use std::time::{Duration, Instant};

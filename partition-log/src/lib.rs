@@ -19,7 +19,6 @@
 //!
 //! The Kafka-semantics scenario suite every storage backend runs lives in `partition-log-testkit`.
 //! The crate never names a backend: it works on `Box<dyn PartitionStorage>`.
-#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod config;
 pub mod error;

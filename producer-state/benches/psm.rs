@@ -17,6 +17,7 @@
 //!   file, and decoding plus loading it into a fresh manager (recovery's `truncate_and_reload`).
 //!
 //! Run: `cargo bench -p producer-state --bench psm` (figures in `docs/benchmarks.md`).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use std::hint::black_box;
 

@@ -15,7 +15,6 @@
 //! - [`replay()`] is the one REPLICATION-origin replay every rebuild uses; [`summary`] prints the state. The scenario-script runner is the `psm-script` crate.
 //!
 //! No I/O, no clock, no randomness: time is an argument and snapshot storage is the caller's.
-#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod append;
 pub mod barrier;

@@ -6,6 +6,7 @@
 //!   replication appends, markers (TV0 and TV2) and barriers, the state rebuilt from a snapshot taken at a random
 //!   point plus a REPLICATION replay of the rest equals the live state; a follower fed every batch by replication
 //!   equals its leader after every step.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use std::collections::{BTreeMap, VecDeque};
 

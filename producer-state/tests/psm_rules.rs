@@ -1,6 +1,7 @@
 //! Kafka's `ProducerStateManagerTest` cases (kafka-semantics §11.1, numbered) that need more than a psm-script: the PSM used
 //! directly (no log-level duplicate check), first-offset metadata, late transactions, verification entries,
 //! snapshot-set operations and corrupt snapshots.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use producer_state::append::{DataBatch, EndMarker};
 use producer_state::snapshot::{decode_snapshot, encode_snapshot};

@@ -1,6 +1,7 @@
 //! Replaying the shared segment vector (REPLICATION origin, as log recovery does) gives exactly the manifest's
 //! `producer_state_after_replay`; the producers the manifest calls ambiguous are absent, because that barrier
 //! has no writer tag and therefore resets under the default writer scope.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use std::path::Path;
 

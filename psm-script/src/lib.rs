@@ -26,7 +26,6 @@
 //! restart                               -> ok   (a new manager with the same config and snapshots, as after a
 //!                                                crash; follow it with `reload`)
 //! ```
-#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 use std::collections::BTreeMap;
 

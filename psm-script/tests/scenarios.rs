@@ -3,6 +3,7 @@
 //! script can express (numbered after kafka-semantics §11.1), the barrier rules, and the seed's three corruption scenarios
 //! with and without a barrier. A mismatch prints a diff; `mirrorlog psm-script --rewrite` regenerates a file
 //! (review the diff before committing it).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use std::path::Path;
 

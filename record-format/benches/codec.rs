@@ -8,6 +8,7 @@
 //!   `kafka-protocol` encoding the same records decoded by itself (also views of one buffer).
 //!
 //! Run: `cargo bench -p record-format --bench codec` (figures in `docs/benchmarks.md`).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use std::hint::black_box;
 

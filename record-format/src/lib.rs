@@ -24,7 +24,6 @@
 //! assert_eq!(record.value, Some(&b"value"[..]));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
-#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod batch;
 pub mod buffers;

@@ -2,6 +2,7 @@
 //! batch; decompression bombs and absurd record counts fail fast within bounded memory.
 //!
 //! The counters are per thread, so tests running in parallel do not disturb each other.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use bytes::Bytes;
 use record_format::{BatchBuilder, Compression, DecodeError, DecodeLimits, RecordBatch};

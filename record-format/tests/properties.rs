@@ -1,5 +1,6 @@
 //! Property tests: arbitrary batches round-trip through the encoder and decoder; arbitrary bytes never panic the
 //! decoder or the segment readers; barrier values with arbitrary unknown tagged fields round-trip.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use bytes::Bytes;
 use proptest::prelude::*;

@@ -1,6 +1,7 @@
 //! The shared Kafka batch vectors (`tests/data/kafka-batches`): every valid case decodes to exactly the
 //! manifest's fields, every corrupt case fails with the manifest's category, and uncompressed batches re-encode
 //! to their original bytes.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use std::path::{Path, PathBuf};
 

@@ -1,5 +1,6 @@
 //! The cross-backend storage report (see `storage-bench/src/lib.rs`): prints one Markdown table per measurement
 //! with medians of three runs and the ratio to the raw-file baseline of the same run.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use std::time::Duration;
 

@@ -7,6 +7,7 @@
 //! for the in-memory backend made to look blocking (every append handed off: the pure hand-off cost) and
 //! storage-fs (a `write(2)` per append, which runs on the caller's thread).
 //! Medians of five runs; the ratio is the async path's time over the direct one.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use std::path::Path;
 use std::time::{Duration, Instant};

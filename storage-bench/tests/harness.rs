@@ -1,5 +1,6 @@
 //! The macro benchmark's harness with tiny sizes: every measurement for every backend in a report that parses,
 //! valid SVG charts, and a deliberately slowed backend showing up as slower.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -16,7 +16,6 @@
 //! (inspection: nothing is created or repaired); the CLI, the benchmark and the simulator share this registry.
 //! `durability` reaches the partition log through [`StorageConfig::durability`] →
 //! `partition_log::LogConfig::durability`, which `PartitionLog::flush_acknowledged` applies.
-#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 use std::path::{Path, PathBuf};
 

@@ -16,7 +16,6 @@
 //! appended to `mirrorlog.metadata` and synced (ADR 0019). A failed
 //! sync poisons the partition (enforced for every backend by `storage::checked`). The backend is blocking; the
 //! async traits run its calls off the executor (`storage::offload`, ADR 0010).
-#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod files;
 pub mod metadata;

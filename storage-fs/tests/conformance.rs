@@ -1,5 +1,6 @@
 //! The storage conformance suite on the file-system backend, with small segments so reads and truncations cross
 //! segment boundaries.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use std::path::Path;
 

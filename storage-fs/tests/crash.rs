@@ -1,6 +1,7 @@
 //! Crash safety of the file-system backend: the shared SIGKILL test (`storage_testkit::crash`, 50 seeded kills), and in
 //! half of the rounds the last segment is also cut at a random byte past the acknowledged data — what a power
 //! loss may do to unsynced pages — so torn tails are exercised too.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use std::path::Path;
 

@@ -12,6 +12,7 @@
 //! `a_removed_fsync_is_caught` shows the sweep can fail: with the log's, a temporary file's, the `.txnindex`'s, the
 //! metadata journal's or the directories' syncs made to do nothing, it finds lost acknowledged data. A longer sweep: `cargo xtask crash --minutes N`
 //! (sets `MIRRORLOG_POWER_LOSS_SECONDS`).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

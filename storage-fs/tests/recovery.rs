@@ -1,5 +1,6 @@
 //! What opening a damaged partition directory does: every case gives a clear error or a documented recovery
 //! (reported in `OpenReport`), never a panic. Also the byte formats Kafka's tools read.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use std::path::{Path, PathBuf};
 

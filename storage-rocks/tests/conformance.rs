@@ -1,5 +1,6 @@
 //! The storage conformance suite, the partition log's Kafka-semantics scenarios and the SIGKILL crash test on
 //! the RocksDB backend.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use std::path::Path;
 

@@ -1,5 +1,6 @@
 //! A read-only open of a RocksDB store (RocksDB's read-only mode) leaves the database directory byte for byte as it
 //! was.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use storage_rocks::{RocksConfig, RocksStorage};
 

@@ -1,5 +1,6 @@
 //! Repro of the sled 0.34.7 deadlock (spacejam/sled#1412): rounds of 1 KiB appends with a sync every MiB; prints
 //! any sync slower than 2 s and the syncs per round. A round that never ends is the deadlock.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 use storage::{Durability, PartitionId, Storage};
 use storage_sled::{SledConfig, SledStorage};
 

@@ -16,7 +16,6 @@
 //!
 //! sled has no read-only mode (opening a database writes to it), so [`SledStorage::open_read_only`] opens a
 //! private copy of the directory: inspecting a store never changes it, at the cost of copying it.
-#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 mod flush_group;
 

@@ -1,4 +1,5 @@
 //! The storage conformance suite and the partition log's Kafka-semantics scenarios on the sled backend.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use std::path::Path;
 

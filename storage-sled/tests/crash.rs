@@ -1,4 +1,5 @@
 //! Crash safety of the sled backend: the shared SIGKILL test (`storage_testkit::crash`, 50 seeded kills).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use std::path::Path;
 

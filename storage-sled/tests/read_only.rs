@@ -1,4 +1,5 @@
 //! A read-only open of a sled store (a private copy) leaves the database directory byte for byte as it was.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use storage_sled::{SledConfig, SledStorage};
 

@@ -21,7 +21,6 @@
 //!   every later write fails with [`StorageError::Poisoned`] until the partition is reopened.
 //! - **Inspection never writes**: [`Storage::open_read_only`] repairs nothing and refuses writes.
 //! - **Truncation is at batch boundaries**; the aborted-transaction index is cut with the log.
-#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod blocking;
 pub mod checked;

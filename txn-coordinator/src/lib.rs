@@ -30,7 +30,6 @@
 //! | `INVALID_TXN_STATE` (48) | abortable | the transaction is aborted |
 //! | `TRANSACTION_ABORTABLE` (120) | abortable | the transaction is aborted |
 //! | `INVALID_TRANSACTION_TIMEOUT` (50), `INVALID_REQUEST` (42) | fatal (a configuration or client bug) | fatal |
-#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod coordinator;
 pub mod durable;

@@ -2,6 +2,7 @@
 //! another aborts one, and the coordinator crashes between Prepare and Complete. After recovery every marker is
 //! in every partition exactly once, each partition's LSO is past its markers, and read_committed reads see
 //! exactly the committed records (read_uncommitted sees all).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use std::collections::BTreeMap;
 

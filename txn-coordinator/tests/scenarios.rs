@@ -14,6 +14,7 @@
 //! restart                                             -> ok resent=N  (rebuilt from the persisted records)
 //! state id=app                                        -> STATE pid=P epoch=E partitions=… | absent
 //! ```
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

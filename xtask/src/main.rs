@@ -5,6 +5,8 @@
 //!   `cargo test --workspace`, then the real-client suite (`broker/tests/clients`: pytest with pinned
 //!   confluent-kafka and kafka-python in a virtual environment it creates under the target directory). This is
 //!   the README's test command and what `.ci/run` calls.
+//! - `cargo xtask repo-checks`: the repository checks `test` starts with — no tracked file refers to a path
+//!   outside the repository, every ADR has a `Status:` line.
 //! - `cargo xtask bench [--quick] [--backends fs,sled,rocks,memory] [--only ID]... [--out DIR]`: builds in release
 //!   mode, runs the micro-benchmark headlines (criterion) and the cross-backend macro benchmark
 //!   (`storage-bench`'s `bench-report`), and writes `DIR/report.md`, `DIR/report.json` and SVG charts (default
@@ -169,6 +171,7 @@ fn ensure_rust_components() -> Result<(), String> {
 }
 
 fn test() -> Result<(), String> {
+    check_repository()?;
     ensure_system_requirements()?;
     ensure_rust_components()?;
     run(
@@ -183,6 +186,64 @@ fn test() -> Result<(), String> {
     client_suite()?;
     eprintln!("==> all checks passed");
     Ok(())
+}
+
+/// Directories next to the repository that a session's machine has but a clone does not: a file that names one
+/// works only where they happen to be.
+const OUTSIDE_THE_REPOSITORY: &[&str] = &["shared", ".library", ".mirror"];
+
+/// Repository hygiene that no compiler checks: no tracked file refers to a path outside the repository
+/// (a sibling directory such as `shared` exists on one machine only), and every ADR has a `Status:` line.
+fn check_repository() -> Result<(), String> {
+    eprintln!("==> repository checks (paths outside the repository, ADR status lines)");
+    let root = workspace_root();
+    let listed = Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(&root)
+        .output()
+        .map_err(|e| format!("cannot run git ls-files: {e}"))?;
+    if !listed.status.success() {
+        return Err("git ls-files failed: the repository checks need a git clone".into());
+    }
+    // Built at run time so that this file does not name the paths it looks for.
+    let needles: Vec<String> = OUTSIDE_THE_REPOSITORY
+        .iter()
+        .map(|dir| format!("{}/{dir}/", ".."))
+        .collect();
+    let mut problems = Vec::new();
+    for path in listed
+        .stdout
+        .split(|&byte| byte == 0)
+        .filter(|path| !path.is_empty())
+    {
+        let path = String::from_utf8_lossy(path).into_owned();
+        // Binary files (segments, snapshots) and unreadable ones are not text that can refer to a path.
+        let Ok(text) = std::fs::read_to_string(root.join(&path)) else {
+            continue;
+        };
+        for (number, line) in text.lines().enumerate() {
+            if let Some(needle) = needles.iter().find(|needle| line.contains(needle.as_str())) {
+                problems.push(format!(
+                    "{path}:{}: refers to `{needle}…`, outside the repository",
+                    number + 1
+                ));
+            }
+        }
+        let is_adr = path.starts_with("docs/adr/") && path.ends_with(".md");
+        if is_adr && !text.lines().take(6).any(|line| line.starts_with("Status: ")) {
+            problems.push(format!(
+                "{path}: no `Status:` line under the title (accepted, amended by …, superseded by …)"
+            ));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "repository checks failed:\n    {}",
+            problems.join("\n    ")
+        ))
+    }
 }
 
 /// Where the real-client suite lives, and its pinned requirements.
@@ -407,10 +468,11 @@ fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("test") => test(),
+        Some("repo-checks") => check_repository(),
         Some("bench") => bench(&args[1..]),
         Some("fuzz") => fuzz(&args[1..]),
         Some("crash") => crash(&args[1..]),
-        _ => Err("usage: cargo xtask <test | bench [--quick] [--backends LIST] [--only ID]... [--out DIR] | bench --compare OLD.json NEW.json | fuzz <target> [seconds] | crash [--minutes N]>".into()),
+        _ => Err("usage: cargo xtask <test | repo-checks | bench [--quick] [--backends LIST] [--only ID]... [--out DIR] | bench --compare OLD.json NEW.json | fuzz <target> [seconds] | crash [--minutes N]>".into()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,5 +1,6 @@
 //! Helpers of the broker's integration tests: a produce request over a raw connection.
 #![allow(dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use std::time::{Duration, Instant};
 

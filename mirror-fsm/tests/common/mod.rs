@@ -1,5 +1,6 @@
 //! Shared test support: partition logs of clusters and helpers to inspect them.
 #![allow(dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use partition_log::{LogConfig, PartitionLog};
 use partition_log_testkit::config;

@@ -1,5 +1,6 @@
 //! Building hand-written scripts for the simulator's tests.
 #![allow(dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use mirror_sim::{AppPolicy, ClientKind, Findings, Finished, Script, SimStorage, Step, Strategy};
 

@@ -1,6 +1,7 @@
 //! Helpers shared by the CLI tests: running the binary, reading the shared vectors' manifest, and comparing the
 //! dump's JSON with it.
 #![allow(dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
