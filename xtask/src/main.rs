@@ -4,9 +4,12 @@
 //!   command), then `cargo fmt --all --check`, `cargo clippy --workspace --all-targets -- -D warnings` and
 //!   `cargo test --workspace`, then the real-client suite (`broker/tests/clients`: pytest with pinned
 //!   confluent-kafka and kafka-python in a virtual environment it creates under the target directory). This is
-//!   the README's test command and what `.ci/run` calls.
+//!   the README's test command and what `.ci/run` calls. Last, the reference-Kafka suite (below).
 //! - `cargo xtask repo-checks`: the repository checks `test` starts with — no tracked file refers to a path
 //!   outside the repository, every ADR has a `Status:` line.
+//! - `cargo xtask kafka [pytest args]`: only the reference-Kafka suite (`interop/tests`): Apache Kafka from the
+//!   jars `interop/kafka/pom.xml` pins (fetched with Maven into the target directory; Java 17+ and Maven are
+//!   installed with apt-get when missing), driven by pytest in the client suite's virtual environment.
 //! - `cargo xtask bench [--quick] [--backends fs,sled,rocks,memory] [--only ID]... [--out DIR]`: builds in release
 //!   mode, runs the micro-benchmark headlines (criterion) and the cross-backend macro benchmark
 //!   (`storage-bench`'s `bench-report`), and writes `DIR/report.md`, `DIR/report.json` and SVG charts (default
@@ -184,6 +187,7 @@ fn test() -> Result<(), String> {
     )?;
     run("cargo test --workspace", cargo().args(["test", "--workspace"]))?;
     client_suite()?;
+    kafka_suite(&[])?;
     eprintln!("==> all checks passed");
     Ok(())
 }
@@ -249,12 +253,27 @@ fn check_repository() -> Result<(), String> {
 /// Where the real-client suite lives, and its pinned requirements.
 const CLIENT_SUITE: &str = "broker/tests/clients";
 
-/// The real-client suite: `mirrorlog serve` against librdkafka (confluent-kafka) and kafka-python, in a virtual
-/// environment under the target directory that is created — and refilled whenever the pinned requirements
-/// change — from PyPI.
+/// The real-client suite: `mirrorlog serve` against librdkafka (confluent-kafka) and kafka-python.
 fn client_suite() -> Result<(), String> {
-    let root = workspace_root();
-    let requirements_path = root.join(CLIENT_SUITE).join("requirements.txt");
+    let venv = client_venv()?;
+    run(
+        "cargo build -p mirrorlog",
+        cargo().args(["build", "-p", "mirrorlog"]),
+    )?;
+    run(
+        "real-client suite (pytest)",
+        Command::new(venv.join("bin/python"))
+            .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", CLIENT_SUITE])
+            .current_dir(workspace_root())
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .env("MIRRORLOG_BIN", target_dir().join("debug/mirrorlog")),
+    )
+}
+
+/// The Python the pytest suites run in: a virtual environment under the target directory that is created — and
+/// refilled whenever the client suite's pinned requirements change — from PyPI.
+fn client_venv() -> Result<PathBuf, String> {
+    let requirements_path = workspace_root().join(CLIENT_SUITE).join("requirements.txt");
     let requirements = std::fs::read_to_string(&requirements_path)
         .map_err(|e| format!("cannot read {}: {e}", requirements_path.display()))?;
     let python = ["python3", "python"]
@@ -286,18 +305,147 @@ fn client_suite() -> Result<(), String> {
         std::fs::write(&stamp, &requirements)
             .map_err(|e| format!("cannot write {}: {e}", stamp.display()))?;
     }
+    Ok(venv)
+}
+
+/// The Maven project that pins the reference Apache Kafka release, and the suite that runs against it.
+const KAFKA_POM: &str = "interop/kafka/pom.xml";
+const KAFKA_SUITE: &str = "interop/tests";
+
+/// The reference-Kafka suite: Apache Kafka brokers started from the pinned jars (`interop/kafka/kafka_node.py`)
+/// and driven by pytest; `pytest_args` go to pytest after the suite's path.
+fn kafka_suite(pytest_args: &[String]) -> Result<(), String> {
+    ensure_java_and_maven()?;
+    let libs = kafka_jars()?;
+    let venv = client_venv()?;
     run(
-        "cargo build -p mirrorlog",
-        cargo().args(["build", "-p", "mirrorlog"]),
-    )?;
-    run(
-        "real-client suite (pytest)",
+        "reference-Kafka suite (pytest)",
         Command::new(venv.join("bin/python"))
-            .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", CLIENT_SUITE])
-            .current_dir(&root)
+            .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", KAFKA_SUITE])
+            .args(pytest_args)
+            .current_dir(workspace_root())
             .env("PYTHONDONTWRITEBYTECODE", "1")
-            .env("MIRRORLOG_BIN", target_dir().join("debug/mirrorlog")),
+            .env("MIRRORLOG_KAFKA_LIBS", &libs),
     )
+}
+
+/// The `java` the suite runs: `$JAVA_HOME/bin/java` when JAVA_HOME is set (Maven uses it too), else the `PATH`'s.
+fn java() -> Command {
+    match env::var_os("JAVA_HOME") {
+        Some(home) => Command::new(Path::new(&home).join("bin/java")),
+        None => Command::new("java"),
+    }
+}
+
+/// The major version `java -version` reports (`"17.0.15"` is 17, `"1.8.0_402"` is 8), if Java runs at all.
+fn java_major_version() -> Option<u32> {
+    let out = java().arg("-version").output().ok()?;
+    let text = String::from_utf8_lossy(&out.stderr);
+    let quoted = text.split('"').nth(1)?;
+    let mut parts = quoted.split(['.', '_', '-', '+']);
+    match parts.next()?.parse().ok()? {
+        1 => parts.next()?.parse().ok(),
+        major => Some(major),
+    }
+}
+
+/// Kafka 4.x needs Java 17 or newer; Maven fetches its jars. Installs both with apt-get when possible, else
+/// names the command to run.
+fn ensure_java_and_maven() -> Result<(), String> {
+    let java_ok = || java_major_version().is_some_and(|major| major >= 17);
+    if java_ok() && on_path("mvn") {
+        return Ok(());
+    }
+    match java_major_version() {
+        Some(major) if major < 17 => eprintln!("Java {major} found; Apache Kafka 4 needs Java 17 or newer"),
+        Some(_) => {}
+        None => {
+            eprintln!("missing `java` (Apache Kafka 4 needs Java 17 or newer): package default-jdk-headless")
+        }
+    }
+    if !on_path("mvn") {
+        eprintln!("missing `mvn` (fetches Apache Kafka's jars from Maven Central): package maven");
+    }
+    // Debian's default JDK is 17 on bookworm and 21 on trixie.
+    let install = "apt-get update && apt-get install -y default-jdk-headless maven";
+    if is_root() && on_path("apt-get") {
+        run("install Java and Maven", Command::new("sh").args(["-c", install]))?;
+        if java_ok() && on_path("mvn") {
+            return Ok(());
+        }
+        return Err(
+            "Java 17 or newer and Maven are still missing after apt-get (with JAVA_HOME set, \
+                    check that it names a JDK 17+)"
+                .into(),
+        );
+    }
+    Err(format!(
+        "install Java 17 or newer and Maven first:\n    sudo sh -c '{install}'"
+    ))
+}
+
+/// The `<tag>` value inside `text` (the first one), trimmed.
+fn xml_value<'a>(text: &'a str, tag: &str) -> Option<&'a str> {
+    let open = format!("<{tag}>");
+    let start = text.find(&open)? + open.len();
+    let end = start + text[start..].find(&format!("</{tag}>"))?;
+    Some(text[start..end].trim())
+}
+
+/// The jars of the pinned Kafka release in `<target>/kafka-<version>/libs`, copied there by Maven (through the
+/// local repository `<target>/maven-repo`) when missing or when the pom changed since (its contents are the
+/// stamp, `<target>/kafka-<version>/pom.xml`).
+fn kafka_jars() -> Result<PathBuf, String> {
+    let pom_path = workspace_root().join(KAFKA_POM);
+    let pom =
+        std::fs::read_to_string(&pom_path).map_err(|e| format!("cannot read {}: {e}", pom_path.display()))?;
+    let version = xml_value(&pom, "kafka.version")
+        .ok_or_else(|| format!("{} sets no <kafka.version>", pom_path.display()))?;
+    let home = target_dir().join(format!("kafka-{version}"));
+    let libs = home.join("libs");
+    let stamp = home.join("pom.xml");
+    if std::fs::read_to_string(&stamp).ok().as_deref() == Some(pom.as_str()) && libs.is_dir() {
+        return Ok(libs);
+    }
+    let _ = std::fs::remove_dir_all(&libs);
+    let started = std::time::Instant::now();
+    eprintln!(
+        "==> fetch Apache Kafka {version}'s jars from Maven Central into {}",
+        libs.display()
+    );
+    // Maven's output is kept for a failure: even under -q, Debian's Maven 3.8 prints bare colour resets.
+    let fetch = Command::new("mvn")
+        .args(["-q", "-B", "-f"])
+        .arg(&pom_path)
+        .arg(format!(
+            "-Dmaven.repo.local={}",
+            target_dir().join("maven-repo").display()
+        ))
+        .arg("dependency:copy-dependencies")
+        .arg("-DincludeScope=runtime")
+        .arg(format!("-DoutputDirectory={}", libs.display()))
+        .output()
+        .map_err(|e| format!("cannot start mvn: {e}"))?;
+    if !fetch.status.success() {
+        return Err(format!(
+            "fetching Apache Kafka's jars failed ({}):\n{}{}",
+            fetch.status,
+            String::from_utf8_lossy(&fetch.stdout),
+            String::from_utf8_lossy(&fetch.stderr)
+        ));
+    }
+    let (count, bytes) = std::fs::read_dir(&libs)
+        .map_err(|e| format!("cannot read {}: {e}", libs.display()))?
+        .flatten()
+        .filter_map(|entry| entry.metadata().ok())
+        .fold((0, 0), |(count, bytes), meta| (count + 1, bytes + meta.len()));
+    eprintln!(
+        "==> {count} jars, {:.0} MiB, in {:.0} s",
+        bytes as f64 / (1024.0 * 1024.0),
+        started.elapsed().as_secs_f64()
+    );
+    std::fs::write(&stamp, &pom).map_err(|e| format!("cannot write {}: {e}", stamp.display()))?;
+    Ok(libs)
 }
 
 fn target_dir() -> PathBuf {
@@ -469,10 +617,11 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("test") => test(),
         Some("repo-checks") => check_repository(),
+        Some("kafka") => kafka_suite(&args[1..]),
         Some("bench") => bench(&args[1..]),
         Some("fuzz") => fuzz(&args[1..]),
         Some("crash") => crash(&args[1..]),
-        _ => Err("usage: cargo xtask <test | repo-checks | bench [--quick] [--backends LIST] [--only ID]... [--out DIR] | bench --compare OLD.json NEW.json | fuzz <target> [seconds] | crash [--minutes N]>".into()),
+        _ => Err("usage: cargo xtask <test | repo-checks | kafka [pytest args] | bench [--quick] [--backends LIST] [--only ID]... [--out DIR] | bench --compare OLD.json NEW.json | fuzz <target> [seconds] | crash [--minutes N]>".into()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
