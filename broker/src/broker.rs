@@ -199,7 +199,12 @@ impl Broker {
             };
             match created {
                 Ok((log, _)) => logs.push(Arc::new(Mutex::new(Some(log)))),
-                Err(_) => return Err(KafkaError::KafkaStorageError),
+                Err(error) => {
+                    // The client hears KAFKA_STORAGE_ERROR; the operator reads why (a full disk, a descriptor
+                    // limit with its numbers, …).
+                    eprintln!("mirrorlog serve: creating partition {id}: {error}");
+                    return Err(KafkaError::KafkaStorageError);
+                }
             }
         }
         topics.insert(name.to_owned(), logs);

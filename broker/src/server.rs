@@ -6,6 +6,8 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -16,6 +18,14 @@ use crate::broker::Broker;
 use crate::frame::{parse_request, read_frame};
 use crate::{BrokerConfig, BrokerError};
 
+/// How long the accept loop waits after a failed accept (out of descriptors) before it tries again.
+const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+
+/// Linux's "too many open files" error number.
+const EMFILE: i32 = 24;
+
+/// A failed accept is logged at most once per this interval.
+const ACCEPT_ERROR_LOG_INTERVAL: Duration = Duration::from_secs(10);
 /// A bound, opened broker, ready to serve.
 pub struct Server {
     listener: TcpListener,
@@ -76,11 +86,12 @@ impl Server {
         let housekeeping = tokio::spawn(housekeeping(self.broker.clone(), stopped.clone()));
         let drop_counter = Arc::new(AtomicU64::new(0));
         tokio::pin!(shutdown);
+        let mut last_accept_error = None;
         loop {
             tokio::select! {
                 () = &mut shutdown => break,
-                accepted = self.listener.accept() => {
-                    if let Ok((stream, _peer)) = accepted {
+                accepted = self.listener.accept() => match accepted {
+                    Ok((stream, _peer)) => {
                         let _ = stream.set_nodelay(true);
                         connections.spawn(serve_connection(
                             self.broker.clone(),
@@ -89,7 +100,22 @@ impl Server {
                             drop_counter.clone(),
                         ));
                     }
-                }
+                    Err(error) => {
+                        // Out of descriptors (EMFILE) or memory: say so, and wait instead of spinning on a
+                        // listener that fails at once.
+                        let now = std::time::Instant::now();
+                        if last_accept_error.is_none_or(|at: std::time::Instant| now - at >= ACCEPT_ERROR_LOG_INTERVAL) {
+                            let hint = if error.raw_os_error() == Some(EMFILE) {
+                                " (the process's open-file limit: raise `ulimit -n`)"
+                            } else {
+                                ""
+                            };
+                            eprintln!("mirrorlog serve: cannot accept a connection: {error}{hint}");
+                            last_accept_error = Some(now);
+                        }
+                        tokio::time::sleep(ACCEPT_RETRY).await;
+                    }
+                },
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
             }
         }

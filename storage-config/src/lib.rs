@@ -5,6 +5,7 @@
 //! data_dir = "/var/lib/mirrorlog"
 //! segment_bytes = 1073741824     # fs only: roll segments past this size (Kafka's segment.bytes)
 //! index_interval_bytes = 4096    # fs only: bytes between sparse index entries
+//! max_open_files = 8192          # fs only: descriptors kept open (default: half of `ulimit -n`)
 //! durability = "sync"            # sync | buffered: what an acknowledged write waits for
 //! ```
 //!
@@ -83,6 +84,8 @@ pub struct FsOptions {
     pub segment_bytes: Option<u64>,
     /// Bytes between sparse index entries (default: Kafka's 4096).
     pub index_interval_bytes: Option<u64>,
+    /// The most file descriptors the store keeps open (default: half the process's limit).
+    pub max_open_files: Option<usize>,
     /// What an acknowledged write waits for.
     #[serde(default)]
     pub durability: DurabilityMode,
@@ -216,6 +219,7 @@ impl StorageConfig {
                 data_dir: data_dir.to_owned(),
                 segment_bytes: None,
                 index_interval_bytes: None,
+                max_open_files: None,
                 durability: DurabilityMode::default(),
             }),
             Backend::Sled => StorageConfig::Sled(db()),
@@ -283,6 +287,7 @@ impl StorageConfig {
                 if let Some(interval) = options.index_interval_bytes {
                     config.index_interval_bytes = interval;
                 }
+                config.max_open_files = options.max_open_files;
                 Ok(Box::new(storage_fs::FsStorage::open(config)?))
             }
             StorageConfig::Sled(options) => Ok(Box::new(storage_sled::SledStorage::open(

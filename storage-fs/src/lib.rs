@@ -15,11 +15,14 @@
 //! it ([`OpenReport`]). Snapshots are written to a temporary file, fsynced and renamed; a metadata change is a frame
 //! appended to `mirrorlog.metadata` and synced (ADR 0019). A failed
 //! sync poisons the partition (enforced for every backend by `storage::checked`). The backend is blocking; the
-//! async traits run its calls off the executor (`storage::offload`, ADR 0010).
+//! async traits run its calls off the executor (`storage::offload`, ADR 0010). Open files are pooled under a
+//! budget of descriptors ([`pool`], ADR 0031), so a store holds tens of thousands of partitions under the
+//! process's limit.
 
 pub mod files;
 pub mod metadata;
 pub mod partition;
+pub mod pool;
 pub mod segment;
 pub mod sim;
 pub mod vfs;
@@ -30,6 +33,7 @@ use std::sync::Arc;
 use storage::{BlockingPartition, BlockingStore, OpenMode, PartitionId, StorageError};
 
 pub use partition::FsPartition;
+pub use pool::PooledFs;
 pub use storage::OpenReport;
 pub use vfs::{RealFs, Vfs};
 
@@ -47,6 +51,9 @@ pub struct FsConfig {
     pub segment_bytes: u64,
     /// Bytes between sparse index entries (Kafka's `index.interval.bytes`).
     pub index_interval_bytes: u64,
+    /// The most file descriptors the store keeps open (`None`: half the process's limit, [`pool::default_budget`]);
+    /// files beyond it reopen when used.
+    pub max_open_files: Option<usize>,
 }
 
 impl FsConfig {
@@ -56,6 +63,7 @@ impl FsConfig {
             data_dir: data_dir.into(),
             segment_bytes: DEFAULT_SEGMENT_BYTES,
             index_interval_bytes: DEFAULT_INDEX_INTERVAL_BYTES,
+            max_open_files: None,
         }
     }
 }
@@ -68,9 +76,11 @@ pub struct FsStorage {
 }
 
 impl FsStorage {
-    /// Opens (creating if needed) the data directory.
+    /// Opens (creating if needed) the data directory, on the real file system with its open files pooled under
+    /// `max_open_files`.
     pub fn open(config: FsConfig) -> Result<Self, StorageError> {
-        Self::open_on(config, Arc::new(RealFs))
+        let budget = config.max_open_files.unwrap_or_else(pool::default_budget);
+        Self::open_on(config, Arc::new(PooledFs::new(budget)))
     }
 
     /// Opens the store on another file system (the power-loss simulator in tests).

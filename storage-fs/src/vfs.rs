@@ -143,23 +143,45 @@ impl Vfs for RealFs {
     }
 
     fn open(&self, path: &Path, how: OpenFor) -> io::Result<Box<dyn VfsFile>> {
-        let file = match how {
-            OpenFor::Read => File::open(path)?,
-            OpenFor::Append | OpenFor::AppendOrCreate | OpenFor::CreateEmpty => {
-                let file = OpenOptions::new()
-                    .read(true)
-                    .append(true)
-                    .create(how != OpenFor::Append)
-                    .open(path)?;
-                // `O_APPEND` and `O_TRUNC` do not combine in `OpenOptions`: empty it after opening.
-                if how == OpenFor::CreateEmpty {
-                    file.set_len(0)?;
-                }
-                file
-            }
-        };
-        Ok(Box::new(RealFile(file, Mutex::new(()))))
+        Ok(Box::new(RealFile(open_real(path, how)?, Mutex::new(()))))
     }
+}
+
+/// Opens a file of the real file system as `how` says.
+pub(crate) fn open_real(path: &Path, how: OpenFor) -> io::Result<File> {
+    match how {
+        OpenFor::Read => File::open(path),
+        OpenFor::Append | OpenFor::AppendOrCreate | OpenFor::CreateEmpty => {
+            let file = OpenOptions::new()
+                .read(true)
+                .append(true)
+                .create(how != OpenFor::Append)
+                .open(path)?;
+            // `O_APPEND` and `O_TRUNC` do not combine in `OpenOptions`: empty it after opening.
+            if how == OpenFor::CreateEmpty {
+                file.set_len(0)?;
+            }
+            Ok(file)
+        }
+    }
+}
+
+/// Writes every part, in order, with as few `writev` calls as the kernel allows.
+pub(crate) fn write_all_vectored(mut file: &File, parts: &mut [IoSlice<'_>]) -> io::Result<()> {
+    // Linux takes at most 1,024 buffers per `writev` (IOV_MAX).
+    const MAX_BUFFERS: usize = 1024;
+    for mut left in parts.chunks_mut(MAX_BUFFERS) {
+        IoSlice::advance_slices(&mut left, 0);
+        while !left.is_empty() {
+            match file.write_vectored(left) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(written) => IoSlice::advance_slices(&mut left, written),
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                Err(error) => return Err(error),
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A file of [`RealFs`], and the lock of its cursor: [`VfsFile::read_vec_at`] reads through the cursor (std reads
@@ -203,20 +225,7 @@ impl VfsFile for RealFile {
     }
 
     fn append_parts(&mut self, parts: &mut [IoSlice<'_>]) -> io::Result<()> {
-        // Linux takes at most 1,024 buffers per `writev` (IOV_MAX).
-        const MAX_BUFFERS: usize = 1024;
-        for mut left in parts.chunks_mut(MAX_BUFFERS) {
-            IoSlice::advance_slices(&mut left, 0);
-            while !left.is_empty() {
-                match self.0.write_vectored(left) {
-                    Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                    Ok(written) => IoSlice::advance_slices(&mut left, written),
-                    Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
-                    Err(error) => return Err(error),
-                }
-            }
-        }
-        Ok(())
+        write_all_vectored(&self.0, parts)
     }
 
     fn set_len(&mut self, len: u64) -> io::Result<()> {
