@@ -18,7 +18,8 @@
 use std::collections::BTreeSet;
 
 use producer_state::{
-    AppendDecision, AppendOrigin, CorruptSnapshot, ProducerStateManager, StateSummary, TransactionVersion,
+    AppendDecision, AppendOrigin, ProducerStateManager, Reload, ReloadReport, ReloadStep, StateSummary,
+    TransactionVersion,
 };
 use record_format::{AbortedTxn, BatchBuffers, CrcCheckedBatches, OffsetDeltas, RecordBatch};
 use storage::{Durability, PartitionId, PartitionStorage};
@@ -66,6 +67,12 @@ pub struct RecoveryReport {
     pub storage: storage::OpenReport,
     /// Producer snapshots that could not be read and were deleted (producer state fell back past them).
     pub corrupt_snapshots: Vec<producer_state::CorruptSnapshot>,
+}
+
+/// What a reload's steps came to: the snapshot loaded (or kept) and what was deleted.
+struct ReloadOutcome {
+    loaded: Option<i64>,
+    report: ReloadReport,
 }
 
 /// One partition's log; see the module docs.
@@ -661,31 +668,30 @@ impl PartitionLog {
         Ok(())
     }
 
-    /// Loads into `state` the newest readable snapshot among `candidates` (newest first), reading one at a time
-    /// and deleting the unreadable ones (Kafka's fallback); `None` when none loads.
-    async fn load_newest_snapshot(
+    /// Carries out a snapshot reload's steps (producer state decides them: `producer_state::reload`) against this
+    /// log's storage, reading one snapshot at a time, into `state`.
+    async fn run_reload(
         &mut self,
         state: &mut ProducerStateManager,
-        candidates: &[i64],
-        now_ms: i64,
-        corrupt: &mut Vec<CorruptSnapshot>,
-    ) -> Result<Option<i64>> {
-        for &offset in candidates {
-            let Some((found, bytes)) = self.storage.snapshot_at_or_below(offset).await? else {
-                continue;
-            };
-            if found != offset {
-                continue;
-            }
-            match state.load_snapshot_bytes(offset, &bytes, now_ms) {
-                Ok(()) => return Ok(Some(offset)),
-                Err(unreadable) => {
-                    self.delete_snapshot(offset).await?;
-                    corrupt.push(unreadable);
+        mut reload: Reload,
+    ) -> Result<ReloadOutcome> {
+        loop {
+            match reload.next_step() {
+                ReloadStep::Delete(offset) => self.delete_snapshot(offset).await?,
+                ReloadStep::Read(offset) => {
+                    let bytes = match self.storage.snapshot_at_or_below(offset).await? {
+                        Some((found, bytes)) if found == offset => Some(bytes),
+                        _ => None,
+                    };
+                    reload.offer(state, offset, bytes.as_deref());
+                }
+                ReloadStep::Done => {
+                    let loaded = reload.loaded();
+                    let report = reload.finish(state);
+                    return Ok(ReloadOutcome { loaded, report });
                 }
             }
         }
-        Ok(None)
     }
 
     /// Writes a snapshot of the producer state as it was at `offset` (a batch boundary inside the log), built by a
@@ -701,14 +707,8 @@ impl PartitionLog {
             .filter(|&stored| stored > start)
             .collect();
         // No expiration here: the snapshot must hold what the live state holds.
-        let mut corrupt = Vec::new();
-        if self
-            .load_newest_snapshot(&mut state, &candidates, i64::MIN, &mut corrupt)
-            .await?
-            .is_none()
-        {
-            state.reload_from_nothing(start);
-        }
+        let reload = Reload::load_newest(&mut state, &candidates, start, i64::MIN);
+        self.run_reload(&mut state, reload).await?;
         let from = state.map_end_offset().max(start);
         replay(&*self.storage, &mut state, from, offset).await?;
         if let Some((at, bytes)) = state.take_snapshot_bytes_at(offset) {
@@ -723,35 +723,26 @@ impl PartitionLog {
     async fn rebuild_producer_state(&mut self, now_ms: i64) -> Result<RecoveryReport> {
         let (start, end) = (self.log_start_offset(), self.log_end_offset());
         let stored: Vec<i64> = self.snapshots.iter().copied().collect();
-        let plan = self.psm.plan_reload(&stored, start, end);
-        for &offset in &plan.out_of_range {
-            self.delete_snapshot(offset).await?;
-        }
-        let mut report = RecoveryReport::default();
-        if plan.reload {
-            let mut state = std::mem::replace(
-                &mut self.psm,
-                ProducerStateManager::new(self.config.producer_state.clone()),
-            );
-            state.begin_reload();
-            let loaded = self
-                .load_newest_snapshot(
-                    &mut state,
-                    &plan.candidates,
-                    now_ms,
-                    &mut report.corrupt_snapshots,
-                )
-                .await;
-            if let Ok(None) = loaded {
-                state.reload_from_nothing(start);
-            }
-            self.psm = state;
-            report.snapshot_offset = loaded?;
+        let mut state = std::mem::replace(
+            &mut self.psm,
+            ProducerStateManager::new(self.config.producer_state.clone()),
+        );
+        let reload = Reload::truncate_and_reload(&mut state, &stored, start, end, now_ms);
+        let reloading = reload.reloads();
+        let outcome = self.run_reload(&mut state, reload).await;
+        self.psm = state;
+        let outcome = outcome?;
+        let mut report = RecoveryReport {
+            corrupt_snapshots: outcome.report.corrupt,
+            ..RecoveryReport::default()
+        };
+        report.snapshot_offset = if reloading {
+            outcome.loaded
         } else {
-            let latest = self.snapshots.last().copied();
-            self.psm.log_start_moved(start, latest);
-            report.snapshot_offset = latest.filter(|&offset| offset == self.psm.map_end_offset());
-        }
+            outcome
+                .loaded
+                .filter(|&offset| offset == self.psm.map_end_offset())
+        };
         let from = self.psm.map_end_offset().max(start);
         let stored_index = self.storage.aborted_txns(start, i64::MAX).await?;
         let mut index_end = stored_index

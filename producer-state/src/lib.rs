@@ -8,7 +8,8 @@
 //! - [`ProducerAppendInfo`] validates one producer's batches by [`AppendOrigin`] (epochs, sequences,
 //!   transactions, end markers by [`TransactionVersion`]);
 //! - [`ProducerStateManager`] holds the state: transactions, first unstable offset and LSO, expiration, late
-//!   transactions, verification entries, snapshots over a caller-supplied [`SnapshotStore`];
+//!   transactions, verification entries; [`Reload`] is the one snapshot reload protocol (sans-IO: the partition
+//!   log carries its steps out over storage, the [`SnapshotStore`] forms over a store);
 //! - [`ProducerStateManager::plan_append`] / [`ProducerStateManager::commit`] are the log-level path of one append:
 //!   duplicate answers, client rules, barriers ([`BarrierScope`]), the aborted-transaction index;
 //! - [`snapshot`] and [`txn_index`] (re-exported from `record-format`) are Kafka's byte formats; [`error`] the error names, codes and client classes;
@@ -22,6 +23,7 @@ pub mod entry;
 pub mod error;
 pub mod manager;
 pub mod plan;
+pub mod reload;
 pub mod replay;
 pub mod snapshot;
 pub mod summary;
@@ -41,6 +43,7 @@ pub use kafka_types::{
 };
 pub use manager::{CorruptSnapshot, ProducerStateManager, PsmConfig, ReloadPlan, ReloadReport};
 pub use plan::{AppendDecision, AppendEffects, AppendPlan, Applied, BarrierReset};
+pub use reload::{Reload, ReloadStep};
 pub use replay::{replay, ReplayCounts, ReplayError, ReplayStep, Replayed};
 pub use snapshot::{MemorySnapshotStore, SnapshotStore};
 pub use summary::StateSummary;

@@ -16,6 +16,7 @@ use crate::entry::{
     BatchMetadata, CompletedTxn, LogOffsetMetadata, ProducerStateEntry, TxnMetadata, VerificationStateEntry,
 };
 use crate::plan::EntryExtension;
+use crate::reload::{Reload, ReloadStep};
 use crate::snapshot::{decode_snapshot, encode_snapshot, SnapshotStore};
 use crate::table::{ProducerTable, Slot};
 use crate::txn_index::AbortedTxn;
@@ -415,10 +416,7 @@ impl ProducerStateManager {
     }
 
     /// What `truncateAndReload` does with the stored snapshots `offsets` (kafka-semantics §4.9), decided without
-    /// touching them: the caller deletes `out_of_range` and, when `reload`, calls [`Self::begin_reload`] and
-    /// offers `candidates` (newest first) to [`Self::load_snapshot_bytes`] until one loads (deleting the corrupt
-    /// ones), or calls [`Self::reload_from_nothing`] when none does; otherwise it calls
-    /// [`Self::log_start_moved`].
+    /// touching them; [`Reload`] carries the decision out step by step.
     pub fn plan_reload(&self, offsets: &[i64], log_start_offset: i64, log_end_offset: i64) -> ReloadPlan {
         let (kept, out_of_range): (Vec<i64>, Vec<i64>) = offsets
             .iter()
@@ -476,39 +474,21 @@ impl ProducerStateManager {
         self.last_snap_offset = log_start_offset;
     }
 
-    /// `loadFromSnapshot`: the latest readable snapshot (corrupt ones are deleted, falling back to older ones);
-    /// expired producers are skipped. With none, the state starts at `log_start_offset`.
+    /// `loadFromSnapshot` over a [`SnapshotStore`]: [`Reload::load_newest`] with every stored snapshot, newest
+    /// first. Returns the snapshots that could not be read (they were deleted).
     pub fn load_from_snapshot(
         &mut self,
         store: &mut dyn SnapshotStore,
         log_start_offset: i64,
         now_ms: i64,
     ) -> Vec<CorruptSnapshot> {
-        let mut corrupt = Vec::new();
-        while let Some(offset) = store.latest() {
-            let loaded = match store.read(offset) {
-                Some(bytes) => self.load_snapshot_bytes(offset, &bytes, now_ms),
-                None => Err(CorruptSnapshot {
-                    offset,
-                    reason: "vanished".to_owned(),
-                }),
-            };
-            match loaded {
-                Ok(()) => return corrupt,
-                Err(unreadable) => {
-                    // Kafka deletes an unreadable snapshot and falls back to the previous one; the caller is
-                    // told which, so a recovery report can say so.
-                    store.delete(offset);
-                    corrupt.push(unreadable);
-                }
-            }
-        }
-        self.reload_from_nothing(log_start_offset);
-        corrupt
+        let newest_first: Vec<i64> = store.offsets().into_iter().rev().collect();
+        let reload = Reload::load_newest(self, &newest_first, log_start_offset, now_ms);
+        self.drive_reload(reload, store).corrupt
     }
 
-    /// `truncateAndReload` (kafka-semantics §4.9): drops snapshots outside `(log_start, log_end]`; reloads from the latest
-    /// remaining one unless the state already ends at `log_end`. Returns the snapshots it deleted and why.
+    /// `truncateAndReload` (kafka-semantics §4.9) over a [`SnapshotStore`]: [`Reload::truncate_and_reload`], the
+    /// protocol the partition log runs over its storage. Returns the snapshots it deleted and why.
     pub fn truncate_and_reload(
         &mut self,
         store: &mut dyn SnapshotStore,
@@ -516,21 +496,23 @@ impl ProducerStateManager {
         log_end_offset: i64,
         now_ms: i64,
     ) -> ReloadReport {
-        let plan = self.plan_reload(&store.offsets(), log_start_offset, log_end_offset);
-        for &offset in &plan.out_of_range {
-            store.delete(offset);
+        let reload =
+            Reload::truncate_and_reload(self, &store.offsets(), log_start_offset, log_end_offset, now_ms);
+        self.drive_reload(reload, store)
+    }
+
+    /// Carries out a reload's steps against a [`SnapshotStore`].
+    fn drive_reload(&mut self, mut reload: Reload, store: &mut dyn SnapshotStore) -> ReloadReport {
+        loop {
+            match reload.next_step() {
+                ReloadStep::Delete(offset) => store.delete(offset),
+                ReloadStep::Read(offset) => {
+                    let bytes = store.read(offset);
+                    reload.offer(self, offset, bytes.as_deref());
+                }
+                ReloadStep::Done => return reload.finish(self),
+            }
         }
-        let mut report = ReloadReport {
-            out_of_range: plan.out_of_range,
-            corrupt: Vec::new(),
-        };
-        if plan.reload {
-            self.begin_reload();
-            report.corrupt = self.load_from_snapshot(store, log_start_offset, now_ms);
-        } else {
-            self.log_start_moved(log_start_offset, store.latest());
-        }
-        report
     }
 
     /// `truncateFullyAndStartAt` for producer state: no state, map end at `offset` (the caller deletes every
