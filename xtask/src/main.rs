@@ -7,6 +7,9 @@
 //!   the README's test command and what `.ci/run` calls. Last, the reference-Kafka suite (below).
 //! - `cargo xtask repo-checks`: the repository checks `test` starts with — no tracked file refers to a path
 //!   outside the repository, every ADR has a `Status:` line.
+//! - `cargo xtask model [--topology active-passive|failback|chain|all] [--depth N] [--source-writes N]
+//!   [--local-writes N] [--crashes N] [--mutant NAME]`: the exhaustive model check (`mirror-model`) beyond the CI
+//!   bounds, in release mode; prints states explored, time, and every violated property with its steps.
 //! - `cargo xtask kafka [pytest args]`: only the reference-Kafka suite (`interop/tests`): Apache Kafka from the
 //!   jars `interop/kafka/pom.xml` pins (fetched with Maven into the target directory; Java 17+ and Maven are
 //!   installed with apt-get when missing), driven by pytest in the client suite's virtual environment.
@@ -571,6 +574,17 @@ fn fuzz(args: &[String]) -> Result<(), String> {
     )
 }
 
+/// `cargo xtask model [...]`: the exhaustive model check of the mirror machine and the barrier rules (crate
+/// `mirror-model`), built in release mode, with the given bounds (`cargo test` runs the CI bounds).
+fn model(args: &[String]) -> Result<(), String> {
+    run(
+        "mirror model check",
+        cargo()
+            .args(["run", "--release", "-q", "-p", "mirror-model", "--"])
+            .args(args),
+    )
+}
+
 /// The power-loss sweeps a longer `cargo xtask crash` run shares its time among: (package, test target, test).
 const CRASH_SWEEPS: &[(&str, &str, &str)] = &[(
     "storage-fs",
@@ -617,11 +631,12 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("test") => test(),
         Some("repo-checks") => check_repository(),
+        Some("model") => model(&args[1..]),
         Some("kafka") => kafka_suite(&args[1..]),
         Some("bench") => bench(&args[1..]),
         Some("fuzz") => fuzz(&args[1..]),
         Some("crash") => crash(&args[1..]),
-        _ => Err("usage: cargo xtask <test | repo-checks | kafka [pytest args] | bench [--quick] [--backends LIST] [--only ID]... [--out DIR] | bench --compare OLD.json NEW.json | fuzz <target> [seconds] | crash [--minutes N]>".into()),
+        _ => Err("usage: cargo xtask <test | repo-checks | model [--topology T] [--depth N] [--source-writes N] [--local-writes N] [--crashes N] [--mutant M] | kafka [pytest args] | bench [--quick] [--backends LIST] [--only ID]... [--out DIR] | bench --compare OLD.json NEW.json | fuzz <target> [seconds] | crash [--minutes N]>".into()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

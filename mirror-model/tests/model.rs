@@ -1,0 +1,104 @@
+//! The model check in CI (`cargo xtask test`): the real machine and producer state hold every property over every
+//! interleaving within the CI bounds, in every topology, and the checker finds each deliberate bug with a
+//! counterexample. Longer runs: `cargo xtask model`.
+
+use mirror_model::{Bounds, CheckReport, MirrorModel, Mutant, Topology};
+
+/// The CI bounds of a topology: the chain's three clusters multiply the interleavings, so it gets one source
+/// write fewer.
+fn ci_bounds(topology: Topology) -> Bounds {
+    match topology {
+        Topology::Chain => Bounds {
+            source_writes: 2,
+            ..Bounds::default()
+        },
+        Topology::ActivePassive | Topology::Failback => Bounds::default(),
+    }
+}
+
+fn check(topology: Topology, mutant: Mutant) -> CheckReport {
+    let report = MirrorModel::new(topology, ci_bounds(topology), mutant).check(0);
+    eprintln!(
+        "{topology:?} {mutant:?}: {} states ({} distinct), max depth {}, {:.1?}",
+        report.states, report.unique_states, report.max_depth, report.elapsed
+    );
+    report
+}
+
+fn holds_everywhere(topology: Topology) {
+    let report = check(topology, Mutant::None);
+    assert!(report.violations.is_empty(), "{:#?}", report.violations);
+    assert!(
+        report.unique_states > 1_000,
+        "the bounds explore too little: {report:?}"
+    );
+}
+
+#[test]
+fn active_passive_holds_every_property_over_every_interleaving() {
+    holds_everywhere(Topology::ActivePassive);
+}
+
+#[test]
+fn failback_holds_every_property_over_every_interleaving() {
+    holds_everywhere(Topology::Failback);
+}
+
+#[test]
+fn a_chain_of_three_holds_every_property_over_every_interleaving() {
+    holds_everywhere(Topology::Chain);
+}
+
+/// The property each deliberate bug must break.
+fn expected(mutant: Mutant) -> &'static str {
+    match mutant {
+        Mutant::BarrierBeforeLsoCut | Mutant::SecondBarrierAfterCrash => {
+            "at most one barrier per failover; exactly one, durable, after a completed failover"
+        }
+        Mutant::BarrierOnLeaderOnly => "live, follower and recovered producer state agree",
+        Mutant::LastMirroredAfterBarrier => "a barrier in the log implies a persisted last mirrored offset",
+        Mutant::None => "",
+    }
+}
+
+fn finds(topology: Topology) {
+    for mutant in Mutant::BUGS {
+        let report = check(topology, mutant);
+        let found = report
+            .violations
+            .iter()
+            .find(|(property, _)| property == expected(mutant));
+        let Some((_, steps)) = found else {
+            panic!(
+                "{topology:?}: {mutant:?} went unnoticed: {:#?}",
+                report.violations
+            );
+        };
+        assert!(steps.len() > 1, "{mutant:?}: a counterexample has steps");
+        eprintln!(
+            "{mutant:?} breaks {:?}:\n  {}",
+            expected(mutant),
+            steps.join("\n  ")
+        );
+    }
+}
+
+#[test]
+fn the_checker_finds_every_deliberate_bug_in_active_passive() {
+    finds(Topology::ActivePassive);
+}
+
+#[test]
+fn the_checker_finds_every_deliberate_bug_in_failback() {
+    finds(Topology::Failback);
+}
+
+#[test]
+fn a_misaligned_failback_is_found_when_the_last_mirrored_offset_is_persisted_after_the_barrier() {
+    let report = check(Topology::Failback, Mutant::LastMirroredAfterBarrier);
+    let names: Vec<&str> = report.violations.iter().map(|(name, _)| name.as_str()).collect();
+    assert!(
+        names.contains(&"a mirror's log is its source's, offset for offset, up to its own barrier"),
+        "{names:?}"
+    );
+}
