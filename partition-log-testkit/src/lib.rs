@@ -7,6 +7,8 @@
 //! (they are test code), which is why this module allows `unwrap`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+pub mod executor;
+
 use partition_log::{
     AppendOutcome, Isolation, LogConfig, LogError, PartitionLog, RecoveryReport, ReplicaSet,
 };

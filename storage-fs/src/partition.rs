@@ -334,10 +334,25 @@ impl BlockingPartition for FsPartition {
         self.report.clone()
     }
 
-    /// An unsynced append is one `write` into the page cache (a roll, which creates files and syncs the
-    /// directory, is the exception: rare, once per segment).
+    /// An unsynced append is one `write` into the page cache (a roll, which creates files and syncs the old segment
+    /// and the directory, is the exception: [`Self::append_is_cheap`] says which append rolls).
     fn appends_are_cheap(&self) -> bool {
         true
+    }
+
+    /// Cheap unless it rolls: an append that does not fit the active segment syncs (the old segment, the
+    /// directory), so it runs off the executor.
+    fn append_is_cheap(&self, batches: &[RecordBatch]) -> bool {
+        let Some(active) = self.segments.values().next_back() else {
+            return false;
+        };
+        let size: u64 = batches.iter().map(|batch| batch.size() as u64).sum();
+        let last_offset = batches
+            .last()
+            .map_or(active.base_offset, RecordBatch::last_offset);
+        active.first_batch_offset.is_none()
+            || (active.size + size <= self.config.segment_bytes
+                && last_offset - active.base_offset <= i64::from(i32::MAX))
     }
 
     /// Reads are one `pread` of a range, normally from the page cache; metadata, snapshot offsets and the

@@ -2,6 +2,8 @@
 //! a library crate.
 //!
 //! - [`conformance`]: the checks every backend passes (`conformance_suite!` expands them into named tests).
+//! - [`executor_guard`]: a runtime whose worker threads are known, and a backend wrapper that records every sync or
+//!   database write made on one of them.
 //! - [`crash`]: the SIGKILL harness (a child process appends and syncs until killed; the parent verifies).
 //! - [`faulty_store`]: [`FaultyStore`], a backend wrapper *below* the contract's checks whose syncs fail or
 //!   stall on command (poisoning, a slow fsync that must not stall other partitions).
@@ -15,6 +17,7 @@
 
 pub mod conformance;
 pub mod crash;
+pub mod executor_guard;
 pub mod fault;
 pub mod faulty_store;
 pub mod read_only;

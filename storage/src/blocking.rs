@@ -72,6 +72,15 @@ pub trait BlockingPartition: Send + 'static {
         false
     }
 
+    /// Whether this append is one of the cheap ones [`appends_are_cheap`](Self::appends_are_cheap) promises (by
+    /// default, whenever appends are): a backend whose append may sometimes do more (storage-fs rolls a full
+    /// segment: files created, the old segment and the directory synced) says no for that append, and it runs
+    /// off the executor.
+    fn append_is_cheap(&self, batches: &[RecordBatch]) -> bool {
+        let _ = batches;
+        self.appends_are_cheap()
+    }
+
     /// True when reads come from memory or the page cache (no database), so they may run on the caller's thread.
     fn reads_are_cheap(&self) -> bool {
         false

@@ -7,7 +7,9 @@
 //!
 //! - every call of a store that says it [never blocks](BlockingStore::never_blocks) (memory);
 //! - appends and reads of a backend that says they are cheap
-//!   ([`appends_are_cheap`](crate::BlockingPartition::appends_are_cheap),
+//!   ([`appends_are_cheap`](crate::BlockingPartition::appends_are_cheap) and, per append,
+//!   [`append_is_cheap`](crate::BlockingPartition::append_is_cheap): a storage-fs append that rolls its segment
+//!   syncs, so it runs off the executor;
 //!   [`reads_are_cheap`](crate::BlockingPartition::reads_are_cheap): storage-fs, whose unsynced appends are one
 //!   `write` into the page cache) — the hand-off costs about 20 µs per call on a small VM, ten times the work;
 //! - every call made outside a tokio runtime (a plain `block_on` in a tool): there is no executor to protect.
@@ -173,12 +175,15 @@ impl OffloadedPartition {
     /// An append of batches sliced from `buffers`: on the caller's thread when appends are cheap.
     async fn append_from(&mut self, batches: &[RecordBatch], buffers: &BatchBuffers) -> Result<()> {
         if self.cheap_appends {
-            // The hot path of a page-cache backend: no copy of the batch list, no closure, no hand-off.
+            // The hot path of a page-cache backend: no copy of the batch list, no closure, no hand-off — unless
+            // this append does more than write (a segment roll syncs), which runs off the executor below.
             let mut checked = lock(&self.shared);
-            let outcome = checked.append_with_buffers(batches, buffers);
-            self.log_start = checked.log_start_offset();
-            self.log_end = checked.log_end_offset();
-            return outcome;
+            if self.inline || checked.inner().append_is_cheap(batches) {
+                let outcome = checked.append_with_buffers(batches, buffers);
+                self.log_start = checked.log_start_offset();
+                self.log_end = checked.log_end_offset();
+                return outcome;
+            }
         }
         let (batches, buffers) = (batches.to_vec(), buffers.clone());
         self.call(move |checked| checked.append_with_buffers(&batches, &buffers))

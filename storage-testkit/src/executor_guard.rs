@@ -1,0 +1,256 @@
+//! Proof that no fsync or database write runs on an executor thread (ADR 0010, issue 33 item 4).
+//!
+//! [`guarded_runtime`] builds a multi-thread tokio runtime and learns its worker threads: tokio starts them when
+//! the runtime is built, before any blocking-pool thread exists, so the threads started by then are exactly the
+//! workers. [`WorkerThreads::check`] records a violation when the calling thread is one of them.
+//! [`NoSyncOnWorkers`] wraps any backend (it is a [`BlockingStore`], below `storage`'s checks) and checks every
+//! call that makes data durable or writes a database: `flush(Sync)`, snapshots, metadata, truncation and
+//! retention always, and appends and aborted-index appends of a backend whose appends are not page-cache writes.
+//! A file-system backend's own fsyncs (a segment roll inside an append) are checked below it, at its `Vfs` (see
+//! `partition-log-testkit/tests/no_fsync_on_executor.rs`).
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::thread::ThreadId;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use record_format::{AbortedTxn, BatchBuffers, RecordBatch};
+use storage::{BlockingPartition, BlockingStore, Durability, OpenMode, OpenReport, PartitionId};
+
+/// The worker threads of a runtime, and the violations seen.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerThreads {
+    workers: Arc<Mutex<HashSet<ThreadId>>>,
+    violations: Arc<Mutex<Vec<String>>>,
+}
+
+impl WorkerThreads {
+    /// True when the calling thread is a worker.
+    pub fn on_worker(&self) -> bool {
+        self.workers
+            .lock()
+            .unwrap()
+            .contains(&std::thread::current().id())
+    }
+
+    /// Records a violation named `what` when called on a worker thread.
+    pub fn check(&self, what: &str) {
+        if self.on_worker() {
+            let thread = std::thread::current();
+            self.violations.lock().unwrap().push(format!(
+                "{what} ran on executor thread {:?} ({})",
+                thread.id(),
+                thread.name().unwrap_or("unnamed")
+            ));
+        }
+    }
+
+    /// The violations so far.
+    pub fn violations(&self) -> Vec<String> {
+        self.violations.lock().unwrap().clone()
+    }
+
+    /// How many workers are known.
+    pub fn count(&self) -> usize {
+        self.workers.lock().unwrap().len()
+    }
+}
+
+/// A multi-thread runtime with `workers` worker threads, and its [`WorkerThreads`].
+pub fn guarded_runtime(workers: usize) -> (tokio::runtime::Runtime, WorkerThreads) {
+    let threads = WorkerThreads::default();
+    let started: Arc<Mutex<HashSet<ThreadId>>> = Arc::default();
+    let record = Arc::clone(&started);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .on_thread_start(move || {
+            record.lock().unwrap().insert(std::thread::current().id());
+        })
+        .build()
+        .expect("a runtime");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while started.lock().unwrap().len() < workers {
+        assert!(Instant::now() < deadline, "the runtime's workers did not start");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    *threads.workers.lock().unwrap() = started.lock().unwrap().clone();
+    (runtime, threads)
+}
+
+/// A backend whose durable calls check that they run off the executor; see the module docs.
+#[derive(Debug, Clone)]
+pub struct NoSyncOnWorkers<S> {
+    inner: S,
+    threads: WorkerThreads,
+}
+
+impl<S> NoSyncOnWorkers<S> {
+    /// Wraps `inner`, checking against `threads`.
+    pub fn new(inner: S, threads: WorkerThreads) -> Self {
+        NoSyncOnWorkers { inner, threads }
+    }
+}
+
+impl<S: BlockingStore> BlockingStore for NoSyncOnWorkers<S> {
+    fn create(&self, id: &PartitionId) -> storage::Result<Box<dyn BlockingPartition>> {
+        self.threads.check("creating a partition");
+        Ok(Box::new(Guarded {
+            inner: self.inner.create(id)?,
+            threads: self.threads.clone(),
+        }))
+    }
+
+    fn open(&self, id: &PartitionId, mode: OpenMode) -> storage::Result<Box<dyn BlockingPartition>> {
+        self.threads.check("opening a partition");
+        Ok(Box::new(Guarded {
+            inner: self.inner.open(id, mode)?,
+            threads: self.threads.clone(),
+        }))
+    }
+
+    fn list(&self) -> storage::Result<Vec<PartitionId>> {
+        self.inner.list()
+    }
+
+    fn delete(&self, id: &PartitionId) -> storage::Result<()> {
+        self.threads.check("deleting a partition");
+        self.inner.delete(id)
+    }
+
+    fn never_blocks(&self) -> bool {
+        self.inner.never_blocks()
+    }
+}
+
+struct Guarded {
+    inner: Box<dyn BlockingPartition>,
+    threads: WorkerThreads,
+}
+
+impl Guarded {
+    fn check_write(&self, what: &str) {
+        if !self.inner.appends_are_cheap() {
+            self.threads.check(what);
+        }
+    }
+}
+
+impl BlockingPartition for Guarded {
+    fn id(&self) -> &PartitionId {
+        self.inner.id()
+    }
+
+    fn log_start_offset(&self) -> i64 {
+        self.inner.log_start_offset()
+    }
+
+    fn log_end_offset(&self) -> i64 {
+        self.inner.log_end_offset()
+    }
+
+    fn open_report(&self) -> OpenReport {
+        self.inner.open_report()
+    }
+
+    fn appends_are_cheap(&self) -> bool {
+        self.inner.appends_are_cheap()
+    }
+
+    fn append_is_cheap(&self, batches: &[RecordBatch]) -> bool {
+        self.inner.append_is_cheap(batches)
+    }
+
+    fn reads_are_cheap(&self) -> bool {
+        self.inner.reads_are_cheap()
+    }
+
+    fn append(&mut self, batches: &[RecordBatch]) -> storage::Result<()> {
+        self.check_write("an append to a database");
+        self.inner.append(batches)
+    }
+
+    fn append_with_buffers(
+        &mut self,
+        batches: &[RecordBatch],
+        buffers: &BatchBuffers,
+    ) -> storage::Result<()> {
+        self.check_write("an append to a database");
+        self.inner.append_with_buffers(batches, buffers)
+    }
+
+    fn read(&self, from_offset: i64, max_bytes: usize) -> storage::Result<Vec<RecordBatch>> {
+        self.inner.read(from_offset, max_bytes)
+    }
+
+    fn read_with_buffers(
+        &self,
+        from_offset: i64,
+        max_bytes: usize,
+    ) -> storage::Result<(Vec<RecordBatch>, BatchBuffers)> {
+        self.inner.read_with_buffers(from_offset, max_bytes)
+    }
+
+    fn truncate_to(&mut self, offset: i64) -> storage::Result<()> {
+        self.threads.check("a truncation");
+        self.inner.truncate_to(offset)
+    }
+
+    fn truncate_fully_and_start_at(&mut self, offset: i64) -> storage::Result<()> {
+        self.threads.check("a full truncation");
+        self.inner.truncate_fully_and_start_at(offset)
+    }
+
+    fn delete_before(&mut self, offset: i64) -> storage::Result<()> {
+        self.threads.check("retention");
+        self.inner.delete_before(offset)
+    }
+
+    fn flush(&mut self, durability: Durability) -> storage::Result<()> {
+        if durability == Durability::Sync {
+            self.threads.check("a sync");
+        }
+        self.inner.flush(durability)
+    }
+
+    fn put_snapshot(&mut self, offset: i64, bytes: Bytes) -> storage::Result<()> {
+        self.threads.check("a snapshot write");
+        self.inner.put_snapshot(offset, bytes)
+    }
+
+    fn snapshot_at_or_below(&self, offset: i64) -> storage::Result<Option<(i64, Bytes)>> {
+        self.inner.snapshot_at_or_below(offset)
+    }
+
+    fn snapshot_offsets(&self) -> storage::Result<Vec<i64>> {
+        self.inner.snapshot_offsets()
+    }
+
+    fn delete_snapshot(&mut self, offset: i64) -> storage::Result<()> {
+        self.threads.check("a snapshot deletion");
+        self.inner.delete_snapshot(offset)
+    }
+
+    fn append_aborted_txn(&mut self, entry: AbortedTxn) -> storage::Result<()> {
+        self.check_write("an aborted-index append to a database");
+        self.inner.append_aborted_txn(entry)
+    }
+
+    fn last_aborted_txn(&self) -> storage::Result<Option<AbortedTxn>> {
+        self.inner.last_aborted_txn()
+    }
+
+    fn aborted_txns(&self, from_offset: i64, upper_bound: i64) -> storage::Result<Vec<AbortedTxn>> {
+        self.inner.aborted_txns(from_offset, upper_bound)
+    }
+
+    fn put_metadata(&mut self, key: &str, value: &[u8]) -> storage::Result<()> {
+        self.threads.check("a metadata write");
+        self.inner.put_metadata(key, value)
+    }
+
+    fn metadata(&self, key: &str) -> storage::Result<Option<Vec<u8>>> {
+        self.inner.metadata(key)
+    }
+}
