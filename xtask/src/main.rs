@@ -12,7 +12,8 @@
 //!   bounds, in release mode; prints states explored, time, and every violated property with its steps.
 //! - `cargo xtask kafka [pytest args]`: only the reference-Kafka suite (`interop/tests`): Apache Kafka from the
 //!   jars `interop/kafka/pom.xml` pins (fetched with Maven into the target directory; Java 17+ and Maven are
-//!   installed with apt-get when missing), driven by pytest in the client suite's virtual environment.
+//!   installed with apt-get when missing), driven by pytest in the client suite's virtual environment, with
+//!   `MIRRORLOG_BIN` naming the debug `mirrorlog` binary it builds first (the both-ways tests run it).
 //! - `cargo xtask bench [--quick] [--backends fs,sled,rocks,memory] [--only ID]... [--out DIR]`: builds in release
 //!   mode, runs the micro-benchmark headlines (criterion) and the cross-backend macro benchmark
 //!   (`storage-bench`'s `bench-report`), and writes `DIR/report.md`, `DIR/report.json` and SVG charts (default
@@ -316,11 +317,16 @@ const KAFKA_POM: &str = "interop/kafka/pom.xml";
 const KAFKA_SUITE: &str = "interop/tests";
 
 /// The reference-Kafka suite: Apache Kafka brokers started from the pinned jars (`interop/kafka/kafka_node.py`)
-/// and driven by pytest; `pytest_args` go to pytest after the suite's path.
+/// and driven by pytest; `pytest_args` go to pytest after the suite's path. Its both-ways tests run the mirrorlog
+/// binary too (`serve`, `dump`, `replay`), so it is built first (nothing to do after the real-client suite).
 fn kafka_suite(pytest_args: &[String]) -> Result<(), String> {
     ensure_java_and_maven()?;
     let libs = kafka_jars()?;
     let venv = client_venv()?;
+    run(
+        "cargo build -p mirrorlog",
+        cargo().args(["build", "-p", "mirrorlog"]),
+    )?;
     run(
         "reference-Kafka suite (pytest)",
         Command::new(venv.join("bin/python"))
@@ -328,7 +334,8 @@ fn kafka_suite(pytest_args: &[String]) -> Result<(), String> {
             .args(pytest_args)
             .current_dir(workspace_root())
             .env("PYTHONDONTWRITEBYTECODE", "1")
-            .env("MIRRORLOG_KAFKA_LIBS", &libs),
+            .env("MIRRORLOG_KAFKA_LIBS", &libs)
+            .env("MIRRORLOG_BIN", target_dir().join("debug/mirrorlog")),
     )
 }
 
