@@ -235,18 +235,24 @@ def as_dump_snapshot_entry(entry: dict) -> dict:
     snapshot stores one timestamp and one (last sequence, last offset, offset delta) per producer: Kafka prints
     the timestamp twice (`lastTimestamp`, and `timestamp` of the batch metadata) and derives `firstSequence`."""
     first = entry["current_txn_first_offset"]
-    return {
+    out = {
         "producerId": str(entry["producer_id"]),
         "producerEpoch": str(entry["producer_epoch"]),
         "coordinatorEpoch": str(entry["coordinator_epoch"]),
         "currentTxnFirstOffset": "OptionalLong.empty" if first is None else f"OptionalLong[{first}]",
         "lastTimestamp": str(entry["timestamp"]),
-        "firstSequence": str(decrement_sequence(entry["last_sequence"], entry["offset_delta"])),
-        "lastSequence": str(entry["last_sequence"]),
-        "lastOffset": str(entry["last_offset"]),
-        "offsetDelta": str(entry["offset_delta"]),
-        "timestamp": str(entry["timestamp"]),
     }
+    # Kafka reads batch metadata back only when the last offset is set (a producer whose epoch a transaction
+    # marker bumped has none), and prints the sequence fields only then.
+    if entry["last_offset"] >= 0:
+        out.update({
+            "firstSequence": str(decrement_sequence(entry["last_sequence"], entry["offset_delta"])),
+            "lastSequence": str(entry["last_sequence"]),
+            "lastOffset": str(entry["last_offset"]),
+            "offsetDelta": str(entry["offset_delta"]),
+            "timestamp": str(entry["timestamp"]),
+        })
+    return out
 
 
 def as_dump_txn_entry(entry: dict) -> dict:
@@ -570,6 +576,9 @@ TOPICS = {
     # (b) Kafka writes these: rolled every 1.5 s (several segments, snapshots at each roll).
     "kafka-mixed": {"segment.ms": "1500"},
     "kafka-logappend": {"message.timestamp.type": "LogAppendTime"},
+    # Kafka's Java producer, which uses transaction protocol version 2 (an epoch bump at every commit marker;
+    # librdkafka 2.16 and kafka-python 3.0 still use version 1).
+    "kafka-java-tv2": {},
     # (c) serve's partitions go here.
     "from-serve": {},  # only the .log segments: Kafka recovers them and rebuilds everything else
     "from-serve-trusted": {},  # every file serve wrote, recovery point at the log end: Kafka trusts them
@@ -586,13 +595,29 @@ class RoundTrip:
 
     node: object
     kafka_written: dict  # topic -> frozen copy of Kafka's partition directory after its clean shutdown
-    kafka_produced: list
+    kafka_produced: dict  # topic -> [Produced]
     kafka_watermarks: dict  # topic -> {"high": HW, "stable": LSO} while Kafka ran
     placed: dict  # topic -> the serve directory its segments came from
     forged_start_error: str
     rebuilt: dict  # topic -> DumpLogSegments of every file of the partition right after the restart
     served_watermarks: dict  # topic -> {"high", "stable"} right after the restart
     timings: dict = field(default_factory=dict)
+
+
+JAVA_RECORDS = 40
+
+
+def java_transactions(node, topic: str) -> list[Produced]:
+    """Kafka's Java producer (ProducerPerformance: values "0", "1", ... without keys) commits a transaction every
+    100 ms. Under transaction version 2 each commit marker bumps the producer epoch."""
+    run_kafka_tool(
+        "org.apache.kafka.tools.ProducerPerformance",
+        ["--topic", topic, "--num-records", JAVA_RECORDS, "--throughput", "100", "--payload-monotonic",
+         "--transactional-id", f"{topic}-java", "--transaction-duration-ms", "100",
+         "--producer-props", f"bootstrap.servers={node.bootstrap}", "compression.type=zstd", "linger.ms=5"],
+        libs=node.libs,
+    )
+    return [Produced(None, str(i).encode(), [], "committed") for i in range(JAVA_RECORDS)]
 
 
 def watermarks(bootstrap: str, topic: str) -> dict:
@@ -658,15 +683,18 @@ def run_round_trip(root: Path, serve: ServeWritten, node_factory) -> RoundTrip:
     for future in futures.values():
         future.result(60)
     step = time.monotonic()
-    produced = produce_workload(node.bootstrap, "kafka-mixed", "kafka")
-    small_workload(node.bootstrap, "kafka-logappend", "logappend")
-    kafka_watermarks = {topic: watermarks(node.bootstrap, topic) for topic in ("kafka-mixed", "kafka-logappend")}
+    produced = {
+        "kafka-mixed": produce_workload(node.bootstrap, "kafka-mixed", "kafka"),
+        "kafka-logappend": small_workload(node.bootstrap, "kafka-logappend", "logappend"),
+        "kafka-java-tv2": java_transactions(node, "kafka-java-tv2"),
+    }
+    kafka_watermarks = {topic: watermarks(node.bootstrap, topic) for topic in produced}
     timings["clients writing to Kafka"] = time.monotonic() - step
     code = node.stop()
     assert code in (0, 143) and node.clean_shutdown_marked(), f"Kafka's stop was not clean ({code})"
 
     kafka_written = {}
-    for topic in ("kafka-mixed", "kafka-logappend"):
+    for topic in produced:
         kafka_written[topic] = root / "kafka-written" / f"{topic}-0"
         shutil.copytree(node.partition_dir(topic), kafka_written[topic])
 
