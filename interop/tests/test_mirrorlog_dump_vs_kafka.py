@@ -124,6 +124,19 @@ def test_the_barrier_is_control_type_7_to_both(serve_written):
     assert ours["control"]["value_fields"]["source_cluster_id"] == "source-cluster-A"
 
 
+def test_serves_transaction_state_log_is_its_own_record_format(serve_written):
+    """An intended difference (ADR 0012): serve's `__transaction_state` partition holds valid Kafka batches whose
+    records are the coordinator's own format, which Kafka's transaction-log decoder does not read. Moving a serve
+    directory to Kafka moves the partitions' data, not the coordinator's state."""
+    segments = bw.kafka_files(serve_written.mixed.parent / "__transaction_state-0", ".log")
+    assert segments
+    dump = bw.dump_log_segments(segments, "--deep-iteration", "--transaction-log-decoder")
+    batches = [b for segment in segments for b in bw.kafka_batches(dump[str(segment)])]
+    assert batches and all(b["isvalid"] == "true" for b in batches)
+    records = [r for b in batches for r in b["records"]]
+    assert all("skipping" in r.get("key", "") for r in records), records[:3]
+
+
 # -- the text mode ------------------------------------------------------------------------------------------------
 
 
