@@ -11,7 +11,7 @@ Nothing is normalised: both tools read the same files. mirrorlog's JSON is only 
 (both_ways.as_dump_batch): field names, `endTxnMarker` for control types 0/1 and `controlType: UNKNOWN(7)` for the
 barrier, keys and payloads decoded from hex as UTF-8 (Kafka's StringDecoder), the record `sequence` and the batch
 `deleteHorizonMs` derived as Kafka derives them (mirrorlog's JSON does not print them). Known differences of the
-text mode are xfail tests naming the symptom; docs/kafka-differences.md lists them all.
+text mode were fixed; docs/kafka-differences.md lists the intended differences.
 """
 
 import json
@@ -163,13 +163,8 @@ HEADER_KEYS = re.compile(r"headerKeys: \[([^\]]*)\]")
 
 
 def known_text_differences_removed(line: str) -> str:
-    """mirrorlog's text record line with the differences the xfail tests below name taken out, and the barrier
-    line (an intended difference: mirrorlog decodes control type 7) written as Kafka writes it."""
-    line = HEADER_KEYS.sub(lambda m: "headerKeys: [" + m.group(1).replace(", ", ",") + "]", line)
-    if " keySize: -1 " in line:
-        line = line.replace(" key: null", "", 1)
-    if " valueSize: -1 " in line:
-        line = line.replace(" payload: null", "", 1)
+    """mirrorlog's text record line with the barrier line (an intended difference: mirrorlog decodes control type
+    7) written as Kafka writes it."""
     return re.sub(r" MIRROR_PID_RESET source_cluster_id=\S* writer_cluster_id=\S*$", " controlType: UNKNOWN(7)", line)
 
 
@@ -178,23 +173,11 @@ def test_text_dump_record_lines_match_dump_log_segments_but_for_the_known_differ
         assert [known_text_differences_removed(line) for line in ours] == kafka
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="mirrorlog dump (text) joins a record's header keys with ', ' (headerKeys: [codec, null-header, "
-    "empty-header]); DumpLogSegments joins them with ',' (headerKeys: [codec,null-header,empty-header])",
-)
 def test_text_dump_joins_header_keys_as_dump_log_segments_does(written):
     for kafka, ours in text_lines(written):
         assert [HEADER_KEYS.findall(line) for line in ours] == [HEADER_KEYS.findall(line) for line in kafka]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="mirrorlog dump (text) prints a null key as 'key: null' and a null value as 'payload: null'; "
-    "DumpLogSegments prints neither field for them (keySize: -1 / valueSize: -1 say they are null)",
-)
 def test_text_dump_leaves_out_null_keys_and_values_as_dump_log_segments_does(written):
     for kafka, ours in text_lines(written):
         nulls = [line for line in ours if " keySize: -1 " in line or " valueSize: -1 " in line]
@@ -218,13 +201,6 @@ def test_snapshot_json_dump_agrees_with_dump_log_segments(written):
     assert "Corrupt" not in dump["stderr"], dump["stderr"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="mirrorlog dump (text) of a .snapshot prints 'currentTxnFirstOffset: None' and leaves out "
-    "'firstSequence: …' and the trailing 'timestamp: …'; DumpLogSegments prints 'currentTxnFirstOffset: "
-    "OptionalLong.empty lastTimestamp: T firstSequence: F lastSequence: L lastOffset: O offsetDelta: D timestamp: T'",
-)
 def test_snapshot_text_dump_matches_dump_log_segments(written):
     dump = full_dump(written)
     for snapshot in all_files(written, ".snapshot"):
@@ -276,14 +252,6 @@ def test_index_entries_point_at_batches_mirrorlog_lists(written):
                 assert all(t <= batch["max_timestamp"] for t in earlier), (path.name, entry)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="mirrorlog dump of a .index or .timeindex file reads it as a log segment: exit status 2 and "
-    "'error: unsupported_magic at file offset 0' or 'error: batch_length_invalid at file offset 0' (as the "
-    "entries' bytes fall), or for an empty index a clean dump of no batch; DumpLogSegments prints the entries "
-    "('offset: N position: P', 'timestamp: T offset: N') or '<file> is empty.'",
-)
 def test_mirrorlog_dump_prints_offset_and_time_indexes(written):
     dump = full_dump(written)
     for path in index_files(written):

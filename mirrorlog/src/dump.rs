@@ -312,13 +312,6 @@ fn batch_json<'r>(
     })
 }
 
-fn text_or_null(bytes: Option<&[u8]>) -> String {
-    bytes.map_or_else(
-        || "null".to_owned(),
-        |bytes| String::from_utf8_lossy(bytes).into_owned(),
-    )
-}
-
 fn control_text(control: &ControlRecord) -> String {
     match control {
         ControlRecord::Abort(marker) | ControlRecord::Commit(marker) => format!(
@@ -388,24 +381,29 @@ fn write_batch_text(
             .iter()
             .map(|header| String::from_utf8_lossy(header.key).into_owned())
             .collect();
+        // As DumpLogSegments: a null key or value prints no field (keySize/valueSize -1 say it is null).
         let payload = match control {
-            Some((_, control)) => control_text(&control),
-            None => format!(
-                "key: {} payload: {}",
-                text_or_null(record.key),
-                text_or_null(record.value)
-            ),
+            Some((_, control)) => format!(" {}", control_text(&control)),
+            None => {
+                let key = record
+                    .key
+                    .map(|key| format!(" key: {}", String::from_utf8_lossy(key)));
+                let value = record
+                    .value
+                    .map(|value| format!(" payload: {}", String::from_utf8_lossy(value)));
+                format!("{}{}", key.unwrap_or_default(), value.unwrap_or_default())
+            }
         };
         failed = writeln!(
             out,
-            "| offset: {} {}: {} keySize: {} valueSize: {} sequence: {} headerKeys: [{}] {payload}",
+            "| offset: {} {}: {} keySize: {} valueSize: {} sequence: {} headerKeys: [{}]{payload}",
             record.offset,
             timestamp_type,
             record.timestamp,
             length_or_null(record.key),
             length_or_null(record.value),
             record.sequence,
-            header_keys.join(", "),
+            header_keys.join(","),
         )
         .err();
     });

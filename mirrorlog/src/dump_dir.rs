@@ -93,20 +93,32 @@ pub fn dump_snapshot(path: &Path, format: Format, out: &mut impl Write) -> Resul
                 "current_txn_first_offset": entry.current_txn_first_offset,
             })
             .to_string(),
-            Format::Text => format!(
-                "producerId: {} producerEpoch: {} coordinatorEpoch: {} currentTxnFirstOffset: {} lastTimestamp: {} \
-                 lastSequence: {} lastOffset: {} offsetDelta: {}",
-                entry.producer_id,
-                entry.producer_epoch,
-                entry.coordinator_epoch,
-                entry
-                    .current_txn_first_offset
-                    .map_or_else(|| "None".to_owned(), |offset| offset.to_string()),
-                entry.last_timestamp,
-                last.map_or(-1, |b| b.last_seq),
-                last.map_or(-1, |b| b.last_offset),
-                last.map_or(0, |b| b.offset_delta),
-            ),
+            // DumpLogSegments' line: Java's OptionalLong for the open transaction, the batch fields only for a
+            // producer with batch metadata (a trailing space before the line end otherwise).
+            Format::Text => {
+                let batch = last.map_or_else(String::new, |b| {
+                    format!(
+                        "firstSequence: {} lastSequence: {} lastOffset: {} offsetDelta: {} timestamp: {}",
+                        b.last_seq.wrapping_sub(b.offset_delta),
+                        b.last_seq,
+                        b.last_offset,
+                        b.offset_delta,
+                        entry.last_timestamp
+                    )
+                });
+                format!(
+                    "producerId: {} producerEpoch: {} coordinatorEpoch: {} currentTxnFirstOffset: {} \
+                     lastTimestamp: {} {batch}",
+                    entry.producer_id,
+                    entry.producer_epoch,
+                    entry.coordinator_epoch,
+                    entry.current_txn_first_offset.map_or_else(
+                        || "OptionalLong.empty".to_owned(),
+                        |offset| format!("OptionalLong[{offset}]")
+                    ),
+                    entry.last_timestamp,
+                )
+            }
         };
         writeln!(out, "{line}").map_err(CliError::Output)?;
     }
@@ -164,6 +176,93 @@ pub fn dump_txn_index(path: &Path, format: Format, out: &mut impl Write) -> Resu
     })
 }
 
+/// Which sparse index a file is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SparseIndex {
+    /// `.index`: (u32 offset relative to the segment base, u32 position in the log).
+    Offset,
+    /// `.timeindex`: (i64 timestamp, u32 offset relative to the segment base).
+    Time,
+}
+
+/// Dumps a segment's `.index` or `.timeindex` as DumpLogSegments does: one line per entry with the absolute offset
+/// (`offset: N position: P`, `timestamp: T offset: N`), `<file> is empty.` for an offset index without entries, and
+/// nothing after a zero entry past the first (what is left of a preallocated file). A torn last entry is reported.
+fn dump_sparse_index(
+    path: &Path,
+    base_offset: i64,
+    kind: SparseIndex,
+    format: Format,
+    out: &mut impl Write,
+) -> Result<DumpOutcome, CliError> {
+    let bytes = read(path)?;
+    let entry_len = match kind {
+        SparseIndex::Offset => 8,
+        SparseIndex::Time => 12,
+    };
+    if format == Format::Text {
+        writeln!(out, "Dumping {}", path.display()).map_err(CliError::Output)?;
+    }
+    let whole = bytes.len() / entry_len * entry_len;
+    if bytes.is_empty() && kind == SparseIndex::Offset && format == Format::Text {
+        writeln!(out, "{} is empty.", path.display()).map_err(CliError::Output)?;
+    }
+    let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    let mut entries = 0u64;
+    for (index, entry) in bytes[..whole].chunks_exact(entry_len).enumerate() {
+        let u32_at = |at: usize| u32::from_be_bytes([entry[at], entry[at + 1], entry[at + 2], entry[at + 3]]);
+        let (relative, line) = match kind {
+            SparseIndex::Offset => {
+                let (relative, position) = (u32_at(0), u32_at(4));
+                let offset = base_offset.saturating_add(i64::from(relative));
+                let line = match format {
+                    Format::Json => {
+                        json!({"offset_index": file_name, "offset": offset, "position": position}).to_string()
+                    }
+                    Format::Text => format!("offset: {offset} position: {position}"),
+                };
+                (relative, line)
+            }
+            SparseIndex::Time => {
+                let mut timestamp = [0u8; 8];
+                timestamp.copy_from_slice(&entry[..8]);
+                let timestamp = i64::from_be_bytes(timestamp);
+                let relative = u32_at(8);
+                let offset = base_offset.saturating_add(i64::from(relative));
+                let line = match format {
+                    Format::Json => {
+                        json!({"time_index": file_name, "timestamp": timestamp, "offset": offset}).to_string()
+                    }
+                    Format::Text => format!("timestamp: {timestamp} offset: {offset}"),
+                };
+                (relative, line)
+            }
+        };
+        if relative == 0 && index > 0 {
+            break;
+        }
+        writeln!(out, "{line}").map_err(CliError::Output)?;
+        entries += 1;
+    }
+    if whole < bytes.len() {
+        let message = format!(
+            "{} trailing bytes: a torn entry (entries are {entry_len} bytes)",
+            bytes.len() - whole
+        );
+        let line = match format {
+            Format::Json => json!({"error": {"category": "truncated", "file": path.display().to_string(),
+                                              "file_offset": whole, "message": message}})
+            .to_string(),
+            Format::Text => format!("error: truncated {} at byte {whole}: {message}", path.display()),
+        };
+        writeln!(out, "{line}").map_err(CliError::Output)?;
+        return Ok(DumpOutcome::Corrupt {
+            valid_batches: entries,
+        });
+    }
+    Ok(DumpOutcome::Clean { batches: entries })
+}
+
 /// Dumps a segment, a snapshot, a txn index (by file name), or a partition directory (its segments in offset
 /// order, then the views asked for). Stops at the first corrupt file.
 pub fn dump_path(
@@ -181,6 +280,12 @@ pub fn dump_path(
         return match classify(&name) {
             DirEntry::Snapshot { .. } => dump_snapshot(path, format, out),
             DirEntry::Segment { suffix, .. } if suffix == "txnindex" => dump_txn_index(path, format, out),
+            DirEntry::Segment { suffix, base_offset } if suffix == "index" => {
+                dump_sparse_index(path, base_offset, SparseIndex::Offset, format, out)
+            }
+            DirEntry::Segment { suffix, base_offset } if suffix == "timeindex" => {
+                dump_sparse_index(path, base_offset, SparseIndex::Time, format, out)
+            }
             _ => dump_segment(path, format, out, err),
         };
     }

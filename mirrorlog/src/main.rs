@@ -39,10 +39,11 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Print a segment, a partition directory, a .snapshot or a .txnindex, like kafka-dump-log.sh.
+    /// Print a segment, a partition directory, a .snapshot, a .txnindex, a .index or a .timeindex, like
+    /// kafka-dump-log.sh.
     Dump {
-        /// A `.log` segment, a storage-fs partition directory (`{topic}-{partition}`), a `.snapshot` or a
-        /// `.txnindex` file. Nothing is modified.
+        /// A `.log` segment, a storage-fs partition directory (`{topic}-{partition}`), a `.snapshot`, a
+        /// `.txnindex`, a `.index` or a `.timeindex` file. Nothing is modified.
         path: PathBuf,
         /// One JSON object per batch (field names of the shared test-vector manifest).
         #[arg(long)]

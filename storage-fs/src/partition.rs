@@ -262,6 +262,10 @@ impl FsPartition {
     /// that looks like a compacted gap, and recovery could not tell).
     fn roll(&mut self, base_offset: i64) -> Result<(), StorageError> {
         if let Some(active) = self.segments.values_mut().next_back() {
+            // The segment becomes inactive: its time index ends with its largest timestamp (Kafka's
+            // `onBecomeInactiveSegment`).
+            active.seal_time_index();
+            active.write_pending_indexes()?;
             active.sync()?;
         }
         let segment = Segment::create(&self.vfs, &self.dir, base_offset)?;

@@ -131,6 +131,17 @@ struct BatchSpan {
     size: u64,
 }
 
+impl Drop for Segment {
+    /// A writable segment closes as Kafka's does: its time index ends with its largest timestamp (best effort:
+    /// the indexes are derived data, checked and rebuilt on every open).
+    fn drop(&mut self) {
+        if self.time_index_file.is_some() {
+            self.seal_time_index();
+            let _ = self.write_pending_indexes();
+        }
+    }
+}
+
 impl Segment {
     fn path(&self, suffix: &str) -> PathBuf {
         offset_file(&self.dir, self.base_offset, suffix)
@@ -248,6 +259,8 @@ impl Segment {
         let mut segment = Segment::empty(vfs, dir, base_offset, log, index_file, time_index_file);
         let mut recovery = SegmentRecovery::default();
         let torn = segment.scan(length, index_interval)?;
+        // As Kafka's segment recovery: the rebuilt time index ends with the segment's largest timestamp.
+        segment.seal_time_index();
         if mode == OpenMode::ReadOnly {
             recovery.truncated = torn
                 .or_else(|| (segment.size != length).then(|| "trailing bytes".to_owned()))
@@ -416,6 +429,26 @@ impl Segment {
         self.size += batch.size() as u64;
         self.next_offset = batch.next_offset();
         self.first_batch_offset.get_or_insert(batch.base_offset());
+    }
+
+    /// Ends the time index with the segment's largest timestamp and its offset, if the last entry does not hold
+    /// it already (Kafka's `LogSegment.onBecomeInactiveSegment`, `close` and `recover`: a closed segment's time
+    /// index always ends with its largest timestamp, which Kafka reads as the segment's, e.g. for ListOffsets by
+    /// timestamp and for time-based retention).
+    pub fn seal_time_index(&mut self) {
+        if self.first_batch_offset.is_none() || self.max_timestamp < 0 {
+            return;
+        }
+        if self
+            .time_index
+            .last()
+            .is_none_or(|last| self.max_timestamp > last.timestamp)
+        {
+            self.time_index.push(TimeEntry {
+                timestamp: self.max_timestamp,
+                relative_offset: (self.offset_of_max_timestamp - self.base_offset) as u32,
+            });
+        }
     }
 
     fn encode_indexes(&self) -> (Vec<u8>, Vec<u8>) {

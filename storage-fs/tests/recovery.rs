@@ -474,3 +474,79 @@ async fn torn_or_zero_filled_txn_index_entries_are_cut_on_open() {
         vec![first, second]
     );
 }
+
+/// The time index entries of a `.timeindex` file: (timestamp, absolute offset).
+fn time_index(path: &Path) -> Vec<(i64, i64)> {
+    let base: i64 = path.file_stem().unwrap().to_str().unwrap().parse().unwrap();
+    std::fs::read(path)
+        .unwrap()
+        .chunks_exact(12)
+        .map(|entry| {
+            let timestamp = i64::from_be_bytes(entry[..8].try_into().unwrap());
+            let relative = u32::from_be_bytes(entry[8..].try_into().unwrap());
+            (timestamp, base + i64::from(relative))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_closed_segment_s_time_index_ends_with_its_largest_timestamp_as_kafka_s_does() {
+    let dir = tempfile::tempdir().unwrap();
+    // Sparse entries far apart (4 KiB) and small batches: the sparse index alone misses each segment's last batch.
+    let store = FsStorage::open(FsConfig {
+        segment_bytes: 8 * 1024,
+        index_interval_bytes: 4096,
+        ..FsConfig::new(dir.path())
+    })
+    .unwrap();
+    let mut partition = store.create(&pid()).await.unwrap();
+    let batches: Vec<RecordBatch> = (0..300)
+        .map(|offset| storage_testkit::conformance::batch(offset, 1, 20))
+        .collect();
+    partition.append(&batches).await.unwrap();
+    partition.flush(Durability::Sync).await.unwrap();
+    drop(partition);
+    let partition_dir = dir.path().join("orders-0");
+    let logs = files_with(&partition_dir, "log");
+    assert!(logs.len() >= 2, "the batches span several segments");
+    for log in &logs {
+        let base: i64 = log.file_stem().unwrap().to_str().unwrap().parse().unwrap();
+        let in_segment: Vec<&RecordBatch> = batches
+            .iter()
+            .filter(|batch| {
+                batch.base_offset() >= base
+                    && logs
+                        .iter()
+                        .map(|other| {
+                            other
+                                .file_stem()
+                                .unwrap()
+                                .to_str()
+                                .unwrap()
+                                .parse::<i64>()
+                                .unwrap()
+                        })
+                        .filter(|other| *other > base)
+                        .all(|next| batch.base_offset() < next)
+            })
+            .collect();
+        let largest = in_segment
+            .iter()
+            .map(|batch| batch.max_timestamp())
+            .max()
+            .unwrap();
+        let holder = in_segment
+            .iter()
+            .filter(|batch| batch.max_timestamp() == largest)
+            .map(|batch| batch.last_offset())
+            .next()
+            .unwrap();
+        let entries = time_index(&log.with_extension("timeindex"));
+        assert_eq!(
+            entries.last(),
+            Some(&(largest, holder)),
+            "{}: the time index must end with the segment's largest timestamp",
+            log.display()
+        );
+    }
+}
