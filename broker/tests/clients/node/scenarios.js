@@ -1,0 +1,103 @@
+// The real-client suite's producer scenarios with kafkajs; prints what happened as one JSON object on stdout
+// (broker/tests/clients/client_programs.py drives it). kafkajs has no consumer without group membership, so the
+// suite reads the records back with another client.
+//
+//   node scenarios.js produce-idempotent BOOTSTRAP TOPIC PARTITIONS COUNT
+//   node scenarios.js produce-transactional BOOTSTRAP TOPIC PARTITIONS TRANSACTIONAL_ID PLAN   (commit:6,abort:4,...)
+//
+// Record i of a run goes to partition i % PARTITIONS. Every result is {"records": [[partition, offset, value],
+// ...]}, for a transactional run one such list per transaction under "transactions".
+'use strict'
+
+const { Kafka, Partitioners, logLevel } = require('kafkajs')
+
+function client(bootstrap) {
+  return new Kafka({
+    clientId: 'mirrorlog-client-suite',
+    brokers: [bootstrap],
+    connectionTimeout: 5000,
+    requestTimeout: 10000,
+    logLevel: logLevel.WARN,
+    // Logs go to stderr: stdout carries the result.
+    logCreator: () => ({ namespace, log }) => {
+      process.stderr.write(`kafkajs ${namespace}: ${JSON.stringify(log)}\n`)
+    },
+  })
+}
+
+// Sends COUNT values "PREFIX-i" to partition i % PARTITIONS, one record per request, so that each produce
+// response names the record's offset; returns [partition, offset, value] for each.
+async function send(sender, topic, partitions, prefix, count) {
+  const records = []
+  for (let i = 0; i < count; i++) {
+    const value = `${prefix}-${i}`
+    const partition = i % partitions
+    const [result] = await sender.send({ topic, acks: -1, messages: [{ value, partition }] })
+    if (result.errorCode !== 0 || result.partition !== partition) {
+      throw new Error(`send ${value}: ${JSON.stringify(result)}`)
+    }
+    records.push([partition, Number(result.baseOffset), value])
+  }
+  return records
+}
+
+// kafkajs needs maxInFlightRequests 1 for idempotence; createPartitioner is set only to silence its warning
+// about the v2 default partitioner (every record names its partition).
+const PRODUCER = { idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner }
+
+async function produceIdempotent(bootstrap, topic, partitions, count) {
+  const producer = client(bootstrap).producer(PRODUCER)
+  await producer.connect()
+  try {
+    return { records: await send(producer, topic, partitions, 'idempotent', count) }
+  } finally {
+    await producer.disconnect()
+  }
+}
+
+async function produceTransactional(bootstrap, topic, partitions, transactionalId, plan) {
+  const producer = client(bootstrap).producer({ ...PRODUCER, transactionalId })
+  await producer.connect()
+  const transactions = []
+  try {
+    for (const [n, step] of plan.split(',').entries()) {
+      const [outcome, countText] = step.split(':')
+      const count = Number(countText)
+      if (!['commit', 'abort'].includes(outcome) || !Number.isInteger(count)) {
+        throw new Error(`PLAN step ${step}: want commit:N or abort:N`)
+      }
+      const transaction = await producer.transaction()
+      // Each send waits for its produce response, so an aborted transaction's records are in the log.
+      const records = await send(transaction, topic, partitions, `txn${n}-${outcome}`, count)
+      if (outcome === 'commit') {
+        await transaction.commit()
+      } else {
+        await transaction.abort()
+      }
+      transactions.push({ outcome, records })
+    }
+    return { transactions }
+  } finally {
+    await producer.disconnect()
+  }
+}
+
+async function main(args) {
+  const [scenario, bootstrap, topic, partitionsText, ...rest] = args
+  const partitions = Number(partitionsText)
+  if (scenario === 'produce-idempotent' && rest.length === 1) {
+    return produceIdempotent(bootstrap, topic, partitions, Number(rest[0]))
+  }
+  if (scenario === 'produce-transactional' && rest.length === 2) {
+    return produceTransactional(bootstrap, topic, partitions, rest[0], rest[1])
+  }
+  throw new Error('usage: node scenarios.js produce-idempotent|produce-transactional BOOTSTRAP TOPIC PARTITIONS ...')
+}
+
+main(process.argv.slice(2)).then(
+  (result) => process.stdout.write(JSON.stringify(result) + '\n'),
+  (error) => {
+    process.stderr.write(`scenarios.js: ${error.stack || error}\n`)
+    process.exit(1)
+  },
+)
