@@ -1,13 +1,32 @@
-"""Fixtures of the real-client suite: a `mirrorlog serve` process per test, on an ephemeral loopback port with a
-fresh data directory (`MIRRORLOG_BIN` names the binary; `cargo xtask test` sets it)."""
+"""Fixtures of the real-client suite.
+
+- `serve`: a `mirrorlog serve` process per test, on an ephemeral loopback port with a fresh data directory
+  (`MIRRORLOG_BIN` names the binary; `cargo xtask test` sets it).
+- `broker`: the same test once against `mirrorlog serve` and once against Apache Kafka, so that a failure says
+  whether it is ours. Kafka is one KRaft node for the whole session (interop/kafka/kafka_node.py, from the jars
+  `MIRRORLOG_KAFKA_LIBS` names; without it the Kafka half skips); tests name their topics and transactional ids
+  uniquely (`broker.create_topic`, `broker.unique`).
+- `kafkajs`, `java_client`, `franz_go`: the client programs of programs.py, built once per session.
+"""
 
 import os
 import signal
 import subprocess
+import sys
 import time
+import uuid
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+import programs
+from clients import ProgramClient
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "interop" / "kafka"))
+
+from kafka_node import LIBS_ENV, KafkaNode  # noqa: E402
 
 
 class Broker:
@@ -118,3 +137,87 @@ def idempotent_producer(bootstrap, **overrides):
     }
     config.update({key.replace("_", "."): value for key, value in overrides.items()})
     return Producer(config)
+
+
+# -- the same test against both brokers ------------------------------------------------------------------------
+
+# Kafka formatted with transaction version 1, the transaction protocol `mirrorlog serve` speaks: the clients then
+# take the same request paths with both brokers (under version 2 the Java client would switch to KIP-890's).
+KAFKA_TRANSACTION_VERSION = 1
+
+KAFKA_NODES = []
+
+
+class TestBroker:
+    """What a test needs of either broker: where it listens, and topics and names of its own."""
+
+    __test__ = False  # not a test class, despite the name
+
+    def __init__(self, kind, bootstrap, test_name):
+        self.kind = kind
+        self.bootstrap = bootstrap
+        self.test_name = test_name
+
+    def unique(self, prefix):
+        """A name no other test uses (the Kafka node is shared by the whole session)."""
+        return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+    def create_topic(self, partitions, prefix="topic"):
+        """Creates a topic through CreateTopics (both brokers serve it) and returns its name."""
+        name = self.unique(prefix)
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[name].result(30)
+        return name
+
+
+@pytest.fixture(scope="session")
+def kafka_node(tmp_path_factory):
+    """One Apache Kafka node for the session; stopped with SIGTERM at its end."""
+    if not os.environ.get(LIBS_ENV):
+        pytest.skip(f"{LIBS_ENV} is not set: the Kafka half needs Apache Kafka's jars (`cargo xtask clients` fetches them)")
+    node = KafkaNode(tmp_path_factory.mktemp("kafka"), transaction_version=KAFKA_TRANSACTION_VERSION)
+    node.start()
+    KAFKA_NODES.append(node)
+    yield node
+    code = node.stop()
+    # The JVM exits with 128 + SIGTERM once Kafka's shutdown hook has run.
+    assert code in (0, 143), f"Kafka exited with {code} on SIGTERM\n{node.output()[-4000:]}"
+
+
+@pytest.fixture(params=["serve", "kafka"])
+def broker(request, serve):
+    """A running broker, `mirrorlog serve` (a fresh one per test) or Apache Kafka (shared by the session)."""
+    if request.param == "serve":
+        return TestBroker("serve", serve().bootstrap, request.node.name)
+    node = request.getfixturevalue("kafka_node")
+    return TestBroker("kafka", node.bootstrap, request.node.name)
+
+
+def pytest_terminal_summary(terminalreporter):
+    for node in KAFKA_NODES:
+        terminalreporter.write_line(node.describe())
+
+
+# -- the client programs ---------------------------------------------------------------------------------------
+
+
+def built(build):
+    try:
+        return build()
+    except programs.ProgramError as error:
+        pytest.fail(str(error), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def kafkajs():
+    return ProgramClient(built(programs.build_kafkajs), has_consumer=False)
+
+
+@pytest.fixture(scope="session")
+def java_client():
+    return ProgramClient(built(programs.build_java_client))
+
+
+@pytest.fixture(scope="session")
+def franz_go():
+    return ProgramClient(built(programs.build_franz_go))
