@@ -2,9 +2,13 @@
 //!
 //! - `cargo xtask test`: installs what the build needs from the system when missing (or stops with the exact
 //!   command), then `cargo fmt --all --check`, `cargo clippy --workspace --all-targets -- -D warnings` and
-//!   `cargo test --workspace`, then the real-client suite (`broker/tests/clients`: pytest with pinned
-//!   confluent-kafka and kafka-python in a virtual environment it creates under the target directory). This is
-//!   the README's test command and what `.ci/run` calls. Last, the reference-Kafka suite (below).
+//!   `cargo test --workspace`, then the real-client suite (below). This is the README's test command and what
+//!   `.ci/run` calls. Last, the reference-Kafka suite (below).
+//! - `cargo xtask clients [pytest args]`: only the real-client suite (`broker/tests/clients`): pytest in a virtual
+//!   environment it creates under the target directory (pinned confluent-kafka, kafka-python, aiokafka), with
+//!   kafkajs (npm), Apache Kafka's Java client (Maven) and franz-go (Go) built by the suite itself; every test
+//!   runs against `mirrorlog serve` and against Apache Kafka (the jars below). Node.js, Go, Java 17+ and Maven
+//!   are installed with apt-get when missing.
 //! - `cargo xtask repo-checks`: the repository checks `test` starts with — no tracked file refers to a path
 //!   outside the repository, every ADR has a `Status:` line.
 //! - `cargo xtask model [--topology active-passive|failback|chain|all] [--depth N] [--source-writes N]
@@ -129,12 +133,33 @@ fn run(step: &str, command: &mut Command) -> Result<(), String> {
     }
 }
 
-/// Installs missing system packages with apt-get when possible, else names the command to run.
+/// What the real-client suite builds its non-Python clients with (broker/tests/clients/programs.py).
+const CLIENT_TOOLCHAINS: &[SystemRequirement] = &[
+    SystemRequirement {
+        probe: Probe::Program("node"),
+        debian_package: "nodejs",
+        why: "runs the kafkajs client",
+    },
+    SystemRequirement {
+        probe: Probe::Program("npm"),
+        debian_package: "npm",
+        why: "installs kafkajs from the lock file",
+    },
+    SystemRequirement {
+        probe: Probe::Program("go"),
+        debian_package: "golang-go",
+        why: "builds the franz-go client",
+    },
+];
+
+/// Installs the workspace's missing system packages with apt-get when possible, else names the command to run.
 fn ensure_system_requirements() -> Result<(), String> {
-    let missing: Vec<&SystemRequirement> = SYSTEM_REQUIREMENTS
-        .iter()
-        .filter(|req| !req.probe.found())
-        .collect();
+    install_missing(SYSTEM_REQUIREMENTS)
+}
+
+/// Installs the missing packages among `requirements` with apt-get when possible, else names the command to run.
+fn install_missing(requirements: &[SystemRequirement]) -> Result<(), String> {
+    let missing: Vec<&SystemRequirement> = requirements.iter().filter(|req| !req.probe.found()).collect();
     if missing.is_empty() {
         return Ok(());
     }
@@ -190,7 +215,7 @@ fn test() -> Result<(), String> {
         cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]),
     )?;
     run("cargo test --workspace", cargo().args(["test", "--workspace"]))?;
-    client_suite()?;
+    client_suite(&[])?;
     kafka_suite(&[])?;
     eprintln!("==> all checks passed");
     Ok(())
@@ -257,8 +282,15 @@ fn check_repository() -> Result<(), String> {
 /// Where the real-client suite lives, and its pinned requirements.
 const CLIENT_SUITE: &str = "broker/tests/clients";
 
-/// The real-client suite: `mirrorlog serve` against librdkafka (confluent-kafka) and kafka-python.
-fn client_suite() -> Result<(), String> {
+/// The real-client suite: `mirrorlog serve` and Apache Kafka against librdkafka (confluent-kafka), kafka-python,
+/// aiokafka, kafkajs, the Java client and franz-go; `pytest_args` go to pytest after the suite's path. The suite
+/// builds the kafkajs, Java and franz-go programs itself under `<target>/client-programs` (CARGO_TARGET_DIR is
+/// passed on so that it finds the target directory).
+fn client_suite(pytest_args: &[String]) -> Result<(), String> {
+    install_missing(CLIENT_TOOLCHAINS)?;
+    check_go_version()?;
+    ensure_java_and_maven()?;
+    let libs = kafka_jars()?;
     let venv = client_venv()?;
     run(
         "cargo build -p mirrorlog",
@@ -268,10 +300,52 @@ fn client_suite() -> Result<(), String> {
         "real-client suite (pytest)",
         Command::new(venv.join("bin/python"))
             .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", CLIENT_SUITE])
+            .args(pytest_args)
             .current_dir(workspace_root())
             .env("PYTHONDONTWRITEBYTECODE", "1")
-            .env("MIRRORLOG_BIN", target_dir().join("debug/mirrorlog")),
+            .env("CARGO_TARGET_DIR", target_dir())
+            .env("MIRRORLOG_BIN", target_dir().join("debug/mirrorlog"))
+            .env("MIRRORLOG_KAFKA_LIBS", &libs),
     )
+}
+
+/// The franz-go program's go.mod names the oldest Go that builds it (`go 1.26.0`); an older `go` (Debian
+/// bookworm's golang-go is 1.19) cannot, so say so before the suite fails on it.
+fn check_go_version() -> Result<(), String> {
+    let go_mod_path = workspace_root().join(CLIENT_SUITE).join("go/go.mod");
+    let go_mod = std::fs::read_to_string(&go_mod_path)
+        .map_err(|e| format!("cannot read {}: {e}", go_mod_path.display()))?;
+    let needed = go_mod
+        .lines()
+        .find_map(|line| line.strip_prefix("go "))
+        .and_then(go_release)
+        .ok_or_else(|| format!("{} has no `go` line", go_mod_path.display()))?;
+    let out = Command::new("go")
+        .arg("version")
+        .output()
+        .map_err(|e| format!("cannot run `go version`: {e}"))?;
+    let reported = String::from_utf8_lossy(&out.stdout).into_owned();
+    // "go version go1.26.8 linux/amd64"
+    let found = reported
+        .split_whitespace()
+        .find_map(|word| word.strip_prefix("go").and_then(go_release));
+    match found {
+        Some(found) if found >= needed => Ok(()),
+        _ => Err(format!(
+            "the franz-go client needs Go {}.{} or newer ({}); `go version` says: {}\n    \
+             install a newer Go toolchain (Debian bookworm's golang-go is 1.19)",
+            needed.0,
+            needed.1,
+            go_mod_path.display(),
+            reported.trim()
+        )),
+    }
+}
+
+/// `1.26.0` or `1.26.8` as (1, 26).
+fn go_release(text: &str) -> Option<(u32, u32)> {
+    let mut parts = text.trim().split('.');
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
 }
 
 /// The Python the pytest suites run in: a virtual environment under the target directory that is created — and
@@ -294,7 +368,7 @@ fn client_venv() -> Result<PathBuf, String> {
         )
         .map_err(|e| format!("{e}\n(on Debian: sudo apt-get install -y python3-venv)"))?;
         run(
-            "install the pinned Kafka clients (confluent-kafka, kafka-python) from PyPI",
+            "install the pinned Kafka clients (confluent-kafka, kafka-python, aiokafka) from PyPI",
             Command::new(venv.join("bin/python"))
                 .args([
                     "-m",
@@ -363,7 +437,9 @@ fn java_major_version() -> Option<u32> {
 /// names the command to run.
 fn ensure_java_and_maven() -> Result<(), String> {
     let java_ok = || java_major_version().is_some_and(|major| major >= 17);
-    if java_ok() && on_path("mvn") {
+    // javac: the real-client suite compiles its Java client (a JRE alone runs Kafka but cannot).
+    let all_there = || java_ok() && on_path("javac") && on_path("mvn");
+    if all_there() {
         return Ok(());
     }
     match java_major_version() {
@@ -373,6 +449,11 @@ fn ensure_java_and_maven() -> Result<(), String> {
             eprintln!("missing `java` (Apache Kafka 4 needs Java 17 or newer): package default-jdk-headless")
         }
     }
+    if java_ok() && !on_path("javac") {
+        eprintln!(
+            "missing `javac` (compiles the real-client suite's Java client): package default-jdk-headless"
+        );
+    }
     if !on_path("mvn") {
         eprintln!("missing `mvn` (fetches Apache Kafka's jars from Maven Central): package maven");
     }
@@ -380,7 +461,7 @@ fn ensure_java_and_maven() -> Result<(), String> {
     let install = "apt-get update && apt-get install -y default-jdk-headless maven";
     if is_root() && on_path("apt-get") {
         run("install Java and Maven", Command::new("sh").args(["-c", install]))?;
-        if java_ok() && on_path("mvn") {
+        if all_there() {
             return Ok(());
         }
         return Err(
@@ -639,11 +720,12 @@ fn main() -> ExitCode {
         Some("test") => test(),
         Some("repo-checks") => check_repository(),
         Some("model") => model(&args[1..]),
+        Some("clients") => client_suite(&args[1..]),
         Some("kafka") => kafka_suite(&args[1..]),
         Some("bench") => bench(&args[1..]),
         Some("fuzz") => fuzz(&args[1..]),
         Some("crash") => crash(&args[1..]),
-        _ => Err("usage: cargo xtask <test | repo-checks | model [--topology T] [--depth N] [--source-writes N] [--local-writes N] [--crashes N] [--mutant M] | kafka [pytest args] | bench [--quick] [--backends LIST] [--only ID]... [--out DIR] | bench --compare OLD.json NEW.json | fuzz <target> [seconds] | crash [--minutes N]>".into()),
+        _ => Err("usage: cargo xtask <test | repo-checks | model [--topology T] [--depth N] [--source-writes N] [--local-writes N] [--crashes N] [--mutant M] | clients [pytest args] | kafka [pytest args] | bench [--quick] [--backends LIST] [--only ID]... [--out DIR] | bench --compare OLD.json NEW.json | fuzz <target> [seconds] | crash [--minutes N]>".into()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
