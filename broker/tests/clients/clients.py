@@ -249,7 +249,8 @@ class Aiokafka:
                 deadline = time.monotonic() + STEP_TIMEOUT_S
                 while time.monotonic() < deadline:
                     satisfied = len(records) >= expected
-                    batches = await consumer.getmany(timeout_ms=int((IDLE_AFTER_EXPECTED_S if satisfied else 0.5) * 1000))
+                    wait_s = IDLE_AFTER_EXPECTED_S if satisfied else 0.5
+                    batches = await consumer.getmany(timeout_ms=int(wait_s * 1000))
                     batch = [(m.partition, m.offset, m.value.decode()) for ms in batches.values() for m in ms]
                     records.extend(batch)
                     if satisfied and not batch:

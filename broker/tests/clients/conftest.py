@@ -153,10 +153,9 @@ class TestBroker:
 
     __test__ = False  # not a test class, despite the name
 
-    def __init__(self, kind, bootstrap, test_name):
+    def __init__(self, kind, bootstrap):
         self.kind = kind
         self.bootstrap = bootstrap
-        self.test_name = test_name
 
     def unique(self, prefix):
         """A name no other test uses (the Kafka node is shared by the whole session)."""
@@ -174,7 +173,9 @@ class TestBroker:
 def kafka_node(tmp_path_factory):
     """One Apache Kafka node for the session; stopped with SIGTERM at its end."""
     if not os.environ.get(LIBS_ENV):
-        pytest.skip(f"{LIBS_ENV} is not set: the Kafka half needs Apache Kafka's jars (`cargo xtask clients` fetches them)")
+        pytest.skip(
+            f"{LIBS_ENV} is not set: the Kafka half needs Apache Kafka's jars (`cargo xtask clients` fetches them)"
+        )
     node = KafkaNode(tmp_path_factory.mktemp("kafka"), transaction_version=KAFKA_TRANSACTION_VERSION)
     node.start()
     KAFKA_NODES.append(node)
@@ -188,9 +189,9 @@ def kafka_node(tmp_path_factory):
 def broker(request, serve):
     """A running broker, `mirrorlog serve` (a fresh one per test) or Apache Kafka (shared by the session)."""
     if request.param == "serve":
-        return TestBroker("serve", serve().bootstrap, request.node.name)
+        return TestBroker("serve", serve().bootstrap)
     node = request.getfixturevalue("kafka_node")
-    return TestBroker("kafka", node.bootstrap, request.node.name)
+    return TestBroker("kafka", node.bootstrap)
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -67,7 +67,8 @@ def run_checked(command, what: str, timeout: float, **kwargs) -> subprocess.Comp
         raise ProgramError(f"{what}: no result within {timeout:.0f}s\n--- stderr\n{expired.stderr}") from None
     if done.returncode != 0:
         raise ProgramError(
-            f"{what} exited with {done.returncode}\n--- stdout\n{done.stdout[-4000:]}\n--- stderr\n{done.stderr[-4000:]}"
+            f"{what} exited with {done.returncode}\n"
+            f"--- stdout\n{done.stdout[-4000:]}\n--- stderr\n{done.stderr[-4000:]}"
         )
     return done
 

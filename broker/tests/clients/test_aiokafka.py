@@ -67,7 +67,7 @@ async def scenario(bootstrap, topic, transactional_id):
         for i in range(OPEN):
             await transactional.send_and_wait(topic, b"open-%d" % i, partition=0)
 
-        readers = {isolation: await consumer(bootstrap, isolation) for isolation in ("read_committed", "read_uncommitted")}
+        readers = {level: await consumer(bootstrap, level) for level in ("read_committed", "read_uncommitted")}
         try:
             while_open = {isolation: await lookups(c, tp0, tp1, base) for isolation, c in readers.items()}
             await transactional.commit_transaction()

@@ -79,7 +79,7 @@ def test_idempotent_producer(broker, client):
         assert sorted(read) == sorted(expected), f"{reader.name} {isolation}"
         for partition in range(PARTITIONS):
             in_partition = [offset for p, offset, _ in read if p == partition]
-            assert in_partition == sorted(in_partition), f"{reader.name} {isolation}: partition {partition} out of order"
+            assert in_partition == sorted(in_partition), f"{reader.name} {isolation}: partition {partition} reordered"
 
 
 def test_transactional_producer_commit_and_abort(broker, client):
