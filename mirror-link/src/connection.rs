@@ -1,0 +1,201 @@
+//! [`KafkaConnection`]: one TCP connection to a Kafka-compatible broker, speaking the client side of the wire
+//! protocol with `kafka-protocol`'s codecs.
+//!
+//! A call encodes the request header (its version follows the API and version: flexible versions carry a
+//! tagged-field section) and body in one frame, then reads the answer: a 4-byte size, checked against the
+//! connection's bound **before** anything is allocated for it (a source announcing 2 GiB costs nothing), the
+//! correlation id, checked against the request's, the response header, and the body, decoded at the request's
+//! version. Calls are sequential (one in flight), each under the connection's timeout; a failed call leaves the
+//! connection unusable and the caller reconnects.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::error::LinkError;
+
+/// One connection; see the module docs.
+#[derive(Debug)]
+pub struct KafkaConnection {
+    address: String,
+    stream: Option<TcpStream>,
+    client_id: String,
+    correlation_id: i32,
+    timeout: Duration,
+    max_response_bytes: usize,
+    /// The broker's advertised versions, by API key.
+    versions: BTreeMap<i16, (i16, i16)>,
+}
+
+impl KafkaConnection {
+    /// Connects to `address` (`host:port`) and asks for the broker's API versions.
+    pub async fn connect(
+        address: &str,
+        client_id: &str,
+        timeout: Duration,
+        max_response_bytes: usize,
+    ) -> Result<Self, LinkError> {
+        let io = |source| LinkError::Io {
+            address: address.to_owned(),
+            source,
+        };
+        let stream = tokio::time::timeout(timeout, TcpStream::connect(address))
+            .await
+            .map_err(|_| LinkError::Timeout {
+                address: address.to_owned(),
+                what: "connect".to_owned(),
+                timeout_ms: timeout.as_millis() as u64,
+            })?
+            .map_err(io)?;
+        stream.set_nodelay(true).map_err(io)?;
+        let mut connection = KafkaConnection {
+            address: address.to_owned(),
+            stream: Some(stream),
+            client_id: client_id.to_owned(),
+            correlation_id: 0,
+            timeout,
+            max_response_bytes,
+            versions: BTreeMap::new(),
+        };
+        // Version 0 needs no negotiation and every broker answers it.
+        let answer: ApiVersionsResponse = connection
+            .call(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default())
+            .await?;
+        if answer.error_code != 0 {
+            return Err(LinkError::Kafka {
+                what: format!("ApiVersions from {address}"),
+                code: answer.error_code,
+                detail: String::new(),
+            });
+        }
+        connection.versions = answer
+            .api_keys
+            .iter()
+            .map(|api| (api.api_key, (api.min_version, api.max_version)))
+            .collect();
+        Ok(connection)
+    }
+
+    /// The broker's address.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// The highest version of `key` both sides serve, within `ours` (inclusive).
+    pub fn version(&self, key: ApiKey, ours: (i16, i16)) -> Result<i16, LinkError> {
+        let offered = self.versions.get(&(key as i16)).copied();
+        match offered {
+            Some((low, high)) if high >= ours.0 && low <= ours.1 => Ok(high.min(ours.1)),
+            _ => Err(LinkError::Unsupported {
+                address: self.address.clone(),
+                api: format!("{key:?} {}–{}", ours.0, ours.1),
+                offered: offered.map_or_else(|| "none".to_owned(), |(low, high)| format!("{low}–{high}")),
+            }),
+        }
+    }
+
+    /// Sends `request` as `key` at `version` and decodes the answer.
+    pub async fn call<Q: Encodable, A: Decodable>(
+        &mut self,
+        key: ApiKey,
+        version: i16,
+        request: &Q,
+    ) -> Result<A, LinkError> {
+        let what = format!("{key:?} v{version}");
+        let timeout = self.timeout;
+        let outcome = tokio::time::timeout(timeout, self.exchange(key, version, request, &what)).await;
+        let result = match outcome {
+            Ok(result) => result,
+            Err(_) => Err(LinkError::Timeout {
+                address: self.address.clone(),
+                what: what.clone(),
+                timeout_ms: timeout.as_millis() as u64,
+            }),
+        };
+        if result.is_err() {
+            // What is left on the wire is unknown: the connection is not used again.
+            self.stream = None;
+        }
+        result
+    }
+
+    async fn exchange<Q: Encodable, A: Decodable>(
+        &mut self,
+        key: ApiKey,
+        version: i16,
+        request: &Q,
+        what: &str,
+    ) -> Result<A, LinkError> {
+        let malformed = |reason: String| LinkError::Malformed {
+            address: self.address.clone(),
+            what: what.to_owned(),
+            reason,
+        };
+        self.correlation_id = self.correlation_id.wrapping_add(1);
+        let correlation_id = self.correlation_id;
+        let mut header = RequestHeader::default();
+        header.request_api_key = key as i16;
+        header.request_api_version = version;
+        header.correlation_id = correlation_id;
+        header.client_id = Some(StrBytes::from_string(self.client_id.clone()));
+        let mut frame = BytesMut::new();
+        frame.put_i32(0);
+        header
+            .encode(&mut frame, key.request_header_version(version))
+            .map_err(|error| malformed(format!("cannot encode the request header: {error}")))?;
+        request
+            .encode(&mut frame, version)
+            .map_err(|error| malformed(format!("cannot encode the request: {error}")))?;
+        let size = i32::try_from(frame.len() - 4).map_err(|_| malformed("request too large".to_owned()))?;
+        frame[..4].copy_from_slice(&size.to_be_bytes());
+
+        let address = self.address.clone();
+        let io = |source| LinkError::Io {
+            address: address.clone(),
+            source,
+        };
+        let Some(stream) = self.stream.as_mut() else {
+            return Err(io(std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                "the connection failed earlier",
+            )));
+        };
+        stream.write_all(&frame).await.map_err(io)?;
+        let size = stream.read_i32().await.map_err(io)?;
+        let limit = self.max_response_bytes;
+        if size < 4 || size as usize > limit {
+            return Err(LinkError::ResponseTooLarge {
+                address: self.address.clone(),
+                what: what.to_owned(),
+                size: i64::from(size),
+                limit,
+            });
+        }
+        let mut body = vec![0u8; size as usize];
+        stream.read_exact(&mut body).await.map_err(io)?;
+        let mut body = Bytes::from(body);
+        let header = ResponseHeader::decode(&mut body, key.response_header_version(version))
+            .map_err(|error| malformed(format!("response header: {error}")))?;
+        if header.correlation_id != correlation_id {
+            return Err(malformed(format!(
+                "correlation id {} answers request {correlation_id}",
+                header.correlation_id
+            )));
+        }
+        let answer = A::decode(&mut body, version).map_err(|error| malformed(error.to_string()))?;
+        if body.has_remaining() {
+            return Err(malformed(format!(
+                "{} bytes after the response",
+                body.remaining()
+            )));
+        }
+        Ok(answer)
+    }
+}

@@ -1,0 +1,27 @@
+//! The source side of a mirror link over the Kafka protocol (issue 35, item 1): [`KafkaFetcher`] implements
+//! `mirror-fsm`'s [`Fetcher`](mirror_fsm::Fetcher) for one partition of any Kafka-compatible cluster —
+//! `mirrorlog serve` or Apache Kafka — so a `MirrorDriver` copies it batch for batch.
+//!
+//! - [`connection`] — [`KafkaConnection`]: one TCP connection to a broker, requests framed and answered in
+//!   order, every response's size checked against a bound before a byte of it is read into memory, every call
+//!   under a timeout.
+//! - [`fetcher`] — [`KafkaFetcher`]: a session (ApiVersions, Metadata — the source's cluster id, checked by the
+//!   machine on every fetch — and the partition's leader), Fetch as a consumer at `read_committed` (so no
+//!   further than the source's last stable offset, ADR 0009), batches kept as the source stored them (their CRCs
+//!   are checked by the machine, never re-encoded), a partial trailing batch dropped, batches wholly before the
+//!   requested offset skipped; errors classified as retryable (the connection, leadership) or not (corrupt bytes,
+//!   an offset the source no longer has).
+//! - [`error`] — [`LinkError`].
+//!
+//! What it does not do yet: several partitions per Fetch request (one request per partition fetch, over the
+//! connection a fetcher keeps), fetch sessions, and the peer's last mirrored offset (failback alignment) — there
+//! is no Kafka API for it, so [`KafkaFetcher`] answers that the peer never mirrored from us and the machine
+//! realigns by copying the peer's log from its start.
+
+pub mod connection;
+pub mod error;
+pub mod fetcher;
+
+pub use connection::KafkaConnection;
+pub use error::LinkError;
+pub use fetcher::{FetcherConfig, KafkaFetcher};
