@@ -402,6 +402,10 @@ fn kafka_suite(pytest_args: &[String]) -> Result<(), String> {
         cargo().args(["build", "-p", "mirrorlog"]),
     )?;
     run(
+        "cargo build -p mirror-link --example mirror_once",
+        cargo().args(["build", "-p", "mirror-link", "--example", "mirror_once"]),
+    )?;
+    run(
         "reference-Kafka suite (pytest)",
         Command::new(venv.join("bin/python"))
             .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", KAFKA_SUITE])
@@ -409,7 +413,11 @@ fn kafka_suite(pytest_args: &[String]) -> Result<(), String> {
             .current_dir(workspace_root())
             .env("PYTHONDONTWRITEBYTECODE", "1")
             .env("MIRRORLOG_KAFKA_LIBS", &libs)
-            .env("MIRRORLOG_BIN", target_dir().join("debug/mirrorlog")),
+            .env("MIRRORLOG_BIN", target_dir().join("debug/mirrorlog"))
+            .env(
+                "MIRRORLOG_MIRROR_ONCE",
+                target_dir().join("debug/examples/mirror_once"),
+            ),
     )
 }
 

@@ -1,0 +1,119 @@
+"""A mirrorlog destination mirrors a partition of Apache Kafka over the Kafka protocol (mirror-link's KafkaFetcher,
+driven by mirror-fsm's driver; `mirror-link/examples/mirror_once.rs`, named by MIRRORLOG_MIRROR_ONCE):
+
+- while a transaction is open in Kafka, the mirror holds exactly Kafka's batches below Kafka's last stable offset,
+  byte for byte at Kafka's offsets (every field `mirrorlog dump --json` prints, the CRC included, agrees with the
+  same batches in Kafka's own segment);
+- once it is committed, a second run catches up and fails over: every batch of Kafka's log, then one
+  MIRROR_PID_RESET barrier naming Kafka's cluster id as the source.
+"""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import both_ways as bw
+from kafka_node import LIBS_ENV, KafkaNode
+
+TOPIC = "mirrored"
+MIRROR_ONCE_ENV = "MIRRORLOG_MIRROR_ONCE"
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    """A Kafka node holding idempotent records, committed and aborted transactions, and one transaction left
+    open; yields (node, the open transactional producer)."""
+    if not os.environ.get(LIBS_ENV):
+        pytest.skip(f"{LIBS_ENV} is not set: `cargo xtask kafka` fetches Apache Kafka's jars and runs this suite")
+    if not os.environ.get(MIRROR_ONCE_ENV):
+        pytest.skip(f"{MIRROR_ONCE_ENV} is not set: `cargo xtask kafka` builds mirror-link's mirror_once example")
+    if not os.environ.get(bw.BIN_ENV):
+        pytest.skip(f"{bw.BIN_ENV} is not set: `cargo xtask kafka` builds mirrorlog and names its binary")
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    node = KafkaNode(tmp_path_factory.mktemp("kafka-mirror-source"), transaction_version=2)
+    node.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": node.bootstrap})
+        admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
+        idempotent = Producer({"bootstrap.servers": node.bootstrap, "enable.idempotence": True})
+        for index in range(10):
+            idempotent.produce(TOPIC, key=f"k{index}".encode(), value=f"idempotent {index}".encode())
+        idempotent.flush(30)
+        transactional = Producer({"bootstrap.servers": node.bootstrap, "transactional.id": "mirrored-txn"})
+        transactional.init_transactions(30)
+        for outcome, count in (("commit", 3), ("abort", 2), ("commit", 2)):
+            transactional.begin_transaction()
+            for index in range(count):
+                transactional.produce(TOPIC, value=f"{outcome} {index}".encode())
+            transactional.flush(30)
+            if outcome == "commit":
+                transactional.commit_transaction(30)
+            else:
+                transactional.abort_transaction(30)
+        transactional.begin_transaction()
+        transactional.produce(TOPIC, value=b"open")
+        transactional.flush(30)
+        yield node, transactional
+    finally:
+        node.stop()
+
+
+def mirror_once(node, data_dir: Path, *extra) -> dict:
+    done = subprocess.run(
+        [os.environ[MIRROR_ONCE_ENV], node.bootstrap, TOPIC, "0", node.cluster_id, str(data_dir), *extra],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def last_stable_offset(node) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {"bootstrap.servers": node.bootstrap, "group.id": "lso", "isolation.level": "read_committed"}
+    )
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=30)[1]
+    finally:
+        consumer.close()
+
+
+def kafka_batches(node) -> list[dict]:
+    return [b for segment in node.segments(TOPIC) for b in bw.mirrorlog_json("dump", segment)]
+
+
+def test_a_mirror_of_kafka_holds_its_batches_byte_for_byte_up_to_its_last_stable_offset(source, tmp_path):
+    node, _ = source
+    mirrored = mirror_once(node, tmp_path)
+    assert mirrored["state"] == "Mirroring", mirrored
+    assert mirrored["source_cluster_id"] == node.cluster_id
+    lso = last_stable_offset(node)
+    assert mirrored["log_end_offset"] == lso, (mirrored, lso)
+    ours = bw.mirrorlog_json("dump", tmp_path / f"{TOPIC}-0")
+    theirs = [b for b in kafka_batches(node) if b["base_offset"] < lso]
+    assert ours == theirs
+
+
+def test_after_the_commit_a_failover_ends_the_mirror_with_one_barrier_naming_kafka(source, tmp_path):
+    node, transactional = source
+    mirror_once(node, tmp_path)
+    transactional.commit_transaction(30)
+    end = last_stable_offset(node)
+    stopped = mirror_once(node, tmp_path, "--failover")
+    assert stopped["state"] == "Stopped", stopped
+    assert stopped["log_end_offset"] == end + 1, (stopped, end)
+    ours = bw.mirrorlog_json("dump", tmp_path / f"{TOPIC}-0")
+    assert ours[:-1] == kafka_batches(node)
+    barrier = ours[-1]
+    assert barrier["base_offset"] == end
+    assert barrier["control"]["type"] == 7, barrier
+    assert barrier["control"]["value_fields"]["source_cluster_id"] == node.cluster_id, barrier
+    assert barrier["control"]["value_fields"]["writer_cluster_id"] == "mirror-once", barrier
