@@ -9,7 +9,7 @@
 //! - [`server`] — accept loop, connections (requests answered in order), housekeeping, graceful shutdown.
 //! - [`frame`] — Kafka's framing and request headers, bounded by `max_request_bytes`.
 //! - [`shape`] — the layout check every request body passes before it is decoded (`kafka-protocol` allocates
-//!   from unchecked array counts).
+//!   from unchecked array counts; the crate `kafka-shape`, shared with the mirror link's responses).
 //! - [`versions`] — the advertised API versions.
 //! - `api` — one handler per API.
 //! - [`broker`] — topics, partition logs, the coordinator, markers, housekeeping.
@@ -24,7 +24,8 @@ mod error;
 pub mod frame;
 pub mod offsets;
 pub mod server;
-pub mod shape;
+/// The shape check every request body passes before it is decoded (`kafka-shape`).
+pub use kafka_shape as shape;
 pub mod versions;
 
 pub use api::{decode, handle, Decoded, Reply, RequestError};

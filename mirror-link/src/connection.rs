@@ -4,7 +4,8 @@
 //! A call encodes the request header (its version follows the API and version: flexible versions carry a
 //! tagged-field section) and body in one frame, then reads the answer: a 4-byte size, checked against the
 //! connection's bound **before** anything is allocated for it (a source announcing 2 GiB costs nothing), the
-//! correlation id, checked against the request's, the response header, and the body, decoded at the request's
+//! correlation id, checked against the request's, the response header, and the body — walked by
+//! `kafka_shape::check_response` (no array count beyond the bytes left) and only then decoded at the request's
 //! version. Calls are sequential (one in flight), each under the connection's timeout; a failed call leaves the
 //! connection unusable and the caller reconnects.
 
@@ -101,16 +102,41 @@ impl KafkaConnection {
         }
     }
 
-    /// Sends `request` as `key` at `version` and decodes the answer.
+    /// Sends `request` as `key` at `version` and decodes the answer once it passed the shape check
+    /// (`kafka_shape::check_response`: no count larger than the bytes left, since `kafka-protocol`'s decoder sizes
+    /// vectors from the counts it reads). APIs without a response layout are refused: see
+    /// [`Self::call_trusted`].
     pub async fn call<Q: Encodable, A: Decodable>(
         &mut self,
         key: ApiKey,
         version: i16,
         request: &Q,
     ) -> Result<A, LinkError> {
+        self.call_with(key, version, request, true).await
+    }
+
+    /// [`Self::call`] without the shape check, for a broker the caller trusts (tests writing to their own
+    /// broker): a hostile answer can make the decoder allocate without bound.
+    pub async fn call_trusted<Q: Encodable, A: Decodable>(
+        &mut self,
+        key: ApiKey,
+        version: i16,
+        request: &Q,
+    ) -> Result<A, LinkError> {
+        self.call_with(key, version, request, false).await
+    }
+
+    async fn call_with<Q: Encodable, A: Decodable>(
+        &mut self,
+        key: ApiKey,
+        version: i16,
+        request: &Q,
+        checked: bool,
+    ) -> Result<A, LinkError> {
         let what = format!("{key:?} v{version}");
         let timeout = self.timeout;
-        let outcome = tokio::time::timeout(timeout, self.exchange(key, version, request, &what)).await;
+        let outcome =
+            tokio::time::timeout(timeout, self.exchange(key, version, request, &what, checked)).await;
         let result = match outcome {
             Ok(result) => result,
             Err(_) => Err(LinkError::Timeout {
@@ -132,6 +158,7 @@ impl KafkaConnection {
         version: i16,
         request: &Q,
         what: &str,
+        checked: bool,
     ) -> Result<A, LinkError> {
         let malformed = |reason: String| LinkError::Malformed {
             address: self.address.clone(),
@@ -188,6 +215,10 @@ impl KafkaConnection {
                 "correlation id {} answers request {correlation_id}",
                 header.correlation_id
             )));
+        }
+        if checked {
+            kafka_shape::check_response(key, version, &body)
+                .map_err(|error| malformed(format!("refused before decoding: {error}")))?;
         }
         let answer = A::decode(&mut body, version).map_err(|error| malformed(error.to_string()))?;
         if body.has_remaining() {

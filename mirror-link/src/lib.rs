@@ -13,6 +13,9 @@
 //!   an offset the source no longer has).
 //! - [`error`] — [`LinkError`].
 //!
+//! Every response is walked by `kafka_shape::check_response` before `kafka-protocol` decodes it: a source that
+//! announces two billion topics in a few bytes is refused, not allocated for.
+//!
 //! What it does not do yet: several partitions per Fetch request (one request per partition fetch, over the
 //! connection a fetcher keeps), fetch sessions, and the peer's last mirrored offset (failback alignment) — there
 //! is no Kafka API for it, so [`KafkaFetcher`] answers that the peer never mirrored from us and the machine

@@ -62,7 +62,10 @@ async fn produce(
     request.acks = -1;
     request.timeout_ms = 10_000;
     request.topic_data = vec![topic];
-    let response: ProduceResponse = connection.call(ApiKey::Produce, 8, &request).await.unwrap();
+    let response: ProduceResponse = connection
+        .call_trusted(ApiKey::Produce, 8, &request)
+        .await
+        .unwrap();
     let answer = &response.responses[0].partition_responses[0];
     assert_eq!(answer.error_code, 0);
     answer.base_offset
@@ -161,7 +164,10 @@ async fn a_destination_mirrors_serve_over_the_kafka_protocol_up_to_its_lso_then_
     add_topic.name = TopicName(s(TOPIC));
     add_topic.partitions = vec![0];
     add.v3_and_below_topics = vec![add_topic];
-    let added: AddPartitionsToTxnResponse = producer.call(ApiKey::AddPartitionsToTxn, 2, &add).await.unwrap();
+    let added: AddPartitionsToTxnResponse = producer
+        .call_trusted(ApiKey::AddPartitionsToTxn, 2, &add)
+        .await
+        .unwrap();
     assert_eq!(
         added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
         0
@@ -180,7 +186,7 @@ async fn a_destination_mirrors_serve_over_the_kafka_protocol_up_to_its_lso_then_
     end.producer_id = ProducerId(transactional.0);
     end.producer_epoch = transactional.1;
     end.committed = true;
-    let ended: EndTxnResponse = producer.call(ApiKey::EndTxn, 2, &end).await.unwrap();
+    let ended: EndTxnResponse = producer.call_trusted(ApiKey::EndTxn, 2, &end).await.unwrap();
     assert_eq!(ended.error_code, 0);
     driver.catch_up(&mut log, &mut fetcher).await.unwrap();
 

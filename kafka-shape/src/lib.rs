@@ -1,4 +1,6 @@
-//! The shape check every request body passes before `kafka-protocol` decodes it.
+//! The shape check every Kafka body passes before `kafka-protocol` decodes it: requests on the broker's side
+//! ([`check`]), responses on a client's ([`check_response`]: the mirror link's answers from a source cluster,
+//! which is as untrusted as a client).
 //!
 //! `kafka-protocol` 0.18 sizes each array with `Vec::with_capacity(count)` straight from the wire, before it has
 //! decoded one element (upstream PRs #152/#161/#200, open): a 20-byte frame claiming two billion topics makes
@@ -21,7 +23,7 @@ pub const MAX_ELEMENTS: usize = 100_000;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ShapeError {
     /// The body ended inside a field.
-    #[error("the request ends inside a field at byte {at}")]
+    #[error("the body ends inside a field at byte {at}")]
     Truncated {
         /// Where the field started.
         at: usize,
@@ -45,12 +47,12 @@ pub enum ShapeError {
         length: i64,
     },
     /// More array elements in all than [`MAX_ELEMENTS`].
-    #[error("the request holds more than {MAX_ELEMENTS} array elements")]
+    #[error("the body holds more than {MAX_ELEMENTS} array elements")]
     TooManyElements,
     /// Bytes after the last field.
     #[error("{0} bytes after the last field")]
     TrailingBytes(usize),
-    /// The broker has no layout for this API and version (it does not advertise it).
+    /// There is no layout for this API and version (a broker does not advertise it; a client does not send it).
     #[error("no layout for this API and version")]
     Unsupported,
 }
@@ -253,6 +255,101 @@ const API_VERSIONS: &[Field] = &[
     since(3, Kind::Tagged),
 ];
 
+// Responses a client decodes from an untrusted broker (the mirror link): non-flexible versions.
+
+const API_VERSIONS_RESPONSE: &[Field] = &[
+    all(I16),                                    // error_code
+    all(array(&[all(I16), all(I16), all(I16)])), // api_key, min_version, max_version
+    since(1, I32),                               // throttle_time_ms
+];
+
+const METADATA_RESPONSE: &[Field] = &[
+    since(3, I32), // throttle_time_ms
+    all(array(&[
+        all(I32),                  // node_id
+        all(STRING),               // host
+        all(I32),                  // port
+        since(1, NULLABLE_STRING), // rack
+    ])),
+    since(2, NULLABLE_STRING), // cluster_id
+    since(1, I32),             // controller_id
+    all(array(&[
+        all(I16),     // error_code
+        all(STRING),  // name
+        since(1, I8), // is_internal
+        all(array(&[
+            all(I16),                     // error_code
+            all(I32),                     // partition_index
+            all(I32),                     // leader_id
+            since(7, I32),                // leader_epoch
+            all(array(INT32_ARRAY)),      // replica_nodes
+            all(array(INT32_ARRAY)),      // isr_nodes
+            since(5, array(INT32_ARRAY)), // offline_replicas
+        ])),
+        since(8, I32), // topic_authorized_operations
+    ])),
+    between(8, 10, I32), // cluster_authorized_operations
+];
+
+const FETCH_RESPONSE: &[Field] = &[
+    since(1, I32), // throttle_time_ms
+    since(7, I16), // error_code
+    since(7, I32), // session_id
+    all(array(&[
+        all(STRING), // topic
+        all(array(&[
+            all(I32),                                        // partition_index
+            all(I16),                                        // error_code
+            all(I64),                                        // high_watermark
+            since(4, I64),                                   // last_stable_offset
+            since(5, I64),                                   // log_start_offset
+            since(4, nullable_array(&[all(I64), all(I64)])), // aborted_transactions
+            since(11, I32),                                  // preferred_read_replica
+            all(Kind::Bytes { nullable: true }),             // records
+        ])),
+    ])),
+];
+
+const LIST_OFFSETS_RESPONSE: &[Field] = &[
+    since(2, I32), // throttle_time_ms
+    all(array(&[
+        all(STRING), // name
+        all(array(&[
+            all(I32),                          // partition_index
+            all(I16),                          // error_code
+            between(0, 0, array(&[all(I64)])), // old_style_offsets
+            since(1, I64),                     // timestamp
+            since(1, I64),                     // offset
+            since(4, I32),                     // leader_epoch
+        ])),
+    ])),
+];
+
+/// The layout of a response body a client checks, for its non-flexible versions.
+fn response_layout(key: ApiKey, version: i16) -> Option<&'static [Field]> {
+    if key.response_header_version(version) >= 1 {
+        return None;
+    }
+    Some(match key {
+        ApiKey::ApiVersions => API_VERSIONS_RESPONSE,
+        ApiKey::Metadata => METADATA_RESPONSE,
+        ApiKey::Fetch => FETCH_RESPONSE,
+        ApiKey::ListOffsets => LIST_OFFSETS_RESPONSE,
+        _ => return None,
+    })
+}
+
+/// Checks a response body (after its header) against the layout of `key` at `version`, as [`check`] checks a
+/// request: ApiVersions, Metadata, Fetch and ListOffsets at their non-flexible versions; anything else is
+/// [`ShapeError::Unsupported`].
+pub fn check_response(key: ApiKey, version: i16, body: &[u8]) -> Result<(), ShapeError> {
+    walk(
+        response_layout(key, version).ok_or(ShapeError::Unsupported)?,
+        version,
+        body,
+    )
+}
+
 /// The layout of a request body, for the versions the broker advertises.
 fn layout(key: ApiKey, version: i16) -> Option<&'static [Field]> {
     let flexible_ok = matches!(key, ApiKey::ApiVersions | ApiKey::InitProducerId);
@@ -280,7 +377,14 @@ fn layout(key: ApiKey, version: i16) -> Option<&'static [Field]> {
 
 /// Checks a request body (after its header) against the layout of `key` at `version`; see the module docs.
 pub fn check(key: ApiKey, version: i16, body: &[u8]) -> Result<(), ShapeError> {
-    let fields = layout(key, version).ok_or(ShapeError::Unsupported)?;
+    walk(
+        layout(key, version).ok_or(ShapeError::Unsupported)?,
+        version,
+        body,
+    )
+}
+
+fn walk(fields: &[Field], version: i16, body: &[u8]) -> Result<(), ShapeError> {
     let mut walker = Walker {
         body,
         at: 0,

@@ -1,0 +1,224 @@
+//! The response layouts against `kafka-protocol`'s own encoder: every version a client checks, encoded there with
+//! every array holding two elements and every nullable field set, walks to exactly its last byte; every cut of it
+//! is refused, and so is a count larger than the bytes left.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails by panicking
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Encodable, StrBytes};
+use kafka_shape::{check_response, ShapeError};
+
+fn s(text: &str) -> StrBytes {
+    StrBytes::from_string(text.to_owned())
+}
+
+fn encode<M: Encodable>(message: &M, version: i16) -> Bytes {
+    let mut body = BytesMut::new();
+    message.encode(&mut body, version).unwrap();
+    body.freeze()
+}
+
+fn api_versions(version: i16) -> Bytes {
+    let mut response = ApiVersionsResponse::default();
+    response.error_code = 35;
+    response.api_keys = (0..2)
+        .map(|index| {
+            let mut api = api_versions_response::ApiVersion::default();
+            api.api_key = index;
+            api.min_version = 1;
+            api.max_version = 9;
+            api
+        })
+        .collect();
+    if version >= 1 {
+        response.throttle_time_ms = 5;
+    }
+    encode(&response, version)
+}
+
+fn metadata(version: i16) -> Bytes {
+    let mut response = MetadataResponse::default();
+    if version >= 3 {
+        response.throttle_time_ms = 5;
+    }
+    response.brokers = (0..2)
+        .map(|index| {
+            let mut broker = metadata_response::MetadataResponseBroker::default();
+            broker.node_id = BrokerId(index);
+            broker.host = s("broker.example");
+            broker.port = 9092;
+            broker.rack = Some(s("rack-a"));
+            broker
+        })
+        .collect();
+    response.cluster_id = Some(s("the-cluster"));
+    response.controller_id = BrokerId(1);
+    response.topics = (0..2)
+        .map(|index| {
+            let mut topic = metadata_response::MetadataResponseTopic::default();
+            topic.name = Some(TopicName(s(&format!("topic-{index}"))));
+            topic.is_internal = true;
+            topic.partitions = (0..2)
+                .map(|partition_index| {
+                    let mut partition = metadata_response::MetadataResponsePartition::default();
+                    partition.partition_index = partition_index;
+                    partition.leader_id = BrokerId(1);
+                    if version >= 7 {
+                        partition.leader_epoch = 4;
+                    }
+                    partition.replica_nodes = vec![BrokerId(0), BrokerId(1)];
+                    partition.isr_nodes = vec![BrokerId(0), BrokerId(1)];
+                    if version >= 5 {
+                        partition.offline_replicas = vec![BrokerId(2), BrokerId(3)];
+                    }
+                    partition
+                })
+                .collect();
+            if version >= 8 {
+                topic.topic_authorized_operations = 7;
+            }
+            topic
+        })
+        .collect();
+    if version >= 8 {
+        response.cluster_authorized_operations = 7;
+    }
+    encode(&response, version)
+}
+
+fn fetch(version: i16) -> Bytes {
+    let mut response = FetchResponse::default();
+    response.throttle_time_ms = 5;
+    if version >= 7 {
+        response.session_id = 3;
+    }
+    response.responses = (0..2)
+        .map(|index| {
+            let mut topic = fetch_response::FetchableTopicResponse::default();
+            topic.topic = TopicName(s(&format!("topic-{index}")));
+            topic.partitions = (0..2)
+                .map(|partition_index| {
+                    let mut data = fetch_response::PartitionData::default();
+                    data.partition_index = partition_index;
+                    data.high_watermark = 100;
+                    if version >= 4 {
+                        data.last_stable_offset = 90;
+                        data.aborted_transactions = Some(
+                            (0..2)
+                                .map(|first| {
+                                    let mut aborted = fetch_response::AbortedTransaction::default();
+                                    aborted.producer_id = ProducerId(7);
+                                    aborted.first_offset = first;
+                                    aborted
+                                })
+                                .collect(),
+                        );
+                    }
+                    if version >= 5 {
+                        data.log_start_offset = 2;
+                    }
+                    if version >= 11 {
+                        data.preferred_read_replica = BrokerId(1);
+                    }
+                    data.records = Some(Bytes::from_static(b"not decoded here"));
+                    data
+                })
+                .collect();
+            topic
+        })
+        .collect();
+    encode(&response, version)
+}
+
+fn list_offsets(version: i16) -> Bytes {
+    let mut response = ListOffsetsResponse::default();
+    if version >= 2 {
+        response.throttle_time_ms = 5;
+    }
+    response.topics = (0..2)
+        .map(|index| {
+            let mut topic = list_offsets_response::ListOffsetsTopicResponse::default();
+            topic.name = TopicName(s(&format!("topic-{index}")));
+            topic.partitions = (0..2)
+                .map(|partition_index| {
+                    let mut answer = list_offsets_response::ListOffsetsPartitionResponse::default();
+                    answer.partition_index = partition_index;
+                    answer.timestamp = 1_000;
+                    answer.offset = 42;
+                    if version >= 4 {
+                        answer.leader_epoch = 3;
+                    }
+                    answer
+                })
+                .collect();
+            topic
+        })
+        .collect();
+    encode(&response, version)
+}
+
+/// Every (API, version, encoded response) a client checks.
+fn cases() -> Vec<(ApiKey, i16, Bytes)> {
+    let mut cases = Vec::new();
+    for version in 0..=2 {
+        cases.push((ApiKey::ApiVersions, version, api_versions(version)));
+    }
+    for version in 2..=8 {
+        cases.push((ApiKey::Metadata, version, metadata(version)));
+    }
+    for version in 4..=11 {
+        cases.push((ApiKey::Fetch, version, fetch(version)));
+    }
+    for version in 1..=5 {
+        cases.push((ApiKey::ListOffsets, version, list_offsets(version)));
+    }
+    cases
+}
+
+#[test]
+fn every_checked_response_version_walks_to_its_last_byte() {
+    for (key, version, body) in cases() {
+        assert_eq!(check_response(key, version, &body), Ok(()), "{key:?} v{version}");
+        let mut longer = body.to_vec();
+        longer.push(0);
+        assert_eq!(
+            check_response(key, version, &longer),
+            Err(ShapeError::TrailingBytes(1)),
+            "{key:?} v{version}"
+        );
+    }
+}
+
+#[test]
+fn every_cut_of_a_response_is_refused() {
+    for (key, version, body) in cases() {
+        for cut in 0..body.len() {
+            assert!(
+                check_response(key, version, &body[..cut]).is_err(),
+                "{key:?} v{version} cut at {cut}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_count_of_two_billion_topics_in_a_few_bytes_is_refused_before_decoding() {
+    // ListOffsets v1: the topic array's count first.
+    let body = [0x7f, 0xff, 0xff, 0xff, 0, 0];
+    assert!(matches!(
+        check_response(ApiKey::ListOffsets, 1, &body),
+        Err(ShapeError::ImpossibleCount { .. })
+    ));
+}
+
+#[test]
+fn flexible_and_unknown_responses_have_no_layout() {
+    assert_eq!(
+        check_response(ApiKey::Fetch, 12, &[]),
+        Err(ShapeError::Unsupported)
+    );
+    assert_eq!(
+        check_response(ApiKey::Produce, 8, &[]),
+        Err(ShapeError::Unsupported)
+    );
+}
