@@ -223,19 +223,8 @@ impl KafkaFetcher {
             .iter()
             .filter(|answer| answer.topic.as_str() == topic)
             .flat_map(|answer| answer.partitions.iter())
-            .find(|answer| answer.partition_index == partition)
-            .ok_or_else(|| LinkError::Malformed {
-                address: session.connection.address().to_owned(),
-                what: what.clone(),
-                reason: "the partition asked for is missing".to_owned(),
-            })?;
-        if data.error_code != 0 {
-            return Err(LinkError::Kafka {
-                what,
-                code: data.error_code,
-                detail: String::new(),
-            });
-        }
+            .find(|answer| answer.partition_index == partition);
+        let data = answered(data, |data| data.error_code, session.connection.address(), what)?;
         let records = data.records.clone().unwrap_or_default();
         let batches = whole_batches_from(records.clone(), from_offset)?;
         Ok(Fetched {
@@ -269,20 +258,14 @@ impl KafkaFetcher {
             .iter()
             .filter(|answer| answer.name.as_str() == topic)
             .flat_map(|answer| answer.partitions.iter())
-            .find(|answer| answer.partition_index == partition)
-            .ok_or_else(|| LinkError::Malformed {
-                address: session.connection.address().to_owned(),
-                what: what.clone(),
-                reason: "the partition asked for is missing".to_owned(),
-            })?;
-        if answer.error_code != 0 {
-            return Err(LinkError::Kafka {
-                what,
-                code: answer.error_code,
-                detail: String::new(),
-            });
-        }
-        Ok(answer.offset)
+            .find(|answer| answer.partition_index == partition);
+        Ok(answered(
+            answer,
+            |answer| answer.error_code,
+            session.connection.address(),
+            what,
+        )?
+        .offset)
     }
 
     /// A failed call ends the session (a retry reconnects and checks the cluster id again).
@@ -292,6 +275,30 @@ impl KafkaFetcher {
             retryable: error.retryable(),
             message: error.to_string(),
         }
+    }
+}
+
+/// The partition's answer in a response, if it is there and carries no error.
+fn answered<'a, T>(
+    answer: Option<&'a T>,
+    error_code: impl Fn(&T) -> i16,
+    address: &str,
+    what: String,
+) -> Result<&'a T, LinkError> {
+    let Some(answer) = answer else {
+        return Err(LinkError::Malformed {
+            address: address.to_owned(),
+            what,
+            reason: "the partition asked for is missing".to_owned(),
+        });
+    };
+    match error_code(answer) {
+        0 => Ok(answer),
+        code => Err(LinkError::Kafka {
+            what,
+            code,
+            detail: String::new(),
+        }),
     }
 }
 

@@ -76,7 +76,7 @@ async fn init_producer(connection: &mut KafkaConnection, transactional_id: Optio
     request.transactional_id = transactional_id.map(|id| TransactionalId(s(id)));
     request.transaction_timeout_ms = 60_000;
     let response: InitProducerIdResponse = connection
-        .call(ApiKey::InitProducerId, 4, &request)
+        .call_trusted(ApiKey::InitProducerId, 4, &request)
         .await
         .unwrap();
     assert_eq!(response.error_code, 0);

@@ -19,7 +19,7 @@
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
-use std::io::{self, IoSlice, Read, Seek, SeekFrom, Write};
+use std::io::{self, IoSlice, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -265,26 +265,9 @@ impl VfsFile for PooledFile {
     }
 
     fn read_vec_at(&self, len: usize, offset: u64) -> io::Result<Vec<u8>> {
-        // As `RealFs`: read through the cursor into memory not zeroed first, one reader at a time.
-        let mut buffer = Vec::new();
-        buffer
-            .try_reserve_exact(len)
-            .map_err(|error| io::Error::new(io::ErrorKind::OutOfMemory, error))?;
+        // As `RealFs`: through the cursor, one reader at a time.
         let _cursor = lock(&self.cursor);
-        self.with(|mut file| {
-            file.seek(SeekFrom::Start(offset))?;
-            file.take(len as u64).read_to_end(&mut buffer)
-        })?;
-        if buffer.len() < len {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!(
-                    "{len} bytes wanted at {offset}, the file ends after {}",
-                    buffer.len()
-                ),
-            ));
-        }
-        Ok(buffer)
+        self.with(|file| crate::vfs::read_vec_through_cursor(file, len, offset))
     }
 
     fn append(&mut self, bytes: &[u8]) -> io::Result<()> {

@@ -413,16 +413,7 @@ impl Segment {
                 relative_offset: (batch.last_offset() - self.base_offset) as u32,
                 position: position as u32,
             });
-            if self
-                .time_index
-                .last()
-                .is_none_or(|last| self.max_timestamp > last.timestamp)
-            {
-                self.time_index.push(TimeEntry {
-                    timestamp: self.max_timestamp,
-                    relative_offset: (self.offset_of_max_timestamp - self.base_offset) as u32,
-                });
-            }
+            self.push_largest_timestamp();
             self.bytes_since_index = 0;
         }
         self.bytes_since_index += batch.size() as u64;
@@ -439,6 +430,11 @@ impl Segment {
         if self.first_batch_offset.is_none() || self.max_timestamp < 0 {
             return;
         }
+        self.push_largest_timestamp();
+    }
+
+    /// Appends (largest timestamp so far, its offset) to the time index unless its last entry holds it.
+    fn push_largest_timestamp(&mut self) {
         if self
             .time_index
             .last()

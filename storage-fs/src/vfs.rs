@@ -166,6 +166,27 @@ pub(crate) fn open_real(path: &Path, how: OpenFor) -> io::Result<File> {
     }
 }
 
+/// Reads `len` bytes at `offset` through the file's cursor (the caller holds the cursor's lock) into memory not
+/// zeroed first: zeroing a fetched megabyte before reading over it cost 12 % of a mirror's fetching thread.
+pub(crate) fn read_vec_through_cursor(mut file: &File, len: usize, offset: u64) -> io::Result<Vec<u8>> {
+    let mut buffer = Vec::new();
+    buffer
+        .try_reserve_exact(len)
+        .map_err(|error| io::Error::new(io::ErrorKind::OutOfMemory, error))?;
+    file.seek(SeekFrom::Start(offset))?;
+    file.take(len as u64).read_to_end(&mut buffer)?;
+    if buffer.len() < len {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!(
+                "{len} bytes wanted at {offset}, the file ends after {}",
+                buffer.len()
+            ),
+        ));
+    }
+    Ok(buffer)
+}
+
 /// Writes every part, in order, with as few `writev` calls as the kernel allows.
 pub(crate) fn write_all_vectored(mut file: &File, parts: &mut [IoSlice<'_>]) -> io::Result<()> {
     // Linux takes at most 1,024 buffers per `writev` (IOV_MAX).
@@ -199,25 +220,8 @@ impl VfsFile for RealFile {
     }
 
     fn read_vec_at(&self, len: usize, offset: u64) -> io::Result<Vec<u8>> {
-        // Zeroing a fetched megabyte before reading over it cost 12 % of a mirror's fetching thread.
-        let mut buffer = Vec::new();
-        buffer
-            .try_reserve_exact(len)
-            .map_err(|error| io::Error::new(io::ErrorKind::OutOfMemory, error))?;
         let _cursor = self.1.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut file = &self.0;
-        file.seek(SeekFrom::Start(offset))?;
-        file.take(len as u64).read_to_end(&mut buffer)?;
-        if buffer.len() < len {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!(
-                    "{len} bytes wanted at {offset}, the file ends after {}",
-                    buffer.len()
-                ),
-            ));
-        }
-        Ok(buffer)
+        read_vec_through_cursor(&self.0, len, offset)
     }
 
     fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
