@@ -73,6 +73,6 @@ async fn main() {
     log.close().await.expect("a clean close");
     println!(
         "{{\"state\": \"{state}\", \"source_cluster_id\": \"{}\", \"log_end_offset\": {end}}}",
-        fetcher.source_cluster_id().unwrap_or("")
+        fetcher.source_cluster_id().unwrap_or_default()
     );
 }

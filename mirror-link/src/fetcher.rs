@@ -1,5 +1,6 @@
 //! [`KafkaFetcher`]: one partition of a Kafka-compatible cluster as a mirror's source.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -10,8 +11,9 @@ use kafka_protocol::messages::{
     MetadataRequest, MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
-use mirror_fsm::{FetchError, FetchResponse as Fetched, Fetcher};
+use mirror_fsm::{DetachedFetch, FetchError, FetchResponse as Fetched, Fetcher};
 use record_format::{BatchBuffers, BatchIter, ErrorCategory, RecordBatch, SegmentError};
+use tokio::sync::Mutex;
 
 use crate::connection::KafkaConnection;
 use crate::error::LinkError;
@@ -64,9 +66,17 @@ struct Session {
     list_offsets_version: i16,
 }
 
-/// One source partition over the Kafka protocol; see the crate docs.
-#[derive(Debug)]
+/// One source partition over the Kafka protocol; see the crate docs. Its session is shared with the fetches it
+/// hands to another thread ([`Fetcher::detached_fetch`]: a catch-up fetches range *n+1* while it writes *n*); one
+/// call at a time uses the connection.
+#[derive(Debug, Clone)]
 pub struct KafkaFetcher {
+    source: Arc<Mutex<Source>>,
+}
+
+/// The partition, the config and the session a [`KafkaFetcher`]'s calls share.
+#[derive(Debug)]
+struct Source {
     config: FetcherConfig,
     topic: String,
     partition: i32,
@@ -77,18 +87,23 @@ impl KafkaFetcher {
     /// A fetcher of `topic`/`partition` at the source `config` names; it connects at its first call.
     pub fn new(config: FetcherConfig, topic: impl Into<String>, partition: i32) -> Self {
         KafkaFetcher {
-            config,
-            topic: topic.into(),
-            partition,
-            session: None,
+            source: Arc::new(Mutex::new(Source {
+                config,
+                topic: topic.into(),
+                partition,
+                session: None,
+            })),
         }
     }
 
-    /// The source cluster's id, once a session is open.
-    pub fn source_cluster_id(&self) -> Option<&str> {
-        self.session.as_ref().map(|session| session.cluster_id.as_str())
+    /// The source cluster's id, once a session is open (`None` too while a call holds the session).
+    pub fn source_cluster_id(&self) -> Option<String> {
+        let source = self.source.try_lock().ok()?;
+        source.session.as_ref().map(|session| session.cluster_id.clone())
     }
+}
 
+impl Source {
     fn response_bound(&self, max_bytes: usize) -> usize {
         max_bytes
             .saturating_add(self.config.max_batch_bytes)
@@ -338,13 +353,26 @@ fn whole_batches_from(records: bytes::Bytes, from_offset: i64) -> Result<Vec<Rec
     Ok(batches)
 }
 
-#[async_trait(?Send)]
-impl Fetcher for KafkaFetcher {
+impl Source {
     async fn fetch(&mut self, from_offset: i64, max_bytes: usize) -> Result<Fetched, FetchError> {
         match self.fetch_batches(from_offset, max_bytes).await {
             Ok(fetched) => Ok(fetched),
             Err(error) => Err(self.failed(error)),
         }
+    }
+}
+
+#[async_trait(?Send)]
+impl Fetcher for KafkaFetcher {
+    async fn fetch(&mut self, from_offset: i64, max_bytes: usize) -> Result<Fetched, FetchError> {
+        self.source.lock().await.fetch(from_offset, max_bytes).await
+    }
+
+    fn detached_fetch(&self, from_offset: i64, max_bytes: usize) -> Option<DetachedFetch> {
+        let source = Arc::clone(&self.source);
+        Some(Box::pin(async move {
+            source.lock().await.fetch(from_offset, max_bytes).await
+        }))
     }
 
     /// There is no Kafka API for a peer's last mirrored offset: the peer is taken never to have mirrored from
@@ -354,9 +382,10 @@ impl Fetcher for KafkaFetcher {
     }
 
     async fn log_start_offset(&mut self) -> Result<i64, FetchError> {
-        match self.earliest_offset().await {
+        let mut source = self.source.lock().await;
+        match source.earliest_offset().await {
             Ok(offset) => Ok(offset),
-            Err(error) => Err(self.failed(error)),
+            Err(error) => Err(source.failed(error)),
         }
     }
 }
