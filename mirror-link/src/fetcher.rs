@@ -291,6 +291,13 @@ impl Source {
             message: error.to_string(),
         }
     }
+
+    async fn fetch(&mut self, from_offset: i64, max_bytes: usize) -> Result<Fetched, FetchError> {
+        match self.fetch_batches(from_offset, max_bytes).await {
+            Ok(fetched) => Ok(fetched),
+            Err(error) => Err(self.failed(error)),
+        }
+    }
 }
 
 /// The partition's answer in a response, if it is there and carries no error.
@@ -351,15 +358,6 @@ fn whole_batches_from(records: bytes::Bytes, from_offset: i64) -> Result<Vec<Rec
         batches.push(batch);
     }
     Ok(batches)
-}
-
-impl Source {
-    async fn fetch(&mut self, from_offset: i64, max_bytes: usize) -> Result<Fetched, FetchError> {
-        match self.fetch_batches(from_offset, max_bytes).await {
-            Ok(fetched) => Ok(fetched),
-            Err(error) => Err(self.failed(error)),
-        }
-    }
 }
 
 #[async_trait(?Send)]

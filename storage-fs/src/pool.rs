@@ -184,7 +184,14 @@ impl Pool {
             deferred: Mutex::new(None),
         });
         self.open.fetch_add(1, Ordering::Relaxed);
-        lock(&self.files).push(Arc::downgrade(&slot));
+        let mut files = lock(&self.files);
+        // Files closed for good leave dead entries; a store that never fills its budget has no eviction round to
+        // drop them, so they go whenever the list doubles (amortised: each push pays for one entry's check).
+        if files.len() == files.capacity() && files.len() >= MIN_BUDGET {
+            files.retain(|file| file.strong_count() > 0);
+        }
+        files.push(Arc::downgrade(&slot));
+        drop(files);
         slot
     }
 
@@ -428,6 +435,20 @@ mod tests {
         *lock(&file.slot.deferred) = Some(io::Error::other("injected write-back failure"));
         assert!(file.sync().is_err());
         file.sync().unwrap();
+    }
+
+    #[test]
+    fn files_closed_for_good_do_not_accumulate_in_the_registry() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = PooledFs::new(1 << 20);
+        for index in 0..10_000 {
+            drop(write(&fs, &dir.path().join(format!("{}", index % 8)), b"x"));
+        }
+        let registered = lock(&fs.pool.files).len();
+        assert!(
+            registered <= 2 * MIN_BUDGET,
+            "{registered} entries for no live file"
+        );
     }
 
     #[test]
