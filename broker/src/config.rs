@@ -1,8 +1,9 @@
-//! What a broker is started with.
+//! What a broker is started with: the node's settings and the wire front end's own.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use node::NodeConfig;
 use storage_config::StorageConfig;
 
 /// A broker's settings; [`BrokerConfig::new`] gives Kafka's defaults where Kafka has one.
@@ -10,24 +11,10 @@ use storage_config::StorageConfig;
 pub struct BrokerConfig {
     /// Where to listen (loopback by default: there is no authentication and no TLS).
     pub listen: SocketAddr,
-    /// The cluster id Metadata answers.
-    pub cluster_id: String,
-    /// The storage backend and its data directory.
-    pub storage: StorageConfig,
-    /// Create a topic a Metadata request names when it does not exist (`auto.create.topics.enable`).
-    pub auto_create_topics: bool,
-    /// Partitions of an auto-created topic (`num.partitions`).
-    pub default_partitions: u32,
-    /// Topics to create at start-up when missing: `(name, partitions)`.
-    pub topics: Vec<(String, u32)>,
+    /// The node behind the listener: cluster id, storage, topics, Kafka's broker settings.
+    pub node: NodeConfig,
     /// The largest request accepted (`socket.request.max.bytes`); a larger frame closes the connection.
     pub max_request_bytes: usize,
-    /// `transactional.id.expiration.ms`.
-    pub transactional_id_expiration_ms: i64,
-    /// `transaction.max.timeout.ms`.
-    pub max_transaction_timeout_ms: i64,
-    /// `producer.id.expiration.ms` (idempotent producers' state in each partition).
-    pub producer_id_expiration_ms: i64,
     /// How often timed-out transactions are aborted and idle ids expired
     /// (`transaction.abort.timed.out.transaction.cleanup.interval.ms`, scaled down).
     pub housekeeping_interval: Duration,
@@ -48,15 +35,8 @@ impl BrokerConfig {
     pub fn new(listen: SocketAddr, storage: StorageConfig) -> Self {
         BrokerConfig {
             listen,
-            cluster_id: "mirrorlog".to_owned(),
-            storage,
-            auto_create_topics: true,
-            default_partitions: 1,
-            topics: Vec::new(),
+            node: NodeConfig::new(storage),
             max_request_bytes: 100 << 20,
-            transactional_id_expiration_ms: 604_800_000,
-            max_transaction_timeout_ms: 900_000,
-            producer_id_expiration_ms: 86_400_000,
             housekeeping_interval: Duration::from_secs(10),
             faults: Faults::default(),
         }

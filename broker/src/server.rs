@@ -13,8 +13,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use node::Node;
+
 use crate::api::{self, Reply};
-use crate::broker::Broker;
 use crate::frame::{parse_request, read_frame};
 use crate::{BrokerConfig, BrokerError};
 
@@ -29,23 +30,24 @@ const ACCEPT_ERROR_LOG_INTERVAL: Duration = Duration::from_secs(10);
 /// A bound, opened broker, ready to serve.
 pub struct Server {
     listener: TcpListener,
-    broker: Arc<Broker>,
+    config: Arc<BrokerConfig>,
+    node: Arc<Node>,
 }
 
 impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Server").field("broker", &self.broker).finish()
+        f.debug_struct("Server").field("node", &self.node).finish()
     }
 }
 
 impl Server {
     /// Binds the listen address and opens the broker's storage (recovering it).
     pub async fn bind(config: BrokerConfig) -> Result<Self, BrokerError> {
-        let storage = config.storage.open()?;
+        let storage = config.node.storage.open()?;
         Self::bind_on(config, storage).await
     }
 
-    /// Like [`Self::bind`], over a store the caller opened (see [`Broker::open_on`]).
+    /// Like [`Self::bind`], over a store the caller opened (see [`Node::open_on`]).
     pub async fn bind_on(
         config: BrokerConfig,
         storage: Box<dyn storage::Storage>,
@@ -57,22 +59,28 @@ impl Server {
         let local = listener
             .local_addr()
             .map_err(|source| BrokerError::Listen { address, source })?;
-        let broker =
-            Broker::open_on(config, (local.ip().to_string(), i32::from(local.port())), storage).await?;
+        let node = Node::open_on(
+            config.node.clone(),
+            (local.ip().to_string(), i32::from(local.port())),
+            storage,
+            Arc::new(node::SystemClock),
+        )
+        .await?;
         Ok(Server {
             listener,
-            broker: Arc::new(broker),
+            config: Arc::new(config),
+            node: Arc::new(node),
         })
     }
 
-    /// The broker it serves.
-    pub fn broker(&self) -> &Broker {
-        &self.broker
+    /// The node it serves.
+    pub fn node(&self) -> &Node {
+        &self.node
     }
 
     /// The address it listens on (the port chosen when the config said 0).
     pub fn local_addr(&self) -> Result<SocketAddr, BrokerError> {
-        let address = self.broker.config.listen;
+        let address = self.config.listen;
         self.listener
             .local_addr()
             .map_err(|source| BrokerError::Listen { address, source })
@@ -83,7 +91,11 @@ impl Server {
     pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) -> Result<(), BrokerError> {
         let (stop, stopped) = watch::channel(false);
         let mut connections = JoinSet::new();
-        let housekeeping = tokio::spawn(housekeeping(self.broker.clone(), stopped.clone()));
+        let housekeeping = tokio::spawn(housekeeping(
+            self.node.clone(),
+            self.config.housekeeping_interval,
+            stopped.clone(),
+        ));
         let drop_counter = Arc::new(AtomicU64::new(0));
         tokio::pin!(shutdown);
         let mut last_accept_error = None;
@@ -94,7 +106,8 @@ impl Server {
                     Ok((stream, _peer)) => {
                         let _ = stream.set_nodelay(true);
                         connections.spawn(serve_connection(
-                            self.broker.clone(),
+                            self.node.clone(),
+                            self.config.clone(),
                             stream,
                             stopped.clone(),
                             drop_counter.clone(),
@@ -123,16 +136,16 @@ impl Server {
         let _ = stop.send(true);
         while connections.join_next().await.is_some() {}
         let _ = housekeeping.await;
-        self.broker.close().await
+        Ok(self.node.close().await?)
     }
 }
 
-async fn housekeeping(broker: Arc<Broker>, mut stopped: watch::Receiver<bool>) {
-    let mut interval = tokio::time::interval(broker.config.housekeeping_interval);
+async fn housekeeping(node: Arc<Node>, every: Duration, mut stopped: watch::Receiver<bool>) {
+    let mut interval = tokio::time::interval(every);
     loop {
         tokio::select! {
             _ = interval.tick() => {
-                if let Err(error) = broker.housekeeping().await {
+                if let Err(error) = node.housekeeping().await {
                     eprintln!("mirrorlog serve: housekeeping failed: {error}");
                 }
             }
@@ -143,12 +156,13 @@ async fn housekeeping(broker: Arc<Broker>, mut stopped: watch::Receiver<bool>) {
 
 /// Serves one connection's requests in order until it closes, a request cannot be read, or the server stops.
 async fn serve_connection(
-    broker: Arc<Broker>,
+    node: Arc<Node>,
+    config: Arc<BrokerConfig>,
     mut stream: TcpStream,
     mut stopped: watch::Receiver<bool>,
     drop_counter: Arc<AtomicU64>,
 ) {
-    let max = broker.config.max_request_bytes;
+    let max = config.max_request_bytes;
     loop {
         let frame = tokio::select! {
             frame = read_frame(&mut stream, max) => frame,
@@ -162,9 +176,9 @@ async fn serve_connection(
                 return;
             }
         };
-        match api::handle(&broker, &request).await {
+        match api::handle(&node, &request).await {
             Ok(Reply::Frame(response)) => {
-                if request.api_key == 0 && drop_this_response(&broker, &drop_counter) {
+                if request.api_key == 0 && drop_this_response(&config, &drop_counter) {
                     // Test fault: the records are appended, the acknowledgement is lost.
                     eprintln!("mirrorlog serve: fault: dropped a produce response");
                     return;
@@ -183,8 +197,8 @@ async fn serve_connection(
 }
 
 /// Decides deterministically (a counter through a mixing function) whether this produce response is dropped.
-fn drop_this_response(broker: &Broker, counter: &AtomicU64) -> bool {
-    let rate = broker.config.faults.drop_produce_responses;
+fn drop_this_response(config: &BrokerConfig, counter: &AtomicU64) -> bool {
+    let rate = config.faults.drop_produce_responses;
     if rate <= 0.0 {
         return false;
     }

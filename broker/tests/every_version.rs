@@ -9,7 +9,7 @@
 //! AddPartitionsToTxn v2, AddOffsetsToTxn v2 and EndTxn v2; older versions hear INVALID_PRODUCER_EPOCH.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
-use broker::{Broker, BrokerConfig, Reply};
+use broker::{Node, NodeConfig, Reply};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
@@ -29,15 +29,16 @@ fn topic_name(text: &str) -> TopicName {
 }
 
 /// An in-process broker over memory storage with `orders` (2 partitions).
-async fn broker() -> Broker {
+async fn broker() -> Node {
     let storage = StorageConfig::for_backend(storage_config::Backend::Memory, std::path::Path::new(""));
-    let mut config = BrokerConfig::new("127.0.0.1:0".parse().expect("address"), storage.clone());
+    let mut config = NodeConfig::new(storage.clone());
     config.topics = vec![(TOPIC.to_owned(), 2)];
     config.auto_create_topics = false;
-    Broker::open_on(
+    Node::open_on(
         config,
         ("127.0.0.1".to_owned(), 9092),
         storage.open().expect("store"),
+        std::sync::Arc::new(node::SystemClock),
     )
     .await
     .expect("broker")
@@ -45,7 +46,7 @@ async fn broker() -> Broker {
 
 /// Sends `request` at `version` through the broker's dispatch and decodes the answer as a client would; `None`
 /// when the broker answers nothing (acks=0). Panics, naming the pair, when the response cannot be encoded or read.
-async fn call<Q, A>(broker: &Broker, key: ApiKey, version: i16, request: &Q) -> Option<A>
+async fn call<Q, A>(broker: &Node, key: ApiKey, version: i16, request: &Q) -> Option<A>
 where
     Q: Encodable,
     A: Decodable,
@@ -136,7 +137,7 @@ fn produce_request(
     request
 }
 
-async fn produce(broker: &Broker, version: i16, request: &ProduceRequest) -> Vec<i16> {
+async fn produce(broker: &Node, version: i16, request: &ProduceRequest) -> Vec<i16> {
     let response: ProduceResponse = call(broker, ApiKey::Produce, version, request)
         .await
         .expect("acks != 0 answers");
@@ -148,7 +149,7 @@ async fn produce(broker: &Broker, version: i16, request: &ProduceRequest) -> Vec
 }
 
 async fn init_producer_id(
-    broker: &Broker,
+    broker: &Node,
     version: i16,
     transactional_id: Option<&str>,
 ) -> InitProducerIdResponse {
@@ -194,7 +195,7 @@ fn max(key: ApiKey) -> i16 {
 }
 
 /// Opens a transaction of `txn` holding `orders`/0 with one record; returns (producer id, epoch).
-async fn open_transaction(broker: &Broker, txn: &str) -> (i64, i16) {
+async fn open_transaction(broker: &Node, txn: &str) -> (i64, i16) {
     let init = init_producer_id(broker, max(ApiKey::InitProducerId), Some(txn)).await;
     assert_eq!(init.error_code, 0);
     let (id, epoch) = (init.producer_id.0, init.producer_epoch);
@@ -225,7 +226,7 @@ async fn open_transaction(broker: &Broker, txn: &str) -> (i64, i16) {
 }
 
 /// Fences `txn`'s current producer by initialising it again; returns the fenced (id, epoch).
-async fn fenced_producer(broker: &Broker, txn: &str) -> (i64, i16) {
+async fn fenced_producer(broker: &Node, txn: &str) -> (i64, i16) {
     let fenced = open_transaction(broker, txn).await;
     // The open transaction is aborted first: CONCURRENT_TRANSACTIONS (51) until it is, as clients retry.
     let mut again = init_producer_id(broker, max(ApiKey::InitProducerId), Some(txn)).await;

@@ -9,7 +9,7 @@
 
 use std::time::Instant;
 
-use broker::{Broker, BrokerConfig, Reply};
+use broker::{Node, NodeConfig, Reply};
 use bytes::BytesMut;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
@@ -26,7 +26,7 @@ fn partitions_wanted() -> usize {
         .unwrap_or(20_000)
 }
 
-async fn call<Q: Encodable, A: Decodable>(broker: &Broker, key: ApiKey, version: i16, request: &Q) -> A {
+async fn call<Q: Encodable, A: Decodable>(broker: &Node, key: ApiKey, version: i16, request: &Q) -> A {
     let mut body = BytesMut::new();
     request.encode(&mut body, version).unwrap();
     let frame = broker::frame::Request {
@@ -51,10 +51,10 @@ fn value(topic: usize, partition: i32) -> Vec<u8> {
     format!("{topic}/{partition}").into_bytes()
 }
 
-async fn open(config: &StorageConfig) -> Broker {
-    let mut broker_config = BrokerConfig::new("127.0.0.1:0".parse().unwrap(), config.clone());
-    broker_config.auto_create_topics = false;
-    Broker::open(broker_config, ("127.0.0.1".to_owned(), 9092))
+async fn open(config: &StorageConfig) -> Node {
+    let mut node_config = NodeConfig::new(config.clone());
+    node_config.auto_create_topics = false;
+    Node::open(node_config, ("127.0.0.1".to_owned(), 9092))
         .await
         .unwrap()
 }

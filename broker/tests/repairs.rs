@@ -11,7 +11,7 @@ fn config(dir: &std::path::Path) -> BrokerConfig {
         SocketAddr::from(([127, 0, 0, 1], 0)),
         StorageConfig::for_backend(storage_config::Backend::Fs, dir),
     );
-    config.topics = vec![("orders".to_owned(), 1)];
+    config.node.topics = vec![("orders".to_owned(), 1)];
     config
 }
 
@@ -20,7 +20,7 @@ async fn a_torn_metadata_change_is_cut_and_reported_by_the_next_start() {
     let dir = tempfile::tempdir().expect("dir");
     let server = Server::bind(config(dir.path())).await.expect("first start");
     assert!(
-        server.broker().repairs().is_empty(),
+        server.node().repairs().is_empty(),
         "a new directory needs nothing"
     );
     drop(server);
@@ -32,7 +32,7 @@ async fn a_torn_metadata_change_is_cut_and_reported_by_the_next_start() {
     std::fs::write(&metadata, &bytes).expect("write");
 
     let server = Server::bind(config(dir.path())).await.expect("second start");
-    let repairs = server.broker().repairs();
+    let repairs = server.node().repairs();
     assert_eq!(repairs.len(), 1, "{repairs:?}");
     assert_eq!(repairs[0].0.to_string(), "orders-0");
     let line = repairs[0].1.to_string();

@@ -26,7 +26,7 @@ async fn a_slow_sync_on_one_partition_does_not_delay_another() {
         "127.0.0.1:0".parse().expect("address"),
         StorageConfig::for_backend(storage_config::Backend::Fs, dir.path()),
     );
-    config.topics = vec![("orders".to_owned(), 2)];
+    config.node.topics = vec![("orders".to_owned(), 2)];
     let server = Server::bind_on(config, Box::new(store)).await.expect("bind");
     let address = server.local_addr().expect("address");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

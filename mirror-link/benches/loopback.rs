@@ -142,7 +142,7 @@ async fn main() {
     };
     let storage = StorageConfig::for_backend(Backend::Fs, &source_dir);
     let mut config = BrokerConfig::new("127.0.0.1:0".parse().unwrap(), storage);
-    config.cluster_id = "bench-source".to_owned();
+    config.node.cluster_id = "bench-source".to_owned();
     let server = Server::bind(config).await.unwrap();
     let address = server.local_addr().unwrap().to_string();
     let stop = std::sync::Arc::new(tokio::sync::Notify::new());

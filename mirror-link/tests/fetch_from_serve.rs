@@ -26,8 +26,8 @@ const TOPIC: &str = "orders";
 async fn source() -> (String, std::sync::Arc<tokio::sync::Notify>) {
     let storage = StorageConfig::for_backend(storage_config::Backend::Memory, std::path::Path::new(""));
     let mut config = BrokerConfig::new("127.0.0.1:0".parse().unwrap(), storage);
-    config.cluster_id = SOURCE_CLUSTER.to_owned();
-    config.topics = vec![(TOPIC.to_owned(), 1)];
+    config.node.cluster_id = SOURCE_CLUSTER.to_owned();
+    config.node.topics = vec![(TOPIC.to_owned(), 1)];
     let server = Server::bind(config).await.unwrap();
     let address = server.local_addr().unwrap().to_string();
     let stop = std::sync::Arc::new(tokio::sync::Notify::new());

@@ -82,14 +82,14 @@ pub fn serve(args: ServeArgs) -> Result<(), CliError> {
         None => StorageConfig::for_backend(storage_config::Backend::Fs, &args.data_dir),
     };
     let mut config = BrokerConfig::new(args.listen, storage);
-    config.cluster_id = args.cluster_id;
-    config.topics = args.topics;
-    config.auto_create_topics = !args.no_auto_create_topics;
-    config.default_partitions = args.default_partitions;
+    config.node.cluster_id = args.cluster_id;
+    config.node.topics = args.topics;
+    config.node.auto_create_topics = !args.no_auto_create_topics;
+    config.node.default_partitions = args.default_partitions;
     config.max_request_bytes = usize::try_from(args.max_request_bytes).unwrap_or(usize::MAX);
-    config.transactional_id_expiration_ms = args.transactional_id_expiration_ms;
-    config.max_transaction_timeout_ms = args.max_transaction_timeout_ms;
-    config.producer_id_expiration_ms = args.producer_id_expiration_ms;
+    config.node.transactional_id_expiration_ms = args.transactional_id_expiration_ms;
+    config.node.max_transaction_timeout_ms = args.max_transaction_timeout_ms;
+    config.node.producer_id_expiration_ms = args.producer_id_expiration_ms;
     config.housekeeping_interval = Duration::from_millis(args.housekeeping_interval_ms);
     config.faults = Faults {
         drop_produce_responses: args.fault_drop_produce_responses,
@@ -105,7 +105,7 @@ pub fn serve(args: ServeArgs) -> Result<(), CliError> {
         let address = server.local_addr().map_err(|e| CliError::Usage(e.to_string()))?;
         // The first line says where to connect (tests read the port from it when they ask for port 0).
         println!("mirrorlog serve: listening on {address}");
-        for (partition, report) in server.broker().repairs() {
+        for (partition, report) in server.node().repairs() {
             eprintln!("mirrorlog serve: {partition}: repaired on open: {report}");
         }
         server

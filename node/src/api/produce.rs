@@ -9,10 +9,10 @@ use partition_log::LogError;
 use producer_state::AppendOrigin;
 use record_format::{BatchIter, DecodeError};
 
-use crate::broker::Broker;
+use crate::node::Node;
 
 /// Appends every partition's batch and answers each partition's offset or error.
-pub async fn produce(broker: &Broker, request: ProduceRequest, _version: i16) -> ProduceResponse {
+pub async fn produce(node: &Node, request: ProduceRequest, _version: i16) -> ProduceResponse {
     let mut response = ProduceResponse::default();
     let mut appended = false;
     for topic in request.topic_data {
@@ -24,7 +24,7 @@ pub async fn produce(broker: &Broker, request: ProduceRequest, _version: i16) ->
             answer.base_offset = -1;
             answer.log_append_time_ms = -1;
             answer.log_start_offset = -1;
-            match append(broker, topic.name.as_str(), partition.index, partition.records).await {
+            match append(node, topic.name.as_str(), partition.index, partition.records).await {
                 Ok((base_offset, log_start_offset)) => {
                     answer.base_offset = base_offset;
                     answer.log_start_offset = log_start_offset;
@@ -37,19 +37,19 @@ pub async fn produce(broker: &Broker, request: ProduceRequest, _version: i16) ->
         response.responses.push(topic_response);
     }
     if appended {
-        broker.notify_appended();
+        node.notify_appended();
     }
     response
 }
 
 /// One partition's append: `(base offset, log start offset)` or the Kafka error to answer.
 async fn append(
-    broker: &Broker,
+    node: &Node,
     topic: &str,
     partition: i32,
     records: Option<bytes::Bytes>,
 ) -> Result<(i64, i64), KafkaError> {
-    let slot = broker
+    let slot = node
         .partition(topic, partition)
         .await
         .ok_or(KafkaError::UnknownTopicOrPartition)?;

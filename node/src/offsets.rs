@@ -16,7 +16,9 @@ use record_format::BatchBuilder;
 use serde::{Deserialize, Serialize};
 use storage::{Durability, PartitionStorage};
 
-use crate::BrokerError;
+use std::sync::Arc;
+
+use crate::{Clock, NodeError};
 
 /// The internal partition holding the offset log.
 pub const OFFSETS_PARTITION: &str = "__mirrorlog_group_offsets";
@@ -67,6 +69,8 @@ type Key = (String, String, i32);
 pub struct GroupOffsets {
     storage: Box<dyn PartitionStorage>,
     durability: Durability,
+    /// Stamps the records' timestamps.
+    clock: Arc<dyn Clock>,
     committed: BTreeMap<Key, Committed>,
     staged: BTreeMap<i64, Vec<OffsetEntry>>,
 }
@@ -85,10 +89,12 @@ impl GroupOffsets {
     pub async fn open(
         storage: Box<dyn PartitionStorage>,
         durability: Durability,
-    ) -> Result<Self, BrokerError> {
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, NodeError> {
         let mut store = GroupOffsets {
             storage,
             durability,
+            clock,
             committed: BTreeMap::new(),
             staged: BTreeMap::new(),
         };
@@ -101,7 +107,7 @@ impl GroupOffsets {
             offset = last.next_offset();
             for batch in &batches {
                 let corrupt = |error: &dyn std::fmt::Display| {
-                    BrokerError::Offsets(format!("batch at offset {}: {error}", batch.base_offset()))
+                    NodeError::Offsets(format!("batch at offset {}: {error}", batch.base_offset()))
                 };
                 for record in batch.records().map_err(|e| corrupt(&e))?.iter() {
                     let record = record.map_err(|e| corrupt(&e))?;
@@ -130,13 +136,13 @@ impl GroupOffsets {
     }
 
     /// OffsetCommit: durable before it returns.
-    pub async fn commit(&mut self, entries: Vec<OffsetEntry>) -> Result<(), BrokerError> {
+    pub async fn commit(&mut self, entries: Vec<OffsetEntry>) -> Result<(), NodeError> {
         self.write(entries.into_iter().map(OffsetRecord::Commit).collect())
             .await
     }
 
     /// TxnOffsetCommit: staged under the producer id until its transaction ends.
-    pub async fn stage(&mut self, producer_id: i64, entries: Vec<OffsetEntry>) -> Result<(), BrokerError> {
+    pub async fn stage(&mut self, producer_id: i64, entries: Vec<OffsetEntry>) -> Result<(), NodeError> {
         self.write(
             entries
                 .into_iter()
@@ -152,7 +158,7 @@ impl GroupOffsets {
         producer_id: i64,
         offsets_partition: u32,
         commit: bool,
-    ) -> Result<(), BrokerError> {
+    ) -> Result<(), NodeError> {
         self.write(vec![OffsetRecord::End {
             producer_id,
             offsets_partition,
@@ -162,24 +168,24 @@ impl GroupOffsets {
     }
 
     /// Closes the store's partition cleanly.
-    pub async fn close(mut self) -> Result<(), BrokerError> {
+    pub async fn close(mut self) -> Result<(), NodeError> {
         self.storage.flush(Durability::Sync).await?;
         Ok(())
     }
 
-    async fn write(&mut self, records: Vec<OffsetRecord>) -> Result<(), BrokerError> {
+    async fn write(&mut self, records: Vec<OffsetRecord>) -> Result<(), NodeError> {
         if records.is_empty() {
             return Ok(());
         }
-        let now_ms = crate::now_ms();
+        let now_ms = self.clock.now_ms();
         let mut builder = BatchBuilder::new().base_offset(self.storage.log_end_offset());
         for record in &records {
-            let value = serde_json::to_vec(record).map_err(|e| BrokerError::Offsets(e.to_string()))?;
+            let value = serde_json::to_vec(record).map_err(|e| NodeError::Offsets(e.to_string()))?;
             builder.add(now_ms, None, Some(&value), &[]);
         }
         let batch = builder
             .build()
-            .map_err(|e| BrokerError::Offsets(format!("cannot encode a batch: {e}")))?;
+            .map_err(|e| NodeError::Offsets(format!("cannot encode a batch: {e}")))?;
         self.storage.append(&[batch]).await?;
         self.storage.flush(self.durability).await?;
         for record in records {

@@ -15,15 +15,11 @@ use kafka_types::{KafkaError, TransactionalId, NO_ERROR};
 use txn_coordinator::TxnState;
 
 use super::str_bytes;
-use crate::broker::Broker;
+use crate::node::Node;
 use crate::offsets::{Committed, OffsetEntry};
 
 /// OffsetCommit: every partition of a known topic is committed in one durable write.
-pub async fn offset_commit(
-    broker: &Broker,
-    request: OffsetCommitRequest,
-    _version: i16,
-) -> OffsetCommitResponse {
+pub async fn offset_commit(node: &Node, request: OffsetCommitRequest, _version: i16) -> OffsetCommitResponse {
     let group = request.group_id.as_str().to_owned();
     let mut entries = Vec::new();
     let mut topics = Vec::new();
@@ -33,7 +29,7 @@ pub async fn offset_commit(
         for partition in &topic.partitions {
             let mut result = OffsetCommitResponsePartition::default();
             result.partition_index = partition.partition_index;
-            if broker
+            if node
                 .partition(topic.name.as_str(), partition.partition_index)
                 .await
                 .is_none()
@@ -54,7 +50,7 @@ pub async fn offset_commit(
     }
     if group.is_empty() {
         set_all(&mut topics, KafkaError::InvalidRequest.code());
-    } else if broker.offsets.lock().await.commit(entries).await.is_err() {
+    } else if node.offsets.lock().await.commit(entries).await.is_err() {
         set_all(&mut topics, KafkaError::KafkaStorageError.code());
     }
     let mut response = OffsetCommitResponse::default();
@@ -91,13 +87,9 @@ fn set_all(topics: &mut [OffsetCommitResponseTopic], code: i16) {
 
 /// OffsetFetch: the committed offset of each named partition (-1 when none), or of every partition the group
 /// committed when the topic list is null.
-pub async fn offset_fetch(
-    broker: &Broker,
-    request: OffsetFetchRequest,
-    _version: i16,
-) -> OffsetFetchResponse {
+pub async fn offset_fetch(node: &Node, request: OffsetFetchRequest, _version: i16) -> OffsetFetchResponse {
     let group = request.group_id.as_str();
-    let offsets = broker.offsets.lock().await;
+    let offsets = node.offsets.lock().await;
     let answer = |partition_index: i32, committed: Option<&Committed>| {
         let mut partition = OffsetFetchResponsePartition::default();
         partition.partition_index = partition_index;
@@ -146,13 +138,13 @@ pub async fn offset_fetch(
 /// TxnOffsetCommit: staged until the transaction's marker reaches the group's offsets partition. The producer
 /// must hold the transactional id at its current epoch with the group's partition in the open transaction.
 pub async fn txn_offset_commit(
-    broker: &Broker,
+    node: &Node,
     request: TxnOffsetCommitRequest,
     _version: i16,
 ) -> TxnOffsetCommitResponse {
     let group = request.group_id.as_str().to_owned();
     let check = {
-        let mut coordinator = broker.coordinator.lock().await;
+        let mut coordinator = node.coordinator.lock().await;
         let id = TransactionalId(request.transactional_id.as_str().to_owned());
         match coordinator.coordinator().transaction(&id) {
             None => Err(KafkaError::InvalidProducerIdMapping.code()),
@@ -196,7 +188,7 @@ pub async fn txn_offset_commit(
         response.topics.push(answer);
     }
     if check.is_ok()
-        && broker
+        && node
             .offsets
             .lock()
             .await

@@ -1,6 +1,6 @@
-//! ApiVersions, Metadata, CreateTopics and FindCoordinator: what a client asks before it produces or fetches.
+//! Metadata, CreateTopics and FindCoordinator: what a client asks before it produces or fetches (ApiVersions is
+//! the wire front end's: the node does not know versions).
 
-use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
@@ -10,40 +10,23 @@ use kafka_protocol::messages::*;
 use kafka_types::{KafkaError, NO_ERROR};
 
 use super::str_bytes;
-use crate::broker::Broker;
-use crate::versions::ADVERTISED;
+use crate::node::Node;
 
-/// The advertised version table.
-pub fn api_versions() -> ApiVersionsResponse {
-    let mut response = ApiVersionsResponse::default();
-    response.api_keys = ADVERTISED
-        .iter()
-        .map(|&(key, min, max)| {
-            let mut version = ApiVersion::default();
-            version.api_key = key as i16;
-            version.min_version = min;
-            version.max_version = max;
-            version
-        })
-        .collect();
-    response
-}
-
-/// Metadata: this broker (node 0) leads every partition. Named topics that do not exist are created when the
-/// broker auto-creates topics and the request allows it (v4+; always before v4, as Kafka did).
-pub async fn metadata(broker: &Broker, request: MetadataRequest, version: i16) -> MetadataResponse {
+/// Metadata: this node (node 0) leads every partition. Named topics that do not exist are created when the
+/// node auto-creates topics and the request allows it (v4+; always before v4, as Kafka did).
+pub async fn metadata(node: &Node, request: MetadataRequest, version: i16) -> MetadataResponse {
     let mut created_errors = std::collections::BTreeMap::new();
     if let Some(requested) = &request.topics {
         let allowed = version < 4 || request.allow_auto_topic_creation;
-        let existing = broker.topic_partitions().await;
+        let existing = node.topic_partitions().await;
         for topic in requested {
             let Some(name) = &topic.name else { continue };
             if existing.contains_key(name.as_str()) {
                 continue;
             }
-            let error = if broker.config.auto_create_topics && allowed {
-                match broker
-                    .create_topic(name.as_str(), broker.config.default_partitions)
+            let error = if node.config.auto_create_topics && allowed {
+                match node
+                    .create_topic(name.as_str(), node.config.default_partitions)
                     .await
                 {
                     Ok(()) | Err(KafkaError::TopicAlreadyExists) => continue,
@@ -55,7 +38,7 @@ pub async fn metadata(broker: &Broker, request: MetadataRequest, version: i16) -
             created_errors.insert(name.as_str().to_owned(), error);
         }
     }
-    let partitions = broker.topic_partitions().await;
+    let partitions = node.topic_partitions().await;
     let names: Vec<String> = match &request.topics {
         None => partitions.keys().cloned().collect(),
         Some(requested) => requested
@@ -64,12 +47,12 @@ pub async fn metadata(broker: &Broker, request: MetadataRequest, version: i16) -
             .collect(),
     };
     let mut response = MetadataResponse::default();
-    let mut node = MetadataResponseBroker::default();
-    node.node_id = BrokerId(0);
-    node.host = str_bytes(&broker.advertised.0);
-    node.port = broker.advertised.1;
-    response.brokers = vec![node];
-    response.cluster_id = Some(str_bytes(&broker.config.cluster_id));
+    let mut this_node = MetadataResponseBroker::default();
+    this_node.node_id = BrokerId(0);
+    this_node.host = str_bytes(&node.advertised.0);
+    this_node.port = node.advertised.1;
+    response.brokers = vec![this_node];
+    response.cluster_id = Some(str_bytes(&node.config.cluster_id));
     response.controller_id = BrokerId(0);
     response.topics = names
         .into_iter()
@@ -104,18 +87,14 @@ pub async fn metadata(broker: &Broker, request: MetadataRequest, version: i16) -
     response
 }
 
-/// CreateTopics: one replica (this broker); replica assignments are refused.
-pub async fn create_topics(
-    broker: &Broker,
-    request: CreateTopicsRequest,
-    _version: i16,
-) -> CreateTopicsResponse {
+/// CreateTopics: one replica (this node); replica assignments are refused.
+pub async fn create_topics(node: &Node, request: CreateTopicsRequest, _version: i16) -> CreateTopicsResponse {
     let mut response = CreateTopicsResponse::default();
     for topic in request.topics {
         let mut result = CreatableTopicResult::default();
         result.name = topic.name.clone();
         let partitions = match topic.num_partitions {
-            -1 => Ok(broker.config.default_partitions),
+            -1 => Ok(node.config.default_partitions),
             n => u32::try_from(n).map_err(|_| KafkaError::InvalidPartitions),
         };
         let outcome = if !matches!(topic.replication_factor, -1 | 1) {
@@ -126,7 +105,7 @@ pub async fn create_topics(
             partitions.map(|_| ())
         } else {
             match partitions {
-                Ok(partitions) => broker.create_topic(topic.name.as_str(), partitions).await,
+                Ok(partitions) => node.create_topic(topic.name.as_str(), partitions).await,
                 Err(error) => Err(error),
             }
         };
@@ -136,9 +115,9 @@ pub async fn create_topics(
     response
 }
 
-/// FindCoordinator: this broker coordinates every group and transactional id.
+/// FindCoordinator: this node coordinates every group and transactional id.
 pub async fn find_coordinator(
-    broker: &Broker,
+    node: &Node,
     request: FindCoordinatorRequest,
     _version: i16,
 ) -> FindCoordinatorResponse {
@@ -148,7 +127,7 @@ pub async fn find_coordinator(
         return response;
     }
     response.node_id = BrokerId(0);
-    response.host = str_bytes(&broker.advertised.0);
-    response.port = broker.advertised.1;
+    response.host = str_bytes(&node.advertised.0);
+    response.port = node.advertised.1;
     response
 }

@@ -13,8 +13,7 @@ use kafka_protocol::messages::*;
 use kafka_types::{KafkaError, ProducerEpoch, ProducerId, TransactionVersion, TransactionalId, NO_ERROR};
 use storage::PartitionId;
 
-use crate::broker::Broker;
-use crate::now_ms;
+use crate::node::Node;
 
 fn transactional_id(id: &kafka_protocol::messages::TransactionalId) -> TransactionalId {
     TransactionalId(id.as_str().to_owned())
@@ -38,7 +37,7 @@ fn for_version(error: KafkaError, version: i16, fenced_since: i16) -> KafkaError
 /// InitProducerId: a new idempotent producer id, or a transactional id's producer id and bumped epoch (fencing
 /// and aborting an open transaction; KIP-360 bumps from v3 when the client names its current id and epoch).
 pub async fn init_producer_id(
-    broker: &Broker,
+    node: &Node,
     request: InitProducerIdRequest,
     version: i16,
 ) -> InitProducerIdResponse {
@@ -50,14 +49,14 @@ pub async fn init_producer_id(
         ProducerId(request.producer_id.0),
         ProducerEpoch(request.producer_epoch),
     ));
-    let mut coordinator = broker.coordinator.lock().await;
+    let mut coordinator = node.coordinator.lock().await;
     let outcome = coordinator.coordinator().init_producer_id(
         id.as_ref(),
         i64::from(request.transaction_timeout_ms),
         expected,
-        now_ms(),
+        node.now_ms(),
     );
-    match broker.coordinate(&mut coordinator, outcome).await {
+    match node.coordinate(&mut coordinator, outcome).await {
         Ok((producer_id, epoch)) => {
             response.producer_id = kafka_protocol::messages::ProducerId(producer_id.get());
             response.producer_epoch = epoch.get();
@@ -70,7 +69,7 @@ pub async fn init_producer_id(
 /// AddPartitionsToTxn (v0–3 form: one transactional id): unknown partitions fail the whole request with
 /// UNKNOWN_TOPIC_OR_PARTITION on them and OPERATION_NOT_ATTEMPTED on the others, as Kafka does.
 pub async fn add_partitions(
-    broker: &Broker,
+    node: &Node,
     request: AddPartitionsToTxnRequest,
     version: i16,
 ) -> AddPartitionsToTxnResponse {
@@ -78,7 +77,7 @@ pub async fn add_partitions(
     let mut unknown = Vec::new();
     for topic in &request.v3_and_below_topics {
         for &index in &topic.partitions {
-            let known = broker.partition(topic.name.as_str(), index).await.is_some();
+            let known = node.partition(topic.name.as_str(), index).await.is_some();
             let id = u32::try_from(index)
                 .ok()
                 .and_then(|index| PartitionId::new(topic.name.as_str(), index).ok());
@@ -89,16 +88,15 @@ pub async fn add_partitions(
         }
     }
     let result = if unknown.is_empty() {
-        let mut coordinator = broker.coordinator.lock().await;
+        let mut coordinator = node.coordinator.lock().await;
         let outcome = coordinator.coordinator().add_partitions(
             &transactional_id(&request.v3_and_below_transactional_id),
             ProducerId(request.v3_and_below_producer_id.0),
             ProducerEpoch(request.v3_and_below_producer_epoch),
             &partitions,
-            now_ms(),
+            node.now_ms(),
         );
-        broker
-            .coordinate(&mut coordinator, outcome)
+        node.coordinate(&mut coordinator, outcome)
             .await
             .map_err(|error| for_version(error, version, 2))
     } else {
@@ -128,37 +126,37 @@ pub async fn add_partitions(
 
 /// AddOffsetsToTxn: the group's `__consumer_offsets` partition joins the transaction.
 pub async fn add_offsets(
-    broker: &Broker,
+    node: &Node,
     request: AddOffsetsToTxnRequest,
     version: i16,
 ) -> AddOffsetsToTxnResponse {
-    let mut coordinator = broker.coordinator.lock().await;
+    let mut coordinator = node.coordinator.lock().await;
     let outcome = coordinator.coordinator().add_offsets(
         &transactional_id(&request.transactional_id),
         ProducerId(request.producer_id.0),
         ProducerEpoch(request.producer_epoch),
         request.group_id.as_str(),
-        now_ms(),
+        node.now_ms(),
     );
     let mut response = AddOffsetsToTxnResponse::default();
-    let result = broker.coordinate(&mut coordinator, outcome).await;
+    let result = node.coordinate(&mut coordinator, outcome).await;
     response.error_code = code(result.map_err(|error| for_version(error, version, 2)));
     response
 }
 
 /// EndTxn: commit or abort; answered once every marker is written.
-pub async fn end_txn(broker: &Broker, request: EndTxnRequest, version: i16) -> EndTxnResponse {
-    let mut coordinator = broker.coordinator.lock().await;
+pub async fn end_txn(node: &Node, request: EndTxnRequest, version: i16) -> EndTxnResponse {
+    let mut coordinator = node.coordinator.lock().await;
     let outcome = coordinator.coordinator().end_txn(
         &transactional_id(&request.transactional_id),
         ProducerId(request.producer_id.0),
         ProducerEpoch(request.producer_epoch),
         request.committed,
         TransactionVersion::V1,
-        now_ms(),
+        node.now_ms(),
     );
     let mut response = EndTxnResponse::default();
-    if let Err(error) = broker.coordinate(&mut coordinator, outcome).await {
+    if let Err(error) = node.coordinate(&mut coordinator, outcome).await {
         response.error_code = for_version(error, version, 2).code();
     }
     response

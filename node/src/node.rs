@@ -1,4 +1,4 @@
-//! The broker's state: topics and their partition logs, the transaction coordinator, the group offset store,
+//! The node's state: topics and their partition logs, the transaction coordinator, the group offset store,
 //! and the operations several APIs share (creating topics, writing transaction markers, housekeeping, closing).
 //!
 //! **Locks.** Each partition log has its own lock; the coordinator and the offset store have one each. The order
@@ -16,9 +16,9 @@ use storage::{PartitionId, Storage};
 use tokio::sync::{watch, Mutex, RwLock};
 use txn_coordinator::{CoordinatorConfig, DurableCoordinator, MarkerFailure, MarkerRequest, Outcome};
 
-use crate::config::BrokerConfig;
+use crate::config::NodeConfig;
 use crate::offsets::{GroupOffsets, OFFSETS_PARTITION};
-use crate::{now_ms, BrokerError};
+use crate::{Clock, NodeError};
 
 /// The internal partition holding the transaction coordinator's log.
 pub const TXN_STATE_PARTITION: &str = "__transaction_state";
@@ -29,12 +29,13 @@ const CONSUMER_OFFSETS: &str = "__consumer_offsets";
 /// How many rounds a marker is re-sent before the transaction is left to housekeeping.
 const MARKER_ROUNDS: usize = 3;
 
-/// One partition's log, or `None` once the broker has closed it.
+/// One partition's log, or `None` once the node has closed it.
 pub type PartitionSlot = Mutex<Option<PartitionLog>>;
 
-/// The broker; see the module docs.
-pub struct Broker {
-    pub(crate) config: BrokerConfig,
+/// One cluster node; see the module docs.
+pub struct Node {
+    pub(crate) config: NodeConfig,
+    clock: Arc<dyn Clock>,
     /// Host and port Metadata and FindCoordinator answer.
     pub(crate) advertised: (String, i32),
     storage: Box<dyn Storage>,
@@ -48,30 +49,33 @@ pub struct Broker {
     repairs: Vec<(PartitionId, storage::OpenReport)>,
 }
 
-impl std::fmt::Debug for Broker {
+impl std::fmt::Debug for Node {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Broker")
+        f.debug_struct("Node")
             .field("advertised", &self.advertised)
             .finish_non_exhaustive()
     }
 }
 
-impl Broker {
+impl Node {
     /// Opens the storage, every partition log (recovering those not closed cleanly), the coordinator (re-sending
     /// the markers of transactions it was completing) and the offset store; creates the configured topics.
-    pub async fn open(config: BrokerConfig, advertised: (String, i32)) -> Result<Self, BrokerError> {
+    /// `advertised` is the host and port Metadata and FindCoordinator answer; the clock is the wall clock.
+    pub async fn open(config: NodeConfig, advertised: (String, i32)) -> Result<Self, NodeError> {
         let storage = config.storage.open()?;
-        Self::open_on(config, advertised, storage).await
+        Self::open_on(config, advertised, storage, Arc::new(crate::SystemClock)).await
     }
 
-    /// Like [`Self::open`], over a store the caller opened (tests wrap one to slow or fail it); the storage
-    /// config then only says what durability acknowledged writes wait for.
+    /// Like [`Self::open`], over a store the caller opened (tests wrap one to slow or fail it; the simulator
+    /// gives each node its own) and with the caller's clock; the storage config then only says what durability
+    /// acknowledged writes wait for.
     pub async fn open_on(
-        config: BrokerConfig,
+        config: NodeConfig,
         advertised: (String, i32),
         storage: Box<dyn Storage>,
-    ) -> Result<Self, BrokerError> {
-        let now = now_ms();
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, NodeError> {
+        let now = clock.now_ms();
         let log_config = LogConfig {
             durability: config.storage.durability(),
             producer_state: PsmConfig {
@@ -100,7 +104,7 @@ impl Broker {
             log.advance_high_watermark(end);
             let partitions = topics.entry(id.topic().to_owned()).or_default();
             if id.partition() as usize != partitions.len() {
-                return Err(BrokerError::Topic {
+                return Err(NodeError::Topic {
                     name: id.topic().to_owned(),
                     reason: format!("partition {} found without the ones before it", id.partition()),
                 });
@@ -131,10 +135,12 @@ impl Broker {
         let offsets = GroupOffsets::open(
             open_internal(OFFSETS_PARTITION).await?,
             config.storage.durability(),
+            clock.clone(),
         )
         .await?;
         let (appended, _) = watch::channel(0);
-        let broker = Broker {
+        let broker = Node {
+            clock,
             advertised,
             storage,
             log_config,
@@ -149,7 +155,7 @@ impl Broker {
             match broker.create_topic(&name, partitions).await {
                 Ok(()) | Err(KafkaError::TopicAlreadyExists) => {}
                 Err(error) => {
-                    return Err(BrokerError::Topic {
+                    return Err(NodeError::Topic {
                         name,
                         reason: format!("cannot be created ({error})"),
                     })
@@ -160,6 +166,16 @@ impl Broker {
         broker.deliver_markers(&mut coordinator, markers).await?;
         drop(coordinator);
         Ok(broker)
+    }
+
+    /// The node's clock.
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    /// The node's settings.
+    pub fn config(&self) -> &NodeConfig {
+        &self.config
     }
 
     /// The partition log of `topic`/`partition`, if it exists.
@@ -194,7 +210,9 @@ impl Broker {
         for partition in 0..partitions {
             let id = PartitionId::new(name, partition).map_err(|_| KafkaError::InvalidTopic)?;
             let created = match self.storage.create(&id).await {
-                Ok(storage) => PartitionLog::open(storage, self.log_config.clone(), now_ms()).await,
+                Ok(storage) => {
+                    PartitionLog::open(storage, self.log_config.clone(), self.clock.now_ms()).await
+                }
                 Err(error) => Err(error.into()),
             };
             match created {
@@ -202,7 +220,7 @@ impl Broker {
                 Err(error) => {
                     // The client hears KAFKA_STORAGE_ERROR; the operator reads why (a full disk, a descriptor
                     // limit with its numbers, …).
-                    eprintln!("mirrorlog serve: creating partition {id}: {error}");
+                    eprintln!("mirrorlog: creating partition {id}: {error}");
                     return Err(KafkaError::KafkaStorageError);
                 }
             }
@@ -234,7 +252,7 @@ impl Broker {
         coordinator: &mut DurableCoordinator,
         outcome: Outcome<T>,
     ) -> Result<T, KafkaError> {
-        let (answer, markers) = match coordinator.apply(outcome, now_ms()).await {
+        let (answer, markers) = match coordinator.apply(outcome, self.clock.now_ms()).await {
             Ok(applied) => applied,
             Err(_) => return Err(KafkaError::UnknownServerError),
         };
@@ -251,7 +269,7 @@ impl Broker {
         &self,
         coordinator: &mut DurableCoordinator,
         mut markers: Vec<MarkerRequest>,
-    ) -> Result<(), BrokerError> {
+    ) -> Result<(), NodeError> {
         for _round in 0..MARKER_ROUNDS {
             if markers.is_empty() {
                 break;
@@ -259,7 +277,7 @@ impl Broker {
             let mut resent = Vec::new();
             for marker in std::mem::take(&mut markers) {
                 let written = self.write_marker(&marker).await;
-                let now = now_ms();
+                let now = self.clock.now_ms();
                 let outcome = match written {
                     Ok(()) => coordinator.coordinator().marker_written(
                         &marker.transactional_id,
@@ -308,7 +326,7 @@ impl Broker {
                 marker.producer_id.get(),
                 marker.epoch.get(),
                 marker.coordinator_epoch.get(),
-                now_ms(),
+                self.clock.now_ms(),
             )
             .await;
         match written {
@@ -329,8 +347,8 @@ impl Broker {
     }
 
     /// Periodic work: abort transactions past their timeout, expire idle transactional ids and producers.
-    pub async fn housekeeping(&self) -> Result<(), BrokerError> {
-        let now = now_ms();
+    pub async fn housekeeping(&self) -> Result<(), NodeError> {
+        let now = self.clock.now_ms();
         {
             let mut coordinator = self.coordinator.lock().await;
             let timed_out = coordinator.coordinator().abort_timed_out(now);
@@ -353,7 +371,7 @@ impl Broker {
 
     /// Closes every partition log cleanly (snapshot, sync, high watermark, clean-shutdown mark) and the offset
     /// store. Requests arriving afterwards find no log and are answered with a storage error.
-    pub async fn close(&self) -> Result<(), BrokerError> {
+    pub async fn close(&self) -> Result<(), NodeError> {
         let slots: Vec<Arc<PartitionSlot>> = {
             let topics = self.topics.read().await;
             topics.values().flatten().cloned().collect()
@@ -362,7 +380,7 @@ impl Broker {
         for slot in slots {
             if let Some(log) = slot.lock().await.take() {
                 if let Err(error) = log.close().await {
-                    first_error.get_or_insert(BrokerError::Log(error));
+                    first_error.get_or_insert(NodeError::Log(error));
                 }
             }
         }

@@ -1,23 +1,22 @@
-//! Request dispatch: the shape check, `kafka-protocol`'s decoder, the handler of each API, the response frame.
+//! Request dispatch: the shape check, `kafka-protocol`'s decoder, the node's answer to each API, the response
+//! frame.
 //!
-//! Each handler takes the decoded request and its version and returns the response message; protocol errors are
-//! Kafka error codes inside it. A request the broker cannot read at all (a shape or decode failure, an unknown
-//! API, a version it does not advertise) closes the connection, as Kafka's socket server does — except
+//! The node (crate `node`) takes the decoded request and its version and returns the response message; protocol
+//! errors are Kafka error codes inside it. ApiVersions is answered here, from the advertised table.
+//!
+//! A request the broker cannot read at all (a shape or decode failure, an unknown API, a version it does not
+//! advertise) closes the connection, as Kafka's socket server does — except
 //! ApiVersions at an unknown version, which is answered in version 0 with UNSUPPORTED_VERSION so that the client
 //! can retry with a version from the list.
 
-mod admin;
-mod fetch;
-mod groups;
-mod produce;
-mod txn;
-
 use bytes::Bytes;
+use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable};
+use node::Node;
 
-use crate::broker::Broker;
 use crate::frame::{encode_response, Request};
+use crate::versions::ADVERTISED;
 use crate::{shape, versions};
 
 /// Why a request closed its connection.
@@ -154,84 +153,54 @@ pub fn decode(request: &Request) -> Result<Decoded, RequestError> {
 }
 
 /// Serves one request.
-pub async fn handle(broker: &Broker, request: &Request) -> Result<Reply, RequestError> {
+pub async fn handle(node: &Node, request: &Request) -> Result<Reply, RequestError> {
     let decoded = decode(request)?;
     let (version, id) = (request.version, request.correlation_id);
     let key = request.key().unwrap_or(ApiKey::ApiVersions);
     match decoded {
         Decoded::UnsupportedApiVersions => {
-            let mut response = admin::api_versions();
+            let mut response = api_versions();
             response.error_code = kafka_types::KafkaError::UnsupportedVersion.code();
             frame(ApiKey::ApiVersions, 0, id, &response)
         }
-        Decoded::ApiVersions => frame(key, version, id, &admin::api_versions()),
-        Decoded::Metadata(request) => {
-            frame(key, version, id, &admin::metadata(broker, request, version).await)
+        Decoded::ApiVersions => frame(key, version, id, &api_versions()),
+        Decoded::Metadata(request) => frame(key, version, id, &node.metadata(request, version).await),
+        Decoded::CreateTopics(request) => {
+            frame(key, version, id, &node.create_topics(request, version).await)
         }
-        Decoded::CreateTopics(request) => frame(
-            key,
-            version,
-            id,
-            &admin::create_topics(broker, request, version).await,
-        ),
-        Decoded::FindCoordinator(request) => frame(
-            key,
-            version,
-            id,
-            &admin::find_coordinator(broker, request, version).await,
-        ),
+        Decoded::FindCoordinator(request) => {
+            frame(key, version, id, &node.find_coordinator(request, version).await)
+        }
         Decoded::Produce(request) => {
             let acks = request.acks;
-            let response = produce::produce(broker, request, version).await;
+            let response = node.produce(request, version).await;
             if acks == 0 {
                 return Ok(Reply::Nothing);
             }
             frame(key, version, id, &response)
         }
-        Decoded::Fetch(request) => frame(key, version, id, &fetch::fetch(broker, request, version).await),
-        Decoded::ListOffsets(request) => frame(
-            key,
-            version,
-            id,
-            &fetch::list_offsets(broker, request, version).await,
-        ),
-        Decoded::OffsetCommit(request) => frame(
-            key,
-            version,
-            id,
-            &groups::offset_commit(broker, request, version).await,
-        ),
-        Decoded::OffsetFetch(request) => frame(
-            key,
-            version,
-            id,
-            &groups::offset_fetch(broker, request, version).await,
-        ),
-        Decoded::TxnOffsetCommit(request) => frame(
-            key,
-            version,
-            id,
-            &groups::txn_offset_commit(broker, request, version).await,
-        ),
-        Decoded::InitProducerId(request) => frame(
-            key,
-            version,
-            id,
-            &txn::init_producer_id(broker, request, version).await,
-        ),
+        Decoded::Fetch(request) => frame(key, version, id, &node.fetch(request, version).await),
+        Decoded::ListOffsets(request) => frame(key, version, id, &node.list_offsets(request, version).await),
+        Decoded::OffsetCommit(request) => {
+            frame(key, version, id, &node.offset_commit(request, version).await)
+        }
+        Decoded::OffsetFetch(request) => frame(key, version, id, &node.offset_fetch(request, version).await),
+        Decoded::TxnOffsetCommit(request) => {
+            frame(key, version, id, &node.txn_offset_commit(request, version).await)
+        }
+        Decoded::InitProducerId(request) => {
+            frame(key, version, id, &node.init_producer_id(request, version).await)
+        }
         Decoded::AddPartitionsToTxn(request) => frame(
             key,
             version,
             id,
-            &txn::add_partitions(broker, request, version).await,
+            &node.add_partitions_to_txn(request, version).await,
         ),
-        Decoded::AddOffsetsToTxn(request) => frame(
-            key,
-            version,
-            id,
-            &txn::add_offsets(broker, request, version).await,
-        ),
-        Decoded::EndTxn(request) => frame(key, version, id, &txn::end_txn(broker, request, version).await),
+        Decoded::AddOffsetsToTxn(request) => {
+            frame(key, version, id, &node.add_offsets_to_txn(request, version).await)
+        }
+        Decoded::EndTxn(request) => frame(key, version, id, &node.end_txn(request, version).await),
     }
 }
 
@@ -246,7 +215,18 @@ fn frame<M: Encodable>(
         .map_err(RequestError::Encode)
 }
 
-/// A `kafka-protocol` string from a Rust one.
-fn str_bytes(text: &str) -> kafka_protocol::protocol::StrBytes {
-    kafka_protocol::protocol::StrBytes::from_string(text.to_owned())
+/// The advertised version table.
+pub fn api_versions() -> ApiVersionsResponse {
+    let mut response = ApiVersionsResponse::default();
+    response.api_keys = ADVERTISED
+        .iter()
+        .map(|&(key, min, max)| {
+            let mut version = ApiVersion::default();
+            version.api_key = key as i16;
+            version.min_version = min;
+            version.max_version = max;
+            version
+        })
+        .collect();
+    response
 }

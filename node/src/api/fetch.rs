@@ -16,7 +16,7 @@ use record_format::{BatchBuffers, RecordBatch};
 use kafka_types::KafkaError;
 
 use super::produce::log_error;
-use crate::broker::Broker;
+use crate::node::Node;
 
 /// The longest a fetch waits, whatever it asks for.
 const MAX_WAIT: Duration = Duration::from_secs(30);
@@ -33,13 +33,13 @@ fn isolation(level: i8) -> Isolation {
 }
 
 /// Answers when `min_bytes` are there or `max_wait_ms` passed, re-reading whenever records are appended.
-pub async fn fetch(broker: &Broker, request: FetchRequest, _version: i16) -> FetchResponse {
+pub async fn fetch(node: &Node, request: FetchRequest, _version: i16) -> FetchResponse {
     let wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0)).min(MAX_WAIT);
     let deadline = tokio::time::Instant::now() + wait;
-    let mut appended = broker.subscribe_appended();
+    let mut appended = node.subscribe_appended();
     loop {
         appended.borrow_and_update();
-        let (response, bytes) = read_all(broker, &request).await;
+        let (response, bytes) = read_all(node, &request).await;
         let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
         if bytes >= min_bytes.max(1) || tokio::time::Instant::now() >= deadline {
             return response;
@@ -48,12 +48,12 @@ pub async fn fetch(broker: &Broker, request: FetchRequest, _version: i16) -> Fet
             .await
             .is_err()
         {
-            return read_all(broker, &request).await.0;
+            return read_all(node, &request).await.0;
         }
     }
 }
 
-async fn read_all(broker: &Broker, request: &FetchRequest) -> (FetchResponse, usize) {
+async fn read_all(node: &Node, request: &FetchRequest) -> (FetchResponse, usize) {
     let isolation = isolation(request.isolation_level);
     let mut budget = usize::try_from(request.max_bytes).unwrap_or(0);
     let mut total = 0usize;
@@ -72,7 +72,7 @@ async fn read_all(broker: &Broker, request: &FetchRequest) -> (FetchResponse, us
                 .min(budget);
             // KIP-74: the first partition with data returns at least one whole batch, whatever the limits.
             let read_bytes = if total == 0 { limit.max(1) } else { limit };
-            match broker.partition(topic.topic.as_str(), partition.partition).await {
+            match node.partition(topic.topic.as_str(), partition.partition).await {
                 None => data.error_code = KafkaError::UnknownTopicOrPartition.code(),
                 Some(slot) => {
                     let guard = slot.lock().await;
@@ -142,7 +142,7 @@ fn record_set(batches: &[RecordBatch], buffers: &BatchBuffers) -> Bytes {
 
 /// ListOffsets: earliest (-2), latest (-1: the high watermark, or the LSO for read_committed), or the first
 /// record at or after a timestamp.
-pub async fn list_offsets(broker: &Broker, request: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
+pub async fn list_offsets(node: &Node, request: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
     let isolation = isolation(request.isolation_level);
     let mut response = ListOffsetsResponse::default();
     for topic in request.topics {
@@ -153,7 +153,7 @@ pub async fn list_offsets(broker: &Broker, request: ListOffsetsRequest, version:
             answer.partition_index = partition.partition_index;
             answer.timestamp = -1;
             answer.offset = -1;
-            match broker
+            match node
                 .partition(topic.name.as_str(), partition.partition_index)
                 .await
             {

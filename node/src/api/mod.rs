@@ -1,0 +1,105 @@
+//! The node's answers to Kafka's requests, one module per family. Each takes the decoded request value and the
+//! version it came in (errors that a version cannot carry are mapped to the one Kafka sends that version) and
+//! returns the response value; framing, shape checks and encoding are the wire front end's.
+
+mod admin;
+mod fetch;
+mod groups;
+mod produce;
+mod txn;
+
+use kafka_protocol::messages::*;
+
+use crate::node::Node;
+
+/// A `kafka-protocol` string from a Rust one.
+fn str_bytes(text: &str) -> kafka_protocol::protocol::StrBytes {
+    kafka_protocol::protocol::StrBytes::from_string(text.to_owned())
+}
+
+impl Node {
+    /// Metadata: this node leads every partition; missing topics are auto-created when allowed.
+    pub async fn metadata(&self, request: MetadataRequest, version: i16) -> MetadataResponse {
+        admin::metadata(self, request, version).await
+    }
+
+    /// CreateTopics (one replica).
+    pub async fn create_topics(&self, request: CreateTopicsRequest, version: i16) -> CreateTopicsResponse {
+        admin::create_topics(self, request, version).await
+    }
+
+    /// FindCoordinator: this node coordinates every group and transactional id.
+    pub async fn find_coordinator(
+        &self,
+        request: FindCoordinatorRequest,
+        version: i16,
+    ) -> FindCoordinatorResponse {
+        admin::find_coordinator(self, request, version).await
+    }
+
+    /// Produce: each partition's batches appended as leader, made durable, then acknowledged.
+    pub async fn produce(&self, request: ProduceRequest, version: i16) -> ProduceResponse {
+        produce::produce(self, request, version).await
+    }
+
+    /// Fetch, long-polling on `max_wait_ms`/`min_bytes` (a request with `max_wait_ms` 0 never waits).
+    pub async fn fetch(&self, request: FetchRequest, version: i16) -> FetchResponse {
+        fetch::fetch(self, request, version).await
+    }
+
+    /// ListOffsets.
+    pub async fn list_offsets(&self, request: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
+        fetch::list_offsets(self, request, version).await
+    }
+
+    /// OffsetCommit.
+    pub async fn offset_commit(&self, request: OffsetCommitRequest, version: i16) -> OffsetCommitResponse {
+        groups::offset_commit(self, request, version).await
+    }
+
+    /// OffsetFetch.
+    pub async fn offset_fetch(&self, request: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
+        groups::offset_fetch(self, request, version).await
+    }
+
+    /// TxnOffsetCommit: offsets staged until the transaction's marker.
+    pub async fn txn_offset_commit(
+        &self,
+        request: TxnOffsetCommitRequest,
+        version: i16,
+    ) -> TxnOffsetCommitResponse {
+        groups::txn_offset_commit(self, request, version).await
+    }
+
+    /// InitProducerId.
+    pub async fn init_producer_id(
+        &self,
+        request: InitProducerIdRequest,
+        version: i16,
+    ) -> InitProducerIdResponse {
+        txn::init_producer_id(self, request, version).await
+    }
+
+    /// AddPartitionsToTxn (v0–3 form).
+    pub async fn add_partitions_to_txn(
+        &self,
+        request: AddPartitionsToTxnRequest,
+        version: i16,
+    ) -> AddPartitionsToTxnResponse {
+        txn::add_partitions(self, request, version).await
+    }
+
+    /// AddOffsetsToTxn.
+    pub async fn add_offsets_to_txn(
+        &self,
+        request: AddOffsetsToTxnRequest,
+        version: i16,
+    ) -> AddOffsetsToTxnResponse {
+        txn::add_offsets(self, request, version).await
+    }
+
+    /// EndTxn: answered once every marker is written.
+    pub async fn end_txn(&self, request: EndTxnRequest, version: i16) -> EndTxnResponse {
+        txn::end_txn(self, request, version).await
+    }
+}

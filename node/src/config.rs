@@ -1,0 +1,41 @@
+//! What a node is opened with: the cluster's identity, its storage and Kafka's broker settings that shape
+//! answers. Where it listens and how frames are read belong to the wire front end (`broker`).
+
+use storage_config::StorageConfig;
+
+/// A node's settings; [`NodeConfig::new`] gives Kafka's defaults where Kafka has one.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// The cluster id Metadata answers and the barrier rules compare with.
+    pub cluster_id: String,
+    /// The storage backend and its data directory (and what durability acknowledged writes wait for).
+    pub storage: StorageConfig,
+    /// Create a topic a Metadata request names when it does not exist (`auto.create.topics.enable`).
+    pub auto_create_topics: bool,
+    /// Partitions of an auto-created topic (`num.partitions`).
+    pub default_partitions: u32,
+    /// Topics to create at start-up when missing: `(name, partitions)`.
+    pub topics: Vec<(String, u32)>,
+    /// `transactional.id.expiration.ms`.
+    pub transactional_id_expiration_ms: i64,
+    /// `transaction.max.timeout.ms`.
+    pub max_transaction_timeout_ms: i64,
+    /// `producer.id.expiration.ms` (idempotent producers' state in each partition).
+    pub producer_id_expiration_ms: i64,
+}
+
+impl NodeConfig {
+    /// A node over `storage`, with Kafka's defaults.
+    pub fn new(storage: StorageConfig) -> Self {
+        NodeConfig {
+            cluster_id: "mirrorlog".to_owned(),
+            storage,
+            auto_create_topics: true,
+            default_partitions: 1,
+            topics: Vec::new(),
+            transactional_id_expiration_ms: 604_800_000,
+            max_transaction_timeout_ms: 900_000,
+            producer_id_expiration_ms: 86_400_000,
+        }
+    }
+}

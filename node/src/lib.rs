@@ -1,0 +1,28 @@
+//! `node`: one cluster node with no socket. It holds topics and their partition logs, the transaction
+//! coordinator with the driver that makes its outcomes durable and delivers its markers, the group offset store
+//! and housekeeping, all on one storage backend and an injected [`Clock`]; it answers Kafka's request values
+//! (`kafka-protocol` structs) with response values.
+//!
+//! `mirrorlog serve` is this node behind the wire front end (`broker`: framing, shape checks, version table,
+//! TCP). `mirrorlog simulate` runs several of them on a simulated clock and speaks the same request values to
+//! them, so the simulator exercises the code users run.
+//!
+//! - [`node`] — topics, partition logs, the coordinator's driver (persist, deliver markers, re-send, report),
+//!   housekeeping, closing.
+//! - [`offsets`] — the group offset store (OffsetCommit, OffsetFetch, TxnOffsetCommit).
+//! - `api` — the answer to each request, as methods of [`Node`].
+//! - [`clock`] — the wall clock and the simulator's manual one.
+//!
+//! What it deliberately does not know: sockets, frames, request headers and the advertised version table.
+
+mod api;
+pub mod clock;
+pub mod config;
+mod error;
+pub mod node;
+pub mod offsets;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use config::NodeConfig;
+pub use error::NodeError;
+pub use node::{Node, PartitionSlot, TXN_STATE_PARTITION};
