@@ -1,8 +1,9 @@
 //! `mirror-sim`: the deterministic multi-cluster simulator that shows which producer-id strategies corrupt data.
 //!
 //! A run is a [`Script`] (generated from one `u64` seed for a [`Topology`] and a [`Workload`]: [`generate`])
-//! executed by a [`World`] under a [`Strategy`]: clusters with a `txn-coordinator` and, per topic, a leader and a
-//! follower `PartitionLog` on a real storage backend; mirror links driven by `mirror-fsm`; idempotent and
+//! executed by a [`World`] under a [`Strategy`]: clusters, each a `node::Node` (the code `mirrorlog serve` runs)
+//! with a leader and a follower replica of every partition and its transaction coordinator on a real storage
+//! backend; mirror links driven by `mirror-fsm`; idempotent and
 //! transactional producers with lost acknowledgements and retries; Kafka-Streams-like applications under two
 //! error policies; failovers, failbacks, replica and coordinator crashes, transactional-id expiration. The
 //! [`oracle`] then counts anomalies from the clients' ground truth and the logs' bytes, independently of the
@@ -44,19 +45,22 @@ pub enum SimError {
     /// The mirror driver failed on the local log.
     #[error("mirror driver failed: {0}")]
     Driver(String),
+    /// A cluster node failed (its storage, its coordinator's log), not a refusal a client hears.
+    #[error("cluster node failed: {0}")]
+    Node(String),
 }
 
 impl SimError {
-    fn storage(error: storage::StorageError) -> Self {
-        SimError::Storage(error.to_string())
-    }
-
     fn log(error: partition_log::LogError) -> Self {
         SimError::Log(error.to_string())
     }
 
     fn driver(error: mirror_fsm::DriverError) -> Self {
         SimError::Driver(error.to_string())
+    }
+
+    fn node(error: node::NodeError) -> Self {
+        SimError::Node(error.to_string())
     }
 }
 
@@ -80,7 +84,9 @@ pub fn run_script_with(
         .build()
         .map_err(|error| SimError::Setup(error.to_string()))?;
     let finished = runtime.block_on(async {
-        let world = World::new(script, strategy, storage.clone())?.with_fetch_bound(bound);
+        let world = World::new(script, strategy, storage.clone())
+            .await?
+            .with_fetch_bound(bound);
         world.run(script).await
     })?;
     Ok((judge(&finished), finished))

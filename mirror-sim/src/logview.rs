@@ -1,5 +1,5 @@
 //! Reading a partition log as the oracle and the simulated clients do: every batch, the read_committed view
-//! (Kafka's consumer algorithm over the aborted-transaction list), the follower's common prefix, headers.
+//! (Kafka's consumer algorithm over the aborted-transaction list), headers.
 
 use partition_log::{Isolation, PartitionLog};
 use record_format::RecordBatch;
@@ -10,39 +10,11 @@ use crate::SimError;
 /// Bytes read per call when scanning a log.
 pub(crate) const READ_BYTES: usize = 1 << 20;
 
-/// The offset up to which `leader` and `follower` hold the same batches.
-pub(crate) async fn common_prefix_end(
-    leader: &PartitionLog,
-    follower: &PartitionLog,
-) -> Result<i64, SimError> {
-    let ours = all_batches(follower).await?;
-    let theirs = all_batches(leader).await?;
-    let mut end = follower.log_start_offset();
-    for (a, b) in ours.iter().zip(theirs.iter()) {
-        if a.base_offset() != b.base_offset() || a.as_bytes() != b.as_bytes() {
-            break;
-        }
-        end = a.next_offset();
-    }
-    Ok(end)
-}
-
 /// Every batch of a log, from its start to its end.
 pub(crate) async fn all_batches(log: &PartitionLog) -> Result<Vec<RecordBatch>, SimError> {
-    let mut out = Vec::new();
-    let mut offset = log.log_start_offset();
-    while offset < log.log_end_offset() {
-        let batches = log
-            .read_for_replica(offset, READ_BYTES)
-            .await
-            .map_err(SimError::log)?;
-        let Some(last) = batches.last() else {
-            break;
-        };
-        offset = last.next_offset();
-        out.extend(batches);
-    }
-    Ok(out)
+    partition_log::batches_from(log, log.log_start_offset())
+        .await
+        .map_err(SimError::log)
 }
 
 /// What a read_committed consumer of `log` sees from `from`: (offset, record id) of every data record with a

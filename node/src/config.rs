@@ -1,6 +1,7 @@
 //! What a node is opened with: the cluster's identity, its storage and Kafka's broker settings that shape
 //! answers. Where it listens and how frames are read belong to the wire front end (`broker`).
 
+use producer_state::{BarrierScope, PsmConfig};
 use storage_config::StorageConfig;
 
 /// A node's settings; [`NodeConfig::new`] gives Kafka's defaults where Kafka has one.
@@ -22,6 +23,12 @@ pub struct NodeConfig {
     pub max_transaction_timeout_ms: i64,
     /// `producer.id.expiration.ms` (idempotent producers' state in each partition).
     pub producer_id_expiration_ms: i64,
+    /// Which producers a `MIRROR_PID_RESET` barrier clears (the KIP's rule by default; the simulator compares
+    /// the alternatives).
+    pub barrier_scope: BarrierScope,
+    /// Keep every delivered marker for [`crate::Node::take_delivered_markers`] (a simulator's oracle needs them;
+    /// a server does not, and would grow without bound).
+    pub record_delivered_markers: bool,
 }
 
 impl NodeConfig {
@@ -36,6 +43,8 @@ impl NodeConfig {
             transactional_id_expiration_ms: 604_800_000,
             max_transaction_timeout_ms: 900_000,
             producer_id_expiration_ms: 86_400_000,
+            barrier_scope: PsmConfig::default().barrier_scope,
+            record_delivered_markers: false,
         }
     }
 }

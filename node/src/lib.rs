@@ -11,7 +11,7 @@
 //!   housekeeping, closing.
 //! - [`offsets`] — the group offset store (OffsetCommit, OffsetFetch, TxnOffsetCommit).
 //! - `api` — the answer to each request, as methods of [`Node`].
-//! - [`clock`] — the wall clock and the simulator's manual one.
+//! - [`clock`] — the injected clock and the wall clock.
 //!
 //! What it deliberately does not know: sockets, frames, request headers and the advertised version table.
 
@@ -22,7 +22,7 @@ mod error;
 pub mod node;
 pub mod offsets;
 
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{Clock, SystemClock};
 pub use config::NodeConfig;
 pub use error::NodeError;
-pub use node::{Node, PartitionSlot, TXN_STATE_PARTITION};
+pub use node::{DeliveredMarker, Node, PartitionSlot, TXN_STATE_PARTITION};

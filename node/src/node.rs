@@ -1,7 +1,12 @@
 //! The node's state: topics and their partition logs, the transaction coordinator, the group offset store,
 //! and the operations several APIs share (creating topics, writing transaction markers, housekeeping, closing).
 //!
-//! **Locks.** Each partition log has its own lock; the coordinator and the offset store have one each. The order
+//! **Replicas.** A node opened with follower stores keeps, for every topic partition, a follower log on each
+//! (in-cluster replication as `partition_log::ReplicaSet` does it): each acknowledged write — a produce, a marker —
+//! waits until every follower has caught up (acks=all with in-sync followers) and the high watermark follows the
+//! slowest. `serve` has no followers: its high watermark follows its own log end.
+//!
+//! **Locks.** Each partition (leader and followers) has its own lock; the coordinator and the offset store have one each. The order
 //! is always coordinator → partition → offsets, so EndTxn (which writes markers while holding the coordinator)
 //! cannot deadlock with a produce. A storage call under a partition's lock blocks only that partition: fsyncs and
 //! database calls run on the blocking pool (ADR 0010), never on the runtime's threads.
@@ -9,9 +14,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use kafka_types::{CoordinatorEpoch, KafkaError};
-use partition_log::{LogConfig, PartitionLog};
-use producer_state::PsmConfig;
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use kafka_types::{CoordinatorEpoch, KafkaError, TransactionalId};
+use partition_log::{LogConfig, PartitionLog, ReplicaSet};
+use producer_state::{PsmConfig, StateSummary};
 use storage::{PartitionId, Storage};
 use tokio::sync::{watch, Mutex, RwLock};
 use txn_coordinator::{CoordinatorConfig, DurableCoordinator, MarkerFailure, MarkerRequest, Outcome};
@@ -29,8 +37,24 @@ const CONSUMER_OFFSETS: &str = "__consumer_offsets";
 /// How many rounds a marker is re-sent before the transaction is left to housekeeping.
 const MARKER_ROUNDS: usize = 3;
 
-/// One partition's log, or `None` once the node has closed it.
-pub type PartitionSlot = Mutex<Option<PartitionLog>>;
+/// One partition's replicas (the leader, and the followers when the node has follower stores), or `None` once
+/// the node has closed it.
+pub type PartitionSlot = Mutex<Option<ReplicaSet>>;
+
+/// A transaction marker the coordinator's driver tried to write, as [`Node::take_delivered_markers`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveredMarker {
+    /// The transaction it ends.
+    pub transactional_id: TransactionalId,
+    /// The partition it was written to.
+    pub partition: PartitionId,
+    /// COMMIT or ABORT.
+    pub commit: bool,
+    /// The marker batch's timestamp.
+    pub timestamp: i64,
+    /// Why the partition refused it (`None`: written).
+    pub refused: Option<KafkaError>,
+}
 
 /// One cluster node; see the module docs.
 pub struct Node {
@@ -39,9 +63,15 @@ pub struct Node {
     /// Host and port Metadata and FindCoordinator answer.
     pub(crate) advertised: (String, i32),
     storage: Box<dyn Storage>,
+    /// One store per follower replica (empty: the leader is the only replica).
+    follower_stores: Vec<Box<dyn Storage>>,
     log_config: LogConfig,
     topics: RwLock<BTreeMap<String, Vec<Arc<PartitionSlot>>>>,
     pub(crate) coordinator: Mutex<DurableCoordinator>,
+    /// The coordinator's epoch: it grows each time the coordinator is reloaded from its log.
+    coordinator_epoch: AtomicI32,
+    /// Markers delivered since the last [`Node::take_delivered_markers`] (kept only when the config asks).
+    delivered: Mutex<Vec<DeliveredMarker>>,
     pub(crate) offsets: Mutex<GroupOffsets>,
     appended: watch::Sender<u64>,
     /// Partitions whose storage opening repaired something (a torn tail cut, a segment dropped, an index
@@ -75,6 +105,18 @@ impl Node {
         storage: Box<dyn Storage>,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, NodeError> {
+        Self::open_replicated(config, advertised, storage, Vec::new(), clock).await
+    }
+
+    /// Like [`Self::open_on`], with a follower replica of every topic partition on each of `follower_stores`
+    /// (see the module docs).
+    pub async fn open_replicated(
+        config: NodeConfig,
+        advertised: (String, i32),
+        storage: Box<dyn Storage>,
+        follower_stores: Vec<Box<dyn Storage>>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, NodeError> {
         let now = clock.now_ms();
         let log_config = LogConfig {
             durability: config.storage.durability(),
@@ -82,6 +124,7 @@ impl Node {
                 producer_id_expiration_ms: config.producer_id_expiration_ms,
                 max_transaction_timeout_ms: config.max_transaction_timeout_ms,
                 cluster_id: Some(config.cluster_id.clone()),
+                barrier_scope: config.barrier_scope,
                 ..PsmConfig::default()
             },
             ..LogConfig::default()
@@ -89,19 +132,35 @@ impl Node {
         let mut topics: BTreeMap<String, Vec<Arc<PartitionSlot>>> = BTreeMap::new();
         let mut internal = BTreeMap::new();
         let mut repairs = Vec::new();
+        let mut follower_partitions = Vec::new();
+        for store in &follower_stores {
+            follower_partitions.push(store.list().await?.into_iter().collect::<BTreeSet<_>>());
+        }
         for id in storage.list().await? {
             if id.topic() == TXN_STATE_PARTITION || id.topic() == OFFSETS_PARTITION {
                 internal.insert(id.topic().to_owned(), id);
                 continue;
             }
-            let (mut log, report) =
-                PartitionLog::open(storage.open(&id).await?, log_config.clone(), now).await?;
+            let (log, report) = PartitionLog::open(storage.open(&id).await?, log_config.clone(), now).await?;
             if !report.storage.is_clean() {
                 repairs.push((id.clone(), report.storage));
             }
-            // The only replica: everything its log holds is committed.
-            let end = log.log_end_offset();
-            log.advance_high_watermark(end);
+            let mut followers = Vec::new();
+            for (store, existing) in follower_stores.iter().zip(&follower_partitions) {
+                let follower_storage = if existing.contains(&id) {
+                    store.open(&id).await?
+                } else {
+                    store.create(&id).await?
+                };
+                followers.push(
+                    PartitionLog::open(follower_storage, log_config.clone(), now)
+                        .await?
+                        .0,
+                );
+            }
+            let mut replicas = ReplicaSet::new(log, followers);
+            // Followers catch up; with none, everything the leader holds is committed.
+            replicas.replicate(now).await?;
             let partitions = topics.entry(id.topic().to_owned()).or_default();
             if id.partition() as usize != partitions.len() {
                 return Err(NodeError::Topic {
@@ -109,7 +168,7 @@ impl Node {
                     reason: format!("partition {} found without the ones before it", id.partition()),
                 });
             }
-            partitions.push(Arc::new(Mutex::new(Some(log))));
+            partitions.push(Arc::new(Mutex::new(Some(replicas))));
         }
         let open_internal = |name: &str| {
             let existing = internal.get(name).cloned();
@@ -143,6 +202,9 @@ impl Node {
             clock,
             advertised,
             storage,
+            follower_stores,
+            coordinator_epoch: AtomicI32::new(0),
+            delivered: Mutex::new(Vec::new()),
             log_config,
             topics: RwLock::new(topics),
             coordinator: Mutex::new(coordinator),
@@ -209,14 +271,8 @@ impl Node {
         let mut logs = Vec::new();
         for partition in 0..partitions {
             let id = PartitionId::new(name, partition).map_err(|_| KafkaError::InvalidTopic)?;
-            let created = match self.storage.create(&id).await {
-                Ok(storage) => {
-                    PartitionLog::open(storage, self.log_config.clone(), self.clock.now_ms()).await
-                }
-                Err(error) => Err(error.into()),
-            };
-            match created {
-                Ok((log, _)) => logs.push(Arc::new(Mutex::new(Some(log)))),
+            match self.create_replicas(&id).await {
+                Ok(replicas) => logs.push(Arc::new(Mutex::new(Some(replicas)))),
                 Err(error) => {
                     // The client hears KAFKA_STORAGE_ERROR; the operator reads why (a full disk, a descriptor
                     // limit with its numbers, …).
@@ -227,6 +283,22 @@ impl Node {
         }
         topics.insert(name.to_owned(), logs);
         Ok(())
+    }
+
+    /// A new partition's leader and followers.
+    async fn create_replicas(&self, id: &PartitionId) -> Result<ReplicaSet, NodeError> {
+        let now = self.clock.now_ms();
+        let (leader, _) =
+            PartitionLog::open(self.storage.create(id).await?, self.log_config.clone(), now).await?;
+        let mut followers = Vec::new();
+        for store in &self.follower_stores {
+            followers.push(
+                PartitionLog::open(store.create(id).await?, self.log_config.clone(), now)
+                    .await?
+                    .0,
+            );
+        }
+        Ok(ReplicaSet::new(leader, followers))
     }
 
     /// What opening the topic partitions repaired, partition by partition (empty after a clean shutdown).
@@ -317,25 +389,38 @@ impl Node {
             return Err(MarkerFailure::Unsupported);
         };
         let mut guard = slot.lock().await;
-        let Some(log) = guard.as_mut() else {
+        let Some(replicas) = guard.as_mut() else {
             return Err(MarkerFailure::Retriable);
         };
-        let written = log
+        let timestamp = self.clock.now_ms();
+        let written = replicas
+            .leader
             .write_marker(
                 marker.commit,
                 marker.producer_id.get(),
                 marker.epoch.get(),
                 marker.coordinator_epoch.get(),
-                self.clock.now_ms(),
+                timestamp,
             )
             .await;
+        let refused = written.as_ref().err().map(|error| error.kafka_error());
+        self.record_delivered(
+            marker,
+            timestamp,
+            refused.map(|kafka| kafka.unwrap_or(KafkaError::KafkaStorageError)),
+        )
+        .await;
         match written {
             Ok(_) => {
-                log.flush_acknowledged()
+                replicas
+                    .leader
+                    .flush_acknowledged()
                     .await
                     .map_err(|_| MarkerFailure::Retriable)?;
-                let end = log.log_end_offset();
-                log.advance_high_watermark(end);
+                replicas
+                    .replicate(timestamp)
+                    .await
+                    .map_err(|_| MarkerFailure::Retriable)?;
                 drop(guard);
                 self.notify_appended();
                 Ok(())
@@ -346,41 +431,177 @@ impl Node {
         }
     }
 
+    async fn record_delivered(&self, marker: &MarkerRequest, timestamp: i64, refused: Option<KafkaError>) {
+        if self.config.record_delivered_markers {
+            self.delivered.lock().await.push(DeliveredMarker {
+                transactional_id: marker.transactional_id.clone(),
+                partition: marker.partition.clone(),
+                commit: marker.commit,
+                timestamp,
+                refused,
+            });
+        }
+    }
+
+    /// The markers delivered to topic partitions since the last call (always empty unless
+    /// [`NodeConfig::record_delivered_markers`] is set): a simulator names each marker's transaction by them.
+    pub async fn take_delivered_markers(&self) -> Vec<DeliveredMarker> {
+        std::mem::take(&mut *self.delivered.lock().await)
+    }
+
     /// Periodic work: abort transactions past their timeout, expire idle transactional ids and producers.
     pub async fn housekeeping(&self) -> Result<(), NodeError> {
+        self.abort_timed_out_transactions().await?;
+        self.expire_transactional_ids().await?;
+        self.expire_producers().await;
+        Ok(())
+    }
+
+    /// Aborts every transaction past its timeout (markers written) and returns their transactional ids.
+    pub async fn abort_timed_out_transactions(&self) -> Result<Vec<TransactionalId>, NodeError> {
         let now = self.clock.now_ms();
-        {
-            let mut coordinator = self.coordinator.lock().await;
-            let timed_out = coordinator.coordinator().abort_timed_out(now);
-            let (_answer, markers) = coordinator.apply(timed_out, now).await?;
-            self.deliver_markers(&mut coordinator, markers).await?;
-            let expired = coordinator.coordinator().expire_transactional_ids(now);
-            let (_answer, _no_markers) = coordinator.apply(expired, now).await?;
-        }
-        let slots: Vec<Arc<PartitionSlot>> = {
-            let topics = self.topics.read().await;
-            topics.values().flatten().cloned().collect()
-        };
-        for slot in slots {
-            if let Some(log) = slot.lock().await.as_mut() {
-                log.remove_expired_producers(now);
+        let mut coordinator = self.coordinator.lock().await;
+        let timed_out = coordinator.coordinator().abort_timed_out(now);
+        let mut aborted: Vec<TransactionalId> = timed_out
+            .markers
+            .iter()
+            .map(|marker| marker.transactional_id.clone())
+            .collect();
+        aborted.dedup();
+        let (_answer, markers) = coordinator.apply(timed_out, now).await?;
+        self.deliver_markers(&mut coordinator, markers).await?;
+        Ok(aborted)
+    }
+
+    /// Removes transactional ids idle for longer than `transactional.id.expiration.ms`.
+    pub async fn expire_transactional_ids(&self) -> Result<(), NodeError> {
+        let now = self.clock.now_ms();
+        let mut coordinator = self.coordinator.lock().await;
+        let expired = coordinator.coordinator().expire_transactional_ids(now);
+        let (_answer, _no_markers) = coordinator.apply(expired, now).await?;
+        Ok(())
+    }
+
+    /// Kafka's periodic producer expiration (`producer.id.expiration.ms`), on every replica of every partition.
+    pub async fn expire_producers(&self) {
+        let now = self.clock.now_ms();
+        for slot in self.all_partitions().await {
+            if let Some(replicas) = slot.lock().await.as_mut() {
+                replicas.leader.remove_expired_producers(now);
+                for follower in &mut replicas.followers {
+                    follower.remove_expired_producers(now);
+                }
             }
         }
+    }
+
+    /// Makes every producer id the coordinator issues from now on greater than `id` (a destination that took
+    /// over a source's producer ids moves past them).
+    pub async fn advance_producer_ids_past(&self, id: i64) -> Result<(), NodeError> {
+        let now = self.clock.now_ms();
+        let mut coordinator = self.coordinator.lock().await;
+        let outcome = coordinator.coordinator().advance_producer_ids_past(id);
+        let (_answer, _no_markers) = coordinator.apply(outcome, now).await?;
         Ok(())
+    }
+
+    /// Reloads the transaction coordinator from its log under the next coordinator epoch, as a new coordinator
+    /// does after the old one crashed, and re-sends the markers of the transactions it was completing.
+    pub async fn reload_coordinator(&self) -> Result<(), NodeError> {
+        let mut coordinator = self.coordinator.lock().await;
+        let id = PartitionId::new(TXN_STATE_PARTITION, 0)?;
+        let epoch = self.coordinator_epoch.fetch_add(1, Ordering::SeqCst) + 1;
+        let (reloaded, markers) = DurableCoordinator::open(
+            self.storage.open(&id).await?,
+            self.coordinator_config(),
+            CoordinatorEpoch(epoch),
+        )
+        .await?;
+        *coordinator = reloaded;
+        self.deliver_markers(&mut coordinator, markers).await
+    }
+
+    fn coordinator_config(&self) -> CoordinatorConfig {
+        CoordinatorConfig {
+            max_transaction_timeout_ms: self.config.max_transaction_timeout_ms,
+            transactional_id_expiration_ms: self.config.transactional_id_expiration_ms,
+        }
+    }
+
+    /// Brings every follower of `topic`/`partition` up to its leader (cutting back a follower whose history left
+    /// the leader's) and moves the high watermarks; a write through the node does this itself, a caller that
+    /// wrote to the leader directly (a mirror driver) calls it.
+    pub async fn replicate(&self, topic: &str, partition: i32) -> Result<(), NodeError> {
+        let Some(slot) = self.partition(topic, partition).await else {
+            return Ok(());
+        };
+        if let Some(replicas) = slot.lock().await.as_mut() {
+            replicas.replicate(self.clock.now_ms()).await?;
+        }
+        Ok(())
+    }
+
+    /// Crashes follower `index` of `topic`/`partition`: its memory is lost and it reopens from what its store
+    /// holds (producer state from snapshots and replay, expired producers removed as the periodic check would),
+    /// then catches up.
+    pub async fn restart_follower(&self, topic: &str, partition: i32, index: usize) -> Result<(), NodeError> {
+        let (Some(slot), Some(store)) = (
+            self.partition(topic, partition).await,
+            self.follower_stores.get(index),
+        ) else {
+            return Ok(());
+        };
+        let mut guard = slot.lock().await;
+        let Some(replicas) = guard.as_mut() else {
+            return Ok(());
+        };
+        let now = self.clock.now_ms();
+        let id = replicas.leader.id().clone();
+        let (mut recovered, _) =
+            PartitionLog::open(store.open(&id).await?, self.log_config.clone(), now).await?;
+        recovered.remove_expired_producers(now);
+        replicas.replace_follower(index, recovered)?;
+        replicas.replicate(now).await?;
+        Ok(())
+    }
+
+    /// The producer-state summary of each replica of `topic`/`partition`, the leader's first (empty when the
+    /// partition does not exist or is closed).
+    pub async fn replica_summaries(
+        &self,
+        topic: &str,
+        partition: i32,
+    ) -> Result<Vec<StateSummary>, NodeError> {
+        let Some(slot) = self.partition(topic, partition).await else {
+            return Ok(Vec::new());
+        };
+        let guard = slot.lock().await;
+        let Some(replicas) = guard.as_ref() else {
+            return Ok(Vec::new());
+        };
+        let mut summaries = vec![replicas.leader.summary().await?];
+        for follower in &replicas.followers {
+            summaries.push(follower.summary().await?);
+        }
+        Ok(summaries)
+    }
+
+    async fn all_partitions(&self) -> Vec<Arc<PartitionSlot>> {
+        let topics = self.topics.read().await;
+        topics.values().flatten().cloned().collect()
     }
 
     /// Closes every partition log cleanly (snapshot, sync, high watermark, clean-shutdown mark) and the offset
     /// store. Requests arriving afterwards find no log and are answered with a storage error.
     pub async fn close(&self) -> Result<(), NodeError> {
-        let slots: Vec<Arc<PartitionSlot>> = {
-            let topics = self.topics.read().await;
-            topics.values().flatten().cloned().collect()
-        };
         let mut first_error = None;
-        for slot in slots {
-            if let Some(log) = slot.lock().await.take() {
-                if let Err(error) = log.close().await {
-                    first_error.get_or_insert(NodeError::Log(error));
+        for slot in self.all_partitions().await {
+            if let Some(replicas) = slot.lock().await.take() {
+                let (leader, followers) = replicas.into_parts();
+                for log in std::iter::once(leader).chain(followers) {
+                    if let Err(error) = log.close().await {
+                        first_error.get_or_insert(NodeError::Log(error));
+                    }
                 }
             }
         }

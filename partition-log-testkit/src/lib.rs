@@ -760,6 +760,47 @@ pub async fn high_watermark_moves_by_follower_acknowledgement(backend: &dyn Back
     }
 }
 
+/// A follower that caught up before the leader was cut back and rewritten at the same offsets (a mirror start or a
+/// failover cutting to the source's LSO, then new appends) is cut to the byte-identical prefix and catches up:
+/// it ends with the leader's bytes, not its own stale batches at the same offsets.
+pub async fn a_follower_whose_history_left_the_leaders_is_cut_back_to_the_common_prefix(
+    backend: &dyn Backend,
+) {
+    let config = config(BarrierScope::Writer);
+    let mut logs = create_logs(backend, &[0, 1], config).await;
+    let leader = logs.remove(0);
+    let mut replicas = ReplicaSet::new(leader, logs);
+    produce(&mut replicas.leader, data(1, 0, 0, 1, false))
+        .await
+        .unwrap();
+    produce(&mut replicas.leader, data(2, 0, 0, 2, false))
+        .await
+        .unwrap();
+    replicas.replicate(0).await.unwrap();
+    assert_eq!(replicas.followers[0].log_end_offset(), 3);
+    // The leader loses its last batch and takes another producer's, one record longer, at the same offset.
+    replicas.leader.truncate_to(1, 0).await.unwrap();
+    produce(&mut replicas.leader, data(3, 0, 0, 3, false))
+        .await
+        .unwrap();
+    replicas.replicate(0).await.unwrap();
+    let leader_batches = partition_log::batches_from(&replicas.leader, 0).await.unwrap();
+    let follower_batches = partition_log::batches_from(&replicas.followers[0], 0)
+        .await
+        .unwrap();
+    let bytes = |batches: &[RecordBatch]| batches.iter().map(|b| b.as_bytes().to_vec()).collect::<Vec<_>>();
+    assert_eq!(bytes(&follower_batches), bytes(&leader_batches));
+    assert_eq!(
+        replicas.followers[0].summary().await.unwrap(),
+        replicas.leader.summary().await.unwrap()
+    );
+    assert!(
+        replicas.followers[0].producer_state().producer(2).is_none(),
+        "the cut producer is gone"
+    );
+    assert_eq!(replicas.leader.high_watermark(), 4);
+}
+
 /// Expands every scenario above as a `#[tokio::test]` on a backend (an expression of a type implementing
 /// [`storage_testkit::conformance::Backend`]).
 #[macro_export]
@@ -793,6 +834,7 @@ macro_rules! kafka_semantics_suite {
             failed_index_write_takes_the_log_offline_until_recovery,
             rebuild_reads_sequences_from_empty_compacted_batches,
             high_watermark_moves_by_follower_acknowledgement,
+            a_follower_whose_history_left_the_leaders_is_cut_back_to_the_common_prefix,
         );
     };
     (@tests $backend:expr; $($scenario:ident,)*) => {

@@ -226,7 +226,7 @@ async fn run(home: Home, scope: BarrierScope, ops: Vec<Op>) -> Result<(), TestCa
                     replicas.leader.roll().await.unwrap();
                 }
                 Op::Restart { clean } => {
-                    let ReplicaSet { leader, followers } = replicas;
+                    let (leader, followers) = replicas.into_parts();
                     let partition = leader.id().clone();
                     if clean {
                         leader.close().await.unwrap();

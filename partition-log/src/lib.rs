@@ -30,7 +30,7 @@ pub use config::LogConfig;
 pub use error::LogError;
 pub use fetch::{FetchResult, Isolation};
 pub use log::{AppendOutcome, PartitionLog, RecoveryReport};
-pub use replication::ReplicaSet;
+pub use replication::{batches_from, common_prefix_end, ReplicaSet};
 
 /// Shorthand for this crate's results.
 pub type Result<T, E = LogError> = std::result::Result<T, E>;

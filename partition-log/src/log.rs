@@ -88,6 +88,8 @@ pub struct PartitionLog {
     segment_size: u64,
     /// Set when derived state fell behind the records (see the module docs).
     offline: Option<String>,
+    /// How many times this log was cut back since it was opened (replicas compare it to find divergence).
+    truncations: u64,
 }
 
 impl std::fmt::Debug for PartitionLog {
@@ -141,6 +143,7 @@ impl PartitionLog {
             read_only,
             segment_size: 0,
             offline: None,
+            truncations: 0,
             storage,
         };
         let mut report = log.rebuild_producer_state(now_ms).await?;
@@ -593,6 +596,7 @@ impl PartitionLog {
             return Ok(true);
         }
         self.storage.truncate_to(offset).await?;
+        self.truncations += 1;
         self.rebuild_producer_state(now_ms).await?;
         self.segment_size = 0;
         let high_watermark = self.high_watermark.min(self.log_end_offset());
@@ -600,10 +604,18 @@ impl PartitionLog {
         Ok(true)
     }
 
+    /// How many times the log was cut back (by [`Self::truncate_to`] or [`Self::truncate_fully_and_start_at`])
+    /// since it was opened: a follower that caught up before the count last moved may hold batches the leader no
+    /// longer has at the same offsets.
+    pub fn truncations(&self) -> u64 {
+        self.truncations
+    }
+
     /// Empties the log and restarts it at `offset`: no producers, no snapshots (kafka-semantics §7.5).
     pub async fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<()> {
         self.check_online()?;
         self.storage.truncate_fully_and_start_at(offset).await?;
+        self.truncations += 1;
         for snapshot in std::mem::take(&mut self.snapshots) {
             self.storage.delete_snapshot(snapshot).await?;
         }

@@ -2,9 +2,16 @@
 //!
 //! A follower fetches from its log end and appends what it gets with REPLICATION origin (bytes and offsets
 //! kept); the leader's high watermark is the smallest log end of all replicas (every follower is in sync); the
-//! followers learn it from the leader, as from a fetch response. A follower ahead of the leader (after a leader
-//! truncation) truncates to the leader's log end first, and one behind the leader's log start restarts there.
-//! Leader epochs, elections and divergent histories are out of scope.
+//! followers learn it from the leader, as from a fetch response. A follower behind the leader's log start restarts
+//! there.
+//!
+//! **Divergence.** Kafka finds where a follower's history leaves the leader's through leader epochs. Here the
+//! leader's log counts its own truncations ([`PartitionLog::truncations`]): a follower that caught up before the
+//! leader was last cut back (a mirror start or a failover cutting to the source's LSO) — or one that is ahead of
+//! the leader — is cut to the end of the prefix whose batches are byte-identical on both, then catches up. A
+//! follower that merely lags needs no comparison. Elections are out of scope.
+
+use record_format::RecordBatch;
 
 use crate::error::LogError;
 use crate::log::PartitionLog;
@@ -17,6 +24,8 @@ pub struct ReplicaSet {
     pub leader: PartitionLog,
     /// The followers, fed by [`ReplicaSet::replicate`].
     pub followers: Vec<PartitionLog>,
+    /// For each follower, the leader's truncation count when it last caught up (`None`: never).
+    synced_at: Vec<Option<u64>>,
 }
 
 impl ReplicaSet {
@@ -25,20 +34,43 @@ impl ReplicaSet {
 
     /// A replica set.
     pub fn new(leader: PartitionLog, followers: Vec<PartitionLog>) -> Self {
-        ReplicaSet { leader, followers }
+        let synced_at = vec![None; followers.len()];
+        ReplicaSet {
+            leader,
+            followers,
+            synced_at,
+        }
+    }
+
+    /// Replaces follower `index` with `follower` (reopened from its storage after a crash): its history is
+    /// compared with the leader's at the next catch-up.
+    pub fn replace_follower(&mut self, index: usize, follower: PartitionLog) -> Result<()> {
+        let (Some(slot), Some(synced)) = (self.followers.get_mut(index), self.synced_at.get_mut(index))
+        else {
+            return Err(no_such_follower(index));
+        };
+        *slot = follower;
+        *synced = None;
+        Ok(())
+    }
+
+    /// The leader and the followers, closing nothing.
+    pub fn into_parts(self) -> (PartitionLog, Vec<PartitionLog>) {
+        (self.leader, self.followers)
     }
 
     /// Brings follower `index` up to the leader's log end, then moves the high watermarks.
     pub async fn replicate_follower(&mut self, index: usize, now_ms: i64) -> Result<()> {
         let leader = &self.leader;
-        let Some(follower) = self.followers.get_mut(index) else {
-            return Err(LogError::InvalidBatch {
-                index,
-                reason: "no such follower".to_owned(),
-            });
+        let (Some(follower), Some(synced)) = (self.followers.get_mut(index), self.synced_at.get_mut(index))
+        else {
+            return Err(no_such_follower(index));
         };
-        if follower.log_end_offset() > leader.log_end_offset() {
-            follower.truncate_to(leader.log_end_offset(), now_ms).await?;
+        if *synced != Some(leader.truncations()) || follower.log_end_offset() > leader.log_end_offset() {
+            let common = common_prefix_end(leader, follower).await?;
+            if common < follower.log_end_offset() {
+                follower.truncate_to(common, now_ms).await?;
+            }
         }
         if follower.log_end_offset() < leader.log_start_offset() {
             follower
@@ -54,6 +86,7 @@ impl ReplicaSet {
             }
             follower.append_as_follower(batches).await?;
         }
+        *synced = Some(leader.truncations());
         self.update_high_watermarks().await
     }
 
@@ -83,4 +116,45 @@ impl ReplicaSet {
         }
         Ok(())
     }
+}
+
+fn no_such_follower(index: usize) -> LogError {
+    LogError::InvalidBatch {
+        index,
+        reason: "no such follower".to_owned(),
+    }
+}
+
+/// The offset up to which `leader` and `follower` hold the same batches, byte for byte (from the later of their
+/// log starts).
+pub async fn common_prefix_end(leader: &PartitionLog, follower: &PartitionLog) -> Result<i64> {
+    let start = follower.log_start_offset().max(leader.log_start_offset());
+    let mut end = start;
+    if start < follower.log_end_offset() && start < leader.log_end_offset() {
+        let ours = batches_from(follower, start).await?;
+        let theirs = batches_from(leader, start).await?;
+        for (a, b) in ours.iter().zip(theirs.iter()) {
+            if a.base_offset() != b.base_offset() || a.as_bytes() != b.as_bytes() {
+                break;
+            }
+            end = a.next_offset();
+        }
+    }
+    // Never past either log's end (a leader emptied below the follower's start shares nothing with it).
+    Ok(end.min(follower.log_end_offset()).min(leader.log_end_offset()))
+}
+
+/// Every batch of `log` from the one holding `from` to the log end.
+pub async fn batches_from(log: &PartitionLog, from: i64) -> Result<Vec<RecordBatch>> {
+    let mut out = Vec::new();
+    let mut offset = from.max(log.log_start_offset());
+    while offset < log.log_end_offset() {
+        let batches = log.read_for_replica(offset, ReplicaSet::FETCH_BYTES).await?;
+        let Some(last) = batches.last() else {
+            break;
+        };
+        offset = last.next_offset();
+        out.extend(batches);
+    }
+    Ok(out)
 }

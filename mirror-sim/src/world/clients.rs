@@ -1,16 +1,45 @@
-//! The clients: idempotent and transactional producers and applications, doing what Kafka's clients do with
-//! each answer (kafka-semantics §9; see the module docs of [`super`]).
+//! The clients: idempotent and transactional producers and applications, speaking Kafka's requests to their
+//! cluster's node at the versions a current client uses and doing what Kafka's clients do with each answer
+//! (`KafkaError::client_class`, kafka-semantics §9; see the module docs of [`super`]).
 
-use kafka_types::{KafkaError, ProducerEpoch, ProducerId, TransactionVersion};
-use producer_state::AppendOrigin;
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest, ProduceRequest, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_types::{ClientErrorClass, KafkaError, ProducerEpoch, ProducerId, TransactionalId, NO_ERROR};
 use record_format::{BatchBuilder, RecordBatch};
-use storage::PartitionId;
 
 use super::{Client, World, TRANSACTION_TIMEOUT_MS};
 use crate::logview::committed_records;
 use crate::script::{AppPolicy, ClientKind};
 use crate::truth::{Status, CLIENT_HEADER, RECORD_HEADER, SOURCE_HEADER};
 use crate::SimError;
+
+/// The request versions the simulated clients speak (the highest `mirrorlog serve` advertises, as a current
+/// client negotiates them): PRODUCER_FENCED is answered as such from these on.
+const PRODUCE_VERSION: i16 = 8;
+const INIT_PRODUCER_ID_VERSION: i16 = 4;
+const ADD_PARTITIONS_VERSION: i16 = 2;
+const END_TXN_VERSION: i16 = 2;
+
+fn protocol_string(text: &str) -> StrBytes {
+    StrBytes::from_string(text.to_owned())
+}
+
+fn protocol_transactional_id(id: &TransactionalId) -> kafka_protocol::messages::TransactionalId {
+    kafka_protocol::messages::TransactionalId(protocol_string(&id.0))
+}
+
+/// An answer's error code as the client reads it.
+fn answer(code: i16) -> Result<(), KafkaError> {
+    if code == NO_ERROR {
+        Ok(())
+    } else {
+        Err(KafkaError::from_code(code).unwrap_or(KafkaError::UnknownServerError))
+    }
+}
 
 impl World {
     pub(super) async fn connect(
@@ -52,14 +81,23 @@ impl World {
         let tid = client.transactional_id();
         for _attempt in 0..3 {
             self.operations += 1;
-            let Some(state) = self.clusters.get_mut(&client.cluster) else {
+            let Some(node) = self.node(&client.cluster) else {
                 return Ok(());
             };
-            let outcome =
-                state
-                    .coordinator
-                    .init_producer_id(tid.as_ref(), TRANSACTION_TIMEOUT_MS, None, self.clock);
-            match self.apply(&client.cluster, outcome).await? {
+            let mut request = InitProducerIdRequest::default();
+            request.transactional_id = tid.as_ref().map(protocol_transactional_id);
+            request.transaction_timeout_ms = TRANSACTION_TIMEOUT_MS;
+            request.producer_id = kafka_protocol::messages::ProducerId(-1);
+            request.producer_epoch = -1;
+            let response = node.init_producer_id(request, INIT_PRODUCER_ID_VERSION).await;
+            self.note_delivered_markers().await;
+            let result = answer(response.error_code).map(|()| {
+                (
+                    ProducerId(response.producer_id.0),
+                    ProducerEpoch(response.producer_epoch),
+                )
+            });
+            match result {
                 Ok(producer) => {
                     if let Some(client) = self.clients.get_mut(name) {
                         client.producer = Some(producer);
@@ -178,7 +216,7 @@ impl World {
                 headers.push((SOURCE_HEADER, Some(src.as_bytes())));
             }
             builder.add(
-                self.clock,
+                self.now(),
                 None,
                 Some(format!("record {id}").as_bytes()),
                 &headers,
@@ -206,16 +244,29 @@ impl World {
             .or_default()
             .insert(name.to_owned());
         let transactional = client.transactional_id().is_some();
-        let result = match self.leader(&client.cluster, &client.topic) {
-            Ok(log) => {
-                let mut log = log.write().await;
-                log.append_as_leader(vec![batch.clone()], AppendOrigin::Client, TransactionVersion::V0)
-                    .await
-            }
-            Err(_) => return Ok(()),
+        let Some(node) = self.node(&client.cluster) else {
+            return Ok(());
         };
-        self.replicate(&client.cluster, &client.topic).await?;
-        match result {
+        let mut partition = PartitionProduceData::default();
+        partition.index = 0;
+        partition.records = Some(batch.as_bytes().clone());
+        let mut topic = TopicProduceData::default();
+        topic.name = TopicName(protocol_string(&client.topic));
+        topic.partition_data = vec![partition];
+        let mut request = ProduceRequest::default();
+        request.transactional_id = client.transactional_id().as_ref().map(protocol_transactional_id);
+        request.acks = -1;
+        request.timeout_ms = 30_000;
+        request.topic_data = vec![topic];
+        let response = node.produce(request, PRODUCE_VERSION).await;
+        let code = response
+            .responses
+            .first()
+            .and_then(|topic| topic.partition_responses.first())
+            .map_or(KafkaError::UnknownServerError.code(), |partition| {
+                partition.error_code
+            });
+        match answer(code) {
             Ok(_) => {
                 let Some(entry) = self.clients.get_mut(name) else {
                     return Ok(());
@@ -232,10 +283,12 @@ impl World {
                     }
                 }
             }
-            Err(error) => {
-                let kafka = error.kafka_error().unwrap_or(KafkaError::UnknownServerError);
+            Err(kafka) => {
                 self.heard(kafka);
-                let retriable = kafka == KafkaError::ReadOnlyTopic;
+                // Retriable errors are retried by the client with the same batch; an application writing to a
+                // mirror holds its batch until a failover makes the partition writable, then sends it again.
+                let retriable =
+                    kafka.client_class() == ClientErrorClass::Retriable || kafka == KafkaError::ReadOnlyTopic;
                 if let Some(entry) = self.clients.get_mut(name) {
                     // Retriable: the same batch goes again next time.
                     entry.pending = retriable.then_some((batch, ids.clone()));
@@ -266,16 +319,28 @@ impl World {
         let (Some(tid), Some((producer_id, epoch))) = (client.transactional_id(), client.producer) else {
             return Ok(false);
         };
-        let partition =
-            PartitionId::new(client.topic.as_str(), 0).map_err(|error| SimError::Setup(error.to_string()))?;
         self.operations += 1;
-        let Some(state) = self.clusters.get_mut(&client.cluster) else {
+        let Some(node) = self.node(&client.cluster) else {
             return Ok(false);
         };
-        let outcome = state
-            .coordinator
-            .add_partitions(&tid, producer_id, epoch, &[partition], self.clock);
-        match self.apply(&client.cluster, outcome).await? {
+        let mut topic = AddPartitionsToTxnTopic::default();
+        topic.name = TopicName(protocol_string(&client.topic));
+        topic.partitions = vec![0];
+        let mut request = AddPartitionsToTxnRequest::default();
+        request.v3_and_below_transactional_id = protocol_transactional_id(&tid);
+        request.v3_and_below_producer_id = kafka_protocol::messages::ProducerId(producer_id.get());
+        request.v3_and_below_producer_epoch = epoch.get();
+        request.v3_and_below_topics = vec![topic];
+        let response = node.add_partitions_to_txn(request, ADD_PARTITIONS_VERSION).await;
+        self.note_delivered_markers().await;
+        let code = response
+            .results_by_topic_v3_and_below
+            .first()
+            .and_then(|topic| topic.results_by_partition.first())
+            .map_or(KafkaError::UnknownServerError.code(), |partition| {
+                partition.partition_error_code
+            });
+        match answer(code) {
             Ok(()) => {
                 self.txn_owners.insert(tid, name.to_owned());
                 if let Some(client) = self.clients.get_mut(name) {
@@ -297,15 +362,13 @@ impl World {
         let Some(client) = self.clients.get(name).cloned() else {
             return Ok(());
         };
-        if error == KafkaError::ConcurrentTransactions {
+        let class = error.client_class();
+        if class == ClientErrorClass::Retriable {
+            // Back off and try again at the next step (CONCURRENT_TRANSACTIONS, a busy partition).
             return Ok(());
         }
-        let fatal = matches!(
-            error,
-            KafkaError::ProducerFenced
-                | KafkaError::InvalidProducerEpoch
-                | KafkaError::InvalidProducerIdMapping
-        );
+        // A fenced producer, or one that cannot continue, is replaced by a new instance.
+        let fatal = matches!(class, ClientErrorClass::Fenced | ClientErrorClass::Fatal);
         if let ClientKind::App { policy, .. } = client.kind {
             if error == KafkaError::InvalidProducerIdMapping && policy == AppPolicy::Pre16699 {
                 self.truth.settle(&client.txn_records, Status::Aborted, None);
@@ -353,18 +416,17 @@ impl World {
             return Ok(());
         }
         self.operations += 1;
-        let Some(state) = self.clusters.get_mut(&client.cluster) else {
+        let Some(node) = self.node(&client.cluster) else {
             return Ok(());
         };
-        let outcome = state.coordinator.end_txn(
-            &tid,
-            producer_id,
-            epoch,
-            commit,
-            TransactionVersion::V1,
-            self.clock,
-        );
-        match self.apply(&client.cluster, outcome).await? {
+        let mut request = EndTxnRequest::default();
+        request.transactional_id = protocol_transactional_id(&tid);
+        request.producer_id = kafka_protocol::messages::ProducerId(producer_id.get());
+        request.producer_epoch = epoch.get();
+        request.committed = commit;
+        let response = node.end_txn(request, END_TXN_VERSION).await;
+        self.note_delivered_markers().await;
+        match answer(response.error_code) {
             Ok(_) => {
                 let status = if commit {
                     Status::Committed
@@ -424,12 +486,15 @@ impl World {
         let Some(producer) = client.producer else {
             return Ok(());
         };
-        let Ok(input_log) = self.leader(&client.cluster, input) else {
+        let Ok(input_slot) = self.leader(&client.cluster, input).await else {
             return Ok(());
         };
         let visible = {
-            let log = input_log.read().await;
-            committed_records(&log, client.read_position).await?
+            let guard = input_slot.lock().await;
+            match guard.as_ref() {
+                Some(replicas) => committed_records(&replicas.leader, client.read_position).await?,
+                None => return Ok(()),
+            }
         };
         let taken: Vec<(i64, u64)> = visible.into_iter().take(usize::from(records.max(1))).collect();
         let Some(&(last_offset, _)) = taken.last() else {

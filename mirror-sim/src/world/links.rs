@@ -1,7 +1,12 @@
 //! Mirror links: starting one (PREPARING through `mirror-fsm`), fetching, and stopping one — STOPPING with the
-//! barrier under the barrier strategies, or just opening the partition under the others.
+//! barrier under the barrier strategies, or just opening the partition under the others. The driver works on the
+//! destination node's leader log; the node's replication then brings the follower along (cutting it back where
+//! the driver cut the leader).
 
-use mirror_fsm::{Event, LocalFetcher, MirrorDriver, MirrorState, SharedLog};
+use std::sync::Arc;
+
+use mirror_fsm::{Event, MirrorDriver, MirrorState};
+use node::PartitionSlot;
 
 use super::{Link, SimFetcher, World};
 use crate::strategy::Strategy;
@@ -19,35 +24,34 @@ impl World {
         {
             return Ok(());
         }
-        let source_log = self.leader(source, topic)?;
-        let dest_log = self.leader(dest, topic)?;
         let mut fetcher = SimFetcher {
-            inner: LocalFetcher::new(&source_log, source),
-            source: std::sync::Arc::clone(&source_log),
+            source: self.leader(source, topic).await?,
+            source_cluster_id: source.to_owned(),
             bound: self.fetch_bound,
             strategy: self.strategy,
             max_producer_id: -1,
         };
+        let dest_slot = self.leader(dest, topic).await?;
+        let now = self.now();
         let driver = {
-            let mut log = dest_log.write().await;
-            let mut driver = MirrorDriver::recover(&mut log, &mut fetcher, dest)
+            let mut guard = dest_slot.lock().await;
+            let log = &mut closed_if_none(guard.as_mut(), dest, topic)?.leader;
+            let mut driver = MirrorDriver::recover(log, &mut fetcher, dest)
                 .await
                 .map_err(SimError::driver)?;
-            let tick = Event::Tick { now_ms: self.clock };
             driver
-                .handle(&mut log, &mut fetcher, tick)
+                .handle(log, &mut fetcher, Event::Tick { now_ms: now })
                 .await
                 .map_err(SimError::driver)?;
             let start = Event::Start {
                 source_cluster_id: source.to_owned(),
             };
             driver
-                .handle(&mut log, &mut fetcher, start)
+                .handle(log, &mut fetcher, start)
                 .await
                 .map_err(SimError::driver)?;
             driver
         };
-        self.mark_truncated(dest, topic);
         self.links.push(Link {
             source: source.to_owned(),
             dest: dest.to_owned(),
@@ -61,16 +65,18 @@ impl World {
     pub(super) async fn mirror_all(&mut self) -> Result<(), SimError> {
         for index in 0..self.links.len() {
             let (dest, topic) = (self.links[index].dest.clone(), self.links[index].topic.clone());
-            let dest_log = self.leader(&dest, &topic)?;
+            let dest_slot = self.leader(&dest, &topic).await?;
+            let now = self.now();
             {
                 let link = &mut self.links[index];
-                let mut log = dest_log.write().await;
+                let mut guard = dest_slot.lock().await;
+                let log = &mut closed_if_none(guard.as_mut(), &dest, &topic)?.leader;
                 link.driver
-                    .handle(&mut log, &mut link.fetcher, Event::Tick { now_ms: self.clock })
+                    .handle(log, &mut link.fetcher, Event::Tick { now_ms: now })
                     .await
                     .map_err(SimError::driver)?;
                 link.driver
-                    .catch_up(&mut log, &mut link.fetcher)
+                    .catch_up(log, &mut link.fetcher)
                     .await
                     .map_err(SimError::driver)?;
                 if let Some(failure) = link.driver.state().failure() {
@@ -94,16 +100,18 @@ impl World {
             return Ok(());
         };
         let mut link = self.links.remove(index);
-        let dest_log = self.leader(dest, topic)?;
+        let dest_slot = self.leader(dest, topic).await?;
+        let now = self.now();
         {
-            let mut log = dest_log.write().await;
+            let mut guard = dest_slot.lock().await;
+            let log = &mut closed_if_none(guard.as_mut(), dest, topic)?.leader;
             if self.strategy.writes_barrier() {
                 link.driver
-                    .handle(&mut log, &mut link.fetcher, Event::Tick { now_ms: self.clock })
+                    .handle(log, &mut link.fetcher, Event::Tick { now_ms: now })
                     .await
                     .map_err(SimError::driver)?;
                 link.driver
-                    .handle(&mut log, &mut link.fetcher, Event::Stop)
+                    .handle(log, &mut link.fetcher, Event::Stop)
                     .await
                     .map_err(SimError::driver)?;
             } else {
@@ -126,32 +134,30 @@ impl World {
             }
         }
         if self.strategy == Strategy::BarrierAdvance && link.fetcher.max_producer_id >= 0 {
-            if let Some(state) = self.clusters.get_mut(dest) {
-                let outcome = state
-                    .coordinator
-                    .advance_producer_ids_past(link.fetcher.max_producer_id);
-                state.coordinator_log.extend(outcome.writes);
+            if let Some(node) = self.node(dest) {
+                node.advance_producer_ids_past(link.fetcher.max_producer_id)
+                    .await
+                    .map_err(SimError::node)?;
             }
         }
-        self.mark_truncated(dest, topic);
         self.replicate(dest, topic).await
     }
 
-    pub(super) fn mark_truncated(&mut self, cluster: &str, topic: &str) {
-        if let Some(replicas) = self
-            .clusters
-            .get_mut(cluster)
-            .and_then(|state| state.partitions.get_mut(topic))
-        {
-            replicas.leader_truncated = true;
+    /// The leader (and followers) of `topic` on `cluster`.
+    pub(super) async fn leader(&self, cluster: &str, topic: &str) -> Result<Arc<PartitionSlot>, SimError> {
+        match self.node(cluster) {
+            Some(node) => node.partition(topic, 0).await,
+            None => None,
         }
+        .ok_or_else(|| SimError::Setup(format!("{cluster} has no partition of {topic}")))
     }
+}
 
-    pub(super) fn leader(&self, cluster: &str, topic: &str) -> Result<SharedLog, SimError> {
-        self.clusters
-            .get(cluster)
-            .and_then(|state| state.partitions.get(topic))
-            .map(|replicas| std::sync::Arc::clone(&replicas.leader))
-            .ok_or_else(|| SimError::Setup(format!("{cluster} has no partition of {topic}")))
-    }
+/// The replicas of a partition, or the error of a closed one.
+fn closed_if_none<'a>(
+    replicas: Option<&'a mut partition_log::ReplicaSet>,
+    cluster: &str,
+    topic: &str,
+) -> Result<&'a mut partition_log::ReplicaSet, SimError> {
+    replicas.ok_or_else(|| SimError::Setup(format!("{cluster}/{topic} is closed")))
 }

@@ -1,27 +1,34 @@
-//! The simulated world: clusters (a transaction coordinator and, per topic, a leader and a follower
-//! [`PartitionLog`] on a real storage backend), mirror links driven by `mirror-fsm` under a [`Strategy`], and
-//! the clients. [`World::run`] executes a [`Script`] step by step in one task: every choice was made when the
-//! script was generated, so the same script gives the same run.
+//! The simulated world: clusters, each one `node::Node` — the code `mirrorlog serve` runs — with a leader and a
+//! follower replica of every partition on a real storage backend and its transaction coordinator's log on the
+//! leader's store; mirror links driven by `mirror-fsm` under a [`Strategy`]; and the clients, which speak Kafka's
+//! request values to the nodes (Produce, InitProducerId, AddPartitionsToTxn, EndTxn at the versions a current
+//! client uses) and act on the error codes they get back. All nodes share one simulated clock ([`SimClock`]).
+//! [`World::run`] executes a [`Script`] step by step in one task: every choice was made when the script was
+//! generated, so the same script gives the same run.
 //!
 //! The clients behave as Kafka's do (kafka-semantics §9): an idempotent producer whose producer is refused
 //! (`OUT_OF_ORDER_SEQUENCE_NUMBER`, `INVALID_PRODUCER_EPOCH`, …) is re-created with a new producer id; a
 //! transactional producer re-initialises on a fatal coordinator error and aborts on an abortable one; an
-//! application follows its [`AppPolicy`]. Every refusal a client hears is counted in [`ClientErrors`]: a
+//! application follows its [`AppPolicy`]. What each error means to a client is `KafkaError::client_class`, the
+//! one classification the project has. Every refusal a client hears is counted in [`ClientErrors`]: a
 //! refusal is visible, not silent, and is not an anomaly.
 
 use std::collections::BTreeMap;
 
-use async_trait::async_trait;
-use kafka_types::{CoordinatorEpoch, ProducerEpoch, ProducerId, TransactionalId};
-use mirror_fsm::{FetchError, FetchResponse, Fetcher, LocalFetcher, MirrorDriver, SharedLog};
-use partition_log::{LogConfig, LogError, PartitionLog};
-use producer_state::{PsmConfig, StateSummary};
-use record_format::RecordBatch;
-use storage::{PartitionId, Storage};
-use storage_config::StorageConfig;
-use txn_coordinator::{Coordinator, CoordinatorConfig, ProducerIdManager, Write};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 
-use crate::logview::{all_batches, committed_records, common_prefix_end, READ_BYTES};
+use async_trait::async_trait;
+use kafka_types::{ProducerEpoch, ProducerId, TransactionalId};
+use mirror_fsm::{FetchError, FetchResponse, Fetcher, MirrorDriver};
+use node::{Clock, Node, NodeConfig, PartitionSlot};
+use partition_log::Isolation;
+use producer_state::StateSummary;
+use record_format::RecordBatch;
+use storage::Storage;
+use storage_config::StorageConfig;
+
+use crate::logview::{all_batches, committed_records};
 use crate::script::{AppPolicy, ClientKind, Script, Step};
 use crate::strategy::Strategy;
 use crate::truth::Truth;
@@ -31,10 +38,33 @@ mod clients;
 mod coordinator;
 mod links;
 
+/// The simulated clock every node of a run reads: it moves a step at a time, and one millisecond on every
+/// reading, so that no two transaction markers share a timestamp (the oracle names a marker's transaction by its
+/// timestamp, which mirroring copies with the bytes).
+#[derive(Debug)]
+pub struct SimClock(AtomicI64);
+
+impl SimClock {
+    fn new(start_ms: i64) -> Self {
+        SimClock(AtomicI64::new(start_ms))
+    }
+
+    /// Moves the clock forward by `ms`.
+    fn advance(&self, ms: i64) {
+        self.0.fetch_add(ms, Ordering::SeqCst);
+    }
+}
+
+impl Clock for SimClock {
+    fn now_ms(&self) -> i64 {
+        self.0.fetch_add(1, Ordering::SeqCst)
+    }
+}
+
 /// Milliseconds a step takes on the simulated clock.
 const STEP_MS: i64 = 1_000;
 /// Transaction timeout the clients ask for.
-const TRANSACTION_TIMEOUT_MS: i64 = 60_000;
+const TRANSACTION_TIMEOUT_MS: i32 = 60_000;
 
 /// Where the partitions live: a storage configuration, every option of which (durability, segment and index
 /// sizes) each cluster's stores use. Each run's stores go to a fresh temporary directory, made inside the
@@ -87,40 +117,63 @@ pub enum FetchBound {
 /// Refusals the clients heard, by Kafka error name (visible errors, not anomalies).
 pub type ClientErrors = BTreeMap<String, u64>;
 
-/// The source side of a link: the in-process fetcher, with the strategy's producer-id transform applied to
-/// every batch it returns, remembering the largest producer id it copied (for `barrier+advance`).
+/// The source side of a link: reads the source node's leader log (up to its LSO, or its high watermark under
+/// [`FetchBound::HighWatermark`]) with the strategy's producer-id transform applied to every batch it returns,
+/// remembering the largest producer id it copied (for `barrier+advance`). It takes the source's lock without
+/// waiting: a source being written is a retryable fetch error, as a busy remote source would be.
 pub struct SimFetcher {
-    inner: LocalFetcher,
-    source: SharedLog,
+    source: Arc<PartitionSlot>,
+    source_cluster_id: String,
     bound: FetchBound,
     strategy: Strategy,
     /// The largest producer id of a batch this link copied (−1: none).
     pub max_producer_id: i64,
 }
 
+fn busy() -> FetchError {
+    FetchError {
+        message: "the source log is being written".to_owned(),
+        retryable: true,
+    }
+}
+
+fn retryable(error: impl std::fmt::Display) -> FetchError {
+    FetchError {
+        message: error.to_string(),
+        retryable: true,
+    }
+}
+
+impl SimFetcher {
+    /// The source's replicas, locked without waiting.
+    fn source(&self) -> Result<tokio::sync::MutexGuard<'_, Option<partition_log::ReplicaSet>>, FetchError> {
+        let guard = self.source.try_lock().map_err(|_| busy())?;
+        if guard.is_none() {
+            return Err(retryable("the source partition is closed"));
+        }
+        Ok(guard)
+    }
+}
+
 #[async_trait(?Send)]
 impl Fetcher for SimFetcher {
     async fn fetch(&mut self, from_offset: i64, max_bytes: usize) -> Result<FetchResponse, FetchError> {
-        let mut response = match self.bound {
-            FetchBound::LastStableOffset => self.inner.fetch(from_offset, max_bytes).await?,
-            FetchBound::HighWatermark => {
-                let source = self.source.try_read().map_err(|_| FetchError {
-                    message: "the source log is being written".to_owned(),
-                    retryable: true,
-                })?;
-                let fetched = source
-                    .read(from_offset, max_bytes, partition_log::Isolation::ReadUncommitted)
-                    .await
-                    .map_err(|error| FetchError {
-                        message: error.to_string(),
-                        retryable: true,
-                    })?;
-                FetchResponse {
-                    source_cluster_id: self.inner.reported_cluster_id.clone(),
-                    batches: fetched.batches,
-                    buffers: fetched.buffers,
-                }
-            }
+        let isolation = match self.bound {
+            FetchBound::LastStableOffset => Isolation::ReadCommitted,
+            FetchBound::HighWatermark => Isolation::ReadUncommitted,
+        };
+        let fetched = {
+            let guard = self.source()?;
+            let source = guard.as_ref().map(|replicas| &replicas.leader).ok_or_else(busy)?;
+            source
+                .read(from_offset, max_bytes, isolation)
+                .await
+                .map_err(retryable)?
+        };
+        let mut response = FetchResponse {
+            source_cluster_id: self.source_cluster_id.clone(),
+            batches: fetched.batches,
+            buffers: fetched.buffers,
         };
         for batch in &mut response.batches {
             let mapped = self.strategy.map_producer_id(batch.producer_id());
@@ -133,32 +186,25 @@ impl Fetcher for SimFetcher {
     }
 
     async fn last_mirrored_offset(&mut self, mirrored_from: &str) -> Result<Option<i64>, FetchError> {
-        self.inner.last_mirrored_offset(mirrored_from).await
+        let guard = self.source()?;
+        let source = guard.as_ref().map(|replicas| &replicas.leader).ok_or_else(busy)?;
+        mirror_fsm::last_mirrored_offset(source, mirrored_from)
+            .await
+            .map_err(retryable)
     }
 
     async fn log_start_offset(&mut self) -> Result<i64, FetchError> {
-        self.inner.log_start_offset().await
+        let guard = self.source()?;
+        let source = guard.as_ref().map(|replicas| &replicas.leader).ok_or_else(busy)?;
+        Ok(source.log_start_offset())
     }
 }
 
-/// A topic's replicas on one cluster.
-struct Replicas {
-    leader: SharedLog,
-    follower: PartitionLog,
-    /// The leader may have been truncated since the follower last caught up.
-    leader_truncated: bool,
-}
-
-/// One cluster.
+/// One cluster: a node (leader and follower replicas, the coordinator on the leader's store).
 struct Cluster {
-    coordinator: Coordinator,
-    /// The coordinator's durable records (its transaction-state log).
-    coordinator_log: Vec<Write>,
-    coordinator_epoch: i32,
-    leader_store: Box<dyn Storage>,
-    follower_store: Box<dyn Storage>,
-    partitions: BTreeMap<String, Replicas>,
-    log_config: LogConfig,
+    node: Node,
+    /// The topics it has (each with one partition, 0).
+    topics: std::collections::BTreeSet<String>,
 }
 
 /// A running mirror link.
@@ -254,7 +300,7 @@ pub struct World {
     links: Vec<Link>,
     clients: BTreeMap<String, Client>,
     truth: Truth,
-    clock: i64,
+    clock: Arc<SimClock>,
     next_record: u64,
     client_errors: ClientErrors,
     divergences: Vec<String>,
@@ -270,7 +316,7 @@ pub struct World {
 
 impl World {
     /// A world with the script's clusters, nothing in them yet.
-    pub fn new(script: &Script, strategy: Strategy, storage: SimStorage) -> Result<Self, SimError> {
+    pub async fn new(script: &Script, strategy: Strategy, storage: SimStorage) -> Result<Self, SimError> {
         let dir = match storage.config().data_dir() {
             None => None,
             Some(parent) => Some(
@@ -290,7 +336,7 @@ impl World {
             links: Vec::new(),
             clients: BTreeMap::new(),
             truth: Truth::default(),
-            clock: 1_000_000,
+            clock: Arc::new(SimClock::new(1_000_000)),
             next_record: 0,
             client_errors: ClientErrors::new(),
             divergences: Vec::new(),
@@ -314,7 +360,7 @@ impl World {
                     "cluster name {name:?}: use 1 to 64 ASCII letters, digits, '-', '_' or '.'"
                 )));
             }
-            let cluster = world.new_cluster(name)?;
+            let cluster = world.new_cluster(name).await?;
             world.clusters.insert(name.clone(), cluster);
         }
         Ok(world)
@@ -337,29 +383,35 @@ impl World {
             .map_err(|error| SimError::Setup(error.to_string()))
     }
 
-    fn new_cluster(&self, name: &str) -> Result<Cluster, SimError> {
-        let log_config = LogConfig {
-            durability: self.storage.config().durability(),
-            producer_state: PsmConfig {
-                cluster_id: Some(name.to_owned()),
-                barrier_scope: self.strategy.barrier_scope(),
-                ..PsmConfig::default()
-            },
-            ..LogConfig::default()
-        };
+    async fn new_cluster(&self, name: &str) -> Result<Cluster, SimError> {
+        let mut config = NodeConfig::new(self.storage.config().clone());
+        config.cluster_id = name.to_owned();
+        config.auto_create_topics = false;
+        config.barrier_scope = self.strategy.barrier_scope();
+        config.record_delivered_markers = true;
+        let node = Node::open_replicated(
+            config,
+            (name.to_owned(), 9092),
+            self.open_store(name, "leader")?,
+            vec![self.open_store(name, "follower")?],
+            Arc::clone(&self.clock) as Arc<dyn Clock>,
+        )
+        .await
+        .map_err(|error| SimError::Setup(format!("cluster {name}: {error}")))?;
         Ok(Cluster {
-            coordinator: Coordinator::new(
-                CoordinatorConfig::default(),
-                ProducerIdManager::recover(None),
-                CoordinatorEpoch(0),
-            ),
-            coordinator_log: Vec::new(),
-            coordinator_epoch: 0,
-            leader_store: self.open_store(name, "leader")?,
-            follower_store: self.open_store(name, "follower")?,
-            partitions: BTreeMap::new(),
-            log_config,
+            node,
+            topics: std::collections::BTreeSet::new(),
         })
+    }
+
+    /// The simulated time (each reading moves it by a millisecond; see [`SimClock`]).
+    fn now(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    /// The node of `cluster`.
+    fn node(&self, cluster: &str) -> Option<&Node> {
+        self.clusters.get(cluster).map(|state| &state.node)
     }
 
     /// Sets how far mirror links fetch (default: the last stable offset).
@@ -379,7 +431,7 @@ impl World {
 
     /// Executes one step (see [`Step`]); steps naming what does not exist do nothing.
     pub async fn step(&mut self, step: &Step) -> Result<(), SimError> {
-        self.clock += STEP_MS;
+        self.clock.advance(STEP_MS);
         match step {
             Step::Start { source, dest, topic } => self.start_link(source, dest, topic).await?,
             Step::Mirror => self.mirror_all().await?,
@@ -405,9 +457,10 @@ impl World {
             Step::CrashCoordinator { cluster } => self.crash_coordinator(cluster).await?,
             Step::ExpireIds => self.expire_ids().await?,
             Step::AdvanceIds { cluster, past } => {
-                if let Some(state) = self.clusters.get_mut(cluster) {
-                    let outcome = state.coordinator.advance_producer_ids_past(*past);
-                    state.coordinator_log.extend(outcome.writes);
+                if let Some(node) = self.node(cluster) {
+                    node.advance_producer_ids_past(*past)
+                        .await
+                        .map_err(SimError::node)?;
                 }
             }
         }
@@ -420,126 +473,69 @@ impl World {
     /// replica: run every step, so leader, follower and a recovered replica (whose replay does not expire)
     /// compare at the same point.
     async fn expire_producers(&mut self) {
-        for state in self.clusters.values_mut() {
-            for replicas in state.partitions.values_mut() {
-                replicas.leader.write().await.remove_expired_producers(self.clock);
-                replicas.follower.remove_expired_producers(self.clock);
-            }
+        for state in self.clusters.values() {
+            state.node.expire_producers().await;
         }
     }
 
     // ---- partitions and replication -------------------------------------------------------------------------
 
+    /// Creates `topic` (one partition) on `cluster` unless it is there; false when it cannot be (no such
+    /// cluster, or a name Kafka refuses).
     async fn ensure_partition(&mut self, cluster: &str, topic: &str) -> Result<bool, SimError> {
         let Some(state) = self.clusters.get_mut(cluster) else {
             return Ok(false);
         };
-        if state.partitions.contains_key(topic) {
+        if state.topics.contains(topic) {
             return Ok(true);
         }
-        let id = PartitionId::new(topic, 0).map_err(|error| SimError::Setup(error.to_string()))?;
-        let leader = state.leader_store.create(&id).await.map_err(SimError::storage)?;
-        let follower = state
-            .follower_store
-            .create(&id)
-            .await
-            .map_err(SimError::storage)?;
-        let (leader, _) = PartitionLog::open(leader, state.log_config.clone(), 0)
-            .await
-            .map_err(SimError::log)?;
-        let (follower, _) = PartitionLog::open(follower, state.log_config.clone(), 0)
-            .await
-            .map_err(SimError::log)?;
-        state.partitions.insert(
-            topic.to_owned(),
-            Replicas {
-                leader: mirror_fsm::shared(leader),
-                follower,
-                leader_truncated: false,
-            },
-        );
-        Ok(true)
+        match state.node.create_topic(topic, 1).await {
+            Ok(()) | Err(kafka_types::KafkaError::TopicAlreadyExists) => {
+                state.topics.insert(topic.to_owned());
+                Ok(true)
+            }
+            Err(kafka_types::KafkaError::KafkaStorageError) => Err(SimError::Storage(format!(
+                "{cluster}: creating {topic} failed (the reason is on stderr)"
+            ))),
+            Err(_) => Ok(false),
+        }
     }
 
-    /// The follower catches up with the leader (cutting back first if the leader was truncated), and the
-    /// leader's high watermark follows the follower (acks=all with one follower).
+    /// The follower catches up with the leader (the node's replication: cut back first where its history left
+    /// the leader's), and the leader's high watermark follows the follower (acks=all with one follower).
     async fn replicate(&mut self, cluster: &str, topic: &str) -> Result<(), SimError> {
-        let now = self.clock;
-        let Some(replicas) = self
-            .clusters
-            .get_mut(cluster)
-            .and_then(|state| state.partitions.get_mut(topic))
-        else {
-            return Ok(());
-        };
-        let mut leader = replicas.leader.write().await;
-        let follower = &mut replicas.follower;
-        if replicas.leader_truncated || follower.log_end_offset() > leader.log_end_offset() {
-            let common = common_prefix_end(&leader, follower).await?;
-            if common < follower.log_end_offset() {
-                follower.truncate_to(common, now).await.map_err(SimError::log)?;
-            }
-            replicas.leader_truncated = false;
+        match self.node(cluster) {
+            Some(node) => node.replicate(topic, 0).await.map_err(SimError::node),
+            None => Ok(()),
         }
-        while follower.log_end_offset() < leader.log_end_offset() {
-            let batches = leader
-                .read_for_replica(follower.log_end_offset(), READ_BYTES)
-                .await
-                .map_err(SimError::log)?;
-            if batches.is_empty() {
-                break;
-            }
-            follower
-                .append_as_follower(batches)
-                .await
-                .map_err(SimError::log)?;
-        }
-        let end = follower.log_end_offset();
-        leader.advance_high_watermark(end);
-        follower.advance_high_watermark(end);
-        Ok(())
     }
 
     async fn crash_replica(&mut self, cluster: &str, topic: &str) -> Result<(), SimError> {
-        let Some(state) = self.clusters.get_mut(cluster) else {
+        let Some(node) = self.node(cluster) else {
             return Ok(());
         };
-        let Some(replicas) = state.partitions.get_mut(topic) else {
-            return Ok(());
-        };
-        let id = PartitionId::new(topic, 0).map_err(|error| SimError::Setup(error.to_string()))?;
         // The crash: the follower's in-memory state is gone; it reopens from what its storage holds.
-        let storage = state.follower_store.open(&id).await.map_err(SimError::storage)?;
-        let (recovered, _) = PartitionLog::open(storage, state.log_config.clone(), self.clock)
-            .await
-            .map_err(SimError::log)?;
-        // Kafka's periodic producer expiration runs on a recovered replica too (replay does not expire).
-        replicas.follower = recovered;
-        replicas.follower.remove_expired_producers(self.clock);
-        self.replicate(cluster, topic).await?;
+        node.restart_follower(topic, 0, 0).await.map_err(SimError::node)?;
         self.compare_replicas(cluster, topic, "after a follower crash")
             .await
     }
 
     /// Records a divergence when the leader's and the follower's producer state differ.
     async fn compare_replicas(&mut self, cluster: &str, topic: &str, when: &str) -> Result<(), SimError> {
-        let Some(replicas) = self
-            .clusters
-            .get(cluster)
-            .and_then(|state| state.partitions.get(topic))
-        else {
+        let Some(node) = self.node(cluster) else {
             return Ok(());
         };
-        let leader = replicas.leader.read().await;
-        let (a, b) = (
-            comparable(leader.summary().await.map_err(SimError::log)?),
-            comparable(replicas.follower.summary().await.map_err(SimError::log)?),
-        );
-        drop(leader);
-        if a != b {
-            self.divergences.push(format!(
-                "{cluster}/{topic} {when}: leader {a:?} vs follower {b:?}"
-            ));
+        let summaries = node.replica_summaries(topic, 0).await.map_err(SimError::node)?;
+        let mut summaries = summaries.into_iter().map(comparable);
+        let Some(leader) = summaries.next() else {
+            return Ok(());
+        };
+        for follower in summaries {
+            if leader != follower {
+                self.divergences.push(format!(
+                    "{cluster}/{topic} {when}: leader {leader:?} vs follower {follower:?}"
+                ));
+            }
         }
         Ok(())
     }
@@ -559,10 +555,8 @@ impl World {
     async fn compare_mirrors(&mut self) -> Result<(), SimError> {
         let mut found = Vec::new();
         for link in &self.links {
-            let source = self.leader(&link.source, &link.topic)?;
-            let dest = self.leader(&link.dest, &link.topic)?;
-            let source_batches = all_batches(&*source.read().await).await?;
-            let dest_batches = all_batches(&*dest.read().await).await?;
+            let source_batches = self.leader_batches(&link.source, &link.topic).await?;
+            let dest_batches = self.leader_batches(&link.dest, &link.topic).await?;
             let by_offset: BTreeMap<i64, &RecordBatch> = source_batches
                 .iter()
                 .map(|batch| (batch.base_offset(), batch))
@@ -605,6 +599,16 @@ impl World {
         Ok(())
     }
 
+    /// Every batch of the leader log of `topic` on `cluster`.
+    async fn leader_batches(&self, cluster: &str, topic: &str) -> Result<Vec<RecordBatch>, SimError> {
+        let slot = self.leader(cluster, topic).await?;
+        let guard = slot.lock().await;
+        match guard.as_ref() {
+            Some(replicas) => all_batches(&replicas.leader).await,
+            None => Err(SimError::Setup(format!("{cluster}/{topic} is closed"))),
+        }
+    }
+
     async fn finish(mut self) -> Result<Finished, SimError> {
         self.expire_producers().await;
         self.compare_mirrors().await?;
@@ -616,42 +620,26 @@ impl World {
             .iter()
             .flat_map(|(cluster, state)| {
                 state
-                    .partitions
-                    .keys()
+                    .topics
+                    .iter()
                     .map(move |topic| (cluster.clone(), topic.clone()))
             })
             .collect();
         for (cluster, topic) in &keys {
             self.compare_replicas(cluster, topic, "at the end").await?;
             // Recovery: a fresh copy of the follower from its storage must reach the same state again.
-            let Some(state) = self.clusters.get_mut(cluster) else {
-                continue;
-            };
-            let Some(replicas) = state.partitions.get_mut(topic) else {
-                continue;
-            };
-            let id =
-                PartitionId::new(topic.as_str(), 0).map_err(|error| SimError::Setup(error.to_string()))?;
-            let storage = state.follower_store.open(&id).await.map_err(SimError::storage)?;
-            let (mut recovered, _) = PartitionLog::open(storage, state.log_config.clone(), self.clock)
-                .await
-                .map_err(SimError::log)?;
-            let leader = replicas.leader.read().await;
-            recovered.advance_high_watermark(leader.high_watermark());
-            // Replay does not expire producers; the broker's periodic expiration does (leader and follower ran it).
-            recovered.remove_expired_producers(self.clock);
-            let (a, b) = (
-                comparable(leader.summary().await.map_err(SimError::log)?),
-                comparable(recovered.summary().await.map_err(SimError::log)?),
-            );
-            if a != b {
-                self.divergences.push(format!(
-                    "{cluster}/{topic} after recovery: leader {a:?} vs recovered {b:?}"
-                ));
+            if let Some(node) = self.node(cluster) {
+                node.restart_follower(topic, 0, 0).await.map_err(SimError::node)?;
             }
-            replicas.follower = recovered;
-            let batches = all_batches(&leader).await?;
-            let view = committed_records(&leader, leader.log_start_offset()).await?;
+            self.compare_replicas(cluster, topic, "after recovery").await?;
+            let slot = self.leader(cluster, topic).await?;
+            let guard = slot.lock().await;
+            let Some(replicas) = guard.as_ref() else {
+                continue;
+            };
+            let leader = &replicas.leader;
+            let batches = all_batches(leader).await?;
+            let view = committed_records(leader, leader.log_start_offset()).await?;
             last_stable_offsets.insert((cluster.clone(), topic.clone()), leader.last_stable_offset());
             committed_views.insert(
                 (cluster.clone(), topic.clone()),
@@ -699,12 +687,6 @@ impl World {
     }
 }
 
-fn error_name(error: &LogError) -> String {
-    error
-        .kafka_error()
-        .map_or_else(|| "storage".to_owned(), |kafka| kafka.name().to_owned())
-}
-
 /// A summary with the fields replicas must agree on (the high watermark is each replica's own).
 fn comparable(mut summary: StateSummary) -> StateSummary {
     summary.last_stable_offset = 0;
@@ -727,12 +709,14 @@ mod tests {
             clusters: vec!["a".to_owned()],
             steps: Vec::new(),
         };
-        let world = World::new(
-            &script,
-            Strategy::Barrier,
-            SimStorage::from_config(config.clone()),
-        )
-        .unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let world = runtime
+            .block_on(World::new(
+                &script,
+                Strategy::Barrier,
+                SimStorage::from_config(config.clone()),
+            ))
+            .unwrap();
         let run_dir = world.dir.as_ref().unwrap().path().to_owned();
         assert!(
             run_dir.starts_with(parent.path()),
@@ -741,7 +725,7 @@ mod tests {
         let leader = world.store_config("a", "leader");
         assert_eq!(leader, config.with_data_dir(&run_dir.join("a").join("leader")));
         assert_eq!(
-            world.clusters["a"].log_config.durability,
+            world.clusters["a"].node.config().storage.durability(),
             storage::Durability::Buffered
         );
         drop(world);

@@ -76,7 +76,7 @@ async fn read_all(node: &Node, request: &FetchRequest) -> (FetchResponse, usize)
                 None => data.error_code = KafkaError::UnknownTopicOrPartition.code(),
                 Some(slot) => {
                     let guard = slot.lock().await;
-                    match guard.as_ref() {
+                    match guard.as_ref().map(|replicas| &replicas.leader) {
                         None => data.error_code = KafkaError::KafkaStorageError.code(),
                         Some(log) => {
                             data.high_watermark = log.high_watermark();
@@ -160,7 +160,7 @@ pub async fn list_offsets(node: &Node, request: ListOffsetsRequest, version: i16
                 None => answer.error_code = KafkaError::UnknownTopicOrPartition.code(),
                 Some(slot) => {
                     let guard = slot.lock().await;
-                    match guard.as_ref() {
+                    match guard.as_ref().map(|replicas| &replicas.leader) {
                         None => answer.error_code = KafkaError::KafkaStorageError.code(),
                         Some(log) => {
                             let upper = match isolation {

@@ -66,19 +66,25 @@ async fn append(
         }
     }
     let mut guard = slot.lock().await;
-    let log = guard.as_mut().ok_or(KafkaError::KafkaStorageError)?;
-    let outcome = log
+    let replicas = guard.as_mut().ok_or(KafkaError::KafkaStorageError)?;
+    let outcome = replicas
+        .leader
         .append_as_leader(batches, AppendOrigin::Client, TransactionVersion::V0)
         .await
         .map_err(|error| log_error(&error))?;
     if !outcome.duplicate {
-        log.flush_acknowledged()
+        replicas
+            .leader
+            .flush_acknowledged()
             .await
             .map_err(|error| log_error(&error))?;
-        let end = log.log_end_offset();
-        log.advance_high_watermark(end);
+        // acks=all: the followers (if any) catch up, and the high watermark follows the slowest.
+        replicas
+            .replicate(node.now_ms())
+            .await
+            .map_err(|error| log_error(&error))?;
     }
-    Ok((outcome.first_offset, log.log_start_offset()))
+    Ok((outcome.first_offset, replicas.leader.log_start_offset()))
 }
 
 /// The Kafka error of a refused append or read.
