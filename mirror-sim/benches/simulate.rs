@@ -53,6 +53,7 @@ fn main() {
         steps: 30,
         storage: SimStorage::backend(storage_config::Backend::Fs),
         shrink_budget: DEFAULT_SHRINK_BUDGET,
+        mutation: None,
     };
     let samples: Vec<Duration> = (0..3)
         .map(|_| {

@@ -27,7 +27,7 @@ pub use oracle::{judge, Anomalies, Findings};
 pub use report::{run_matrix, Cell, Matrix, MatrixOptions};
 pub use script::{generate, AppPolicy, ClientKind, Script, Step, Topology, Workload};
 pub use strategy::Strategy;
-pub use world::{FetchBound, Finished, SimStorage, World};
+pub use world::{FetchBound, Finished, Mutation, SimStorage, World};
 
 /// Why a run could not be carried out (a broken simulator or storage, never an anomaly: anomalies are counted).
 #[derive(Debug, thiserror::Error)]
@@ -80,13 +80,26 @@ pub fn run_script_with(
     storage: &SimStorage,
     bound: FetchBound,
 ) -> Result<(Findings, Finished), SimError> {
+    run_script_mutated(script, strategy, storage, bound, None)
+}
+
+/// [`run_script_with`] with a deliberate bug switched on (the verdict's own tests: a claim no mutant can move
+/// is not evidence).
+pub fn run_script_mutated(
+    script: &Script,
+    strategy: Strategy,
+    storage: &SimStorage,
+    bound: FetchBound,
+    mutation: Option<Mutation>,
+) -> Result<(Findings, Finished), SimError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .map_err(|error| SimError::Setup(error.to_string()))?;
     let finished = runtime.block_on(async {
         let world = World::new(script, strategy, storage.clone())
             .await?
-            .with_fetch_bound(bound);
+            .with_fetch_bound(bound)
+            .with_mutation(mutation);
         world.run(script).await
     })?;
     Ok((judge(&finished), finished))

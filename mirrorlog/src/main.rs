@@ -6,7 +6,7 @@
 //! - `mirrorlog psm-script [--rewrite] <file>...` runs producer-state scenario files.
 //! - `mirrorlog serve` runs a Kafka wire-protocol broker that real clients produce to and consume from.
 //! - `mirrorlog simulate` runs the multi-cluster simulator's topology × strategy matrix (exit 0 iff the seeds'
-//!   claims hold).
+//!   claims hold, 1 when one does not, 3 when the selection checks none).
 //!
 //! Exit status: 0 when the input is clean (or every script matches), 2 when the input is corrupt (what was valid
 //! is printed first, then the error), 1 when a script mismatches or the command could not run (missing file, bad
@@ -104,6 +104,9 @@ enum Scope {
 /// Exit status for corrupt input.
 const EXIT_CORRUPT: u8 = 2;
 
+/// Exit status of a `simulate` run whose selection checks no claim of the seeds.
+const EXIT_NOTHING_CHECKED: u8 = 3;
+
 fn run(cli: Cli) -> Result<ExitCode, CliError> {
     match cli.command {
         Command::Dump {
@@ -190,11 +193,10 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         }
         Command::Simulate(args) => {
             let stdout = std::io::stdout();
-            let holds = simulate::simulate(args, &mut stdout.lock())?;
-            Ok(if holds {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
+            Ok(match simulate::simulate(args, &mut stdout.lock())? {
+                simulate::Conclusion::Hold => ExitCode::SUCCESS,
+                simulate::Conclusion::DoNotHold => ExitCode::FAILURE,
+                simulate::Conclusion::NothingChecked => ExitCode::from(EXIT_NOTHING_CHECKED),
             })
         }
         Command::PsmScript { rewrite, files } => {

@@ -74,11 +74,27 @@ fn parse_all<T: std::str::FromStr<Err = String> + Copy>(value: &str, all: &[T]) 
     value.parse::<T>().map(|one| vec![one]).map_err(CliError::Usage)
 }
 
-/// Runs the command; returns whether the seeds' claims hold (the exit status).
-pub fn simulate(args: SimulateArgs, out: &mut dyn Write) -> Result<bool, CliError> {
+/// What a run concluded (the exit status).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Conclusion {
+    /// Every claim checked holds (a replay: the reproduction still shows its anomaly).
+    Hold,
+    /// A claim does not hold (a replay: the anomaly is gone).
+    DoNotHold,
+    /// The selected topologies and strategies check no claim of the seeds.
+    NothingChecked,
+}
+
+/// Runs the command; returns what it concluded (the exit status).
+pub fn simulate(args: SimulateArgs, out: &mut dyn Write) -> Result<Conclusion, CliError> {
     let storage = storage(args.config.as_deref())?;
     if let Some(path) = &args.replay {
-        return replay(path, &storage, args.json, out);
+        let reproduced = replay(path, &storage, args.json, out)?;
+        return Ok(if reproduced {
+            Conclusion::Hold
+        } else {
+            Conclusion::DoNotHold
+        });
     }
     let options = MatrixOptions {
         topologies: parse_all(&args.topology, &Topology::ALL)?,
@@ -87,6 +103,7 @@ pub fn simulate(args: SimulateArgs, out: &mut dyn Write) -> Result<bool, CliErro
         steps: usize::try_from(args.steps).unwrap_or(10_000),
         storage,
         shrink_budget: DEFAULT_SHRINK_BUDGET,
+        mutation: None,
     };
     let total = (options.topologies.len() * 2 * options.strategies.len()) as u64;
     let bar = indicatif::ProgressBar::new(total);
@@ -121,7 +138,13 @@ pub fn simulate(args: SimulateArgs, out: &mut dyn Write) -> Result<bool, CliErro
     } else {
         write!(out, "{}", render_text(&matrix)).map_err(CliError::Output)?;
     }
-    Ok(matrix.verdict.seed_claims_hold)
+    Ok(if !matrix.verdict.checked {
+        Conclusion::NothingChecked
+    } else if matrix.verdict.seed_claims_hold {
+        Conclusion::Hold
+    } else {
+        Conclusion::DoNotHold
+    })
 }
 
 /// Runs one reproduction and prints its steps and what the oracle finds; true when it still shows its class.

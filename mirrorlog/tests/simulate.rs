@@ -41,6 +41,15 @@ fn one_topology_prints_the_matrix_and_the_verdict_and_exits_0_when_the_claims_ho
 }
 
 #[test]
+fn a_selection_that_checks_no_claim_says_so_and_exits_3() {
+    // `none` in fan-in: no prediction of the seeds concerns that cell, and no barrier strategy runs.
+    let output = simulate(&["--topology", "fan-in", "--strategy", "none", "--steps", "10"]);
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert_eq!(output.status.code(), Some(3), "{text}");
+    assert!(text.contains("NONE CHECKED"), "{text}");
+}
+
+#[test]
 fn json_is_one_document_with_every_cell_and_the_verdict() {
     let output = simulate(&[
         "--topology",
@@ -55,6 +64,12 @@ fn json_is_one_document_with_every_cell_and_the_verdict() {
     let value: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(value["cells"].as_array().unwrap().len(), 2, "two workloads");
     assert_eq!(value["verdict"]["seed_claims_hold"], true);
+    assert_eq!(value["verdict"]["checked"], true);
+    for cell in value["cells"].as_array().unwrap() {
+        for judged in ["failed_links", "read_only_after_failover", "unacknowledged"] {
+            assert!(cell[judged].is_array(), "{judged} missing from {cell}");
+        }
+    }
 }
 
 #[test]

@@ -79,6 +79,7 @@ impl LogError {
         match self {
             LogError::ProducerState(error) => Some(error.kafka_error()),
             LogError::InvalidBatch { .. } | LogError::CorruptBatch { .. } => Some(KafkaError::InvalidRecord),
+            LogError::ReadOnlyTopic { .. } => Some(KafkaError::ReadOnlyTopic),
             _ => None,
         }
     }

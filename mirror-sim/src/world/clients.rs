@@ -62,6 +62,7 @@ impl World {
             producer: None,
             next_sequence: 0,
             pending: None,
+            last_refusal: None,
             in_txn: false,
             txn_records: Vec::new(),
             dead: None,
@@ -285,6 +286,9 @@ impl World {
             }
             Err(kafka) => {
                 self.heard(kafka);
+                if let Some(entry) = self.clients.get_mut(name) {
+                    entry.last_refusal = Some(kafka);
+                }
                 // Retriable errors are retried by the client with the same batch; an application writing to a
                 // mirror holds its batch until a failover makes the partition writable, then sends it again.
                 let retriable =

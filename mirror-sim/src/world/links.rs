@@ -105,7 +105,9 @@ impl World {
         {
             let mut guard = dest_slot.lock().await;
             let log = &mut closed_if_none(guard.as_mut(), dest, topic)?.leader;
-            if self.strategy.writes_barrier() {
+            if self.mutation == Some(super::Mutation::FailoverNeverCompletes) {
+                // The bug: the link is dropped without STOPPING.
+            } else if self.strategy.writes_barrier() {
                 link.driver
                     .handle(log, &mut link.fetcher, Event::Tick { now_ms: now })
                     .await
@@ -114,6 +116,16 @@ impl World {
                     .handle(log, &mut link.fetcher, Event::Stop)
                     .await
                     .map_err(SimError::driver)?;
+                if link.driver.state().kind() != mirror_fsm::StateKind::Stopped {
+                    // A failover that did not complete (the barrier refused, a tail mismatch): the partition
+                    // stays read-only; judged, not dropped.
+                    self.failed_links.push(format!(
+                        "{} -> {} ({topic}): STOPPING ended in {:?}",
+                        link.source,
+                        link.dest,
+                        link.driver.state().kind()
+                    ));
+                }
             } else {
                 // A mirror without the KIP's PID handling: stop fetching, remember where mirroring ended (for a
                 // later failback), open the partition for writes. No cut to the LSO and no barrier: that is the
@@ -133,6 +145,7 @@ impl World {
                 log.set_read_only(false).await.map_err(SimError::log)?;
             }
         }
+        self.failed_over.insert((dest.to_owned(), topic.to_owned()));
         if self.strategy == Strategy::BarrierAdvance && link.fetcher.max_producer_id >= 0 {
             if let Some(node) = self.node(dest) {
                 node.advance_producer_ids_past(link.fetcher.max_producer_id)

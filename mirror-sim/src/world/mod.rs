@@ -114,6 +114,13 @@ pub enum FetchBound {
     HighWatermark,
 }
 
+/// A deliberate bug the verdict's tests switch on, to show that the verdict notices it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Mutation {
+    /// A failover stops fetching but never runs STOPPING: no barrier, and the partition stays read-only.
+    FailoverNeverCompletes,
+}
+
 /// Refusals the clients heard, by Kafka error name (visible errors, not anomalies).
 pub type ClientErrors = BTreeMap<String, u64>;
 
@@ -226,6 +233,8 @@ struct Client {
     next_sequence: i32,
     /// A batch written whose acknowledgement was lost, with its record ids: sent again next time.
     pending: Option<(RecordBatch, Vec<u64>)>,
+    /// The last refusal the client heard.
+    last_refusal: Option<kafka_types::KafkaError>,
     in_txn: bool,
     txn_records: Vec<u64>,
     dead: Option<String>,
@@ -285,6 +294,11 @@ pub struct Finished {
     pub client_errors: ClientErrors,
     /// Mirror links that went FAILED, with the reason.
     pub failed_links: Vec<String>,
+    /// Partitions a failover stopped mirroring that were still read-only at the end (with no link into them).
+    pub read_only_after_failover: Vec<String>,
+    /// Clients still holding a batch that was never acknowledged at the end, after a last flush, with the last
+    /// refusal they heard.
+    pub unacknowledged: Vec<String>,
     /// Client operations executed (produce attempts, transaction ends, initialisations).
     pub operations: u64,
     /// (cluster, topic, producer id) under which two or more real clients sent batches, with the clients.
@@ -305,11 +319,15 @@ pub struct World {
     client_errors: ClientErrors,
     divergences: Vec<String>,
     failed_links: Vec<String>,
+    /// (cluster, topic) of every partition a failover stopped mirroring.
+    failed_over: std::collections::BTreeSet<(String, String)>,
     operations: u64,
     /// The client whose transaction each transactional id last opened (the owner of the markers that end it).
     txn_owners: BTreeMap<TransactionalId, String>,
     /// What mirror links fetch up to.
     fetch_bound: FetchBound,
+    /// The deliberate bug switched on, if any.
+    mutation: Option<Mutation>,
     /// The real clients that sent batches under each (cluster, topic, producer id).
     senders: BTreeMap<(String, String, i64), std::collections::BTreeSet<String>>,
 }
@@ -341,10 +359,12 @@ impl World {
             client_errors: ClientErrors::new(),
             divergences: Vec::new(),
             failed_links: Vec::new(),
+            failed_over: std::collections::BTreeSet::new(),
             operations: 0,
             senders: BTreeMap::new(),
             txn_owners: BTreeMap::new(),
             fetch_bound: FetchBound::LastStableOffset,
+            mutation: None,
         };
         for name in &script.clusters {
             // Names come from scripts (a `--replay` file): they become directory names, so only plain ones.
@@ -412,6 +432,12 @@ impl World {
     /// The node of `cluster`.
     fn node(&self, cluster: &str) -> Option<&Node> {
         self.clusters.get(cluster).map(|state| &state.node)
+    }
+
+    /// Switches a deliberate bug on (see [`Mutation`]).
+    pub fn with_mutation(mut self, mutation: Option<Mutation>) -> Self {
+        self.mutation = mutation;
+        self
     }
 
     /// Sets how far mirror links fetch (default: the last stable offset).
@@ -543,10 +569,44 @@ impl World {
     /// The end of a run: every open transaction commits, every link catches up.
     async fn drain(&mut self) -> Result<(), SimError> {
         let names: Vec<String> = self.clients.keys().cloned().collect();
-        for name in names {
-            self.end_txn(&name, true).await?;
+        for name in &names {
+            self.end_txn(name, true).await?;
+        }
+        // A producer flushes before it closes: a batch still waiting for its acknowledgement goes once more.
+        for name in &names {
+            let Some(client) = self.clients.get(name) else {
+                continue;
+            };
+            if client.dead.is_none() && client.transactional_id().is_none() {
+                if let Some((batch, ids)) = client.pending.clone() {
+                    self.send(name, batch, ids, false).await?;
+                }
+            }
         }
         self.mirror_all().await
+    }
+
+    /// Partitions a failover stopped mirroring that are still read-only (and no link mirrors into now).
+    async fn read_only_after_failover(&self) -> Result<Vec<String>, SimError> {
+        let mut found = Vec::new();
+        for (cluster, topic) in &self.failed_over {
+            if self
+                .links
+                .iter()
+                .any(|link| &link.dest == cluster && &link.topic == topic)
+            {
+                continue;
+            }
+            let slot = self.leader(cluster, topic).await?;
+            let guard = slot.lock().await;
+            if guard
+                .as_ref()
+                .is_some_and(|replicas| replicas.leader.is_read_only())
+            {
+                found.push(format!("{cluster}/{topic}"));
+            }
+        }
+        Ok(found)
     }
 
     /// Invariant 5 for every running link: where source and destination both hold an offset, they hold the same
@@ -612,6 +672,21 @@ impl World {
     async fn finish(mut self) -> Result<Finished, SimError> {
         self.expire_producers().await;
         self.compare_mirrors().await?;
+        let read_only_after_failover = self.read_only_after_failover().await?;
+        let unacknowledged: Vec<String> = self
+            .clients
+            .iter()
+            .filter(|(_, client)| client.dead.is_none())
+            .filter_map(|(name, client)| {
+                let (_, ids) = client.pending.as_ref()?;
+                Some(format!(
+                    "{name} on {}: {} record(s) never acknowledged (last refusal: {})",
+                    client.cluster,
+                    ids.len(),
+                    client.last_refusal.map_or("none", |error| error.name())
+                ))
+            })
+            .collect();
         let mut logs = BTreeMap::new();
         let mut committed_views = BTreeMap::new();
         let mut last_stable_offsets = BTreeMap::new();
@@ -673,6 +748,8 @@ impl World {
             apps,
             client_errors: self.client_errors,
             failed_links: self.failed_links,
+            read_only_after_failover,
+            unacknowledged,
             operations: self.operations,
             shared_ids: self
                 .senders

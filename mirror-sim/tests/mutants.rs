@@ -1,0 +1,53 @@
+//! The verdict's own tests: each deliberate bug (`Mutation`) must turn the verdict of the matrix to DO NOT HOLD. A
+//! claim no mutant can move is not evidence.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
+
+use mirror_sim::report::{run_matrix, MatrixOptions};
+use mirror_sim::{Mutation, SimStorage, Strategy, Topology};
+
+fn options(mutation: Option<Mutation>) -> MatrixOptions {
+    MatrixOptions {
+        topologies: vec![Topology::ActivePassive],
+        strategies: vec![Strategy::Barrier],
+        seed: 1,
+        steps: 30,
+        storage: SimStorage::memory(),
+        shrink_budget: 0,
+        mutation,
+    }
+}
+
+#[test]
+fn without_a_mutant_the_barrier_claims_hold() {
+    let matrix = run_matrix(&options(None), &mut |_, _, _| {}).unwrap();
+    assert!(matrix.verdict.checked);
+    assert!(matrix.verdict.seed_claims_hold, "{:#?}", matrix.verdict);
+}
+
+#[test]
+fn a_failover_that_never_completes_fails_the_verdict_though_no_record_is_corrupted() {
+    let matrix = run_matrix(
+        &options(Some(Mutation::FailoverNeverCompletes)),
+        &mut |_, _, _| {},
+    )
+    .unwrap();
+    assert!(!matrix.verdict.seed_claims_hold, "{:#?}", matrix.verdict);
+    let failed: Vec<_> = matrix
+        .verdict
+        .seed_claims
+        .iter()
+        .filter(|claim| !claim.holds)
+        .collect();
+    assert_eq!(failed.len(), 1, "{failed:#?}");
+    assert!(
+        failed[0].claim.contains("every failover completes"),
+        "{failed:#?}"
+    );
+    assert!(
+        failed[0].evidence.contains("read-only after failover"),
+        "{failed:#?}"
+    );
+    assert!(failed[0].evidence.contains("READ_ONLY_TOPIC"), "{failed:#?}");
+    // (a)-(e) stay 0: only the new judgement notices the stuck failover.
+    assert!(matrix.cells.iter().all(|cell| cell.anomalies.corruption() == 0));
+}
