@@ -269,6 +269,33 @@ fn verdict(cells: &[Cell], options: &MatrixOptions) -> Verdict {
             },
         });
     }
+    let advance_cells: Vec<&Cell> = cells
+        .iter()
+        .filter(|cell| cell.strategy == Strategy::BarrierAdvance)
+        .collect();
+    if !advance_cells.is_empty() {
+        let shared: Vec<String> = advance_cells
+            .iter()
+            .filter(|cell| cell.anomalies.shared_ids > 0)
+            .map(|cell| {
+                format!(
+                    "{} / {}: {}",
+                    cell.topology,
+                    cell.workload.name(),
+                    cell.anomalies.shared_ids
+                )
+            })
+            .collect();
+        claims.push(Claim {
+            claim: "kip1279-notes §12.9 (Redpanda advances the allocator past mirrored ids): under barrier+advance no producer id is shared by two real clients, in either workload".into(),
+            holds: shared.is_empty(),
+            evidence: if shared.is_empty() {
+                format!("0 shared ids in {} cells", advance_cells.len())
+            } else {
+                shared.join("; ")
+            },
+        });
+    }
     for (strategy, topology, what, classes) in PREDICTIONS {
         if classes.is_empty()
             || !options.strategies.contains(&strategy)

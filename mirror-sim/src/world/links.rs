@@ -107,7 +107,7 @@ impl World {
             let log = &mut closed_if_none(guard.as_mut(), dest, topic)?.leader;
             if self.mutation == Some(super::Mutation::FailoverNeverCompletes) {
                 // The bug: the link is dropped without STOPPING.
-            } else if self.strategy.writes_barrier() {
+            } else if self.strategy.writes_barrier() && self.mutation != Some(super::Mutation::NoBarrier) {
                 link.driver
                     .handle(log, &mut link.fetcher, Event::Tick { now_ms: now })
                     .await
@@ -146,7 +146,10 @@ impl World {
             }
         }
         self.failed_over.insert((dest.to_owned(), topic.to_owned()));
-        if self.strategy == Strategy::BarrierAdvance && link.fetcher.max_producer_id >= 0 {
+        if self.strategy == Strategy::BarrierAdvance
+            && link.fetcher.max_producer_id >= 0
+            && self.mutation != Some(super::Mutation::AllocatorNotAdvanced)
+        {
             if let Some(node) = self.node(dest) {
                 node.advance_producer_ids_past(link.fetcher.max_producer_id)
                     .await

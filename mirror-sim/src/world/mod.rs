@@ -119,6 +119,10 @@ pub enum FetchBound {
 pub enum Mutation {
     /// A failover stops fetching but never runs STOPPING: no barrier, and the partition stays read-only.
     FailoverNeverCompletes,
+    /// The barrier strategies' failover opens the partition without the barrier (as `none` does).
+    NoBarrier,
+    /// `barrier+advance` does not move the destination's producer-id allocator past the mirrored ids.
+    AllocatorNotAdvanced,
 }
 
 /// Refusals the clients heard, by Kafka error name (visible errors, not anomalies).
