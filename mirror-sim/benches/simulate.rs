@@ -1,6 +1,6 @@
 //! Simulated client operations per second, in memory and on the file-system backend, printed as a Markdown
 //! table (medians of 5 runs; the fs/memory ratio is measured in the same run), and the wall time of the default
-//! matrix (`mirrorlog simulate`'s 7 topologies × 6 strategies × 2 workloads, with shrinking).
+//! matrix (`mirrorlog simulate`'s 7 topologies × 6 strategies × 3 workloads, with shrinking).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
 use std::time::{Duration, Instant};
@@ -63,7 +63,7 @@ fn main() {
         })
         .collect();
     println!(
-        "\nDefault matrix (84 cells on fs, shrinking included): median of 3 = {:.2} s",
+        "\nDefault matrix (126 cells on fs, shrinking included): median of 3 = {:.2} s",
         median(samples).as_secs_f64()
     );
 }

@@ -4,7 +4,7 @@
 //!
 //! | class | what is counted |
 //! |---|---|
-//! | (a) silent loss | records their cluster acknowledged that its log does not hold |
+//! | (a) silent loss | records their cluster acknowledged that its log does not hold (a failover's loss window — acknowledged by the lost source, never received by the destination — is counted apart) |
 //! | (b) duplicates | extra copies of a record id in one log |
 //! | (c) read_committed | records a read_committed consumer sees though their transaction never committed, and committed records it does not see |
 //! | (d) collisions | two real clients under one producer id in one log: (d1) same epoch with sequences out of order, (d2) a lower epoch after a higher one, (d3) a marker of one client ending a transaction holding another's records |
@@ -271,11 +271,16 @@ pub fn judge(run: &Finished) -> Findings {
         }
     }
 
-    // (a): every acknowledged record in the log of the cluster that acknowledged it.
+    // (a): every acknowledged record in the log of the cluster that acknowledged it — except what an unplanned
+    // failover lost in its window (acknowledged by the lost source, never received by the destination; a failback
+    // then cuts it from the old source too): that loss is the failover's, counted apart.
     for (id, record) in &run.truth.records {
         let Some(cluster) = &record.acked_on else {
             continue;
         };
+        if run.failover_window.contains(id) {
+            continue;
+        }
         let key = (cluster.clone(), record.topic.clone());
         if !held.get(&key).is_some_and(|ids| ids.contains(id)) {
             a.silent_loss += 1;

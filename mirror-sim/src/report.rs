@@ -95,6 +95,8 @@ pub struct Cell {
     pub read_only_after_failover: Vec<String>,
     /// Clients left with a batch never acknowledged, after a last flush.
     pub unacknowledged: Vec<String>,
+    /// Records a failover's source acknowledged that the destination did not hold when it took over.
+    pub failover_window: u64,
     /// Client operations executed.
     pub operations: u64,
     /// The oracle's notes (the first few).
@@ -193,6 +195,7 @@ pub fn run_matrix(
                 failed_links: finished.failed_links,
                 read_only_after_failover: finished.read_only_after_failover,
                 unacknowledged: finished.unacknowledged,
+                failover_window: finished.failover_window.len() as u64,
                 operations: finished.operations,
                 notes: findings.notes.into_iter().take(5).collect(),
                 reproduction,
@@ -218,7 +221,9 @@ fn verdict(cells: &[Cell], options: &MatrixOptions) -> Verdict {
     let mut claims = Vec::new();
     let barrier_cells: Vec<&Cell> = cells
         .iter()
-        .filter(|cell| cell.workload == Workload::Seed && cell.strategy.writes_barrier())
+        .filter(|cell| {
+            matches!(cell.workload, Workload::Seed | Workload::Unplanned) && cell.strategy.writes_barrier()
+        })
         .collect();
     if !barrier_cells.is_empty() {
         let dirty: Vec<String> = barrier_cells
@@ -226,15 +231,16 @@ fn verdict(cells: &[Cell], options: &MatrixOptions) -> Verdict {
             .filter(|cell| cell.anomalies.corruption() > 0)
             .map(|cell| {
                 format!(
-                    "{} / {}: {}",
+                    "{} / {} / {}: {}",
                     cell.topology,
+                    cell.workload.name(),
                     cell.strategy,
                     cell.anomalies.corruption()
                 )
             })
             .collect();
         claims.push(Claim {
-            claim: "the barrier strategies show no anomaly of (a)-(e) in the scenarios the seeds describe"
+            claim: "the barrier strategies show no anomaly of (a)-(e) in the scenarios the seeds describe, with planned and unplanned failovers (a failover's loss window is not an anomaly)"
                 .into(),
             holds: dirty.is_empty(),
             evidence: if dirty.is_empty() {
@@ -245,7 +251,7 @@ fn verdict(cells: &[Cell], options: &MatrixOptions) -> Verdict {
         });
         let mut unfinished: Vec<String> = Vec::new();
         for cell in &barrier_cells {
-            let at = format!("{} / {}", cell.topology, cell.strategy);
+            let at = format!("{} / {} / {}", cell.topology, cell.workload.name(), cell.strategy);
             unfinished.extend(
                 cell.failed_links
                     .iter()
@@ -373,11 +379,12 @@ pub fn render_text(matrix: &Matrix) -> String {
         let title = match workload {
             Workload::Seed => "Workload `seed`: mirrored producers, then local producers after failover; moving clients re-initialise",
             Workload::Beyond => "Workload `beyond`: moving producers keep their ids, transactional ids expire, applications under both policies",
+            Workload::Unplanned => "Workload `unplanned`: the seed workload, but each source is lost with open transactions and data not yet mirrored",
         };
         let _ = writeln!(out, "{title}");
         let _ = writeln!(
             out,
-            "{:<15} {:<21} {:>4} {:>4} {:>4} {:>4} {:>4} {:>4} {:>4} {:>9} {:>7} {:>6} {:>9} {:>11}",
+            "{:<15} {:<21} {:>4} {:>4} {:>4} {:>4} {:>4} {:>4} {:>4} {:>9} {:>7} {:>6} {:>9} {:>11} {:>7}",
             "topology",
             "strategy",
             "(a)",
@@ -391,14 +398,15 @@ pub fn render_text(matrix: &Matrix) -> String {
             "shared",
             "ops",
             "refusals",
-            "unfinished"
+            "unfinished",
+            "window"
         );
         for cell in matrix.cells.iter().filter(|cell| cell.workload == workload) {
             let a = &cell.anomalies;
             let refusals: u64 = cell.client_errors.values().sum();
             let _ = writeln!(
                 out,
-                "{:<15} {:<21} {:>4} {:>4} {:>4} {:>4} {:>4} {:>4} {:>4} {:>9} {:>7} {:>6} {:>9} {:>11}",
+                "{:<15} {:<21} {:>4} {:>4} {:>4} {:>4} {:>4} {:>4} {:>4} {:>9} {:>7} {:>6} {:>9} {:>11} {:>7}",
                 cell.topology.name(),
                 cell.strategy.name(),
                 a.silent_loss,
@@ -417,14 +425,15 @@ pub fn render_text(matrix: &Matrix) -> String {
                     cell.failed_links.len(),
                     cell.read_only_after_failover.len(),
                     cell.unacknowledged.len()
-                )
+                ),
+                cell.failover_window
             );
         }
         let _ = writeln!(out);
     }
     let _ = writeln!(
         out,
-        "(a) acknowledged but not in the log  (b) duplicate copies  (c) read_committed shows aborted / hides committed\n(d1) two producers, one id, same epoch, sequence out of order  (d2) lower epoch accepted  (d3) one's marker ends the other's transaction\n(e) leader/follower/recovered producer state differ  (f) applications dead/recoveries/duplicated-or-lost inputs\nshared: producer ids two real clients sent under to one partition (refused or not)  refusals: errors the clients heard\nunfinished: links failed / failed-over partitions left read-only / clients whose last batch was never acknowledged\n"
+        "(a) acknowledged but not in the log  (b) duplicate copies  (c) read_committed shows aborted / hides committed\n(d1) two producers, one id, same epoch, sequence out of order  (d2) lower epoch accepted  (d3) one's marker ends the other's transaction\n(e) leader/follower/recovered producer state differ  (f) applications dead/recoveries/duplicated-or-lost inputs\nshared: producer ids two real clients sent under to one partition (refused or not)  refusals: errors the clients heard\nunfinished: links failed / failed-over partitions left read-only / clients whose last batch was never acknowledged\nwindow: records a failover's source acknowledged that its destination had not received (the loss window of an unplanned failover)\n"
     );
     let with_repro: Vec<&Cell> = matrix
         .cells

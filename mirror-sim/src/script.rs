@@ -299,17 +299,22 @@ pub enum Workload {
     /// What the seeds do not discuss: idempotent producers that keep their source-issued id and epoch across
     /// failover, transactional ids that expire while idle, and applications under both error policies.
     Beyond,
+    /// The seed workload with unplanned failovers: the source is lost with open transactions and data the link
+    /// has not copied yet (no commit, no catch-up before the stop). What the source acknowledged and the
+    /// destination never received is the failover's loss window, counted apart from silent loss.
+    Unplanned,
 }
 
 impl Workload {
-    /// Both workloads.
-    pub const ALL: [Workload; 2] = [Workload::Seed, Workload::Beyond];
+    /// Every workload, in report order.
+    pub const ALL: [Workload; 3] = [Workload::Seed, Workload::Beyond, Workload::Unplanned];
 
     /// The name in reports.
     pub fn name(self) -> &'static str {
         match self {
             Workload::Seed => "seed",
             Workload::Beyond => "beyond",
+            Workload::Unplanned => "unplanned",
         }
     }
 }
@@ -425,6 +430,10 @@ impl Builder {
     /// Every open transaction of the clients on `clusters` ends (committed), then the links catch up: a
     /// planned failover.
     fn settle(&mut self, clusters: &[&str]) {
+        if self.workload == Workload::Unplanned {
+            // The source is lost as it is: open transactions stay open, the link has copied what it has.
+            return;
+        }
         let transactional: Vec<String> = self
             .clients
             .iter()

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use mirror_sim::report::{render_text, run_matrix, MatrixOptions, DEFAULT_SHRINK_BUDGET};
 use mirror_sim::shrink::Reproduction;
-use mirror_sim::{run_script, SimStorage, Strategy, Topology};
+use mirror_sim::{run_script, SimStorage, Strategy, Topology, Workload};
 
 use crate::error::CliError;
 
@@ -105,7 +105,7 @@ pub fn simulate(args: SimulateArgs, out: &mut dyn Write) -> Result<Conclusion, C
         shrink_budget: DEFAULT_SHRINK_BUDGET,
         mutation: None,
     };
-    let total = (options.topologies.len() * 2 * options.strategies.len()) as u64;
+    let total = (options.topologies.len() * Workload::ALL.len() * options.strategies.len()) as u64;
     let bar = indicatif::ProgressBar::new(total);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} cells  {msg}")

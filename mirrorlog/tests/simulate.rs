@@ -62,7 +62,7 @@ fn json_is_one_document_with_every_cell_and_the_verdict() {
     ]);
     assert!(output.status.success());
     let value: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(value["cells"].as_array().unwrap().len(), 2, "two workloads");
+    assert_eq!(value["cells"].as_array().unwrap().len(), 3, "three workloads");
     assert_eq!(value["verdict"]["seed_claims_hold"], true);
     assert_eq!(value["verdict"]["checked"], true);
     for cell in value["cells"].as_array().unwrap() {

@@ -146,6 +146,7 @@ impl World {
             }
         }
         self.failed_over.insert((dest.to_owned(), topic.to_owned()));
+        self.note_failover_window(&link.source, dest, topic).await?;
         if self.strategy == Strategy::BarrierAdvance
             && link.fetcher.max_producer_id >= 0
             && self.mutation != Some(super::Mutation::AllocatorNotAdvanced)

@@ -303,6 +303,9 @@ pub struct Finished {
     /// Clients still holding a batch that was never acknowledged at the end, after a last flush, with the last
     /// refusal they heard.
     pub unacknowledged: Vec<String>,
+    /// Records a failover's source acknowledged (and a read_committed consumer saw there) that the destination
+    /// did not hold when it took over: the failover's loss window, not silent loss (record ids).
+    pub failover_window: std::collections::BTreeSet<u64>,
     /// Client operations executed (produce attempts, transaction ends, initialisations).
     pub operations: u64,
     /// (cluster, topic, producer id) under which two or more real clients sent batches, with the clients.
@@ -325,6 +328,8 @@ pub struct World {
     failed_links: Vec<String>,
     /// (cluster, topic) of every partition a failover stopped mirroring.
     failed_over: std::collections::BTreeSet<(String, String)>,
+    /// Records a failover's source acknowledged that its destination never received.
+    failover_window: std::collections::BTreeSet<u64>,
     operations: u64,
     /// The client whose transaction each transactional id last opened (the owner of the markers that end it).
     txn_owners: BTreeMap<TransactionalId, String>,
@@ -364,6 +369,7 @@ impl World {
             divergences: Vec::new(),
             failed_links: Vec::new(),
             failed_over: std::collections::BTreeSet::new(),
+            failover_window: std::collections::BTreeSet::new(),
             operations: 0,
             senders: BTreeMap::new(),
             txn_owners: BTreeMap::new(),
@@ -590,6 +596,48 @@ impl World {
         self.mirror_all().await
     }
 
+    /// What a read_committed consumer of `topic`'s leader on `cluster` sees: (offset, record id).
+    async fn committed_view(&self, cluster: &str, topic: &str) -> Result<Vec<(i64, u64)>, SimError> {
+        let slot = self.leader(cluster, topic).await?;
+        let guard = slot.lock().await;
+        match guard.as_ref() {
+            Some(replicas) => {
+                let log = &replicas.leader;
+                committed_records(log, log.log_start_offset()).await
+            }
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Notes the records `source` acknowledged in `topic` that `dest` does not hold as it takes over.
+    pub(super) async fn note_failover_window(
+        &mut self,
+        source: &str,
+        dest: &str,
+        topic: &str,
+    ) -> Result<(), SimError> {
+        let on_source = self.committed_view(source, topic).await?;
+        let on_dest: std::collections::BTreeSet<u64> = self
+            .committed_view(dest, topic)
+            .await?
+            .into_iter()
+            .map(|(_, id)| id)
+            .collect();
+        let lost: Vec<u64> = on_source
+            .into_iter()
+            .map(|(_, id)| id)
+            .filter(|id| !on_dest.contains(id))
+            .filter(|id| {
+                self.truth
+                    .records
+                    .get(id)
+                    .is_some_and(|truth| truth.acked_on.as_deref() == Some(source))
+            })
+            .collect();
+        self.failover_window.extend(lost);
+        Ok(())
+    }
+
     /// Partitions a failover stopped mirroring that are still read-only (and no link mirrors into now).
     async fn read_only_after_failover(&self) -> Result<Vec<String>, SimError> {
         let mut found = Vec::new();
@@ -754,6 +802,7 @@ impl World {
             failed_links: self.failed_links,
             read_only_after_failover,
             unacknowledged,
+            failover_window: self.failover_window,
             operations: self.operations,
             shared_ids: self
                 .senders
