@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use mirror_sim::report::{run_matrix, MatrixOptions, DEFAULT_SHRINK_BUDGET};
+use mirror_sim::report::{run_matrix, MatrixOptions, DEFAULT_PREDICTION_SEEDS, DEFAULT_SHRINK_BUDGET};
 use mirror_sim::{generate, run_script, SimStorage, Strategy, Topology, Workload};
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -53,6 +53,7 @@ fn main() {
         steps: 30,
         storage: SimStorage::backend(storage_config::Backend::Fs),
         shrink_budget: DEFAULT_SHRINK_BUDGET,
+        prediction_seeds: DEFAULT_PREDICTION_SEEDS,
         mutation: None,
     };
     let samples: Vec<Duration> = (0..3)

@@ -13,6 +13,7 @@ fn options(mutation: Option<Mutation>) -> MatrixOptions {
         steps: 30,
         storage: SimStorage::memory(),
         shrink_budget: 0,
+        prediction_seeds: 5,
         mutation,
     }
 }

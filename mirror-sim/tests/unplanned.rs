@@ -9,7 +9,11 @@ use mirror_sim::{generate, run_script, SimStorage, Strategy, Topology, Workload}
 fn a_planned_failover_loses_nothing_in_its_window() {
     let script = generate(Topology::ActivePassive, Workload::Seed, 1, 30);
     let (findings, finished) = run_script(&script, Strategy::Barrier, &SimStorage::memory()).unwrap();
-    assert!(finished.failover_window.is_empty(), "{:?}", finished.failover_window);
+    assert!(
+        finished.failover_window.is_empty(),
+        "{:?}",
+        finished.failover_window
+    );
     assert_eq!(findings.anomalies.corruption(), 0, "{:?}", findings.notes);
 }
 
@@ -18,11 +22,22 @@ fn an_unplanned_failover_loses_its_window_and_nothing_else_under_the_barrier() {
     for topology in [Topology::ActivePassive, Topology::Failback, Topology::Chain3] {
         let script = generate(topology, Workload::Unplanned, 1, 30);
         let (findings, finished) = run_script(&script, Strategy::Barrier, &SimStorage::memory()).unwrap();
-        assert!(!finished.failover_window.is_empty(), "{topology}: the source lost unmirrored records");
-        assert_eq!(findings.anomalies.corruption(), 0, "{topology}: {:?}", findings.notes);
+        assert!(
+            !finished.failover_window.is_empty(),
+            "{topology}: the source lost unmirrored records"
+        );
+        assert_eq!(
+            findings.anomalies.corruption(),
+            0,
+            "{topology}: {:?}",
+            findings.notes
+        );
         // Every record in the window was acknowledged by the cluster that lost it.
         for id in &finished.failover_window {
-            assert!(finished.truth.records[id].acked_on.is_some(), "{topology}: record {id}");
+            assert!(
+                finished.truth.records[id].acked_on.is_some(),
+                "{topology}: record {id}"
+            );
         }
     }
 }
@@ -33,12 +48,8 @@ fn without_the_window_a_failback_would_count_the_lost_records_as_silent_loss() {
     // it acknowledged leave its log — exactly the window, and nothing the oracle may call (a).
     let script = generate(Topology::Failback, Workload::Unplanned, 1, 30);
     let (_, finished) = run_script(&script, Strategy::Barrier, &SimStorage::memory()).unwrap();
-    let held: std::collections::BTreeSet<u64> = finished
-        .committed_views
-        .values()
-        .flatten()
-        .copied()
-        .collect();
+    let held: std::collections::BTreeSet<u64> =
+        finished.committed_views.values().flatten().copied().collect();
     let cut = finished
         .failover_window
         .iter()

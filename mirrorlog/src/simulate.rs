@@ -4,7 +4,9 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use mirror_sim::report::{render_text, run_matrix, MatrixOptions, DEFAULT_SHRINK_BUDGET};
+use mirror_sim::report::{
+    render_text, run_matrix, MatrixOptions, DEFAULT_PREDICTION_SEEDS, DEFAULT_SHRINK_BUDGET,
+};
 use mirror_sim::shrink::Reproduction;
 use mirror_sim::{run_script, SimStorage, Strategy, Topology, Workload};
 
@@ -26,6 +28,9 @@ pub struct SimulateArgs {
     /// Client operations per phase of each scenario (1 to 10,000: a script is generated whole before it runs).
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub steps: u64,
+    /// Seeds each prediction of the seeds is checked over, from `--seed` on (1 to 10,000; in memory).
+    #[arg(long, default_value_t = DEFAULT_PREDICTION_SEEDS, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub seeds: u64,
     /// A storage config: its backend, durability and options are used, and each run's stores go to a fresh
     /// directory inside its `data_dir` (default: fs, under the system's temporary directory).
     #[arg(long)]
@@ -103,6 +108,7 @@ pub fn simulate(args: SimulateArgs, out: &mut dyn Write) -> Result<Conclusion, C
         steps: usize::try_from(args.steps).unwrap_or(10_000),
         storage,
         shrink_budget: DEFAULT_SHRINK_BUDGET,
+        prediction_seeds: args.seeds,
         mutation: None,
     };
     let total = (options.topologies.len() * Workload::ALL.len() * options.strategies.len()) as u64;
