@@ -116,8 +116,8 @@ pub struct Matrix {
     pub backend: String,
     /// Every cell, in run order.
     pub cells: Vec<Cell>,
-    /// Each selected prediction checked over many seeds.
-    pub predictions: Vec<PredictionRate>,
+    /// Each selected cell of the seed workload run over many seeds (the predictions are judged on these).
+    pub seed_rates: Vec<SeedRates>,
     /// The verdict.
     pub verdict: Verdict,
 }
@@ -209,67 +209,104 @@ pub fn run_matrix(
             );
         }
     }
-    let rates = prediction_rates(options)?;
+    let rates = seed_rates(options)?;
     let verdict = verdict(&cells, &rates, options);
     Ok(Matrix {
         seed: options.seed,
         steps: options.steps,
         backend: options.storage.name().to_owned(),
         cells,
-        predictions: rates,
+        seed_rates: rates,
         verdict,
     })
 }
 
-/// One prediction checked over many seeds: in how many of them its cell shows one of its classes.
+/// One cell of the seed workload run over many seeds: in how many of them each corruption class appears.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PredictionRate {
+pub struct SeedRates {
     /// The strategy.
     pub strategy: Strategy,
     /// The topology.
     pub topology: Topology,
     /// Seeds run.
     pub seeds: u64,
-    /// Seeds whose run showed one of the predicted classes.
-    pub showing: u64,
     /// The first seed run.
     pub first_seed: u64,
+    /// For each class of (a)–(e), the seeds whose run showed it.
+    pub classes: BTreeMap<Class, u64>,
+    /// For a cell the seeds make a prediction about, the seeds whose run showed one of its classes.
+    pub predicted: Option<u64>,
 }
 
-/// Runs each selected prediction's cell over `prediction_seeds` seeds (memory, no shrinking).
-fn prediction_rates(options: &MatrixOptions) -> Result<Vec<PredictionRate>, SimError> {
+/// The classes (a)–(e) the rates count (the applications' (f) is reported, not predicted).
+const CORRUPTION_CLASSES: [Class; 7] = [
+    Class::SilentLoss,
+    Class::Duplicates,
+    Class::ReadCommitted,
+    Class::CollisionSameEpoch,
+    Class::CollisionLowerEpoch,
+    Class::CollisionMarker,
+    Class::Divergence,
+];
+
+/// Runs every selected cell of the seed workload over `prediction_seeds` seeds (memory, no shrinking).
+fn seed_rates(options: &MatrixOptions) -> Result<Vec<SeedRates>, SimError> {
     let mut rates = Vec::new();
-    for (strategy, topology, _, classes) in PREDICTIONS {
-        if !options.strategies.contains(&strategy) || !options.topologies.contains(&topology) {
-            continue;
-        }
-        let mut showing = 0;
-        for offset in 0..options.prediction_seeds {
-            let seed = options.seed.wrapping_add(offset);
-            let script = generate(topology, Workload::Seed, seed, options.steps);
-            let (findings, _) = crate::run_script_mutated(
-                &script,
-                strategy,
-                &SimStorage::memory(),
-                crate::FetchBound::default(),
-                options.mutation,
-            )?;
-            if classes.iter().any(|class| class.count(&findings.anomalies) > 0) {
-                showing += 1;
+    for &topology in &options.topologies {
+        let scripts: Vec<Script> = (0..options.prediction_seeds)
+            .map(|offset| {
+                generate(
+                    topology,
+                    Workload::Seed,
+                    options.seed.wrapping_add(offset),
+                    options.steps,
+                )
+            })
+            .collect();
+        for &strategy in &options.strategies {
+            let prediction = PREDICTIONS
+                .iter()
+                .find(|(s, t, _, _)| *s == strategy && *t == topology)
+                .map(|(_, _, _, classes)| *classes);
+            let mut classes: BTreeMap<Class, u64> =
+                CORRUPTION_CLASSES.iter().map(|class| (*class, 0)).collect();
+            let mut predicted = prediction.map(|_| 0);
+            for script in &scripts {
+                let (findings, _) = crate::run_script_mutated(
+                    script,
+                    strategy,
+                    &SimStorage::memory(),
+                    crate::FetchBound::default(),
+                    options.mutation,
+                )?;
+                for (class, seeds) in classes.iter_mut() {
+                    if class.count(&findings.anomalies) > 0 {
+                        *seeds += 1;
+                    }
+                }
+                if let (Some(predicted), Some(predicted_classes)) = (predicted.as_mut(), prediction) {
+                    if predicted_classes
+                        .iter()
+                        .any(|class| class.count(&findings.anomalies) > 0)
+                    {
+                        *predicted += 1;
+                    }
+                }
             }
+            rates.push(SeedRates {
+                strategy,
+                topology,
+                seeds: options.prediction_seeds,
+                first_seed: options.seed,
+                classes,
+                predicted,
+            });
         }
-        rates.push(PredictionRate {
-            strategy,
-            topology,
-            seeds: options.prediction_seeds,
-            showing,
-            first_seed: options.seed,
-        });
     }
     Ok(rates)
 }
 
-fn verdict(cells: &[Cell], rates: &[PredictionRate], options: &MatrixOptions) -> Verdict {
+fn verdict(cells: &[Cell], rates: &[SeedRates], options: &MatrixOptions) -> Verdict {
     let mut claims = Vec::new();
     let barrier_cells: Vec<&Cell> = cells
         .iter()
@@ -355,9 +392,10 @@ fn verdict(cells: &[Cell], rates: &[PredictionRate], options: &MatrixOptions) ->
         });
     }
     for (strategy, topology, what, classes) in PREDICTIONS {
-        let Some(rate) = rates
+        let Some((rate, showing)) = rates
             .iter()
-            .find(|rate| rate.strategy == strategy && rate.topology == topology)
+            .filter(|rate| rate.strategy == strategy && rate.topology == topology)
+            .find_map(|rate| rate.predicted.map(|showing| (rate, showing)))
         else {
             continue;
         };
@@ -382,11 +420,11 @@ fn verdict(cells: &[Cell], rates: &[PredictionRate], options: &MatrixOptions) ->
             .unwrap_or_default();
         claims.push(Claim {
             claim: format!("{strategy} in {topology}: {what}"),
-            holds: rate.seeds > 0 && rate.showing * 100 >= PREDICTION_SHARE_PERCENT * rate.seeds,
+            holds: rate.seeds > 0 && showing * 100 >= PREDICTION_SHARE_PERCENT * rate.seeds,
             evidence: format!(
                 "{} in {} of {} seeds ({}–{}; holds from {}%); {this_run}",
                 labels.join(" or "),
-                rate.showing,
+                showing,
                 rate.seeds,
                 rate.first_seed,
                 rate.first_seed.wrapping_add(rate.seeds.saturating_sub(1)),
@@ -432,7 +470,38 @@ fn verdict(cells: &[Cell], rates: &[PredictionRate], options: &MatrixOptions) ->
     }
 }
 
-/// The human report: the two tables, the reproductions, the verdict.
+/// The seed workload's cells over many seeds: for each class, in how many seeds it appears.
+fn render_seed_rates(out: &mut String, matrix: &Matrix) {
+    let Some(first) = matrix.seed_rates.first() else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "Workload `seed` over seeds {}–{}: in how many of the {} seeds each class appears (in memory)",
+        first.first_seed,
+        first.first_seed.wrapping_add(first.seeds.saturating_sub(1)),
+        first.seeds
+    );
+    let _ = writeln!(
+        out,
+        "{:<15} {:<21} {:>4} {:>4} {:>4} {:>4} {:>4} {:>4} {:>4}  predicted",
+        "topology", "strategy", "(a)", "(b)", "(c)", "(d1)", "(d2)", "(d3)", "(e)"
+    );
+    for rate in &matrix.seed_rates {
+        let mut line = format!("{:<15} {:<21}", rate.topology.name(), rate.strategy.name());
+        for class in CORRUPTION_CLASSES {
+            let _ = write!(line, " {:>4}", rate.classes.get(&class).copied().unwrap_or(0));
+        }
+        if let Some(showing) = rate.predicted {
+            let _ = write!(line, "  {showing}/{}", rate.seeds);
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    let _ = writeln!(out);
+}
+
+/// The human report: the tables of the three workloads, the seed workload's rates over many seeds, the
+/// reproductions, the verdict.
 pub fn render_text(matrix: &Matrix) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -500,6 +569,7 @@ pub fn render_text(matrix: &Matrix) -> String {
         out,
         "(a) acknowledged but not in the log  (b) duplicate copies  (c) read_committed shows aborted / hides committed\n(d1) two producers, one id, same epoch, sequence out of order  (d2) lower epoch accepted  (d3) one's marker ends the other's transaction\n(e) leader/follower/recovered producer state differ  (f) applications dead/recoveries/duplicated-or-lost inputs\nshared: producer ids two real clients sent under to one partition (refused or not)  refusals: errors the clients heard\nunfinished: links failed / failed-over partitions left read-only / clients whose last batch was never acknowledged\nwindow: records a failover's source acknowledged that its destination had not received (the loss window of an unplanned failover)\n"
     );
+    render_seed_rates(&mut out, matrix);
     let with_repro: Vec<&Cell> = matrix
         .cells
         .iter()
@@ -586,12 +656,13 @@ mod tests {
     }
 
     fn prediction_claim(showing: u64) -> Claim {
-        let rate = PredictionRate {
+        let rate = SeedRates {
             strategy: Strategy::None,
             topology: Topology::ActivePassive,
             seeds: 20,
-            showing,
             first_seed: 7,
+            classes: BTreeMap::new(),
+            predicted: Some(showing),
         };
         let verdict = verdict(&[], &[rate], &options());
         verdict

@@ -23,13 +23,13 @@ fn rates_over_100_seeds(strategy: Strategy, topology: Topology) -> mirror_sim::r
 fn every_prediction_of_the_seeds_shows_in_at_least_80_of_100_seeds() {
     for (strategy, topology, _, _) in PREDICTIONS {
         let matrix = rates_over_100_seeds(strategy, topology);
-        assert_eq!(matrix.predictions.len(), 1, "{strategy} in {topology}");
-        let rate = &matrix.predictions[0];
+        assert_eq!(matrix.seed_rates.len(), 1, "{strategy} in {topology}");
+        let rate = &matrix.seed_rates[0];
         assert_eq!((rate.seeds, rate.first_seed), (100, 1));
+        let showing = rate.predicted.expect("a predicted cell");
         assert!(
-            rate.showing >= 80,
-            "{strategy} in {topology}: shown in {} of 100 seeds",
-            rate.showing
+            showing >= 80,
+            "{strategy} in {topology}: shown in {showing} of 100 seeds"
         );
         let claim = matrix
             .verdict
@@ -43,7 +43,13 @@ fn every_prediction_of_the_seeds_shows_in_at_least_80_of_100_seeds() {
 }
 
 #[test]
-fn a_barrier_strategy_alone_checks_no_prediction() {
+fn the_barrier_shows_no_corruption_class_in_any_of_100_seeds_of_chain_5() {
     let matrix = rates_over_100_seeds(Strategy::Barrier, Topology::Chain5);
-    assert!(matrix.predictions.is_empty());
+    let rate = &matrix.seed_rates[0];
+    assert_eq!(
+        rate.predicted, None,
+        "the seeds predict nothing bad of the barrier"
+    );
+    assert_eq!(rate.classes.len(), 7, "(a)-(e) are all counted");
+    assert!(rate.classes.values().all(|&seeds| seeds == 0), "{rate:?}");
 }
