@@ -97,6 +97,9 @@ pub struct Cell {
     pub unacknowledged: Vec<String>,
     /// Records a failover's source acknowledged that the destination did not hold when it took over.
     pub failover_window: u64,
+    /// Mirrors whose producer state differed from their source's as a planned failover began (the barrier's
+    /// scope at work; reported, not judged).
+    pub state_drift: Vec<String>,
     /// Client operations executed.
     pub operations: u64,
     /// The oracle's notes (the first few).
@@ -198,6 +201,7 @@ pub fn run_matrix(
                 read_only_after_failover: finished.read_only_after_failover,
                 unacknowledged: finished.unacknowledged,
                 failover_window: finished.failover_window.len() as u64,
+                state_drift: finished.state_drift,
                 operations: finished.operations,
                 notes: findings.notes.into_iter().take(5).collect(),
                 reproduction,
@@ -518,7 +522,7 @@ pub fn render_text(matrix: &Matrix) -> String {
         let _ = writeln!(out, "{title}");
         let _ = writeln!(
             out,
-            "{:<15} {:<21} {:>4} {:>4} {:>4} {:>4} {:>4} {:>4} {:>4} {:>9} {:>7} {:>6} {:>9} {:>11} {:>7}",
+            "{:<15} {:<21} {:>4} {:>4} {:>4} {:>4} {:>4} {:>4} {:>4} {:>9} {:>7} {:>6} {:>9} {:>11} {:>7} {:>6}",
             "topology",
             "strategy",
             "(a)",
@@ -533,14 +537,15 @@ pub fn render_text(matrix: &Matrix) -> String {
             "ops",
             "refusals",
             "unfinished",
-            "window"
+            "window",
+            "drift"
         );
         for cell in matrix.cells.iter().filter(|cell| cell.workload == workload) {
             let a = &cell.anomalies;
             let refusals: u64 = cell.client_errors.values().sum();
             let _ = writeln!(
                 out,
-                "{:<15} {:<21} {:>4} {:>4} {:>4} {:>4} {:>4} {:>4} {:>4} {:>9} {:>7} {:>6} {:>9} {:>11} {:>7}",
+                "{:<15} {:<21} {:>4} {:>4} {:>4} {:>4} {:>4} {:>4} {:>4} {:>9} {:>7} {:>6} {:>9} {:>11} {:>7} {:>6}",
                 cell.topology.name(),
                 cell.strategy.name(),
                 a.silent_loss,
@@ -560,14 +565,15 @@ pub fn render_text(matrix: &Matrix) -> String {
                     cell.read_only_after_failover.len(),
                     cell.unacknowledged.len()
                 ),
-                cell.failover_window
+                cell.failover_window,
+                cell.state_drift.len()
             );
         }
         let _ = writeln!(out);
     }
     let _ = writeln!(
         out,
-        "(a) acknowledged but not in the log  (b) duplicate copies  (c) read_committed shows aborted / hides committed\n(d1) two producers, one id, same epoch, sequence out of order  (d2) lower epoch accepted  (d3) one's marker ends the other's transaction\n(e) leader/follower/recovered producer state differ  (f) applications dead/recoveries/duplicated-or-lost inputs\nshared: producer ids two real clients sent under to one partition (refused or not)  refusals: errors the clients heard\nunfinished: links failed / failed-over partitions left read-only / clients whose last batch was never acknowledged\nwindow: records a failover's source acknowledged that its destination had not received (the loss window of an unplanned failover)\n"
+        "(a) acknowledged but not in the log  (b) duplicate copies  (c) read_committed shows aborted / hides committed\n(d1) two producers, one id, same epoch, sequence out of order  (d2) lower epoch accepted  (d3) one's marker ends the other's transaction\n(e) leader/follower/recovered producer state differ  (f) applications dead/recoveries/duplicated-or-lost inputs\nshared: producer ids two real clients sent under to one partition (refused or not)  refusals: errors the clients heard\nunfinished: links failed / failed-over partitions left read-only / clients whose last batch was never acknowledged\nwindow: records a failover's source acknowledged that its destination had not received (the loss window of an unplanned failover)\ndrift: caught-up mirrors whose producer state differed from their source's as a planned failover began (not judged)\n"
     );
     render_seed_rates(&mut out, matrix);
     let with_repro: Vec<&Cell> = matrix

@@ -99,6 +99,8 @@ impl World {
         else {
             return Ok(());
         };
+        let source = self.links[index].source.clone();
+        self.compare_mirror_state(&source, dest, topic).await?;
         let mut link = self.links.remove(index);
         let dest_slot = self.leader(dest, topic).await?;
         let now = self.now();

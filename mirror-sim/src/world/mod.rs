@@ -310,6 +310,11 @@ pub struct Finished {
     pub operations: u64,
     /// (cluster, topic, producer id) under which two or more real clients sent batches, with the clients.
     pub shared_ids: Vec<String>,
+    /// Mirrors whose producer state differed from their source's as a planned failover began (caught up, same
+    /// bytes): what the barrier's scope does to a cluster that stores another cluster's barrier. Reported, not
+    /// an anomaly: a mirror validates nothing it stores, and its own barrier clears its state before it is
+    /// writable.
+    pub state_drift: Vec<String>,
 }
 
 /// The simulated world; see the module docs.
@@ -325,6 +330,7 @@ pub struct World {
     next_record: u64,
     client_errors: ClientErrors,
     divergences: Vec<String>,
+    state_drift: Vec<String>,
     failed_links: Vec<String>,
     /// (cluster, topic) of every partition a failover stopped mirroring.
     failed_over: std::collections::BTreeSet<(String, String)>,
@@ -367,6 +373,7 @@ impl World {
             next_record: 0,
             client_errors: ClientErrors::new(),
             divergences: Vec::new(),
+            state_drift: Vec::new(),
             failed_links: Vec::new(),
             failed_over: std::collections::BTreeSet::new(),
             failover_window: std::collections::BTreeSet::new(),
@@ -573,6 +580,70 @@ impl World {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Before a planned failover of `dest`: when the link has caught up (both leaders end at the same offset,
+    /// ids untransformed), records whether the mirror's producer state differs from its source's, and how.
+    pub(super) async fn compare_mirror_state(
+        &mut self,
+        source: &str,
+        dest: &str,
+        topic: &str,
+    ) -> Result<(), SimError> {
+        if self.strategy.map_producer_id(0) != 0 {
+            return Ok(());
+        }
+        let (Some(source_node), Some(dest_node)) = (self.node(source), self.node(dest)) else {
+            return Ok(());
+        };
+        let of_source = source_node
+            .replica_summaries(topic, 0)
+            .await
+            .map_err(SimError::node)?;
+        let of_dest = dest_node
+            .replica_summaries(topic, 0)
+            .await
+            .map_err(SimError::node)?;
+        let (Some(of_source), Some(of_dest)) = (of_source.into_iter().next(), of_dest.into_iter().next())
+        else {
+            return Ok(());
+        };
+        if of_source.log_end_offset != of_dest.log_end_offset {
+            return Ok(());
+        }
+        let kept: Vec<i64> = of_dest
+            .producers
+            .keys()
+            .filter(|id| !of_source.producers.contains_key(id))
+            .copied()
+            .collect();
+        let dropped: Vec<i64> = of_source
+            .producers
+            .keys()
+            .filter(|id| !of_dest.producers.contains_key(id))
+            .copied()
+            .collect();
+        let differing: Vec<String> = of_dest
+            .producers
+            .iter()
+            .filter_map(|(id, entry)| {
+                let other = of_source.producers.get(id)?;
+                (other != entry).then(|| format!("{id} (mirror {entry:?}, source {other:?})"))
+            })
+            .collect();
+        if kept.is_empty()
+            && dropped.is_empty()
+            && differing.is_empty()
+            && of_source.ongoing_transactions == of_dest.ongoing_transactions
+        {
+            return Ok(());
+        }
+        self.state_drift.push(format!(
+            "{dest}/{topic} mirroring {source} at offset {}: producers only the mirror holds {kept:?}, only the source {dropped:?}, held differently [{}]",
+            of_dest.log_end_offset,
+            differing.join(", ")
+        ));
         Ok(())
     }
 
@@ -797,6 +868,7 @@ impl World {
             committed_views,
             last_stable_offsets,
             divergences: self.divergences,
+            state_drift: self.state_drift,
             apps,
             client_errors: self.client_errors,
             failed_links: self.failed_links,
