@@ -432,6 +432,9 @@ impl Builder {
     fn settle(&mut self, clusters: &[&str]) {
         if self.workload == Workload::Unplanned {
             // The source is lost as it is: open transactions stay open, the link has copied what it has.
+            for cluster in clusters {
+                self.straddle_the_lso(cluster);
+            }
             return;
         }
         let transactional: Vec<String> = self
@@ -444,6 +447,56 @@ impl Builder {
             self.steps.push(Step::EndTxn { client, commit: true });
         }
         self.steps.push(Step::Mirror);
+    }
+
+    /// Just before `cluster` is lost, per topic with a transactional producer: that producer's transaction (T1)
+    /// is followed by a second producer's (T2), then T1 aborts and the links fetch. T1's records lie below the
+    /// source's last stable offset (T2's first offset) and its abort marker above it, so the link copies them
+    /// without their marker: the one case an LSO-bounded fetch cannot keep out, which STOPPING's cut to the LSO
+    /// removes. Then every idempotent producer writes three more batches, which the link never copies.
+    fn straddle_the_lso(&mut self, cluster: &str) {
+        let mut firsts: Vec<(String, String)> = Vec::new();
+        for (name, at, topic, transactional) in &self.clients {
+            if at == cluster
+                && *transactional
+                && !name.contains("/app-")
+                && !firsts.iter().any(|(_, t)| t == topic)
+            {
+                firsts.push((name.clone(), topic.clone()));
+            }
+        }
+        for (first, topic) in firsts {
+            let second = self.connect(cluster, &topic, true);
+            for client in [&first, &second] {
+                self.steps.push(Step::Produce {
+                    client: client.clone(),
+                    records: 1,
+                    lose_ack: false,
+                });
+            }
+            self.steps.push(Step::EndTxn {
+                client: first,
+                commit: false,
+            });
+            self.steps.push(Step::Mirror);
+        }
+        // Then each idempotent producer still there writes once more: acknowledged, never mirrored.
+        let idempotent: Vec<String> = self
+            .clients
+            .iter()
+            .filter(|(_, at, _, transactional)| at == cluster && !*transactional)
+            .map(|(name, ..)| name.clone())
+            .collect();
+        for client in idempotent {
+            for _ in 0..3 {
+                let records = 1 + self.rng.below(3) as u8;
+                self.steps.push(Step::Produce {
+                    client: client.clone(),
+                    records,
+                    lose_ack: false,
+                });
+            }
+        }
     }
 
     /// Failover of `topic` from `from` to `to`: the link stops, `from`'s clients of that topic move.

@@ -109,6 +109,8 @@ impl World {
             let log = &mut closed_if_none(guard.as_mut(), dest, topic)?.leader;
             if self.mutation == Some(super::Mutation::FailoverNeverCompletes) {
                 // The bug: the link is dropped without STOPPING.
+            } else if self.strategy.writes_barrier() && self.mutation == Some(super::Mutation::NoLsoCut) {
+                stop_without_the_lso_cut(log, &link.source, dest, now).await?;
             } else if self.strategy.writes_barrier() && self.mutation != Some(super::Mutation::NoBarrier) {
                 link.driver
                     .handle(log, &mut link.fetcher, Event::Tick { now_ms: now })
@@ -179,4 +181,39 @@ fn closed_if_none<'a>(
     topic: &str,
 ) -> Result<&'a mut partition_log::ReplicaSet, SimError> {
     replicas.ok_or_else(|| SimError::Setup(format!("{cluster}/{topic} is closed")))
+}
+
+/// The `NoLsoCut` mutant's STOPPING: what the driver does, minus the cut to the last stable offset — remember
+/// where mirroring ended, append this cluster's barrier at the log end, persist STOPPED, open for writes.
+async fn stop_without_the_lso_cut(
+    log: &mut partition_log::PartitionLog,
+    source: &str,
+    dest: &str,
+    now_ms: i64,
+) -> Result<(), SimError> {
+    let end = log.log_end_offset();
+    log.put_metadata(&mirror_fsm::driver::last_mirrored_key(source), &end.to_be_bytes())
+        .await
+        .map_err(SimError::log)?;
+    let barrier = record_format::MirrorPidResetRecord::new(source, Some(dest.to_owned()));
+    let placement = record_format::control::ControlBatchPlacement {
+        base_offset: end,
+        partition_leader_epoch: log.config().leader_epoch,
+        timestamp: now_ms,
+    };
+    let batch = record_format::control::mirror_pid_reset_batch(&barrier, placement)
+        .map_err(|error| SimError::Setup(format!("cannot encode the barrier: {error}")))?;
+    log.append_as_leader(
+        vec![batch],
+        producer_state::AppendOrigin::Coordinator,
+        kafka_types::TransactionVersion::V0,
+    )
+    .await
+    .map_err(SimError::log)?;
+    let stopped = serde_json::to_vec(&MirrorState::never_mirrored())
+        .map_err(|error| SimError::Setup(error.to_string()))?;
+    log.put_metadata(mirror_fsm::driver::STATE_KEY, &stopped)
+        .await
+        .map_err(SimError::log)?;
+    log.set_read_only(false).await.map_err(SimError::log)
 }

@@ -123,6 +123,9 @@ pub enum Mutation {
     NoBarrier,
     /// `barrier+advance` does not move the destination's producer-id allocator past the mirrored ids.
     AllocatorNotAdvanced,
+    /// STOPPING without its cut to the last stable offset: the barrier lands after whatever open transactions the
+    /// link copied, and clears them from producer state.
+    NoLsoCut,
 }
 
 /// Refusals the clients heard, by Kafka error name (visible errors, not anomalies).
@@ -303,8 +306,8 @@ pub struct Finished {
     /// Clients still holding a batch that was never acknowledged at the end, after a last flush, with the last
     /// refusal they heard.
     pub unacknowledged: Vec<String>,
-    /// Records a failover's source acknowledged (and a read_committed consumer saw there) that the destination
-    /// did not hold when it took over: the failover's loss window, not silent loss (record ids).
+    /// Records a failover's source acknowledged (plain, or committed) that a read_committed consumer of the
+    /// destination could not see when it took over: the failover's loss window, not silent loss (record ids).
     pub failover_window: std::collections::BTreeSet<u64>,
     /// Client operations executed (produce attempts, transaction ends, initialisations).
     pub operations: u64,
@@ -687,7 +690,24 @@ impl World {
         dest: &str,
         topic: &str,
     ) -> Result<(), SimError> {
-        let on_source = self.committed_view(source, topic).await?;
+        // Every record of the source's log its client was told is stored: plain records, and committed ones —
+        // also those behind a transaction the loss left open, which a read_committed consumer there cannot reach.
+        let mut on_source = Vec::new();
+        for batch in self.leader_batches(source, topic).await? {
+            if batch.is_control() {
+                continue;
+            }
+            let Ok(records) = batch.records() else {
+                continue;
+            };
+            for record in records.iter().flatten() {
+                if let Some(id) = crate::logview::header(&record, crate::truth::RECORD_HEADER)
+                    .and_then(|value| value.parse::<u64>().ok())
+                {
+                    on_source.push((record.offset, id));
+                }
+            }
+        }
         let on_dest: std::collections::BTreeSet<u64> = self
             .committed_view(dest, topic)
             .await?
@@ -699,10 +719,13 @@ impl World {
             .map(|(_, id)| id)
             .filter(|id| !on_dest.contains(id))
             .filter(|id| {
-                self.truth
-                    .records
-                    .get(id)
-                    .is_some_and(|truth| truth.acked_on.as_deref() == Some(source))
+                self.truth.records.get(id).is_some_and(|truth| {
+                    truth.acked_on.as_deref() == Some(source)
+                        && matches!(
+                            truth.status,
+                            crate::truth::Status::Plain | crate::truth::Status::Committed
+                        )
+                })
             })
             .collect();
         self.failover_window.extend(lost);
