@@ -7,8 +7,12 @@ use mirror_sim::report::{run_matrix, MatrixOptions};
 use mirror_sim::{Mutation, SimStorage, Strategy, Topology};
 
 fn options(mutation: Option<Mutation>) -> MatrixOptions {
+    options_in(mutation, Topology::ActivePassive)
+}
+
+fn options_in(mutation: Option<Mutation>, topology: Topology) -> MatrixOptions {
     MatrixOptions {
-        topologies: vec![Topology::ActivePassive],
+        topologies: vec![topology],
         strategies: vec![Strategy::Barrier, Strategy::BarrierAdvance],
         seed: 1,
         steps: 30,
@@ -56,7 +60,12 @@ fn a_failover_that_never_completes_fails_the_verdict_though_no_record_is_corrupt
 
 /// The claims that do not hold under a mutant.
 fn failed_claims(mutation: Mutation) -> Vec<mirror_sim::report::Claim> {
-    let matrix = run_matrix(&options(Some(mutation)), &mut |_, _, _| {}).unwrap();
+    failed_claims_in(mutation, Topology::ActivePassive)
+}
+
+/// The claims that do not hold under a mutant, in one topology.
+fn failed_claims_in(mutation: Mutation, topology: Topology) -> Vec<mirror_sim::report::Claim> {
+    let matrix = run_matrix(&options_in(Some(mutation), topology), &mut |_, _, _| {}).unwrap();
     assert!(
         !matrix.verdict.seed_claims_hold,
         "{mutation:?}: {:#?}",
@@ -156,5 +165,21 @@ fn without_the_cut_to_the_lso_the_barrier_still_aborts_what_the_link_copied_of_a
         0,
         "{:?}",
         uncut_findings.notes
+    );
+}
+
+#[test]
+fn a_last_mirrored_offset_recorded_before_the_cut_fails_the_verdict_at_failback() {
+    // The old source A aligns with a position B cut (inside B's log after its barrier): mirroring B into A
+    // breaks, and so does every later failover in the cycle.
+    let failed = failed_claims_in(Mutation::LastMirroredBeforeTheCut, Topology::Failback);
+    assert_eq!(failed.len(), 1, "{failed:#?}");
+    assert!(
+        failed[0].claim.contains("every failover completes"),
+        "{failed:#?}"
+    );
+    assert!(
+        failed[0].evidence.contains("link failed: B -> A (orders)"),
+        "{failed:#?}"
     );
 }

@@ -36,20 +36,30 @@ impl World {
         let driver = {
             let mut guard = dest_slot.lock().await;
             let log = &mut closed_if_none(guard.as_mut(), dest, topic)?.leader;
-            let mut driver = MirrorDriver::recover(log, &mut fetcher, dest)
-                .await
-                .map_err(SimError::driver)?;
-            driver
-                .handle(log, &mut fetcher, Event::Tick { now_ms: now })
-                .await
-                .map_err(SimError::driver)?;
+            let mut driver = match MirrorDriver::recover(log, &mut fetcher, dest).await {
+                Ok(driver) => driver,
+                Err(error) => {
+                    self.failed_links
+                        .push(format!("{source} -> {dest} ({topic}): cannot recover: {error}"));
+                    return Ok(());
+                }
+            };
             let start = Event::Start {
                 source_cluster_id: source.to_owned(),
             };
-            driver
-                .handle(log, &mut fetcher, start)
+            let started = match driver
+                .handle(log, &mut fetcher, Event::Tick { now_ms: now })
                 .await
-                .map_err(SimError::driver)?;
+            {
+                Ok(()) => driver.handle(log, &mut fetcher, start).await,
+                Err(error) => Err(error),
+            };
+            if let Err(error) = started {
+                // PREPARING could not align the destination (e.g. with a position inside a batch): the link
+                // stays and retries at every mirror step; judged as failed, not a crash of the simulation.
+                self.failed_links
+                    .push(format!("{source} -> {dest} ({topic}): {error}"));
+            }
             driver
         };
         self.links.push(Link {
@@ -71,16 +81,23 @@ impl World {
                 let link = &mut self.links[index];
                 let mut guard = dest_slot.lock().await;
                 let log = &mut closed_if_none(guard.as_mut(), &dest, &topic)?.leader;
-                link.driver
+                let tick = link
+                    .driver
                     .handle(log, &mut link.fetcher, Event::Tick { now_ms: now })
-                    .await
-                    .map_err(SimError::driver)?;
-                link.driver
-                    .catch_up(log, &mut link.fetcher)
-                    .await
-                    .map_err(SimError::driver)?;
-                if let Some(failure) = link.driver.state().failure() {
-                    let entry = format!("{} -> {} ({}): {failure:?}", link.source, link.dest, link.topic);
+                    .await;
+                let outcome = match tick {
+                    Ok(()) => link.driver.catch_up(log, &mut link.fetcher).await.map(|_| ()),
+                    Err(error) => Err(error),
+                };
+                // A link that cannot go on — FAILED, or an error its retries meet every time (a destination
+                // aligned with the wrong position) — is judged, not a crash of the simulation.
+                let failure = match (outcome, link.driver.state().failure()) {
+                    (Err(error), _) => Some(format!("{error}")),
+                    (Ok(()), Some(failure)) => Some(format!("{failure:?}")),
+                    (Ok(()), None) => None,
+                };
+                if let Some(failure) = failure {
+                    let entry = format!("{} -> {} ({}): {failure}", link.source, link.dest, link.topic);
                     if !self.failed_links.contains(&entry) {
                         self.failed_links.push(entry);
                     }
@@ -112,14 +129,29 @@ impl World {
             } else if self.strategy.writes_barrier() && self.mutation == Some(super::Mutation::NoLsoCut) {
                 stop_without_the_lso_cut(log, &link.source, dest, now).await?;
             } else if self.strategy.writes_barrier() && self.mutation != Some(super::Mutation::NoBarrier) {
-                link.driver
+                let end_before_the_cut = log.log_end_offset();
+                let stopped = match link
+                    .driver
                     .handle(log, &mut link.fetcher, Event::Tick { now_ms: now })
                     .await
-                    .map_err(SimError::driver)?;
-                link.driver
-                    .handle(log, &mut link.fetcher, Event::Stop)
+                {
+                    Ok(()) => link.driver.handle(log, &mut link.fetcher, Event::Stop).await,
+                    Err(error) => Err(error),
+                };
+                if let Err(error) = stopped {
+                    self.failed_links.push(format!(
+                        "{} -> {} ({topic}): STOPPING failed: {error}",
+                        link.source, link.dest
+                    ));
+                }
+                if self.mutation == Some(super::Mutation::LastMirroredBeforeTheCut) {
+                    log.put_metadata(
+                        &mirror_fsm::driver::last_mirrored_key(&link.source),
+                        &end_before_the_cut.to_be_bytes(),
+                    )
                     .await
-                    .map_err(SimError::driver)?;
+                    .map_err(SimError::log)?;
+                }
                 if link.driver.state().kind() != mirror_fsm::StateKind::Stopped {
                     // A failover that did not complete (the barrier refused, a tail mismatch): the partition
                     // stays read-only; judged, not dropped.

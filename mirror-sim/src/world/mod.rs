@@ -126,6 +126,9 @@ pub enum Mutation {
     /// STOPPING without its cut to the last stable offset: the barrier lands after whatever open transactions the
     /// link copied, and clears them from producer state.
     NoLsoCut,
+    /// STOPPING records the last mirrored offset as the log end before its cut to the LSO, not after: a later
+    /// failback aligns the old source with a position the new one cut.
+    LastMirroredBeforeTheCut,
 }
 
 /// Refusals the clients heard, by Kafka error name (visible errors, not anomalies).
