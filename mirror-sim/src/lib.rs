@@ -42,9 +42,6 @@ pub enum SimError {
     /// A partition log failed (not a refusal a client hears: those are counted).
     #[error("partition log failed: {0}")]
     Log(String),
-    /// The mirror driver failed on the local log.
-    #[error("mirror driver failed: {0}")]
-    Driver(String),
     /// A cluster node failed (its storage, its coordinator's log), not a refusal a client hears.
     #[error("cluster node failed: {0}")]
     Node(String),
@@ -53,10 +50,6 @@ pub enum SimError {
 impl SimError {
     fn log(error: partition_log::LogError) -> Self {
         SimError::Log(error.to_string())
-    }
-
-    fn driver(error: mirror_fsm::DriverError) -> Self {
-        SimError::Driver(error.to_string())
     }
 
     fn node(error: node::NodeError) -> Self {
