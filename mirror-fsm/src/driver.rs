@@ -297,8 +297,16 @@ impl MirrorDriver {
                 Ok(None)
             }
             Action::TruncateToLso => {
-                let lso = log.last_stable_offset();
-                log.truncate_to(lso, self.now_ms).await?;
+                // One cut is not always enough: a transaction whose records lie below the LSO and whose marker
+                // lies above it is open again after the cut (its marker is gone), which moves the LSO down to
+                // its first offset. Cut until nothing is open: each pass shortens the log, so this ends.
+                loop {
+                    let lso = log.last_stable_offset();
+                    if lso >= log.log_end_offset() {
+                        break;
+                    }
+                    log.truncate_to(lso, self.now_ms).await?;
+                }
                 Ok(Some(Event::Truncated {
                     offset: log.log_end_offset(),
                 }))

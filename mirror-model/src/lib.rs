@@ -580,6 +580,15 @@ impl MirrorModel {
                     node.early_barrier = true;
                 }
                 self.truncate(node, cluster, lso);
+                // As the driver does: cut again while a transaction the cut re-opened (its marker was above the
+                // LSO) leaves the LSO below the log end.
+                loop {
+                    let lso = node.lso();
+                    if lso >= node.log.len() as i64 {
+                        break;
+                    }
+                    self.truncate(node, cluster, lso);
+                }
                 Some(Event::Truncated {
                     offset: node.log.len() as i64,
                 })
