@@ -658,8 +658,23 @@ pub fn generate(topology: Topology, workload: Workload, seed: u64, steps: usize)
             b.connect("A", orders, false);
             b.connect("A", orders, true);
             b.traffic(&["A"], steps);
-            // Each node but the last fails over in turn: its upstream is lost, it takes the writes, the rest of
-            // the chain keeps mirroring from it.
+            // First a failover in the middle of the chain (the seed: "on failover at any point in the chain"):
+            // the third node stops mirroring the second, itself still a mirror of A, and takes local writes while
+            // A keeps its own and the nodes below the third keep mirroring it.
+            let breakaway = chain[2].clone();
+            b.settle(&["A"]);
+            b.steps.push(Step::Mirror);
+            b.steps.push(Step::Stop {
+                dest: breakaway.clone(),
+                topic: orders.to_owned(),
+            });
+            b.short_lived(&breakaway, orders, 2);
+            b.connect(&breakaway, orders, false);
+            b.connect(&breakaway, orders, true);
+            b.traffic(&["A", breakaway.as_str()], steps);
+            b.faults(&breakaway, orders);
+            // Then each node but the last fails over in turn: its upstream is lost, it takes the writes, the rest
+            // of the chain keeps mirroring from it.
             for index in 1..n - 1 {
                 let (from, to) = (chain[index - 1].clone(), chain[index].clone());
                 b.settle(&[from.as_str()]);
