@@ -236,9 +236,10 @@ pub enum Topology {
     FanOut,
     /// A → C and B → C on different topics, C fails over.
     FanIn,
-    /// A → B → C, failing over along the chain.
+    /// A → B → C, every node failing over in turn along the chain.
     Chain3,
-    /// A → B → C → D → E, failing over along the chain.
+    /// A → B → C → D → E: C first leaves the chain while B still mirrors A (D and E keep mirroring C), then
+    /// every other node fails over in turn.
     Chain5,
     /// A seeded tree of links over 3–5 clusters with seeded failovers.
     Random,
@@ -658,25 +659,32 @@ pub fn generate(topology: Topology, workload: Workload, seed: u64, steps: usize)
             b.connect("A", orders, false);
             b.connect("A", orders, true);
             b.traffic(&["A"], steps);
-            // First a failover in the middle of the chain (the seed: "on failover at any point in the chain"):
-            // the third node stops mirroring the second, itself still a mirror of A, and takes local writes while
-            // A keeps its own and the nodes below the third keep mirroring it.
-            let breakaway = chain[2].clone();
-            b.settle(&["A"]);
-            b.steps.push(Step::Mirror);
-            b.steps.push(Step::Stop {
-                dest: breakaway.clone(),
-                topic: orders.to_owned(),
-            });
-            b.short_lived(&breakaway, orders, 2);
-            b.connect(&breakaway, orders, false);
-            b.connect(&breakaway, orders, true);
-            b.traffic(&["A", breakaway.as_str()], steps);
-            b.faults(&breakaway, orders);
-            // Then each node but the last fails over in turn: its upstream is lost, it takes the writes, the rest
-            // of the chain keeps mirroring from it.
-            for index in 1..n - 1 {
+            // chain-5 first fails over in the middle (the seed: "on failover at any point in the chain"): the
+            // third node stops mirroring the second, itself still a mirror of A, and takes local writes while A
+            // keeps its own and the nodes below the third keep mirroring it. No client moves: A is not lost.
+            // chain-3 keeps its one line, so that the seed's two local producers with one id meet on C.
+            let breakaway = (n >= 5).then(|| chain[2].clone());
+            if let Some(breakaway) = &breakaway {
+                b.settle(&["A"]);
+                b.steps.push(Step::Mirror);
+                b.steps.push(Step::Stop {
+                    dest: breakaway.clone(),
+                    topic: orders.to_owned(),
+                });
+                b.short_lived(breakaway, orders, 2);
+                b.connect(breakaway, orders, false);
+                b.connect(breakaway, orders, true);
+                b.traffic(&["A", breakaway.as_str()], steps);
+                b.faults(breakaway, orders);
+            }
+            // Then each node fails over in turn, the last one too: its upstream is lost, it takes the writes, the
+            // rest of the chain keeps mirroring from it. After a breakaway the chain is two (A → B, and
+            // C → D → E): the third node mirrors nobody, so no failover leads into it.
+            for index in 1..n {
                 let (from, to) = (chain[index - 1].clone(), chain[index].clone());
+                if breakaway.as_ref() == Some(&to) {
+                    continue;
+                }
                 b.settle(&[from.as_str()]);
                 b.failover(&from, &to, orders);
                 b.short_lived(&to, orders, 2);

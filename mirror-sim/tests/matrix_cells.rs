@@ -88,8 +88,13 @@ cell!(fan_in_under_barrier, FanIn, Barrier, []);
 cell!(fan_in_under_barrier_everywhere, FanIn, BarrierEverywhere, []);
 cell!(fan_in_under_barrier_advance, FanIn, BarrierAdvance, []);
 cell!(chain_3_under_none, Chain3, None, [SilentLoss]);
-cell!(chain_3_under_negate, Chain3, Negate, [SilentLoss]);
-cell!(chain_3_under_negate_skip_negative, Chain3, NegateSkipNegative, []);
+cell!(chain_3_under_negate, Chain3, Negate, []);
+cell!(
+    chain_3_under_negate_skip_negative,
+    Chain3,
+    NegateSkipNegative,
+    [CollisionSameEpoch]
+);
 cell!(chain_3_under_barrier, Chain3, Barrier, []);
 cell!(chain_3_under_barrier_everywhere, Chain3, BarrierEverywhere, []);
 cell!(chain_3_under_barrier_advance, Chain3, BarrierAdvance, []);
