@@ -242,16 +242,9 @@ pub struct SeedRates {
     pub predicted: Option<u64>,
 }
 
-/// The classes (a)–(e) the rates count (the applications' (f) is reported, not predicted).
-const CORRUPTION_CLASSES: [Class; 7] = [
-    Class::SilentLoss,
-    Class::Duplicates,
-    Class::ReadCommitted,
-    Class::CollisionSameEpoch,
-    Class::CollisionLowerEpoch,
-    Class::CollisionMarker,
-    Class::Divergence,
-];
+/// The classes (a)–(e) the rates count: the first seven of `Class::ALL` (the applications' (f) is reported, not
+/// predicted).
+const CORRUPTION_CLASSES: &[Class] = Class::ALL.split_at(7).0;
 
 /// Runs every selected cell of the seed workload over `prediction_seeds` seeds (memory, no shrinking).
 fn seed_rates(options: &MatrixOptions) -> Result<Vec<SeedRates>, SimError> {
@@ -493,7 +486,7 @@ fn render_seed_rates(out: &mut String, matrix: &Matrix) {
     );
     for rate in &matrix.seed_rates {
         let mut line = format!("{:<15} {:<21}", rate.topology.name(), rate.strategy.name());
-        for class in CORRUPTION_CLASSES {
+        for &class in CORRUPTION_CLASSES {
             let _ = write!(line, " {:>4}", rate.classes.get(&class).copied().unwrap_or(0));
         }
         if let Some(showing) = rate.predicted {

@@ -145,12 +145,7 @@ impl World {
                     ));
                 }
                 if self.mutation == Some(super::Mutation::LastMirroredBeforeTheCut) {
-                    log.put_metadata(
-                        &mirror_fsm::driver::last_mirrored_key(&link.source),
-                        &end_before_the_cut.to_be_bytes(),
-                    )
-                    .await
-                    .map_err(SimError::log)?;
+                    persist_last_mirrored(log, &link.source, end_before_the_cut).await?;
                 }
                 if link.driver.state().kind() != mirror_fsm::StateKind::Stopped {
                     // A failover that did not complete (the barrier refused, a tail mismatch): the partition
@@ -167,18 +162,8 @@ impl World {
                 // later failback), open the partition for writes. No cut to the LSO and no barrier: that is the
                 // KIP's STOPPING, which the barrier strategies run.
                 let end = log.log_end_offset();
-                log.put_metadata(
-                    &mirror_fsm::driver::last_mirrored_key(&link.source),
-                    &end.to_be_bytes(),
-                )
-                .await
-                .map_err(SimError::log)?;
-                let stopped = serde_json::to_vec(&MirrorState::never_mirrored())
-                    .map_err(|error| SimError::Setup(error.to_string()))?;
-                log.put_metadata(mirror_fsm::driver::STATE_KEY, &stopped)
-                    .await
-                    .map_err(SimError::log)?;
-                log.set_read_only(false).await.map_err(SimError::log)?;
+                persist_last_mirrored(log, &link.source, end).await?;
+                open_as_stopped(log).await?;
             }
         }
         self.failed_over.insert((dest.to_owned(), topic.to_owned()));
@@ -224,9 +209,7 @@ async fn stop_without_the_lso_cut(
     now_ms: i64,
 ) -> Result<(), SimError> {
     let end = log.log_end_offset();
-    log.put_metadata(&mirror_fsm::driver::last_mirrored_key(source), &end.to_be_bytes())
-        .await
-        .map_err(SimError::log)?;
+    persist_last_mirrored(log, source, end).await?;
     let barrier = record_format::MirrorPidResetRecord::new(source, Some(dest.to_owned()));
     let placement = record_format::control::ControlBatchPlacement {
         base_offset: end,
@@ -242,6 +225,25 @@ async fn stop_without_the_lso_cut(
     )
     .await
     .map_err(SimError::log)?;
+    open_as_stopped(log).await
+}
+
+/// Records where mirroring from `source` ended, as STOPPING does (a later failback aligns with it).
+async fn persist_last_mirrored(
+    log: &mut partition_log::PartitionLog,
+    source: &str,
+    offset: i64,
+) -> Result<(), SimError> {
+    log.put_metadata(
+        &mirror_fsm::driver::last_mirrored_key(source),
+        &offset.to_be_bytes(),
+    )
+    .await
+    .map_err(SimError::log)
+}
+
+/// Leaves the partition mirrored by nobody and writable, without the driver's STOPPING.
+async fn open_as_stopped(log: &mut partition_log::PartitionLog) -> Result<(), SimError> {
     let stopped = serde_json::to_vec(&MirrorState::never_mirrored())
         .map_err(|error| SimError::Setup(error.to_string()))?;
     log.put_metadata(mirror_fsm::driver::STATE_KEY, &stopped)
