@@ -89,10 +89,9 @@ pub fn run_script_mutated(
         .build()
         .map_err(|error| SimError::Setup(error.to_string()))?;
     let finished = runtime.block_on(async {
-        let world = World::new(script, strategy, storage.clone())
+        let world = World::new_mutated(script, strategy, storage.clone(), mutation)
             .await?
-            .with_fetch_bound(bound)
-            .with_mutation(mutation);
+            .with_fetch_bound(bound);
         world.run(script).await
     })?;
     Ok((judge(&finished), finished))

@@ -183,3 +183,22 @@ fn a_last_mirrored_offset_recorded_before_the_cut_fails_the_verdict_at_failback(
         "{failed:#?}"
     );
 }
+
+#[test]
+fn a_barrier_applied_on_the_leader_only_fails_the_no_anomaly_claim() {
+    // The followers keep the mirrored producers' state the leader cleared: a restarted follower differs from its
+    // leader, column (e).
+    let failed = failed_claims(Mutation::LeaderOnlyBarrier);
+    assert!(
+        failed
+            .iter()
+            .any(|claim| claim.claim.contains("show no anomaly of (a)-(e)")),
+        "{failed:#?}"
+    );
+    let matrix = run_matrix(&options(Some(Mutation::LeaderOnlyBarrier)), &mut |_, _, _| {}).unwrap();
+    assert!(
+        matrix.cells.iter().any(|cell| cell.anomalies.divergence > 0),
+        "{:#?}",
+        matrix.cells.iter().map(|cell| &cell.notes).collect::<Vec<_>>()
+    );
+}

@@ -29,6 +29,11 @@ pub struct NodeConfig {
     /// Keep every delivered marker for [`crate::Node::take_delivered_markers`] (a simulator's oracle needs them;
     /// a server does not, and would grow without bound).
     pub record_delivered_markers: bool,
+    /// The cluster id the follower replicas' producer state compares barriers with; `None` (always, outside the
+    /// simulator's mutation tests): the node's own. A different id makes followers ignore this cluster's barriers
+    /// under writer scope — the "barrier on the leader only" bug the verdict must catch.
+    #[doc(hidden)]
+    pub follower_cluster_id: Option<String>,
 }
 
 impl NodeConfig {
@@ -45,6 +50,7 @@ impl NodeConfig {
             producer_id_expiration_ms: 86_400_000,
             barrier_scope: PsmConfig::default().barrier_scope,
             record_delivered_markers: false,
+            follower_cluster_id: None,
         }
     }
 }

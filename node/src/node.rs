@@ -66,6 +66,8 @@ pub struct Node {
     /// One store per follower replica (empty: the leader is the only replica).
     follower_stores: Vec<Box<dyn Storage>>,
     log_config: LogConfig,
+    /// The followers' configuration: the leader's, with `NodeConfig::follower_cluster_id` when it is set.
+    follower_log_config: LogConfig,
     topics: RwLock<BTreeMap<String, Vec<Arc<PartitionSlot>>>>,
     pub(crate) coordinator: Mutex<DurableCoordinator>,
     /// The coordinator's epoch: it grows each time the coordinator is reloaded from its log.
@@ -129,6 +131,10 @@ impl Node {
             },
             ..LogConfig::default()
         };
+        let mut follower_log_config = log_config.clone();
+        if let Some(id) = &config.follower_cluster_id {
+            follower_log_config.producer_state.cluster_id = Some(id.clone());
+        }
         let mut topics: BTreeMap<String, Vec<Arc<PartitionSlot>>> = BTreeMap::new();
         let mut internal = BTreeMap::new();
         let mut repairs = Vec::new();
@@ -153,7 +159,7 @@ impl Node {
                     store.create(&id).await?
                 };
                 followers.push(
-                    PartitionLog::open(follower_storage, log_config.clone(), now)
+                    PartitionLog::open(follower_storage, follower_log_config.clone(), now)
                         .await?
                         .0,
                 );
@@ -206,6 +212,7 @@ impl Node {
             coordinator_epoch: AtomicI32::new(0),
             delivered: Mutex::new(Vec::new()),
             log_config,
+            follower_log_config,
             topics: RwLock::new(topics),
             coordinator: Mutex::new(coordinator),
             offsets: Mutex::new(offsets),
@@ -293,7 +300,7 @@ impl Node {
         let mut followers = Vec::new();
         for store in &self.follower_stores {
             followers.push(
-                PartitionLog::open(store.create(id).await?, self.log_config.clone(), now)
+                PartitionLog::open(store.create(id).await?, self.follower_log_config.clone(), now)
                     .await?
                     .0,
             );
@@ -558,7 +565,7 @@ impl Node {
         let now = self.clock.now_ms();
         let id = replicas.leader.id().clone();
         let (mut recovered, _) =
-            PartitionLog::open(store.open(&id).await?, self.log_config.clone(), now).await?;
+            PartitionLog::open(store.open(&id).await?, self.follower_log_config.clone(), now).await?;
         recovered.remove_expired_producers(now);
         replicas.replace_follower(index, recovered)?;
         replicas.replicate(now).await?;

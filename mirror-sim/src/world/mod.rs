@@ -129,6 +129,9 @@ pub enum Mutation {
     /// STOPPING records the last mirrored offset as the log end before its cut to the LSO, not after: a later
     /// failback aligns the old source with a position the new one cut.
     LastMirroredBeforeTheCut,
+    /// The barrier resets producer state on the leader only: follower replicas take another cluster id, so under
+    /// writer scope they never apply their own cluster's barrier.
+    LeaderOnlyBarrier,
 }
 
 /// Refusals the clients heard, by Kafka error name (visible errors, not anomalies).
@@ -356,6 +359,16 @@ pub struct World {
 impl World {
     /// A world with the script's clusters, nothing in them yet.
     pub async fn new(script: &Script, strategy: Strategy, storage: SimStorage) -> Result<Self, SimError> {
+        Self::new_mutated(script, strategy, storage, None).await
+    }
+
+    /// Like [`World::new`], with a deliberate bug switched on (see [`Mutation`]; the verdict's own tests).
+    pub async fn new_mutated(
+        script: &Script,
+        strategy: Strategy,
+        storage: SimStorage,
+        mutation: Option<Mutation>,
+    ) -> Result<Self, SimError> {
         let dir = match storage.config().data_dir() {
             None => None,
             Some(parent) => Some(
@@ -387,7 +400,7 @@ impl World {
             senders: BTreeMap::new(),
             txn_owners: BTreeMap::new(),
             fetch_bound: FetchBound::LastStableOffset,
-            mutation: None,
+            mutation,
         };
         for name in &script.clusters {
             // Names come from scripts (a `--replay` file): they become directory names, so only plain ones.
@@ -432,6 +445,9 @@ impl World {
         config.auto_create_topics = false;
         config.barrier_scope = self.strategy.barrier_scope();
         config.record_delivered_markers = true;
+        if self.mutation == Some(Mutation::LeaderOnlyBarrier) {
+            config.follower_cluster_id = Some(format!("{name}-follower"));
+        }
         let node = Node::open_replicated(
             config,
             (name.to_owned(), 9092),
@@ -455,12 +471,6 @@ impl World {
     /// The node of `cluster`.
     fn node(&self, cluster: &str) -> Option<&Node> {
         self.clusters.get(cluster).map(|state| &state.node)
-    }
-
-    /// Switches a deliberate bug on (see [`Mutation`]).
-    pub fn with_mutation(mut self, mutation: Option<Mutation>) -> Self {
-        self.mutation = mutation;
-        self
     }
 
     /// Sets how far mirror links fetch (default: the last stable offset).
