@@ -66,10 +66,38 @@ fn json_is_one_document_with_every_cell_and_the_verdict() {
     assert_eq!(value["verdict"]["seed_claims_hold"], true);
     assert_eq!(value["verdict"]["checked"], true);
     for cell in value["cells"].as_array().unwrap() {
-        for judged in ["failed_links", "read_only_after_failover", "unacknowledged"] {
+        for judged in [
+            "failed_links",
+            "read_only_after_failover",
+            "unacknowledged",
+            "state_drift",
+        ] {
             assert!(cell[judged].is_array(), "{judged} missing from {cell}");
         }
     }
+    // The seed workload's cell again over the default 20 seeds, in memory.
+    let rates = value["seed_rates"].as_array().unwrap();
+    assert_eq!(rates.len(), 1);
+    assert_eq!(rates[0]["seeds"], 20);
+    assert_eq!(rates[0]["classes"].as_object().unwrap().len(), 7, "(a)-(e)");
+}
+
+#[test]
+fn a_prediction_is_judged_over_the_seeds_asked_for() {
+    let output = simulate(&[
+        "--topology",
+        "active-passive",
+        "--strategy",
+        "none",
+        "--seeds",
+        "3",
+        "--steps",
+        "15",
+    ]);
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(output.status.success(), "{text}");
+    assert!(text.contains("in 3 of 3 seeds (1–3; holds from 50%)"), "{text}");
+    assert!(text.contains("Workload `seed` over seeds 1–3"), "{text}");
 }
 
 #[test]
@@ -108,5 +136,9 @@ fn unknown_names_are_usage_errors() {
     for steps in ["0", "100000000", "many"] {
         let output = simulate(&["--steps", steps]);
         assert_eq!(output.status.code(), Some(1), "--steps {steps}");
+    }
+    for seeds in ["0", "10001", "all"] {
+        let output = simulate(&["--seeds", seeds]);
+        assert_eq!(output.status.code(), Some(1), "--seeds {seeds}");
     }
 }
