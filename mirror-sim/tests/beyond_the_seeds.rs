@@ -147,3 +147,28 @@ fn kafka_16699_the_pre_16699_policy_dies_on_invalid_producer_id_mapping() {
     // What it committed before dying is intact: no duplicate, no loss.
     assert_eq!(findings.anomalies.app_damage(), 0, "{:?}", findings.notes);
 }
+
+/// Applications commit their input offsets in their transactions (TxnOffsetCommit) and read them back from the
+/// cluster when they resume; the links copy the committed offsets. Without that copy the application that moved
+/// starts its input over on the destination and writes its output twice: the position really is the cluster's.
+#[test]
+fn an_application_that_moves_resumes_from_the_offsets_the_link_copied() {
+    let script = application_script();
+    let (findings, finished) = run(&script, Strategy::Barrier);
+    let fenced = finished.apps.iter().find(|app| app.client == "fenced").unwrap();
+    assert!(
+        fenced.position > 0,
+        "{fenced:?}: B holds the group's committed offset"
+    );
+    assert_eq!(findings.anomalies.app_duplicates, 0, "{:?}", findings.notes);
+
+    let (findings, _) = mirror_sim::run_script_mutated(
+        &script,
+        Strategy::Barrier,
+        &mirror_sim::SimStorage::memory(),
+        mirror_sim::FetchBound::default(),
+        Some(mirror_sim::Mutation::NoOffsetSync),
+    )
+    .unwrap();
+    assert!(findings.anomalies.app_duplicates > 0, "{:?}", findings.notes);
+}

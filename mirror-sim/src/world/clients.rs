@@ -66,6 +66,7 @@ impl World {
             in_txn: false,
             txn_records: Vec::new(),
             dead: None,
+            offsets_in_txn: false,
             position: 0,
             read_position: 0,
             recoveries: 0,
@@ -349,6 +350,7 @@ impl World {
                 self.txn_owners.insert(tid, name.to_owned());
                 if let Some(client) = self.clients.get_mut(name) {
                     client.in_txn = true;
+                    client.offsets_in_txn = false;
                     client.txn_records.clear();
                 }
                 Ok(true)
@@ -390,10 +392,10 @@ impl World {
             if let Some(client) = self.clients.get_mut(name) {
                 client.in_txn = false;
                 client.txn_records.clear();
-                client.read_position = client.position;
                 client.recoveries += 1;
             }
-            return self.init_producer(name).await;
+            self.init_producer(name).await?;
+            return self.restore_position(name).await;
         }
         // Abortable: abort the transaction and carry on (boxed: aborting can be refused in turn).
         Box::pin(self.end_txn(name, false)).await
@@ -511,7 +513,8 @@ impl World {
             entry.next_sequence = entry.next_sequence.wrapping_add(ids.len() as i32);
             entry.read_position = last_offset + 1;
         }
-        self.send(name, batch, ids, false).await
+        self.send(name, batch, ids, false).await?;
+        self.commit_input_offset(name).await
     }
 
     pub(super) async fn move_client(
@@ -549,6 +552,6 @@ impl World {
         if !keep_ids {
             self.init_producer(name).await?;
         }
-        Ok(())
+        self.restore_position(name).await
     }
 }

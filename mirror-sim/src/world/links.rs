@@ -104,6 +104,10 @@ impl World {
                 }
             }
             self.replicate(&dest, &topic).await?;
+            if self.mutation != Some(super::Mutation::NoOffsetSync) {
+                let source = self.links[index].source.clone();
+                self.sync_group_offsets(&source, &dest, &topic).await?;
+            }
         }
         Ok(())
     }

@@ -37,6 +37,7 @@ use crate::SimError;
 mod clients;
 mod coordinator;
 mod links;
+mod offsets;
 
 /// The simulated clock every node of a run reads: it moves a step at a time, and one millisecond on every
 /// reading, so that no two transaction markers share a timestamp (the oracle names a marker's transaction by its
@@ -132,6 +133,8 @@ pub enum Mutation {
     /// The barrier resets producer state on the leader only: follower replicas take another cluster id, so under
     /// writer scope they never apply their own cluster's barrier.
     LeaderOnlyBarrier,
+    /// The links copy no consumer-group offsets: an application that moves finds no committed position.
+    NoOffsetSync,
 }
 
 /// Refusals the clients heard, by Kafka error name (visible errors, not anomalies).
@@ -251,6 +254,8 @@ struct Client {
     in_txn: bool,
     txn_records: Vec<u64>,
     dead: Option<String>,
+    /// Applications: whether the open transaction holds their group's offsets partition yet.
+    offsets_in_txn: bool,
     /// Applications: the committed input offset, the offset read up to in the open transaction, recoveries.
     position: i64,
     read_position: i64,
@@ -881,23 +886,32 @@ impl World {
             );
             logs.insert((cluster.clone(), topic.clone()), batches);
         }
-        let apps = self
-            .clients
-            .iter()
-            .filter_map(|(name, client)| match &client.kind {
-                ClientKind::App { input, policy, .. } => Some(AppOutcome {
-                    client: name.clone(),
-                    policy: *policy,
-                    dead: client.dead.clone(),
-                    recoveries: client.recoveries,
-                    cluster: client.cluster.clone(),
-                    position: client.position,
-                    input: input.clone(),
-                    output: client.topic.clone(),
-                }),
-                _ => None,
-            })
-            .collect();
+        let mut apps = Vec::new();
+        for (name, client) in &self.clients {
+            let ClientKind::App {
+                input,
+                policy,
+                transactional_id,
+            } = &client.kind
+            else {
+                continue;
+            };
+            // The committed position is what the application's cluster holds, not what the client remembers.
+            let position = self
+                .committed_offset(&client.cluster, transactional_id, input)
+                .await
+                .unwrap_or(0);
+            apps.push(AppOutcome {
+                client: name.clone(),
+                policy: *policy,
+                dead: client.dead.clone(),
+                recoveries: client.recoveries,
+                cluster: client.cluster.clone(),
+                position,
+                input: input.clone(),
+                output: client.topic.clone(),
+            });
+        }
         Ok(Finished {
             truth: self.truth,
             logs,

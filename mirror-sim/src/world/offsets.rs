@@ -1,0 +1,213 @@
+//! Applications' committed input positions as the cluster holds them: an application commits its input offset
+//! inside its transaction (AddOffsetsToTxn, TxnOffsetCommit), reads it back with OffsetFetch when it resumes after
+//! a crash or on another cluster, and the links copy each group's committed offsets with the data (KIP-1279
+//! mirrors consumer-group offsets; here at every fetch round, committed offsets only).
+
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+use kafka_protocol::messages::txn_offset_commit_request::{
+    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::{
+    AddOffsetsToTxnRequest, GroupId, OffsetCommitRequest, OffsetFetchRequest, ProducerId, TopicName,
+    TxnOffsetCommitRequest,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_types::{KafkaError, NO_ERROR};
+
+use super::World;
+use crate::script::ClientKind;
+use crate::SimError;
+
+/// The versions the applications speak (their answers carry nothing the simulator reads beyond error codes).
+const ADD_OFFSETS_VERSION: i16 = 3;
+const TXN_OFFSET_COMMIT_VERSION: i16 = 3;
+const OFFSET_FETCH_VERSION: i16 = 7;
+const OFFSET_COMMIT_VERSION: i16 = 8;
+
+fn text(value: &str) -> StrBytes {
+    StrBytes::from_string(value.to_owned())
+}
+
+fn answer(code: i16) -> Result<(), KafkaError> {
+    if code == NO_ERROR {
+        Ok(())
+    } else {
+        Err(KafkaError::from_code(code).unwrap_or(KafkaError::UnknownServerError))
+    }
+}
+
+impl World {
+    /// An application's group (its transactional id) and input topic; `None` for other clients.
+    fn app_group(&self, name: &str) -> Option<(String, String)> {
+        match &self.clients.get(name)?.kind {
+            ClientKind::App {
+                transactional_id,
+                input,
+                ..
+            } => Some((transactional_id.clone(), input.clone())),
+            _ => None,
+        }
+    }
+
+    /// Inside the application's open transaction: its input offset up to what it read (AddOffsetsToTxn once per
+    /// transaction, then TxnOffsetCommit). A refusal goes to the transactional error policy.
+    pub(super) async fn commit_input_offset(&mut self, name: &str) -> Result<(), SimError> {
+        let Some((group, input)) = self.app_group(name) else {
+            return Ok(());
+        };
+        let Some(client) = self.clients.get(name).cloned() else {
+            return Ok(());
+        };
+        let (Some(tid), Some((producer_id, epoch))) = (client.transactional_id(), client.producer) else {
+            return Ok(());
+        };
+        if !client.in_txn || client.dead.is_some() {
+            return Ok(());
+        }
+        let transactional_id = kafka_protocol::messages::TransactionalId(text(&tid.0));
+        if !client.offsets_in_txn {
+            self.operations += 1;
+            let Some(node) = self.node(&client.cluster) else {
+                return Ok(());
+            };
+            let mut request = AddOffsetsToTxnRequest::default();
+            request.transactional_id = transactional_id.clone();
+            request.producer_id = ProducerId(producer_id.get());
+            request.producer_epoch = epoch.get();
+            request.group_id = GroupId(text(&group));
+            let response = node.add_offsets_to_txn(request, ADD_OFFSETS_VERSION).await;
+            if let Err(error) = answer(response.error_code) {
+                self.heard(error);
+                return self.fail_transactional(name, error).await;
+            }
+            if let Some(entry) = self.clients.get_mut(name) {
+                entry.offsets_in_txn = true;
+            }
+        }
+        self.operations += 1;
+        let Some(node) = self.node(&client.cluster) else {
+            return Ok(());
+        };
+        let mut partition = TxnOffsetCommitRequestPartition::default();
+        partition.partition_index = 0;
+        partition.committed_offset = client.read_position;
+        let mut topic = TxnOffsetCommitRequestTopic::default();
+        topic.name = TopicName(text(&input));
+        topic.partitions = vec![partition];
+        let mut request = TxnOffsetCommitRequest::default();
+        request.transactional_id = transactional_id;
+        request.group_id = GroupId(text(&group));
+        request.producer_id = ProducerId(producer_id.get());
+        request.producer_epoch = epoch.get();
+        request.generation_id = -1;
+        request.topics = vec![topic];
+        let response = node.txn_offset_commit(request, TXN_OFFSET_COMMIT_VERSION).await;
+        let code = response
+            .topics
+            .iter()
+            .flat_map(|topic| &topic.partitions)
+            .map(|partition| partition.error_code)
+            .find(|code| *code != NO_ERROR)
+            .unwrap_or(NO_ERROR);
+        if let Err(error) = answer(code) {
+            self.heard(error);
+            return self.fail_transactional(name, error).await;
+        }
+        Ok(())
+    }
+
+    /// The offset of `group` for partition 0 of `topic` that `cluster` holds as committed (`None`: none).
+    pub(super) async fn committed_offset(&self, cluster: &str, group: &str, topic: &str) -> Option<i64> {
+        let node = self.node(cluster)?;
+        let mut wanted = OffsetFetchRequestTopic::default();
+        wanted.name = TopicName(text(topic));
+        wanted.partition_indexes = vec![0];
+        let mut request = OffsetFetchRequest::default();
+        request.group_id = GroupId(text(group));
+        request.topics = Some(vec![wanted]);
+        let response = node.offset_fetch(request, OFFSET_FETCH_VERSION).await;
+        response
+            .topics
+            .iter()
+            .flat_map(|topic| &topic.partitions)
+            .find(|partition| partition.partition_index == 0 && partition.error_code == NO_ERROR)
+            .map(|partition| partition.committed_offset)
+            .filter(|offset| *offset >= 0)
+    }
+
+    /// An application that resumes (a new producer instance, or on another cluster) reads its committed input
+    /// position from its cluster: from the start of its input when the cluster holds none.
+    pub(super) async fn restore_position(&mut self, name: &str) -> Result<(), SimError> {
+        let Some((group, input)) = self.app_group(name) else {
+            return Ok(());
+        };
+        let Some(cluster) = self.clients.get(name).map(|client| client.cluster.clone()) else {
+            return Ok(());
+        };
+        self.operations += 1;
+        let position = self.committed_offset(&cluster, &group, &input).await.unwrap_or(0);
+        if let Some(entry) = self.clients.get_mut(name) {
+            entry.position = position;
+            entry.read_position = position;
+        }
+        Ok(())
+    }
+
+    /// Copies the committed offsets of every application group reading `topic` from `source` to `dest`, as the
+    /// link's offset sync.
+    pub(super) async fn sync_group_offsets(
+        &mut self,
+        source: &str,
+        dest: &str,
+        topic: &str,
+    ) -> Result<(), SimError> {
+        let groups: Vec<String> = self
+            .clients
+            .values()
+            .filter_map(|client| match &client.kind {
+                ClientKind::App {
+                    transactional_id,
+                    input,
+                    ..
+                } if input == topic => Some(transactional_id.clone()),
+                _ => None,
+            })
+            .collect();
+        for group in groups {
+            let Some(offset) = self.committed_offset(source, &group, topic).await else {
+                continue;
+            };
+            if self.committed_offset(dest, &group, topic).await == Some(offset) {
+                continue;
+            }
+            let Some(node) = self.node(dest) else {
+                continue;
+            };
+            let mut partition = OffsetCommitRequestPartition::default();
+            partition.partition_index = 0;
+            partition.committed_offset = offset;
+            let mut wanted = OffsetCommitRequestTopic::default();
+            wanted.name = TopicName(text(topic));
+            wanted.partitions = vec![partition];
+            let mut request = OffsetCommitRequest::default();
+            request.group_id = GroupId(text(&group));
+            request.generation_id_or_member_epoch = -1;
+            request.topics = vec![wanted];
+            let response = node.offset_commit(request, OFFSET_COMMIT_VERSION).await;
+            let refused = response
+                .topics
+                .iter()
+                .flat_map(|topic| &topic.partitions)
+                .any(|partition| partition.error_code != NO_ERROR);
+            if refused {
+                // Not copied (the destination refused it): the application finds no position there and
+                // starts over, which the oracle then counts in (f).
+                continue;
+            }
+        }
+        Ok(())
+    }
+}
