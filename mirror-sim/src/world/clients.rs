@@ -24,16 +24,16 @@ const INIT_PRODUCER_ID_VERSION: i16 = 4;
 const ADD_PARTITIONS_VERSION: i16 = 2;
 const END_TXN_VERSION: i16 = 2;
 
-fn protocol_string(text: &str) -> StrBytes {
+pub(super) fn protocol_string(text: &str) -> StrBytes {
     StrBytes::from_string(text.to_owned())
 }
 
-fn protocol_transactional_id(id: &TransactionalId) -> kafka_protocol::messages::TransactionalId {
+pub(super) fn protocol_transactional_id(id: &TransactionalId) -> kafka_protocol::messages::TransactionalId {
     kafka_protocol::messages::TransactionalId(protocol_string(&id.0))
 }
 
 /// An answer's error code as the client reads it.
-fn answer(code: i16) -> Result<(), KafkaError> {
+pub(super) fn answer(code: i16) -> Result<(), KafkaError> {
     if code == NO_ERROR {
         Ok(())
     } else {

@@ -14,9 +14,9 @@ use kafka_protocol::messages::{
     AddOffsetsToTxnRequest, GroupId, OffsetCommitRequest, OffsetFetchRequest, ProducerId, TopicName,
     TxnOffsetCommitRequest,
 };
-use kafka_protocol::protocol::StrBytes;
-use kafka_types::{KafkaError, NO_ERROR};
+use kafka_types::NO_ERROR;
 
+use super::clients::{answer, protocol_string as text, protocol_transactional_id};
 use super::World;
 use crate::script::ClientKind;
 use crate::SimError;
@@ -26,18 +26,6 @@ const ADD_OFFSETS_VERSION: i16 = 3;
 const TXN_OFFSET_COMMIT_VERSION: i16 = 3;
 const OFFSET_FETCH_VERSION: i16 = 7;
 const OFFSET_COMMIT_VERSION: i16 = 8;
-
-fn text(value: &str) -> StrBytes {
-    StrBytes::from_string(value.to_owned())
-}
-
-fn answer(code: i16) -> Result<(), KafkaError> {
-    if code == NO_ERROR {
-        Ok(())
-    } else {
-        Err(KafkaError::from_code(code).unwrap_or(KafkaError::UnknownServerError))
-    }
-}
 
 impl World {
     /// An application's group (its transactional id) and input topic; `None` for other clients.
@@ -67,7 +55,7 @@ impl World {
         if !client.in_txn || client.dead.is_some() {
             return Ok(());
         }
-        let transactional_id = kafka_protocol::messages::TransactionalId(text(&tid.0));
+        let transactional_id = protocol_transactional_id(&tid);
         if !client.offsets_in_txn {
             self.operations += 1;
             let Some(node) = self.node(&client.cluster) else {
