@@ -63,6 +63,11 @@ impl Strategy {
         }
     }
 
+    /// True for the strategies that store mirrored batches under another producer id than their source's.
+    pub fn transforms_producer_ids(self) -> bool {
+        matches!(self, Strategy::Negate | Strategy::NegateSkipNegative)
+    }
+
     /// The producer id a mirrored batch is stored under at the destination.
     pub fn map_producer_id(self, producer_id: i64) -> i64 {
         let negate = |id: i64| id.checked_add(2).and_then(i64::checked_neg).unwrap_or(id);

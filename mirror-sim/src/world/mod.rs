@@ -612,7 +612,7 @@ impl World {
         dest: &str,
         topic: &str,
     ) -> Result<(), SimError> {
-        if self.strategy.map_producer_id(0) != 0 {
+        if self.strategy.transforms_producer_ids() {
             return Ok(());
         }
         let (Some(source_node), Some(dest_node)) = (self.node(source), self.node(dest)) else {
