@@ -119,6 +119,17 @@ mod tests {
     }
 
     #[test]
+    fn the_transforming_strategies_are_the_ones_that_move_a_local_producer_id() {
+        for strategy in Strategy::ALL {
+            assert_eq!(
+                strategy.transforms_producer_ids(),
+                strategy.map_producer_id(5) != 5,
+                "{strategy}"
+            );
+        }
+    }
+
+    #[test]
     fn names_round_trip() {
         for strategy in Strategy::ALL {
             assert_eq!(strategy.name().parse::<Strategy>(), Ok(strategy));
