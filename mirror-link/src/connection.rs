@@ -152,14 +152,14 @@ impl KafkaConnection {
         result
     }
 
-    async fn exchange<Q: Encodable, A: Decodable>(
+    /// Encodes `request` as `key` at `version` in one frame (size, header, body) under the next correlation id.
+    fn frame<Q: Encodable>(
         &mut self,
         key: ApiKey,
         version: i16,
         request: &Q,
         what: &str,
-        checked: bool,
-    ) -> Result<A, LinkError> {
+    ) -> Result<(i32, BytesMut), LinkError> {
         let malformed = |reason: String| LinkError::Malformed {
             address: self.address.clone(),
             what: what.to_owned(),
@@ -182,6 +182,51 @@ impl KafkaConnection {
             .map_err(|error| malformed(format!("cannot encode the request: {error}")))?;
         let size = i32::try_from(frame.len() - 4).map_err(|_| malformed("request too large".to_owned()))?;
         frame[..4].copy_from_slice(&size.to_be_bytes());
+
+        Ok((correlation_id, frame))
+    }
+
+    /// Sends `request` without reading an answer: for the one request Kafka does not answer, a Produce with
+    /// `acks = 0`. A write that fails leaves the connection unusable, as a failed call does.
+    pub async fn send_only<Q: Encodable>(
+        &mut self,
+        key: ApiKey,
+        version: i16,
+        request: &Q,
+    ) -> Result<(), LinkError> {
+        let what = format!("{key:?} v{version}");
+        let (_, frame) = self.frame(key, version, request, &what)?;
+        let address = self.address.clone();
+        let Some(stream) = self.stream.as_mut() else {
+            return Err(LinkError::Io {
+                address,
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotConnected,
+                    "the connection failed earlier",
+                ),
+            });
+        };
+        if let Err(source) = stream.write_all(&frame).await {
+            self.stream = None;
+            return Err(LinkError::Io { address, source });
+        }
+        Ok(())
+    }
+
+    async fn exchange<Q: Encodable, A: Decodable>(
+        &mut self,
+        key: ApiKey,
+        version: i16,
+        request: &Q,
+        what: &str,
+        checked: bool,
+    ) -> Result<A, LinkError> {
+        let (correlation_id, frame) = self.frame(key, version, request, what)?;
+        let malformed = |reason: String| LinkError::Malformed {
+            address: self.address.clone(),
+            what: what.to_owned(),
+            reason,
+        };
 
         let address = self.address.clone();
         let io = |source| LinkError::Io {
