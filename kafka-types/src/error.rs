@@ -20,6 +20,8 @@ pub enum KafkaError {
     CorruptMessage,
     /// 3: the topic or partition does not exist here.
     UnknownTopicOrPartition,
+    /// 10: a batch is larger than `message.max.bytes` allows.
+    MessageTooLarge,
     /// 17: the topic name is not acceptable (e.g. an internal name).
     InvalidTopic,
     /// 35: the request version is not served.
@@ -79,11 +81,12 @@ pub enum ClientErrorClass {
 
 impl KafkaError {
     /// Every error, in code order.
-    pub const ALL: [KafkaError; 25] = [
+    pub const ALL: [KafkaError; 26] = [
         KafkaError::UnknownServerError,
         KafkaError::OffsetOutOfRange,
         KafkaError::CorruptMessage,
         KafkaError::UnknownTopicOrPartition,
+        KafkaError::MessageTooLarge,
         KafkaError::InvalidTopic,
         KafkaError::UnsupportedVersion,
         KafkaError::TopicAlreadyExists,
@@ -114,6 +117,7 @@ impl KafkaError {
             KafkaError::UnknownServerError => -1,
             KafkaError::OffsetOutOfRange => 1,
             KafkaError::CorruptMessage => 2,
+            KafkaError::MessageTooLarge => 10,
             KafkaError::UnknownTopicOrPartition => 3,
             KafkaError::InvalidTopic => 17,
             KafkaError::UnsupportedVersion => 35,
@@ -145,6 +149,7 @@ impl KafkaError {
             KafkaError::UnknownServerError => "UNKNOWN_SERVER_ERROR",
             KafkaError::OffsetOutOfRange => "OFFSET_OUT_OF_RANGE",
             KafkaError::CorruptMessage => "CORRUPT_MESSAGE",
+            KafkaError::MessageTooLarge => "MESSAGE_TOO_LARGE",
             KafkaError::UnknownTopicOrPartition => "UNKNOWN_TOPIC_OR_PARTITION",
             KafkaError::InvalidTopic => "INVALID_TOPIC_EXCEPTION",
             KafkaError::UnsupportedVersion => "UNSUPPORTED_VERSION",
@@ -181,6 +186,8 @@ impl KafkaError {
             | KafkaError::InvalidTxnState
             | KafkaError::TransactionAbortable
             | KafkaError::InvalidRecord => ClientErrorClass::Abortable,
+            // The batch is too large to ever be accepted: the client fails the records (or splits the batch).
+            KafkaError::MessageTooLarge => ClientErrorClass::Fatal,
             // Brokers no longer send it; clients treat it as success without offsets.
             KafkaError::DuplicateSequenceNumber | KafkaError::UnknownProducerId => {
                 ClientErrorClass::Retriable

@@ -36,6 +36,10 @@ pub struct ServeArgs {
     /// The largest request accepted, in bytes (`socket.request.max.bytes`).
     #[arg(long, default_value_t = 100 << 20, value_parser = clap::value_parser!(u64).range(1024..=(1 << 30)))]
     max_request_bytes: u64,
+    /// The largest record batch a produce may carry, in bytes, log overhead included (`message.max.bytes`); a
+    /// larger one is refused MESSAGE_TOO_LARGE.
+    #[arg(long, default_value_t = 1_048_588, value_parser = clap::value_parser!(u64).range(64..=(1 << 30)))]
+    max_message_bytes: u64,
     /// `transactional.id.expiration.ms`.
     #[arg(long, default_value_t = 604_800_000, value_parser = clap::value_parser!(i64).range(1..))]
     transactional_id_expiration_ms: i64,
@@ -87,6 +91,7 @@ pub fn serve(args: ServeArgs) -> Result<(), CliError> {
     config.node.auto_create_topics = !args.no_auto_create_topics;
     config.node.default_partitions = args.default_partitions;
     config.max_request_bytes = usize::try_from(args.max_request_bytes).unwrap_or(usize::MAX);
+    config.node.max_message_bytes = usize::try_from(args.max_message_bytes).unwrap_or(usize::MAX);
     config.node.transactional_id_expiration_ms = args.transactional_id_expiration_ms;
     config.node.max_transaction_timeout_ms = args.max_transaction_timeout_ms;
     config.node.producer_id_expiration_ms = args.producer_id_expiration_ms;

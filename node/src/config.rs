@@ -23,6 +23,9 @@ pub struct NodeConfig {
     pub max_transaction_timeout_ms: i64,
     /// `producer.id.expiration.ms` (idempotent producers' state in each partition).
     pub producer_id_expiration_ms: i64,
+    /// `message.max.bytes`: the largest batch a produce may carry, its 12-byte log overhead included; a larger one
+    /// is answered MESSAGE_TOO_LARGE.
+    pub max_message_bytes: usize,
     /// Which producers a `MIRROR_PID_RESET` barrier clears (the KIP's rule by default; the simulator compares
     /// the alternatives).
     pub barrier_scope: BarrierScope,
@@ -48,6 +51,7 @@ impl NodeConfig {
             transactional_id_expiration_ms: 604_800_000,
             max_transaction_timeout_ms: 900_000,
             producer_id_expiration_ms: 86_400_000,
+            max_message_bytes: 1_048_588,
             barrier_scope: PsmConfig::default().barrier_scope,
             record_delivered_markers: false,
             follower_cluster_id: None,

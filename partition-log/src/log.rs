@@ -45,6 +45,8 @@ pub struct AppendOutcome {
     pub last_offset: i64,
     /// True when a client resent a batch already in the log: nothing was written.
     pub duplicate: bool,
+    /// For a duplicate, the original batch's max timestamp (Kafka answers it as the produce's log append time).
+    pub original_max_timestamp: Option<i64>,
     /// Barriers in the append that reset producer state.
     pub barriers_applied: usize,
     /// Aborted-transaction index entries written.
@@ -414,6 +416,7 @@ impl PartitionLog {
                     first_offset: original.first_offset(),
                     last_offset: original.last_offset,
                     duplicate: true,
+                    original_max_timestamp: Some(original.timestamp),
                     barriers_applied: 0,
                     aborted_index_entries: 0,
                 })
@@ -441,6 +444,7 @@ impl PartitionLog {
             first_offset,
             last_offset,
             duplicate: false,
+            original_max_timestamp: None,
             barriers_applied: effects.barriers_applied.len(),
             aborted_index_entries: effects.aborted_index.len(),
         })

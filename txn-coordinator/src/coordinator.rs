@@ -405,6 +405,35 @@ impl Coordinator {
         }
     }
 
+    /// Kafka's transaction verification (KIP-890 part 1), asked before a transactional batch of `producer_id` at
+    /// `epoch` is appended to `partition`: the producer this id holds may write only to a partition of its open
+    /// transaction (INVALID_TXN_STATE otherwise), and an older epoch of it — fenced, or its transaction aborted
+    /// on timeout — not at all (INVALID_PRODUCER_EPOCH). An id the coordinator does not know, another producer
+    /// id or a newer epoch is not its to refuse: the partition's producer state decides those.
+    pub fn verify_transactional_append(
+        &self,
+        transactional_id: &TransactionalId,
+        producer_id: ProducerId,
+        epoch: ProducerEpoch,
+        partition: &PartitionId,
+    ) -> Result<(), KafkaError> {
+        let Some(txn) = self.txns.get(transactional_id) else {
+            return Ok(());
+        };
+        if txn.producer_id != producer_id {
+            return Ok(());
+        }
+        match txn.epoch.map(|held| held.0.cmp(&epoch.0)) {
+            Some(std::cmp::Ordering::Greater) => Err(KafkaError::InvalidProducerEpoch),
+            Some(std::cmp::Ordering::Equal)
+                if txn.state != TxnState::Ongoing || !txn.partitions.contains(partition) =>
+            {
+                Err(KafkaError::InvalidTxnState)
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// AddPartitionsToTxn: the partitions join the open transaction (opening one if none is).
     pub fn add_partitions(
         &mut self,

@@ -123,7 +123,10 @@ pub async fn find_coordinator(
 ) -> FindCoordinatorResponse {
     let mut response = FindCoordinatorResponse::default();
     if !matches!(request.key_type, 0 | 1) {
+        // No coordinator named beside an error, as Kafka answers it.
         response.error_code = KafkaError::InvalidRequest.code();
+        response.node_id = BrokerId(-1);
+        response.port = -1;
         return response;
     }
     response.node_id = BrokerId(0);

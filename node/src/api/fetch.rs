@@ -104,7 +104,13 @@ async fn read_all(node: &Node, request: &FetchRequest) -> (FetchResponse, usize)
                                             );
                                         }
                                     }
-                                    Err(error) => data.error_code = log_error(&error).code(),
+                                    Err(error) => {
+                                        // Kafka answers a refused read without the partition's watermarks.
+                                        data.error_code = log_error(&error).code();
+                                        data.high_watermark = -1;
+                                        data.last_stable_offset = -1;
+                                        data.log_start_offset = -1;
+                                    }
                                 }
                             }
                         }
@@ -113,6 +119,13 @@ async fn read_all(node: &Node, request: &FetchRequest) -> (FetchResponse, usize)
             }
             if data.records.is_none() {
                 data.records = Some(Bytes::new());
+            }
+            if isolation == Isolation::ReadUncommitted
+                && data.error_code != KafkaError::UnknownTopicOrPartition.code()
+            {
+                // Null, as Kafka answers a partition it read: only read_committed fetches carry the list (Kafka
+                // answers an unknown partition with an empty one whatever the isolation).
+                data.aborted_transactions = None;
             }
             topic_response.partitions.push(data);
         }
@@ -167,10 +180,6 @@ pub async fn list_offsets(node: &Node, request: ListOffsetsRequest, version: i16
                                 Isolation::ReadCommitted => log.last_stable_offset(),
                                 Isolation::ReadUncommitted => log.high_watermark(),
                             };
-                            if version >= 4 {
-                                // The field exists from v4; an older response that sets it does not encode.
-                                answer.leader_epoch = log.config().leader_epoch;
-                            }
                             match partition.timestamp {
                                 -2 => answer.offset = log.log_start_offset(),
                                 -1 => answer.offset = upper,
@@ -182,7 +191,14 @@ pub async fn list_offsets(node: &Node, request: ListOffsetsRequest, version: i16
                                     Ok(None) => {}
                                     Err(code) => answer.error_code = code,
                                 },
-                                _ => answer.error_code = KafkaError::InvalidRequest.code(),
+                                // -3 (max timestamp) and the tiered-storage specials are newer than the
+                                // versions served; Kafka answers any of them at these versions so.
+                                _ => answer.error_code = KafkaError::UnsupportedVersion.code(),
+                            }
+                            // From v4 (an older response that sets the field does not encode), and only beside an
+                            // offset found: Kafka answers -1 with no offset or an error.
+                            if version >= 4 && answer.error_code == 0 && answer.offset >= 0 {
+                                answer.leader_epoch = log.config().leader_epoch;
                             }
                         }
                     }

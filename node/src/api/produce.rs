@@ -4,10 +4,11 @@
 
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::*;
-use kafka_types::{KafkaError, TransactionVersion};
+use kafka_types::{KafkaError, ProducerEpoch, ProducerId, TransactionVersion, TransactionalId};
 use partition_log::LogError;
 use producer_state::AppendOrigin;
 use record_format::{BatchIter, DecodeError};
+use storage::PartitionId;
 
 use crate::node::Node;
 
@@ -15,6 +16,7 @@ use crate::node::Node;
 pub async fn produce(node: &Node, request: ProduceRequest, _version: i16) -> ProduceResponse {
     let mut response = ProduceResponse::default();
     let mut appended = false;
+    let transactional_id = request.transactional_id.as_ref().map(|id| id.as_str().to_owned());
     for topic in request.topic_data {
         let mut topic_response = TopicProduceResponse::default();
         topic_response.name = topic.name.clone();
@@ -24,13 +26,18 @@ pub async fn produce(node: &Node, request: ProduceRequest, _version: i16) -> Pro
             answer.base_offset = -1;
             answer.log_append_time_ms = -1;
             answer.log_start_offset = -1;
-            match append(node, topic.name.as_str(), partition.index, partition.records).await {
-                Ok((base_offset, log_start_offset)) => {
-                    answer.base_offset = base_offset;
-                    answer.log_start_offset = log_start_offset;
+            let target = (topic.name.as_str(), partition.index);
+            match append(node, target, transactional_id.as_deref(), partition.records).await {
+                Ok(appended_at) => {
+                    answer.base_offset = appended_at.base_offset;
+                    answer.log_start_offset = appended_at.log_start_offset;
+                    answer.log_append_time_ms = appended_at.log_append_time;
                     appended = true;
                 }
-                Err(error) => answer.error_code = error.code(),
+                Err(refusal) => {
+                    answer.error_code = refusal.error.code();
+                    answer.log_start_offset = refusal.log_start_offset;
+                }
             }
             topic_response.partition_responses.push(answer);
         }
@@ -42,13 +49,37 @@ pub async fn produce(node: &Node, request: ProduceRequest, _version: i16) -> Pro
     response
 }
 
-/// One partition's append: `(base offset, log start offset)` or the Kafka error to answer.
+/// Where an accepted batch went.
+struct Appended {
+    base_offset: i64,
+    log_start_offset: i64,
+    /// −1, or for a duplicate the original batch's max timestamp (as Kafka answers it).
+    log_append_time: i64,
+}
+
+/// A refused batch: the error, and the log start offset Kafka puts beside it (−1 when the batch never reached
+/// the log: no such partition, too large, corrupt, storage down, not part of the transaction).
+struct Refusal {
+    error: KafkaError,
+    log_start_offset: i64,
+}
+
+impl From<KafkaError> for Refusal {
+    fn from(error: KafkaError) -> Self {
+        Refusal {
+            error,
+            log_start_offset: -1,
+        }
+    }
+}
+
+/// One partition's append.
 async fn append(
     node: &Node,
-    topic: &str,
-    partition: i32,
+    (topic, partition): (&str, i32),
+    transactional_id: Option<&str>,
     records: Option<bytes::Bytes>,
-) -> Result<(i64, i64), KafkaError> {
+) -> Result<Appended, Refusal> {
     let slot = node
         .partition(topic, partition)
         .await
@@ -60,31 +91,78 @@ async fn append(
         match batch {
             Ok(batch) => batches.push(batch.batch),
             Err(record_format::SegmentError::Corrupt { error, .. }) => {
-                return Err(decode_error(Some(&error)))
+                return Err(decode_error(Some(&error)).into())
             }
-            Err(_) => return Err(KafkaError::UnknownServerError),
+            Err(_) => return Err(KafkaError::UnknownServerError.into()),
+        }
+    }
+    if batches
+        .iter()
+        .any(|batch| batch.size() > node.config().max_message_bytes)
+    {
+        return Err(KafkaError::MessageTooLarge.into());
+    }
+    if let (Some(first), Some(transactional_id)) = (batches.first(), transactional_id) {
+        if first.is_transactional() {
+            verify_transaction(node, transactional_id, first, (topic, partition)).await?;
         }
     }
     let mut guard = slot.lock().await;
     let replicas = guard.as_mut().ok_or(KafkaError::KafkaStorageError)?;
+    let refused = |error: &LogError, log_start_offset: i64| {
+        let error = log_error(error);
+        // Kafka answers the log start offset beside every refusal the log itself made (sequence, epoch, record
+        // checks), and −1 beside a corrupt batch or a storage failure.
+        let reached_the_log = !matches!(error, KafkaError::CorruptMessage | KafkaError::KafkaStorageError);
+        Refusal {
+            error,
+            log_start_offset: if reached_the_log { log_start_offset } else { -1 },
+        }
+    };
+    let log_start_offset = replicas.leader.log_start_offset();
     let outcome = replicas
         .leader
         .append_as_leader(batches, AppendOrigin::Client, TransactionVersion::V0)
         .await
-        .map_err(|error| log_error(&error))?;
+        .map_err(|error| refused(&error, log_start_offset))?;
     if !outcome.duplicate {
         replicas
             .leader
             .flush_acknowledged()
             .await
-            .map_err(|error| log_error(&error))?;
+            .map_err(|error| refused(&error, log_start_offset))?;
         // acks=all: the followers (if any) catch up, and the high watermark follows the slowest.
         replicas
             .replicate(node.now_ms())
             .await
-            .map_err(|error| log_error(&error))?;
+            .map_err(|error| refused(&error, log_start_offset))?;
     }
-    Ok((outcome.first_offset, replicas.leader.log_start_offset()))
+    Ok(Appended {
+        base_offset: outcome.first_offset,
+        log_start_offset: replicas.leader.log_start_offset(),
+        log_append_time: outcome.original_max_timestamp.unwrap_or(-1),
+    })
+}
+
+/// Kafka's transaction verification (KIP-890 part 1), before the log is touched: the coordinator's
+/// [`txn_coordinator::Coordinator::verify_transactional_append`] decides.
+async fn verify_transaction(
+    node: &Node,
+    transactional_id: &str,
+    batch: &record_format::RecordBatch,
+    (topic, partition): (&str, i32),
+) -> Result<(), KafkaError> {
+    let id = u32::try_from(partition)
+        .ok()
+        .and_then(|index| PartitionId::new(topic, index).ok())
+        .ok_or(KafkaError::UnknownTopicOrPartition)?;
+    let mut coordinator = node.coordinator.lock().await;
+    coordinator.coordinator().verify_transactional_append(
+        &TransactionalId(transactional_id.to_owned()),
+        ProducerId(batch.producer_id()),
+        ProducerEpoch(batch.producer_epoch()),
+        &id,
+    )
 }
 
 /// The Kafka error of a refused append or read.
