@@ -392,7 +392,8 @@ const KAFKA_SUITE: &str = "interop/tests";
 
 /// The reference-Kafka suite: Apache Kafka brokers started from the pinned jars (`interop/kafka/kafka_node.py`)
 /// and driven by pytest; `pytest_args` go to pytest after the suite's path. Its both-ways tests run the mirrorlog
-/// binary too (`serve`, `dump`, `replay`), so it is built first (nothing to do after the real-client suite).
+/// binary too (`serve`, `dump`, `replay`), so it is built first (nothing to do after the real-client suite), and
+/// its differential tests the `kafka-diff` driver.
 fn kafka_suite(pytest_args: &[String]) -> Result<(), String> {
     ensure_java_and_maven()?;
     let libs = kafka_jars()?;
@@ -406,6 +407,10 @@ fn kafka_suite(pytest_args: &[String]) -> Result<(), String> {
         cargo().args(["build", "-p", "mirror-link", "--example", "mirror_once"]),
     )?;
     run(
+        "cargo build -p kafka-diff",
+        cargo().args(["build", "-p", "kafka-diff"]),
+    )?;
+    run(
         "reference-Kafka suite (pytest)",
         Command::new(venv.join("bin/python"))
             .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", KAFKA_SUITE])
@@ -417,7 +422,8 @@ fn kafka_suite(pytest_args: &[String]) -> Result<(), String> {
             .env(
                 "MIRRORLOG_MIRROR_ONCE",
                 target_dir().join("debug/examples/mirror_once"),
-            ),
+            )
+            .env("MIRRORLOG_KAFKA_DIFF", target_dir().join("debug/kafka-diff")),
     )
 }
 

@@ -1,0 +1,157 @@
+//! ApiVersions, Metadata, CreateTopics and FindCoordinator.
+
+use kafka_protocol::messages::*;
+use serde_json::json;
+
+use super::{create_topic, top, versions};
+use crate::error::DiffError;
+use crate::observe;
+use crate::requests;
+use crate::session::Session;
+
+pub async fn api_versions_every_version(session: &mut Session) -> Result<(), DiffError> {
+    for version in versions(ApiKey::ApiVersions) {
+        let mut request = ApiVersionsRequest::default();
+        if version >= 3 {
+            request.client_software_name = requests::s("kafka-diff");
+            request.client_software_version = requests::s("1.0");
+        }
+        let answer: ApiVersionsResponse = session.call(ApiKey::ApiVersions, version, &request).await?;
+        // Which versions each broker serves differs by design; what the scenarios drive is in range for both
+        // (the suite checks that separately).
+        let serves_driven = super::VERSIONS.iter().all(|&(key, low, high)| {
+            answer
+                .api_keys
+                .iter()
+                .any(|api| api.api_key == key as i16 && api.min_version <= low && api.max_version >= high)
+        });
+        session.observe(
+            &format!("v{version}"),
+            json!({ "error": answer.error_code, "serves every driven version": serves_driven }),
+        );
+    }
+    Ok(())
+}
+
+pub async fn metadata_every_version(session: &mut Session) -> Result<(), DiffError> {
+    let known = session.topic("known");
+    create_topic(session, &known, 2).await?;
+    for version in versions(ApiKey::Metadata) {
+        let auto = session.topic(&format!("auto-v{version}"));
+        let names = [known.as_str(), auto.as_str(), "invalid name!"];
+        let request = requests::metadata(Some(&names), true);
+        let answer: MetadataResponse = session.call(ApiKey::Metadata, version, &request).await?;
+        let prefix = session.topic("");
+        session.observe(
+            &format!("v{version} named"),
+            observe::metadata(&answer, |name| {
+                name.starts_with(&prefix) || name == "invalid name!"
+            }),
+        );
+        // Once created, the auto-created topic has its partition and leader.
+        let request = requests::metadata(Some(&[auto.as_str()]), false);
+        let mut settled = None;
+        for _attempt in 0..100 {
+            let answer: MetadataResponse = session.call(ApiKey::Metadata, version.max(4), &request).await?;
+            let ready = answer.topics.iter().all(|topic| {
+                topic.error_code == 0
+                    && topic
+                        .partitions
+                        .iter()
+                        .all(|p| p.error_code == 0 && p.leader_id.0 >= 0)
+            });
+            if ready {
+                settled = Some(answer);
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        let seen = settled.map_or(json!("never settled"), |answer| {
+            observe::metadata(&answer, |_| true)
+        });
+        session.observe(&format!("v{version} auto-created topic later"), seen);
+    }
+    let request = requests::metadata(None, true);
+    let answer: MetadataResponse = session
+        .call(ApiKey::Metadata, top(ApiKey::Metadata), &request)
+        .await?;
+    let prefix = session.topic("known");
+    session.observe(
+        "all topics (this scenario's)",
+        observe::metadata(&answer, |name| name == prefix),
+    );
+    Ok(())
+}
+
+pub async fn metadata_without_auto_creation(session: &mut Session) -> Result<(), DiffError> {
+    let missing = session.topic("missing");
+    for version in 4..=top(ApiKey::Metadata) {
+        let request = requests::metadata(Some(&[missing.as_str()]), false);
+        let answer: MetadataResponse = session.call(ApiKey::Metadata, version, &request).await?;
+        session.observe(&format!("v{version}"), observe::metadata(&answer, |_| true));
+    }
+    Ok(())
+}
+
+pub async fn create_topics_every_version(session: &mut Session) -> Result<(), DiffError> {
+    let existing = session.topic("existing");
+    create_topic(session, &existing, 1).await?;
+    for version in versions(ApiKey::CreateTopics) {
+        let fresh = session.topic(&format!("fresh-v{version}"));
+        let mut request = CreateTopicsRequest::default();
+        request.timeout_ms = 30_000;
+        request.topics = vec![
+            requests::creatable(&fresh, 3, 1),
+            requests::creatable(&existing, 1, 1),
+            requests::creatable(&session.topic(&format!("zero-v{version}")), 0, 1),
+            requests::creatable(&session.topic(&format!("replicated-v{version}")), 1, 3),
+            requests::creatable("bad/name", 1, 1),
+        ];
+        let answer: CreateTopicsResponse = session.call(ApiKey::CreateTopics, version, &request).await?;
+        session.observe(&format!("v{version}"), observe::create_topics(&answer));
+        request.validate_only = true;
+        request.topics = vec![requests::creatable(
+            &session.topic(&format!("checked-v{version}")),
+            1,
+            1,
+        )];
+        let answer: CreateTopicsResponse = session.call(ApiKey::CreateTopics, version, &request).await?;
+        session.observe(
+            &format!("v{version} validate_only"),
+            observe::create_topics(&answer),
+        );
+    }
+    let checked = session.topic("checked-v2");
+    let fresh = session.topic("fresh-v2");
+    let request = requests::metadata(Some(&[fresh.as_str(), checked.as_str()]), false);
+    let answer: MetadataResponse = session
+        .call(ApiKey::Metadata, top(ApiKey::Metadata), &request)
+        .await?;
+    session.observe(
+        "created, and validated only",
+        observe::metadata(&answer, |_| true),
+    );
+    Ok(())
+}
+
+pub async fn find_coordinator_every_version(session: &mut Session) -> Result<(), DiffError> {
+    for version in versions(ApiKey::FindCoordinator) {
+        let types: &[i8] = if version >= 1 { &[0, 1, 9] } else { &[0] };
+        for &key_type in types {
+            let request = requests::find_coordinator(&session.transactional_id("key"), key_type);
+            let answer: FindCoordinatorResponse = session
+                .call_until(
+                    ApiKey::FindCoordinator,
+                    version,
+                    &request,
+                    |a: &FindCoordinatorResponse| a.error_code,
+                )
+                .await?;
+            session.observe(
+                &format!("v{version} key type {key_type}"),
+                json!({ "error": answer.error_code, "has_node": answer.node_id.0 >= 0 }),
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,298 @@
+//! Fetch and ListOffsets: versions, isolation levels, transactions' effect on what is visible.
+
+use kafka_protocol::messages::*;
+
+use super::{
+    add_partitions_at, consume, create_topic, end_txn_at, fetch_observed, init_transactional,
+    open_transaction, produce_observed, top, versions,
+};
+use crate::error::DiffError;
+use crate::observe;
+use crate::requests::{self, BatchSpec, BASE_TIMESTAMP};
+use crate::session::Session;
+
+/// Fills `topic`/0 with a plain batch, a committed transaction, an aborted one and another plain batch.
+async fn mixed_partition(session: &mut Session, topic: &str) -> Result<(), DiffError> {
+    create_topic(session, topic, 1).await?;
+    produce_observed(
+        session,
+        "plain",
+        None,
+        vec![(topic, 0, BatchSpec::plain("p1", 3))],
+    )
+    .await?;
+    for (index, committed) in [(0, true), (1, false)] {
+        let txn = session.transactional_id(&format!("txn{index}"));
+        let producer = open_transaction(session, &txn, &[(topic, 0)], 2).await?;
+        end_txn_at(
+            session,
+            top(ApiKey::EndTxn),
+            &txn,
+            producer,
+            committed,
+            &[(topic, 0)],
+        )
+        .await?;
+    }
+    produce_observed(
+        session,
+        "plain after",
+        None,
+        vec![(topic, 0, BatchSpec::plain("p2", 2))],
+    )
+    .await?;
+    Ok(())
+}
+
+pub async fn fetch_every_version(session: &mut Session) -> Result<(), DiffError> {
+    let topic = session.topic("t");
+    mixed_partition(session, &topic).await?;
+    for version in versions(ApiKey::Fetch) {
+        for isolation in [0, 1] {
+            let seen = consume(session, version, isolation, &[(&topic, 0, 0)]).await?;
+            session.observe(&format!("v{version} isolation {isolation}"), seen);
+        }
+    }
+    Ok(())
+}
+
+pub async fn fetch_offset_out_of_range(session: &mut Session) -> Result<(), DiffError> {
+    let topic = session.topic("t");
+    create_topic(session, &topic, 1).await?;
+    produce_observed(
+        session,
+        "plain",
+        None,
+        vec![(&topic, 0, BatchSpec::plain("p", 3))],
+    )
+    .await?;
+    fetch_observed(session, "at the end", 0, &[(&topic, 0, 3)]).await?;
+    fetch_observed(session, "past the end", 0, &[(&topic, 0, 1_000)]).await?;
+    fetch_observed(session, "negative", 0, &[(&topic, 0, -5)]).await
+}
+
+pub async fn fetch_unknown_topic_and_partition(session: &mut Session) -> Result<(), DiffError> {
+    let topic = session.topic("t");
+    create_topic(session, &topic, 1).await?;
+    let missing = session.topic("missing");
+    fetch_observed(
+        session,
+        "unknown",
+        0,
+        &[(&topic, 0, 0), (&topic, 4, 0), (&missing, 0, 0)],
+    )
+    .await
+}
+
+pub async fn fetch_open_transaction(session: &mut Session) -> Result<(), DiffError> {
+    let topic = session.topic("t");
+    create_topic(session, &topic, 1).await?;
+    produce_observed(
+        session,
+        "plain",
+        None,
+        vec![(&topic, 0, BatchSpec::plain("p1", 2))],
+    )
+    .await?;
+    let txn = session.transactional_id("open");
+    open_transaction(session, &txn, &[(&topic, 0)], 3).await?;
+    produce_observed(
+        session,
+        "plain after",
+        None,
+        vec![(&topic, 0, BatchSpec::plain("p2", 2))],
+    )
+    .await?;
+    fetch_observed(session, "read_uncommitted", 0, &[(&topic, 0, 0)]).await?;
+    fetch_observed(session, "read_committed", 1, &[(&topic, 0, 0)]).await?;
+    fetch_observed(session, "read_committed from the LSO", 1, &[(&topic, 0, 2)]).await
+}
+
+pub async fn fetch_aborted_transactions(session: &mut Session) -> Result<(), DiffError> {
+    let topic = session.topic("t");
+    mixed_partition(session, &topic).await?;
+    // The aborted transaction's batch starts at offset 6 (3 plain, 2 committed, their marker).
+    for offset in [0, 6, 7, 8, 9] {
+        fetch_observed(
+            session,
+            &format!("read_committed from {offset}"),
+            1,
+            &[(&topic, 0, offset)],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+pub async fn fetch_middle_of_batch(session: &mut Session) -> Result<(), DiffError> {
+    let topic = session.topic("t");
+    create_topic(session, &topic, 1).await?;
+    produce_observed(
+        session,
+        "five",
+        None,
+        vec![(&topic, 0, BatchSpec::plain("five", 5))],
+    )
+    .await?;
+    produce_observed(
+        session,
+        "two",
+        None,
+        vec![(&topic, 0, BatchSpec::plain("two", 2))],
+    )
+    .await?;
+    fetch_observed(session, "from 2", 0, &[(&topic, 0, 2)]).await?;
+    fetch_observed(session, "from 5", 0, &[(&topic, 0, 5)]).await
+}
+
+pub async fn fetch_small_max_bytes(session: &mut Session) -> Result<(), DiffError> {
+    let topic = session.topic("t");
+    create_topic(session, &topic, 1).await?;
+    produce_observed(
+        session,
+        "one",
+        None,
+        vec![(&topic, 0, BatchSpec::plain("one", 4))],
+    )
+    .await?;
+    produce_observed(
+        session,
+        "two",
+        None,
+        vec![(&topic, 0, BatchSpec::plain("two", 4))],
+    )
+    .await?;
+    let mut request = requests::fetch(0, &[(&topic, 0, 0)]);
+    for partition in request
+        .topics
+        .iter_mut()
+        .flat_map(|topic| topic.partitions.iter_mut())
+    {
+        partition.partition_max_bytes = 10;
+    }
+    request.max_bytes = 10;
+    let answer: FetchResponse = session.call(ApiKey::Fetch, top(ApiKey::Fetch), &request).await?;
+    let seen = observe::fetch(session, &answer);
+    session.observe("max bytes 10", seen);
+    Ok(())
+}
+
+pub async fn list_offsets_every_version(session: &mut Session) -> Result<(), DiffError> {
+    let topic = session.topic("t");
+    create_topic(session, &topic, 1).await?;
+    produce_observed(
+        session,
+        "first",
+        None,
+        vec![(&topic, 0, BatchSpec::plain("a", 3))],
+    )
+    .await?;
+    produce_observed(
+        session,
+        "second",
+        None,
+        vec![(&topic, 0, BatchSpec::plain("b", 3))],
+    )
+    .await?;
+    let times = [
+        -2,
+        -1,
+        BASE_TIMESTAMP,
+        BASE_TIMESTAMP + 1,
+        BASE_TIMESTAMP + 2,
+        BASE_TIMESTAMP + 3,
+        4_000_000_000_000,
+    ];
+    for version in versions(ApiKey::ListOffsets) {
+        let parts: Vec<(&str, i32, i64)> = times.iter().map(|&time| (topic.as_str(), 0, time)).collect();
+        let levels: &[i8] = if version >= 2 { &[0, 1] } else { &[0] };
+        for &isolation in levels {
+            // Kafka refuses a partition named twice in one request: one request per timestamp.
+            let mut seen = Vec::new();
+            for part in &parts {
+                let request = requests::list_offsets(isolation, std::slice::from_ref(part));
+                let answer: ListOffsetsResponse =
+                    session.call(ApiKey::ListOffsets, version, &request).await?;
+                seen.push(observe::list_offsets(&answer));
+            }
+            session.observe(
+                &format!("v{version} isolation {isolation}"),
+                serde_json::json!(seen),
+            );
+        }
+    }
+    Ok(())
+}
+
+pub async fn list_offsets_open_transaction(session: &mut Session) -> Result<(), DiffError> {
+    let topic = session.topic("t");
+    create_topic(session, &topic, 1).await?;
+    produce_observed(
+        session,
+        "plain",
+        None,
+        vec![(&topic, 0, BatchSpec::plain("p", 2))],
+    )
+    .await?;
+    let txn = session.transactional_id("open");
+    let producer = init_transactional(session, &txn, 60_000).await?;
+    add_partitions_at(
+        session,
+        top(ApiKey::AddPartitionsToTxn),
+        &txn,
+        producer,
+        &[(&topic, 0)],
+    )
+    .await?;
+    produce_observed(
+        session,
+        "transactional",
+        Some(&txn),
+        vec![(
+            &topic,
+            0,
+            BatchSpec::plain("t", 3).by(producer, 0).in_transaction(),
+        )],
+    )
+    .await?;
+    for isolation in [0, 1] {
+        let request = requests::list_offsets(isolation, &[(&topic, 0, -1)]);
+        let answer: ListOffsetsResponse = session
+            .call(ApiKey::ListOffsets, top(ApiKey::ListOffsets), &request)
+            .await?;
+        session.observe(
+            &format!("open, isolation {isolation}"),
+            observe::list_offsets(&answer),
+        );
+    }
+    end_txn_at(session, top(ApiKey::EndTxn), &txn, producer, true, &[(&topic, 0)]).await?;
+    for isolation in [0, 1] {
+        let request = requests::list_offsets(isolation, &[(&topic, 0, -1)]);
+        let answer: ListOffsetsResponse = session
+            .call(ApiKey::ListOffsets, top(ApiKey::ListOffsets), &request)
+            .await?;
+        session.observe(
+            &format!("committed, isolation {isolation}"),
+            observe::list_offsets(&answer),
+        );
+    }
+    Ok(())
+}
+
+pub async fn list_offsets_unknown(session: &mut Session) -> Result<(), DiffError> {
+    let topic = session.topic("t");
+    create_topic(session, &topic, 1).await?;
+    let missing = session.topic("missing");
+    for (step, part) in [
+        ("unknown partition", (topic.as_str(), 3, -1)),
+        ("unknown topic", (missing.as_str(), 0, -1)),
+        ("timestamp -7", (topic.as_str(), 0, -7)),
+    ] {
+        let request = requests::list_offsets(0, &[part]);
+        let answer: ListOffsetsResponse = session
+            .call(ApiKey::ListOffsets, top(ApiKey::ListOffsets), &request)
+            .await?;
+        session.observe(step, observe::list_offsets(&answer));
+    }
+    Ok(())
+}

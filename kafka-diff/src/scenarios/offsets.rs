@@ -1,0 +1,285 @@
+//! Committed offsets: OffsetCommit and OffsetFetch of a group without members, and offsets committed in
+//! transactions (AddOffsetsToTxn, TxnOffsetCommit).
+
+use kafka_protocol::messages::*;
+use serde_json::json;
+
+use super::{add_partitions_at, create_topic, end_txn_at, init_transactional, top, versions};
+use crate::error::DiffError;
+use crate::observe;
+use crate::requests;
+use crate::session::Session;
+
+async fn fetch_offsets(
+    session: &mut Session,
+    step: &str,
+    version: i16,
+    group: &str,
+    topic: &str,
+) -> Result<(), DiffError> {
+    let partitions: &[i32] = &[0, 1];
+    let request = requests::offset_fetch(group, Some(&[(topic, partitions)]), false);
+    let answer: OffsetFetchResponse = session
+        .call_until(
+            ApiKey::OffsetFetch,
+            version,
+            &request,
+            |a: &OffsetFetchResponse| a.error_code,
+        )
+        .await?;
+    session.observe(step, observe::offset_fetch(&answer));
+    Ok(())
+}
+
+pub async fn offset_commit_every_version(session: &mut Session) -> Result<(), DiffError> {
+    let topic = session.topic("t");
+    create_topic(session, &topic, 2).await?;
+    for version in versions(ApiKey::OffsetCommit) {
+        let group = session.transactional_id(&format!("group-v{version}"));
+        let request =
+            requests::offset_commit(&group, &[(&topic, 0, 10 + i64::from(version)), (&topic, 1, 3)]);
+        let answer: OffsetCommitResponse = session
+            .call_until(
+                ApiKey::OffsetCommit,
+                version,
+                &request,
+                |a: &OffsetCommitResponse| {
+                    a.topics
+                        .iter()
+                        .flat_map(|t| t.partitions.iter())
+                        .map(|p| p.error_code)
+                        .max()
+                        .unwrap_or(0)
+                },
+            )
+            .await?;
+        session.observe(&format!("commit v{version}"), observe::offset_commit(&answer));
+    }
+    let group = session.transactional_id("group-v2");
+    for version in versions(ApiKey::OffsetFetch) {
+        fetch_offsets(session, &format!("fetch v{version}"), version, &group, &topic).await?;
+    }
+    for version in 2..=top(ApiKey::OffsetFetch) {
+        let request = requests::offset_fetch(&group, None, false);
+        let answer: OffsetFetchResponse = session.call(ApiKey::OffsetFetch, version, &request).await?;
+        session.observe(&format!("fetch all v{version}"), observe::offset_fetch(&answer));
+    }
+    Ok(())
+}
+
+pub async fn offset_fetch_unknown_group(session: &mut Session) -> Result<(), DiffError> {
+    let topic = session.topic("t");
+    create_topic(session, &topic, 2).await?;
+    let group = session.transactional_id("nobody");
+    fetch_offsets(
+        session,
+        "named partitions",
+        top(ApiKey::OffsetFetch),
+        &group,
+        &topic,
+    )
+    .await?;
+    let request = requests::offset_fetch(&group, None, false);
+    let answer: OffsetFetchResponse = session
+        .call(ApiKey::OffsetFetch, top(ApiKey::OffsetFetch), &request)
+        .await?;
+    session.observe("all", observe::offset_fetch(&answer));
+    Ok(())
+}
+
+pub async fn offset_commit_unknown_topic(session: &mut Session) -> Result<(), DiffError> {
+    let topic = session.topic("t");
+    create_topic(session, &topic, 1).await?;
+    let missing = session.topic("missing");
+    let group = session.transactional_id("group");
+    let request = requests::offset_commit(&group, &[(&topic, 0, 4), (&missing, 0, 4), (&topic, 9, 4)]);
+    let answer: OffsetCommitResponse = session
+        .call_until(
+            ApiKey::OffsetCommit,
+            top(ApiKey::OffsetCommit),
+            &request,
+            |a: &OffsetCommitResponse| {
+                a.topics
+                    .iter()
+                    .flat_map(|t| t.partitions.iter())
+                    .map(|p| p.error_code)
+                    .find(|c| *c != 0)
+                    .unwrap_or(0)
+            },
+        )
+        .await?;
+    session.observe(
+        "known, unknown topic, unknown partition",
+        observe::offset_commit(&answer),
+    );
+    fetch_offsets(session, "read back", top(ApiKey::OffsetFetch), &group, &topic).await
+}
+
+/// Begins a transaction of `txn` that adds `group`'s offsets at `add_version` and commits `offset` for
+/// `topic`/0 at `commit_version`; returns the producer.
+async fn transactional_offsets(
+    session: &mut Session,
+    txn: &str,
+    producer: (i64, i16),
+    group: &str,
+    topic: &str,
+    offset: i64,
+    (add_version, commit_version): (i16, i16),
+) -> Result<(), DiffError> {
+    let request = requests::add_offsets(txn, producer, group);
+    let answer: AddOffsetsToTxnResponse = session
+        .call_until(
+            ApiKey::AddOffsetsToTxn,
+            add_version,
+            &request,
+            |a: &AddOffsetsToTxnResponse| a.error_code,
+        )
+        .await?;
+    session.observe(
+        &format!("AddOffsetsToTxn v{add_version}"),
+        json!(answer.error_code),
+    );
+    let request = requests::txn_offset_commit(txn, producer, group, &[(topic, 0, offset)]);
+    let answer: TxnOffsetCommitResponse = session
+        .call_until(
+            ApiKey::TxnOffsetCommit,
+            commit_version,
+            &request,
+            |a: &TxnOffsetCommitResponse| {
+                a.topics
+                    .iter()
+                    .flat_map(|t| t.partitions.iter())
+                    .map(|p| p.error_code)
+                    .find(|c| *c != 0)
+                    .unwrap_or(0)
+            },
+        )
+        .await?;
+    session.observe(
+        &format!("TxnOffsetCommit v{commit_version}"),
+        observe::txn_offset_commit(&answer),
+    );
+    Ok(())
+}
+
+/// Waits until `group`'s committed offset of `topic`/0 is `expected` (Kafka applies a transaction's offsets
+/// once its markers are written) or 10 s passed; then observes it.
+async fn settled_offset(
+    session: &mut Session,
+    step: &str,
+    group: &str,
+    topic: &str,
+    expected: i64,
+) -> Result<(), DiffError> {
+    let partitions: &[i32] = &[0];
+    let request = requests::offset_fetch(group, Some(&[(topic, partitions)]), false);
+    for _attempt in 0..100 {
+        let answer: OffsetFetchResponse = session
+            .call(ApiKey::OffsetFetch, top(ApiKey::OffsetFetch), &request)
+            .await?;
+        let offset = answer
+            .topics
+            .first()
+            .and_then(|t| t.partitions.first())
+            .map(|p| p.committed_offset);
+        if offset == Some(expected) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let answer: OffsetFetchResponse = session
+        .call(ApiKey::OffsetFetch, top(ApiKey::OffsetFetch), &request)
+        .await?;
+    session.observe(step, observe::offset_fetch(&answer));
+    Ok(())
+}
+
+pub async fn transactional_offsets_every_version(session: &mut Session) -> Result<(), DiffError> {
+    let topic = session.topic("t");
+    create_topic(session, &topic, 1).await?;
+    let txn = session.transactional_id("txn");
+    let group = session.transactional_id("group");
+    let producer = init_transactional(session, &txn, 60_000).await?;
+    for (add_version, commit_version) in
+        versions(ApiKey::AddOffsetsToTxn).zip(versions(ApiKey::TxnOffsetCommit))
+    {
+        let offset = 100 + i64::from(commit_version);
+        transactional_offsets(
+            session,
+            &txn,
+            producer,
+            &group,
+            &topic,
+            offset,
+            (add_version, commit_version),
+        )
+        .await?;
+        end_txn_at(session, top(ApiKey::EndTxn), &txn, producer, true, &[]).await?;
+        settled_offset(
+            session,
+            &format!("after commit v{commit_version}"),
+            &group,
+            &topic,
+            offset,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+pub async fn transactional_offsets_aborted(session: &mut Session) -> Result<(), DiffError> {
+    let topic = session.topic("t");
+    create_topic(session, &topic, 1).await?;
+    let txn = session.transactional_id("txn");
+    let group = session.transactional_id("group");
+    let producer = init_transactional(session, &txn, 60_000).await?;
+    let versions = (top(ApiKey::AddOffsetsToTxn), top(ApiKey::TxnOffsetCommit));
+    transactional_offsets(session, &txn, producer, &group, &topic, 5, versions).await?;
+    end_txn_at(session, top(ApiKey::EndTxn), &txn, producer, true, &[]).await?;
+    settled_offset(session, "committed 5", &group, &topic, 5).await?;
+    transactional_offsets(session, &txn, producer, &group, &topic, 9, versions).await?;
+    end_txn_at(session, top(ApiKey::EndTxn), &txn, producer, false, &[]).await?;
+    // Nothing to wait for: the offset stays 5 on a broker that is right; give the abort time to land.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    settled_offset(session, "after the abort", &group, &topic, 5).await
+}
+
+pub async fn txn_offset_commit_group_not_added(session: &mut Session) -> Result<(), DiffError> {
+    let topic = session.topic("t");
+    create_topic(session, &topic, 1).await?;
+    let txn = session.transactional_id("txn");
+    let producer = init_transactional(session, &txn, 60_000).await?;
+    add_partitions_at(
+        session,
+        top(ApiKey::AddPartitionsToTxn),
+        &txn,
+        producer,
+        &[(&topic, 0)],
+    )
+    .await?;
+    let group = session.transactional_id("not-added");
+    let request = requests::txn_offset_commit(&txn, producer, &group, &[(&topic, 0, 3)]);
+    let answer: TxnOffsetCommitResponse = session
+        .call(ApiKey::TxnOffsetCommit, top(ApiKey::TxnOffsetCommit), &request)
+        .await?;
+    session.observe("group not added", observe::txn_offset_commit(&answer));
+    Ok(())
+}
+
+pub async fn offset_fetch_pending_transactional_offsets(session: &mut Session) -> Result<(), DiffError> {
+    let topic = session.topic("t");
+    create_topic(session, &topic, 1).await?;
+    let txn = session.transactional_id("txn");
+    let group = session.transactional_id("group");
+    let producer = init_transactional(session, &txn, 60_000).await?;
+    let versions = (top(ApiKey::AddOffsetsToTxn), top(ApiKey::TxnOffsetCommit));
+    transactional_offsets(session, &txn, producer, &group, &topic, 7, versions).await?;
+    let partitions: &[i32] = &[0];
+    let request = requests::offset_fetch(&group, Some(&[(&topic, partitions)]), false);
+    let answer: OffsetFetchResponse = session
+        .call(ApiKey::OffsetFetch, top(ApiKey::OffsetFetch), &request)
+        .await?;
+    session.observe("pending", observe::offset_fetch(&answer));
+    end_txn_at(session, top(ApiKey::EndTxn), &txn, producer, true, &[]).await?;
+    settled_offset(session, "committed", &group, &topic, 7).await
+}

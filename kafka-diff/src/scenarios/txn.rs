@@ -1,0 +1,350 @@
+//! The transaction coordinator: InitProducerId, AddPartitionsToTxn, EndTxn, fencing, expiry and timeouts.
+
+use std::time::Duration;
+
+use kafka_protocol::messages::*;
+use serde_json::json;
+
+use super::{
+    add_partitions_at, create_topic, end_txn_at, init_transactional, open_transaction, produce_at,
+    produce_observed, read_back, top, versions, wait_for_markers,
+};
+use crate::error::DiffError;
+use crate::observe;
+use crate::requests::{self, BatchSpec};
+use crate::session::Session;
+
+/// How long the differential suite configures both brokers to keep an idle transactional id
+/// (`transactional.id.expiration.ms`), and how long a scenario waits for it to pass.
+const EXPIRATION_WAIT: Duration = Duration::from_secs(8);
+
+async fn observe_init(
+    session: &mut Session,
+    step: &str,
+    version: i16,
+    request: &InitProducerIdRequest,
+) -> Result<(), DiffError> {
+    let answer: InitProducerIdResponse = session
+        .call_until(
+            ApiKey::InitProducerId,
+            version,
+            request,
+            |a: &InitProducerIdResponse| a.error_code,
+        )
+        .await?;
+    let producer = session.producer(answer.producer_id.0);
+    session.observe(
+        step,
+        json!({ "error": answer.error_code, "producer": producer, "epoch": answer.producer_epoch }),
+    );
+    Ok(())
+}
+
+pub async fn init_producer_id_every_version(session: &mut Session) -> Result<(), DiffError> {
+    for version in versions(ApiKey::InitProducerId) {
+        observe_init(
+            session,
+            &format!("v{version} idempotent"),
+            version,
+            &requests::init_producer_id(None, 60_000),
+        )
+        .await?;
+        let txn = session.transactional_id(&format!("v{version}"));
+        let request = requests::init_producer_id(Some(&txn), 60_000);
+        observe_init(session, &format!("v{version} transactional"), version, &request).await?;
+        observe_init(
+            session,
+            &format!("v{version} transactional again"),
+            version,
+            &request,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+pub async fn init_producer_id_invalid_timeout(session: &mut Session) -> Result<(), DiffError> {
+    let txn = session.transactional_id("txn");
+    let request = requests::init_producer_id(Some(&txn), i32::MAX);
+    observe_init(session, "timeout i32::MAX", top(ApiKey::InitProducerId), &request).await
+}
+
+pub async fn transaction_every_version(session: &mut Session) -> Result<(), DiffError> {
+    let topic = session.topic("t");
+    create_topic(session, &topic, 1).await?;
+    let txn = session.transactional_id("txn");
+    let producer = init_transactional(session, &txn, 60_000).await?;
+    let mut sequence = 0;
+    for (add_version, end_version) in versions(ApiKey::AddPartitionsToTxn).zip(versions(ApiKey::EndTxn)) {
+        add_partitions_at(session, add_version, &txn, producer, &[(&topic, 0)]).await?;
+        let spec = BatchSpec::plain(&format!("add-v{add_version}"), 2)
+            .by(producer, sequence)
+            .in_transaction();
+        produce_observed(
+            session,
+            "transactional produce",
+            Some(&txn),
+            vec![(&topic, 0, spec)],
+        )
+        .await?;
+        sequence += 2;
+        end_txn_at(session, end_version, &txn, producer, true, &[(&topic, 0)]).await?;
+    }
+    read_back(session, &topic, 1).await
+}
+
+pub async fn transaction_abort(session: &mut Session) -> Result<(), DiffError> {
+    let topic = session.topic("t");
+    create_topic(session, &topic, 2).await?;
+    produce_observed(
+        session,
+        "plain",
+        None,
+        vec![(&topic, 1, BatchSpec::plain("p", 1))],
+    )
+    .await?;
+    let txn = session.transactional_id("txn");
+    let producer = open_transaction(session, &txn, &[(&topic, 0), (&topic, 1)], 3).await?;
+    end_txn_at(
+        session,
+        top(ApiKey::EndTxn),
+        &txn,
+        producer,
+        false,
+        &[(&topic, 0), (&topic, 1)],
+    )
+    .await?;
+    read_back(session, &topic, 2).await
+}
+
+/// A producer of `txn` fenced by a second InitProducerId while its transaction over `topic`/0 is open.
+async fn fenced(session: &mut Session, txn: &str, topic: &str) -> Result<(i64, i16), DiffError> {
+    let zombie = open_transaction(session, txn, &[(topic, 0)], 1).await?;
+    let request = requests::init_producer_id(Some(txn), 60_000);
+    observe_init(session, "fencing init", top(ApiKey::InitProducerId), &request).await?;
+    wait_for_markers(session, &[(topic, 0)]).await?;
+    Ok(zombie)
+}
+
+pub async fn transaction_fencing_every_version(session: &mut Session) -> Result<(), DiffError> {
+    let topic = session.topic("t");
+    create_topic(session, &topic, 1).await?;
+    let txn = session.transactional_id("txn");
+    let zombie = fenced(session, &txn, &topic).await?;
+    for version in versions(ApiKey::AddPartitionsToTxn) {
+        let request = requests::add_partitions(&txn, zombie, &[(&topic, 0)]);
+        let answer: AddPartitionsToTxnResponse = session
+            .call(ApiKey::AddPartitionsToTxn, version, &request)
+            .await?;
+        session.observe(
+            &format!("AddPartitionsToTxn v{version}"),
+            observe::add_partitions(&answer),
+        );
+    }
+    for version in versions(ApiKey::AddOffsetsToTxn) {
+        let request = requests::add_offsets(&txn, zombie, &session.transactional_id("group"));
+        let answer: AddOffsetsToTxnResponse =
+            session.call(ApiKey::AddOffsetsToTxn, version, &request).await?;
+        session.observe(&format!("AddOffsetsToTxn v{version}"), json!(answer.error_code));
+    }
+    for version in versions(ApiKey::EndTxn) {
+        for committed in [true, false] {
+            let request = requests::end_txn(&txn, zombie, committed);
+            let answer: EndTxnResponse = session.call(ApiKey::EndTxn, version, &request).await?;
+            session.observe(
+                &format!("EndTxn v{version} committed {committed}"),
+                json!(answer.error_code),
+            );
+        }
+    }
+    for version in versions(ApiKey::Produce) {
+        let spec = BatchSpec::plain("zombie", 1).by(zombie, 1).in_transaction();
+        produce_at(
+            session,
+            &format!("Produce v{version}"),
+            version,
+            Some(&txn),
+            vec![(&topic, 0, spec)],
+        )
+        .await?;
+    }
+    read_back(session, &topic, 1).await
+}
+
+pub async fn end_txn_without_partitions(session: &mut Session) -> Result<(), DiffError> {
+    let txn = session.transactional_id("txn");
+    let producer = init_transactional(session, &txn, 60_000).await?;
+    for committed in [true, false] {
+        let request = requests::end_txn(&txn, producer, committed);
+        let answer: EndTxnResponse = session
+            .call(ApiKey::EndTxn, top(ApiKey::EndTxn), &request)
+            .await?;
+        session.observe(&format!("committed {committed}"), json!(answer.error_code));
+    }
+    Ok(())
+}
+
+pub async fn end_txn_unknown_transactional_id(session: &mut Session) -> Result<(), DiffError> {
+    let txn = session.transactional_id("never");
+    for version in versions(ApiKey::EndTxn) {
+        let request = requests::end_txn(&txn, (5, 0), true);
+        let answer: EndTxnResponse = session.call(ApiKey::EndTxn, version, &request).await?;
+        session.observe(&format!("v{version}"), json!(answer.error_code));
+    }
+    Ok(())
+}
+
+pub async fn add_partitions_unknown_topic(session: &mut Session) -> Result<(), DiffError> {
+    let topic = session.topic("t");
+    create_topic(session, &topic, 1).await?;
+    let missing = session.topic("missing");
+    let txn = session.transactional_id("txn");
+    let producer = init_transactional(session, &txn, 60_000).await?;
+    let request = requests::add_partitions(&txn, producer, &[(&topic, 0), (&missing, 0), (&topic, 5)]);
+    let answer: AddPartitionsToTxnResponse = session
+        .call(
+            ApiKey::AddPartitionsToTxn,
+            top(ApiKey::AddPartitionsToTxn),
+            &request,
+        )
+        .await?;
+    session.observe(
+        "known, unknown topic, unknown partition",
+        observe::add_partitions(&answer),
+    );
+    Ok(())
+}
+
+pub async fn add_partitions_wrong_producer_id(session: &mut Session) -> Result<(), DiffError> {
+    let topic = session.topic("t");
+    create_topic(session, &topic, 1).await?;
+    let txn = session.transactional_id("txn");
+    let (id, epoch) = init_transactional(session, &txn, 60_000).await?;
+    for (step, producer) in [
+        ("other id", (id + 1_000_000, epoch)),
+        ("higher epoch", (id, epoch + 3)),
+    ] {
+        let request = requests::add_partitions(&txn, producer, &[(&topic, 0)]);
+        let answer: AddPartitionsToTxnResponse = session
+            .call(
+                ApiKey::AddPartitionsToTxn,
+                top(ApiKey::AddPartitionsToTxn),
+                &request,
+            )
+            .await?;
+        session.observe(step, observe::add_partitions(&answer));
+    }
+    Ok(())
+}
+
+pub async fn init_aborts_open_transaction(session: &mut Session) -> Result<(), DiffError> {
+    let topic = session.topic("t");
+    create_topic(session, &topic, 1).await?;
+    let txn = session.transactional_id("txn");
+    fenced(session, &txn, &topic).await?;
+    read_back(session, &topic, 1).await
+}
+
+pub async fn transactions_in_sequence(session: &mut Session) -> Result<(), DiffError> {
+    let topic = session.topic("t");
+    create_topic(session, &topic, 1).await?;
+    let txn = session.transactional_id("txn");
+    let producer = init_transactional(session, &txn, 60_000).await?;
+    for (round, committed) in [(0, true), (1, false), (2, true)] {
+        add_partitions_at(
+            session,
+            top(ApiKey::AddPartitionsToTxn),
+            &txn,
+            producer,
+            &[(&topic, 0)],
+        )
+        .await?;
+        let spec = BatchSpec::plain(&format!("round{round}"), 2)
+            .by(producer, round * 2)
+            .in_transaction();
+        produce_observed(
+            session,
+            &format!("round {round}"),
+            Some(&txn),
+            vec![(&topic, 0, spec)],
+        )
+        .await?;
+        end_txn_at(
+            session,
+            top(ApiKey::EndTxn),
+            &txn,
+            producer,
+            committed,
+            &[(&topic, 0)],
+        )
+        .await?;
+    }
+    read_back(session, &topic, 1).await
+}
+
+pub async fn transactional_id_expiry(session: &mut Session) -> Result<(), DiffError> {
+    let topic = session.topic("t");
+    create_topic(session, &topic, 1).await?;
+    let txn = session.transactional_id("txn");
+    let producer = open_transaction(session, &txn, &[(&topic, 0)], 1).await?;
+    end_txn_at(session, top(ApiKey::EndTxn), &txn, producer, true, &[(&topic, 0)]).await?;
+    tokio::time::sleep(EXPIRATION_WAIT).await;
+    let request = requests::add_partitions(&txn, producer, &[(&topic, 0)]);
+    let answer: AddPartitionsToTxnResponse = session
+        .call(
+            ApiKey::AddPartitionsToTxn,
+            top(ApiKey::AddPartitionsToTxn),
+            &request,
+        )
+        .await?;
+    session.observe(
+        "AddPartitionsToTxn after expiry",
+        observe::add_partitions(&answer),
+    );
+    let request = requests::end_txn(&txn, producer, true);
+    let answer: EndTxnResponse = session
+        .call(ApiKey::EndTxn, top(ApiKey::EndTxn), &request)
+        .await?;
+    session.observe("EndTxn after expiry", json!(answer.error_code));
+    init_transactional(session, &txn, 60_000).await?;
+    Ok(())
+}
+
+pub async fn transaction_timeout_aborts(session: &mut Session) -> Result<(), DiffError> {
+    let topic = session.topic("t");
+    create_topic(session, &topic, 1).await?;
+    let txn = session.transactional_id("txn");
+    let producer = init_transactional(session, &txn, 1_000).await?;
+    add_partitions_at(
+        session,
+        top(ApiKey::AddPartitionsToTxn),
+        &txn,
+        producer,
+        &[(&topic, 0)],
+    )
+    .await?;
+    let spec = BatchSpec::plain("timed-out", 2).by(producer, 0).in_transaction();
+    produce_observed(
+        session,
+        "transactional produce",
+        Some(&txn),
+        vec![(&topic, 0, spec)],
+    )
+    .await?;
+    // The coordinator aborts it once the timeout passed and its next check runs.
+    wait_for_markers(session, &[(&topic, 0)]).await?;
+    let request = requests::end_txn(&txn, producer, true);
+    let answer: EndTxnResponse = session
+        .call(ApiKey::EndTxn, top(ApiKey::EndTxn), &request)
+        .await?;
+    session.observe("EndTxn commit after the abort", json!(answer.error_code));
+    let spec = BatchSpec::plain("late", 1).by(producer, 2).in_transaction();
+    produce_observed(
+        session,
+        "produce after the abort",
+        Some(&txn),
+        vec![(&topic, 0, spec)],
+    )
+    .await?;
+    read_back(session, &topic, 1).await
+}
