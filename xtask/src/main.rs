@@ -568,6 +568,9 @@ fn flag_value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
 }
 
 fn bench(args: &[String]) -> Result<(), String> {
+    if args.iter().any(|arg| arg == "--peer-only") {
+        return peer_bench(args);
+    }
     ensure_system_requirements()?;
     let report = |extra: &[String], features: &[&str]| {
         let mut command = cargo();
@@ -635,7 +638,48 @@ fn bench(args: &[String]) -> Result<(), String> {
         target_dir().join("criterion").display().to_string(),
     ]);
     let features: &[&str] = if rocks { &["rocks"] } else { &[] };
-    run("bench-report", &mut report(&extra, features))
+    run("bench-report", &mut report(&extra, features))?;
+    peer_bench(args)
+}
+
+/// The `peer` section of `cargo xtask bench` (alone with `--peer-only`): the same librdkafka load against Apache
+/// Kafka and a release `mirrorlog serve` in one run (`interop/bench/peer_bench.py`), written to
+/// `<out>/peer.md` and `peer.json`. Skipped, saying why, where Java 17+ or Maven is missing (`cargo xtask kafka`
+/// installs them as root); `--quick` runs one short run.
+fn peer_bench(args: &[String]) -> Result<(), String> {
+    if !java_major_version().is_some_and(|major| major >= 17) || !on_path("mvn") {
+        eprintln!(
+            "==> peer: skipped — Apache Kafka needs Java 17 or newer and Maven (`cargo xtask kafka` installs them \
+             as root, or: sudo apt-get install -y default-jdk-headless maven)"
+        );
+        return Ok(());
+    }
+    let libs = kafka_jars()?;
+    let venv = client_venv()?;
+    run(
+        "cargo build --release -p mirrorlog",
+        cargo().args(["build", "--release", "-p", "mirrorlog"]),
+    )?;
+    let out = flag_value(args, "--out")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target_dir().join("bench-report"));
+    let mut command = Command::new(venv.join("bin/python"));
+    command
+        .arg(workspace_root().join("interop/bench/peer_bench.py"))
+        .arg("--bin")
+        .arg(target_dir().join("release/mirrorlog"))
+        .arg("--libs")
+        .arg(&libs)
+        .arg("--out")
+        .arg(&out)
+        .env("PYTHONDONTWRITEBYTECODE", "1");
+    if args.iter().any(|arg| arg == "--quick") {
+        command.args(["--messages", "20000", "--runs", "1"]);
+    }
+    run(
+        "peer: Apache Kafka and mirrorlog serve under one load (interop/bench/peer_bench.py)",
+        &mut command,
+    )
 }
 
 fn fuzz(args: &[String]) -> Result<(), String> {
