@@ -9,10 +9,14 @@
 //! AddPartitionsToTxn v2, AddOffsetsToTxn v2 and EndTxn v2; older versions hear INVALID_PRODUCER_EPOCH.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
-use broker::{Node, NodeConfig, Reply};
-use bytes::{Bytes, BytesMut};
+mod common;
+
+use common::call;
+
+use broker::{Node, NodeConfig};
+use bytes::Bytes;
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 use record_format::BatchBuilder;
 use storage_config::StorageConfig;
 
@@ -42,46 +46,6 @@ async fn broker() -> Node {
     )
     .await
     .expect("broker")
-}
-
-/// Sends `request` at `version` through the broker's dispatch and decodes the answer as a client would; `None`
-/// when the broker answers nothing (acks=0). Panics, naming the pair, when the response cannot be encoded or read.
-async fn call<Q, A>(broker: &Node, key: ApiKey, version: i16, request: &Q) -> Option<A>
-where
-    Q: Encodable,
-    A: Decodable,
-{
-    let mut body = BytesMut::new();
-    request
-        .encode(&mut body, version)
-        .unwrap_or_else(|error| panic!("the test's {key:?} v{version} request does not encode: {error}"));
-    let frame = broker::frame::Request {
-        api_key: key as i16,
-        version,
-        correlation_id: 7,
-        client_id: Some("every-version".to_owned()),
-        body: body.freeze(),
-    };
-    let reply = broker::handle(broker, &frame)
-        .await
-        .unwrap_or_else(|error| panic!("{key:?} v{version}: {error}"));
-    let Reply::Frame(bytes) = reply else {
-        return None;
-    };
-    let mut rest: Bytes = bytes.slice(8..);
-    if key.response_header_version(version) >= 1 {
-        // The response header's tagged-field section: the broker writes none.
-        assert_eq!(rest.first(), Some(&0), "{key:?} v{version}: response header tags");
-        rest = rest.slice(1..);
-    }
-    let answer = A::decode(&mut rest, version)
-        .unwrap_or_else(|error| panic!("{key:?} v{version}: the response does not decode: {error}"));
-    assert!(
-        rest.is_empty(),
-        "{key:?} v{version}: {} bytes after the response",
-        rest.len()
-    );
-    Some(answer)
 }
 
 /// A client batch of `count` records.

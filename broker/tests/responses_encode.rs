@@ -5,10 +5,12 @@
 //! the client's connection instead of answering (aiokafka's ListOffsets v1–v3 once did).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
-use broker::{Node, NodeConfig, Reply};
-use bytes::{Bytes, BytesMut};
+mod common;
+
+use broker::{Node, NodeConfig};
+use bytes::Bytes;
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 use proptest::prelude::*;
 use record_format::BatchBuilder;
 use storage_config::StorageConfig;
@@ -170,39 +172,6 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// Sends `request` through the broker's dispatch; panics, naming the pair, unless the answer encodes at
-/// `version` and decodes back with nothing left over.
-async fn call<Q: Encodable, A: Decodable>(broker: &Node, key: ApiKey, version: i16, request: &Q) {
-    let mut body = BytesMut::new();
-    request
-        .encode(&mut body, version)
-        .unwrap_or_else(|error| panic!("the test's {key:?} v{version} request does not encode: {error}"));
-    let frame = broker::frame::Request {
-        api_key: key as i16,
-        version,
-        correlation_id: 7,
-        client_id: Some("property".to_owned()),
-        body: body.freeze(),
-    };
-    let reply = broker::handle(broker, &frame)
-        .await
-        .unwrap_or_else(|error| panic!("{key:?} v{version}: no answer: {error}"));
-    let Reply::Frame(bytes) = reply else {
-        return;
-    };
-    let mut rest: Bytes = bytes.slice(8..);
-    if key.response_header_version(version) >= 1 {
-        rest = rest.slice(1..);
-    }
-    A::decode(&mut rest, version)
-        .unwrap_or_else(|error| panic!("{key:?} v{version}: the answer does not decode: {error}"));
-    assert!(
-        rest.is_empty(),
-        "{key:?} v{version}: {} bytes after the answer",
-        rest.len()
-    );
-}
-
 fn records(producer: Option<(i64, i16, i32)>, transactional: bool, corrupt: bool) -> Bytes {
     let mut builder = BatchBuilder::new().transactional(transactional);
     if let Some((id, epoch, sequence)) = producer {
@@ -245,7 +214,7 @@ async fn run(broker: &Node, op: Op) {
             request.acks = acks;
             request.timeout_ms = 1_000;
             request.topic_data = vec![topic_data];
-            call::<_, ProduceResponse>(broker, ApiKey::Produce, version, &request).await;
+            common::call::<_, ProduceResponse>(broker, ApiKey::Produce, version, &request).await;
         }
         Op::Fetch {
             version,
@@ -265,7 +234,7 @@ async fn run(broker: &Node, op: Op) {
             request.max_bytes = 1 << 20;
             request.isolation_level = isolation;
             request.topics = vec![topic];
-            call::<_, FetchResponse>(broker, ApiKey::Fetch, version, &request).await;
+            common::call::<_, FetchResponse>(broker, ApiKey::Fetch, version, &request).await;
         }
         Op::ListOffsets {
             version,
@@ -285,7 +254,7 @@ async fn run(broker: &Node, op: Op) {
                 request.isolation_level = isolation;
             }
             request.topics = vec![topic];
-            call::<_, ListOffsetsResponse>(broker, ApiKey::ListOffsets, version, &request).await;
+            common::call::<_, ListOffsetsResponse>(broker, ApiKey::ListOffsets, version, &request).await;
         }
         Op::Metadata { version, named } => {
             let mut request = MetadataRequest::default();
@@ -297,7 +266,7 @@ async fn run(broker: &Node, op: Op) {
             if version >= 4 {
                 request.allow_auto_topic_creation = false;
             }
-            call::<_, MetadataResponse>(broker, ApiKey::Metadata, version, &request).await;
+            common::call::<_, MetadataResponse>(broker, ApiKey::Metadata, version, &request).await;
         }
         Op::InitProducerId {
             version,
@@ -312,7 +281,8 @@ async fn run(broker: &Node, op: Op) {
                 request.producer_id = ProducerId(producer.0);
                 request.producer_epoch = producer.1;
             }
-            call::<_, InitProducerIdResponse>(broker, ApiKey::InitProducerId, version, &request).await;
+            common::call::<_, InitProducerIdResponse>(broker, ApiKey::InitProducerId, version, &request)
+                .await;
         }
         Op::AddPartitions {
             version,
@@ -329,8 +299,13 @@ async fn run(broker: &Node, op: Op) {
             request.v3_and_below_producer_id = ProducerId(producer.0);
             request.v3_and_below_producer_epoch = producer.1;
             request.v3_and_below_topics = vec![wanted];
-            call::<_, AddPartitionsToTxnResponse>(broker, ApiKey::AddPartitionsToTxn, version, &request)
-                .await;
+            common::call::<_, AddPartitionsToTxnResponse>(
+                broker,
+                ApiKey::AddPartitionsToTxn,
+                version,
+                &request,
+            )
+            .await;
         }
         Op::AddOffsets {
             version,
@@ -343,7 +318,8 @@ async fn run(broker: &Node, op: Op) {
             request.producer_id = ProducerId(producer.0);
             request.producer_epoch = producer.1;
             request.group_id = GroupId(s(GROUPS[group]));
-            call::<_, AddOffsetsToTxnResponse>(broker, ApiKey::AddOffsetsToTxn, version, &request).await;
+            common::call::<_, AddOffsetsToTxnResponse>(broker, ApiKey::AddOffsetsToTxn, version, &request)
+                .await;
         }
         Op::EndTxn {
             version,
@@ -356,7 +332,7 @@ async fn run(broker: &Node, op: Op) {
             request.producer_id = ProducerId(producer.0);
             request.producer_epoch = producer.1;
             request.committed = committed;
-            call::<_, EndTxnResponse>(broker, ApiKey::EndTxn, version, &request).await;
+            common::call::<_, EndTxnResponse>(broker, ApiKey::EndTxn, version, &request).await;
         }
         Op::TxnOffsetCommit {
             version,
@@ -376,7 +352,8 @@ async fn run(broker: &Node, op: Op) {
             request.producer_id = ProducerId(producer.0);
             request.producer_epoch = producer.1;
             request.topics = vec![topic];
-            call::<_, TxnOffsetCommitResponse>(broker, ApiKey::TxnOffsetCommit, version, &request).await;
+            common::call::<_, TxnOffsetCommitResponse>(broker, ApiKey::TxnOffsetCommit, version, &request)
+                .await;
         }
         Op::OffsetCommit {
             version,
@@ -393,7 +370,7 @@ async fn run(broker: &Node, op: Op) {
             request.group_id = GroupId(s(GROUPS[group]));
             request.generation_id_or_member_epoch = -1;
             request.topics = vec![wanted];
-            call::<_, OffsetCommitResponse>(broker, ApiKey::OffsetCommit, version, &request).await;
+            common::call::<_, OffsetCommitResponse>(broker, ApiKey::OffsetCommit, version, &request).await;
         }
         Op::OffsetFetch { version, group, all } => {
             let mut request = OffsetFetchRequest::default();
@@ -406,7 +383,7 @@ async fn run(broker: &Node, op: Op) {
                 topic.partition_indexes = vec![0, 1, 5];
                 Some(vec![topic])
             };
-            call::<_, OffsetFetchResponse>(broker, ApiKey::OffsetFetch, version, &request).await;
+            common::call::<_, OffsetFetchResponse>(broker, ApiKey::OffsetFetch, version, &request).await;
         }
         Op::FindCoordinator { version, key_type } => {
             let mut request = FindCoordinatorRequest::default();
@@ -414,7 +391,8 @@ async fn run(broker: &Node, op: Op) {
             if version >= 1 {
                 request.key_type = key_type;
             }
-            call::<_, FindCoordinatorResponse>(broker, ApiKey::FindCoordinator, version, &request).await;
+            common::call::<_, FindCoordinatorResponse>(broker, ApiKey::FindCoordinator, version, &request)
+                .await;
         }
         Op::CreateTopics {
             version,
@@ -430,7 +408,7 @@ async fn run(broker: &Node, op: Op) {
             request.timeout_ms = 1_000;
             request.validate_only = validate_only;
             request.topics = vec![topic];
-            call::<_, CreateTopicsResponse>(broker, ApiKey::CreateTopics, version, &request).await;
+            common::call::<_, CreateTopicsResponse>(broker, ApiKey::CreateTopics, version, &request).await;
         }
         Op::ApiVersions { version } => {
             let mut request = ApiVersionsRequest::default();
@@ -438,7 +416,7 @@ async fn run(broker: &Node, op: Op) {
                 request.client_software_name = s("property");
                 request.client_software_version = s("1");
             }
-            call::<_, ApiVersionsResponse>(broker, ApiKey::ApiVersions, version, &request).await;
+            common::call::<_, ApiVersionsResponse>(broker, ApiKey::ApiVersions, version, &request).await;
         }
     }
 }

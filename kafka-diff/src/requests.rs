@@ -20,6 +20,19 @@ pub fn topic_name(text: &str) -> TopicName {
     TopicName(s(text))
 }
 
+/// `(topic, item)` pairs grouped by topic, topics and items in the order they first appear (the order a client
+/// lays out a request in).
+fn by_topic<'a, T>(parts: impl IntoIterator<Item = (&'a str, T)>) -> Vec<(&'a str, Vec<T>)> {
+    let mut groups: Vec<(&'a str, Vec<T>)> = Vec::new();
+    for (name, item) in parts {
+        match groups.iter_mut().find(|(topic, _)| *topic == name) {
+            Some((_, items)) => items.push(item),
+            None => groups.push((name, vec![item])),
+        }
+    }
+    groups
+}
+
 /// What goes into a client batch.
 #[derive(Debug, Clone, Default)]
 pub struct BatchSpec {
@@ -117,24 +130,27 @@ pub fn produce(transactional_id: Option<&str>, acks: i16, parts: Vec<(&str, i32,
     request.transactional_id = transactional_id.map(|id| TransactionalId(s(id)));
     request.acks = acks;
     request.timeout_ms = 10_000;
-    for (name, index, records) in parts {
-        let mut data = produce_request::PartitionProduceData::default();
-        data.index = index;
-        data.records = Some(records);
-        match request
-            .topic_data
-            .iter_mut()
-            .find(|topic| topic.name.0.as_str() == name)
-        {
-            Some(topic) => topic.partition_data.push(data),
-            None => {
-                let mut topic = produce_request::TopicProduceData::default();
-                topic.name = topic_name(name);
-                topic.partition_data = vec![data];
-                request.topic_data.push(topic);
-            }
-        }
-    }
+    request.topic_data = by_topic(
+        parts
+            .into_iter()
+            .map(|(name, index, records)| (name, (index, records))),
+    )
+    .into_iter()
+    .map(|(name, partitions)| {
+        let mut topic = produce_request::TopicProduceData::default();
+        topic.name = topic_name(name);
+        topic.partition_data = partitions
+            .into_iter()
+            .map(|(index, records)| {
+                let mut data = produce_request::PartitionProduceData::default();
+                data.index = index;
+                data.records = Some(records);
+                data
+            })
+            .collect();
+        topic
+    })
+    .collect();
     request
 }
 
@@ -146,25 +162,24 @@ pub fn fetch(isolation: i8, parts: &[(&str, i32, i64)]) -> FetchRequest {
     request.min_bytes = 0;
     request.max_bytes = 16 << 20;
     request.isolation_level = isolation;
-    for &(name, index, offset) in parts {
-        let mut partition = fetch_request::FetchPartition::default();
-        partition.partition = index;
-        partition.fetch_offset = offset;
-        partition.partition_max_bytes = 8 << 20;
-        match request
-            .topics
-            .iter_mut()
-            .find(|topic| topic.topic.0.as_str() == name)
-        {
-            Some(topic) => topic.partitions.push(partition),
-            None => {
-                let mut topic = fetch_request::FetchTopic::default();
-                topic.topic = topic_name(name);
-                topic.partitions = vec![partition];
-                request.topics.push(topic);
-            }
-        }
-    }
+    request.topics = by_topic(parts.iter().map(|&(name, index, offset)| (name, (index, offset))))
+        .into_iter()
+        .map(|(name, partitions)| {
+            let mut topic = fetch_request::FetchTopic::default();
+            topic.topic = topic_name(name);
+            topic.partitions = partitions
+                .into_iter()
+                .map(|(index, offset)| {
+                    let mut partition = fetch_request::FetchPartition::default();
+                    partition.partition = index;
+                    partition.fetch_offset = offset;
+                    partition.partition_max_bytes = 8 << 20;
+                    partition
+                })
+                .collect();
+            topic
+        })
+        .collect();
     request
 }
 
@@ -173,24 +188,27 @@ pub fn list_offsets(isolation: i8, parts: &[(&str, i32, i64)]) -> ListOffsetsReq
     let mut request = ListOffsetsRequest::default();
     request.replica_id = BrokerId(-1);
     request.isolation_level = isolation;
-    for &(name, index, timestamp) in parts {
-        let mut partition = list_offsets_request::ListOffsetsPartition::default();
-        partition.partition_index = index;
-        partition.timestamp = timestamp;
-        match request
-            .topics
-            .iter_mut()
-            .find(|topic| topic.name.0.as_str() == name)
-        {
-            Some(topic) => topic.partitions.push(partition),
-            None => {
-                let mut topic = list_offsets_request::ListOffsetsTopic::default();
-                topic.name = topic_name(name);
-                topic.partitions = vec![partition];
-                request.topics.push(topic);
-            }
-        }
-    }
+    request.topics = by_topic(
+        parts
+            .iter()
+            .map(|&(name, index, timestamp)| (name, (index, timestamp))),
+    )
+    .into_iter()
+    .map(|(name, partitions)| {
+        let mut topic = list_offsets_request::ListOffsetsTopic::default();
+        topic.name = topic_name(name);
+        topic.partitions = partitions
+            .into_iter()
+            .map(|(index, timestamp)| {
+                let mut partition = list_offsets_request::ListOffsetsPartition::default();
+                partition.partition_index = index;
+                partition.timestamp = timestamp;
+                partition
+            })
+            .collect();
+        topic
+    })
+    .collect();
     request
 }
 
@@ -240,21 +258,15 @@ pub fn add_partitions(
     request.v3_and_below_transactional_id = TransactionalId(s(txn));
     request.v3_and_below_producer_id = ProducerId(producer.0);
     request.v3_and_below_producer_epoch = producer.1;
-    for &(name, index) in partitions {
-        match request
-            .v3_and_below_topics
-            .iter_mut()
-            .find(|topic| topic.name.0.as_str() == name)
-        {
-            Some(topic) => topic.partitions.push(index),
-            None => {
-                let mut topic = add_partitions_to_txn_request::AddPartitionsToTxnTopic::default();
-                topic.name = topic_name(name);
-                topic.partitions = vec![index];
-                request.v3_and_below_topics.push(topic);
-            }
-        }
-    }
+    request.v3_and_below_topics = by_topic(partitions.iter().copied())
+        .into_iter()
+        .map(|(name, indexes)| {
+            let mut topic = add_partitions_to_txn_request::AddPartitionsToTxnTopic::default();
+            topic.name = topic_name(name);
+            topic.partitions = indexes;
+            topic
+        })
+        .collect();
     request
 }
 
@@ -291,25 +303,28 @@ pub fn txn_offset_commit(
     request.producer_id = ProducerId(producer.0);
     request.producer_epoch = producer.1;
     request.generation_id = -1;
-    for &(name, index, offset) in offsets {
-        let mut partition = txn_offset_commit_request::TxnOffsetCommitRequestPartition::default();
-        partition.partition_index = index;
-        partition.committed_offset = offset;
-        partition.committed_leader_epoch = -1;
-        match request
-            .topics
-            .iter_mut()
-            .find(|topic| topic.name.0.as_str() == name)
-        {
-            Some(topic) => topic.partitions.push(partition),
-            None => {
-                let mut topic = txn_offset_commit_request::TxnOffsetCommitRequestTopic::default();
-                topic.name = topic_name(name);
-                topic.partitions = vec![partition];
-                request.topics.push(topic);
-            }
-        }
-    }
+    request.topics = by_topic(
+        offsets
+            .iter()
+            .map(|&(name, index, offset)| (name, (index, offset))),
+    )
+    .into_iter()
+    .map(|(name, partitions)| {
+        let mut topic = txn_offset_commit_request::TxnOffsetCommitRequestTopic::default();
+        topic.name = topic_name(name);
+        topic.partitions = partitions
+            .into_iter()
+            .map(|(index, offset)| {
+                let mut partition = txn_offset_commit_request::TxnOffsetCommitRequestPartition::default();
+                partition.partition_index = index;
+                partition.committed_offset = offset;
+                partition.committed_leader_epoch = -1;
+                partition
+            })
+            .collect();
+        topic
+    })
+    .collect();
     request
 }
 
@@ -320,26 +335,29 @@ pub fn offset_commit(group: &str, offsets: &[(&str, i32, i64)]) -> OffsetCommitR
     request.group_id = GroupId(s(group));
     request.generation_id_or_member_epoch = -1;
     request.retention_time_ms = -1;
-    for &(name, index, offset) in offsets {
-        let mut partition = offset_commit_request::OffsetCommitRequestPartition::default();
-        partition.partition_index = index;
-        partition.committed_offset = offset;
-        partition.committed_leader_epoch = -1;
-        partition.committed_metadata = Some(s("meta"));
-        match request
-            .topics
-            .iter_mut()
-            .find(|topic| topic.name.0.as_str() == name)
-        {
-            Some(topic) => topic.partitions.push(partition),
-            None => {
-                let mut topic = offset_commit_request::OffsetCommitRequestTopic::default();
-                topic.name = topic_name(name);
-                topic.partitions = vec![partition];
-                request.topics.push(topic);
-            }
-        }
-    }
+    request.topics = by_topic(
+        offsets
+            .iter()
+            .map(|&(name, index, offset)| (name, (index, offset))),
+    )
+    .into_iter()
+    .map(|(name, partitions)| {
+        let mut topic = offset_commit_request::OffsetCommitRequestTopic::default();
+        topic.name = topic_name(name);
+        topic.partitions = partitions
+            .into_iter()
+            .map(|(index, offset)| {
+                let mut partition = offset_commit_request::OffsetCommitRequestPartition::default();
+                partition.partition_index = index;
+                partition.committed_offset = offset;
+                partition.committed_leader_epoch = -1;
+                partition.committed_metadata = Some(s("meta"));
+                partition
+            })
+            .collect();
+        topic
+    })
+    .collect();
     request
 }
 

@@ -647,7 +647,7 @@ fn bench(args: &[String]) -> Result<(), String> {
 /// `<out>/peer.md` and `peer.json`. Skipped, saying why, where Java 17+ or Maven is missing (`cargo xtask kafka`
 /// installs them as root); `--quick` runs one short run.
 fn peer_bench(args: &[String]) -> Result<(), String> {
-    if !java_major_version().is_some_and(|major| major >= 17) || !on_path("mvn") {
+    if java_major_version().is_none_or(|major| major < 17) || !on_path("mvn") {
         eprintln!(
             "==> peer: skipped — Apache Kafka needs Java 17 or newer and Maven (`cargo xtask kafka` installs them \
              as root, or: sudo apt-get install -y default-jdk-headless maven)"

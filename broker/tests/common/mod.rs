@@ -1,4 +1,5 @@
-//! Helpers of the broker's integration tests: a produce request over a raw connection.
+//! Helpers of the broker's integration tests: a produce request over a raw connection, and a request sent through
+//! the broker's dispatch with its answer decoded as a client reads it.
 #![allow(dead_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
@@ -59,4 +60,44 @@ pub async fn produce(address: std::net::SocketAddr, partition: i32, records: Byt
         response.responses[0].partition_responses[0].error_code,
         started.elapsed(),
     )
+}
+
+/// Sends `request` at `version` through the broker's dispatch and decodes the answer as a client would; `None`
+/// when the broker answers nothing (acks=0). Panics, naming the pair, when the response cannot be encoded or read.
+pub async fn call<Q, A>(broker: &broker::Node, key: ApiKey, version: i16, request: &Q) -> Option<A>
+where
+    Q: Encodable,
+    A: Decodable,
+{
+    let mut body = BytesMut::new();
+    request
+        .encode(&mut body, version)
+        .unwrap_or_else(|error| panic!("the test's {key:?} v{version} request does not encode: {error}"));
+    let frame = broker::frame::Request {
+        api_key: key as i16,
+        version,
+        correlation_id: 7,
+        client_id: Some("every-version".to_owned()),
+        body: body.freeze(),
+    };
+    let reply = broker::handle(broker, &frame)
+        .await
+        .unwrap_or_else(|error| panic!("{key:?} v{version}: {error}"));
+    let broker::Reply::Frame(bytes) = reply else {
+        return None;
+    };
+    let mut rest: Bytes = bytes.slice(8..);
+    if key.response_header_version(version) >= 1 {
+        // The response header's tagged-field section: the broker writes none.
+        assert_eq!(rest.first(), Some(&0), "{key:?} v{version}: response header tags");
+        rest = rest.slice(1..);
+    }
+    let answer = A::decode(&mut rest, version)
+        .unwrap_or_else(|error| panic!("{key:?} v{version}: the response does not decode: {error}"));
+    assert!(
+        rest.is_empty(),
+        "{key:?} v{version}: {} bytes after the response",
+        rest.len()
+    );
+    Some(answer)
 }

@@ -3,7 +3,7 @@
 use kafka_protocol::messages::*;
 use serde_json::json;
 
-use super::{create_topic, top, versions};
+use super::{ask, fresh_topic, top, versions};
 use crate::error::DiffError;
 use crate::observe;
 use crate::requests;
@@ -34,8 +34,7 @@ pub async fn api_versions_every_version(session: &mut Session) -> Result<(), Dif
 }
 
 pub async fn metadata_every_version(session: &mut Session) -> Result<(), DiffError> {
-    let known = session.topic("known");
-    create_topic(session, &known, 2).await?;
+    let known = fresh_topic(session, "known", 2).await?;
     for version in versions(ApiKey::Metadata) {
         let auto = session.topic(&format!("auto-v{version}"));
         let names = [known.as_str(), auto.as_str(), "invalid name!"];
@@ -72,9 +71,7 @@ pub async fn metadata_every_version(session: &mut Session) -> Result<(), DiffErr
         session.observe(&format!("v{version} auto-created topic later"), seen);
     }
     let request = requests::metadata(None, true);
-    let answer: MetadataResponse = session
-        .call(ApiKey::Metadata, top(ApiKey::Metadata), &request)
-        .await?;
+    let answer: MetadataResponse = ask(session, ApiKey::Metadata, &request).await?;
     let prefix = session.topic("known");
     session.observe(
         "all topics (this scenario's)",
@@ -94,8 +91,7 @@ pub async fn metadata_without_auto_creation(session: &mut Session) -> Result<(),
 }
 
 pub async fn create_topics_every_version(session: &mut Session) -> Result<(), DiffError> {
-    let existing = session.topic("existing");
-    create_topic(session, &existing, 1).await?;
+    let existing = fresh_topic(session, "existing", 1).await?;
     for version in versions(ApiKey::CreateTopics) {
         let fresh = session.topic(&format!("fresh-v{version}"));
         let mut request = CreateTopicsRequest::default();
@@ -124,9 +120,7 @@ pub async fn create_topics_every_version(session: &mut Session) -> Result<(), Di
     let checked = session.topic("checked-v2");
     let fresh = session.topic("fresh-v2");
     let request = requests::metadata(Some(&[fresh.as_str(), checked.as_str()]), false);
-    let answer: MetadataResponse = session
-        .call(ApiKey::Metadata, top(ApiKey::Metadata), &request)
-        .await?;
+    let answer: MetadataResponse = ask(session, ApiKey::Metadata, &request).await?;
     session.observe(
         "created, and validated only",
         observe::metadata(&answer, |_| true),

@@ -3,8 +3,8 @@
 use kafka_protocol::messages::*;
 
 use super::{
-    add_partitions_at, consume, create_topic, end_txn_at, fetch_observed, init_transactional,
-    open_transaction, produce_observed, top, versions,
+    ask, consume, create_topic, end_txn_at, fetch_observed, fresh_topic, open_transaction, produce_observed,
+    top, versions,
 };
 use crate::error::DiffError;
 use crate::observe;
@@ -57,8 +57,7 @@ pub async fn fetch_every_version(session: &mut Session) -> Result<(), DiffError>
 }
 
 pub async fn fetch_offset_out_of_range(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     produce_observed(
         session,
         "plain",
@@ -72,8 +71,7 @@ pub async fn fetch_offset_out_of_range(session: &mut Session) -> Result<(), Diff
 }
 
 pub async fn fetch_unknown_topic_and_partition(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     let missing = session.topic("missing");
     fetch_observed(
         session,
@@ -85,8 +83,7 @@ pub async fn fetch_unknown_topic_and_partition(session: &mut Session) -> Result<
 }
 
 pub async fn fetch_open_transaction(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     produce_observed(
         session,
         "plain",
@@ -125,8 +122,7 @@ pub async fn fetch_aborted_transactions(session: &mut Session) -> Result<(), Dif
 }
 
 pub async fn fetch_middle_of_batch(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     produce_observed(
         session,
         "five",
@@ -146,8 +142,7 @@ pub async fn fetch_middle_of_batch(session: &mut Session) -> Result<(), DiffErro
 }
 
 pub async fn fetch_small_max_bytes(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     produce_observed(
         session,
         "one",
@@ -171,15 +166,14 @@ pub async fn fetch_small_max_bytes(session: &mut Session) -> Result<(), DiffErro
         partition.partition_max_bytes = 10;
     }
     request.max_bytes = 10;
-    let answer: FetchResponse = session.call(ApiKey::Fetch, top(ApiKey::Fetch), &request).await?;
+    let answer: FetchResponse = ask(session, ApiKey::Fetch, &request).await?;
     let seen = observe::fetch(session, &answer);
     session.observe("max bytes 10", seen);
     Ok(())
 }
 
 pub async fn list_offsets_every_version(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     produce_observed(
         session,
         "first",
@@ -224,9 +218,21 @@ pub async fn list_offsets_every_version(session: &mut Session) -> Result<(), Dif
     Ok(())
 }
 
+/// Observes `topic`/0's latest offset under both isolation levels as `<step>, isolation <n>`.
+async fn latest_offsets(session: &mut Session, topic: &str, step: &str) -> Result<(), DiffError> {
+    for isolation in [0, 1] {
+        let request = requests::list_offsets(isolation, &[(topic, 0, -1)]);
+        let answer: ListOffsetsResponse = ask(session, ApiKey::ListOffsets, &request).await?;
+        session.observe(
+            &format!("{step}, isolation {isolation}"),
+            observe::list_offsets(&answer),
+        );
+    }
+    Ok(())
+}
+
 pub async fn list_offsets_open_transaction(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     produce_observed(
         session,
         "plain",
@@ -235,53 +241,14 @@ pub async fn list_offsets_open_transaction(session: &mut Session) -> Result<(), 
     )
     .await?;
     let txn = session.transactional_id("open");
-    let producer = init_transactional(session, &txn, 60_000).await?;
-    add_partitions_at(
-        session,
-        top(ApiKey::AddPartitionsToTxn),
-        &txn,
-        producer,
-        &[(&topic, 0)],
-    )
-    .await?;
-    produce_observed(
-        session,
-        "transactional",
-        Some(&txn),
-        vec![(
-            &topic,
-            0,
-            BatchSpec::plain("t", 3).by(producer, 0).in_transaction(),
-        )],
-    )
-    .await?;
-    for isolation in [0, 1] {
-        let request = requests::list_offsets(isolation, &[(&topic, 0, -1)]);
-        let answer: ListOffsetsResponse = session
-            .call(ApiKey::ListOffsets, top(ApiKey::ListOffsets), &request)
-            .await?;
-        session.observe(
-            &format!("open, isolation {isolation}"),
-            observe::list_offsets(&answer),
-        );
-    }
+    let producer = open_transaction(session, &txn, &[(&topic, 0)], 3).await?;
+    latest_offsets(session, &topic, "open").await?;
     end_txn_at(session, top(ApiKey::EndTxn), &txn, producer, true, &[(&topic, 0)]).await?;
-    for isolation in [0, 1] {
-        let request = requests::list_offsets(isolation, &[(&topic, 0, -1)]);
-        let answer: ListOffsetsResponse = session
-            .call(ApiKey::ListOffsets, top(ApiKey::ListOffsets), &request)
-            .await?;
-        session.observe(
-            &format!("committed, isolation {isolation}"),
-            observe::list_offsets(&answer),
-        );
-    }
-    Ok(())
+    latest_offsets(session, &topic, "committed").await
 }
 
 pub async fn list_offsets_unknown(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     let missing = session.topic("missing");
     for (step, part) in [
         ("unknown partition", (topic.as_str(), 3, -1)),
@@ -289,9 +256,7 @@ pub async fn list_offsets_unknown(session: &mut Session) -> Result<(), DiffError
         ("timestamp -7", (topic.as_str(), 0, -7)),
     ] {
         let request = requests::list_offsets(0, &[part]);
-        let answer: ListOffsetsResponse = session
-            .call(ApiKey::ListOffsets, top(ApiKey::ListOffsets), &request)
-            .await?;
+        let answer: ListOffsetsResponse = ask(session, ApiKey::ListOffsets, &request).await?;
         session.observe(step, observe::list_offsets(&answer));
     }
     Ok(())

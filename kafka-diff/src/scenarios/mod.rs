@@ -12,6 +12,7 @@ mod produce;
 mod txn;
 
 use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, Encodable};
 use serde_json::json;
 
 use crate::error::DiffError;
@@ -125,15 +126,29 @@ scenarios! {
     offsets::offset_fetch_pending_transactional_offsets => "OffsetFetch while a transaction's offsets are pending",
 }
 
+/// Sends `request` at the highest version of `key` the scenarios drive.
+pub async fn ask<Q: Encodable, A: Decodable>(
+    session: &mut Session,
+    key: ApiKey,
+    request: &Q,
+) -> Result<A, DiffError> {
+    session.call(key, top(key), request).await
+}
+
+/// A topic of this scenario's own (`<scenario>-<suffix>`), created with `partitions` partitions and ready.
+pub async fn fresh_topic(session: &mut Session, suffix: &str, partitions: i32) -> Result<String, DiffError> {
+    let name = session.topic(suffix);
+    create_topic(session, &name, partitions).await?;
+    Ok(name)
+}
+
 /// Creates `name` with `partitions` partitions (CreateTopics at its highest version) and waits until every
 /// partition answers ListOffsets, as a client's first produce would.
 pub async fn create_topic(session: &mut Session, name: &str, partitions: i32) -> Result<(), DiffError> {
     let mut request = CreateTopicsRequest::default();
     request.timeout_ms = 30_000;
     request.topics = vec![requests::creatable(name, partitions, 1)];
-    let answer: CreateTopicsResponse = session
-        .call(ApiKey::CreateTopics, top(ApiKey::CreateTopics), &request)
-        .await?;
+    let answer: CreateTopicsResponse = ask(session, ApiKey::CreateTopics, &request).await?;
     let code = answer.topics.first().map_or(-2, |topic| topic.error_code);
     if code != 0 {
         return Err(DiffError::Setup(format!("CreateTopics {name}: error {code}")));
@@ -141,9 +156,7 @@ pub async fn create_topic(session: &mut Session, name: &str, partitions: i32) ->
     let parts: Vec<(&str, i32, i64)> = (0..partitions).map(|index| (name, index, -1)).collect();
     let request = requests::list_offsets(0, &parts);
     for _attempt in 0..300 {
-        let answer: ListOffsetsResponse = session
-            .call(ApiKey::ListOffsets, top(ApiKey::ListOffsets), &request)
-            .await?;
+        let answer: ListOffsetsResponse = ask(session, ApiKey::ListOffsets, &request).await?;
         let ready = answer
             .topics
             .iter()
@@ -419,9 +432,7 @@ pub async fn wait_for_markers(session: &mut Session, partitions: &[(&str, i32)])
             let mut ends = [0i64; 2];
             for isolation in [0i8, 1] {
                 let request = requests::list_offsets(isolation, &[(topic, partition, -1)]);
-                let answer: ListOffsetsResponse = session
-                    .call(ApiKey::ListOffsets, top(ApiKey::ListOffsets), &request)
-                    .await?;
+                let answer: ListOffsetsResponse = ask(session, ApiKey::ListOffsets, &request).await?;
                 ends[isolation as usize] = answer
                     .topics
                     .first()

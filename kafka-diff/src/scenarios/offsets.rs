@@ -4,7 +4,7 @@
 use kafka_protocol::messages::*;
 use serde_json::json;
 
-use super::{add_partitions_at, create_topic, end_txn_at, init_transactional, top, versions};
+use super::{add_partitions_at, ask, end_txn_at, fresh_topic, init_transactional, top, versions};
 use crate::error::DiffError;
 use crate::observe;
 use crate::requests;
@@ -32,8 +32,7 @@ async fn fetch_offsets(
 }
 
 pub async fn offset_commit_every_version(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 2).await?;
+    let topic = fresh_topic(session, "t", 2).await?;
     for version in versions(ApiKey::OffsetCommit) {
         let group = session.transactional_id(&format!("group-v{version}"));
         let request =
@@ -68,8 +67,7 @@ pub async fn offset_commit_every_version(session: &mut Session) -> Result<(), Di
 }
 
 pub async fn offset_fetch_unknown_group(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 2).await?;
+    let topic = fresh_topic(session, "t", 2).await?;
     let group = session.transactional_id("nobody");
     fetch_offsets(
         session,
@@ -80,16 +78,13 @@ pub async fn offset_fetch_unknown_group(session: &mut Session) -> Result<(), Dif
     )
     .await?;
     let request = requests::offset_fetch(&group, None, false);
-    let answer: OffsetFetchResponse = session
-        .call(ApiKey::OffsetFetch, top(ApiKey::OffsetFetch), &request)
-        .await?;
+    let answer: OffsetFetchResponse = ask(session, ApiKey::OffsetFetch, &request).await?;
     session.observe("all", observe::offset_fetch(&answer));
     Ok(())
 }
 
 pub async fn offset_commit_unknown_topic(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     let missing = session.topic("missing");
     let group = session.transactional_id("group");
     let request = requests::offset_commit(&group, &[(&topic, 0, 4), (&missing, 0, 4), (&topic, 9, 4)]);
@@ -174,9 +169,7 @@ async fn settled_offset(
     let partitions: &[i32] = &[0];
     let request = requests::offset_fetch(group, Some(&[(topic, partitions)]), false);
     for _attempt in 0..100 {
-        let answer: OffsetFetchResponse = session
-            .call(ApiKey::OffsetFetch, top(ApiKey::OffsetFetch), &request)
-            .await?;
+        let answer: OffsetFetchResponse = ask(session, ApiKey::OffsetFetch, &request).await?;
         let offset = answer
             .topics
             .first()
@@ -187,16 +180,13 @@ async fn settled_offset(
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    let answer: OffsetFetchResponse = session
-        .call(ApiKey::OffsetFetch, top(ApiKey::OffsetFetch), &request)
-        .await?;
+    let answer: OffsetFetchResponse = ask(session, ApiKey::OffsetFetch, &request).await?;
     session.observe(step, observe::offset_fetch(&answer));
     Ok(())
 }
 
 pub async fn transactional_offsets_every_version(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     let txn = session.transactional_id("txn");
     let group = session.transactional_id("group");
     let producer = init_transactional(session, &txn, 60_000).await?;
@@ -228,8 +218,7 @@ pub async fn transactional_offsets_every_version(session: &mut Session) -> Resul
 }
 
 pub async fn transactional_offsets_aborted(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     let txn = session.transactional_id("txn");
     let group = session.transactional_id("group");
     let producer = init_transactional(session, &txn, 60_000).await?;
@@ -245,8 +234,7 @@ pub async fn transactional_offsets_aborted(session: &mut Session) -> Result<(), 
 }
 
 pub async fn txn_offset_commit_group_not_added(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     let txn = session.transactional_id("txn");
     let producer = init_transactional(session, &txn, 60_000).await?;
     add_partitions_at(
@@ -259,16 +247,13 @@ pub async fn txn_offset_commit_group_not_added(session: &mut Session) -> Result<
     .await?;
     let group = session.transactional_id("not-added");
     let request = requests::txn_offset_commit(&txn, producer, &group, &[(&topic, 0, 3)]);
-    let answer: TxnOffsetCommitResponse = session
-        .call(ApiKey::TxnOffsetCommit, top(ApiKey::TxnOffsetCommit), &request)
-        .await?;
+    let answer: TxnOffsetCommitResponse = ask(session, ApiKey::TxnOffsetCommit, &request).await?;
     session.observe("group not added", observe::txn_offset_commit(&answer));
     Ok(())
 }
 
 pub async fn offset_fetch_pending_transactional_offsets(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     let txn = session.transactional_id("txn");
     let group = session.transactional_id("group");
     let producer = init_transactional(session, &txn, 60_000).await?;
@@ -276,9 +261,7 @@ pub async fn offset_fetch_pending_transactional_offsets(session: &mut Session) -
     transactional_offsets(session, &txn, producer, &group, &topic, 7, versions).await?;
     let partitions: &[i32] = &[0];
     let request = requests::offset_fetch(&group, Some(&[(&topic, partitions)]), false);
-    let answer: OffsetFetchResponse = session
-        .call(ApiKey::OffsetFetch, top(ApiKey::OffsetFetch), &request)
-        .await?;
+    let answer: OffsetFetchResponse = ask(session, ApiKey::OffsetFetch, &request).await?;
     session.observe("pending", observe::offset_fetch(&answer));
     end_txn_at(session, top(ApiKey::EndTxn), &txn, producer, true, &[]).await?;
     settled_offset(session, "committed", &group, &topic, 7).await

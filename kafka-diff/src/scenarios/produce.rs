@@ -5,8 +5,8 @@ use record_format::Compression;
 use serde_json::json;
 
 use super::{
-    create_topic, idempotent_producer, init_transactional, produce_at, produce_observed, read_back, top,
-    versions,
+    ask, create_topic, fresh_topic, idempotent_producer, init_transactional, produce_at, produce_observed,
+    read_back, top, versions,
 };
 use crate::error::DiffError;
 use crate::observe;
@@ -14,8 +14,7 @@ use crate::requests::{self, BatchSpec};
 use crate::session::Session;
 
 pub async fn produce_every_version(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     for version in versions(ApiKey::Produce) {
         let spec = BatchSpec::plain(&format!("v{version}"), 3);
         produce_at(
@@ -31,8 +30,7 @@ pub async fn produce_every_version(session: &mut Session) -> Result<(), DiffErro
 }
 
 pub async fn produce_acks(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     let request = requests::produce(None, 0, vec![(&topic, 0, BatchSpec::plain("acks0", 2).build()?)]);
     session
         .send_only(ApiKey::Produce, top(ApiKey::Produce), &request)
@@ -43,17 +41,14 @@ pub async fn produce_acks(session: &mut Session) -> Result<(), DiffError> {
             acks,
             vec![(&topic, 0, BatchSpec::plain(&format!("acks{acks}"), 2).build()?)],
         );
-        let answer: ProduceResponse = session
-            .call(ApiKey::Produce, top(ApiKey::Produce), &request)
-            .await?;
+        let answer: ProduceResponse = ask(session, ApiKey::Produce, &request).await?;
         session.observe(&format!("acks {acks}"), observe::produce(&answer));
     }
     read_back(session, &topic, 1).await
 }
 
 pub async fn produce_codecs(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     for compression in [
         Compression::None,
         Compression::Gzip,
@@ -75,8 +70,7 @@ pub async fn produce_codecs(session: &mut Session) -> Result<(), DiffError> {
 }
 
 pub async fn produce_unknown_topic_and_partition(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     let missing = session.topic("missing");
     produce_observed(
         session,
@@ -93,8 +87,7 @@ pub async fn produce_unknown_topic_and_partition(session: &mut Session) -> Resul
 }
 
 pub async fn produce_corrupt_crc(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     let mut corrupt = BatchSpec::plain("corrupt", 2).build()?.to_vec();
     if let Some(last) = corrupt.last_mut() {
         *last ^= 0xff;
@@ -111,8 +104,7 @@ pub async fn produce_corrupt_crc(session: &mut Session) -> Result<(), DiffError>
 }
 
 pub async fn produce_oversized_batch(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     // Kafka's default message.max.bytes is 1,048,588 bytes (1 MiB plus the 12-byte log overhead).
     for (step, padding) in [("1.1 MiB batch", 1_150_000), ("900 KiB batch", 900_000)] {
         let mut spec = BatchSpec::plain("big", 1);
@@ -131,12 +123,9 @@ pub async fn produce_oversized_batch(session: &mut Session) -> Result<(), DiffEr
 }
 
 pub async fn produce_control_batch(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     let request = requests::produce(None, -1, vec![(&topic, 0, requests::control_batch()?)]);
-    let answer: ProduceResponse = session
-        .call(ApiKey::Produce, top(ApiKey::Produce), &request)
-        .await?;
+    let answer: ProduceResponse = ask(session, ApiKey::Produce, &request).await?;
     session.observe("control batch", observe::produce(&answer));
     read_back(session, &topic, 1).await
 }
@@ -163,8 +152,7 @@ pub async fn produce_several_partitions(session: &mut Session) -> Result<(), Dif
 }
 
 pub async fn idempotent_duplicate(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     let producer = idempotent_producer(session).await?;
     produce_observed(
         session,
@@ -212,8 +200,7 @@ pub async fn idempotent_duplicate(session: &mut Session) -> Result<(), DiffError
 }
 
 pub async fn idempotent_out_of_order(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     let producer = idempotent_producer(session).await?;
     produce_observed(
         session,
@@ -240,8 +227,7 @@ pub async fn idempotent_out_of_order(session: &mut Session) -> Result<(), DiffEr
 }
 
 pub async fn idempotent_first_sequence_not_zero(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     let producer = idempotent_producer(session).await?;
     produce_observed(
         session,
@@ -254,8 +240,7 @@ pub async fn idempotent_first_sequence_not_zero(session: &mut Session) -> Result
 }
 
 pub async fn idempotent_epoch_bump_then_stale(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     let (id, epoch) = idempotent_producer(session).await?;
     produce_observed(
         session,
@@ -289,8 +274,7 @@ pub async fn idempotent_epoch_bump_then_stale(session: &mut Session) -> Result<(
 }
 
 pub async fn idempotent_unknown_producer_id(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     let unissued = (987_654_321, 0);
     produce_observed(
         session,
@@ -310,8 +294,7 @@ pub async fn idempotent_unknown_producer_id(session: &mut Session) -> Result<(),
 }
 
 pub async fn transactional_produce_not_added(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     let txn = session.transactional_id("txn");
     let producer = init_transactional(session, &txn, 60_000).await?;
     produce_observed(

@@ -6,7 +6,7 @@ use kafka_protocol::messages::*;
 use serde_json::json;
 
 use super::{
-    add_partitions_at, create_topic, end_txn_at, init_transactional, open_transaction, produce_at,
+    add_partitions_at, ask, end_txn_at, fresh_topic, init_transactional, open_transaction, produce_at,
     produce_observed, read_back, top, versions, wait_for_markers,
 };
 use crate::error::DiffError;
@@ -70,8 +70,7 @@ pub async fn init_producer_id_invalid_timeout(session: &mut Session) -> Result<(
 }
 
 pub async fn transaction_every_version(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     let txn = session.transactional_id("txn");
     let producer = init_transactional(session, &txn, 60_000).await?;
     let mut sequence = 0;
@@ -94,8 +93,7 @@ pub async fn transaction_every_version(session: &mut Session) -> Result<(), Diff
 }
 
 pub async fn transaction_abort(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 2).await?;
+    let topic = fresh_topic(session, "t", 2).await?;
     produce_observed(
         session,
         "plain",
@@ -127,8 +125,7 @@ async fn fenced(session: &mut Session, txn: &str, topic: &str) -> Result<(i64, i
 }
 
 pub async fn transaction_fencing_every_version(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     let txn = session.transactional_id("txn");
     let zombie = fenced(session, &txn, &topic).await?;
     for version in versions(ApiKey::AddPartitionsToTxn) {
@@ -176,9 +173,7 @@ pub async fn end_txn_without_partitions(session: &mut Session) -> Result<(), Dif
     let producer = init_transactional(session, &txn, 60_000).await?;
     for committed in [true, false] {
         let request = requests::end_txn(&txn, producer, committed);
-        let answer: EndTxnResponse = session
-            .call(ApiKey::EndTxn, top(ApiKey::EndTxn), &request)
-            .await?;
+        let answer: EndTxnResponse = ask(session, ApiKey::EndTxn, &request).await?;
         session.observe(&format!("committed {committed}"), json!(answer.error_code));
     }
     Ok(())
@@ -195,19 +190,12 @@ pub async fn end_txn_unknown_transactional_id(session: &mut Session) -> Result<(
 }
 
 pub async fn add_partitions_unknown_topic(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     let missing = session.topic("missing");
     let txn = session.transactional_id("txn");
     let producer = init_transactional(session, &txn, 60_000).await?;
     let request = requests::add_partitions(&txn, producer, &[(&topic, 0), (&missing, 0), (&topic, 5)]);
-    let answer: AddPartitionsToTxnResponse = session
-        .call(
-            ApiKey::AddPartitionsToTxn,
-            top(ApiKey::AddPartitionsToTxn),
-            &request,
-        )
-        .await?;
+    let answer: AddPartitionsToTxnResponse = ask(session, ApiKey::AddPartitionsToTxn, &request).await?;
     session.observe(
         "known, unknown topic, unknown partition",
         observe::add_partitions(&answer),
@@ -216,8 +204,7 @@ pub async fn add_partitions_unknown_topic(session: &mut Session) -> Result<(), D
 }
 
 pub async fn add_partitions_wrong_producer_id(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     let txn = session.transactional_id("txn");
     let (id, epoch) = init_transactional(session, &txn, 60_000).await?;
     for (step, producer) in [
@@ -225,29 +212,21 @@ pub async fn add_partitions_wrong_producer_id(session: &mut Session) -> Result<(
         ("higher epoch", (id, epoch + 3)),
     ] {
         let request = requests::add_partitions(&txn, producer, &[(&topic, 0)]);
-        let answer: AddPartitionsToTxnResponse = session
-            .call(
-                ApiKey::AddPartitionsToTxn,
-                top(ApiKey::AddPartitionsToTxn),
-                &request,
-            )
-            .await?;
+        let answer: AddPartitionsToTxnResponse = ask(session, ApiKey::AddPartitionsToTxn, &request).await?;
         session.observe(step, observe::add_partitions(&answer));
     }
     Ok(())
 }
 
 pub async fn init_aborts_open_transaction(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     let txn = session.transactional_id("txn");
     fenced(session, &txn, &topic).await?;
     read_back(session, &topic, 1).await
 }
 
 pub async fn transactions_in_sequence(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     let txn = session.transactional_id("txn");
     let producer = init_transactional(session, &txn, 60_000).await?;
     for (round, committed) in [(0, true), (1, false), (2, true)] {
@@ -283,36 +262,26 @@ pub async fn transactions_in_sequence(session: &mut Session) -> Result<(), DiffE
 }
 
 pub async fn transactional_id_expiry(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     let txn = session.transactional_id("txn");
     let producer = open_transaction(session, &txn, &[(&topic, 0)], 1).await?;
     end_txn_at(session, top(ApiKey::EndTxn), &txn, producer, true, &[(&topic, 0)]).await?;
     tokio::time::sleep(EXPIRATION_WAIT).await;
     let request = requests::add_partitions(&txn, producer, &[(&topic, 0)]);
-    let answer: AddPartitionsToTxnResponse = session
-        .call(
-            ApiKey::AddPartitionsToTxn,
-            top(ApiKey::AddPartitionsToTxn),
-            &request,
-        )
-        .await?;
+    let answer: AddPartitionsToTxnResponse = ask(session, ApiKey::AddPartitionsToTxn, &request).await?;
     session.observe(
         "AddPartitionsToTxn after expiry",
         observe::add_partitions(&answer),
     );
     let request = requests::end_txn(&txn, producer, true);
-    let answer: EndTxnResponse = session
-        .call(ApiKey::EndTxn, top(ApiKey::EndTxn), &request)
-        .await?;
+    let answer: EndTxnResponse = ask(session, ApiKey::EndTxn, &request).await?;
     session.observe("EndTxn after expiry", json!(answer.error_code));
     init_transactional(session, &txn, 60_000).await?;
     Ok(())
 }
 
 pub async fn transaction_timeout_aborts(session: &mut Session) -> Result<(), DiffError> {
-    let topic = session.topic("t");
-    create_topic(session, &topic, 1).await?;
+    let topic = fresh_topic(session, "t", 1).await?;
     let txn = session.transactional_id("txn");
     let producer = init_transactional(session, &txn, 1_000).await?;
     add_partitions_at(
@@ -334,9 +303,7 @@ pub async fn transaction_timeout_aborts(session: &mut Session) -> Result<(), Dif
     // The coordinator aborts it once the timeout passed and its next check runs.
     wait_for_markers(session, &[(&topic, 0)]).await?;
     let request = requests::end_txn(&txn, producer, true);
-    let answer: EndTxnResponse = session
-        .call(ApiKey::EndTxn, top(ApiKey::EndTxn), &request)
-        .await?;
+    let answer: EndTxnResponse = ask(session, ApiKey::EndTxn, &request).await?;
     session.observe("EndTxn commit after the abort", json!(answer.error_code));
     let spec = BatchSpec::plain("late", 1).by(producer, 2).in_transaction();
     produce_observed(
