@@ -96,6 +96,8 @@ pub enum Decoded {
     AddPartitionsToTxn(AddPartitionsToTxnRequest),
     /// AddOffsetsToTxn.
     AddOffsetsToTxn(AddOffsetsToTxnRequest),
+    /// DeleteRecords.
+    DeleteRecords(DeleteRecordsRequest),
     /// EndTxn.
     EndTxn(EndTxnRequest),
     /// ApiVersions at a version the broker does not serve: answered in v0 with UNSUPPORTED_VERSION.
@@ -148,6 +150,7 @@ pub fn decode(request: &Request) -> Result<Decoded, RequestError> {
         ApiKey::AddPartitionsToTxn => decode!(AddPartitionsToTxn),
         ApiKey::AddOffsetsToTxn => decode!(AddOffsetsToTxn),
         ApiKey::EndTxn => decode!(EndTxn),
+        ApiKey::DeleteRecords => decode!(DeleteRecords),
         other => return Err(RequestError::UnknownApi(other as i16)),
     })
 }
@@ -201,6 +204,9 @@ pub async fn handle(node: &Node, request: &Request) -> Result<Reply, RequestErro
             frame(key, version, id, &node.add_offsets_to_txn(request, version).await)
         }
         Decoded::EndTxn(request) => frame(key, version, id, &node.end_txn(request, version).await),
+        Decoded::DeleteRecords(request) => {
+            frame(key, version, id, &node.delete_records(request, version).await)
+        }
     }
 }
 

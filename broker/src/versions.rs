@@ -24,6 +24,7 @@ pub const ADVERTISED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AddOffsetsToTxn, 0, 2),
     (ApiKey::EndTxn, 0, 2),
     (ApiKey::TxnOffsetCommit, 0, 2),
+    (ApiKey::DeleteRecords, 0, 1),
 ];
 
 /// The advertised range of `key`, if the broker serves it.

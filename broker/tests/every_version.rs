@@ -571,6 +571,45 @@ async fn scenario(key: ApiKey, version: i16) {
                     .expect("answered");
             assert_ne!(response.error_code, 0);
         }
+        ApiKey::DeleteRecords => {
+            let plain = produce_request(None, -1, vec![(TOPIC, 0, batch(None, false, 5))]);
+            assert_eq!(produce(b, max(ApiKey::Produce), &plain).await, vec![0]);
+            let delete = |parts: Vec<(&str, i32, i64)>| {
+                let mut request = DeleteRecordsRequest::default();
+                request.timeout_ms = 10_000;
+                for (name, index, offset) in parts {
+                    let mut partition = delete_records_request::DeleteRecordsPartition::default();
+                    partition.partition_index = index;
+                    partition.offset = offset;
+                    let mut topic = delete_records_request::DeleteRecordsTopic::default();
+                    topic.name = topic_name(name);
+                    topic.partitions = vec![partition];
+                    request.topics.push(topic);
+                }
+                request
+            };
+            let request = delete(vec![
+                (TOPIC, 0, 2),
+                (TOPIC, 1, 9),
+                ("missing", 0, 1),
+                (TOPIC, 0, -7),
+            ]);
+            let response: DeleteRecordsResponse = call(b, key, version, &request).await.expect("answered");
+            let answers: Vec<(i16, i64)> = response
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| (p.error_code, p.low_watermark)))
+                .collect();
+            assert_eq!(answers, vec![(0, 2), (1, -1), (3, -1), (1, -1)], "v{version}");
+            let request = delete(vec![(TOPIC, 0, -1)]);
+            let response: DeleteRecordsResponse = call(b, key, version, &request).await.expect("answered");
+            let result = &response.topics[0].partitions[0];
+            assert_eq!(
+                (result.error_code, result.low_watermark),
+                (0, 5),
+                "-1: up to the high watermark"
+            );
+        }
         other => panic!("{other:?} is advertised but this test has no scenario for it: add one"),
     }
     broker.close().await.expect("close");

@@ -126,6 +126,12 @@ enum Op {
     ApiVersions {
         version: i16,
     },
+    DeleteRecords {
+        version: i16,
+        topic: usize,
+        partition: i32,
+        offset: i64,
+    },
 }
 
 fn version(key: ApiKey) -> impl Strategy<Value = i16> {
@@ -169,6 +175,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (version(ApiKey::CreateTopics), -1i32..3, -1i16..3, any::<bool>())
             .prop_map(|(version, partitions, replication, validate_only)| Op::CreateTopics { version, partitions, replication, validate_only }),
         1 => version(ApiKey::ApiVersions).prop_map(|version| Op::ApiVersions { version }),
+        1 => (version(ApiKey::DeleteRecords), 0..2usize, -1i32..3, -2i64..12)
+            .prop_map(|(version, topic, partition, offset)| Op::DeleteRecords { version, topic, partition, offset }),
     ]
 }
 
@@ -417,6 +425,23 @@ async fn run(broker: &Node, op: Op) {
                 request.client_software_version = s("1");
             }
             common::call::<_, ApiVersionsResponse>(broker, ApiKey::ApiVersions, version, &request).await;
+        }
+        Op::DeleteRecords {
+            version,
+            topic,
+            partition,
+            offset,
+        } => {
+            let mut wanted = delete_records_request::DeleteRecordsPartition::default();
+            wanted.partition_index = partition;
+            wanted.offset = offset;
+            let mut delete_topic = delete_records_request::DeleteRecordsTopic::default();
+            delete_topic.name = topic_name(TOPICS[topic]);
+            delete_topic.partitions = vec![wanted];
+            let mut request = DeleteRecordsRequest::default();
+            request.timeout_ms = 1_000;
+            request.topics = vec![delete_topic];
+            common::call::<_, DeleteRecordsResponse>(broker, ApiKey::DeleteRecords, version, &request).await;
         }
     }
 }

@@ -154,6 +154,17 @@ fn sample(key: ApiKey, version: i16) -> BytesMut {
             request.topics = vec![commit_topic];
             request.encode(&mut out, version)
         }
+        ApiKey::DeleteRecords => {
+            let mut partition = delete_records_request::DeleteRecordsPartition::default();
+            partition.offset = 12;
+            let mut delete_topic = delete_records_request::DeleteRecordsTopic::default();
+            delete_topic.name = topic("orders");
+            delete_topic.partitions = vec![partition.clone(), partition];
+            let mut request = DeleteRecordsRequest::default();
+            request.topics = vec![delete_topic];
+            request.timeout_ms = 30_000;
+            request.encode(&mut out, version)
+        }
         ApiKey::ApiVersions => {
             let mut request = ApiVersionsRequest::default();
             if version >= 3 {

@@ -293,6 +293,21 @@ pub fn offset_fetch(answer: &OffsetFetchResponse) -> Value {
     json!({ "error": answer.error_code, "partitions": partitions })
 }
 
+/// A DeleteRecords answer: per partition its low watermark and error.
+pub fn delete_records(answer: &DeleteRecordsResponse) -> Value {
+    json!(answer
+        .topics
+        .iter()
+        .flat_map(|topic| topic.partitions.iter().map(move |p| json!([
+            topic.name.0.as_str(),
+            p.partition_index,
+            p.low_watermark,
+            p.error_code
+        ])))
+        .collect::<Vec<_>>()
+        .sorted())
+}
+
 /// An AddPartitionsToTxn answer (versions 0–3): per partition its error.
 pub fn add_partitions(answer: &AddPartitionsToTxnResponse) -> Value {
     json!(answer

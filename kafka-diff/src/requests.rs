@@ -391,3 +391,27 @@ pub fn find_coordinator(key: &str, key_type: i8) -> FindCoordinatorRequest {
     request.key_type = key_type;
     request
 }
+
+/// A DeleteRecords request moving each `(topic, partition)`'s log start to `offset` (−1: the high watermark).
+pub fn delete_records(parts: &[(&str, i32, i64)]) -> DeleteRecordsRequest {
+    let mut request = DeleteRecordsRequest::default();
+    request.timeout_ms = 30_000;
+    request.topics = by_topic(parts.iter().map(|&(name, index, offset)| (name, (index, offset))))
+        .into_iter()
+        .map(|(name, partitions)| {
+            let mut topic = delete_records_request::DeleteRecordsTopic::default();
+            topic.name = topic_name(name);
+            topic.partitions = partitions
+                .into_iter()
+                .map(|(index, offset)| {
+                    let mut partition = delete_records_request::DeleteRecordsPartition::default();
+                    partition.partition_index = index;
+                    partition.offset = offset;
+                    partition
+                })
+                .collect();
+            topic
+        })
+        .collect();
+    request
+}

@@ -222,6 +222,17 @@ const ADD_PARTITIONS_TO_TXN: &[Field] = &[
 
 const ADD_OFFSETS_TO_TXN: &[Field] = &[all(STRING), all(I64), all(I16), all(STRING)];
 
+const DELETE_RECORDS: &[Field] = &[
+    all(array(&[
+        all(STRING), // name
+        all(array(&[
+            all(I32), // partition_index
+            all(I64), // offset
+        ])),
+    ])),
+    all(I32), // timeout_ms
+];
+
 const END_TXN: &[Field] = &[all(STRING), all(I64), all(I16), all(I8)];
 
 const TXN_OFFSET_COMMIT: &[Field] = &[
@@ -368,6 +379,7 @@ fn layout(key: ApiKey, version: i16) -> Option<&'static [Field]> {
         ApiKey::InitProducerId => INIT_PRODUCER_ID,
         ApiKey::AddPartitionsToTxn => ADD_PARTITIONS_TO_TXN,
         ApiKey::AddOffsetsToTxn => ADD_OFFSETS_TO_TXN,
+        ApiKey::DeleteRecords => DELETE_RECORDS,
         ApiKey::EndTxn => END_TXN,
         ApiKey::TxnOffsetCommit => TXN_OFFSET_COMMIT,
         ApiKey::ApiVersions => API_VERSIONS,

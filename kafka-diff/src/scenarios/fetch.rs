@@ -261,3 +261,54 @@ pub async fn list_offsets_unknown(session: &mut Session) -> Result<(), DiffError
     }
     Ok(())
 }
+
+pub async fn delete_records_every_version(session: &mut Session) -> Result<(), DiffError> {
+    let topic = fresh_topic(session, "t", 2).await?;
+    let missing = session.topic("missing");
+    produce_observed(
+        session,
+        "five",
+        None,
+        vec![(&topic, 0, BatchSpec::plain("five", 5))],
+    )
+    .await?;
+    produce_observed(
+        session,
+        "three",
+        None,
+        vec![(&topic, 0, BatchSpec::plain("three", 3))],
+    )
+    .await?;
+    produce_observed(
+        session,
+        "other partition",
+        None,
+        vec![(&topic, 1, BatchSpec::plain("one", 3))],
+    )
+    .await?;
+    // One partition per request at most once: Kafka keeps only the last entry of a partition named twice.
+    let (topic, missing) = (topic.as_str(), missing.as_str());
+    let steps = [
+        (
+            0,
+            "inside a batch; beyond the end; unknown",
+            vec![(topic, 0, 2), (topic, 1, 9), (missing, 0, 1), (topic, 4, 1)],
+        ),
+        (
+            1,
+            "below the start; up to the high watermark",
+            vec![(topic, 0, 1), (topic, 1, -1)],
+        ),
+        (1, "-5", vec![(topic, 0, -5)]),
+    ];
+    for (version, step, parts) in steps {
+        let request = requests::delete_records(&parts);
+        let answer: DeleteRecordsResponse = session.call(ApiKey::DeleteRecords, version, &request).await?;
+        session.observe(&format!("v{version}: {step}"), observe::delete_records(&answer));
+    }
+    let earliest = requests::list_offsets(0, &[(topic, 0, -2), (topic, 1, -2)]);
+    let answer: ListOffsetsResponse = ask(session, ApiKey::ListOffsets, &earliest).await?;
+    session.observe("earliest after", observe::list_offsets(&answer));
+    fetch_observed(session, "fetch from 0", 0, &[(topic, 0, 0)]).await?;
+    fetch_observed(session, "fetch from the new start", 0, &[(topic, 0, 2)]).await
+}

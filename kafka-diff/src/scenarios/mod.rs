@@ -36,6 +36,7 @@ pub const VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AddOffsetsToTxn, 0, 2),
     (ApiKey::EndTxn, 0, 2),
     (ApiKey::TxnOffsetCommit, 0, 2),
+    (ApiKey::DeleteRecords, 0, 1),
 ];
 
 /// The versions of `key` the scenarios drive (none for an API the table does not name).
@@ -103,6 +104,7 @@ scenarios! {
     fetch::fetch_small_max_bytes => "partition_max_bytes smaller than the first batch",
     fetch::list_offsets_every_version => "ListOffsets at every version: earliest, latest, by timestamp, past the last timestamp",
     fetch::list_offsets_open_transaction => "ListOffsets latest under both isolation levels while a transaction is open",
+    fetch::delete_records_every_version => "DeleteRecords at every version: inside a batch, up to the high watermark (-1), below the start, beyond the end, unknown partitions; what ListOffsets and Fetch say after",
     fetch::list_offsets_unknown => "ListOffsets for a topic and a partition that do not exist, and an invalid timestamp",
     txn::init_producer_id_every_version => "InitProducerId at every version: idempotent, transactional, again (epoch bump)",
     txn::init_producer_id_invalid_timeout => "InitProducerId with a transaction timeout above the maximum",

@@ -3,6 +3,7 @@
 //! returns the response value; framing, shape checks and encoding are the wire front end's.
 
 mod admin;
+mod delete;
 mod fetch;
 mod groups;
 mod produce;
@@ -96,6 +97,11 @@ impl Node {
         version: i16,
     ) -> AddOffsetsToTxnResponse {
         txn::add_offsets(self, request, version).await
+    }
+
+    /// DeleteRecords: log start offsets moved up.
+    pub async fn delete_records(&self, request: DeleteRecordsRequest, version: i16) -> DeleteRecordsResponse {
+        delete::delete_records(self, request, version).await
     }
 
     /// EndTxn: answered once every marker is written.
