@@ -153,6 +153,23 @@ async fn a_refusal_by_the_log_carries_the_log_start_offset_and_one_before_it_doe
 }
 
 #[tokio::test]
+async fn a_partition_with_no_batch_or_two_is_refused_invalid_record_before_the_log() {
+    let node = node().await;
+    let empty = produce(&node, produce_request(None, 0, Bytes::new())).await;
+    assert_eq!(
+        (empty.error_code, empty.log_start_offset),
+        (KafkaError::InvalidRecord.code(), -1)
+    );
+    let mut two = batch(None, false, 1, 4).to_vec();
+    two.extend_from_slice(&batch(None, false, 1, 4));
+    let two = produce(&node, produce_request(None, 0, Bytes::from(two))).await;
+    assert_eq!(
+        (two.error_code, two.log_start_offset),
+        (KafkaError::InvalidRecord.code(), -1)
+    );
+}
+
+#[tokio::test]
 async fn a_transactional_batch_is_appended_only_to_a_partition_of_its_open_transaction() {
     let node = node().await;
     let txn = "verified";

@@ -149,3 +149,16 @@ pub async fn find_coordinator_every_version(session: &mut Session) -> Result<(),
     }
     Ok(())
 }
+
+pub async fn metadata_empty_topic_list(session: &mut Session) -> Result<(), DiffError> {
+    fresh_topic(session, "t", 1).await?;
+    for version in versions(ApiKey::Metadata) {
+        let request = requests::metadata(Some(&[]), version < 4);
+        let answer: MetadataResponse = session.call(ApiKey::Metadata, version, &request).await?;
+        session.observe(
+            &format!("v{version}"),
+            json!({ "topics": answer.topics.len(), "brokers": answer.brokers.len() }),
+        );
+    }
+    Ok(())
+}

@@ -79,6 +79,7 @@ scenarios! {
     admin::api_versions_every_version => "ApiVersions at every version: answered without error",
     admin::metadata_every_version => "Metadata at every version: a known topic, an unknown one (auto-created where the version asks), an invalid name",
     admin::metadata_without_auto_creation => "Metadata v4+ with allow_auto_topic_creation false: an unknown topic stays unknown",
+    admin::metadata_empty_topic_list => "Metadata v1+ naming no topic (an empty list, not null)",
     admin::create_topics_every_version => "CreateTopics at every version: a new topic, an existing one, no partitions, replication 3, an invalid name, validate_only",
     admin::find_coordinator_every_version => "FindCoordinator at every version: a group, a transactional id (v1+), an unknown key type",
     produce::produce_every_version => "Produce at every version, acks=all, then what a fetch returns",
@@ -94,6 +95,8 @@ scenarios! {
     produce::idempotent_first_sequence_not_zero => "a new producer's first batch at sequence 7",
     produce::idempotent_epoch_bump_then_stale => "an idempotent producer bumps its epoch (sequence 0), then writes with the old epoch",
     produce::idempotent_unknown_producer_id => "a batch from a producer id no coordinator issued",
+    produce::produce_two_batches_in_one_partition => "one partition's records holding two batches",
+    produce::produce_without_records => "a partition with an empty record set",
     produce::transactional_produce_not_added => "a transactional batch for a partition not added to the transaction",
     fetch::fetch_every_version => "Fetch at every version and both isolation levels over plain, committed and aborted batches",
     fetch::fetch_offset_out_of_range => "Fetch past the end and before the start",
@@ -112,6 +115,8 @@ scenarios! {
     txn::transaction_abort => "a transaction over two partitions aborted: markers, aborted list, what each isolation reads",
     txn::transaction_fencing_every_version => "a fenced producer's AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and Produce at every version",
     txn::end_txn_without_partitions => "EndTxn commit and abort of a transaction that added nothing",
+    txn::end_txn_retried_and_reversed => "EndTxn commit sent again after it completed, then an abort of the committed transaction",
+    txn::init_producer_id_bump_with_current_epoch => "InitProducerId v3+ naming the producer's current id and epoch (KIP-360), for a transactional and an idempotent producer",
     txn::end_txn_unknown_transactional_id => "EndTxn for a transactional id never initialised",
     txn::add_partitions_unknown_topic => "AddPartitionsToTxn naming a known and an unknown topic",
     txn::add_partitions_wrong_producer_id => "AddPartitionsToTxn with a producer id the transactional id does not hold",
@@ -336,12 +341,36 @@ pub async fn idempotent_producer(session: &mut Session) -> Result<(i64, i16), Di
     Ok((answer.producer_id.0, answer.producer_epoch))
 }
 
+/// Looks up the coordinator of `key` (`key_type` 0: a group, 1: a transactional id) as a client does before its
+/// first coordinator request, until one is found; not observed. Kafka creates its internal topic on this lookup
+/// and answers coordinator requests NOT_COORDINATOR until then, so a scenario that skipped it would depend on
+/// the ones before it.
+pub async fn find_coordinator(session: &mut Session, key: &str, key_type: i8) -> Result<(), DiffError> {
+    let request = requests::find_coordinator(key, key_type);
+    let answer: FindCoordinatorResponse = session
+        .call_until(
+            ApiKey::FindCoordinator,
+            top(ApiKey::FindCoordinator),
+            &request,
+            |a: &FindCoordinatorResponse| a.error_code,
+        )
+        .await?;
+    if answer.error_code != 0 {
+        return Err(DiffError::Setup(format!(
+            "FindCoordinator {key}: error {}",
+            answer.error_code
+        )));
+    }
+    Ok(())
+}
+
 /// Initialises `txn` with `timeout_ms` and returns its (id, epoch); the answer is observed as `init <txn>`.
 pub async fn init_transactional(
     session: &mut Session,
     txn: &str,
     timeout_ms: i32,
 ) -> Result<(i64, i16), DiffError> {
+    find_coordinator(session, txn, 1).await?;
     let request = requests::init_producer_id(Some(txn), timeout_ms);
     let answer: InitProducerIdResponse = session
         .call_until(

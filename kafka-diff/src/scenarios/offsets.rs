@@ -4,7 +4,9 @@
 use kafka_protocol::messages::*;
 use serde_json::json;
 
-use super::{add_partitions_at, ask, end_txn_at, fresh_topic, init_transactional, top, versions};
+use super::{
+    add_partitions_at, ask, end_txn_at, find_coordinator, fresh_topic, init_transactional, top, versions,
+};
 use crate::error::DiffError;
 use crate::observe;
 use crate::requests;
@@ -35,6 +37,7 @@ pub async fn offset_commit_every_version(session: &mut Session) -> Result<(), Di
     let topic = fresh_topic(session, "t", 2).await?;
     for version in versions(ApiKey::OffsetCommit) {
         let group = session.transactional_id(&format!("group-v{version}"));
+        find_coordinator(session, &group, 0).await?;
         let request =
             requests::offset_commit(&group, &[(&topic, 0, 10 + i64::from(version)), (&topic, 1, 3)]);
         let answer: OffsetCommitResponse = session
@@ -55,6 +58,7 @@ pub async fn offset_commit_every_version(session: &mut Session) -> Result<(), Di
         session.observe(&format!("commit v{version}"), observe::offset_commit(&answer));
     }
     let group = session.transactional_id("group-v2");
+    find_coordinator(session, &group, 0).await?;
     for version in versions(ApiKey::OffsetFetch) {
         fetch_offsets(session, &format!("fetch v{version}"), version, &group, &topic).await?;
     }
@@ -69,6 +73,7 @@ pub async fn offset_commit_every_version(session: &mut Session) -> Result<(), Di
 pub async fn offset_fetch_unknown_group(session: &mut Session) -> Result<(), DiffError> {
     let topic = fresh_topic(session, "t", 2).await?;
     let group = session.transactional_id("nobody");
+    find_coordinator(session, &group, 0).await?;
     fetch_offsets(
         session,
         "named partitions",
@@ -87,6 +92,7 @@ pub async fn offset_commit_unknown_topic(session: &mut Session) -> Result<(), Di
     let topic = fresh_topic(session, "t", 1).await?;
     let missing = session.topic("missing");
     let group = session.transactional_id("group");
+    find_coordinator(session, &group, 0).await?;
     let request = requests::offset_commit(&group, &[(&topic, 0, 4), (&missing, 0, 4), (&topic, 9, 4)]);
     let answer: OffsetCommitResponse = session
         .call_until(
@@ -189,6 +195,7 @@ pub async fn transactional_offsets_every_version(session: &mut Session) -> Resul
     let topic = fresh_topic(session, "t", 1).await?;
     let txn = session.transactional_id("txn");
     let group = session.transactional_id("group");
+    find_coordinator(session, &group, 0).await?;
     let producer = init_transactional(session, &txn, 60_000).await?;
     for (add_version, commit_version) in
         versions(ApiKey::AddOffsetsToTxn).zip(versions(ApiKey::TxnOffsetCommit))
@@ -221,6 +228,7 @@ pub async fn transactional_offsets_aborted(session: &mut Session) -> Result<(), 
     let topic = fresh_topic(session, "t", 1).await?;
     let txn = session.transactional_id("txn");
     let group = session.transactional_id("group");
+    find_coordinator(session, &group, 0).await?;
     let producer = init_transactional(session, &txn, 60_000).await?;
     let versions = (top(ApiKey::AddOffsetsToTxn), top(ApiKey::TxnOffsetCommit));
     transactional_offsets(session, &txn, producer, &group, &topic, 5, versions).await?;
@@ -246,6 +254,7 @@ pub async fn txn_offset_commit_group_not_added(session: &mut Session) -> Result<
     )
     .await?;
     let group = session.transactional_id("not-added");
+    find_coordinator(session, &group, 0).await?;
     let request = requests::txn_offset_commit(&txn, producer, &group, &[(&topic, 0, 3)]);
     let answer: TxnOffsetCommitResponse = ask(session, ApiKey::TxnOffsetCommit, &request).await?;
     session.observe("group not added", observe::txn_offset_commit(&answer));
@@ -256,6 +265,7 @@ pub async fn offset_fetch_pending_transactional_offsets(session: &mut Session) -
     let topic = fresh_topic(session, "t", 1).await?;
     let txn = session.transactional_id("txn");
     let group = session.transactional_id("group");
+    find_coordinator(session, &group, 0).await?;
     let producer = init_transactional(session, &txn, 60_000).await?;
     let versions = (top(ApiKey::AddOffsetsToTxn), top(ApiKey::TxnOffsetCommit));
     transactional_offsets(session, &txn, producer, &group, &topic, 7, versions).await?;

@@ -310,3 +310,27 @@ pub async fn transactional_produce_not_added(session: &mut Session) -> Result<()
     .await?;
     read_back(session, &topic, 1).await
 }
+
+pub async fn produce_two_batches_in_one_partition(session: &mut Session) -> Result<(), DiffError> {
+    let topic = fresh_topic(session, "t", 1).await?;
+    let mut both = BatchSpec::plain("first", 2).build()?.to_vec();
+    both.extend_from_slice(&BatchSpec::plain("second", 2).build()?);
+    let request = requests::produce(None, -1, vec![(&topic, 0, bytes::Bytes::from(both))]);
+    let answer: ProduceResponse = ask(session, ApiKey::Produce, &request).await?;
+    session.observe("two batches", observe::produce(&answer));
+    read_back(session, &topic, 1).await
+}
+
+pub async fn produce_without_records(session: &mut Session) -> Result<(), DiffError> {
+    let topic = fresh_topic(session, "t", 1).await?;
+    // An empty record set; a null one is not compared (Kafka 4.1.2 leaves that request unanswered).
+    let request = requests::produce(None, -1, vec![(&topic, 0, bytes::Bytes::new())]);
+    let answer = session
+        .call_or_closed::<_, ProduceResponse>(ApiKey::Produce, top(ApiKey::Produce), &request)
+        .await?;
+    session.observe(
+        "empty",
+        answer.map_or(json!("connection closed"), |a| observe::produce(&a)),
+    );
+    read_back(session, &topic, 1).await
+}

@@ -6,8 +6,8 @@ use kafka_protocol::messages::*;
 use serde_json::json;
 
 use super::{
-    add_partitions_at, ask, end_txn_at, fresh_topic, init_transactional, open_transaction, produce_at,
-    produce_observed, read_back, top, versions, wait_for_markers,
+    add_partitions_at, ask, end_txn_at, find_coordinator, fresh_topic, init_transactional, open_transaction,
+    produce_at, produce_observed, read_back, top, versions, wait_for_markers,
 };
 use crate::error::DiffError;
 use crate::observe;
@@ -24,6 +24,9 @@ async fn observe_init(
     version: i16,
     request: &InitProducerIdRequest,
 ) -> Result<(), DiffError> {
+    if let Some(txn) = &request.transactional_id {
+        find_coordinator(session, txn.as_str(), 1).await?;
+    }
     let answer: InitProducerIdResponse = session
         .call_until(
             ApiKey::InitProducerId,
@@ -314,4 +317,47 @@ pub async fn transaction_timeout_aborts(session: &mut Session) -> Result<(), Dif
     )
     .await?;
     read_back(session, &topic, 1).await
+}
+
+pub async fn end_txn_retried_and_reversed(session: &mut Session) -> Result<(), DiffError> {
+    let topic = fresh_topic(session, "t", 1).await?;
+    let txn = session.transactional_id("txn");
+    let producer = open_transaction(session, &txn, &[(&topic, 0)], 2).await?;
+    end_txn_at(session, top(ApiKey::EndTxn), &txn, producer, true, &[(&topic, 0)]).await?;
+    for (step, committed) in [("commit again", true), ("abort after the commit", false)] {
+        let request = requests::end_txn(&txn, producer, committed);
+        let answer: EndTxnResponse = ask(session, ApiKey::EndTxn, &request).await?;
+        session.observe(step, json!(answer.error_code));
+    }
+    read_back(session, &topic, 1).await
+}
+
+pub async fn init_producer_id_bump_with_current_epoch(session: &mut Session) -> Result<(), DiffError> {
+    let txn = session.transactional_id("txn");
+    let (id, epoch) = init_transactional(session, &txn, 60_000).await?;
+    for version in 3..=top(ApiKey::InitProducerId) {
+        let mut request = requests::init_producer_id(Some(&txn), 60_000);
+        request.producer_id = ProducerId(id);
+        request.producer_epoch = epoch + version - 3;
+        observe_init(
+            session,
+            &format!("v{version} transactional, current epoch"),
+            version,
+            &request,
+        )
+        .await?;
+    }
+    let idempotent = requests::init_producer_id(None, 60_000);
+    let answer: InitProducerIdResponse = ask(session, ApiKey::InitProducerId, &idempotent).await?;
+    let (id, epoch) = (answer.producer_id.0, answer.producer_epoch);
+    let mut request = requests::init_producer_id(None, 60_000);
+    request.producer_id = ProducerId(id);
+    request.producer_epoch = epoch;
+    observe_init(
+        session,
+        "idempotent, current epoch",
+        top(ApiKey::InitProducerId),
+        &request,
+    )
+    .await
 }

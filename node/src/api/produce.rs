@@ -96,6 +96,10 @@ async fn append(
             Err(_) => return Err(KafkaError::UnknownServerError.into()),
         }
     }
+    // Record format v2: exactly one batch per partition (Kafka refuses none or several before its log).
+    if batches.len() != 1 {
+        return Err(KafkaError::InvalidRecord.into());
+    }
     if batches
         .iter()
         .any(|batch| batch.size() > node.config().max_message_bytes)
