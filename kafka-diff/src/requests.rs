@@ -48,6 +48,8 @@ pub struct BatchSpec {
     pub tag: String,
     /// Bytes of padding in each value (an oversized batch).
     pub padding: usize,
+    /// The first record's timestamp (`None`: [`BASE_TIMESTAMP`]).
+    pub base_timestamp: Option<i64>,
 }
 
 impl BatchSpec {
@@ -74,7 +76,7 @@ impl BatchSpec {
 
     /// Encodes the batch: record `i` has key `<tag>-k<i>` (none for every third record), value `<tag>-v<i>`
     /// padded (none for every fifth), a header `h` (null-valued for odd records) and timestamp
-    /// `BASE_TIMESTAMP + i`.
+    /// `BASE_TIMESTAMP + i` (or from `base_timestamp`).
     pub fn build(&self) -> Result<Bytes, DiffError> {
         let mut builder = BatchBuilder::new().compression(self.compression);
         if let Some((id, epoch, sequence)) = self.producer {
@@ -96,7 +98,7 @@ impl BatchSpec {
             }));
             let header_value: Option<&[u8]> = if index % 2 == 0 { Some(b"even") } else { None };
             builder.add(
-                BASE_TIMESTAMP + index as i64,
+                self.base_timestamp.unwrap_or(BASE_TIMESTAMP) + index as i64,
                 (index % 3 != 2).then_some(key.as_bytes()),
                 (index % 5 != 4).then_some(value.as_slice()),
                 &[("h", header_value)],

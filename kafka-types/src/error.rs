@@ -22,6 +22,10 @@ pub enum KafkaError {
     UnknownTopicOrPartition,
     /// 10: a batch is larger than `message.max.bytes` allows.
     MessageTooLarge,
+    /// 21: a produce's `acks` is not −1, 0 or 1.
+    InvalidRequiredAcks,
+    /// 32: a record's timestamp is further from the broker's clock than the topic allows.
+    InvalidTimestamp,
     /// 17: the topic name is not acceptable (e.g. an internal name).
     InvalidTopic,
     /// 35: the request version is not served.
@@ -81,13 +85,15 @@ pub enum ClientErrorClass {
 
 impl KafkaError {
     /// Every error, in code order.
-    pub const ALL: [KafkaError; 26] = [
+    pub const ALL: [KafkaError; 28] = [
         KafkaError::UnknownServerError,
         KafkaError::OffsetOutOfRange,
         KafkaError::CorruptMessage,
         KafkaError::UnknownTopicOrPartition,
         KafkaError::MessageTooLarge,
         KafkaError::InvalidTopic,
+        KafkaError::InvalidRequiredAcks,
+        KafkaError::InvalidTimestamp,
         KafkaError::UnsupportedVersion,
         KafkaError::TopicAlreadyExists,
         KafkaError::InvalidPartitions,
@@ -118,6 +124,8 @@ impl KafkaError {
             KafkaError::OffsetOutOfRange => 1,
             KafkaError::CorruptMessage => 2,
             KafkaError::MessageTooLarge => 10,
+            KafkaError::InvalidRequiredAcks => 21,
+            KafkaError::InvalidTimestamp => 32,
             KafkaError::UnknownTopicOrPartition => 3,
             KafkaError::InvalidTopic => 17,
             KafkaError::UnsupportedVersion => 35,
@@ -150,6 +158,8 @@ impl KafkaError {
             KafkaError::OffsetOutOfRange => "OFFSET_OUT_OF_RANGE",
             KafkaError::CorruptMessage => "CORRUPT_MESSAGE",
             KafkaError::MessageTooLarge => "MESSAGE_TOO_LARGE",
+            KafkaError::InvalidRequiredAcks => "INVALID_REQUIRED_ACKS",
+            KafkaError::InvalidTimestamp => "INVALID_TIMESTAMP",
             KafkaError::UnknownTopicOrPartition => "UNKNOWN_TOPIC_OR_PARTITION",
             KafkaError::InvalidTopic => "INVALID_TOPIC_EXCEPTION",
             KafkaError::UnsupportedVersion => "UNSUPPORTED_VERSION",
@@ -187,7 +197,9 @@ impl KafkaError {
             | KafkaError::TransactionAbortable
             | KafkaError::InvalidRecord => ClientErrorClass::Abortable,
             // The batch is too large to ever be accepted: the client fails the records (or splits the batch).
-            KafkaError::MessageTooLarge => ClientErrorClass::Fatal,
+            KafkaError::MessageTooLarge | KafkaError::InvalidRequiredAcks => ClientErrorClass::Fatal,
+            // The records are refused as they are; the transaction (if any) must abort.
+            KafkaError::InvalidTimestamp => ClientErrorClass::Abortable,
             // Brokers no longer send it; clients treat it as success without offsets.
             KafkaError::DuplicateSequenceNumber | KafkaError::UnknownProducerId => {
                 ClientErrorClass::Retriable

@@ -40,6 +40,13 @@ pub struct ServeArgs {
     /// larger one is refused MESSAGE_TOO_LARGE.
     #[arg(long, default_value_t = 1_048_588, value_parser = clap::value_parser!(u64).range(64..=(1 << 30)))]
     max_message_bytes: u64,
+    /// How far ahead of the broker's clock a record's timestamp may be, in milliseconds
+    /// (`message.timestamp.after.max.ms`); a record further ahead is refused INVALID_TIMESTAMP.
+    #[arg(long, default_value_t = 3_600_000, value_parser = clap::value_parser!(i64).range(0..))]
+    message_timestamp_after_max_ms: i64,
+    /// How far behind it, in milliseconds (`message.timestamp.before.max.ms`); default: no limit.
+    #[arg(long, default_value_t = i64::MAX, value_parser = clap::value_parser!(i64).range(0..))]
+    message_timestamp_before_max_ms: i64,
     /// `transactional.id.expiration.ms`.
     #[arg(long, default_value_t = 604_800_000, value_parser = clap::value_parser!(i64).range(1..))]
     transactional_id_expiration_ms: i64,
@@ -92,6 +99,8 @@ pub fn serve(args: ServeArgs) -> Result<(), CliError> {
     config.node.default_partitions = args.default_partitions;
     config.max_request_bytes = usize::try_from(args.max_request_bytes).unwrap_or(usize::MAX);
     config.node.max_message_bytes = usize::try_from(args.max_message_bytes).unwrap_or(usize::MAX);
+    config.node.max_timestamp_ahead_ms = args.message_timestamp_after_max_ms;
+    config.node.max_timestamp_behind_ms = args.message_timestamp_before_max_ms;
     config.node.transactional_id_expiration_ms = args.transactional_id_expiration_ms;
     config.node.max_transaction_timeout_ms = args.max_transaction_timeout_ms;
     config.node.producer_id_expiration_ms = args.producer_id_expiration_ms;

@@ -26,6 +26,11 @@ pub struct NodeConfig {
     /// `message.max.bytes`: the largest batch a produce may carry, its 12-byte log overhead included; a larger one
     /// is answered MESSAGE_TOO_LARGE.
     pub max_message_bytes: usize,
+    /// `message.timestamp.after.max.ms`: how far ahead of the broker's clock a CreateTime record may be (Kafka 4's
+    /// default: one hour); a record further ahead is refused INVALID_TIMESTAMP.
+    pub max_timestamp_ahead_ms: i64,
+    /// `message.timestamp.before.max.ms`: how far behind it (Kafka's default: no limit).
+    pub max_timestamp_behind_ms: i64,
     /// Which producers a `MIRROR_PID_RESET` barrier clears (the KIP's rule by default; the simulator compares
     /// the alternatives).
     pub barrier_scope: BarrierScope,
@@ -52,6 +57,8 @@ impl NodeConfig {
             max_transaction_timeout_ms: 900_000,
             producer_id_expiration_ms: 86_400_000,
             max_message_bytes: 1_048_588,
+            max_timestamp_ahead_ms: 3_600_000,
+            max_timestamp_behind_ms: i64::MAX,
             barrier_scope: PsmConfig::default().barrier_scope,
             record_delivered_markers: false,
             follower_cluster_id: None,

@@ -170,6 +170,49 @@ async fn a_partition_with_no_batch_or_two_is_refused_invalid_record_before_the_l
 }
 
 #[tokio::test]
+async fn an_unknown_acks_refuses_every_partition_invalid_required_acks() {
+    let node = node().await;
+    let mut request = produce_request(None, 0, batch(None, false, 1, 4));
+    request.acks = 2;
+    let refused = produce(&node, request).await;
+    assert_eq!(
+        (refused.error_code, refused.base_offset),
+        (KafkaError::InvalidRequiredAcks.code(), -1)
+    );
+    let next = produce(&node, produce_request(None, 0, batch(None, false, 1, 4))).await;
+    assert_eq!((next.error_code, next.base_offset), (0, 0), "nothing was stored");
+}
+
+#[tokio::test]
+async fn a_record_more_than_an_hour_ahead_is_refused_invalid_timestamp_naming_it() {
+    let node = node().await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let mut builder = BatchBuilder::new();
+    builder.add(now, None, Some(b"now"), &[]);
+    builder.add(now + 2 * 3_600_000, None, Some(b"two hours ahead"), &[]);
+    let records = builder.build().unwrap().into_bytes();
+    let refused = produce(&node, produce_request(None, 0, records)).await;
+    assert_eq!(refused.error_code, KafkaError::InvalidTimestamp.code());
+    assert_eq!(
+        refused.log_start_offset, 0,
+        "a refusal of the record checks carries the log start"
+    );
+    let indexes: Vec<i32> = refused
+        .record_errors
+        .iter()
+        .map(|error| error.batch_index)
+        .collect();
+    assert_eq!(indexes, vec![1]);
+    let mut old = BatchBuilder::new();
+    old.add(0, None, Some(b"1970"), &[]);
+    let accepted = produce(&node, produce_request(None, 0, old.build().unwrap().into_bytes())).await;
+    assert_eq!(accepted.error_code, 0, "no limit behind the clock by default");
+}
+
+#[tokio::test]
 async fn a_transactional_batch_is_appended_only_to_a_partition_of_its_open_transaction() {
     let node = node().await;
     let txn = "verified";

@@ -4,7 +4,7 @@ use kafka_protocol::messages::*;
 
 use super::{
     ask, consume, create_topic, end_txn_at, fetch_observed, fresh_topic, open_transaction, produce_observed,
-    top, versions,
+    read_back, top, versions,
 };
 use crate::error::DiffError;
 use crate::observe;
@@ -311,4 +311,77 @@ pub async fn delete_records_every_version(session: &mut Session) -> Result<(), D
     session.observe("earliest after", observe::list_offsets(&answer));
     fetch_observed(session, "fetch from 0", 0, &[(topic, 0, 0)]).await?;
     fetch_observed(session, "fetch from the new start", 0, &[(topic, 0, 2)]).await
+}
+
+pub async fn list_offsets_empty_partition(session: &mut Session) -> Result<(), DiffError> {
+    let topic = fresh_topic(session, "t", 1).await?;
+    for isolation in [0, 1] {
+        let mut seen = Vec::new();
+        for timestamp in [-2, -1, BASE_TIMESTAMP] {
+            let request = requests::list_offsets(isolation, &[(&topic, 0, timestamp)]);
+            let answer: ListOffsetsResponse = ask(session, ApiKey::ListOffsets, &request).await?;
+            seen.push(observe::list_offsets(&answer));
+        }
+        session.observe(&format!("isolation {isolation}"), serde_json::json!(seen));
+    }
+    fetch_observed(session, "fetch from 0", 1, &[(&topic, 0, 0)]).await
+}
+
+pub async fn two_open_transactions(session: &mut Session) -> Result<(), DiffError> {
+    let topic = fresh_topic(session, "t", 1).await?;
+    let first = session.transactional_id("first");
+    let second = session.transactional_id("second");
+    let first_producer = open_transaction(session, &first, &[(&topic, 0)], 2).await?;
+    let second_producer = open_transaction(session, &second, &[(&topic, 0)], 3).await?;
+    produce_observed(
+        session,
+        "plain",
+        None,
+        vec![(&topic, 0, BatchSpec::plain("plain", 1))],
+    )
+    .await?;
+    // The later transaction ends first: the LSO stays at the first one's start.
+    let request = requests::end_txn(&second, second_producer, true);
+    let answer: EndTxnResponse = session
+        .call_until(
+            ApiKey::EndTxn,
+            top(ApiKey::EndTxn),
+            &request,
+            |a: &EndTxnResponse| a.error_code,
+        )
+        .await?;
+    session.observe("second committed", serde_json::json!(answer.error_code));
+    // Its marker follows the plain batch (offset 6); wait until it is in the log.
+    for _attempt in 0..300 {
+        let request = requests::list_offsets(0, &[(&topic, 0, -1)]);
+        let answer: ListOffsetsResponse = ask(session, ApiKey::ListOffsets, &request).await?;
+        let end = answer
+            .topics
+            .first()
+            .and_then(|t| t.partitions.first())
+            .map_or(-1, |p| p.offset);
+        if end >= 7 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    latest_offsets(session, &topic, "one still open").await?;
+    fetch_observed(
+        session,
+        "read_committed while the first is open",
+        1,
+        &[(&topic, 0, 0)],
+    )
+    .await?;
+    end_txn_at(
+        session,
+        top(ApiKey::EndTxn),
+        &first,
+        first_producer,
+        false,
+        &[(&topic, 0)],
+    )
+    .await?;
+    latest_offsets(session, &topic, "both ended").await?;
+    read_back(session, &topic, 1).await
 }

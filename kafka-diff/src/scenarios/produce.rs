@@ -334,3 +334,56 @@ pub async fn produce_without_records(session: &mut Session) -> Result<(), DiffEr
     );
     read_back(session, &topic, 1).await
 }
+
+pub async fn produce_invalid_acks(session: &mut Session) -> Result<(), DiffError> {
+    let topic = fresh_topic(session, "t", 1).await?;
+    for acks in [2, -2] {
+        let request = requests::produce(None, acks, vec![(&topic, 0, BatchSpec::plain("a", 1).build()?)]);
+        let answer = session
+            .call_or_closed::<_, ProduceResponse>(ApiKey::Produce, top(ApiKey::Produce), &request)
+            .await?;
+        session.observe(
+            &format!("acks {acks}"),
+            answer.map_or(json!("connection closed"), |a| observe::produce(&a)),
+        );
+    }
+    read_back(session, &topic, 1).await
+}
+
+pub async fn produce_timestamps_far_from_now(session: &mut Session) -> Result<(), DiffError> {
+    let topic = fresh_topic(session, "t", 1).await?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_millis() as i64);
+    let hour = 3_600_000;
+    for (step, timestamp) in [
+        ("two hours ahead", now + 2 * hour),
+        ("thirty years behind", now - 30 * 365 * 24 * hour),
+    ] {
+        let mut spec = BatchSpec::plain("when", 1);
+        spec.base_timestamp = Some(timestamp);
+        let request = requests::produce(None, -1, vec![(&topic, 0, spec.build()?)]);
+        let answer: ProduceResponse = ask(session, ApiKey::Produce, &request).await?;
+        session.observe(step, observe::produce(&answer));
+    }
+    // The records' own timestamps differ from run to run: what is compared is how many were stored.
+    let request = requests::list_offsets(0, &[(&topic, 0, -1)]);
+    let answer: ListOffsetsResponse = ask(session, ApiKey::ListOffsets, &request).await?;
+    session.observe("stored", observe::list_offsets(&answer));
+    Ok(())
+}
+
+pub async fn idempotent_sequences_per_partition(session: &mut Session) -> Result<(), DiffError> {
+    let topic = fresh_topic(session, "t", 2).await?;
+    let producer = idempotent_producer(session).await?;
+    for (step, partition, sequence) in [
+        ("p0 at 0", 0, 0),
+        ("p1 at 0", 1, 0),
+        ("p0 at 2", 0, 2),
+        ("p1 at 5", 1, 5),
+    ] {
+        let spec = BatchSpec::plain(step, 2).by(producer, sequence);
+        produce_observed(session, step, None, vec![(&topic, partition, spec)]).await?;
+    }
+    read_back(session, &topic, 2).await
+}

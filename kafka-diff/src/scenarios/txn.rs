@@ -361,3 +361,14 @@ pub async fn init_producer_id_bump_with_current_epoch(session: &mut Session) -> 
     )
     .await
 }
+
+pub async fn transaction_over_two_topics(session: &mut Session) -> Result<(), DiffError> {
+    let first = fresh_topic(session, "a", 2).await?;
+    let second = fresh_topic(session, "b", 1).await?;
+    let txn = session.transactional_id("txn");
+    let partitions = [(first.as_str(), 0), (first.as_str(), 1), (second.as_str(), 0)];
+    let producer = open_transaction(session, &txn, &partitions, 2).await?;
+    end_txn_at(session, top(ApiKey::EndTxn), &txn, producer, true, &partitions).await?;
+    read_back(session, &first, 2).await?;
+    read_back(session, &second, 1).await
+}

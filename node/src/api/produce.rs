@@ -2,20 +2,23 @@
 //! record checks, producer-state rules), are made as durable as the storage config says, and only then move the
 //! high watermark and get acknowledged.
 
+use kafka_protocol::messages::produce_response::BatchIndexAndErrorMessage;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::*;
 use kafka_types::{KafkaError, ProducerEpoch, ProducerId, TransactionVersion, TransactionalId};
 use partition_log::LogError;
 use producer_state::AppendOrigin;
-use record_format::{BatchIter, DecodeError};
+use record_format::{BatchIter, DecodeError, TimestampType};
 use storage::PartitionId;
 
 use crate::node::Node;
 
 /// Appends every partition's batch and answers each partition's offset or error.
-pub async fn produce(node: &Node, request: ProduceRequest, _version: i16) -> ProduceResponse {
+pub async fn produce(node: &Node, request: ProduceRequest, version: i16) -> ProduceResponse {
     let mut response = ProduceResponse::default();
     let mut appended = false;
+    // Kafka refuses the whole request, every partition, for an `acks` it does not know.
+    let acks_known = matches!(request.acks, -1..=1);
     let transactional_id = request.transactional_id.as_ref().map(|id| id.as_str().to_owned());
     for topic in request.topic_data {
         let mut topic_response = TopicProduceResponse::default();
@@ -27,7 +30,12 @@ pub async fn produce(node: &Node, request: ProduceRequest, _version: i16) -> Pro
             answer.log_append_time_ms = -1;
             answer.log_start_offset = -1;
             let target = (topic.name.as_str(), partition.index);
-            match append(node, target, transactional_id.as_deref(), partition.records).await {
+            let outcome = if acks_known {
+                append(node, target, transactional_id.as_deref(), partition.records).await
+            } else {
+                Err(KafkaError::InvalidRequiredAcks.into())
+            };
+            match outcome {
                 Ok(appended_at) => {
                     answer.base_offset = appended_at.base_offset;
                     answer.log_start_offset = appended_at.log_start_offset;
@@ -37,6 +45,18 @@ pub async fn produce(node: &Node, request: ProduceRequest, _version: i16) -> Pro
                 Err(refusal) => {
                     answer.error_code = refusal.error.code();
                     answer.log_start_offset = refusal.log_start_offset;
+                    if version >= 8 {
+                        // The field exists from v8; an older response that sets it does not encode.
+                        answer.record_errors = refusal
+                            .record_errors
+                            .iter()
+                            .map(|&index| {
+                                let mut error = BatchIndexAndErrorMessage::default();
+                                error.batch_index = index;
+                                error
+                            })
+                            .collect();
+                    }
                 }
             }
             topic_response.partition_responses.push(answer);
@@ -62,6 +82,8 @@ struct Appended {
 struct Refusal {
     error: KafkaError,
     log_start_offset: i64,
+    /// The batch-relative indexes of the records that caused it (INVALID_TIMESTAMP), as Kafka lists them.
+    record_errors: Vec<i32>,
 }
 
 impl From<KafkaError> for Refusal {
@@ -69,6 +91,7 @@ impl From<KafkaError> for Refusal {
         Refusal {
             error,
             log_start_offset: -1,
+            record_errors: Vec::new(),
         }
     }
 }
@@ -121,9 +144,20 @@ async fn append(
         Refusal {
             error,
             log_start_offset: if reached_the_log { log_start_offset } else { -1 },
+            record_errors: Vec::new(),
         }
     };
     let log_start_offset = replicas.leader.log_start_offset();
+    if let Some(batch) = batches.first() {
+        let far = records_far_from_now(node, batch);
+        if !far.is_empty() {
+            return Err(Refusal {
+                error: KafkaError::InvalidTimestamp,
+                log_start_offset,
+                record_errors: far,
+            });
+        }
+    }
     let outcome = replicas
         .leader
         .append_as_leader(batches, AppendOrigin::Client, TransactionVersion::V0)
@@ -146,6 +180,36 @@ async fn append(
         log_start_offset: replicas.leader.log_start_offset(),
         log_append_time: outcome.original_max_timestamp.unwrap_or(-1),
     })
+}
+
+/// The indexes of a CreateTime batch's records whose timestamps lie further ahead of the node's clock than
+/// `message.timestamp.after.max.ms` or further behind than `message.timestamp.before.max.ms` allow (Kafka's
+/// record validation). Control batches and LogAppendTime batches carry no client timestamp to check; records that
+/// do not decode are left to the log's own checks.
+fn records_far_from_now(node: &Node, batch: &record_format::RecordBatch) -> Vec<i32> {
+    let config = node.config();
+    let (ahead, behind) = (config.max_timestamp_ahead_ms, config.max_timestamp_behind_ms);
+    if batch.is_control() || batch.attributes().timestamp_type() != TimestampType::CreateTime {
+        return Vec::new();
+    }
+    let now = node.now_ms();
+    let too_far =
+        |timestamp: i64| timestamp.saturating_sub(now) > ahead || now.saturating_sub(timestamp) > behind;
+    // The batch's maximum bounds every record from above: with no lower limit, it alone decides.
+    if behind == i64::MAX && !too_far(batch.max_timestamp()) {
+        return Vec::new();
+    }
+    let Ok(records) = batch.records() else {
+        return Vec::new();
+    };
+    records
+        .iter()
+        .enumerate()
+        .filter_map(|(index, record)| {
+            let record = record.ok()?;
+            too_far(record.timestamp).then(|| i32::try_from(index).unwrap_or(i32::MAX))
+        })
+        .collect()
 }
 
 /// Kafka's transaction verification (KIP-890 part 1), before the log is touched: the coordinator's
