@@ -206,6 +206,18 @@ async fn a_record_more_than_an_hour_ahead_is_refused_invalid_timestamp_naming_it
         .map(|error| error.batch_index)
         .collect();
     assert_eq!(indexes, vec![1]);
+    let mut corrupt = BatchBuilder::new();
+    corrupt.add(now + 2 * 3_600_000, None, Some(b"two hours ahead"), &[]);
+    let mut corrupt = corrupt.build().unwrap().into_bytes().to_vec();
+    // The value's last byte (the batch ends with the record's header count): the records still decode.
+    let in_the_value = corrupt.len() - 2;
+    corrupt[in_the_value] ^= 0x20;
+    let corrupt = produce(&node, produce_request(None, 0, Bytes::from(corrupt))).await;
+    assert_eq!(
+        corrupt.error_code,
+        KafkaError::CorruptMessage.code(),
+        "the CRC is checked first"
+    );
     let mut old = BatchBuilder::new();
     old.add(0, None, Some(b"1970"), &[]);
     let accepted = produce(&node, produce_request(None, 0, old.build().unwrap().into_bytes())).await;

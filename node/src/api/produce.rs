@@ -199,6 +199,10 @@ fn records_far_from_now(node: &Node, batch: &record_format::RecordBatch) -> Vec<
     if behind == i64::MAX && !too_far(batch.max_timestamp()) {
         return Vec::new();
     }
+    // Kafka checks the CRC first: a corrupt batch is CORRUPT_MESSAGE (the log's answer), whatever its timestamps.
+    if batch.verify_crc().is_err() {
+        return Vec::new();
+    }
     let Ok(records) = batch.records() else {
         return Vec::new();
     };
