@@ -3,24 +3,18 @@
 use kafka_protocol::messages::*;
 
 use super::{
-    ask, consume, create_topic, end_txn_at, fetch_observed, fresh_topic, open_transaction, produce_observed,
+    ask, consume, create_topic, end_txn_at, fetch_observed, fresh_topic, open_transaction, produce_plain,
     read_back, top, versions,
 };
 use crate::error::DiffError;
 use crate::observe;
-use crate::requests::{self, BatchSpec, BASE_TIMESTAMP};
+use crate::requests::{self, BASE_TIMESTAMP};
 use crate::session::Session;
 
 /// Fills `topic`/0 with a plain batch, a committed transaction, an aborted one and another plain batch.
 async fn mixed_partition(session: &mut Session, topic: &str) -> Result<(), DiffError> {
     create_topic(session, topic, 1).await?;
-    produce_observed(
-        session,
-        "plain",
-        None,
-        vec![(topic, 0, BatchSpec::plain("p1", 3))],
-    )
-    .await?;
+    produce_plain(session, "plain", topic, 0, "p1", 3).await?;
     for (index, committed) in [(0, true), (1, false)] {
         let txn = session.transactional_id(&format!("txn{index}"));
         let producer = open_transaction(session, &txn, &[(topic, 0)], 2).await?;
@@ -34,13 +28,7 @@ async fn mixed_partition(session: &mut Session, topic: &str) -> Result<(), DiffE
         )
         .await?;
     }
-    produce_observed(
-        session,
-        "plain after",
-        None,
-        vec![(topic, 0, BatchSpec::plain("p2", 2))],
-    )
-    .await?;
+    produce_plain(session, "plain after", topic, 0, "p2", 2).await?;
     Ok(())
 }
 
@@ -58,13 +46,7 @@ pub async fn fetch_every_version(session: &mut Session) -> Result<(), DiffError>
 
 pub async fn fetch_offset_out_of_range(session: &mut Session) -> Result<(), DiffError> {
     let topic = fresh_topic(session, "t", 1).await?;
-    produce_observed(
-        session,
-        "plain",
-        None,
-        vec![(&topic, 0, BatchSpec::plain("p", 3))],
-    )
-    .await?;
+    produce_plain(session, "plain", &topic, 0, "p", 3).await?;
     fetch_observed(session, "at the end", 0, &[(&topic, 0, 3)]).await?;
     fetch_observed(session, "past the end", 0, &[(&topic, 0, 1_000)]).await?;
     fetch_observed(session, "negative", 0, &[(&topic, 0, -5)]).await
@@ -84,22 +66,10 @@ pub async fn fetch_unknown_topic_and_partition(session: &mut Session) -> Result<
 
 pub async fn fetch_open_transaction(session: &mut Session) -> Result<(), DiffError> {
     let topic = fresh_topic(session, "t", 1).await?;
-    produce_observed(
-        session,
-        "plain",
-        None,
-        vec![(&topic, 0, BatchSpec::plain("p1", 2))],
-    )
-    .await?;
+    produce_plain(session, "plain", &topic, 0, "p1", 2).await?;
     let txn = session.transactional_id("open");
     open_transaction(session, &txn, &[(&topic, 0)], 3).await?;
-    produce_observed(
-        session,
-        "plain after",
-        None,
-        vec![(&topic, 0, BatchSpec::plain("p2", 2))],
-    )
-    .await?;
+    produce_plain(session, "plain after", &topic, 0, "p2", 2).await?;
     fetch_observed(session, "read_uncommitted", 0, &[(&topic, 0, 0)]).await?;
     fetch_observed(session, "read_committed", 1, &[(&topic, 0, 0)]).await?;
     fetch_observed(session, "read_committed from the LSO", 1, &[(&topic, 0, 2)]).await
@@ -123,40 +93,16 @@ pub async fn fetch_aborted_transactions(session: &mut Session) -> Result<(), Dif
 
 pub async fn fetch_middle_of_batch(session: &mut Session) -> Result<(), DiffError> {
     let topic = fresh_topic(session, "t", 1).await?;
-    produce_observed(
-        session,
-        "five",
-        None,
-        vec![(&topic, 0, BatchSpec::plain("five", 5))],
-    )
-    .await?;
-    produce_observed(
-        session,
-        "two",
-        None,
-        vec![(&topic, 0, BatchSpec::plain("two", 2))],
-    )
-    .await?;
+    produce_plain(session, "five", &topic, 0, "five", 5).await?;
+    produce_plain(session, "two", &topic, 0, "two", 2).await?;
     fetch_observed(session, "from 2", 0, &[(&topic, 0, 2)]).await?;
     fetch_observed(session, "from 5", 0, &[(&topic, 0, 5)]).await
 }
 
 pub async fn fetch_small_max_bytes(session: &mut Session) -> Result<(), DiffError> {
     let topic = fresh_topic(session, "t", 1).await?;
-    produce_observed(
-        session,
-        "one",
-        None,
-        vec![(&topic, 0, BatchSpec::plain("one", 4))],
-    )
-    .await?;
-    produce_observed(
-        session,
-        "two",
-        None,
-        vec![(&topic, 0, BatchSpec::plain("two", 4))],
-    )
-    .await?;
+    produce_plain(session, "one", &topic, 0, "one", 4).await?;
+    produce_plain(session, "two", &topic, 0, "two", 4).await?;
     let mut request = requests::fetch(0, &[(&topic, 0, 0)]);
     for partition in request
         .topics
@@ -174,20 +120,8 @@ pub async fn fetch_small_max_bytes(session: &mut Session) -> Result<(), DiffErro
 
 pub async fn list_offsets_every_version(session: &mut Session) -> Result<(), DiffError> {
     let topic = fresh_topic(session, "t", 1).await?;
-    produce_observed(
-        session,
-        "first",
-        None,
-        vec![(&topic, 0, BatchSpec::plain("a", 3))],
-    )
-    .await?;
-    produce_observed(
-        session,
-        "second",
-        None,
-        vec![(&topic, 0, BatchSpec::plain("b", 3))],
-    )
-    .await?;
+    produce_plain(session, "first", &topic, 0, "a", 3).await?;
+    produce_plain(session, "second", &topic, 0, "b", 3).await?;
     let times = [
         -2,
         -1,
@@ -233,13 +167,7 @@ async fn latest_offsets(session: &mut Session, topic: &str, step: &str) -> Resul
 
 pub async fn list_offsets_open_transaction(session: &mut Session) -> Result<(), DiffError> {
     let topic = fresh_topic(session, "t", 1).await?;
-    produce_observed(
-        session,
-        "plain",
-        None,
-        vec![(&topic, 0, BatchSpec::plain("p", 2))],
-    )
-    .await?;
+    produce_plain(session, "plain", &topic, 0, "p", 2).await?;
     let txn = session.transactional_id("open");
     let producer = open_transaction(session, &txn, &[(&topic, 0)], 3).await?;
     latest_offsets(session, &topic, "open").await?;
@@ -265,27 +193,9 @@ pub async fn list_offsets_unknown(session: &mut Session) -> Result<(), DiffError
 pub async fn delete_records_every_version(session: &mut Session) -> Result<(), DiffError> {
     let topic = fresh_topic(session, "t", 2).await?;
     let missing = session.topic("missing");
-    produce_observed(
-        session,
-        "five",
-        None,
-        vec![(&topic, 0, BatchSpec::plain("five", 5))],
-    )
-    .await?;
-    produce_observed(
-        session,
-        "three",
-        None,
-        vec![(&topic, 0, BatchSpec::plain("three", 3))],
-    )
-    .await?;
-    produce_observed(
-        session,
-        "other partition",
-        None,
-        vec![(&topic, 1, BatchSpec::plain("one", 3))],
-    )
-    .await?;
+    produce_plain(session, "five", &topic, 0, "five", 5).await?;
+    produce_plain(session, "three", &topic, 0, "three", 3).await?;
+    produce_plain(session, "other partition", &topic, 1, "one", 3).await?;
     // One partition per request at most once: Kafka keeps only the last entry of a partition named twice.
     let (topic, missing) = (topic.as_str(), missing.as_str());
     let steps = [
@@ -333,13 +243,7 @@ pub async fn two_open_transactions(session: &mut Session) -> Result<(), DiffErro
     let second = session.transactional_id("second");
     let first_producer = open_transaction(session, &first, &[(&topic, 0)], 2).await?;
     let second_producer = open_transaction(session, &second, &[(&topic, 0)], 3).await?;
-    produce_observed(
-        session,
-        "plain",
-        None,
-        vec![(&topic, 0, BatchSpec::plain("plain", 1))],
-    )
-    .await?;
+    produce_plain(session, "plain", &topic, 0, "plain", 1).await?;
     // The later transaction ends first: the LSO stays at the first one's start.
     let request = requests::end_txn(&second, second_producer, true);
     let answer: EndTxnResponse = session

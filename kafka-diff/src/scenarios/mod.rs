@@ -194,6 +194,24 @@ pub async fn produce_observed(
     produce_at(session, step, top(ApiKey::Produce), transactional_id, parts).await
 }
 
+/// [`produce_observed`] of one plain batch of `count` records tagged `tag` to `topic`/`partition`.
+pub async fn produce_plain(
+    session: &mut Session,
+    step: &str,
+    topic: &str,
+    partition: i32,
+    tag: &str,
+    count: usize,
+) -> Result<ProduceResponse, DiffError> {
+    produce_observed(
+        session,
+        step,
+        None,
+        vec![(topic, partition, BatchSpec::plain(tag, count))],
+    )
+    .await
+}
+
 /// [`produce_observed`] at `version`.
 pub async fn produce_at(
     session: &mut Session,

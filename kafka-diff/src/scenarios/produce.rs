@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::{
     ask, create_topic, fresh_topic, idempotent_producer, init_transactional, produce_at, produce_observed,
-    read_back, top, versions,
+    produce_plain, read_back, top, versions,
 };
 use crate::error::DiffError;
 use crate::observe;
@@ -154,13 +154,7 @@ pub async fn produce_several_partitions(session: &mut Session) -> Result<(), Dif
 pub async fn idempotent_duplicate(session: &mut Session) -> Result<(), DiffError> {
     let topic = fresh_topic(session, "t", 1).await?;
     let producer = idempotent_producer(session).await?;
-    produce_observed(
-        session,
-        "plain first",
-        None,
-        vec![(&topic, 0, BatchSpec::plain("plain", 2))],
-    )
-    .await?;
+    produce_plain(session, "plain first", &topic, 0, "plain", 2).await?;
     produce_observed(
         session,
         "sequence 0",

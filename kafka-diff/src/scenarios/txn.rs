@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::{
     add_partitions_at, ask, end_txn_at, find_coordinator, fresh_topic, init_transactional, open_transaction,
-    produce_at, produce_observed, read_back, top, versions, wait_for_markers,
+    produce_at, produce_observed, produce_plain, read_back, top, versions, wait_for_markers,
 };
 use crate::error::DiffError;
 use crate::observe;
@@ -97,13 +97,7 @@ pub async fn transaction_every_version(session: &mut Session) -> Result<(), Diff
 
 pub async fn transaction_abort(session: &mut Session) -> Result<(), DiffError> {
     let topic = fresh_topic(session, "t", 2).await?;
-    produce_observed(
-        session,
-        "plain",
-        None,
-        vec![(&topic, 1, BatchSpec::plain("p", 1))],
-    )
-    .await?;
+    produce_plain(session, "plain", &topic, 1, "p", 1).await?;
     let txn = session.transactional_id("txn");
     let producer = open_transaction(session, &txn, &[(&topic, 0), (&topic, 1)], 3).await?;
     end_txn_at(
