@@ -345,23 +345,33 @@ pub async fn read_back(session: &mut Session, topic: &str, partitions: i32) -> R
     fetch_observed(session, "read_committed", 1, &parts).await
 }
 
+/// A setup step: `request` at the highest version of `key`, retried as clients retry; an error `code` reads
+/// from the final answer ends the scenario (`what` names the step).
+async fn setup<Q: Encodable, A: Decodable>(
+    session: &mut Session,
+    key: ApiKey,
+    request: &Q,
+    what: &str,
+    code: impl Fn(&A) -> i16,
+) -> Result<A, DiffError> {
+    let answer: A = session.call_until(key, top(key), request, &code).await?;
+    match code(&answer) {
+        0 => Ok(answer),
+        error => Err(DiffError::Setup(format!("{what}: error {error}"))),
+    }
+}
+
 /// An idempotent producer's (id, epoch), from InitProducerId at its highest version.
 pub async fn idempotent_producer(session: &mut Session) -> Result<(i64, i16), DiffError> {
     let request = requests::init_producer_id(None, 60_000);
-    let answer: InitProducerIdResponse = session
-        .call_until(
-            ApiKey::InitProducerId,
-            top(ApiKey::InitProducerId),
-            &request,
-            |a: &InitProducerIdResponse| a.error_code,
-        )
-        .await?;
-    if answer.error_code != 0 {
-        return Err(DiffError::Setup(format!(
-            "InitProducerId: error {}",
-            answer.error_code
-        )));
-    }
+    let answer = setup(
+        session,
+        ApiKey::InitProducerId,
+        &request,
+        "InitProducerId",
+        |a: &InitProducerIdResponse| a.error_code,
+    )
+    .await?;
     Ok((answer.producer_id.0, answer.producer_epoch))
 }
 
@@ -371,20 +381,15 @@ pub async fn idempotent_producer(session: &mut Session) -> Result<(i64, i16), Di
 /// the ones before it.
 pub async fn find_coordinator(session: &mut Session, key: &str, key_type: i8) -> Result<(), DiffError> {
     let request = requests::find_coordinator(key, key_type);
-    let answer: FindCoordinatorResponse = session
-        .call_until(
-            ApiKey::FindCoordinator,
-            top(ApiKey::FindCoordinator),
-            &request,
-            |a: &FindCoordinatorResponse| a.error_code,
-        )
-        .await?;
-    if answer.error_code != 0 {
-        return Err(DiffError::Setup(format!(
-            "FindCoordinator {key}: error {}",
-            answer.error_code
-        )));
-    }
+    let what = format!("FindCoordinator {key}");
+    setup(
+        session,
+        ApiKey::FindCoordinator,
+        &request,
+        &what,
+        |a: &FindCoordinatorResponse| a.error_code,
+    )
+    .await?;
     Ok(())
 }
 
