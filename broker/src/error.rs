@@ -18,4 +18,7 @@ pub enum BrokerError {
     /// The node could not open or close.
     #[error(transparent)]
     Node(#[from] node::NodeError),
+    /// The mirror links' thread could not start.
+    #[error("cannot start the mirror links' thread: {0}")]
+    MirrorThread(std::io::Error),
 }

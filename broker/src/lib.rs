@@ -12,6 +12,7 @@
 //! - [`shape`] — the layout check every request body passes before it is decoded (`kafka-protocol` allocates
 //!   from unchecked array counts; the crate `kafka-shape`, shared with the mirror link's responses).
 //! - [`versions`] — the advertised API versions.
+//! - [`mirror`] — the node's mirror links on their own thread, and mirror administration on a private API key.
 //! - `api` — decoding, dispatch to the node, ApiVersions, the response frame.
 //!
 //! There is no authentication and no TLS: the broker listens on loopback unless told otherwise.
@@ -20,6 +21,7 @@ mod api;
 pub mod config;
 mod error;
 pub mod frame;
+pub mod mirror;
 pub mod server;
 /// The shape check every request body passes before it is decoded (`kafka-shape`).
 pub use kafka_shape as shape;

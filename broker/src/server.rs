@@ -17,6 +17,7 @@ use node::Node;
 
 use crate::api::{self, Reply};
 use crate::frame::{parse_request, read_frame};
+use crate::mirror::{MirrorService, MIRROR_ADMIN_API_KEY};
 use crate::{BrokerConfig, BrokerError};
 
 /// How long the accept loop waits after a failed accept (out of descriptors) before it tries again.
@@ -96,6 +97,10 @@ impl Server {
             self.config.housekeeping_interval,
             stopped.clone(),
         ));
+        let mirror = Arc::new(
+            MirrorService::start(self.node.clone(), self.mirror_sources(), stopped.clone())
+                .map_err(BrokerError::MirrorThread)?,
+        );
         let drop_counter = Arc::new(AtomicU64::new(0));
         tokio::pin!(shutdown);
         let mut last_accept_error = None;
@@ -111,6 +116,7 @@ impl Server {
                             stream,
                             stopped.clone(),
                             drop_counter.clone(),
+                            mirror.clone(),
                         ));
                     }
                     Err(error) => {
@@ -136,7 +142,22 @@ impl Server {
         let _ = stop.send(true);
         while connections.join_next().await.is_some() {}
         let _ = housekeeping.await;
+        if let Some(mirror) = Arc::into_inner(mirror) {
+            mirror.join().await;
+        }
         Ok(self.node.close().await?)
+    }
+}
+
+impl Server {
+    /// The sources mirror links fetch from: any Kafka-compatible cluster, over the protocol. A fetch does not
+    /// wait at the source (the mirror thread paces idle links itself, and a driver holds its partition while
+    /// it fetches).
+    fn mirror_sources(&self) -> Arc<dyn mirror_fsm::Sources> {
+        let mut fetcher = mirror_link::FetcherConfig::new("");
+        fetcher.client_id = format!("mirrorlog-mirror-{}", self.node.config().cluster_id);
+        fetcher.max_wait = Duration::ZERO;
+        Arc::new(mirror_link::KafkaSources::new(fetcher))
     }
 }
 
@@ -161,6 +182,7 @@ async fn serve_connection(
     mut stream: TcpStream,
     mut stopped: watch::Receiver<bool>,
     drop_counter: Arc<AtomicU64>,
+    mirror: Arc<MirrorService>,
 ) {
     let max = config.max_request_bytes;
     loop {
@@ -176,6 +198,20 @@ async fn serve_connection(
                 return;
             }
         };
+        if request.api_key == MIRROR_ADMIN_API_KEY {
+            match crate::mirror::answer(&mirror, &request).await {
+                Ok(response) => {
+                    if stream.write_all(&response).await.is_err() {
+                        return;
+                    }
+                }
+                Err(error) => {
+                    eprintln!("mirrorlog serve: closing a connection: {error}");
+                    return;
+                }
+            }
+            continue;
+        }
         match api::handle(&node, &request).await {
             Ok(Reply::Frame(response)) => {
                 if request.api_key == 0 && drop_this_response(&config, &drop_counter) {

@@ -1,5 +1,6 @@
 //! The source side of a mirror, as the driver sees it.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 
@@ -54,4 +55,32 @@ pub trait Fetcher {
 
     /// The source partition's log start offset.
     async fn log_start_offset(&mut self) -> Result<i64, FetchError>;
+
+    /// The source's last stable offset as its latest answer reported it, `None` before the first answer or when
+    /// this fetcher does not know it: how far the mirror lags (`mirror describe`) and when it caught up
+    /// (`mirror promote`).
+    fn source_last_stable_offset(&self) -> Option<i64> {
+        None
+    }
+}
+
+/// What a source cluster told about itself: its id and the partition count of each topic asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceDescription {
+    /// The source's cluster id.
+    pub cluster_id: String,
+    /// Each topic asked for, with its partition count.
+    pub partitions: BTreeMap<String, u32>,
+}
+
+/// The source clusters a node can mirror from, reached by address: what a mirror link needs to start (the
+/// source's id and partition counts) and one [`Fetcher`] per mirrored partition. `serve` reaches sources over
+/// the Kafka protocol (`mirror-link`); a test or a simulator can reach them in process.
+#[async_trait]
+pub trait Sources: Send + Sync {
+    /// Describes `topics` at the source `address` names; a topic the source does not have is an error naming it.
+    async fn describe(&self, address: &str, topics: &[String]) -> Result<SourceDescription, FetchError>;
+
+    /// A fetcher of `topic`/`partition` at `address` (it connects when first used).
+    fn fetcher(&self, address: &str, topic: &str, partition: i32) -> Box<dyn Fetcher>;
 }

@@ -160,8 +160,9 @@ impl KafkaConnection {
         request: &Q,
         what: &str,
     ) -> Result<(i32, BytesMut), LinkError> {
+        let peer = self.address.clone();
         let malformed = |reason: String| LinkError::Malformed {
-            address: self.address.clone(),
+            address: peer.clone(),
             what: what.to_owned(),
             reason,
         };
@@ -222,8 +223,9 @@ impl KafkaConnection {
         checked: bool,
     ) -> Result<A, LinkError> {
         let (correlation_id, frame) = self.frame(key, version, request, what)?;
+        let peer = self.address.clone();
         let malformed = |reason: String| LinkError::Malformed {
-            address: self.address.clone(),
+            address: peer.clone(),
             what: what.to_owned(),
             reason,
         };
@@ -240,19 +242,7 @@ impl KafkaConnection {
             )));
         };
         stream.write_all(&frame).await.map_err(io)?;
-        let size = stream.read_i32().await.map_err(io)?;
-        let limit = self.max_response_bytes;
-        if size < 4 || size as usize > limit {
-            return Err(LinkError::ResponseTooLarge {
-                address: self.address.clone(),
-                what: what.to_owned(),
-                size: i64::from(size),
-                limit,
-            });
-        }
-        let mut body = vec![0u8; size as usize];
-        stream.read_exact(&mut body).await.map_err(io)?;
-        let mut body = Bytes::from(body);
+        let mut body = self.read_response(what).await?;
         let header = ResponseHeader::decode(&mut body, key.response_header_version(version))
             .map_err(|error| malformed(format!("response header: {error}")))?;
         if header.correlation_id != correlation_id {
@@ -270,6 +260,108 @@ impl KafkaConnection {
             return Err(malformed(format!(
                 "{} bytes after the response",
                 body.remaining()
+            )));
+        }
+        Ok(answer)
+    }
+
+    /// Reads one response frame: the size, checked against the bound before anything is allocated, then the
+    /// bytes.
+    async fn read_response(&mut self, what: &str) -> Result<Bytes, LinkError> {
+        let address = self.address.clone();
+        let io = |source| LinkError::Io {
+            address: address.clone(),
+            source,
+        };
+        let Some(stream) = self.stream.as_mut() else {
+            return Err(io(std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                "the connection failed earlier",
+            )));
+        };
+        let size = stream.read_i32().await.map_err(io)?;
+        let limit = self.max_response_bytes;
+        if size < 4 || size as usize > limit {
+            return Err(LinkError::ResponseTooLarge {
+                address: self.address.clone(),
+                what: what.to_owned(),
+                size: i64::from(size),
+                limit,
+            });
+        }
+        let mut body = vec![0u8; size as usize];
+        stream.read_exact(&mut body).await.map_err(io)?;
+        Ok(Bytes::from(body))
+    }
+
+    /// Sends a request of an API `kafka-protocol` does not know (mirrorlog's private mirror administration key):
+    /// request header v1 (key, version, correlation id, client id) and `body` in one frame; returns the answer
+    /// after its correlation id (response header v0), under the connection's timeout and size bound.
+    pub async fn call_raw(&mut self, api_key: i16, version: i16, body: &[u8]) -> Result<Bytes, LinkError> {
+        let what = format!("API {api_key} v{version}");
+        let timeout = self.timeout;
+        let outcome = tokio::time::timeout(timeout, self.exchange_raw(api_key, version, body, &what)).await;
+        let result = match outcome {
+            Ok(result) => result,
+            Err(_) => Err(LinkError::Timeout {
+                address: self.address.clone(),
+                what,
+                timeout_ms: timeout.as_millis() as u64,
+            }),
+        };
+        if result.is_err() {
+            self.stream = None;
+        }
+        result
+    }
+
+    async fn exchange_raw(
+        &mut self,
+        api_key: i16,
+        version: i16,
+        body: &[u8],
+        what: &str,
+    ) -> Result<Bytes, LinkError> {
+        let peer = self.address.clone();
+        let malformed = |reason: String| LinkError::Malformed {
+            address: peer.clone(),
+            what: what.to_owned(),
+            reason,
+        };
+        self.correlation_id = self.correlation_id.wrapping_add(1);
+        let correlation_id = self.correlation_id;
+        let client_id = self.client_id.as_bytes();
+        let client_id_len =
+            i16::try_from(client_id.len()).map_err(|_| malformed("client id too long".to_owned()))?;
+        let mut frame = BytesMut::with_capacity(14 + client_id.len() + body.len());
+        frame.put_i32(0);
+        frame.put_i16(api_key);
+        frame.put_i16(version);
+        frame.put_i32(correlation_id);
+        frame.put_i16(client_id_len);
+        frame.put_slice(client_id);
+        frame.put_slice(body);
+        let size = i32::try_from(frame.len() - 4).map_err(|_| malformed("request too large".to_owned()))?;
+        frame[..4].copy_from_slice(&size.to_be_bytes());
+        let address = self.address.clone();
+        let Some(stream) = self.stream.as_mut() else {
+            return Err(LinkError::Io {
+                address,
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotConnected,
+                    "the connection failed earlier",
+                ),
+            });
+        };
+        stream
+            .write_all(&frame)
+            .await
+            .map_err(|source| LinkError::Io { address, source })?;
+        let mut answer = self.read_response(what).await?;
+        let answered = answer.get_i32();
+        if answered != correlation_id {
+            return Err(malformed(format!(
+                "correlation id {answered} answers request {correlation_id}"
             )));
         }
         Ok(answer)

@@ -1,5 +1,6 @@
 //! [`KafkaFetcher`]: one partition of a Kafka-compatible cluster as a mirror's source.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -72,6 +73,8 @@ struct Session {
 #[derive(Debug, Clone)]
 pub struct KafkaFetcher {
     source: Arc<Mutex<Source>>,
+    /// The source's last stable offset in its latest fetch answer (−1 before the first).
+    last_stable: Arc<AtomicI64>,
 }
 
 /// The partition, the config and the session a [`KafkaFetcher`]'s calls share.
@@ -81,18 +84,22 @@ struct Source {
     topic: String,
     partition: i32,
     session: Option<Session>,
+    last_stable: Arc<AtomicI64>,
 }
 
 impl KafkaFetcher {
     /// A fetcher of `topic`/`partition` at the source `config` names; it connects at its first call.
     pub fn new(config: FetcherConfig, topic: impl Into<String>, partition: i32) -> Self {
+        let last_stable = Arc::new(AtomicI64::new(-1));
         KafkaFetcher {
             source: Arc::new(Mutex::new(Source {
                 config,
                 topic: topic.into(),
                 partition,
                 session: None,
+                last_stable: Arc::clone(&last_stable),
             })),
+            last_stable,
         }
     }
 
@@ -127,6 +134,8 @@ impl Source {
             let mut topic = MetadataRequestTopic::default();
             topic.name = Some(TopicName(StrBytes::from_string(self.topic.clone())));
             request.topics = Some(vec![topic]);
+            // A mirror never creates a topic on its source.
+            request.allow_auto_topic_creation = false;
             let metadata: MetadataResponse = connection.call(ApiKey::Metadata, version, &request).await?;
             let what = format!("Metadata of {}-{}", self.topic, self.partition);
             let cluster_id = metadata
@@ -202,6 +211,7 @@ impl Source {
     /// Batches from `from_offset` up to the source's LSO, at most about `max_bytes`.
     async fn fetch_batches(&mut self, from_offset: i64, max_bytes: usize) -> Result<Fetched, LinkError> {
         let (topic, partition, max_wait) = (self.topic.clone(), self.partition, self.config.max_wait);
+        let last_stable = Arc::clone(&self.last_stable);
         let session = self.open_session(max_bytes).await?;
         let limit = i32::try_from(max_bytes).unwrap_or(i32::MAX);
         let mut request = FetchRequest::default();
@@ -240,6 +250,9 @@ impl Source {
             .flat_map(|answer| answer.partitions.iter())
             .find(|answer| answer.partition_index == partition);
         let data = answered(data, |data| data.error_code, session.connection.address(), what)?;
+        if data.last_stable_offset >= 0 {
+            last_stable.store(data.last_stable_offset, Ordering::Relaxed);
+        }
         let records = data.records.clone().unwrap_or_default();
         let batches = whole_batches_from(records.clone(), from_offset)?;
         Ok(Fetched {
@@ -385,6 +398,10 @@ impl Fetcher for KafkaFetcher {
             Ok(offset) => Ok(offset),
             Err(error) => Err(source.failed(error)),
         }
+    }
+
+    fn source_last_stable_offset(&self) -> Option<i64> {
+        Some(self.last_stable.load(Ordering::Relaxed)).filter(|offset| *offset >= 0)
     }
 }
 

@@ -11,6 +11,8 @@
 //!   are checked by the machine, never re-encoded), a partial trailing batch dropped, batches wholly before the
 //!   requested offset skipped; errors classified as retryable (the connection, leadership) or not (corrupt bytes,
 //!   an offset the source no longer has).
+//! - [`sources`] — [`KafkaSources`]: `mirror-fsm`'s [`Sources`](mirror_fsm::Sources) over the protocol, what a
+//!   node's mirror links use to describe a source (its cluster id, partition counts) and fetch from it.
 //! - [`error`] — [`LinkError`].
 //!
 //! Every response is walked by `kafka_shape::check_response` before `kafka-protocol` decodes it: a source that
@@ -24,7 +26,9 @@
 pub mod connection;
 pub mod error;
 pub mod fetcher;
+pub mod sources;
 
 pub use connection::KafkaConnection;
 pub use error::LinkError;
 pub use fetcher::{FetcherConfig, KafkaFetcher};
+pub use sources::KafkaSources;

@@ -5,6 +5,8 @@
 //! - `mirrorlog replay <segment-or-dir>` rebuilds producer state as log recovery does and prints it.
 //! - `mirrorlog psm-script [--rewrite] <file>...` runs producer-state scenario files.
 //! - `mirrorlog serve` runs a Kafka wire-protocol broker that real clients produce to and consume from.
+//! - `mirrorlog mirror create | reverse | list | describe | pause | resume | failover | promote` administers a
+//!   `serve` destination's mirror links.
 //! - `mirrorlog simulate` runs the multi-cluster simulator's topology × strategy matrix (exit 0 iff the seeds'
 //!   claims hold, 1 when one does not, 3 when the selection checks none).
 //!
@@ -15,6 +17,7 @@
 mod dump;
 mod dump_dir;
 mod error;
+mod mirror;
 mod psm_script;
 mod replay;
 mod serve;
@@ -90,6 +93,9 @@ enum Command {
     /// Run a Kafka wire-protocol broker over the partition log (one node leading every partition) until SIGTERM
     /// or Ctrl-C. Loopback only by default: no authentication, no TLS.
     Serve(Box<serve::ServeArgs>),
+    /// Administer a destination's mirror links (create, reverse, list, describe, pause, resume, failover,
+    /// promote) over its Kafka port; exit 0 only when the action completed.
+    Mirror(mirror::MirrorArgs),
 }
 
 /// `--barrier-scope` values.
@@ -190,6 +196,10 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Serve(args) => {
             serve::serve(*args)?;
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Mirror(args) => {
+            let stdout = std::io::stdout();
+            mirror::mirror(args, &mut stdout.lock())
         }
         Command::Simulate(args) => {
             let stdout = std::io::stdout();

@@ -27,4 +27,7 @@ pub enum NodeError {
         /// Why.
         reason: String,
     },
+    /// The mirror link registry cannot be read or written.
+    #[error("mirror links: {0}")]
+    Mirror(String),
 }

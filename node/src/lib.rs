@@ -11,6 +11,8 @@
 //!   housekeeping, closing.
 //! - [`offsets`] — the group offset store (OffsetCommit, OffsetFetch, TxnOffsetCommit).
 //! - `api` — the answer to each request, as methods of [`Node`].
+//! - [`mirror`] — mirror links: the node as a mirror destination (registry, drivers and fetchers, the
+//!   administration actions).
 //! - [`clock`] — the injected clock and the wall clock.
 //!
 //! What it deliberately does not know: sockets, frames, request headers and the advertised version table.
@@ -19,6 +21,7 @@ mod api;
 pub mod clock;
 pub mod config;
 mod error;
+pub mod mirror;
 pub mod node;
 pub mod offsets;
 

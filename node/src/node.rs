@@ -25,6 +25,7 @@ use tokio::sync::{watch, Mutex, RwLock};
 use txn_coordinator::{CoordinatorConfig, DurableCoordinator, MarkerFailure, MarkerRequest, Outcome};
 
 use crate::config::NodeConfig;
+use crate::mirror::registry::MIRROR_LINKS_PARTITION;
 use crate::offsets::{GroupOffsets, OFFSETS_PARTITION};
 use crate::{Clock, NodeError};
 
@@ -75,6 +76,8 @@ pub struct Node {
     /// Markers delivered since the last [`Node::take_delivered_markers`] (kept only when the config asks).
     delivered: Mutex<Vec<DeliveredMarker>>,
     pub(crate) offsets: Mutex<GroupOffsets>,
+    /// The internal partition whose metadata holds the mirror links (`crate::mirror::registry`).
+    pub(crate) mirror_registry: Mutex<Option<PartitionLog>>,
     appended: watch::Sender<u64>,
     /// Partitions whose storage opening repaired something (a torn tail cut, a segment dropped, an index
     /// rebuilt, …), with what it did.
@@ -143,7 +146,7 @@ impl Node {
             follower_partitions.push(store.list().await?.into_iter().collect::<BTreeSet<_>>());
         }
         for id in storage.list().await? {
-            if id.topic() == TXN_STATE_PARTITION || id.topic() == OFFSETS_PARTITION {
+            if [TXN_STATE_PARTITION, OFFSETS_PARTITION, MIRROR_LINKS_PARTITION].contains(&id.topic()) {
                 internal.insert(id.topic().to_owned(), id);
                 continue;
             }
@@ -203,8 +206,15 @@ impl Node {
             clock.clone(),
         )
         .await?;
+        let (mirror_registry, _) = PartitionLog::open(
+            open_internal(MIRROR_LINKS_PARTITION).await?,
+            log_config.clone(),
+            now,
+        )
+        .await?;
         let (appended, _) = watch::channel(0);
         let broker = Node {
+            mirror_registry: Mutex::new(Some(mirror_registry)),
             clock,
             advertised,
             storage,
@@ -610,6 +620,11 @@ impl Node {
                         first_error.get_or_insert(NodeError::Log(error));
                     }
                 }
+            }
+        }
+        if let Some(registry) = self.mirror_registry.lock().await.take() {
+            if let Err(error) = registry.close().await {
+                first_error.get_or_insert(NodeError::Log(error));
             }
         }
         match first_error {

@@ -1,0 +1,165 @@
+//! The node's mirror links at work in `serve`, and their administration on the Kafka port.
+//!
+//! [`MirrorService`] runs `node::mirror::MirrorLinks` on a thread of its own with a single-threaded runtime (a
+//! mirror `Fetcher` need not be `Send`): it steps the links — one fetch round per mirrored partition, sources
+//! reached over the Kafka protocol with `mirror-link` — and answers administration requests between steps, so
+//! an action never races a fetch. Idle links are polled with a growing pause (up to [`MAX_IDLE`]), busy ones
+//! back to back.
+//!
+//! **Wire form** (ADR 0040): a request on the private API key [`MIRROR_ADMIN_API_KEY`], version 0, request
+//! header v1 (key, version, correlation id, client id), whose body is one JSON `AdminRequest`; the answer is the
+//! correlation id followed by one JSON `AdminResponse`. The key is not advertised in ApiVersions; a Kafka broker
+//! that does not know it closes the connection, which `mirrorlog mirror` reports as "not a mirrorlog broker".
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use mirror_fsm::Sources;
+use node::mirror::{AdminRequest, AdminResponse, MirrorLinks};
+use node::Node;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::frame::Request;
+
+/// The private API key of mirror administration.
+pub const MIRROR_ADMIN_API_KEY: i16 = 10_000;
+
+/// The only version of it.
+pub const MIRROR_ADMIN_VERSION: i16 = 0;
+
+/// The longest pause between two rounds of links that brought nothing.
+pub const MAX_IDLE: Duration = Duration::from_millis(50);
+
+/// The pause when no partition is fetching at all.
+const NOTHING_TO_FETCH: Duration = Duration::from_millis(200);
+
+/// Administration requests waiting for the service.
+const COMMAND_QUEUE: usize = 64;
+
+/// An administration request and where its answer goes.
+struct Command {
+    request: AdminRequest,
+    reply: oneshot::Sender<AdminResponse>,
+}
+
+/// The mirror links' thread; see the module docs.
+#[derive(Debug)]
+pub struct MirrorService {
+    commands: mpsc::Sender<Command>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl MirrorService {
+    /// Starts the thread: it opens the links recorded on `node` (resuming them) and serves until `stopped`.
+    pub fn start(
+        node: Arc<Node>,
+        sources: Arc<dyn Sources>,
+        stopped: watch::Receiver<bool>,
+    ) -> std::io::Result<Self> {
+        let (commands, receiver) = mpsc::channel(COMMAND_QUEUE);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let thread = std::thread::Builder::new()
+            .name("mirror-links".to_owned())
+            .spawn(move || runtime.block_on(serve(node, sources, receiver, stopped)))?;
+        Ok(MirrorService {
+            commands,
+            thread: Some(thread),
+        })
+    }
+
+    /// Answers an administration request (an error answer when the service has stopped).
+    pub async fn handle(&self, request: AdminRequest) -> AdminResponse {
+        let (reply, answer) = oneshot::channel();
+        if self.commands.send(Command { request, reply }).await.is_err() {
+            return AdminResponse::failed("storage", "the mirror service has stopped", Vec::new());
+        }
+        answer.await.unwrap_or_else(|_| {
+            AdminResponse::failed("storage", "the mirror service has stopped", Vec::new())
+        })
+    }
+
+    /// Waits for the thread to end (after the stop signal its caller sent).
+    pub async fn join(mut self) {
+        if let Some(thread) = self.thread.take() {
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        }
+    }
+}
+
+async fn serve(
+    node: Arc<Node>,
+    sources: Arc<dyn Sources>,
+    mut commands: mpsc::Receiver<Command>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let mut links = match MirrorLinks::open(&node, sources).await {
+        Ok(links) => Ok(links),
+        Err(error) => {
+            eprintln!("mirrorlog serve: cannot open the mirror links: {error}");
+            Err(error.to_string())
+        }
+    };
+    let mut pause = Duration::ZERO;
+    loop {
+        let wait = match &links {
+            Ok(links) if links.is_idle() => NOTHING_TO_FETCH,
+            Ok(_) => pause,
+            Err(_) => Duration::from_secs(3600),
+        };
+        tokio::select! {
+            biased;
+            _ = stopped.changed() => return,
+            command = commands.recv() => {
+                let Some(command) = command else { return };
+                let answer = match &mut links {
+                    Ok(links) => links.handle(&node, command.request).await,
+                    Err(error) => AdminResponse::failed(
+                        "storage",
+                        format!("the mirror links could not be opened: {error}"),
+                        Vec::new(),
+                    ),
+                };
+                let _ = command.reply.send(answer);
+            }
+            () = tokio::time::sleep(wait) => {
+                if let Ok(links) = &mut links {
+                    pause = if links.step(&node).await > 0 {
+                        Duration::ZERO
+                    } else {
+                        (pause * 2).clamp(Duration::from_millis(1), MAX_IDLE)
+                    };
+                }
+            }
+        }
+    }
+}
+
+/// Why an administration request closes its connection.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    /// A version other than 0.
+    #[error("mirror administration version {0} is not supported (0 is)")]
+    UnsupportedVersion(i16),
+    /// The body is not an administration request.
+    #[error("malformed mirror administration request: {0}")]
+    Malformed(String),
+}
+
+/// Answers one administration request frame: the response frame (size, correlation id, JSON).
+pub async fn answer(service: &MirrorService, request: &Request) -> Result<Bytes, AdminError> {
+    if request.version != MIRROR_ADMIN_VERSION {
+        return Err(AdminError::UnsupportedVersion(request.version));
+    }
+    let admin: AdminRequest =
+        serde_json::from_slice(&request.body).map_err(|error| AdminError::Malformed(error.to_string()))?;
+    let response = service.handle(admin).await;
+    let json = serde_json::to_vec(&response).map_err(|error| AdminError::Malformed(error.to_string()))?;
+    let mut frame = BytesMut::with_capacity(8 + json.len());
+    frame.put_i32(i32::try_from(4 + json.len()).unwrap_or(i32::MAX));
+    frame.put_i32(request.correlation_id);
+    frame.put_slice(&json);
+    Ok(frame.freeze())
+}

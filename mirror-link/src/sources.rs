@@ -1,0 +1,123 @@
+//! [`KafkaSources`]: source clusters reached over the Kafka protocol, as a node's mirror links need them — a
+//! source's cluster id and partition counts (Metadata) and a [`KafkaFetcher`] per mirrored partition.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{ApiKey, MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use mirror_fsm::{FetchError, Fetcher, SourceDescription, Sources};
+
+use crate::connection::KafkaConnection;
+use crate::error::LinkError;
+use crate::fetcher::{FetcherConfig, KafkaFetcher};
+
+/// Metadata versions: 2 (the cluster id) to 8.
+const METADATA_VERSIONS: (i16, i16) = (2, 8);
+
+/// The largest Metadata answer accepted while describing a source (a few topics' partitions).
+const DESCRIBE_RESPONSE_BYTES: usize = 16 << 20;
+
+/// Sources over the Kafka protocol; every fetcher it makes uses `template` with the source's address.
+#[derive(Debug, Clone)]
+pub struct KafkaSources {
+    template: FetcherConfig,
+}
+
+impl KafkaSources {
+    /// Sources whose fetchers are configured as `template` (its bootstrap address is replaced by each source's).
+    pub fn new(template: FetcherConfig) -> Self {
+        KafkaSources { template }
+    }
+
+    async fn metadata(&self, address: &str, topics: &[String]) -> Result<SourceDescription, LinkError> {
+        let mut connection = KafkaConnection::connect(
+            address,
+            &self.template.client_id,
+            self.template.timeout,
+            DESCRIBE_RESPONSE_BYTES,
+        )
+        .await?;
+        let version = connection.version(ApiKey::Metadata, METADATA_VERSIONS)?;
+        let mut request = MetadataRequest::default();
+        request.topics = Some(
+            topics
+                .iter()
+                .map(|name| {
+                    let mut topic = MetadataRequestTopic::default();
+                    topic.name = Some(TopicName(StrBytes::from_string(name.clone())));
+                    topic
+                })
+                .collect(),
+        );
+        // Describing a source never creates a topic on it.
+        request.allow_auto_topic_creation = false;
+        let metadata: MetadataResponse = connection.call(ApiKey::Metadata, version, &request).await?;
+        let what = format!("Metadata of {} at {address}", topics.join(", "));
+        let cluster_id = metadata
+            .cluster_id
+            .as_ref()
+            .map(|id| id.as_str().to_owned())
+            .ok_or_else(|| LinkError::Malformed {
+                address: address.to_owned(),
+                what: what.clone(),
+                reason: "no cluster id".to_owned(),
+            })?;
+        let mut partitions = BTreeMap::new();
+        for wanted in topics {
+            let answer = metadata
+                .topics
+                .iter()
+                .find(|topic| topic.name.as_ref().is_some_and(|name| name.as_str() == wanted))
+                .ok_or_else(|| LinkError::Malformed {
+                    address: address.to_owned(),
+                    what: what.clone(),
+                    reason: format!("topic {wanted} is missing from the answer"),
+                })?;
+            if answer.error_code != 0 {
+                return Err(LinkError::Kafka {
+                    what: format!("topic {wanted} at {address}"),
+                    code: answer.error_code,
+                    detail: String::new(),
+                });
+            }
+            let count = u32::try_from(answer.partitions.len()).unwrap_or(u32::MAX);
+            // Partitions numbered 0..count, none missing: a mirror topic gets the same numbering.
+            let numbered = (0..answer.partitions.len()).all(|index| {
+                answer
+                    .partitions
+                    .iter()
+                    .any(|p| p.partition_index as usize == index)
+            });
+            if count == 0 || !numbered {
+                return Err(LinkError::Malformed {
+                    address: address.to_owned(),
+                    what: what.clone(),
+                    reason: format!("topic {wanted} has no partitions numbered 0..{count}"),
+                });
+            }
+            partitions.insert(wanted.clone(), count);
+        }
+        Ok(SourceDescription {
+            cluster_id,
+            partitions,
+        })
+    }
+}
+
+#[async_trait]
+impl Sources for KafkaSources {
+    async fn describe(&self, address: &str, topics: &[String]) -> Result<SourceDescription, FetchError> {
+        self.metadata(address, topics).await.map_err(|error| FetchError {
+            retryable: error.retryable(),
+            message: error.to_string(),
+        })
+    }
+
+    fn fetcher(&self, address: &str, topic: &str, partition: i32) -> Box<dyn Fetcher> {
+        let mut config = self.template.clone();
+        config.bootstrap = address.to_owned();
+        Box::new(KafkaFetcher::new(config, topic, partition))
+    }
+}

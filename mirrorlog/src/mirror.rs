@@ -1,0 +1,241 @@
+//! `mirrorlog mirror …`: administration of a destination's mirror links, over the destination's Kafka port
+//! (the private API key of ADR 0040). Every subcommand takes `--bootstrap DEST --link NAME` and acts on all the
+//! link's topics unless `--topic` names some; `--json` prints the answer as one JSON document. The exit status
+//! is 0 only when the action completed.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use broker::mirror::{MIRROR_ADMIN_API_KEY, MIRROR_ADMIN_VERSION};
+use clap::{Args, Subcommand};
+use mirror_link::{KafkaConnection, LinkError};
+use node::mirror::{AdminRequest, AdminResponse, LinkStatus};
+
+use crate::error::CliError;
+
+/// The largest answer accepted (a describe of every partition of a large link).
+const MAX_ANSWER_BYTES: usize = 256 << 20;
+
+/// How long an action may take beyond a promote's own wait.
+const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `mirrorlog mirror` arguments.
+#[derive(Debug, Args)]
+pub struct MirrorArgs {
+    #[command(subcommand)]
+    action: Action,
+}
+
+/// The destination and the link an action is about.
+#[derive(Debug, Args)]
+struct Target {
+    /// The destination broker (`host:port`): the cluster that mirrors.
+    #[arg(long)]
+    bootstrap: String,
+    /// The link's name.
+    #[arg(long)]
+    link: String,
+    /// The topics to act on (repeat the flag); all the link's topics when absent.
+    #[arg(long = "topic")]
+    topics: Vec<String>,
+    /// Print the answer as one JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum Action {
+    /// Mirror topics of a source cluster into new read-only topics here (the source's partition counts).
+    Create {
+        #[command(flatten)]
+        target: Target,
+        /// The source cluster's bootstrap address (`host:port`): any Kafka-compatible broker.
+        #[arg(long)]
+        source: String,
+    },
+    /// Failback: mirror topics this cluster already holds from the cluster that took them over (the mirror
+    /// state machine aligns the logs first).
+    Reverse {
+        #[command(flatten)]
+        target: Target,
+        /// The source cluster's bootstrap address.
+        #[arg(long)]
+        source: String,
+    },
+    /// Every link with its partitions.
+    List {
+        /// The destination broker.
+        #[arg(long)]
+        bootstrap: String,
+        /// Print the answer as one JSON document.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Per partition: state, last mirrored offset, lag in offsets and milliseconds, barrier offset once stopped.
+    Describe {
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Stop fetching; the topics stay read-only.
+    Pause {
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Fetch again after a pause.
+    Resume {
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Fail over now, whatever the lag: cut to the last stable offset, persist the last mirrored offset, write
+    /// the MIRROR_PID_RESET barrier, make the topics writable.
+    Failover {
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Wait until the mirror has caught up with the (reachable) source, then fail over.
+    Promote {
+        #[command(flatten)]
+        target: Target,
+        /// How long to wait for the lag to reach zero before giving up (nothing is failed over then).
+        #[arg(long, default_value_t = 60_000)]
+        timeout_ms: u64,
+    },
+}
+
+/// Runs one `mirror` subcommand.
+pub fn mirror(args: MirrorArgs, out: &mut impl Write) -> Result<ExitCode, CliError> {
+    let (bootstrap, json, request, wait) = match args.action {
+        Action::Create { target, source } => {
+            let request = AdminRequest::Create {
+                link: target.link,
+                source,
+                topics: target.topics,
+            };
+            (target.bootstrap, target.json, request, Duration::ZERO)
+        }
+        Action::Reverse { target, source } => {
+            let request = AdminRequest::Reverse {
+                link: target.link,
+                source,
+                topics: target.topics,
+            };
+            (target.bootstrap, target.json, request, Duration::ZERO)
+        }
+        Action::List { bootstrap, json } => (bootstrap, json, AdminRequest::List, Duration::ZERO),
+        Action::Describe { target } => simple(target, |link, topics| AdminRequest::Describe { link, topics }),
+        Action::Pause { target } => simple(target, |link, topics| AdminRequest::Pause { link, topics }),
+        Action::Resume { target } => simple(target, |link, topics| AdminRequest::Resume { link, topics }),
+        Action::Failover { target } => simple(target, |link, topics| AdminRequest::Failover { link, topics }),
+        Action::Promote { target, timeout_ms } => {
+            let request = AdminRequest::Promote {
+                link: target.link,
+                topics: target.topics,
+                timeout_ms,
+            };
+            (
+                target.bootstrap,
+                target.json,
+                request,
+                Duration::from_millis(timeout_ms),
+            )
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| CliError::Usage(format!("cannot start a runtime: {error}")))?;
+    let response = runtime.block_on(call(&bootstrap, &request, CALL_TIMEOUT.saturating_add(wait)))?;
+    if json {
+        let text = serde_json::to_string_pretty(&response)
+            .map_err(|error| CliError::Usage(format!("cannot encode the answer: {error}")))?;
+        writeln!(out, "{text}").map_err(CliError::Output)?;
+    } else {
+        for link in &response.links {
+            print_link(link, out).map_err(CliError::Output)?;
+        }
+    }
+    match &response.error {
+        None if response.ok => Ok(ExitCode::SUCCESS),
+        error => {
+            let (category, message) = error
+                .as_ref()
+                .map_or(("failed", "the action did not complete"), |error| {
+                    (error.category.as_str(), error.message.as_str())
+                });
+            let _ = writeln!(std::io::stderr(), "mirrorlog mirror: {category}: {message}");
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// An action on a link's topics.
+fn simple(
+    target: Target,
+    request: impl FnOnce(String, Vec<String>) -> AdminRequest,
+) -> (String, bool, AdminRequest, Duration) {
+    (
+        target.bootstrap,
+        target.json,
+        request(target.link, target.topics),
+        Duration::ZERO,
+    )
+}
+
+/// Sends the request to the destination and reads its answer.
+async fn call(bootstrap: &str, request: &AdminRequest, timeout: Duration) -> Result<AdminResponse, CliError> {
+    let unreachable = |error: LinkError| CliError::Usage(format!("cannot reach {bootstrap}: {error}"));
+    let mut connection =
+        KafkaConnection::connect(bootstrap, "mirrorlog-mirror-admin", timeout, MAX_ANSWER_BYTES)
+            .await
+            .map_err(unreachable)?;
+    let body = serde_json::to_vec(request)
+        .map_err(|error| CliError::Usage(format!("cannot encode the request: {error}")))?;
+    let answer = connection
+        .call_raw(MIRROR_ADMIN_API_KEY, MIRROR_ADMIN_VERSION, &body)
+        .await
+        .map_err(|error| match error {
+            LinkError::Io { .. } => CliError::Usage(format!(
+                "{bootstrap} closed the connection on the mirror administration request: not a mirrorlog \
+                 broker, or one too old to mirror ({error})"
+            )),
+            other => CliError::Usage(format!("{bootstrap}: {other}")),
+        })?;
+    serde_json::from_slice(&answer).map_err(|error| {
+        CliError::Usage(format!(
+            "{bootstrap} answered something that is not a mirror answer: {error}"
+        ))
+    })
+}
+
+/// A link as a table: one line per partition.
+fn print_link(link: &LinkStatus, out: &mut impl Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "link {}: source {} (cluster {})",
+        link.name, link.source, link.source_cluster_id
+    )?;
+    writeln!(
+        out,
+        "  {:<24} {:>9}  {:<14} {:>10} {:>13} {:>10} {:>8} {:>8} {:>8}  ERROR",
+        "TOPIC", "PARTITION", "STATE", "LOG_END", "LAST_MIRRORED", "SOURCE_LSO", "LAG", "LAG_MS", "BARRIER"
+    )?;
+    let shown = |value: Option<i64>| value.map_or_else(|| "-".to_owned(), |value| value.to_string());
+    for partition in &link.partitions {
+        writeln!(
+            out,
+            "  {:<24} {:>9}  {:<14} {:>10} {:>13} {:>10} {:>8} {:>8} {:>8}  {}",
+            partition.topic,
+            partition.partition,
+            partition.state,
+            partition.log_end_offset,
+            shown(partition.last_mirrored_offset),
+            shown(partition.source_last_stable_offset),
+            shown(partition.lag_offsets),
+            shown(partition.lag_ms),
+            shown(partition.barrier_offset),
+            partition.error.as_deref().unwrap_or("-"),
+        )?;
+    }
+    Ok(())
+}

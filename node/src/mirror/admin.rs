@@ -1,0 +1,147 @@
+//! The mirror administration contract: what `mirrorlog mirror …` asks a node and what it answers, as JSON
+//! values (ADR 0040 puts them on a private API key of the Kafka port). Every action answers with the status of
+//! the partitions it touched, so a script reads one shape.
+
+use serde::{Deserialize, Serialize};
+
+/// One administration request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum AdminRequest {
+    /// Create a link mirroring `topics` from `source` into new topics of the same names and partition counts.
+    Create {
+        /// The link's name.
+        link: String,
+        /// The source's bootstrap address.
+        source: String,
+        /// The topics to mirror.
+        topics: Vec<String>,
+    },
+    /// Like `Create`, into topics this node already holds with the source's partition counts (failback: a
+    /// former source mirrors from its former destination; the state machine aligns the logs).
+    Reverse {
+        /// The link's name.
+        link: String,
+        /// The source's bootstrap address.
+        source: String,
+        /// The topics to mirror.
+        topics: Vec<String>,
+    },
+    /// Every link with every partition's status.
+    List,
+    /// The status of a link's partitions (`topics` empty: all of them).
+    Describe {
+        /// The link.
+        link: String,
+        /// A subset of its topics, or empty.
+        topics: Vec<String>,
+    },
+    /// Stop fetching; the partitions stay read-only.
+    Pause {
+        /// The link.
+        link: String,
+        /// A subset of its topics, or empty.
+        topics: Vec<String>,
+    },
+    /// Fetch again after a pause.
+    Resume {
+        /// The link.
+        link: String,
+        /// A subset of its topics, or empty.
+        topics: Vec<String>,
+    },
+    /// Fail over now: STOPPING (fetcher removed, cut to the last stable offset, last mirrored offset persisted,
+    /// the `MIRROR_PID_RESET` barrier written), then writable — whatever the lag.
+    Failover {
+        /// The link.
+        link: String,
+        /// A subset of its topics, or empty.
+        topics: Vec<String>,
+    },
+    /// Wait until the mirror has caught up with the source's last stable offset (the source must answer), then
+    /// fail over; gives up after `timeout_ms` without failing anything over.
+    Promote {
+        /// The link.
+        link: String,
+        /// A subset of its topics, or empty.
+        topics: Vec<String>,
+        /// How long to wait for the lag to reach zero.
+        timeout_ms: u64,
+    },
+}
+
+/// The answer to every request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdminResponse {
+    /// The action completed (for a failover: every partition it named is STOPPED).
+    pub ok: bool,
+    /// Why it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<AdminFailure>,
+    /// The links the action touched, with their partitions' status.
+    pub links: Vec<LinkStatus>,
+}
+
+/// A failed action.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdminFailure {
+    /// `invalid_request`, `unknown_link`, `unknown_topic`, `already_exists`, `source` (the source cannot be
+    /// reached or refused), `storage`, `timeout`, `failed` (a partition ended FAILED or not STOPPED).
+    pub category: String,
+    /// What happened, for a person.
+    pub message: String,
+}
+
+/// A link and its partitions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkStatus {
+    /// The link's name.
+    pub name: String,
+    /// The source's bootstrap address.
+    pub source: String,
+    /// The source's cluster id.
+    pub source_cluster_id: String,
+    /// Each partition of the topics asked about.
+    pub partitions: Vec<PartitionStatus>,
+}
+
+/// One mirrored partition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionStatus {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// The state, in the names of KIP-1279's prototype (`MirrorPartitionState`): LOG_TRUNCATION (aligning with
+    /// the source before fetching), MIRRORING, PAUSED, STOPPING, STOPPED, FAILED.
+    pub state: String,
+    /// Where this partition's log ends.
+    pub log_end_offset: i64,
+    /// The last offset mirrored: the log end while mirroring, the offset STOPPING cut to once stopped.
+    pub last_mirrored_offset: Option<i64>,
+    /// The source's last stable offset in its latest answer.
+    pub source_last_stable_offset: Option<i64>,
+    /// Offsets the mirror is behind the source's last stable offset (while mirroring, once the source answered).
+    pub lag_offsets: Option<i64>,
+    /// How long the mirror has been behind (0 when caught up).
+    pub lag_ms: Option<i64>,
+    /// Where the barrier is, once a failover stopped the partition.
+    pub barrier_offset: Option<i64>,
+    /// The latest error (a FAILED partition's failure, or a fetch that failed and is retried).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl AdminResponse {
+    /// A failed action's answer.
+    pub fn failed(category: &str, message: impl Into<String>, links: Vec<LinkStatus>) -> Self {
+        AdminResponse {
+            ok: false,
+            error: Some(AdminFailure {
+                category: category.to_owned(),
+                message: message.into(),
+            }),
+            links,
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! [`NodeSources`]: source clusters that are other [`Node`]s of the same process, reached by a name instead of
+//! a network address — the in-process implementation of [`Sources`] (tests and embedders; `serve` reaches its
+//! sources over the Kafka protocol with `mirror-link`).
+//!
+//! A [`NodeFetcher`] reads the source node's leader log as a read_committed fetch would (up to its last stable
+//! offset, batches as stored), and answers the source's own last mirrored offset from its partition's mirror
+//! records, so a failback aligns with the position the source recorded when it stopped mirroring from us
+//! instead of copying the source's log from its start (which is all a Kafka-protocol source allows).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use mirror_fsm::{FetchError, FetchResponse, Fetcher, SourceDescription, Sources};
+use partition_log::Isolation;
+
+use crate::Node;
+
+/// Other nodes of the process, by name; see the module docs.
+#[derive(Debug, Default, Clone)]
+pub struct NodeSources {
+    nodes: BTreeMap<String, Arc<Node>>,
+}
+
+impl NodeSources {
+    /// No sources yet.
+    pub fn new() -> Self {
+        NodeSources::default()
+    }
+
+    /// Makes `node` reachable as `address`.
+    pub fn with(mut self, address: impl Into<String>, node: Arc<Node>) -> Self {
+        self.nodes.insert(address.into(), node);
+        self
+    }
+}
+
+fn unreachable(address: &str) -> FetchError {
+    FetchError {
+        message: format!("no source node at {address}"),
+        retryable: true,
+    }
+}
+
+#[async_trait]
+impl Sources for NodeSources {
+    async fn describe(&self, address: &str, topics: &[String]) -> Result<SourceDescription, FetchError> {
+        let node = self.nodes.get(address).ok_or_else(|| unreachable(address))?;
+        let existing = node.topic_partitions().await;
+        let mut partitions = BTreeMap::new();
+        for topic in topics {
+            let count = existing.get(topic).ok_or_else(|| FetchError {
+                message: format!("topic {topic} does not exist at {address}"),
+                retryable: false,
+            })?;
+            partitions.insert(topic.clone(), u32::try_from(*count).unwrap_or(u32::MAX));
+        }
+        Ok(SourceDescription {
+            cluster_id: node.config().cluster_id.clone(),
+            partitions,
+        })
+    }
+
+    fn fetcher(&self, address: &str, topic: &str, partition: i32) -> Box<dyn Fetcher> {
+        Box::new(NodeFetcher {
+            address: address.to_owned(),
+            node: self.nodes.get(address).cloned(),
+            topic: topic.to_owned(),
+            partition,
+            last_stable: AtomicI64::new(-1),
+        })
+    }
+}
+
+/// One partition of another node as a mirror's source.
+#[derive(Debug)]
+pub struct NodeFetcher {
+    address: String,
+    node: Option<Arc<Node>>,
+    topic: String,
+    partition: i32,
+    /// The source's last stable offset at the latest fetch (−1 before the first).
+    last_stable: AtomicI64,
+}
+
+impl NodeFetcher {
+    async fn slot(&self) -> Result<Arc<crate::PartitionSlot>, FetchError> {
+        let node = self.node.as_ref().ok_or_else(|| unreachable(&self.address))?;
+        node.partition(&self.topic, self.partition)
+            .await
+            .ok_or_else(|| FetchError {
+                message: format!(
+                    "{}-{} does not exist at {}",
+                    self.topic, self.partition, self.address
+                ),
+                retryable: false,
+            })
+    }
+}
+
+fn closed() -> FetchError {
+    FetchError {
+        message: "the source partition is closed".to_owned(),
+        retryable: true,
+    }
+}
+
+fn retryable(error: impl std::fmt::Display) -> FetchError {
+    FetchError {
+        message: error.to_string(),
+        retryable: true,
+    }
+}
+
+#[async_trait(?Send)]
+impl Fetcher for NodeFetcher {
+    async fn fetch(&mut self, from_offset: i64, max_bytes: usize) -> Result<FetchResponse, FetchError> {
+        let slot = self.slot().await?;
+        let guard = slot.lock().await;
+        let source = &guard.as_ref().ok_or_else(closed)?.leader;
+        let fetched = source
+            .read(from_offset, max_bytes, Isolation::ReadCommitted)
+            .await
+            .map_err(retryable)?;
+        self.last_stable
+            .store(source.last_stable_offset(), Ordering::Relaxed);
+        let cluster_id = self
+            .node
+            .as_ref()
+            .map(|node| node.config().cluster_id.clone())
+            .unwrap_or_default();
+        Ok(FetchResponse {
+            source_cluster_id: cluster_id,
+            batches: fetched.batches,
+            buffers: fetched.buffers,
+        })
+    }
+
+    async fn last_mirrored_offset(&mut self, mirrored_from: &str) -> Result<Option<i64>, FetchError> {
+        let slot = self.slot().await?;
+        let guard = slot.lock().await;
+        let source = &guard.as_ref().ok_or_else(closed)?.leader;
+        mirror_fsm::last_mirrored_offset(source, mirrored_from)
+            .await
+            .map_err(retryable)
+    }
+
+    async fn log_start_offset(&mut self) -> Result<i64, FetchError> {
+        let slot = self.slot().await?;
+        let guard = slot.lock().await;
+        Ok(guard.as_ref().ok_or_else(closed)?.leader.log_start_offset())
+    }
+
+    fn source_last_stable_offset(&self) -> Option<i64> {
+        Some(self.last_stable.load(Ordering::Relaxed)).filter(|offset| *offset >= 0)
+    }
+}

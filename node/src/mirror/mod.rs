@@ -1,0 +1,23 @@
+//! Mirror links: this node as the destination of KIP-1279 cluster mirroring. A link names a source cluster
+//! (reached through [`mirror_fsm::Sources`]: over the Kafka protocol in `serve`) and the topics mirrored from it;
+//! each mirrored partition is read-only, fetched batch for batch by its `mirror-fsm` driver, and fails over
+//! through STOPPING with the `MIRROR_PID_RESET` barrier.
+//!
+//! - [`registry`] — the durable list of links ([`LinkRecord`]).
+//! - [`links`] — [`MirrorLinks`]: the drivers and fetchers at work, stepped by their owner, and the
+//!   administration actions (create, reverse, list, describe, pause, resume, failover, promote).
+//! - [`local`] — [`NodeSources`]: other nodes of the process as sources (in-process fetchers).
+//! - [`admin`] — the administration requests and answers ([`AdminRequest`], [`AdminResponse`]).
+//! - [`error`] — [`MirrorError`] and its answer categories.
+
+pub mod admin;
+pub mod error;
+pub mod links;
+pub mod local;
+pub mod registry;
+
+pub use admin::{AdminFailure, AdminRequest, AdminResponse, LinkStatus, PartitionStatus};
+pub use error::MirrorError;
+pub use links::MirrorLinks;
+pub use local::{NodeFetcher, NodeSources};
+pub use registry::{LinkRecord, TopicRecord, MIRROR_LINKS_PARTITION};

@@ -1,0 +1,88 @@
+//! The durable list of mirror links: one JSON record in the metadata of the internal partition
+//! [`MIRROR_LINKS_PARTITION`], rewritten whole (atomically and durably, as every metadata record is) when a link
+//! is created or a failover is requested.
+//!
+//! Each mirrored partition keeps its own state machine's record beside its log (`mirror-fsm`'s `mirror.state`);
+//! the registry says which partitions belong to which link and whether an operator asked them to fail over. The
+//! request is recorded **before** STOPPING begins, so a crash between the two still fails the partition over on
+//! restart (the model check found that a request not persisted is lost, docs/model-check.md).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Node, NodeError};
+
+/// The internal partition holding the registry.
+pub const MIRROR_LINKS_PARTITION: &str = "__mirrorlog_mirror_links";
+
+/// The metadata key of the registry record.
+const LINKS_KEY: &str = "mirror.links";
+
+/// The registry record's format version.
+const FORMAT_VERSION: u32 = 1;
+
+/// One link: a source cluster and the topics mirrored from it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkRecord {
+    /// The link's name (unique on this node).
+    pub name: String,
+    /// The source's bootstrap address (`host:port`).
+    pub source: String,
+    /// The source's cluster id when the link was created (every fetch session checks it again).
+    pub source_cluster_id: String,
+    /// The mirrored topics.
+    pub topics: BTreeMap<String, TopicRecord>,
+}
+
+/// One mirrored topic of a link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicRecord {
+    /// Its partition count (the source's when the link was created).
+    pub partitions: u32,
+    /// An operator asked it to fail over (`mirror failover` or `promote`): its partitions go through STOPPING,
+    /// also after a restart, and never start mirroring again under this link.
+    pub failover_requested: bool,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Registry {
+    version: u32,
+    links: Vec<LinkRecord>,
+}
+
+impl Node {
+    /// The mirror links recorded on this node (none on a node that never mirrored).
+    pub async fn mirror_links(&self) -> Result<Vec<LinkRecord>, NodeError> {
+        let guard = self.mirror_registry.lock().await;
+        let Some(log) = guard.as_ref() else {
+            return Err(NodeError::Mirror("the node is closed".to_owned()));
+        };
+        let Some(bytes) = log.metadata(LINKS_KEY).await? else {
+            return Ok(Vec::new());
+        };
+        let registry: Registry = serde_json::from_slice(&bytes)
+            .map_err(|error| NodeError::Mirror(format!("the mirror link registry is corrupt: {error}")))?;
+        if registry.version != FORMAT_VERSION {
+            return Err(NodeError::Mirror(format!(
+                "the mirror link registry has format version {}, this build reads {FORMAT_VERSION}",
+                registry.version
+            )));
+        }
+        Ok(registry.links)
+    }
+
+    /// Replaces the recorded mirror links (durable when this returns).
+    pub async fn put_mirror_links(&self, links: &[LinkRecord]) -> Result<(), NodeError> {
+        let record = serde_json::to_vec(&Registry {
+            version: FORMAT_VERSION,
+            links: links.to_vec(),
+        })
+        .map_err(|error| NodeError::Mirror(format!("cannot encode the mirror link registry: {error}")))?;
+        let mut guard = self.mirror_registry.lock().await;
+        let Some(log) = guard.as_mut() else {
+            return Err(NodeError::Mirror("the node is closed".to_owned()));
+        };
+        Ok(log.put_metadata(LINKS_KEY, &record).await?)
+    }
+}

@@ -1,0 +1,342 @@
+//! A node's mirror links with in-process sources ([`NodeSources`]): creating a link makes read-only topics with
+//! the source's partition counts, steps copy the source's batches byte for byte up to its last stable offset, a
+//! failover writes one barrier per partition and opens the topic, the registry survives a restart (a stopped
+//! link stays stopped; a failover that was asked for before a crash completes), and a failback aligns with the
+//! position the former destination recorded.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails by panicking
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{ProduceRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use kafka_types::KafkaError;
+use node::mirror::{AdminRequest, AdminResponse, MirrorLinks, NodeSources, PartitionStatus};
+use node::{Node, NodeConfig, SystemClock};
+use record_format::{BatchBuilder, RecordBatch};
+use storage_config::{Backend, StorageConfig};
+
+const TOPIC: &str = "orders";
+
+async fn node_in(dir: &std::path::Path, cluster_id: &str, topics: &[(&str, u32)]) -> Arc<Node> {
+    let storage = StorageConfig::for_backend(Backend::Fs, dir);
+    let mut config = NodeConfig::new(storage.clone());
+    config.cluster_id = cluster_id.to_owned();
+    config.topics = topics.iter().map(|(name, n)| ((*name).to_owned(), *n)).collect();
+    Arc::new(
+        Node::open_on(
+            config,
+            ("localhost".to_owned(), 9092),
+            storage.open().unwrap(),
+            Arc::new(SystemClock),
+        )
+        .await
+        .unwrap(),
+    )
+}
+
+fn produce_request(partition: i32, producer_id: i64, sequence: i32, values: &[&str]) -> ProduceRequest {
+    let mut builder = BatchBuilder::new().producer(producer_id, 0, sequence);
+    for value in values {
+        builder.add(0, None, Some(value.as_bytes()), &[]);
+    }
+    let mut data = PartitionProduceData::default();
+    data.index = partition;
+    data.records = Some(builder.build().unwrap().into_bytes());
+    let mut topic = TopicProduceData::default();
+    topic.name = TopicName(StrBytes::from_static_str(TOPIC));
+    topic.partition_data = vec![data];
+    let mut request = ProduceRequest::default();
+    request.acks = -1;
+    request.timeout_ms = 10_000;
+    request.topic_data = vec![topic];
+    request
+}
+
+/// Produces one idempotent batch; the partition's error code.
+async fn produce(node: &Node, partition: i32, producer_id: i64, sequence: i32, values: &[&str]) -> i16 {
+    let response = node
+        .produce(produce_request(partition, producer_id, sequence, values), 8)
+        .await;
+    response.responses[0].partition_responses[0].error_code
+}
+
+/// Every batch of a partition's leader log, as bytes.
+async fn log_bytes(node: &Node, partition: i32) -> Vec<Bytes> {
+    let slot = node.partition(TOPIC, partition).await.unwrap();
+    let guard = slot.lock().await;
+    let log = &guard.as_ref().unwrap().leader;
+    let mut out = Vec::new();
+    let mut offset = log.log_start_offset();
+    while offset < log.log_end_offset() {
+        let batches = log.read_for_replica(offset, 1 << 20).await.unwrap();
+        let Some(last) = batches.last() else { break };
+        offset = last.next_offset();
+        out.extend(batches.into_iter().map(RecordBatch::into_bytes));
+    }
+    out
+}
+
+fn barriers(batches: &[Bytes]) -> usize {
+    batches
+        .iter()
+        .filter(|bytes| {
+            let batch = RecordBatch::parse(Bytes::clone(bytes)).unwrap();
+            batch.is_control()
+                && record_format::control::decode_control_records(&batch)
+                    .unwrap()
+                    .iter()
+                    .any(|record| record.control_type() == 7)
+        })
+        .count()
+}
+
+fn create(link: &str, source: &str) -> AdminRequest {
+    AdminRequest::Create {
+        link: link.to_owned(),
+        source: source.to_owned(),
+        topics: vec![TOPIC.to_owned()],
+    }
+}
+
+fn partitions(answer: &AdminResponse) -> Vec<PartitionStatus> {
+    answer
+        .links
+        .iter()
+        .flat_map(|link| link.partitions.clone())
+        .collect()
+}
+
+async fn step_until_caught_up(links: &mut MirrorLinks, node: &Node, link: &str) {
+    for _ in 0..100 {
+        links.step(node).await;
+        let answer = links
+            .handle(
+                node,
+                AdminRequest::Describe {
+                    link: link.to_owned(),
+                    topics: Vec::new(),
+                },
+            )
+            .await;
+        if partitions(&answer)
+            .iter()
+            .all(|p| p.state == "MIRRORING" && p.lag_offsets == Some(0))
+        {
+            return;
+        }
+    }
+    panic!("the mirror did not catch up");
+}
+
+#[tokio::test]
+async fn a_link_mirrors_byte_for_byte_then_a_failover_writes_one_barrier_and_opens_the_topic() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = node_in(&dir.path().join("a"), "cluster-a", &[(TOPIC, 2)]).await;
+    let dest = node_in(&dir.path().join("b"), "cluster-b", &[]).await;
+    for partition in 0..2 {
+        assert_eq!(produce(&source, partition, 1, 0, &["a", "b", "c"]).await, 0);
+        assert_eq!(produce(&source, partition, 1, 3, &["d"]).await, 0);
+    }
+    let sources = Arc::new(NodeSources::new().with("a", source.clone()));
+    let mut links = MirrorLinks::open(&dest, sources.clone()).await.unwrap();
+    let created = links.handle(&dest, create("a-to-b", "a")).await;
+    assert!(created.ok, "{created:?}");
+    assert_eq!(dest.topic_partitions().await.get(TOPIC), Some(&2));
+    step_until_caught_up(&mut links, &dest, "a-to-b").await;
+    for partition in 0..2 {
+        assert_eq!(
+            log_bytes(&dest, partition).await,
+            log_bytes(&source, partition).await
+        );
+    }
+    assert_eq!(
+        produce(&dest, 0, 9, 0, &["refused"]).await,
+        KafkaError::ReadOnlyTopic.code()
+    );
+
+    let failover = AdminRequest::Failover {
+        link: "a-to-b".to_owned(),
+        topics: Vec::new(),
+    };
+    let answer = links.handle(&dest, failover.clone()).await;
+    assert!(answer.ok, "{answer:?}");
+    for status in partitions(&answer) {
+        assert_eq!(status.state, "STOPPED");
+        assert_eq!(status.barrier_offset, Some(4));
+    }
+    // A second failover has nothing left to stop and writes nothing.
+    assert!(links.handle(&dest, failover).await.ok);
+    for partition in 0..2 {
+        let stored = log_bytes(&dest, partition).await;
+        assert_eq!(barriers(&stored), 1);
+        assert_eq!(
+            stored[..stored.len() - 1],
+            log_bytes(&source, partition).await[..]
+        );
+    }
+    // The source's producer id is reused on the destination after the barrier: a fresh producer, not a gap.
+    assert_eq!(produce(&dest, 0, 1, 0, &["on-b"]).await, 0);
+
+    // After a restart the link is still there, stopped: no fetching, no second barrier.
+    drop(links);
+    dest.close().await.unwrap();
+    drop(dest);
+    let dest = node_in(&dir.path().join("b"), "cluster-b", &[]).await;
+    let mut links = MirrorLinks::open(&dest, sources).await.unwrap();
+    links.step(&dest).await;
+    let listed = links.handle(&dest, AdminRequest::List).await;
+    assert!(
+        partitions(&listed).iter().all(|p| p.state == "STOPPED"),
+        "{listed:?}"
+    );
+    assert_eq!(barriers(&log_bytes(&dest, 0).await), 1);
+}
+
+#[tokio::test]
+async fn a_failover_asked_for_before_a_crash_completes_when_the_node_reopens() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = node_in(&dir.path().join("a"), "cluster-a", &[(TOPIC, 1)]).await;
+    let dest = node_in(&dir.path().join("b"), "cluster-b", &[]).await;
+    assert_eq!(produce(&source, 0, 1, 0, &["a", "b"]).await, 0);
+    let sources = Arc::new(NodeSources::new().with("a", source.clone()));
+    let mut links = MirrorLinks::open(&dest, sources.clone()).await.unwrap();
+    assert!(links.handle(&dest, create("a-to-b", "a")).await.ok);
+    step_until_caught_up(&mut links, &dest, "a-to-b").await;
+    // The crash: the request is recorded, STOPPING never began.
+    let mut recorded = dest.mirror_links().await.unwrap();
+    recorded[0].topics.get_mut(TOPIC).unwrap().failover_requested = true;
+    dest.put_mirror_links(&recorded).await.unwrap();
+    drop(links);
+    dest.close().await.unwrap();
+    drop(dest);
+
+    let dest = node_in(&dir.path().join("b"), "cluster-b", &[]).await;
+    let mut links = MirrorLinks::open(&dest, sources).await.unwrap();
+    let listed = links.handle(&dest, AdminRequest::List).await;
+    let status = &partitions(&listed)[0];
+    assert_eq!(status.state, "STOPPED");
+    assert_eq!(status.barrier_offset, Some(2));
+    assert_eq!(barriers(&log_bytes(&dest, 0).await), 1);
+    assert_eq!(produce(&dest, 0, 5, 0, &["writable"]).await, 0);
+}
+
+#[tokio::test]
+async fn a_failback_aligns_with_the_offset_the_former_destination_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = node_in(&dir.path().join("a"), "cluster-a", &[(TOPIC, 1)]).await;
+    let b = node_in(&dir.path().join("b"), "cluster-b", &[]).await;
+    assert_eq!(produce(&a, 0, 1, 0, &["a0", "a1"]).await, 0);
+    let both = Arc::new(NodeSources::new().with("a", a.clone()).with("b", b.clone()));
+    let mut on_b = MirrorLinks::open(&b, both.clone()).await.unwrap();
+    assert!(on_b.handle(&b, create("a-to-b", "a")).await.ok);
+    step_until_caught_up(&mut on_b, &b, "a-to-b").await;
+    let failover = |link: &str| AdminRequest::Failover {
+        link: link.to_owned(),
+        topics: Vec::new(),
+    };
+    assert!(on_b.handle(&b, failover("a-to-b")).await.ok);
+    assert_eq!(produce(&b, 0, 7, 0, &["b0", "b1", "b2"]).await, 0);
+
+    // A comes back as B's mirror: `create` refuses its existing topic, `reverse` mirrors into it.
+    let mut on_a = MirrorLinks::open(&a, both).await.unwrap();
+    let refused = on_a.handle(&a, create("b-to-a", "b")).await;
+    assert_eq!(refused.error.unwrap().category, "already_exists");
+    let reverse = AdminRequest::Reverse {
+        link: "b-to-a".to_owned(),
+        source: "b".to_owned(),
+        topics: vec![TOPIC.to_owned()],
+    };
+    let reversed = on_a.handle(&a, reverse).await;
+    assert!(reversed.ok, "{reversed:?}");
+    step_until_caught_up(&mut on_a, &a, "b-to-a").await;
+    assert_eq!(log_bytes(&a, 0).await, log_bytes(&b, 0).await);
+    assert!(on_a.handle(&a, failover("b-to-a")).await.ok);
+    assert_eq!(
+        barriers(&log_bytes(&a, 0).await),
+        2,
+        "B's barrier mirrored, then A's own"
+    );
+    assert_eq!(produce(&a, 0, 11, 0, &["a-again"]).await, 0);
+}
+
+#[tokio::test]
+async fn administration_refuses_bad_requests_with_their_category() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = node_in(&dir.path().join("a"), "cluster-a", &[(TOPIC, 1)]).await;
+    let dest = node_in(&dir.path().join("b"), "cluster-b", &[("local", 1)]).await;
+    let sources = Arc::new(
+        NodeSources::new()
+            .with("a", source.clone())
+            .with("self", dest.clone()),
+    );
+    let mut links = MirrorLinks::open(&dest, sources).await.unwrap();
+    let category = |answer: AdminResponse| answer.error.map(|error| error.category).unwrap_or_default();
+    let cases = [
+        (create("bad name", "a"), "invalid_request"),
+        (create("", "a"), "invalid_request"),
+        (
+            AdminRequest::Create {
+                link: "to-self".to_owned(),
+                source: "self".to_owned(),
+                topics: vec!["local".to_owned()],
+            },
+            "invalid_request",
+        ),
+        (create("nowhere", "unknown-address"), "source"),
+        (
+            AdminRequest::Create {
+                link: "missing-topic".to_owned(),
+                source: "a".to_owned(),
+                topics: vec!["absent".to_owned()],
+            },
+            "source",
+        ),
+        (
+            AdminRequest::Create {
+                link: "no-topics".to_owned(),
+                source: "a".to_owned(),
+                topics: Vec::new(),
+            },
+            "invalid_request",
+        ),
+        (
+            AdminRequest::Reverse {
+                link: "into-nothing".to_owned(),
+                source: "a".to_owned(),
+                topics: vec![TOPIC.to_owned()],
+            },
+            "unknown_topic",
+        ),
+        (
+            AdminRequest::Describe {
+                link: "absent".to_owned(),
+                topics: Vec::new(),
+            },
+            "unknown_link",
+        ),
+    ];
+    for (request, expected) in cases {
+        let answer = links.handle(&dest, request.clone()).await;
+        assert!(!answer.ok, "{request:?} was accepted");
+        assert_eq!(category(answer), expected, "{request:?}");
+    }
+    assert!(links.handle(&dest, create("a-to-b", "a")).await.ok);
+    assert_eq!(
+        category(links.handle(&dest, create("a-to-b", "a")).await),
+        "already_exists"
+    );
+    assert_eq!(
+        category(links.handle(&dest, create("second", "a")).await),
+        "already_exists"
+    );
+    let unknown_topic = AdminRequest::Pause {
+        link: "a-to-b".to_owned(),
+        topics: vec!["local".to_owned()],
+    };
+    assert_eq!(
+        category(links.handle(&dest, unknown_topic).await),
+        "unknown_topic"
+    );
+}
