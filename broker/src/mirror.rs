@@ -2,9 +2,9 @@
 //!
 //! [`MirrorService`] runs `node::mirror::MirrorLinks` on a thread of its own with a single-threaded runtime (a
 //! mirror `Fetcher` need not be `Send`): it steps the links — one fetch round per mirrored partition, sources
-//! reached over the Kafka protocol with `mirror-link` — and answers administration requests between steps, so
-//! an action never races a fetch. Idle links are polled with a growing pause (up to [`MAX_IDLE`]), busy ones
-//! back to back.
+//! reached over the Kafka protocol with `mirror-link`, one Fetch per source broker for all its partitions — and
+//! answers administration requests between steps, so an action never races a fetch. A round waits at the source
+//! up to [`MAX_IDLE`] for data (a long poll, holding no partition); a round that fails at once backs off.
 //!
 //! **Wire form** (ADR 0040): a request on the private API key [`MIRROR_ADMIN_API_KEY`], version 0, request
 //! header v1 (key, version, correlation id, client id), whose body is one JSON `AdminRequest`; the answer is the
@@ -28,7 +28,7 @@ pub const MIRROR_ADMIN_API_KEY: i16 = 10_000;
 /// The only version of it.
 pub const MIRROR_ADMIN_VERSION: i16 = 0;
 
-/// The longest pause between two rounds of links that brought nothing.
+/// How long a round waits at the source for data, and the longest pause after rounds that failed at once.
 pub const MAX_IDLE: Duration = Duration::from_millis(50);
 
 /// The pause when no partition is fetching at all.
@@ -126,7 +126,11 @@ async fn serve(
             }
             () = tokio::time::sleep(wait) => {
                 if let Ok(links) = &mut links {
-                    pause = if links.step(&node).await > 0 {
+                    let started = std::time::Instant::now();
+                    let appended = links.step(&node).await;
+                    // A round that brought data, or waited at the source for it, goes again at once; one that
+                    // came back empty at once (a source refusing, every partition retrying later) backs off.
+                    pause = if appended > 0 || started.elapsed() >= MAX_IDLE / 2 {
                         Duration::ZERO
                     } else {
                         (pause * 2).clamp(Duration::from_millis(1), MAX_IDLE)

@@ -150,13 +150,13 @@ impl Server {
 }
 
 impl Server {
-    /// The sources mirror links fetch from: any Kafka-compatible cluster, over the protocol. A fetch does not
-    /// wait at the source (the mirror thread paces idle links itself, and a driver holds its partition while
-    /// it fetches).
+    /// The sources mirror links fetch from: any Kafka-compatible cluster, over the protocol, all the partitions
+    /// of a source in one Fetch per source broker, waiting at the source up to [`crate::mirror::MAX_IDLE`] for
+    /// data (no partition is locked while a round waits).
     fn mirror_sources(&self) -> Arc<dyn mirror_fsm::Sources> {
         let mut fetcher = mirror_link::FetcherConfig::new("");
         fetcher.client_id = format!("mirrorlog-mirror-{}", self.node.config().cluster_id);
-        fetcher.max_wait = Duration::ZERO;
+        fetcher.max_wait = crate::mirror::MAX_IDLE;
         Arc::new(mirror_link::KafkaSources::new(fetcher))
     }
 }

@@ -173,6 +173,30 @@ impl MirrorDriver {
         self.append_fetched(log, fetcher, event).await
     }
 
+    /// Applies a fetch made elsewhere — one partition's answer to a multi-partition request
+    /// ([`crate::Sources::fetch_many`]) — as [`Self::fetch_once`] applies its own: CRCs checked, batches appended
+    /// or the failure handed to the machine. `from_offset` is where the fetch started; an answer for another
+    /// offset than the log end (the log moved since) is dropped. Returns the number of batches appended.
+    pub async fn apply_fetch(
+        &mut self,
+        log: &mut PartitionLog,
+        fetcher: &mut dyn Fetcher,
+        from_offset: i64,
+        fetched: Result<crate::fetcher::FetchResponse, crate::fetcher::FetchError>,
+    ) -> Result<usize, DriverError> {
+        if !self.fetcher_running || from_offset != log.log_end_offset() {
+            return Ok(0);
+        }
+        let event = match fetched {
+            Ok(response) => crate::ahead::checked(response),
+            Err(error) => Event::Error {
+                message: error.message,
+                retryable: error.retryable,
+            },
+        };
+        self.append_fetched(log, fetcher, event).await
+    }
+
     /// Fetches until a round brings nothing (caught up) or the machine leaves MIRRORING. With a backlog, each
     /// range is fetched and CRC-checked while the one before it is written ([`crate::ahead`]).
     pub async fn catch_up(

@@ -83,4 +83,38 @@ pub trait Sources: Send + Sync {
 
     /// A fetcher of `topic`/`partition` at `address` (it connects when first used).
     fn fetcher(&self, address: &str, topic: &str, partition: i32) -> Box<dyn Fetcher>;
+
+    /// One round for many partitions of the source at `address` — one Fetch request per source broker instead
+    /// of one per partition — each answer as [`Fetcher::fetch`] would give it, in `wanted`'s order, at most
+    /// `max_bytes_per_partition` each (whole batches; a first batch larger than that comes whole). `None` (the
+    /// default) when this implementation fetches partition by partition only: the caller then uses each
+    /// partition's [`Fetcher`].
+    async fn fetch_many(
+        &self,
+        _address: &str,
+        _wanted: &[PartitionFetch],
+        _max_bytes_per_partition: usize,
+    ) -> Option<Vec<Result<FetchedPartition, FetchError>>> {
+        None
+    }
+}
+
+/// One partition of a [`Sources::fetch_many`] round.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionFetch {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// Where to fetch from (the destination's log end).
+    pub offset: i64,
+}
+
+/// One partition's answer in a [`Sources::fetch_many`] round.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchedPartition {
+    /// The batches, as [`Fetcher::fetch`] returns them.
+    pub response: FetchResponse,
+    /// The source's last stable offset for the partition in this answer.
+    pub last_stable_offset: Option<i64>,
 }

@@ -18,7 +18,10 @@ pub mod machine;
 pub use driver::{last_mirrored_offset, MirrorDriver};
 pub use error::DriverError;
 pub use failover::{stop_all, StopJob};
-pub use fetcher::{DetachedFetch, FetchError, FetchResponse, Fetcher, SourceDescription, Sources};
+pub use fetcher::{
+    DetachedFetch, FetchError, FetchResponse, FetchedPartition, Fetcher, PartitionFetch, SourceDescription,
+    Sources,
+};
 pub use local::{shared, LocalFetcher, SharedLog};
 pub use machine::{
     transition_allowed, Action, Event, EventKind, Failure, LogFailure, MirrorPartition, MirrorState, Session,

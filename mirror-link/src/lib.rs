@@ -5,9 +5,12 @@
 //! - [`connection`] — [`KafkaConnection`]: one TCP connection to a broker, requests framed and answered in
 //!   order, every response's size checked against a bound before a byte of it is read into memory, every call
 //!   under a timeout.
-//! - [`fetcher`] — [`KafkaFetcher`]: a session (ApiVersions, Metadata — the source's cluster id, checked by the
-//!   machine on every fetch — and the partition's leader), Fetch as a consumer at `read_committed` (so no
-//!   further than the source's last stable offset, ADR 0009), batches kept as the source stored them (their CRCs
+//! - [`cluster`] — [`SourceCluster`]: the connections to one source, one per source broker, shared by every
+//!   partition mirrored from it; a session (ApiVersions, Metadata — the source's cluster id, checked by the
+//!   machine on every fetch — and the partitions' leaders); one Fetch per broker for many partitions.
+//! - [`fetcher`] — [`KafkaFetcher`]: one partition over a [`SourceCluster`], fetched as a consumer at
+//!   `read_committed` (so no further than the source's last stable offset, ADR 0009), batches kept as the source
+//!   stored them (their CRCs
 //!   are checked by the machine, never re-encoded), a partial trailing batch dropped, batches wholly before the
 //!   requested offset skipped; errors classified as retryable (the connection, leadership) or not (corrupt bytes,
 //!   an offset the source no longer has).
@@ -18,16 +21,17 @@
 //! Every response is walked by `kafka_shape::check_response` before `kafka-protocol` decodes it: a source that
 //! announces two billion topics in a few bytes is refused, not allocated for.
 //!
-//! What it does not do yet: several partitions per Fetch request (one request per partition fetch, over the
-//! connection a fetcher keeps), fetch sessions, and the peer's last mirrored offset (failback alignment) — there
-//! is no Kafka API for it, so [`KafkaFetcher`] answers that the peer never mirrored from us and the machine
-//! realigns by copying the peer's log from its start.
+//! What it does not do yet: fetch sessions (KIP-227; every fetch is a full one), and the peer's last mirrored
+//! offset (failback alignment) — there is no Kafka API for it, so [`KafkaFetcher`] answers that the peer never
+//! mirrored from us and the machine realigns by copying the peer's log from its start.
 
+pub mod cluster;
 pub mod connection;
 pub mod error;
 pub mod fetcher;
 pub mod sources;
 
+pub use cluster::SourceCluster;
 pub use connection::KafkaConnection;
 pub use error::LinkError;
 pub use fetcher::{FetcherConfig, KafkaFetcher};

@@ -2,13 +2,16 @@
 //! source's cluster id and partition counts (Metadata) and a [`KafkaFetcher`] per mirrored partition.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{ApiKey, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use mirror_fsm::{FetchError, Fetcher, SourceDescription, Sources};
+use mirror_fsm::{FetchError, FetchedPartition, Fetcher, PartitionFetch, SourceDescription, Sources};
+use tokio::sync::Mutex;
 
+use crate::cluster::SourceCluster;
 use crate::connection::KafkaConnection;
 use crate::error::LinkError;
 use crate::fetcher::{FetcherConfig, KafkaFetcher};
@@ -19,16 +22,34 @@ const METADATA_VERSIONS: (i16, i16) = (2, 8);
 /// The largest Metadata answer accepted while describing a source (a few topics' partitions).
 const DESCRIBE_RESPONSE_BYTES: usize = 16 << 20;
 
-/// Sources over the Kafka protocol; every fetcher it makes uses `template` with the source's address.
-#[derive(Debug, Clone)]
+/// Sources over the Kafka protocol; every fetcher it makes uses `template` with the source's address, and all
+/// the partitions of one source share its connections (one per source broker, [`SourceCluster`]).
+#[derive(Debug)]
 pub struct KafkaSources {
     template: FetcherConfig,
+    clusters: std::sync::Mutex<BTreeMap<String, Arc<Mutex<SourceCluster>>>>,
 }
 
 impl KafkaSources {
     /// Sources whose fetchers are configured as `template` (its bootstrap address is replaced by each source's).
     pub fn new(template: FetcherConfig) -> Self {
-        KafkaSources { template }
+        KafkaSources {
+            template,
+            clusters: std::sync::Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// The shared connections to the source at `address`.
+    fn cluster(&self, address: &str) -> Arc<Mutex<SourceCluster>> {
+        let mut clusters = self
+            .clusters
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(clusters.entry(address.to_owned()).or_insert_with(|| {
+            let mut config = self.template.clone();
+            config.bootstrap = address.to_owned();
+            Arc::new(Mutex::new(SourceCluster::new(config)))
+        }))
     }
 
     async fn metadata(&self, address: &str, topics: &[String]) -> Result<SourceDescription, LinkError> {
@@ -116,8 +137,23 @@ impl Sources for KafkaSources {
     }
 
     fn fetcher(&self, address: &str, topic: &str, partition: i32) -> Box<dyn Fetcher> {
-        let mut config = self.template.clone();
-        config.bootstrap = address.to_owned();
-        Box::new(KafkaFetcher::new(config, topic, partition))
+        Box::new(KafkaFetcher::on(
+            self.cluster(address),
+            self.template.max_wait,
+            topic,
+            partition,
+        ))
+    }
+
+    async fn fetch_many(
+        &self,
+        address: &str,
+        wanted: &[PartitionFetch],
+        max_bytes_per_partition: usize,
+    ) -> Option<Vec<Result<FetchedPartition, FetchError>>> {
+        let max_wait_ms = i32::try_from(self.template.max_wait.as_millis()).unwrap_or(i32::MAX);
+        let cluster = self.cluster(address);
+        let mut cluster = cluster.lock().await;
+        Some(cluster.fetch(wanted, max_bytes_per_partition, max_wait_ms).await)
     }
 }

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mirror_fsm::{
-    stop_all, transition_allowed, Event, EventKind, Fetcher, MirrorDriver, MirrorState, Sources, StateKind,
-    StopJob,
+    stop_all, transition_allowed, Event, EventKind, FetchError, FetchedPartition, Fetcher, MirrorDriver,
+    MirrorState, PartitionFetch, Sources, StateKind, StopJob,
 };
 use partition_log::{PartitionLog, ReplicaSet};
 
@@ -39,8 +39,12 @@ type PartitionKey = (String, i32);
 
 /// One mirrored partition at work.
 struct Mirrored {
+    /// The source's address (the link's).
+    source: String,
     driver: MirrorDriver,
     fetcher: Box<dyn Fetcher>,
+    /// The source's last stable offset in its latest answer for this partition.
+    source_lso: Option<i64>,
     /// When its log end last reached the source's last stable offset (the start, before that).
     caught_up_at_ms: i64,
     /// The latest error a step met that the machine did not record (its storage failing).
@@ -94,12 +98,163 @@ impl MirrorLinks {
     }
 
     /// One round for every partition: FAILED ones retried when their backoff is over, fetching ones fetch once
-    /// from their log end. Returns the number of batches appended.
+    /// from their log end — all the partitions of one source in one request per source broker when the source
+    /// allows it ([`Sources::fetch_many`]), else partition by partition. Returns the number of batches appended.
     pub async fn step(&mut self, node: &Node) -> usize {
-        let keys: Vec<PartitionKey> = self.partitions.keys().cloned().collect();
+        let failed: Vec<PartitionKey> = self
+            .partitions
+            .iter()
+            .filter(|(_, mirrored)| mirrored.driver.state().kind() == StateKind::Failed)
+            .map(|(key, _)| key.clone())
+            .collect();
         let mut appended = 0;
-        for key in keys {
+        for key in failed {
             appended += self.step_partition(node, &key).await;
+        }
+        let mut by_source: BTreeMap<String, Vec<(PartitionKey, i64)>> = BTreeMap::new();
+        for (key, mirrored) in &self.partitions {
+            if mirrored.driver.fetching() {
+                if let Some(end) = log_end(node, key).await {
+                    by_source
+                        .entry(mirrored.source.clone())
+                        .or_default()
+                        .push((key.clone(), end));
+                }
+            }
+        }
+        for (source, wanted) in by_source {
+            let asked: Vec<PartitionFetch> = wanted
+                .iter()
+                .map(|((topic, partition), offset)| PartitionFetch {
+                    topic: topic.clone(),
+                    partition: *partition,
+                    offset: *offset,
+                })
+                .collect();
+            match self
+                .sources
+                .fetch_many(&source, &asked, mirror_fsm::driver::FETCH_BYTES)
+                .await
+            {
+                Some(answers) => {
+                    for ((key, offset), answer) in wanted.iter().zip(answers) {
+                        appended += self.apply(node, key, *offset, answer).await;
+                    }
+                }
+                None => {
+                    for (key, _) in &wanted {
+                        appended += self.step_partition(node, key).await;
+                    }
+                }
+            }
+        }
+        appended
+    }
+
+    /// Applies one partition's answer of a multi-partition round; the batches appended.
+    async fn apply(
+        &mut self,
+        node: &Node,
+        key: &PartitionKey,
+        offset: i64,
+        answer: Result<FetchedPartition, FetchError>,
+    ) -> usize {
+        let Some(mirrored) = self.partitions.get_mut(key) else {
+            return 0;
+        };
+        let (topic, partition) = (key.0.as_str(), key.1);
+        let Ok(slot) = slot(node, topic, partition).await else {
+            return 0;
+        };
+        let now = node.now_ms();
+        let mut guard = slot.lock().await;
+        let Ok(log) = leader(&mut guard, topic, partition) else {
+            return 0;
+        };
+        let fetched = answer.map(|answer| {
+            if answer.last_stable_offset.is_some() {
+                mirrored.source_lso = answer.last_stable_offset;
+            }
+            answer.response
+        });
+        let applied = mirrored
+            .driver
+            .apply_fetch(log, mirrored.fetcher.as_mut(), offset, fetched)
+            .await;
+        let appended = match applied {
+            Ok(appended) => {
+                mirrored.error = None;
+                appended
+            }
+            Err(error) => {
+                mirrored.error = Some(error.to_string());
+                0
+            }
+        };
+        let end = log.log_end_offset();
+        if mirrored.source_lso.is_some_and(|stable| end >= stable) {
+            mirrored.caught_up_at_ms = now;
+        }
+        drop(guard);
+        if end != offset {
+            if let Err(error) = wrote(node, topic, partition).await {
+                mirrored.error = Some(error.to_string());
+            }
+        }
+        appended
+    }
+
+    /// One round of one partition through its own fetcher; the batches it appended.
+    async fn step_partition(&mut self, node: &Node, key: &PartitionKey) -> usize {
+        let Some(mirrored) = self.partitions.get_mut(key) else {
+            return 0;
+        };
+        let (topic, partition) = (key.0.as_str(), key.1);
+        let kind = mirrored.driver.state().kind();
+        if !mirrored.driver.fetching() && kind != StateKind::Failed {
+            return 0;
+        }
+        let Ok(slot) = slot(node, topic, partition).await else {
+            return 0;
+        };
+        let now = node.now_ms();
+        let mut guard = slot.lock().await;
+        let Ok(log) = leader(&mut guard, topic, partition) else {
+            return 0;
+        };
+        let end_before = log.log_end_offset();
+        let tick = mirrored
+            .driver
+            .handle(log, mirrored.fetcher.as_mut(), Event::Tick { now_ms: now })
+            .await;
+        let fetched = match tick {
+            // A retry that resumed fetching waits for the next round's fetch.
+            Ok(()) if kind == StateKind::Failed => Ok(0),
+            Ok(()) => mirrored.driver.fetch_once(log, mirrored.fetcher.as_mut()).await,
+            Err(error) => Err(error),
+        };
+        let appended = match fetched {
+            Ok(appended) => {
+                mirrored.error = None;
+                appended
+            }
+            Err(error) => {
+                mirrored.error = Some(error.to_string());
+                0
+            }
+        };
+        if let Some(stable) = mirrored.fetcher.source_last_stable_offset() {
+            mirrored.source_lso = Some(stable);
+        }
+        let end = log.log_end_offset();
+        if mirrored.source_lso.is_some_and(|stable| end >= stable) {
+            mirrored.caught_up_at_ms = now;
+        }
+        drop(guard);
+        if end != end_before || appended > 0 {
+            if let Err(error) = wrote(node, topic, partition).await {
+                mirrored.error = Some(error.to_string());
+            }
         }
         appended
     }
@@ -302,67 +457,15 @@ impl MirrorLinks {
         self.partitions.insert(
             (topic.to_owned(), partition),
             Mirrored {
+                source: link.source.clone(),
                 driver,
                 fetcher,
+                source_lso: None,
                 caught_up_at_ms: now,
                 error,
             },
         );
         Ok(())
-    }
-
-    /// One round of one partition; the batches it appended.
-    async fn step_partition(&mut self, node: &Node, key: &PartitionKey) -> usize {
-        let Some(mirrored) = self.partitions.get_mut(key) else {
-            return 0;
-        };
-        let (topic, partition) = (key.0.as_str(), key.1);
-        let kind = mirrored.driver.state().kind();
-        if !mirrored.driver.fetching() && kind != StateKind::Failed {
-            return 0;
-        }
-        let Ok(slot) = slot(node, topic, partition).await else {
-            return 0;
-        };
-        let now = node.now_ms();
-        let mut guard = slot.lock().await;
-        let Ok(log) = leader(&mut guard, topic, partition) else {
-            return 0;
-        };
-        let end_before = log.log_end_offset();
-        let tick = mirrored
-            .driver
-            .handle(log, mirrored.fetcher.as_mut(), Event::Tick { now_ms: now })
-            .await;
-        let fetched = match tick {
-            Ok(()) => mirrored.driver.fetch_once(log, mirrored.fetcher.as_mut()).await,
-            Err(error) => Err(error),
-        };
-        let appended = match fetched {
-            Ok(appended) => {
-                mirrored.error = None;
-                appended
-            }
-            Err(error) => {
-                mirrored.error = Some(error.to_string());
-                0
-            }
-        };
-        let end = log.log_end_offset();
-        if mirrored
-            .fetcher
-            .source_last_stable_offset()
-            .is_some_and(|stable| end >= stable)
-        {
-            mirrored.caught_up_at_ms = now;
-        }
-        drop(guard);
-        if end != end_before || appended > 0 {
-            if let Err(error) = wrote(node, topic, partition).await {
-                mirrored.error = Some(error.to_string());
-            }
-        }
-        appended
     }
 
     /// The link named `name` and the partitions of `topics` (all of its topics when empty).
@@ -522,31 +625,33 @@ impl MirrorLinks {
             .now_ms()
             .saturating_add(i64::try_from(timeout_ms).unwrap_or(i64::MAX));
         let selected: BTreeSet<String> = topics.iter().cloned().collect();
+        if let Some((key, _)) = keys
+            .iter()
+            .filter_map(|key| self.partitions.get_key_value(key))
+            .find(|(_, mirrored)| mirrored.driver.state().kind() == StateKind::Paused)
+        {
+            let status = self.status(node, &link, &selected).await;
+            return Err((
+                MirrorError::InvalidRequest(format!(
+                    "{}-{} is PAUSED: resume it first (or `mirror failover` stops it as it is)",
+                    key.0, key.1
+                )),
+                vec![status],
+            ));
+        }
         loop {
+            let appended = self.step(node).await;
             let mut behind = Vec::new();
-            let mut appended = 0;
             for key in &keys {
-                let Some(kind) = self.partitions.get(key).map(|m| m.driver.state().kind()) else {
-                    continue;
-                };
-                match kind {
-                    StateKind::Stopped | StateKind::Stopping => continue,
-                    StateKind::Paused => {
-                        let status = self.status(node, &link, &selected).await;
-                        return Err((
-                            MirrorError::InvalidRequest(format!(
-                                "{}-{} is PAUSED: resume it first (or `mirror failover` stops it as it is)",
-                                key.0, key.1
-                            )),
-                            vec![status],
-                        ));
-                    }
-                    _ => {}
-                }
-                appended += self.step_partition(node, key).await;
                 let Some(mirrored) = self.partitions.get(key) else {
                     continue;
                 };
+                if matches!(
+                    mirrored.driver.state().kind(),
+                    StateKind::Stopped | StateKind::Stopping
+                ) {
+                    continue;
+                }
                 if let Some(failure) = mirrored.driver.state().failure() {
                     let status = self.status(node, &link, &selected).await;
                     return Err((
@@ -560,8 +665,7 @@ impl MirrorLinks {
                 }
                 let end = log_end(node, key).await;
                 let caught_up = mirrored
-                    .fetcher
-                    .source_last_stable_offset()
+                    .source_lso
                     .zip(end)
                     .is_some_and(|(stable, end)| end >= stable);
                 if !caught_up {
@@ -616,7 +720,7 @@ impl MirrorLinks {
                 };
                 let state = mirrored.driver.state();
                 let kind = state.kind();
-                let stable = mirrored.fetcher.source_last_stable_offset();
+                let stable = mirrored.source_lso;
                 let following = matches!(kind, StateKind::Mirroring | StateKind::Paused | StateKind::Failed)
                     && state.stop_step().is_none();
                 let lag = stable.filter(|_| following).map(|stable| (stable - end).max(0));

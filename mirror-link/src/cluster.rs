@@ -1,0 +1,496 @@
+//! [`SourceCluster`]: the connections to one source cluster, shared by every partition mirrored from it — one
+//! connection per source broker, whatever the number of partitions — and the Fetch that asks each broker for all
+//! the partitions it leads at once.
+//!
+//! A session starts with Metadata from the bootstrap broker: the source's cluster id (every answer carries it,
+//! and the mirror machine checks it on every fetch), its brokers and the leaders of the partitions asked about.
+//! A connection that fails, or a leadership error, ends the session; the next call opens a new one (the machine
+//! retries with backoff). Memory is bounded by the request: at most `max_bytes_per_partition` per partition and
+//! [`MAX_RESPONSE_BYTES`] per answer (plus one batch larger than the limit, which Kafka returns whole), checked
+//! against the size field before a byte of the answer is read.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{
+    fetch_request, ApiKey, BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
+    MetadataRequest, MetadataResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use mirror_fsm::{FetchError, FetchResponse as Fetched, FetchedPartition, PartitionFetch};
+use record_format::{BatchBuffers, BatchIter, ErrorCategory, RecordBatch, SegmentError};
+
+use crate::connection::KafkaConnection;
+use crate::error::LinkError;
+use crate::fetcher::FetcherConfig;
+
+/// Fetch versions the link speaks: 4 (record format v2, isolation levels) to 11 (the last without topic ids).
+const FETCH_VERSIONS: (i16, i16) = (4, 11);
+/// Metadata versions: 2 (the cluster id) to 8.
+const METADATA_VERSIONS: (i16, i16) = (2, 8);
+/// ListOffsets versions: 1 (offsets, not lists) to 5.
+const LIST_OFFSETS_VERSIONS: (i16, i16) = (1, 5);
+/// `read_committed`: a fetch stops at the last stable offset.
+const READ_COMMITTED: i8 = 1;
+/// The most one Fetch answer may carry (Kafka's `fetch.max.bytes` default is 50 MiB).
+pub const MAX_RESPONSE_BYTES: usize = 32 << 20;
+/// Kafka's leadership errors: the partition moved, the session's metadata is stale.
+const LEADERSHIP_ERRORS: [i16; 3] = [
+    6,  // NOT_LEADER_OR_FOLLOWER
+    74, // FENCED_LEADER_EPOCH
+    75, // UNKNOWN_LEADER_EPOCH
+];
+
+/// A partition's key.
+type Partition = (String, i32);
+
+/// The connections and metadata of one source cluster; see the module docs.
+#[derive(Debug)]
+pub struct SourceCluster {
+    config: FetcherConfig,
+    session: Option<Session>,
+    /// Every topic asked about, so a new session's Metadata covers them all.
+    topics: BTreeSet<String>,
+}
+
+#[derive(Debug)]
+struct Session {
+    cluster_id: String,
+    /// Broker addresses by node id.
+    brokers: BTreeMap<i32, String>,
+    /// Each partition's leader (node id).
+    leaders: BTreeMap<Partition, i32>,
+    /// One connection per broker address (the bootstrap one under the bootstrap address).
+    connections: BTreeMap<String, KafkaConnection>,
+}
+
+impl SourceCluster {
+    /// A source reached at `config.bootstrap`; it connects at its first call.
+    pub fn new(config: FetcherConfig) -> Self {
+        SourceCluster {
+            config,
+            session: None,
+            topics: BTreeSet::new(),
+        }
+    }
+
+    /// The source's cluster id, once a session is open.
+    pub fn cluster_id(&self) -> Option<&str> {
+        self.session.as_ref().map(|session| session.cluster_id.as_str())
+    }
+
+    /// The largest answer accepted on a connection fetching `max_bytes`.
+    fn response_bound(&self, max_bytes: usize) -> usize {
+        max_bytes
+            .saturating_add(self.config.max_batch_bytes)
+            .saturating_add(1 << 16)
+    }
+
+    /// The session, with the leaders of `partitions` known (Metadata asked again when one is not).
+    async fn session(&mut self, partitions: &[Partition]) -> Result<&mut Session, LinkError> {
+        let unknown = partitions.iter().any(|partition| {
+            self.session
+                .as_ref()
+                .is_none_or(|session| !session.leaders.contains_key(partition))
+        });
+        if unknown {
+            self.topics
+                .extend(partitions.iter().map(|(topic, _)| topic.clone()));
+            let connections = self
+                .session
+                .take()
+                .map(|session| session.connections)
+                .unwrap_or_default();
+            let session = self.open_session(connections).await?;
+            for partition in partitions {
+                if !session.leaders.contains_key(partition) {
+                    return Err(LinkError::Kafka {
+                        what: format!("Metadata of {}-{}", partition.0, partition.1),
+                        code: 3,
+                        detail: " (no such partition at the source)".to_owned(),
+                    });
+                }
+            }
+            self.session = Some(session);
+        }
+        self.session
+            .as_mut()
+            .ok_or_else(|| LinkError::Refused("no session".to_owned()))
+    }
+
+    /// Metadata for every topic asked about so far, through the bootstrap connection (kept, or opened).
+    async fn open_session(
+        &mut self,
+        mut connections: BTreeMap<String, KafkaConnection>,
+    ) -> Result<Session, LinkError> {
+        let bootstrap = self.config.bootstrap.clone();
+        let mut connection = match connections.remove(&bootstrap) {
+            Some(connection) => connection,
+            None => self.connect(&bootstrap).await?,
+        };
+        let version = connection.version(ApiKey::Metadata, METADATA_VERSIONS)?;
+        let mut request = MetadataRequest::default();
+        request.topics = Some(
+            self.topics
+                .iter()
+                .map(|name| {
+                    let mut topic = MetadataRequestTopic::default();
+                    topic.name = Some(TopicName(StrBytes::from_string(name.clone())));
+                    topic
+                })
+                .collect(),
+        );
+        // A mirror never creates a topic on its source.
+        request.allow_auto_topic_creation = false;
+        let metadata: MetadataResponse = connection.call(ApiKey::Metadata, version, &request).await?;
+        let what = format!("Metadata from {bootstrap}");
+        let cluster_id = metadata
+            .cluster_id
+            .as_ref()
+            .map(|id| id.as_str().to_owned())
+            .ok_or_else(|| LinkError::Malformed {
+                address: bootstrap.clone(),
+                what: what.clone(),
+                reason: "no cluster id".to_owned(),
+            })?;
+        let brokers = metadata
+            .brokers
+            .iter()
+            .map(|broker| {
+                (
+                    broker.node_id.0,
+                    format!("{}:{}", broker.host.as_str(), broker.port),
+                )
+            })
+            .collect();
+        let mut leaders = BTreeMap::new();
+        for topic in &metadata.topics {
+            let Some(name) = topic.name.as_ref() else {
+                continue;
+            };
+            if topic.error_code != 0 {
+                return Err(LinkError::Kafka {
+                    what: format!("topic {} at {bootstrap}", name.as_str()),
+                    code: topic.error_code,
+                    detail: String::new(),
+                });
+            }
+            for partition in &topic.partitions {
+                if partition.error_code == 0 {
+                    leaders.insert(
+                        (name.as_str().to_owned(), partition.partition_index),
+                        partition.leader_id.0,
+                    );
+                }
+            }
+        }
+        connections.insert(bootstrap, connection);
+        Ok(Session {
+            cluster_id,
+            brokers,
+            leaders,
+            connections,
+        })
+    }
+
+    async fn connect(&self, address: &str) -> Result<KafkaConnection, LinkError> {
+        KafkaConnection::connect(
+            address,
+            &self.config.client_id,
+            self.config.timeout,
+            self.response_bound(MAX_RESPONSE_BYTES),
+        )
+        .await
+    }
+
+    /// Ends the session after a failure (connections closed; the next call reconnects and checks the cluster id
+    /// again), as a retryable or final fetch error.
+    fn failed(&mut self, error: &LinkError) -> FetchError {
+        self.session = None;
+        FetchError {
+            retryable: error.retryable(),
+            message: error.to_string(),
+        }
+    }
+
+    /// The connection to `partition`'s leader (opened when first needed) and the broker's address.
+    async fn leader_connection(
+        &mut self,
+        partition: &Partition,
+    ) -> Result<(&mut KafkaConnection, String), LinkError> {
+        let bootstrap = self.config.bootstrap.clone();
+        let session = self.session(std::slice::from_ref(partition)).await?;
+        let leader = session.leaders.get(partition).copied().unwrap_or(-1);
+        let address = session.brokers.get(&leader).cloned().unwrap_or(bootstrap);
+        if !self
+            .session
+            .as_ref()
+            .is_some_and(|session| session.connections.contains_key(&address))
+        {
+            let connection = self.connect(&address).await?;
+            if let Some(session) = self.session.as_mut() {
+                session.connections.insert(address.clone(), connection);
+            }
+        }
+        let connection = self
+            .session
+            .as_mut()
+            .and_then(|session| session.connections.get_mut(&address))
+            .ok_or_else(|| LinkError::Refused("no session".to_owned()))?;
+        Ok((connection, address))
+    }
+
+    /// One round for `wanted`: one Fetch per leader, `read_committed`, each partition's whole batches from its
+    /// offset; the answers in `wanted`'s order.
+    pub async fn fetch(
+        &mut self,
+        wanted: &[PartitionFetch],
+        max_bytes_per_partition: usize,
+        max_wait_ms: i32,
+    ) -> Vec<Result<FetchedPartition, FetchError>> {
+        let keys: Vec<Partition> = wanted
+            .iter()
+            .map(|fetch| (fetch.topic.clone(), fetch.partition))
+            .collect();
+        if let Err(error) = self.session(&keys).await {
+            let error = self.failed(&error);
+            return wanted.iter().map(|_| Err(error.clone())).collect();
+        }
+        let mut by_leader: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        if let Some(session) = &self.session {
+            for (index, key) in keys.iter().enumerate() {
+                let leader = session.leaders.get(key).copied().unwrap_or(-1);
+                let address = session
+                    .brokers
+                    .get(&leader)
+                    .cloned()
+                    .unwrap_or_else(|| self.config.bootstrap.clone());
+                by_leader.entry(address).or_default().push(index);
+            }
+        }
+        let mut answers: Vec<Option<Result<FetchedPartition, FetchError>>> =
+            wanted.iter().map(|_| None).collect();
+        for (address, indexes) in by_leader {
+            let asked: Vec<&PartitionFetch> = indexes.iter().map(|&index| &wanted[index]).collect();
+            match self
+                .fetch_from(
+                    &address,
+                    &keys[indexes[0]],
+                    &asked,
+                    max_bytes_per_partition,
+                    max_wait_ms,
+                )
+                .await
+            {
+                Ok(results) => {
+                    for (index, result) in indexes.into_iter().zip(results) {
+                        answers[index] = Some(result);
+                    }
+                }
+                Err(error) => {
+                    let error = self.failed(&error);
+                    for index in indexes {
+                        answers[index] = Some(Err(error.clone()));
+                    }
+                }
+            }
+        }
+        answers
+            .into_iter()
+            .map(|answer| {
+                answer.unwrap_or_else(|| {
+                    Err(FetchError {
+                        message: "no answer for the partition".to_owned(),
+                        retryable: true,
+                    })
+                })
+            })
+            .collect()
+    }
+
+    /// One Fetch to the broker at `address` (the leader of `first` and of every partition in `asked`).
+    async fn fetch_from(
+        &mut self,
+        address: &str,
+        first: &Partition,
+        asked: &[&PartitionFetch],
+        max_bytes_per_partition: usize,
+        max_wait_ms: i32,
+    ) -> Result<Vec<Result<FetchedPartition, FetchError>>, LinkError> {
+        let (connection, _) = self.leader_connection(first).await?;
+        let version = connection.version(ApiKey::Fetch, FETCH_VERSIONS)?;
+        let per_partition = i32::try_from(max_bytes_per_partition).unwrap_or(i32::MAX);
+        let mut request = FetchRequest::default();
+        request.replica_id = BrokerId(-1);
+        request.max_wait_ms = max_wait_ms;
+        request.min_bytes = 1;
+        request.max_bytes = i32::try_from(MAX_RESPONSE_BYTES).unwrap_or(i32::MAX);
+        request.isolation_level = READ_COMMITTED;
+        // Sessionless: every fetch is a full fetch (KIP-227's final epoch).
+        request.session_id = 0;
+        request.session_epoch = -1;
+        let mut topics: BTreeMap<&str, Vec<fetch_request::FetchPartition>> = BTreeMap::new();
+        for fetch in asked {
+            let mut partition = fetch_request::FetchPartition::default();
+            partition.partition = fetch.partition;
+            partition.fetch_offset = fetch.offset;
+            partition.partition_max_bytes = per_partition;
+            partition.log_start_offset = -1;
+            partition.current_leader_epoch = -1;
+            topics.entry(fetch.topic.as_str()).or_default().push(partition);
+        }
+        request.topics = topics
+            .into_iter()
+            .map(|(name, partitions)| {
+                let mut topic = fetch_request::FetchTopic::default();
+                topic.topic = TopicName(StrBytes::from_string(name.to_owned()));
+                topic.partitions = partitions;
+                topic
+            })
+            .collect();
+        let response: FetchResponse = connection.call(ApiKey::Fetch, version, &request).await?;
+        if response.error_code != 0 {
+            return Err(LinkError::Kafka {
+                what: format!("Fetch from {address}"),
+                code: response.error_code,
+                detail: String::new(),
+            });
+        }
+        let cluster_id = self.cluster_id().unwrap_or_default().to_owned();
+        let mut stale = false;
+        let results = asked
+            .iter()
+            .map(|fetch| {
+                let what = format!("Fetch of {}-{} at {}", fetch.topic, fetch.partition, fetch.offset);
+                let data = response
+                    .responses
+                    .iter()
+                    .filter(|answer| answer.topic.as_str() == fetch.topic)
+                    .flat_map(|answer| answer.partitions.iter())
+                    .find(|answer| answer.partition_index == fetch.partition);
+                let Some(data) = data else {
+                    return Err(FetchError {
+                        message: format!("{what}: the source's answer leaves the partition out"),
+                        retryable: true,
+                    });
+                };
+                if data.error_code != 0 {
+                    stale |= LEADERSHIP_ERRORS.contains(&data.error_code);
+                    let error = LinkError::Kafka {
+                        what,
+                        code: data.error_code,
+                        detail: String::new(),
+                    };
+                    return Err(FetchError {
+                        retryable: error.retryable(),
+                        message: error.to_string(),
+                    });
+                }
+                let records = data.records.clone().unwrap_or_default();
+                let batches =
+                    whole_batches_from(records.clone(), fetch.offset).map_err(|error| FetchError {
+                        retryable: error.retryable(),
+                        message: format!("{what}: {error}"),
+                    })?;
+                Ok(FetchedPartition {
+                    response: Fetched {
+                        source_cluster_id: cluster_id.clone(),
+                        batches,
+                        buffers: BatchBuffers::new(vec![records]),
+                    },
+                    last_stable_offset: (data.last_stable_offset >= 0).then_some(data.last_stable_offset),
+                })
+            })
+            .collect();
+        if stale {
+            // A partition moved: the next round asks for metadata again.
+            self.session = None;
+        }
+        Ok(results)
+    }
+
+    /// The log start offset of `topic`/`partition` (ListOffsets, earliest).
+    pub async fn earliest_offset(&mut self, topic: &str, partition: i32) -> Result<i64, FetchError> {
+        match self.list_earliest(topic, partition).await {
+            Ok(offset) => Ok(offset),
+            Err(error) => Err(self.failed(&error)),
+        }
+    }
+
+    async fn list_earliest(&mut self, topic: &str, partition: i32) -> Result<i64, LinkError> {
+        let key = (topic.to_owned(), partition);
+        let (connection, address) = self.leader_connection(&key).await?;
+        let version = connection.version(ApiKey::ListOffsets, LIST_OFFSETS_VERSIONS)?;
+        let mut wanted = ListOffsetsPartition::default();
+        wanted.partition_index = partition;
+        wanted.timestamp = -2;
+        wanted.current_leader_epoch = -1;
+        let mut list_topic = ListOffsetsTopic::default();
+        list_topic.name = TopicName(StrBytes::from_string(topic.to_owned()));
+        list_topic.partitions = vec![wanted];
+        let mut request = ListOffsetsRequest::default();
+        request.replica_id = BrokerId(-1);
+        request.topics = vec![list_topic];
+        let response: ListOffsetsResponse = connection.call(ApiKey::ListOffsets, version, &request).await?;
+        let what = format!("ListOffsets of {topic}-{partition}");
+        let answer = response
+            .topics
+            .iter()
+            .filter(|answer| answer.name.as_str() == topic)
+            .flat_map(|answer| answer.partitions.iter())
+            .find(|answer| answer.partition_index == partition)
+            .ok_or_else(|| LinkError::Malformed {
+                address: address.clone(),
+                what: what.clone(),
+                reason: "the partition asked for is missing".to_owned(),
+            })?;
+        match answer.error_code {
+            0 => Ok(answer.offset),
+            code => Err(LinkError::Kafka {
+                what,
+                code,
+                detail: String::new(),
+            }),
+        }
+    }
+}
+
+/// The whole batches of a fetched record set that the destination, whose log ends at `from_offset`, can append:
+/// those wholly before it skipped (a source returns the batch holding the offset), a partial last batch dropped
+/// (a response ends where its byte limit fell). Length and magic are checked here, the CRC by the machine.
+pub(crate) fn whole_batches_from(
+    records: bytes::Bytes,
+    from_offset: i64,
+) -> Result<Vec<RecordBatch>, LinkError> {
+    let mut batches: Vec<RecordBatch> = Vec::new();
+    for found in BatchIter::unverified(records) {
+        let batch = match found {
+            Ok(found) => found.batch,
+            // The response ended inside a batch: what came before it is whole.
+            Err(SegmentError::Corrupt { error, .. }) if error.category() == ErrorCategory::Truncated => break,
+            Err(error) => return Err(LinkError::Refused(format!("a fetched batch: {error}"))),
+        };
+        if batch.last_offset() < from_offset {
+            continue;
+        }
+        if batch.base_offset() < from_offset {
+            return Err(LinkError::Refused(format!(
+                "the source's batch {}..={} straddles offset {from_offset}, where the destination's log ends",
+                batch.base_offset(),
+                batch.last_offset()
+            )));
+        }
+        if let Some(previous) = batches.last() {
+            if batch.base_offset() <= previous.last_offset() {
+                return Err(LinkError::Refused(format!(
+                    "offsets go backwards: batch at {} after one ending at {}",
+                    batch.base_offset(),
+                    previous.last_offset()
+                )));
+            }
+        }
+        batches.push(batch);
+    }
+    Ok(batches)
+}
