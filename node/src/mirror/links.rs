@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use mirror_fsm::driver::FETCH_BYTES;
 use mirror_fsm::{
     stop_all, transition_allowed, Event, EventKind, FetchError, FetchedPartition, Fetcher, MirrorDriver,
     MirrorState, PartitionFetch, Sources, StateKind, StopJob,
@@ -25,6 +26,12 @@ use super::error::MirrorError;
 use super::registry::{LinkRecord, TopicRecord};
 use crate::{Node, PartitionSlot};
 
+/// What one round asks of a source in all (a few partitions get more each, many get [`FETCH_BYTES`] each).
+const ROUND_BYTES: usize = 32 << 20;
+
+/// The most one partition asks for in a round.
+const MAX_PARTITION_BYTES: usize = 8 << 20;
+
 /// How many partitions run their STOPPING sequences at once in one failover.
 const STOP_PARALLELISM: usize = 64;
 
@@ -33,6 +40,17 @@ const PROMOTE_POLL: Duration = Duration::from_millis(10);
 
 /// The longest link name (a topic name's limit in Kafka).
 const MAX_NAME_CHARS: usize = 249;
+
+/// What each of `partitions` partitions asks for in one round.
+fn round_bytes_per_partition(partitions: usize) -> usize {
+    (ROUND_BYTES / partitions.max(1)).clamp(FETCH_BYTES, MAX_PARTITION_BYTES)
+}
+
+/// A round fetched ahead from a source: what it asked for, and the task fetching it.
+type Prefetch = (
+    Vec<PartitionFetch>,
+    tokio::task::JoinHandle<Option<Vec<Result<FetchedPartition, FetchError>>>>,
+);
 
 /// A mirrored partition's topic and number.
 type PartitionKey = (String, i32);
@@ -56,6 +74,18 @@ pub struct MirrorLinks {
     sources: Arc<dyn Sources>,
     links: Vec<LinkRecord>,
     partitions: BTreeMap<PartitionKey, Mirrored>,
+    /// Fetch a source's next round while this one is written (a spawned task on the caller's runtime).
+    fetch_ahead: bool,
+    /// The rounds fetched ahead, by source.
+    prefetched: BTreeMap<String, Prefetch>,
+}
+
+impl Drop for MirrorLinks {
+    fn drop(&mut self) {
+        for (_, (_, task)) in std::mem::take(&mut self.prefetched) {
+            task.abort();
+        }
+    }
 }
 
 impl std::fmt::Debug for MirrorLinks {
@@ -76,6 +106,8 @@ impl MirrorLinks {
             sources,
             links: node.mirror_links().await?,
             partitions: BTreeMap::new(),
+            fetch_ahead: true,
+            prefetched: BTreeMap::new(),
         };
         for link in links.links.clone() {
             for (topic, record) in &link.topics {
@@ -87,6 +119,17 @@ impl MirrorLinks {
             }
         }
         Ok(links)
+    }
+
+    /// Whether a source's next round is fetched while the current one is written (on by default; a caller that
+    /// needs every step to run alone — a deterministic simulation — turns it off).
+    pub fn set_fetch_ahead(&mut self, fetch_ahead: bool) {
+        self.fetch_ahead = fetch_ahead;
+        if !fetch_ahead {
+            for (_, (_, task)) in std::mem::take(&mut self.prefetched) {
+                task.abort();
+            }
+        }
     }
 
     /// True when no partition is fetching (the caller may wait longer before the next step).
@@ -131,24 +174,65 @@ impl MirrorLinks {
                     offset: *offset,
                 })
                 .collect();
-            match self
-                .sources
-                .fetch_many(&source, &asked, mirror_fsm::driver::FETCH_BYTES)
-                .await
+            let answers = match self.prefetched.remove(&source) {
+                // The round fetched ahead asked for exactly this: its answers (a failed task counts as nothing).
+                Some((ahead, task)) if ahead == asked => task.await.ok().flatten(),
+                Some((_, task)) => {
+                    task.abort();
+                    self.fetch_round(&source, &asked).await
+                }
+                None => self.fetch_round(&source, &asked).await,
+            };
+            let Some(answers) = answers else {
+                for (key, _) in &wanted {
+                    appended += self.step_partition(node, key).await;
+                }
+                continue;
+            };
+            // While this round is written, the next one is fetched from where it will leave each partition
+            // (a prediction: if a write fails or the log moves otherwise, that answer is dropped unused).
+            if self.fetch_ahead
+                && answers
+                    .iter()
+                    .any(|answer| answer.as_ref().is_ok_and(|a| !a.response.batches.is_empty()))
             {
-                Some(answers) => {
-                    for ((key, offset), answer) in wanted.iter().zip(answers) {
-                        appended += self.apply(node, key, *offset, answer).await;
-                    }
-                }
-                None => {
-                    for (key, _) in &wanted {
-                        appended += self.step_partition(node, key).await;
-                    }
-                }
+                let next: Vec<PartitionFetch> = asked
+                    .iter()
+                    .zip(&answers)
+                    .map(|(fetch, answer)| PartitionFetch {
+                        offset: answer
+                            .as_ref()
+                            .ok()
+                            .and_then(|answer| answer.response.batches.last())
+                            .map_or(fetch.offset, |batch| batch.next_offset()),
+                        ..fetch.clone()
+                    })
+                    .collect();
+                let sources = Arc::clone(&self.sources);
+                let (address, wanted_next) = (source.clone(), next.clone());
+                let per_partition = round_bytes_per_partition(next.len());
+                let task =
+                    tokio::spawn(
+                        async move { sources.fetch_many(&address, &wanted_next, per_partition).await },
+                    );
+                self.prefetched.insert(source.clone(), (next, task));
+            }
+            for ((key, offset), answer) in wanted.iter().zip(answers) {
+                appended += self.apply(node, key, *offset, answer).await;
             }
         }
         appended
+    }
+
+    /// One round's fetch from `source`, now.
+    async fn fetch_round(
+        &self,
+        source: &str,
+        asked: &[PartitionFetch],
+    ) -> Option<Vec<Result<FetchedPartition, FetchError>>> {
+        self.sources
+            .fetch_many(source, asked, round_bytes_per_partition(asked.len()))
+            .await
     }
 
     /// Applies one partition's answer of a multi-partition round; the batches appended.
