@@ -19,8 +19,9 @@
 //!   installed with apt-get when missing), driven by pytest in the client suite's virtual environment, with
 //!   `MIRRORLOG_BIN` naming the debug `mirrorlog` binary it builds first (the both-ways tests run it).
 //! - `cargo xtask bench [--quick] [--backends fs,sled,rocks,memory] [--only ID]... [--out DIR]`: builds in release
-//!   mode, runs the micro-benchmark headlines (criterion) and the cross-backend macro benchmark
-//!   (`storage-bench`'s `bench-report`), and writes `DIR/report.md`, `DIR/report.json` and SVG charts (default
+//!   mode, runs the micro-benchmark headlines (criterion), mirroring between two `serve` nodes
+//!   (`broker/benches/mirror_links.rs`, printed), the cross-backend macro benchmark (`storage-bench`'s
+//!   `bench-report`) and the peer benchmark against Apache Kafka, and writes `DIR/report.md`, `DIR/report.json` and SVG charts (default
 //!   `target/bench-report`). `cargo xtask bench --compare OLD.json NEW.json` prints the ratio per measurement and
 //!   flags regressions beyond the measured noise.
 //! - `cargo xtask fuzz <target> [seconds]`: runs a cargo-fuzz target (installs cargo-fuzz on first use).
@@ -626,6 +627,14 @@ fn bench(args: &[String]) -> Result<(), String> {
             .args(timing);
         run(&format!("criterion: {package} {bench}"), &mut command)?;
     }
+    // Mirroring between two serve nodes through the administration API (issue 35): catch-up against a raw
+    // loopback copy, failover of 1,000 partitions.
+    let mut mirror_links = cargo();
+    mirror_links.args(["bench", "-q", "-p", "broker", "--bench", "mirror_links"]);
+    if quick {
+        mirror_links.env("MIRRORLOG_BENCH_MIB", "64");
+    }
+    run("mirror links (broker/benches/mirror_links.rs)", &mut mirror_links)?;
     let mut extra: Vec<String> = args.to_vec();
     if !args.iter().any(|arg| arg == "--out") {
         extra.extend([
