@@ -11,6 +11,9 @@ use storage_config::StorageConfig;
 pub struct BrokerConfig {
     /// Where to listen (loopback by default: there is no authentication and no TLS).
     pub listen: SocketAddr,
+    /// The host and port Metadata and FindCoordinator answer (Kafka's `advertised.listeners`); `None`: the
+    /// address listened on.
+    pub advertised: Option<(String, u16)>,
     /// The node behind the listener: cluster id, storage, topics, Kafka's broker settings.
     pub node: NodeConfig,
     /// The largest request accepted (`socket.request.max.bytes`); a larger frame closes the connection.
@@ -35,6 +38,7 @@ impl BrokerConfig {
     pub fn new(listen: SocketAddr, storage: StorageConfig) -> Self {
         BrokerConfig {
             listen,
+            advertised: None,
             node: NodeConfig::new(storage),
             max_request_bytes: 100 << 20,
             housekeeping_interval: Duration::from_secs(10),

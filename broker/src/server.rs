@@ -60,9 +60,13 @@ impl Server {
         let local = listener
             .local_addr()
             .map_err(|source| BrokerError::Listen { address, source })?;
+        let advertised = config
+            .advertised
+            .clone()
+            .unwrap_or_else(|| (local.ip().to_string(), local.port()));
         let node = Node::open_on(
             config.node.clone(),
-            (local.ip().to_string(), i32::from(local.port())),
+            (advertised.0, i32::from(advertised.1)),
             storage,
             Arc::new(node::SystemClock),
         )

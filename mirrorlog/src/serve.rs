@@ -18,6 +18,10 @@ pub struct ServeArgs {
     /// Address to listen on. There is no authentication and no TLS: keep it on loopback.
     #[arg(long, default_value = "127.0.0.1:9092")]
     listen: SocketAddr,
+    /// The HOST:PORT clients are told to connect to (Metadata, FindCoordinator), when it is not the listen
+    /// address — a proxy or a NAT in front of the broker (Kafka's `advertised.listeners`).
+    #[arg(long, value_parser = parse_advertised)]
+    advertised_listener: Option<(String, u16)>,
     /// The cluster id Metadata answers.
     #[arg(long, default_value = "mirrorlog")]
     cluster_id: String,
@@ -93,6 +97,7 @@ pub fn serve(args: ServeArgs) -> Result<(), CliError> {
         None => StorageConfig::for_backend(storage_config::Backend::Fs, &args.data_dir),
     };
     let mut config = BrokerConfig::new(args.listen, storage);
+    config.advertised = args.advertised_listener;
     config.node.cluster_id = args.cluster_id;
     config.node.topics = args.topics;
     config.node.auto_create_topics = !args.no_auto_create_topics;
@@ -144,4 +149,22 @@ async fn shutdown_signal() {
         _ = tokio::signal::ctrl_c() => {}
         () = terminate => {}
     }
+}
+
+/// `--advertised-listener HOST:PORT`: a host name (no colon) and a port.
+fn parse_advertised(text: &str) -> Result<(String, u16), String> {
+    let (host, port) = text
+        .rsplit_once(':')
+        .ok_or_else(|| format!("{text:?}: expected HOST:PORT"))?;
+    if host.is_empty() || host.contains(':') {
+        return Err(format!(
+            "{text:?}: expected HOST:PORT with a host name or IPv4 address"
+        ));
+    }
+    let port = port
+        .parse::<u16>()
+        .ok()
+        .filter(|port| *port > 0)
+        .ok_or_else(|| format!("{text:?}: the port must be 1..=65535"))?;
+    Ok((host.to_owned(), port))
 }

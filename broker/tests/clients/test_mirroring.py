@@ -4,10 +4,13 @@ commits, aborts and a transaction still open at the failover); the destination B
 batch; consumers on B read A's committed records at A's offsets; a failover cuts B to the last stable offset,
 writes the MIRROR_PID_RESET barrier and opens the topic to B's own producers. Also: a destination killed with
 SIGKILL while mirroring resumes and fails over once; a source that goes away is retried; `promote` waits for the
-lag; a failback mirrors the topic back into A."""
+lag; a failback mirrors the topic back into A; a chain A → B → C fails over in the middle and then at its end; two
+sources fan in to one destination; a link through a TCP proxy that stalls and cuts its connections catches up
+byte for byte."""
 
 import json
 import os
+import socket
 import subprocess
 import threading
 import time
@@ -330,3 +333,165 @@ def test_mirror_administration_refuses_what_it_cannot_do_with_a_typed_error(serv
     assert code == 1 and answer["error"]["category"] == "unknown_topic"
     _, listed, _ = mirror("list", dest)
     assert [link["name"] for link in listed["links"]] == ["a-to-b"]
+
+
+# -- topologies ------------------------------------------------------------------------------------------------------
+
+
+def produce_values(bootstrap, values, topic=TOPIC, partitions=PARTITIONS):
+    producer = idempotent_producer(bootstrap)
+    for i, value in enumerate(values):
+        producer.produce(topic, value=value, partition=i % partitions)
+    assert producer.flush(60) == 0
+
+
+def test_a_chain_fails_over_in_the_middle_while_the_end_still_mirrors_then_at_the_end(serve):
+    a = serve("--cluster-id", "cluster-a", "--topic", f"{TOPIC}:{PARTITIONS}")
+    b = serve("--cluster-id", "cluster-b")
+    c = serve("--cluster-id", "cluster-c")
+    produce_values(a.bootstrap, [b"a-%03d" % i for i in range(90)])
+    mirror("create", b, "--link", "a-to-b", "--source", a.bootstrap, "--topic", TOPIC)
+    wait_caught_up(b, "a-to-b")
+    mirror("create", c, "--link", "b-to-c", "--source", b.bootstrap, "--topic", TOPIC)
+    wait_caught_up(c, "b-to-c")
+    # B leaves the chain; C keeps mirroring B: B's barrier, then B's own records, reach C.
+    mirror("failover", b, "--link", "a-to-b")
+    produce_values(b.bootstrap, [b"b-%03d" % i for i in range(30)])
+    wait_caught_up(c, "b-to-c")
+    assert read_all(c.bootstrap) == read_all(b.bootstrap)
+    for partition in range(PARTITIONS):
+        assert batches(c, partition) == batches(b, partition)
+        assert len(barriers(batches(c, partition))) == 1
+    # Then C fails over: its own barrier after B's, and C is writable.
+    mirror("failover", c, "--link", "b-to-c")
+    produce_values(c.bootstrap, [b"c-%03d" % i for i in range(30)])
+    values = [value for _, _, value in read_all(c.bootstrap)]
+    assert sorted(values) == sorted([b"a-%03d" % i for i in range(90)] + [b"b-%03d" % i for i in range(30)]
+                                    + [b"c-%03d" % i for i in range(30)])
+    for partition in range(PARTITIONS):
+        stored = batches(c, partition)
+        assert len(barriers(stored)) == 2
+        assert stored[: len(batches(b, partition))] == batches(b, partition)
+
+
+def test_fan_in_mirrors_two_sources_into_one_destination(serve):
+    a = serve("--cluster-id", "cluster-a", "--topic", "x:2")
+    b = serve("--cluster-id", "cluster-b", "--topic", "y:1")
+    c = serve("--cluster-id", "cluster-c")
+    produce_values(a.bootstrap, [b"x-%03d" % i for i in range(40)], topic="x", partitions=2)
+    produce_values(b.bootstrap, [b"y-%03d" % i for i in range(40)], topic="y", partitions=1)
+    mirror("create", c, "--link", "from-a", "--source", a.bootstrap, "--topic", "x")
+    mirror("create", c, "--link", "from-b", "--source", b.bootstrap, "--topic", "y")
+    wait_caught_up(c, "from-a")
+    wait_caught_up(c, "from-b")
+    assert read_all(c.bootstrap, topic="x", partitions=2) == read_all(a.bootstrap, topic="x", partitions=2)
+    assert read_all(c.bootstrap, topic="y", partitions=1) == read_all(b.bootstrap, topic="y", partitions=1)
+    _, listed, _ = mirror("list", c)
+    assert sorted(link["name"] for link in listed["links"]) == ["from-a", "from-b"]
+    # One link fails over; the other keeps mirroring.
+    mirror("failover", c, "--link", "from-a")
+    produce_values(b.bootstrap, [b"y-late-%03d" % i for i in range(10)], topic="y", partitions=1)
+    wait_caught_up(c, "from-b")
+    assert len(read_all(c.bootstrap, topic="y", partitions=1)) == 50
+
+
+# -- a network that stalls and cuts ----------------------------------------------------------------------------------
+
+
+class Proxy:
+    """A TCP proxy on loopback: forwards every connection to the target port; `stall` holds the bytes back,
+    `cut` closes every connection it carries."""
+
+    def __init__(self):
+        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.port = self.listener.getsockname()[1]
+        self.target = None
+        self.stalled = threading.Event()
+        self.sockets = []
+        self.lock = threading.Lock()
+        self.closed = False
+        self.accepted = 0
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while not self.closed:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target), timeout=5)
+            except OSError:
+                client.close()
+                continue
+            with self.lock:
+                self.sockets += [client, upstream]
+                self.accepted += 1
+            threading.Thread(target=self.pipe, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=self.pipe, args=(upstream, client), daemon=True).start()
+
+    def pipe(self, source, target):
+        try:
+            while True:
+                data = source.recv(1 << 16)
+                if not data:
+                    break
+                while self.stalled.is_set():
+                    time.sleep(0.01)
+                target.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (source, target):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def cut(self):
+        with self.lock:
+            sockets, self.sockets = self.sockets, []
+        for s in sockets:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+                s.close()
+            except OSError:
+                pass
+
+    def close(self):
+        self.closed = True
+        self.cut()
+        self.listener.close()
+
+
+def test_a_link_through_a_network_that_stalls_and_cuts_reconnects_and_stays_byte_identical(serve):
+    proxy = Proxy()
+    # A tells its clients (the mirror link among them) to reach it through the proxy.
+    a = serve("--cluster-id", "cluster-a", "--topic", f"{TOPIC}:{PARTITIONS}",
+              "--advertised-listener", f"127.0.0.1:{proxy.port}")
+    proxy.target = a.port
+    b = serve("--cluster-id", "cluster-b")
+    mirror("create", b, "--link", "a-to-b", "--source", f"127.0.0.1:{proxy.port}", "--topic", TOPIC)
+    producer = idempotent_producer(a.bootstrap)
+    for round_ in range(6):
+        for i in range(2000):
+            producer.produce(TOPIC, value=b"r%d-%05d" % (round_, i), partition=i % PARTITIONS)
+        assert producer.flush(60) == 0
+        if round_ % 2 == 0:
+            proxy.stalled.set()
+            time.sleep(1.5)
+            proxy.stalled.clear()
+        else:
+            proxy.cut()
+        time.sleep(0.3)
+    caught_up = wait_caught_up(b, "a-to-b", timeout_s=120)
+    assert sum(p["log_end_offset"] for p in caught_up) == 12_000
+    assert read_all(b.bootstrap) == read_all(a.bootstrap)
+    for partition in range(PARTITIONS):
+        assert batches(b, partition) == batches(a, partition)
+    # The link went through the proxy and connected again after each cut.
+    assert proxy.accepted >= 4, proxy.accepted
+    proxy.close()
