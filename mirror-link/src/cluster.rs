@@ -141,8 +141,9 @@ impl SourceCluster {
                 })
                 .collect(),
         );
-        // A mirror never creates a topic on its source.
-        request.allow_auto_topic_creation = false;
+        // A mirror never creates a topic on its source (the field exists from Metadata v4; before it, a broker
+        // decides alone).
+        request.allow_auto_topic_creation = version < 4;
         let metadata: MetadataResponse = connection.call(ApiKey::Metadata, version, &request).await?;
         let what = format!("Metadata from {bootstrap}");
         let cluster_id = metadata

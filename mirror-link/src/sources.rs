@@ -72,8 +72,9 @@ impl KafkaSources {
                 })
                 .collect(),
         );
-        // Describing a source never creates a topic on it.
-        request.allow_auto_topic_creation = false;
+        // Describing a source never creates a topic on it (the field exists from Metadata v4; before it, a
+        // broker decides alone).
+        request.allow_auto_topic_creation = version < 4;
         let metadata: MetadataResponse = connection.call(ApiKey::Metadata, version, &request).await?;
         let what = format!("Metadata of {} at {address}", topics.join(", "));
         let cluster_id = metadata

@@ -19,12 +19,12 @@ pub fn valid_batch() -> Bytes {
     builder.build().expect("batch").into_bytes()
 }
 
-fn produce_frame(correlation_id: i32, partition: i32, records: Bytes) -> Bytes {
+fn produce_frame(correlation_id: i32, topic_name: &str, partition: i32, records: Bytes) -> Bytes {
     let mut data = produce_request::PartitionProduceData::default();
     data.index = partition;
     data.records = Some(records);
     let mut topic = produce_request::TopicProduceData::default();
-    topic.name = TopicName(StrBytes::from_static_str("orders"));
+    topic.name = TopicName(StrBytes::from_string(topic_name.to_owned()));
     topic.partition_data = vec![data];
     let mut request = ProduceRequest::default();
     request.acks = -1;
@@ -45,10 +45,21 @@ fn produce_frame(correlation_id: i32, partition: i32, records: Bytes) -> Bytes {
 /// Produces `records` (acks=-1) to `orders`/`partition` on a new connection: the partition's error code and the
 /// round-trip time.
 pub async fn produce(address: std::net::SocketAddr, partition: i32, records: Bytes) -> (i16, Duration) {
+    produce_to(address, "orders", partition, records).await
+}
+
+/// Produces `records` (acks=-1) to `topic`/`partition` on a new connection: the partition's error code and the
+/// round-trip time.
+pub async fn produce_to(
+    address: std::net::SocketAddr,
+    topic: &str,
+    partition: i32,
+    records: Bytes,
+) -> (i16, Duration) {
     let started = Instant::now();
     let mut stream = TcpStream::connect(address).await.expect("connect");
     stream
-        .write_all(&produce_frame(1, partition, records))
+        .write_all(&produce_frame(1, topic, partition, records))
         .await
         .expect("write");
     let size = stream.read_i32().await.expect("size");
