@@ -5,12 +5,15 @@ driven by mirror-fsm's driver; `mirror-link/examples/mirror_once.rs`, named by M
   byte for byte at Kafka's offsets (every field `mirrorlog dump --json` prints, the CRC included, agrees with the
   same batches in Kafka's own segment);
 - once it is committed, a second run catches up and fails over: every batch of Kafka's log, then one
-  MIRROR_PID_RESET barrier naming Kafka's cluster id as the source.
+  MIRROR_PID_RESET barrier naming Kafka's cluster id as the source;
+- `mirrorlog serve` as the destination, administered with `mirrorlog mirror`: a Kafka topic of three partitions
+  (committed and aborted transactions) mirrored through one connection, byte for byte, then failed over.
 """
 
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -117,3 +120,88 @@ def test_after_the_commit_a_failover_ends_the_mirror_with_one_barrier_naming_kaf
     assert barrier["control"]["type"] == 7, barrier
     assert barrier["control"]["value_fields"]["source_cluster_id"] == node.cluster_id, barrier
     assert barrier["control"]["value_fields"]["writer_cluster_id"] == "mirror-once", barrier
+
+
+# -- `mirrorlog serve` as the destination of Apache Kafka, administered with `mirrorlog mirror` -------------------
+
+MANY = "mirrored-many"
+MANY_PARTITIONS = 3
+
+
+def start_serve(data_dir: Path, cluster_id: str):
+    """A `mirrorlog serve` on an ephemeral loopback port; (process, bootstrap)."""
+    process = subprocess.Popen(
+        [os.environ[bw.BIN_ENV], "serve", "--listen", "127.0.0.1:0", "--cluster-id", cluster_id,
+         "--data-dir", str(data_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    line = process.stdout.readline().decode()
+    assert "listening on" in line, line
+    return process, "127.0.0.1:" + line.rsplit(":", 1)[1].strip()
+
+
+def mirror_json(action, bootstrap, *args) -> dict:
+    done = subprocess.run(
+        [os.environ[bw.BIN_ENV], "mirror", action, "--bootstrap", bootstrap, *args, "--json"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    return json.loads(done.stdout)
+
+
+def read_committed(bootstrap, topic, partitions):
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "check", "isolation.level": "read_committed",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    out, idle = [], 0
+    while idle < 3:
+        batch = consumer.consume(1000, 1.0)
+        idle = idle + 1 if not batch else 0
+        out.extend((m.partition(), m.offset(), m.value()) for m in batch if not m.error())
+    consumer.close()
+    return sorted(out)
+
+
+def test_serve_mirrors_a_kafka_topic_of_several_partitions_and_fails_it_over_with_mirror_commands(source, tmp_path):
+    node, _ = source
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    admin.create_topics([NewTopic(MANY, MANY_PARTITIONS, 1)])[MANY].result(30)
+    producer = Producer({"bootstrap.servers": node.bootstrap, "transactional.id": "many-txn"})
+    producer.init_transactions(30)
+    for outcome in ("commit", "abort", "commit"):
+        producer.begin_transaction()
+        for index in range(30):
+            producer.produce(MANY, value=f"{outcome} {index}".encode(), partition=index % MANY_PARTITIONS)
+        if outcome == "commit":
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    process, dest = start_serve(tmp_path / "dest", "serve-destination")
+    try:
+        created = mirror_json("create", dest, "--link", "from-kafka", "--source", node.bootstrap, "--topic", MANY)
+        assert created["links"][0]["source_cluster_id"] == node.cluster_id
+        for _ in range(300):
+            described = mirror_json("describe", dest, "--link", "from-kafka")
+            partitions = described["links"][0]["partitions"]
+            if all(p["state"] == "MIRRORING" and p["lag_offsets"] == 0 for p in partitions):
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError(f"not caught up: {partitions}")
+        assert read_committed(dest, MANY, MANY_PARTITIONS) == read_committed(node.bootstrap, MANY, MANY_PARTITIONS)
+        for partition in range(MANY_PARTITIONS):
+            ours = bw.mirrorlog_json("dump", tmp_path / "dest" / f"{MANY}-{partition}")
+            theirs = [b for segment in node.segments(MANY, partition) for b in bw.mirrorlog_json("dump", segment)]
+            assert ours == theirs
+        stopped = mirror_json("failover", dest, "--link", "from-kafka")
+        for status in stopped["links"][0]["partitions"]:
+            assert status["state"] == "STOPPED" and status["barrier_offset"] == status["log_end_offset"] - 1, status
+    finally:
+        process.terminate()
+        assert process.wait(30) == 0

@@ -495,3 +495,54 @@ def test_a_link_through_a_network_that_stalls_and_cuts_reconnects_and_stays_byte
     # The link went through the proxy and connected again after each cut.
     assert proxy.accepted >= 4, proxy.accepted
     proxy.close()
+
+
+def test_a_failover_under_transactional_load_keeps_a_prefix_of_each_partitions_committed_records(serve):
+    source, dest = clusters(serve)
+    mirror("create", dest, "--link", "a-to-b", "--source", source.bootstrap, "--topic", TOPIC)
+    stop = threading.Event()
+    errors = []
+
+    def transactions():
+        producer = transactional_producer(source.bootstrap, "loader")
+        n = 0
+        try:
+            while not stop.is_set():
+                outcome = "abort" if n % 3 == 2 else "commit"
+                producer.begin_transaction()
+                for i in range(30):
+                    producer.produce(TOPIC, value=b"%s-%05d-%02d" % (outcome.encode(), n, i), partition=i % PARTITIONS)
+                if outcome == "commit":
+                    producer.commit_transaction(30)
+                else:
+                    producer.abort_transaction(30)
+                n += 1
+        except Exception as error:  # noqa: BLE001 - reported by the test
+            errors.append(error)
+
+    thread = threading.Thread(target=transactions)
+    thread.start()
+    time.sleep(2.0)
+    _, failed_over, _ = mirror("failover", dest, "--link", "a-to-b")
+    time.sleep(0.5)
+    stop.set()
+    thread.join()
+    assert errors == []
+    assert all(p["state"] == "STOPPED" for p in partitions_of(failed_over))
+    # B's own producers, A's transactional id among them, write after the barrier.
+    on_b = transactional_producer(dest.bootstrap, "loader")
+    on_b.begin_transaction()
+    for i in range(PARTITIONS):
+        on_b.produce(TOPIC, value=b"on-b-%02d" % i, partition=i)
+    on_b.commit_transaction(30)
+    on_source = read_all(source.bootstrap)
+    on_dest = read_all(dest.bootstrap)
+    for partition in range(PARTITIONS):
+        theirs = [r for r in on_source if r[0] == partition]
+        ours = [r for r in on_dest if r[0] == partition]
+        mirrored = [r for r in ours if not r[2].startswith(b"on-b")]
+        assert mirrored == theirs[: len(mirrored)], f"partition {partition}: not a prefix of A's committed records"
+        assert mirrored, f"partition {partition}: nothing was mirrored before the failover"
+        assert [r[2] for r in ours[len(mirrored):]] == [b"on-b-%02d" % partition]
+        assert not any(r[2].startswith(b"abort") for r in ours)
+        assert len({r[2] for r in ours}) == len(ours), "duplicates"
