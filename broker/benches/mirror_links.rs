@@ -18,9 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use broker::mirror::{MIRROR_ADMIN_API_KEY, MIRROR_ADMIN_VERSION};
 use broker::{BrokerConfig, Server};
-use mirror_link::KafkaConnection;
 use node::mirror::{AdminRequest, AdminResponse};
 use record_format::{BatchBuilder, RecordBatch};
 use storage_config::{Backend, StorageConfig};
@@ -106,16 +104,9 @@ async fn fill(server: &Server, topic: &str, partitions: u32, bytes_each: usize) 
 }
 
 async fn admin(address: &str, request: &AdminRequest) -> AdminResponse {
-    let mut connection =
-        KafkaConnection::connect(address, "bench-admin", Duration::from_secs(120), 256 << 20)
-            .await
-            .unwrap();
-    let body = serde_json::to_vec(request).unwrap();
-    let answer = connection
-        .call_raw(MIRROR_ADMIN_API_KEY, MIRROR_ADMIN_VERSION, &body)
+    broker::mirror::call(address, request, Duration::from_secs(120))
         .await
-        .unwrap();
-    serde_json::from_slice(&answer).unwrap()
+        .unwrap()
 }
 
 /// Creates link `bench` on `dest` for `topic` and waits until every partition has caught up: the time the

@@ -152,6 +152,86 @@ pub enum AdminError {
     Malformed(String),
 }
 
+/// The largest administration answer a client accepts (a describe of every partition of a large link).
+pub const MAX_ANSWER_BYTES: usize = 256 << 20;
+
+/// Why an administration call from a client failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminCallError {
+    /// The broker cannot be reached.
+    #[error("cannot reach {address}: {source}")]
+    Unreachable {
+        /// The broker's address.
+        address: String,
+        /// Why.
+        source: mirror_link::LinkError,
+    },
+    /// The broker closed the connection on the request: it does not know the administration key.
+    #[error(
+        "{address} closed the connection on the mirror administration request: not a mirrorlog broker, or one \
+         too old to mirror ({source})"
+    )]
+    NotMirrorlog {
+        /// The broker's address.
+        address: String,
+        /// What the connection said.
+        source: mirror_link::LinkError,
+    },
+    /// The call failed otherwise (a timeout, an answer too large).
+    #[error("{address}: {source}")]
+    Call {
+        /// The broker's address.
+        address: String,
+        /// Why.
+        source: mirror_link::LinkError,
+    },
+    /// The answer is not an administration answer.
+    #[error("{address} answered something that is not a mirror answer: {reason}")]
+    Answer {
+        /// The broker's address.
+        address: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// Sends one administration request to the broker at `address`, as `mirrorlog mirror` does, and reads its
+/// answer (within `timeout`, at most [`MAX_ANSWER_BYTES`]).
+pub async fn call(
+    address: &str,
+    request: &AdminRequest,
+    timeout: Duration,
+) -> Result<AdminResponse, AdminCallError> {
+    let mut connection =
+        mirror_link::KafkaConnection::connect(address, "mirrorlog-mirror-admin", timeout, MAX_ANSWER_BYTES)
+            .await
+            .map_err(|source| AdminCallError::Unreachable {
+                address: address.to_owned(),
+                source,
+            })?;
+    let body = serde_json::to_vec(request).map_err(|error| AdminCallError::Answer {
+        address: address.to_owned(),
+        reason: format!("the request does not encode: {error}"),
+    })?;
+    let answer = connection
+        .call_raw(MIRROR_ADMIN_API_KEY, MIRROR_ADMIN_VERSION, &body)
+        .await
+        .map_err(|source| match source {
+            mirror_link::LinkError::Io { .. } => AdminCallError::NotMirrorlog {
+                address: address.to_owned(),
+                source,
+            },
+            source => AdminCallError::Call {
+                address: address.to_owned(),
+                source,
+            },
+        })?;
+    serde_json::from_slice(&answer).map_err(|error| AdminCallError::Answer {
+        address: address.to_owned(),
+        reason: error.to_string(),
+    })
+}
+
 /// Answers one administration request frame: the response frame (size, correlation id, JSON).
 pub async fn answer(service: &MirrorService, request: &Request) -> Result<Bytes, AdminError> {
     if request.version != MIRROR_ADMIN_VERSION {

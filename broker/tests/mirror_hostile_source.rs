@@ -11,7 +11,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use broker::mirror::{MIRROR_ADMIN_API_KEY, MIRROR_ADMIN_VERSION};
 use broker::{BrokerConfig, Server};
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
@@ -24,7 +23,6 @@ use kafka_protocol::messages::metadata_response::{
 };
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Encodable, StrBytes};
-use mirror_link::KafkaConnection;
 use node::mirror::{AdminRequest, AdminResponse, PartitionStatus};
 use record_format::BatchBuilder;
 use storage_config::{Backend, StorageConfig};
@@ -229,15 +227,9 @@ async fn destination() -> String {
 }
 
 async fn admin(address: &str, request: &AdminRequest) -> AdminResponse {
-    let mut connection = KafkaConnection::connect(address, "test-admin", Duration::from_secs(30), 16 << 20)
+    broker::mirror::call(address, request, Duration::from_secs(120))
         .await
-        .unwrap();
-    let body = serde_json::to_vec(request).unwrap();
-    let answer = connection
-        .call_raw(MIRROR_ADMIN_API_KEY, MIRROR_ADMIN_VERSION, &body)
-        .await
-        .unwrap();
-    serde_json::from_slice(&answer).unwrap()
+        .unwrap()
 }
 
 /// Describes the link until its partition is FAILED; its status.

@@ -129,32 +129,7 @@ impl SourceCluster {
             Some(connection) => connection,
             None => self.connect(&bootstrap).await?,
         };
-        let version = connection.version(ApiKey::Metadata, METADATA_VERSIONS)?;
-        let mut request = MetadataRequest::default();
-        request.topics = Some(
-            self.topics
-                .iter()
-                .map(|name| {
-                    let mut topic = MetadataRequestTopic::default();
-                    topic.name = Some(TopicName(StrBytes::from_string(name.clone())));
-                    topic
-                })
-                .collect(),
-        );
-        // A mirror never creates a topic on its source (the field exists from Metadata v4; before it, a broker
-        // decides alone).
-        request.allow_auto_topic_creation = version < 4;
-        let metadata: MetadataResponse = connection.call(ApiKey::Metadata, version, &request).await?;
-        let what = format!("Metadata from {bootstrap}");
-        let cluster_id = metadata
-            .cluster_id
-            .as_ref()
-            .map(|id| id.as_str().to_owned())
-            .ok_or_else(|| LinkError::Malformed {
-                address: bootstrap.clone(),
-                what: what.clone(),
-                reason: "no cluster id".to_owned(),
-            })?;
+        let (metadata, cluster_id) = source_metadata(&mut connection, &self.topics, &bootstrap).await?;
         let brokers = metadata
             .brokers
             .iter()
@@ -455,6 +430,39 @@ impl SourceCluster {
             }),
         }
     }
+}
+
+/// Metadata of `topics` from the source broker on `connection` (at `address`), never creating a topic there (the
+/// field exists from Metadata v4; before it, a broker decides alone): the answer and the source's cluster id.
+pub(crate) async fn source_metadata<'a>(
+    connection: &mut KafkaConnection,
+    topics: impl IntoIterator<Item = &'a String>,
+    address: &str,
+) -> Result<(MetadataResponse, String), LinkError> {
+    let version = connection.version(ApiKey::Metadata, METADATA_VERSIONS)?;
+    let mut request = MetadataRequest::default();
+    request.topics = Some(
+        topics
+            .into_iter()
+            .map(|name| {
+                let mut topic = MetadataRequestTopic::default();
+                topic.name = Some(TopicName(StrBytes::from_string(name.clone())));
+                topic
+            })
+            .collect(),
+    );
+    request.allow_auto_topic_creation = version < 4;
+    let metadata: MetadataResponse = connection.call(ApiKey::Metadata, version, &request).await?;
+    let cluster_id = metadata
+        .cluster_id
+        .as_ref()
+        .map(|id| id.as_str().to_owned())
+        .ok_or_else(|| LinkError::Malformed {
+            address: address.to_owned(),
+            what: format!("Metadata from {address}"),
+            reason: "no cluster id".to_owned(),
+        })?;
+    Ok((metadata, cluster_id))
 }
 
 /// The whole batches of a fetched record set that the destination, whose log ends at `from_offset`, can append:

@@ -134,19 +134,26 @@ impl KafkaConnection {
         checked: bool,
     ) -> Result<A, LinkError> {
         let what = format!("{key:?} v{version}");
-        let timeout = self.timeout;
         let outcome =
-            tokio::time::timeout(timeout, self.exchange(key, version, request, &what, checked)).await;
-        let result = match outcome {
-            Ok(result) => result,
-            Err(_) => Err(LinkError::Timeout {
+            tokio::time::timeout(self.timeout, self.exchange(key, version, request, &what, checked)).await;
+        self.settle(outcome, what)
+    }
+
+    /// A call's result once its timeout is applied; after any failure what is left on the wire is unknown, so
+    /// the connection is not used again.
+    fn settle<T>(
+        &mut self,
+        outcome: Result<Result<T, LinkError>, tokio::time::error::Elapsed>,
+        what: String,
+    ) -> Result<T, LinkError> {
+        let result = outcome.unwrap_or_else(|_| {
+            Err(LinkError::Timeout {
                 address: self.address.clone(),
-                what: what.clone(),
-                timeout_ms: timeout.as_millis() as u64,
-            }),
-        };
+                what,
+                timeout_ms: self.timeout.as_millis() as u64,
+            })
+        });
         if result.is_err() {
-            // What is left on the wire is unknown: the connection is not used again.
             self.stream = None;
         }
         result
@@ -299,20 +306,9 @@ impl KafkaConnection {
     /// after its correlation id (response header v0), under the connection's timeout and size bound.
     pub async fn call_raw(&mut self, api_key: i16, version: i16, body: &[u8]) -> Result<Bytes, LinkError> {
         let what = format!("API {api_key} v{version}");
-        let timeout = self.timeout;
-        let outcome = tokio::time::timeout(timeout, self.exchange_raw(api_key, version, body, &what)).await;
-        let result = match outcome {
-            Ok(result) => result,
-            Err(_) => Err(LinkError::Timeout {
-                address: self.address.clone(),
-                what,
-                timeout_ms: timeout.as_millis() as u64,
-            }),
-        };
-        if result.is_err() {
-            self.stream = None;
-        }
-        result
+        let outcome =
+            tokio::time::timeout(self.timeout, self.exchange_raw(api_key, version, body, &what)).await;
+        self.settle(outcome, what)
     }
 
     async fn exchange_raw(

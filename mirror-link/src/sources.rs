@@ -5,9 +5,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::{ApiKey, MetadataRequest, MetadataResponse, TopicName};
-use kafka_protocol::protocol::StrBytes;
 use mirror_fsm::{FetchError, FetchedPartition, Fetcher, PartitionFetch, SourceDescription, Sources};
 use tokio::sync::Mutex;
 
@@ -15,9 +12,6 @@ use crate::cluster::SourceCluster;
 use crate::connection::KafkaConnection;
 use crate::error::LinkError;
 use crate::fetcher::{FetcherConfig, KafkaFetcher};
-
-/// Metadata versions: 2 (the cluster id) to 8.
-const METADATA_VERSIONS: (i16, i16) = (2, 8);
 
 /// The largest Metadata answer accepted while describing a source (a few topics' partitions).
 const DESCRIBE_RESPONSE_BYTES: usize = 16 << 20;
@@ -60,32 +54,9 @@ impl KafkaSources {
             DESCRIBE_RESPONSE_BYTES,
         )
         .await?;
-        let version = connection.version(ApiKey::Metadata, METADATA_VERSIONS)?;
-        let mut request = MetadataRequest::default();
-        request.topics = Some(
-            topics
-                .iter()
-                .map(|name| {
-                    let mut topic = MetadataRequestTopic::default();
-                    topic.name = Some(TopicName(StrBytes::from_string(name.clone())));
-                    topic
-                })
-                .collect(),
-        );
-        // Describing a source never creates a topic on it (the field exists from Metadata v4; before it, a
-        // broker decides alone).
-        request.allow_auto_topic_creation = version < 4;
-        let metadata: MetadataResponse = connection.call(ApiKey::Metadata, version, &request).await?;
+        let (metadata, cluster_id) =
+            crate::cluster::source_metadata(&mut connection, topics, address).await?;
         let what = format!("Metadata of {} at {address}", topics.join(", "));
-        let cluster_id = metadata
-            .cluster_id
-            .as_ref()
-            .map(|id| id.as_str().to_owned())
-            .ok_or_else(|| LinkError::Malformed {
-                address: address.to_owned(),
-                what: what.clone(),
-                reason: "no cluster id".to_owned(),
-            })?;
         let mut partitions = BTreeMap::new();
         for wanted in topics {
             let answer = metadata

@@ -7,15 +7,10 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use broker::mirror::{MIRROR_ADMIN_API_KEY, MIRROR_ADMIN_VERSION};
 use clap::{Args, Subcommand};
-use mirror_link::{KafkaConnection, LinkError};
-use node::mirror::{AdminRequest, AdminResponse, LinkStatus};
+use node::mirror::{AdminRequest, LinkStatus};
 
 use crate::error::CliError;
-
-/// The largest answer accepted (a describe of every partition of a large link).
-const MAX_ANSWER_BYTES: usize = 256 << 20;
 
 /// How long an action may take beyond a promote's own wait.
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
@@ -145,7 +140,13 @@ pub fn mirror(args: MirrorArgs, out: &mut impl Write) -> Result<ExitCode, CliErr
         .enable_all()
         .build()
         .map_err(|error| CliError::Usage(format!("cannot start a runtime: {error}")))?;
-    let response = runtime.block_on(call(&bootstrap, &request, CALL_TIMEOUT.saturating_add(wait)))?;
+    let response = runtime
+        .block_on(broker::mirror::call(
+            &bootstrap,
+            &request,
+            CALL_TIMEOUT.saturating_add(wait),
+        ))
+        .map_err(|error| CliError::Usage(error.to_string()))?;
     if json {
         let text = serde_json::to_string_pretty(&response)
             .map_err(|error| CliError::Usage(format!("cannot encode the answer: {error}")))?;
@@ -180,32 +181,6 @@ fn simple(
         request(target.link, target.topics),
         Duration::ZERO,
     )
-}
-
-/// Sends the request to the destination and reads its answer.
-async fn call(bootstrap: &str, request: &AdminRequest, timeout: Duration) -> Result<AdminResponse, CliError> {
-    let unreachable = |error: LinkError| CliError::Usage(format!("cannot reach {bootstrap}: {error}"));
-    let mut connection =
-        KafkaConnection::connect(bootstrap, "mirrorlog-mirror-admin", timeout, MAX_ANSWER_BYTES)
-            .await
-            .map_err(unreachable)?;
-    let body = serde_json::to_vec(request)
-        .map_err(|error| CliError::Usage(format!("cannot encode the request: {error}")))?;
-    let answer = connection
-        .call_raw(MIRROR_ADMIN_API_KEY, MIRROR_ADMIN_VERSION, &body)
-        .await
-        .map_err(|error| match error {
-            LinkError::Io { .. } => CliError::Usage(format!(
-                "{bootstrap} closed the connection on the mirror administration request: not a mirrorlog \
-                 broker, or one too old to mirror ({error})"
-            )),
-            other => CliError::Usage(format!("{bootstrap}: {other}")),
-        })?;
-    serde_json::from_slice(&answer).map_err(|error| {
-        CliError::Usage(format!(
-            "{bootstrap} answered something that is not a mirror answer: {error}"
-        ))
-    })
 }
 
 /// A link as a table: one line per partition.

@@ -69,6 +69,40 @@ struct Mirrored {
     error: Option<String>,
 }
 
+impl Mirrored {
+    /// Records how a round of this partition went — its error, when it last caught up — and, when the log end
+    /// moved from `end_before` to `end`, moves the high watermark and wakes consumers. The batches appended.
+    async fn after_round(
+        &mut self,
+        node: &Node,
+        key: &PartitionKey,
+        round: Result<usize, mirror_fsm::DriverError>,
+        end_before: i64,
+        end: i64,
+        now: i64,
+    ) -> usize {
+        let appended = match round {
+            Ok(appended) => {
+                self.error = None;
+                appended
+            }
+            Err(error) => {
+                self.error = Some(error.to_string());
+                0
+            }
+        };
+        if self.source_lso.is_some_and(|stable| end >= stable) {
+            self.caught_up_at_ms = now;
+        }
+        if end != end_before {
+            if let Err(error) = wrote(node, &key.0, key.1).await {
+                self.error = Some(error.to_string());
+            }
+        }
+        appended
+    }
+}
+
 /// The node's mirror links; see the module docs.
 pub struct MirrorLinks {
     sources: Arc<dyn Sources>,
@@ -265,27 +299,9 @@ impl MirrorLinks {
             .driver
             .apply_fetch(log, mirrored.fetcher.as_mut(), offset, fetched)
             .await;
-        let appended = match applied {
-            Ok(appended) => {
-                mirrored.error = None;
-                appended
-            }
-            Err(error) => {
-                mirrored.error = Some(error.to_string());
-                0
-            }
-        };
         let end = log.log_end_offset();
-        if mirrored.source_lso.is_some_and(|stable| end >= stable) {
-            mirrored.caught_up_at_ms = now;
-        }
         drop(guard);
-        if end != offset {
-            if let Err(error) = wrote(node, topic, partition).await {
-                mirrored.error = Some(error.to_string());
-            }
-        }
-        appended
+        mirrored.after_round(node, key, applied, offset, end, now).await
     }
 
     /// One round of one partition through its own fetcher; the batches it appended.
@@ -317,30 +333,14 @@ impl MirrorLinks {
             Ok(()) => mirrored.driver.fetch_once(log, mirrored.fetcher.as_mut()).await,
             Err(error) => Err(error),
         };
-        let appended = match fetched {
-            Ok(appended) => {
-                mirrored.error = None;
-                appended
-            }
-            Err(error) => {
-                mirrored.error = Some(error.to_string());
-                0
-            }
-        };
         if let Some(stable) = mirrored.fetcher.source_last_stable_offset() {
             mirrored.source_lso = Some(stable);
         }
         let end = log.log_end_offset();
-        if mirrored.source_lso.is_some_and(|stable| end >= stable) {
-            mirrored.caught_up_at_ms = now;
-        }
         drop(guard);
-        if end != end_before || appended > 0 {
-            if let Err(error) = wrote(node, topic, partition).await {
-                mirrored.error = Some(error.to_string());
-            }
-        }
-        appended
+        mirrored
+            .after_round(node, key, fetched, end_before, end, now)
+            .await
     }
 
     /// Answers an administration request.
