@@ -204,21 +204,29 @@ impl KafkaConnection {
     ) -> Result<(), LinkError> {
         let what = format!("{key:?} v{version}");
         let (_, frame) = self.frame(key, version, request, &what)?;
-        let address = self.address.clone();
-        let Some(stream) = self.stream.as_mut() else {
-            return Err(LinkError::Io {
-                address,
-                source: std::io::Error::new(
-                    std::io::ErrorKind::NotConnected,
-                    "the connection failed earlier",
-                ),
-            });
-        };
-        if let Err(source) = stream.write_all(&frame).await {
+        let sent = self.send(&frame).await;
+        if sent.is_err() {
             self.stream = None;
-            return Err(LinkError::Io { address, source });
         }
-        Ok(())
+        sent
+    }
+
+    /// The open stream, or the error of a connection that failed earlier.
+    fn stream(&mut self) -> Result<&mut TcpStream, LinkError> {
+        let address = self.address.clone();
+        self.stream.as_mut().ok_or_else(|| LinkError::Io {
+            address,
+            source: std::io::Error::new(std::io::ErrorKind::NotConnected, "the connection failed earlier"),
+        })
+    }
+
+    /// Writes one whole frame.
+    async fn send(&mut self, frame: &[u8]) -> Result<(), LinkError> {
+        let address = self.address.clone();
+        self.stream()?
+            .write_all(frame)
+            .await
+            .map_err(|source| LinkError::Io { address, source })
     }
 
     async fn exchange<Q: Encodable, A: Decodable>(
@@ -236,19 +244,7 @@ impl KafkaConnection {
             what: what.to_owned(),
             reason,
         };
-
-        let address = self.address.clone();
-        let io = |source| LinkError::Io {
-            address: address.clone(),
-            source,
-        };
-        let Some(stream) = self.stream.as_mut() else {
-            return Err(io(std::io::Error::new(
-                std::io::ErrorKind::NotConnected,
-                "the connection failed earlier",
-            )));
-        };
-        stream.write_all(&frame).await.map_err(io)?;
+        self.send(&frame).await?;
         let mut body = self.read_response(what).await?;
         let header = ResponseHeader::decode(&mut body, key.response_header_version(version))
             .map_err(|error| malformed(format!("response header: {error}")))?;
@@ -280,17 +276,12 @@ impl KafkaConnection {
             address: address.clone(),
             source,
         };
-        let Some(stream) = self.stream.as_mut() else {
-            return Err(io(std::io::Error::new(
-                std::io::ErrorKind::NotConnected,
-                "the connection failed earlier",
-            )));
-        };
-        let size = stream.read_i32().await.map_err(io)?;
         let limit = self.max_response_bytes;
+        let stream = self.stream()?;
+        let size = stream.read_i32().await.map_err(io)?;
         if size < 4 || size as usize > limit {
             return Err(LinkError::ResponseTooLarge {
-                address: self.address.clone(),
+                address: address.clone(),
                 what: what.to_owned(),
                 size: i64::from(size),
                 limit,
@@ -339,20 +330,7 @@ impl KafkaConnection {
         frame.put_slice(body);
         let size = i32::try_from(frame.len() - 4).map_err(|_| malformed("request too large".to_owned()))?;
         frame[..4].copy_from_slice(&size.to_be_bytes());
-        let address = self.address.clone();
-        let Some(stream) = self.stream.as_mut() else {
-            return Err(LinkError::Io {
-                address,
-                source: std::io::Error::new(
-                    std::io::ErrorKind::NotConnected,
-                    "the connection failed earlier",
-                ),
-            });
-        };
-        stream
-            .write_all(&frame)
-            .await
-            .map_err(|source| LinkError::Io { address, source })?;
+        self.send(&frame).await?;
         let mut answer = self.read_response(what).await?;
         let answered = answer.get_i32();
         if answered != correlation_id {
