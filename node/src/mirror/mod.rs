@@ -4,12 +4,14 @@
 //! through STOPPING with the `MIRROR_PID_RESET` barrier.
 //!
 //! - [`registry`] — the durable list of links ([`LinkRecord`]).
-//! - [`links`] — [`MirrorLinks`]: the drivers and fetchers at work, stepped by their owner, and the
-//!   administration actions (create, reverse, list, describe, pause, resume, failover, promote).
+//! - [`links`] — [`MirrorLinks`]: the drivers and fetchers at work, recovered at open and stepped by their owner.
+//! - `actions` — the administration actions on them (create, reverse, list, describe, pause, resume, failover,
+//!   promote).
 //! - [`local`] — [`NodeSources`]: other nodes of the process as sources (in-process fetchers).
 //! - [`admin`] — the administration requests and answers ([`AdminRequest`], [`AdminResponse`]).
 //! - [`error`] — [`MirrorError`] and its answer categories.
 
+mod actions;
 pub mod admin;
 pub mod error;
 pub mod links;

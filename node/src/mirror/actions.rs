@@ -1,0 +1,528 @@
+//! The administration actions on [`MirrorLinks`]: create and reverse a link, list and describe links, pause,
+//! resume, fail over and promote — each answering with the status of the partitions it touched
+//! ([`AdminResponse`]). What a partition does is the state machine's decision; an action records what the
+//! operator asked (the registry first, for a failover) and sends the machine its event.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use mirror_fsm::{stop_all, transition_allowed, Event, EventKind, MirrorState, StateKind, StopJob};
+
+use super::admin::{AdminRequest, AdminResponse, LinkStatus, PartitionStatus};
+use super::error::MirrorError;
+use super::links::{leader, log_end, slot, wrote, MirrorLinks, Mirrored, PartitionKey};
+use super::registry::{LinkRecord, TopicRecord};
+use crate::Node;
+
+/// How many partitions run their STOPPING sequences at once in one failover.
+const STOP_PARALLELISM: usize = 64;
+
+/// How long `promote` waits between rounds that brought nothing.
+const PROMOTE_POLL: Duration = Duration::from_millis(10);
+
+/// The longest link name (a topic name's limit in Kafka).
+const MAX_NAME_CHARS: usize = 249;
+
+impl MirrorLinks {
+    /// Answers an administration request.
+    pub async fn handle(&mut self, node: &Node, request: AdminRequest) -> AdminResponse {
+        let outcome = match request {
+            AdminRequest::Create { link, source, topics } => {
+                self.create(node, link, source, topics, false).await
+            }
+            AdminRequest::Reverse { link, source, topics } => {
+                self.create(node, link, source, topics, true).await
+            }
+            AdminRequest::List => {
+                let mut statuses = Vec::new();
+                for link in &self.links {
+                    statuses.push(self.status(node, link, &BTreeSet::new()).await);
+                }
+                Ok(statuses)
+            }
+            AdminRequest::Describe { link, topics } => self.describe(node, &link, &topics).await,
+            AdminRequest::Pause { link, topics } => {
+                self.send_all(node, &link, &topics, Event::Pause, EventKind::Pause)
+                    .await
+            }
+            AdminRequest::Resume { link, topics } => {
+                self.send_all(node, &link, &topics, Event::Resume, EventKind::Resume)
+                    .await
+            }
+            AdminRequest::Failover { link, topics } => self.failover(node, &link, &topics).await,
+            AdminRequest::Promote {
+                link,
+                topics,
+                timeout_ms,
+            } => self.promote(node, &link, &topics, timeout_ms).await,
+        };
+        match outcome {
+            Ok(links) => AdminResponse {
+                ok: true,
+                error: None,
+                links,
+            },
+            Err((error, links)) => AdminResponse::failed(error.category(), error.to_string(), links),
+        }
+    }
+
+    async fn create(
+        &mut self,
+        node: &Node,
+        name: String,
+        source: String,
+        topics: Vec<String>,
+        reverse: bool,
+    ) -> Outcome {
+        let no_status = |error: MirrorError| (error, Vec::new());
+        check_name(&name).map_err(no_status)?;
+        if self.links.iter().any(|link| link.name == name) {
+            return Err(no_status(MirrorError::AlreadyExists(format!(
+                "mirror link {name:?} exists already"
+            ))));
+        }
+        let topics: BTreeSet<String> = topics.into_iter().collect();
+        if topics.is_empty() {
+            return Err(no_status(MirrorError::InvalidRequest(
+                "name at least one topic to mirror".to_owned(),
+            )));
+        }
+        for topic in &topics {
+            if let Some(link) = self.links.iter().find(|link| link.topics.contains_key(topic)) {
+                return Err(no_status(MirrorError::AlreadyExists(format!(
+                    "topic {topic} is mirrored by link {:?} already",
+                    link.name
+                ))));
+            }
+        }
+        let wanted: Vec<String> = topics.iter().cloned().collect();
+        let description = self.sources.describe(&source, &wanted).await.map_err(|error| {
+            no_status(MirrorError::Source {
+                address: source.clone(),
+                error,
+            })
+        })?;
+        if description.cluster_id == node.config().cluster_id {
+            return Err(no_status(MirrorError::InvalidRequest(format!(
+                "the source at {source} is this cluster ({}): a cluster cannot mirror itself",
+                description.cluster_id
+            ))));
+        }
+        let existing = node.topic_partitions().await;
+        for (topic, &partitions) in &description.partitions {
+            match (existing.get(topic), reverse) {
+                (None, false) => {}
+                (Some(_), false) => {
+                    return Err(no_status(MirrorError::AlreadyExists(format!(
+                        "topic {topic} exists on this cluster: a mirror topic is created by the link (`mirror \
+                         reverse` mirrors into a former source's topic)"
+                    ))))
+                }
+                (None, true) => {
+                    return Err(no_status(MirrorError::UnknownTopic(format!(
+                        "topic {topic} does not exist on this cluster: `mirror reverse` mirrors into an existing \
+                         topic (`mirror create` creates one)"
+                    ))))
+                }
+                (Some(&count), true) if count != partitions as usize => {
+                    return Err(no_status(MirrorError::InvalidRequest(format!(
+                        "topic {topic} has {count} partitions here and {partitions} at the source"
+                    ))))
+                }
+                (Some(_), true) => {}
+            }
+        }
+        for (topic, &partitions) in &description.partitions {
+            if !existing.contains_key(topic) {
+                node.create_topic(topic, partitions).await.map_err(|error| {
+                    no_status(MirrorError::InvalidRequest(format!(
+                        "topic {topic} cannot be created: {}",
+                        error.name()
+                    )))
+                })?;
+            }
+        }
+        let link = LinkRecord {
+            name: name.clone(),
+            source,
+            source_cluster_id: description.cluster_id,
+            topics: description
+                .partitions
+                .iter()
+                .map(|(topic, &partitions)| {
+                    (
+                        topic.clone(),
+                        TopicRecord {
+                            partitions,
+                            failover_requested: false,
+                        },
+                    )
+                })
+                .collect(),
+        };
+        let mut recorded = self.links.clone();
+        recorded.push(link.clone());
+        node.put_mirror_links(&recorded)
+            .await
+            .map_err(|error| no_status(error.into()))?;
+        self.links = recorded;
+        for (topic, record) in &link.topics {
+            for partition in 0..record.partitions as i32 {
+                if let Err(error) = self.start_partition(node, &link, topic, partition, *record).await {
+                    let status = self.status(node, &link, &BTreeSet::new()).await;
+                    return Err((error, vec![status]));
+                }
+            }
+        }
+        let status = self.status(node, &link, &BTreeSet::new()).await;
+        match failed_partitions(&status) {
+            Some(message) => Err((MirrorError::Failed(message), vec![status])),
+            None => Ok(vec![status]),
+        }
+    }
+
+    /// The link named `name` and the partitions of `topics` (all of its topics when empty).
+    fn select(&self, name: &str, topics: &[String]) -> Result<(LinkRecord, Vec<PartitionKey>), MirrorError> {
+        let link = self
+            .links
+            .iter()
+            .find(|link| link.name == name)
+            .ok_or_else(|| MirrorError::UnknownLink(name.to_owned()))?;
+        for topic in topics {
+            if !link.topics.contains_key(topic) {
+                return Err(MirrorError::UnknownTopic(format!(
+                    "link {name:?} does not mirror topic {topic}"
+                )));
+            }
+        }
+        let keys = link
+            .topics
+            .iter()
+            .filter(|(topic, _)| topics.is_empty() || topics.contains(topic))
+            .flat_map(|(topic, record)| (0..record.partitions as i32).map(|p| (topic.clone(), p)))
+            .collect();
+        Ok((link.clone(), keys))
+    }
+
+    async fn describe(&self, node: &Node, name: &str, topics: &[String]) -> Outcome {
+        let (link, _) = self.select(name, topics).map_err(|error| (error, Vec::new()))?;
+        let topics: BTreeSet<String> = topics.iter().cloned().collect();
+        Ok(vec![self.status(node, &link, &topics).await])
+    }
+
+    /// Sends `event` to every selected partition whose state accepts it (pause, resume).
+    async fn send_all(
+        &mut self,
+        node: &Node,
+        name: &str,
+        topics: &[String],
+        event: Event,
+        kind: EventKind,
+    ) -> Outcome {
+        let (link, keys) = self.select(name, topics).map_err(|error| (error, Vec::new()))?;
+        let mut first_error = None;
+        for key in &keys {
+            let Some(mirrored) = self.partitions.get_mut(key) else {
+                continue;
+            };
+            if !transition_allowed(mirrored.driver.state().kind(), kind) {
+                continue;
+            }
+            let sent = async {
+                let slot = slot(node, &key.0, key.1).await?;
+                let mut guard = slot.lock().await;
+                let log = leader(&mut guard, &key.0, key.1)?;
+                mirrored
+                    .driver
+                    .handle(log, mirrored.fetcher.as_mut(), event.clone())
+                    .await?;
+                Ok::<(), MirrorError>(())
+            }
+            .await;
+            if let Err(error) = sent {
+                first_error.get_or_insert(error);
+            }
+        }
+        let topics: BTreeSet<String> = topics.iter().cloned().collect();
+        let status = self.status(node, &link, &topics).await;
+        match first_error {
+            Some(error) => Err((error, vec![status])),
+            None => Ok(vec![status]),
+        }
+    }
+
+    /// Records the failover request, then runs STOPPING on every selected partition that is not stopped yet,
+    /// [`STOP_PARALLELISM`] at a time.
+    async fn failover(&mut self, node: &Node, name: &str, topics: &[String]) -> Outcome {
+        let (link, keys) = self.select(name, topics).map_err(|error| (error, Vec::new()))?;
+        let mut recorded = self.links.clone();
+        if let Some(entry) = recorded.iter_mut().find(|entry| entry.name == link.name) {
+            for (topic, record) in entry.topics.iter_mut() {
+                if topics.is_empty() || topics.contains(topic) {
+                    record.failover_requested = true;
+                }
+            }
+        }
+        if let Err(error) = node.put_mirror_links(&recorded).await {
+            return Err((error.into(), Vec::new()));
+        }
+        self.links = recorded;
+        let (link, _) = self.select(name, topics).map_err(|error| (error, Vec::new()))?;
+        let wanted: BTreeSet<&PartitionKey> = keys.iter().collect();
+        let mut selected: Vec<(&PartitionKey, &mut Mirrored)> = self
+            .partitions
+            .iter_mut()
+            .filter(|(key, mirrored)| {
+                wanted.contains(key) && transition_allowed(mirrored.driver.state().kind(), EventKind::Stop)
+            })
+            .collect();
+        let mut guards = Vec::with_capacity(selected.len());
+        for (key, _) in &selected {
+            match slot(node, &key.0, key.1).await {
+                Ok(slot) => guards.push(slot.lock_owned().await),
+                Err(error) => return Err((error, Vec::new())),
+            }
+        }
+        let mut jobs = Vec::with_capacity(selected.len());
+        let mut stopped_keys = Vec::with_capacity(selected.len());
+        for ((key, mirrored), guard) in selected.iter_mut().zip(guards.iter_mut()) {
+            let Some(replicas) = guard.as_mut() else {
+                continue;
+            };
+            stopped_keys.push((*key).clone());
+            jobs.push(StopJob {
+                log: &mut replicas.leader,
+                driver: &mut mirrored.driver,
+                fetcher: mirrored.fetcher.as_mut(),
+            });
+        }
+        let results = stop_all(jobs, STOP_PARALLELISM).await;
+        drop(guards);
+        let mut first_error = None;
+        for (key, result) in stopped_keys.iter().zip(results) {
+            if let Err(error) = result {
+                first_error.get_or_insert(MirrorError::Driver(error));
+            }
+            if let Err(error) = wrote(node, &key.0, key.1).await {
+                first_error.get_or_insert(error);
+            }
+        }
+        let topics: BTreeSet<String> = topics.iter().cloned().collect();
+        let status = self.status(node, &link, &topics).await;
+        let not_stopped = status
+            .partitions
+            .iter()
+            .filter(|partition| partition.state != "STOPPED")
+            .map(|partition| {
+                format!(
+                    "{}-{} is {}",
+                    partition.topic, partition.partition, partition.state
+                )
+            })
+            .collect::<Vec<_>>();
+        match first_error {
+            Some(error) => Err((error, vec![status])),
+            None if !not_stopped.is_empty() => Err((
+                MirrorError::Failed(format!("failover incomplete: {}", not_stopped.join(", "))),
+                vec![status],
+            )),
+            None => Ok(vec![status]),
+        }
+    }
+
+    /// Fetches until every selected partition has caught up with its source's last stable offset (the source
+    /// answering), then fails them over; gives up after `timeout_ms`, failing nothing over.
+    async fn promote(&mut self, node: &Node, name: &str, topics: &[String], timeout_ms: u64) -> Outcome {
+        let (link, keys) = self.select(name, topics).map_err(|error| (error, Vec::new()))?;
+        let deadline = node
+            .now_ms()
+            .saturating_add(i64::try_from(timeout_ms).unwrap_or(i64::MAX));
+        let selected: BTreeSet<String> = topics.iter().cloned().collect();
+        if let Some((key, _)) = keys
+            .iter()
+            .filter_map(|key| self.partitions.get_key_value(key))
+            .find(|(_, mirrored)| mirrored.driver.state().kind() == StateKind::Paused)
+        {
+            let status = self.status(node, &link, &selected).await;
+            return Err((
+                MirrorError::InvalidRequest(format!(
+                    "{}-{} is PAUSED: resume it first (or `mirror failover` stops it as it is)",
+                    key.0, key.1
+                )),
+                vec![status],
+            ));
+        }
+        loop {
+            let appended = self.step(node).await;
+            let mut behind = Vec::new();
+            for key in &keys {
+                let Some(mirrored) = self.partitions.get(key) else {
+                    continue;
+                };
+                if matches!(
+                    mirrored.driver.state().kind(),
+                    StateKind::Stopped | StateKind::Stopping
+                ) {
+                    continue;
+                }
+                if let Some(failure) = mirrored.driver.state().failure() {
+                    let status = self.status(node, &link, &selected).await;
+                    return Err((
+                        MirrorError::Failed(format!(
+                            "{}-{} cannot catch up ({}): promote needs a reachable source; `mirror failover` \
+                             stops now, with what was mirrored",
+                            key.0, key.1, failure.message
+                        )),
+                        vec![status],
+                    ));
+                }
+                let end = log_end(node, key).await;
+                let caught_up = mirrored
+                    .source_lso
+                    .zip(end)
+                    .is_some_and(|(stable, end)| end >= stable);
+                if !caught_up {
+                    behind.push(format!("{}-{}", key.0, key.1));
+                }
+            }
+            if behind.is_empty() {
+                break;
+            }
+            if node.now_ms() >= deadline {
+                let status = self.status(node, &link, &selected).await;
+                return Err((
+                    MirrorError::Timeout(format!(
+                        "not caught up after {timeout_ms} ms: {}; nothing was failed over",
+                        behind.join(", ")
+                    )),
+                    vec![status],
+                ));
+            }
+            if appended == 0 {
+                tokio::time::sleep(PROMOTE_POLL).await;
+            }
+        }
+        self.failover(node, name, topics).await
+    }
+
+    /// The status of `link`'s partitions (of `topics`; all when empty).
+    async fn status(&self, node: &Node, link: &LinkRecord, topics: &BTreeSet<String>) -> LinkStatus {
+        let now = node.now_ms();
+        let mut partitions = Vec::new();
+        for (topic, record) in &link.topics {
+            if !topics.is_empty() && !topics.contains(topic) {
+                continue;
+            }
+            for partition in 0..record.partitions as i32 {
+                let key = (topic.clone(), partition);
+                let end = log_end(node, &key).await.unwrap_or(-1);
+                let Some(mirrored) = self.partitions.get(&key) else {
+                    partitions.push(PartitionStatus {
+                        topic: topic.clone(),
+                        partition,
+                        state: "UNKNOWN".to_owned(),
+                        log_end_offset: end,
+                        last_mirrored_offset: None,
+                        source_last_stable_offset: None,
+                        lag_offsets: None,
+                        lag_ms: None,
+                        barrier_offset: None,
+                        error: Some("not started".to_owned()),
+                    });
+                    continue;
+                };
+                let state = mirrored.driver.state();
+                let kind = state.kind();
+                let stable = mirrored.source_lso;
+                let following = matches!(kind, StateKind::Mirroring | StateKind::Paused | StateKind::Failed)
+                    && state.stop_step().is_none();
+                let lag = stable.filter(|_| following).map(|stable| (stable - end).max(0));
+                let last_mirrored = if following {
+                    Some(end)
+                } else {
+                    state.last_mirrored_offset()
+                };
+                let barrier = (kind == StateKind::Stopped && record.failover_requested)
+                    .then(|| state.last_mirrored_offset())
+                    .flatten();
+                partitions.push(PartitionStatus {
+                    topic: topic.clone(),
+                    partition,
+                    state: state_name(state).to_owned(),
+                    log_end_offset: end,
+                    last_mirrored_offset: last_mirrored,
+                    source_last_stable_offset: stable,
+                    lag_offsets: lag,
+                    lag_ms: lag.map(|lag| {
+                        if lag > 0 {
+                            now - mirrored.caught_up_at_ms
+                        } else {
+                            0
+                        }
+                    }),
+                    barrier_offset: barrier,
+                    error: state
+                        .failure()
+                        .map(|failure| failure.message.clone())
+                        .or_else(|| mirrored.error.clone()),
+                });
+            }
+        }
+        LinkStatus {
+            name: link.name.clone(),
+            source: link.source.clone(),
+            source_cluster_id: link.source_cluster_id.clone(),
+            partitions,
+        }
+    }
+}
+
+/// An action's links, or its failure with the links' status as far as it got.
+type Outcome = Result<Vec<LinkStatus>, (MirrorError, Vec<LinkStatus>)>;
+
+/// The names of KIP-1279's prototype for our states (PREPARING aligns the log with the source: its
+/// LOG_TRUNCATION).
+fn state_name(state: &MirrorState) -> &'static str {
+    match state.kind() {
+        StateKind::Preparing => "LOG_TRUNCATION",
+        StateKind::Mirroring => "MIRRORING",
+        StateKind::Paused => "PAUSED",
+        StateKind::Stopping => "STOPPING",
+        StateKind::Stopped => "STOPPED",
+        StateKind::Failed => "FAILED",
+    }
+}
+
+/// The FAILED partitions of a status, as one message (`None`: none failed).
+fn failed_partitions(status: &LinkStatus) -> Option<String> {
+    let failed: Vec<String> = status
+        .partitions
+        .iter()
+        .filter(|partition| partition.state == "FAILED")
+        .map(|partition| {
+            format!(
+                "{}-{}: {}",
+                partition.topic,
+                partition.partition,
+                partition.error.as_deref().unwrap_or("failed")
+            )
+        })
+        .collect();
+    (!failed.is_empty()).then(|| failed.join("; "))
+}
+
+/// A link name: 1 to 249 characters of `[A-Za-z0-9._-]`, as Kafka's topic names.
+fn check_name(name: &str) -> Result<(), MirrorError> {
+    let valid = !name.is_empty()
+        && name.chars().count() <= MAX_NAME_CHARS
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if valid {
+        Ok(())
+    } else {
+        Err(MirrorError::InvalidRequest(format!(
+            "link name {name:?}: 1 to {MAX_NAME_CHARS} characters of [A-Za-z0-9._-]"
+        )))
+    }
+}
