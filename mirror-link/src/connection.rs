@@ -287,8 +287,20 @@ impl KafkaConnection {
                 limit,
             });
         }
-        let mut body = vec![0u8; size as usize];
-        stream.read_exact(&mut body).await.map_err(io)?;
+        // Filled as the bytes arrive, not zeroed first (a fetch answer is tens of MiB).
+        let size = size as usize;
+        let mut body = Vec::with_capacity(size);
+        let got = (&mut *stream)
+            .take(size as u64)
+            .read_to_end(&mut body)
+            .await
+            .map_err(io)?;
+        if got < size {
+            return Err(io(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("early eof: {got} of a {size}-byte response"),
+            )));
+        }
         Ok(Bytes::from(body))
     }
 
