@@ -31,6 +31,8 @@ pub struct Faults {
     /// The fraction (0.0–1.0) of produce requests whose records are appended but whose response is lost: the
     /// connection closes instead of answering, as when an acknowledgement is lost on the network.
     pub drop_produce_responses: f64,
+    /// A pause after each step of a mirror failover's STOPPING, so a test can kill the process in the middle.
+    pub stopping_step_pause: Option<Duration>,
 }
 
 impl BrokerConfig {

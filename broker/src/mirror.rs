@@ -52,9 +52,11 @@ pub struct MirrorService {
 
 impl MirrorService {
     /// Starts the thread: it opens the links recorded on `node` (resuming them) and serves until `stopped`.
+    /// `stopping_pause` is a test fault (`Faults::stopping_step_pause`).
     pub fn start(
         node: Arc<Node>,
         sources: Arc<dyn Sources>,
+        stopping_pause: Option<Duration>,
         stopped: watch::Receiver<bool>,
     ) -> std::io::Result<Self> {
         let (commands, receiver) = mpsc::channel(COMMAND_QUEUE);
@@ -63,7 +65,7 @@ impl MirrorService {
             .build()?;
         let thread = std::thread::Builder::new()
             .name("mirror-links".to_owned())
-            .spawn(move || runtime.block_on(serve(node, sources, receiver, stopped)))?;
+            .spawn(move || runtime.block_on(serve(node, sources, stopping_pause, receiver, stopped)))?;
         Ok(MirrorService {
             commands,
             thread: Some(thread),
@@ -92,11 +94,15 @@ impl MirrorService {
 async fn serve(
     node: Arc<Node>,
     sources: Arc<dyn Sources>,
+    stopping_pause: Option<Duration>,
     mut commands: mpsc::Receiver<Command>,
     mut stopped: watch::Receiver<bool>,
 ) {
     let mut links = match MirrorLinks::open(&node, sources).await {
-        Ok(links) => Ok(links),
+        Ok(mut links) => {
+            links.pause_between_stopping_steps(stopping_pause);
+            Ok(links)
+        }
         Err(error) => {
             eprintln!("mirrorlog serve: cannot open the mirror links: {error}");
             Err(error.to_string())

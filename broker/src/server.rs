@@ -102,8 +102,13 @@ impl Server {
             stopped.clone(),
         ));
         let mirror = Arc::new(
-            MirrorService::start(self.node.clone(), self.mirror_sources(), stopped.clone())
-                .map_err(BrokerError::MirrorThread)?,
+            MirrorService::start(
+                self.node.clone(),
+                self.mirror_sources(),
+                self.config.faults.stopping_step_pause,
+                stopped.clone(),
+            )
+            .map_err(BrokerError::MirrorThread)?,
         );
         let drop_counter = Arc::new(AtomicU64::new(0));
         tokio::pin!(shutdown);

@@ -76,6 +76,8 @@ pub struct MirrorDriver {
     local_cluster_id: String,
     fetcher_running: bool,
     now_ms: i64,
+    /// A test fault: a pause after each STOPPING action, so a test can kill the process in the middle of one.
+    stopping_pause: Option<std::time::Duration>,
 }
 
 impl MirrorDriver {
@@ -100,6 +102,7 @@ impl MirrorDriver {
             local_cluster_id: local_cluster_id.into(),
             fetcher_running: false,
             now_ms: 0,
+            stopping_pause: None,
         };
         driver.handle(log, fetcher, Event::Recovered { state }).await?;
         Ok(driver)
@@ -113,6 +116,13 @@ impl MirrorDriver {
     /// True while the fetcher runs.
     pub fn fetching(&self) -> bool {
         self.fetcher_running
+    }
+
+    /// Test fault: pause this long after each action of a STOPPING sequence (the process-level crash tests
+    /// kill a destination in the middle of one). Never set outside tests.
+    #[doc(hidden)]
+    pub fn pause_between_stopping_steps(&mut self, pause: Option<std::time::Duration>) {
+        self.stopping_pause = pause;
     }
 
     /// Handles an event and every event its actions report back.
@@ -129,7 +139,14 @@ impl MirrorDriver {
         while let Some(event) = events.pop_front() {
             let actions = self.machine.handle(event)?;
             for action in actions {
-                match self.run(log, fetcher, action).await {
+                let ran = self.run(log, fetcher, action).await;
+                if let Some(pause) = self
+                    .stopping_pause
+                    .filter(|_| self.machine.state().kind() == StateKind::Stopping)
+                {
+                    tokio::time::sleep(pause).await;
+                }
+                match ran {
                     Ok(Some(next)) => events.push_back(next),
                     Ok(None) => {}
                     Err(Failed::Report(event)) => {

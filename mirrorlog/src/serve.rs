@@ -67,6 +67,10 @@ pub struct ServeArgs {
     /// closes instead of answering).
     #[arg(long, default_value_t = 0.0, value_parser = parse_fraction, hide = true)]
     fault_drop_produce_responses: f64,
+    /// Test fault: a pause after each step of a mirror failover's STOPPING, in milliseconds (a test kills the
+    /// process in the middle of one).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=60_000), hide = true)]
+    fault_stopping_step_pause_ms: Option<u64>,
 }
 
 fn parse_topic(text: &str) -> Result<(String, u32), String> {
@@ -112,6 +116,9 @@ pub fn serve(args: ServeArgs) -> Result<(), CliError> {
     config.housekeeping_interval = Duration::from_millis(args.housekeeping_interval_ms);
     config.faults = Faults {
         drop_produce_responses: args.fault_drop_produce_responses,
+        stopping_step_pause: args
+            .fault_stopping_step_pause_ms
+            .map(std::time::Duration::from_millis),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -3,7 +3,8 @@ as a user would (issue 35): librdkafka producers write to the source A (idempote
 commits, aborts and a transaction still open at the failover); the destination B mirrors A's topic batch for
 batch; consumers on B read A's committed records at A's offsets; a failover cuts B to the last stable offset,
 writes the MIRROR_PID_RESET barrier and opens the topic to B's own producers. Also: a destination killed with
-SIGKILL while mirroring resumes and fails over once; a source that goes away is retried; `promote` waits for the
+SIGKILL while mirroring resumes and fails over once, and one killed in the middle of STOPPING completes it once
+after a restart; a failover under transactional load; a source that goes away is retried; `promote` waits for the
 lag; a failback mirrors the topic back into A; a chain A → B → C fails over in the middle and then at its end; two
 sources fan in to one destination; a link through a TCP proxy that stalls and cuts its connections catches up
 byte for byte."""
@@ -546,3 +547,32 @@ def test_a_failover_under_transactional_load_keeps_a_prefix_of_each_partitions_c
         assert [r[2] for r in ours[len(mirrored):]] == [b"on-b-%02d" % partition]
         assert not any(r[2].startswith(b"abort") for r in ours)
         assert len({r[2] for r in ours}) == len(ours), "duplicates"
+
+
+def test_a_destination_killed_during_stopping_completes_the_failover_once_after_a_restart(serve):
+    source = serve("--cluster-id", "cluster-a", "--topic", f"{TOPIC}:{PARTITIONS}")
+    # Each STOPPING step of the destination pauses 400 ms (a test fault), so the kill lands inside the sequence.
+    dest = serve("--cluster-id", "cluster-b", "--fault-stopping-step-pause-ms", "400")
+    produce_values(source.bootstrap, [b"a-%03d" % i for i in range(60)])
+    mirror("create", dest, "--link", "a-to-b", "--source", source.bootstrap, "--topic", TOPIC)
+    caught_up = wait_caught_up(dest, "a-to-b")
+    failover = subprocess.Popen(
+        [os.environ["MIRRORLOG_BIN"], "mirror", "failover", "--bootstrap", dest.bootstrap, "--link", "a-to-b"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    time.sleep(1.0)
+    dest.kill()
+    assert failover.wait(30) != 0, "the failover answered although the destination was killed in the middle"
+    stopping = [p for p in range(PARTITIONS) if barriers(batches(dest, p)) == []]
+    assert stopping, "every partition had finished STOPPING before the kill: the test proves nothing"
+    dest.restart()
+    _, described, _ = mirror("describe", dest, "--link", "a-to-b")
+    for status in partitions_of(described):
+        assert status["state"] == "STOPPED", status
+        assert status["barrier_offset"] == caught_up[status["partition"]]["log_end_offset"], status
+    for partition in range(PARTITIONS):
+        stored = batches(dest, partition)
+        assert len(barriers(stored)) == 1, f"partition {partition}: {len(barriers(stored))} barriers"
+        assert stored[:-1] == batches(source, partition)
+    produce_values(dest.bootstrap, [b"b-%03d" % i for i in range(6)])
+    assert len(read_all(dest.bootstrap)) == 66

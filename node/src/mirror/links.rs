@@ -101,6 +101,8 @@ pub struct MirrorLinks {
     pub(super) fetch_ahead: bool,
     /// The rounds fetched ahead, by source.
     pub(super) prefetched: BTreeMap<String, Prefetch>,
+    /// A test fault every driver gets: a pause after each STOPPING action.
+    pub(super) stopping_pause: Option<std::time::Duration>,
 }
 
 impl Drop for MirrorLinks {
@@ -131,6 +133,7 @@ impl MirrorLinks {
             partitions: BTreeMap::new(),
             fetch_ahead: true,
             prefetched: BTreeMap::new(),
+            stopping_pause: None,
         };
         for link in links.links.clone() {
             for (topic, record) in &link.topics {
@@ -152,6 +155,16 @@ impl MirrorLinks {
             for (_, (_, task)) in std::mem::take(&mut self.prefetched) {
                 task.abort();
             }
+        }
+    }
+
+    /// Test fault: every driver pauses this long after each STOPPING action (see
+    /// `MirrorDriver::pause_between_stopping_steps`). Never set outside tests.
+    #[doc(hidden)]
+    pub fn pause_between_stopping_steps(&mut self, pause: Option<std::time::Duration>) {
+        self.stopping_pause = pause;
+        for mirrored in self.partitions.values_mut() {
+            mirrored.driver.pause_between_stopping_steps(pause);
         }
     }
 
@@ -348,6 +361,7 @@ impl MirrorLinks {
         let log = leader(&mut guard, topic, partition)?;
         let mut driver =
             MirrorDriver::recover(log, fetcher.as_mut(), node.config().cluster_id.clone()).await?;
+        driver.pause_between_stopping_steps(self.stopping_pause);
         driver
             .handle(log, fetcher.as_mut(), Event::Tick { now_ms: now })
             .await?;
