@@ -320,18 +320,12 @@ impl MirrorDriver {
                 self.fetcher_running = false;
                 Ok(None)
             }
-            Action::AppendReplicated(batches) => match log.append_checked_as_follower(batches).await {
-                Ok(_) => Ok(None),
-                // The bytes themselves are refused (corrupt, or producer state rejects them); offsets that do not
-                // follow are a storage error: a retry re-aligns first.
-                Err(error @ (LogError::CorruptBatch { .. } | LogError::ProducerState(_))) => {
-                    Err(Failed::Report(Event::LogFailed {
-                        failure: LogFailure::Refused,
-                        message: format!("a mirrored batch was refused: {error}"),
-                    }))
+            Action::AppendReplicated(batches) => {
+                if let Some(refused) = align_with_a_straddling_batch(log, batches.as_slice()).await? {
+                    return Err(Failed::Report(refused));
                 }
-                Err(error) => Err(error.into()),
-            },
+                append_replicated(log, batches).await
+            }
             Action::AdvanceHighWatermark => {
                 let end = log.log_end_offset();
                 log.advance_high_watermark(end);
@@ -416,6 +410,51 @@ impl MirrorDriver {
             Ok(Some(barrier)) if barrier.writer_cluster_id.as_deref() == Some(self.local_cluster_id.as_str())
         ))
     }
+}
+
+/// Appends mirrored batches as the source stored them.
+async fn append_replicated(
+    log: &mut PartitionLog,
+    batches: record_format::CrcCheckedBatches,
+) -> Result<Option<Event>, Failed> {
+    match log.append_checked_as_follower(batches).await {
+        Ok(_) => Ok(None),
+        // The bytes themselves are refused (corrupt, or producer state rejects them); offsets that do not
+        // follow are a storage error: a retry re-aligns first.
+        Err(error @ (LogError::CorruptBatch { .. } | LogError::ProducerState(_))) => {
+            Err(Failed::Report(Event::LogFailed {
+                failure: LogFailure::Refused,
+                message: format!("a mirrored batch was refused: {error}"),
+            }))
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// A fetch that started inside a batch — the source's log start lies inside one (after DeleteRecords or
+/// retention) — answers with that whole batch. An empty log then starts again at the batch's base offset, as
+/// Kafka's follower does (`truncateFullyAndStartAt` on an unexpected append offset); a log that holds records
+/// refuses it (the logs diverged), as an event for the machine.
+async fn align_with_a_straddling_batch(
+    log: &mut PartitionLog,
+    batches: &[record_format::RecordBatch],
+) -> Result<Option<Event>, LogError> {
+    let end = log.log_end_offset();
+    let Some(first) = batches.first().filter(|first| first.base_offset() < end) else {
+        return Ok(None);
+    };
+    if log.log_start_offset() == end && first.last_offset() >= end {
+        log.truncate_fully_and_start_at(first.base_offset()).await?;
+        return Ok(None);
+    }
+    Ok(Some(Event::LogFailed {
+        failure: LogFailure::Refused,
+        message: format!(
+            "the source's batch {}..={} starts before the log end {end}: the logs diverged",
+            first.base_offset(),
+            first.last_offset()
+        ),
+    }))
 }
 
 /// Why an action did not complete: always an event for the machine; storage failures are also returned.

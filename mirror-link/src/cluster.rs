@@ -465,9 +465,10 @@ pub(crate) async fn source_metadata<'a>(
     Ok((metadata, cluster_id))
 }
 
-/// The whole batches of a fetched record set that the destination, whose log ends at `from_offset`, can append:
-/// those wholly before it skipped (a source returns the batch holding the offset), a partial last batch dropped
-/// (a response ends where its byte limit fell). Length and magic are checked here, the CRC by the machine.
+/// The whole batches of a fetched record set from `from_offset` on: those wholly before it skipped, the one
+/// holding it kept (a source returns the batch holding the offset), a partial last batch dropped (a response ends
+/// where its byte limit fell), offsets going backwards refused. Length and magic are checked here, the CRC by the
+/// machine.
 pub(crate) fn whole_batches_from(
     records: bytes::Bytes,
     from_offset: i64,
@@ -483,13 +484,8 @@ pub(crate) fn whole_batches_from(
         if batch.last_offset() < from_offset {
             continue;
         }
-        if batch.base_offset() < from_offset {
-            return Err(LinkError::Refused(format!(
-                "the source's batch {}..={} straddles offset {from_offset}, where the destination's log ends",
-                batch.base_offset(),
-                batch.last_offset()
-            )));
-        }
+        // A first batch holding `from_offset` (a source whose log starts inside a batch) is kept whole: the
+        // driver starts an empty log at its base offset, as Kafka's follower does, and refuses it otherwise.
         if let Some(previous) = batches.last() {
             if batch.base_offset() <= previous.last_offset() {
                 return Err(LinkError::Refused(format!(

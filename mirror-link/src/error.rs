@@ -64,8 +64,7 @@ pub enum LinkError {
         /// More about it.
         detail: String,
     },
-    /// The source's bytes cannot be mirrored (a malformed batch, offsets that go backwards or straddle the
-    /// destination's log end).
+    /// The source's bytes cannot be mirrored (a malformed batch, offsets that go backwards).
     #[error("source data refused: {0}")]
     Refused(String),
 }

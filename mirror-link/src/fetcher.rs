@@ -195,9 +195,10 @@ mod tests {
     }
 
     #[test]
-    fn a_batch_straddling_the_log_end_is_refused_not_appended() {
-        let error = whole_batches_from(batches(&[(0, 3)]), 1).unwrap_err();
-        assert!(!error.retryable(), "{error}");
+    fn the_batch_holding_the_requested_offset_is_kept_whole_for_the_driver_to_align() {
+        let kept = whole_batches_from(batches(&[(0, 3), (3, 1)]), 1).unwrap();
+        let offsets: Vec<i64> = kept.iter().map(RecordBatch::base_offset).collect();
+        assert_eq!(offsets, vec![0, 3]);
     }
 
     #[test]

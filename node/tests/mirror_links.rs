@@ -340,3 +340,30 @@ async fn administration_refuses_bad_requests_with_their_category() {
         "unknown_topic"
     );
 }
+
+#[tokio::test]
+async fn a_source_whose_log_starts_inside_a_batch_is_mirrored_from_that_batch_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = node_in(&dir.path().join("a"), "cluster-a", &[(TOPIC, 1)]).await;
+    let dest = node_in(&dir.path().join("b"), "cluster-b", &[]).await;
+    assert_eq!(produce(&source, 0, 1, 0, &["a", "b", "c", "d"]).await, 0);
+    assert_eq!(produce(&source, 0, 1, 4, &["e"]).await, 0);
+    {
+        let slot = source.partition(TOPIC, 0).await.unwrap();
+        let mut guard = slot.lock().await;
+        let log = &mut guard.as_mut().unwrap().leader;
+        // DeleteRecords up to offset 2: the log now starts inside the first batch (0..=3).
+        assert_eq!(log.delete_records_before(2).await.unwrap(), 2);
+    }
+    let sources = Arc::new(NodeSources::new().with("a", source.clone()));
+    let mut links = MirrorLinks::open(&dest, sources).await.unwrap();
+    let created = links.handle(&dest, create("a-to-b", "a")).await;
+    assert!(created.ok, "{created:?}");
+    step_until_caught_up(&mut links, &dest, "a-to-b").await;
+    // The destination starts at the batch holding the source's log start, and holds the source's bytes.
+    assert_eq!(log_bytes(&dest, 0).await, log_bytes(&source, 0).await);
+    let slot = dest.partition(TOPIC, 0).await.unwrap();
+    let guard = slot.lock().await;
+    let log = &guard.as_ref().unwrap().leader;
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 5));
+}
