@@ -2,7 +2,8 @@
 //! Metadata and ListOffsets correctly and then, to a `serve` destination's mirror link, a corrupt batch, a cluster
 //! id that changed, offsets going backwards, a response cut short, or a size field of 2 GiB. Each time the link's
 //! partition ends FAILED with a typed error `describe` shows, nothing of what the source sent is stored, and the
-//! destination keeps serving its other topics.
+//! destination keeps serving its other topics. And a hostile administration client: an unknown version, a body
+//! that is not JSON, an unknown action or 100,000 nested arrays close that connection only.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails by panicking
 
 mod common;
@@ -287,4 +288,52 @@ async fn a_hostile_source_fails_its_link_with_a_typed_error_stores_nothing_and_t
         let (code, _) = common::produce_to(dest.parse().unwrap(), "local", 0, common::valid_batch()).await;
         assert_eq!(code, 0, "{hostility:?}: the destination stopped serving");
     }
+}
+
+/// Sends one frame with the administration key and `body`; true when the broker closed the connection instead of
+/// answering.
+async fn closed_on(address: &str, version: i16, body: &[u8]) -> bool {
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    let mut frame = Vec::new();
+    frame.extend_from_slice(&broker::mirror::MIRROR_ADMIN_API_KEY.to_be_bytes());
+    frame.extend_from_slice(&version.to_be_bytes());
+    frame.extend_from_slice(&7i32.to_be_bytes());
+    frame.extend_from_slice(&(-1i16).to_be_bytes());
+    frame.extend_from_slice(body);
+    let mut sized = (frame.len() as i32).to_be_bytes().to_vec();
+    sized.extend_from_slice(&frame);
+    stream.write_all(&sized).await.unwrap();
+    let mut answer = [0u8; 4];
+    matches!(
+        tokio::time::timeout(Duration::from_secs(10), stream.read(&mut answer)).await,
+        Ok(Ok(0)) | Ok(Err(_))
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_administration_request_closes_its_connection_and_the_broker_keeps_serving() {
+    let dest = destination().await;
+    let list = br#"{"action": "list"}"#;
+    assert!(closed_on(&dest, 1, list).await, "an unknown version was answered");
+    assert!(
+        closed_on(&dest, 0, b"\xff\x00 not json").await,
+        "a body that is not JSON was answered"
+    );
+    assert!(
+        closed_on(&dest, 0, br#"{"action": "explode"}"#).await,
+        "an unknown action was answered"
+    );
+    let nested = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    assert!(
+        closed_on(&dest, 0, nested.as_bytes()).await,
+        "100,000 nested arrays were answered"
+    );
+    assert!(
+        !closed_on(&dest, 0, list).await,
+        "a well-formed request was refused"
+    );
+    let listed = admin(&dest, &AdminRequest::List).await;
+    assert!(listed.ok && listed.links.is_empty(), "{listed:?}");
+    let (code, _) = common::produce_to(dest.parse().unwrap(), "local", 0, common::valid_batch()).await;
+    assert_eq!(code, 0);
 }
