@@ -11,6 +11,7 @@
 //! correlation id followed by one JSON `AdminResponse`. The key is not advertised in ApiVersions; a Kafka broker
 //! that does not know it closes the connection, which `mirrorlog mirror` reports as "not a mirrorlog broker".
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,6 +49,8 @@ struct Command {
 pub struct MirrorService {
     commands: mpsc::Sender<Command>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// Set at shutdown: a `promote` waiting for the lag gives up (`MirrorLinks::watch_shutdown`).
+    shutting_down: Arc<AtomicBool>,
 }
 
 impl MirrorService {
@@ -63,12 +66,15 @@ impl MirrorService {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
+        let shutting_down = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&shutting_down);
         let thread = std::thread::Builder::new()
             .name("mirror-links".to_owned())
-            .spawn(move || runtime.block_on(serve(node, sources, stopping_pause, receiver, stopped)))?;
+            .spawn(move || runtime.block_on(serve(node, sources, stopping_pause, flag, receiver, stopped)))?;
         Ok(MirrorService {
             commands,
             thread: Some(thread),
+            shutting_down,
         })
     }
 
@@ -83,8 +89,14 @@ impl MirrorService {
         })
     }
 
-    /// Waits for the thread to end (after the stop signal its caller sent).
+    /// Tells an action that waits (a `promote`) to give up: the broker is stopping.
+    pub fn shut_down(&self) {
+        self.shutting_down.store(true, Ordering::Relaxed);
+    }
+
+    /// Waits for the thread to end (after the stop signal its caller sent); a `promote` still waiting gives up.
     pub async fn join(mut self) {
+        self.shut_down();
         if let Some(thread) = self.thread.take() {
             let _ = tokio::task::spawn_blocking(move || thread.join()).await;
         }
@@ -95,12 +107,14 @@ async fn serve(
     node: Arc<Node>,
     sources: Arc<dyn Sources>,
     stopping_pause: Option<Duration>,
+    shutting_down: Arc<AtomicBool>,
     mut commands: mpsc::Receiver<Command>,
     mut stopped: watch::Receiver<bool>,
 ) {
     let mut links = match MirrorLinks::open(&node, sources).await {
         Ok(mut links) => {
             links.pause_between_stopping_steps(stopping_pause);
+            links.watch_shutdown(shutting_down);
             Ok(links)
         }
         Err(error) => {

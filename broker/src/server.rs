@@ -149,6 +149,8 @@ impl Server {
         }
         drop(self.listener);
         let _ = stop.send(true);
+        // A connection waiting for an administration answer (a promote) must not hold the shutdown back.
+        mirror.shut_down();
         while connections.join_next().await.is_some() {}
         let _ = housekeeping.await;
         if let Some(mirror) = Arc::into_inner(mirror) {

@@ -353,6 +353,16 @@ impl MirrorLinks {
             ));
         }
         loop {
+            if self.stopping.load(std::sync::atomic::Ordering::Relaxed) {
+                let status = self.status(node, &link, &selected).await;
+                return Err((
+                    MirrorError::Failed(
+                        "the broker is shutting down: nothing was failed over; promote again after the restart"
+                            .to_owned(),
+                    ),
+                    vec![status],
+                ));
+            }
             let appended = self.step(node).await;
             let mut behind = Vec::new();
             for key in &keys {

@@ -103,6 +103,8 @@ pub struct MirrorLinks {
     pub(super) prefetched: BTreeMap<String, Prefetch>,
     /// A test fault every driver gets: a pause after each STOPPING action.
     pub(super) stopping_pause: Option<std::time::Duration>,
+    /// Set when the owner shuts down: an action that waits (`promote`) gives up.
+    pub(super) stopping: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Drop for MirrorLinks {
@@ -134,6 +136,7 @@ impl MirrorLinks {
             fetch_ahead: true,
             prefetched: BTreeMap::new(),
             stopping_pause: None,
+            stopping: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         };
         for link in links.links.clone() {
             for (topic, record) in &link.topics {
@@ -156,6 +159,12 @@ impl MirrorLinks {
                 task.abort();
             }
         }
+    }
+
+    /// Watches `flag`, which the owner sets when it shuts down: an action that waits (`promote`) then gives
+    /// up instead of holding the shutdown back for its timeout.
+    pub fn watch_shutdown(&mut self, flag: Arc<std::sync::atomic::AtomicBool>) {
+        self.stopping = flag;
     }
 
     /// Test fault: every driver pauses this long after each STOPPING action (see
