@@ -15,6 +15,7 @@ import socket
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -560,7 +561,13 @@ def test_a_destination_killed_during_stopping_completes_the_failover_once_after_
         [os.environ["MIRRORLOG_BIN"], "mirror", "failover", "--bootstrap", dest.bootstrap, "--link", "a-to-b"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
-    time.sleep(1.0)
+    # The request is recorded in the link registry before STOPPING begins; kill once it is there.
+    registry = Path(dest.data_dir) / "__mirrorlog_mirror_links-0" / "mirrorlog.metadata"
+    deadline = time.monotonic() + 30
+    while b'"failover_requested":true' not in (registry.read_bytes() if registry.exists() else b""):
+        assert time.monotonic() < deadline, "the failover request never reached the registry"
+        time.sleep(0.05)
+    time.sleep(0.6)
     dest.kill()
     assert failover.wait(30) != 0, "the failover answered although the destination was killed in the middle"
     stopping = [p for p in range(PARTITIONS) if barriers(batches(dest, p)) == []]
