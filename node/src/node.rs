@@ -275,6 +275,21 @@ impl Node {
 
     /// Creates a topic with `partitions` partitions.
     pub async fn create_topic(&self, name: &str, partitions: u32) -> Result<(), KafkaError> {
+        self.create_topic_with(name, partitions, false).await
+    }
+
+    /// Creates a topic whose partitions are read-only from the start (durably, before any client can see the
+    /// topic): a mirror topic, which its mirror link then aligns and fills.
+    pub async fn create_read_only_topic(&self, name: &str, partitions: u32) -> Result<(), KafkaError> {
+        self.create_topic_with(name, partitions, true).await
+    }
+
+    async fn create_topic_with(
+        &self,
+        name: &str,
+        partitions: u32,
+        read_only: bool,
+    ) -> Result<(), KafkaError> {
         if name.starts_with("__") {
             return Err(KafkaError::InvalidTopic);
         }
@@ -288,7 +303,16 @@ impl Node {
         let mut logs = Vec::new();
         for partition in 0..partitions {
             let id = PartitionId::new(name, partition).map_err(|_| KafkaError::InvalidTopic)?;
-            match self.create_replicas(&id).await {
+            let created = match self.create_replicas(&id).await {
+                Ok(mut replicas) if read_only => replicas
+                    .leader
+                    .set_read_only(true)
+                    .await
+                    .map(|()| replicas)
+                    .map_err(NodeError::Log),
+                created => created,
+            };
+            match created {
                 Ok(replicas) => logs.push(Arc::new(Mutex::new(Some(replicas)))),
                 Err(error) => {
                     // The client hears KAFKA_STORAGE_ERROR; the operator reads why (a full disk, a descriptor

@@ -367,3 +367,23 @@ async fn a_source_whose_log_starts_inside_a_batch_is_mirrored_from_that_batch_on
     let log = &guard.as_ref().unwrap().leader;
     assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 5));
 }
+
+#[tokio::test]
+async fn a_mirror_topic_is_read_only_from_its_creation_and_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = node_in(&dir.path().join("b"), "cluster-b", &[]).await;
+    node.create_read_only_topic(TOPIC, 2).await.unwrap();
+    for partition in 0..2 {
+        assert_eq!(
+            produce(&node, partition, 3, 0, &["too early"]).await,
+            KafkaError::ReadOnlyTopic.code()
+        );
+    }
+    node.close().await.unwrap();
+    drop(node);
+    let node = node_in(&dir.path().join("b"), "cluster-b", &[]).await;
+    assert_eq!(
+        produce(&node, 1, 3, 0, &["still too early"]).await,
+        KafkaError::ReadOnlyTopic.code()
+    );
+}

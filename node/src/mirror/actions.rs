@@ -134,12 +134,14 @@ impl MirrorLinks {
         }
         for (topic, &partitions) in &description.partitions {
             if !existing.contains_key(topic) {
-                node.create_topic(topic, partitions).await.map_err(|error| {
-                    no_status(MirrorError::InvalidRequest(format!(
-                        "topic {topic} cannot be created: {}",
-                        error.name()
-                    )))
-                })?;
+                node.create_read_only_topic(topic, partitions)
+                    .await
+                    .map_err(|error| {
+                        no_status(MirrorError::InvalidRequest(format!(
+                            "topic {topic} cannot be created: {}",
+                            error.name()
+                        )))
+                    })?;
             }
         }
         let link = LinkRecord {
