@@ -246,30 +246,20 @@ pub fn create_topics(answer: &CreateTopicsResponse) -> Value {
 
 /// An OffsetCommit answer: per partition its error.
 pub fn offset_commit(answer: &OffsetCommitResponse) -> Value {
-    json!(answer
-        .topics
-        .iter()
-        .flat_map(|topic| topic.partitions.iter().map(move |p| json!([
-            topic.name.0.as_str(),
-            p.partition_index,
-            p.error_code
-        ])))
-        .collect::<Vec<_>>()
-        .sorted())
+    per_partition(
+        &answer.topics,
+        |t| (t.name.0.as_str(), &t.partitions),
+        |p| vec![json!(p.partition_index), json!(p.error_code)],
+    )
 }
 
 /// A TxnOffsetCommit answer: per partition its error.
 pub fn txn_offset_commit(answer: &TxnOffsetCommitResponse) -> Value {
-    json!(answer
-        .topics
-        .iter()
-        .flat_map(|topic| topic.partitions.iter().map(move |p| json!([
-            topic.name.0.as_str(),
-            p.partition_index,
-            p.error_code
-        ])))
-        .collect::<Vec<_>>()
-        .sorted())
+    per_partition(
+        &answer.topics,
+        |t| (t.name.0.as_str(), &t.partitions),
+        |p| vec![json!(p.partition_index), json!(p.error_code)],
+    )
 }
 
 /// An OffsetFetch answer: the group error and per partition the committed offset, metadata and error, sorted.
@@ -295,31 +285,60 @@ pub fn offset_fetch(answer: &OffsetFetchResponse) -> Value {
 
 /// A DeleteRecords answer: per partition its low watermark and error.
 pub fn delete_records(answer: &DeleteRecordsResponse) -> Value {
-    json!(answer
-        .topics
-        .iter()
-        .flat_map(|topic| topic.partitions.iter().map(move |p| json!([
-            topic.name.0.as_str(),
-            p.partition_index,
-            p.low_watermark,
-            p.error_code
-        ])))
-        .collect::<Vec<_>>()
-        .sorted())
+    per_partition(
+        &answer.topics,
+        |t| (t.name.0.as_str(), &t.partitions),
+        |p| {
+            vec![
+                json!(p.partition_index),
+                json!(p.low_watermark),
+                json!(p.error_code),
+            ]
+        },
+    )
 }
 
 /// An AddPartitionsToTxn answer (versions 0–3): per partition its error.
 pub fn add_partitions(answer: &AddPartitionsToTxnResponse) -> Value {
-    json!(answer
-        .results_by_topic_v3_and_below
+    per_partition(
+        &answer.results_by_topic_v3_and_below,
+        |t| (t.name.0.as_str(), &t.results_by_partition),
+        |p| vec![json!(p.partition_index), json!(p.partition_error_code)],
+    )
+}
+
+/// One row per partition of a per-topic answer — `[topic, fields of the partition…]`, the error code last —
+/// sorted as [`sort_by_partition`] sorts.
+fn per_partition<'a, T, P: 'a>(
+    topics: &'a [T],
+    parts: impl Fn(&'a T) -> (&'a str, &'a Vec<P>),
+    fields: impl Fn(&P) -> Vec<Value>,
+) -> Value {
+    let rows: Vec<Value> = topics
         .iter()
-        .flat_map(|topic| topic.results_by_partition.iter().map(move |p| json!([
-            topic.name.0.as_str(),
-            p.partition_index,
-            p.partition_error_code
-        ])))
-        .collect::<Vec<_>>()
-        .sorted())
+        .flat_map(|topic| {
+            let (name, partitions) = parts(topic);
+            partitions.iter().map(move |partition| (name, partition))
+        })
+        .map(|(name, partition)| {
+            let mut row = vec![json!(name)];
+            row.extend(fields(partition));
+            Value::Array(row)
+        })
+        .collect();
+    json!(rows.sorted())
+}
+
+/// The first non-zero error code of an observation made of [`per_partition`] rows (error last), or 0: what a
+/// retry loop waits on.
+pub fn first_partition_error(rows: &Value) -> i16 {
+    rows.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|row| row.as_array()?.last()?.as_i64())
+        .find(|code| *code != 0)
+        .and_then(|code| i16::try_from(code).ok())
+        .unwrap_or(0)
 }
 
 /// [`sort_by_partition`] on an owned list.

@@ -33,6 +33,19 @@ fn by_topic<'a, T>(parts: impl IntoIterator<Item = (&'a str, T)>) -> Vec<(&'a st
     groups
 }
 
+/// `parts` grouped by topic, in the order the topics first appear: each partition built by `partition`, each
+/// topic by `topic` from its name and its partitions — the nesting every per-topic request has.
+fn nested<'a, I, P, T>(
+    parts: impl IntoIterator<Item = (&'a str, I)>,
+    partition: impl Fn(I) -> P,
+    topic: impl Fn(TopicName, Vec<P>) -> T,
+) -> Vec<T> {
+    by_topic(parts)
+        .into_iter()
+        .map(|(name, items)| topic(topic_name(name), items.into_iter().map(&partition).collect()))
+        .collect()
+}
+
 /// What goes into a client batch.
 #[derive(Debug, Clone, Default)]
 pub struct BatchSpec {
@@ -132,27 +145,23 @@ pub fn produce(transactional_id: Option<&str>, acks: i16, parts: Vec<(&str, i32,
     request.transactional_id = transactional_id.map(|id| TransactionalId(s(id)));
     request.acks = acks;
     request.timeout_ms = 10_000;
-    request.topic_data = by_topic(
+    request.topic_data = nested(
         parts
             .into_iter()
             .map(|(name, index, records)| (name, (index, records))),
-    )
-    .into_iter()
-    .map(|(name, partitions)| {
-        let mut topic = produce_request::TopicProduceData::default();
-        topic.name = topic_name(name);
-        topic.partition_data = partitions
-            .into_iter()
-            .map(|(index, records)| {
-                let mut data = produce_request::PartitionProduceData::default();
-                data.index = index;
-                data.records = Some(records);
-                data
-            })
-            .collect();
-        topic
-    })
-    .collect();
+        |(index, records)| {
+            let mut data = produce_request::PartitionProduceData::default();
+            data.index = index;
+            data.records = Some(records);
+            data
+        },
+        |name, partition_data| {
+            let mut topic = produce_request::TopicProduceData::default();
+            topic.name = name;
+            topic.partition_data = partition_data;
+            topic
+        },
+    );
     request
 }
 
@@ -164,24 +173,22 @@ pub fn fetch(isolation: i8, parts: &[(&str, i32, i64)]) -> FetchRequest {
     request.min_bytes = 0;
     request.max_bytes = 16 << 20;
     request.isolation_level = isolation;
-    request.topics = by_topic(parts.iter().map(|&(name, index, offset)| (name, (index, offset))))
-        .into_iter()
-        .map(|(name, partitions)| {
+    request.topics = nested(
+        parts.iter().map(|&(name, index, offset)| (name, (index, offset))),
+        |(index, offset)| {
+            let mut partition = fetch_request::FetchPartition::default();
+            partition.partition = index;
+            partition.fetch_offset = offset;
+            partition.partition_max_bytes = 8 << 20;
+            partition
+        },
+        |name, partitions| {
             let mut topic = fetch_request::FetchTopic::default();
-            topic.topic = topic_name(name);
-            topic.partitions = partitions
-                .into_iter()
-                .map(|(index, offset)| {
-                    let mut partition = fetch_request::FetchPartition::default();
-                    partition.partition = index;
-                    partition.fetch_offset = offset;
-                    partition.partition_max_bytes = 8 << 20;
-                    partition
-                })
-                .collect();
+            topic.topic = name;
+            topic.partitions = partitions;
             topic
-        })
-        .collect();
+        },
+    );
     request
 }
 
@@ -190,27 +197,23 @@ pub fn list_offsets(isolation: i8, parts: &[(&str, i32, i64)]) -> ListOffsetsReq
     let mut request = ListOffsetsRequest::default();
     request.replica_id = BrokerId(-1);
     request.isolation_level = isolation;
-    request.topics = by_topic(
+    request.topics = nested(
         parts
             .iter()
             .map(|&(name, index, timestamp)| (name, (index, timestamp))),
-    )
-    .into_iter()
-    .map(|(name, partitions)| {
-        let mut topic = list_offsets_request::ListOffsetsTopic::default();
-        topic.name = topic_name(name);
-        topic.partitions = partitions
-            .into_iter()
-            .map(|(index, timestamp)| {
-                let mut partition = list_offsets_request::ListOffsetsPartition::default();
-                partition.partition_index = index;
-                partition.timestamp = timestamp;
-                partition
-            })
-            .collect();
-        topic
-    })
-    .collect();
+        |(index, timestamp)| {
+            let mut partition = list_offsets_request::ListOffsetsPartition::default();
+            partition.partition_index = index;
+            partition.timestamp = timestamp;
+            partition
+        },
+        |name, partitions| {
+            let mut topic = list_offsets_request::ListOffsetsTopic::default();
+            topic.name = name;
+            topic.partitions = partitions;
+            topic
+        },
+    );
     request
 }
 
@@ -260,15 +263,16 @@ pub fn add_partitions(
     request.v3_and_below_transactional_id = TransactionalId(s(txn));
     request.v3_and_below_producer_id = ProducerId(producer.0);
     request.v3_and_below_producer_epoch = producer.1;
-    request.v3_and_below_topics = by_topic(partitions.iter().copied())
-        .into_iter()
-        .map(|(name, indexes)| {
+    request.v3_and_below_topics = nested(
+        partitions.iter().copied(),
+        |index| index,
+        |name, partitions| {
             let mut topic = add_partitions_to_txn_request::AddPartitionsToTxnTopic::default();
-            topic.name = topic_name(name);
-            topic.partitions = indexes;
+            topic.name = name;
+            topic.partitions = partitions;
             topic
-        })
-        .collect();
+        },
+    );
     request
 }
 
@@ -305,28 +309,24 @@ pub fn txn_offset_commit(
     request.producer_id = ProducerId(producer.0);
     request.producer_epoch = producer.1;
     request.generation_id = -1;
-    request.topics = by_topic(
+    request.topics = nested(
         offsets
             .iter()
             .map(|&(name, index, offset)| (name, (index, offset))),
-    )
-    .into_iter()
-    .map(|(name, partitions)| {
-        let mut topic = txn_offset_commit_request::TxnOffsetCommitRequestTopic::default();
-        topic.name = topic_name(name);
-        topic.partitions = partitions
-            .into_iter()
-            .map(|(index, offset)| {
-                let mut partition = txn_offset_commit_request::TxnOffsetCommitRequestPartition::default();
-                partition.partition_index = index;
-                partition.committed_offset = offset;
-                partition.committed_leader_epoch = -1;
-                partition
-            })
-            .collect();
-        topic
-    })
-    .collect();
+        |(index, offset)| {
+            let mut partition = txn_offset_commit_request::TxnOffsetCommitRequestPartition::default();
+            partition.partition_index = index;
+            partition.committed_offset = offset;
+            partition.committed_leader_epoch = -1;
+            partition
+        },
+        |name, partitions| {
+            let mut topic = txn_offset_commit_request::TxnOffsetCommitRequestTopic::default();
+            topic.name = name;
+            topic.partitions = partitions;
+            topic
+        },
+    );
     request
 }
 
@@ -337,29 +337,25 @@ pub fn offset_commit(group: &str, offsets: &[(&str, i32, i64)]) -> OffsetCommitR
     request.group_id = GroupId(s(group));
     request.generation_id_or_member_epoch = -1;
     request.retention_time_ms = -1;
-    request.topics = by_topic(
+    request.topics = nested(
         offsets
             .iter()
             .map(|&(name, index, offset)| (name, (index, offset))),
-    )
-    .into_iter()
-    .map(|(name, partitions)| {
-        let mut topic = offset_commit_request::OffsetCommitRequestTopic::default();
-        topic.name = topic_name(name);
-        topic.partitions = partitions
-            .into_iter()
-            .map(|(index, offset)| {
-                let mut partition = offset_commit_request::OffsetCommitRequestPartition::default();
-                partition.partition_index = index;
-                partition.committed_offset = offset;
-                partition.committed_leader_epoch = -1;
-                partition.committed_metadata = Some(s("meta"));
-                partition
-            })
-            .collect();
-        topic
-    })
-    .collect();
+        |(index, offset)| {
+            let mut partition = offset_commit_request::OffsetCommitRequestPartition::default();
+            partition.partition_index = index;
+            partition.committed_offset = offset;
+            partition.committed_leader_epoch = -1;
+            partition.committed_metadata = Some(s("meta"));
+            partition
+        },
+        |name, partitions| {
+            let mut topic = offset_commit_request::OffsetCommitRequestTopic::default();
+            topic.name = name;
+            topic.partitions = partitions;
+            topic
+        },
+    );
     request
 }
 
@@ -398,22 +394,20 @@ pub fn find_coordinator(key: &str, key_type: i8) -> FindCoordinatorRequest {
 pub fn delete_records(parts: &[(&str, i32, i64)]) -> DeleteRecordsRequest {
     let mut request = DeleteRecordsRequest::default();
     request.timeout_ms = 30_000;
-    request.topics = by_topic(parts.iter().map(|&(name, index, offset)| (name, (index, offset))))
-        .into_iter()
-        .map(|(name, partitions)| {
+    request.topics = nested(
+        parts.iter().map(|&(name, index, offset)| (name, (index, offset))),
+        |(index, offset)| {
+            let mut partition = delete_records_request::DeleteRecordsPartition::default();
+            partition.partition_index = index;
+            partition.offset = offset;
+            partition
+        },
+        |name, partitions| {
             let mut topic = delete_records_request::DeleteRecordsTopic::default();
-            topic.name = topic_name(name);
-            topic.partitions = partitions
-                .into_iter()
-                .map(|(index, offset)| {
-                    let mut partition = delete_records_request::DeleteRecordsPartition::default();
-                    partition.partition_index = index;
-                    partition.offset = offset;
-                    partition
-                })
-                .collect();
+            topic.name = name;
+            topic.partitions = partitions;
             topic
-        })
-        .collect();
+        },
+    );
     request
 }

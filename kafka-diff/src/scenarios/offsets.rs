@@ -45,14 +45,7 @@ pub async fn offset_commit_every_version(session: &mut Session) -> Result<(), Di
                 ApiKey::OffsetCommit,
                 version,
                 &request,
-                |a: &OffsetCommitResponse| {
-                    a.topics
-                        .iter()
-                        .flat_map(|t| t.partitions.iter())
-                        .map(|p| p.error_code)
-                        .max()
-                        .unwrap_or(0)
-                },
+                |a: &OffsetCommitResponse| observe::first_partition_error(&observe::offset_commit(a)),
             )
             .await?;
         session.observe(&format!("commit v{version}"), observe::offset_commit(&answer));
@@ -99,14 +92,7 @@ pub async fn offset_commit_unknown_topic(session: &mut Session) -> Result<(), Di
             ApiKey::OffsetCommit,
             top(ApiKey::OffsetCommit),
             &request,
-            |a: &OffsetCommitResponse| {
-                a.topics
-                    .iter()
-                    .flat_map(|t| t.partitions.iter())
-                    .map(|p| p.error_code)
-                    .find(|c| *c != 0)
-                    .unwrap_or(0)
-            },
+            |a: &OffsetCommitResponse| observe::first_partition_error(&observe::offset_commit(a)),
         )
         .await?;
     session.observe(
@@ -146,14 +132,7 @@ async fn transactional_offsets(
             ApiKey::TxnOffsetCommit,
             commit_version,
             &request,
-            |a: &TxnOffsetCommitResponse| {
-                a.topics
-                    .iter()
-                    .flat_map(|t| t.partitions.iter())
-                    .map(|p| p.error_code)
-                    .find(|c| *c != 0)
-                    .unwrap_or(0)
-            },
+            |a: &TxnOffsetCommitResponse| observe::first_partition_error(&observe::txn_offset_commit(a)),
         )
         .await?;
     session.observe(
