@@ -170,6 +170,9 @@ pub enum AdminError {
     /// The body is not an administration request.
     #[error("malformed mirror administration request: {0}")]
     Malformed(String),
+    /// The answer does not fit in a frame.
+    #[error("the mirror administration answer of {0} bytes does not fit in a frame")]
+    AnswerTooLarge(usize),
 }
 
 /// The largest administration answer a client accepts (a describe of every partition of a large link).
@@ -261,8 +264,9 @@ pub async fn answer(service: &MirrorService, request: &Request) -> Result<Bytes,
         serde_json::from_slice(&request.body).map_err(|error| AdminError::Malformed(error.to_string()))?;
     let response = service.handle(admin).await;
     let json = serde_json::to_vec(&response).map_err(|error| AdminError::Malformed(error.to_string()))?;
+    let size = i32::try_from(4 + json.len()).map_err(|_| AdminError::AnswerTooLarge(json.len()))?;
     let mut frame = BytesMut::with_capacity(8 + json.len());
-    frame.put_i32(i32::try_from(4 + json.len()).unwrap_or(i32::MAX));
+    frame.put_i32(size);
     frame.put_i32(request.correlation_id);
     frame.put_slice(&json);
     Ok(frame.freeze())
