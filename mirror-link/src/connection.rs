@@ -167,30 +167,49 @@ impl KafkaConnection {
         request: &Q,
         what: &str,
     ) -> Result<(i32, BytesMut), LinkError> {
-        let peer = self.address.clone();
+        self.frame_with(
+            key as i16,
+            version,
+            key.request_header_version(version),
+            what,
+            |frame| {
+                request
+                    .encode(frame, version)
+                    .map_err(|error| format!("cannot encode the request: {error}"))
+            },
+        )
+    }
+
+    /// One request frame under the next correlation id: the size, the request header (`header_version`: 1, or
+    /// 2 for a flexible version), then what `body` writes.
+    fn frame_with(
+        &mut self,
+        api_key: i16,
+        version: i16,
+        header_version: i16,
+        what: &str,
+        body: impl FnOnce(&mut BytesMut) -> Result<(), String>,
+    ) -> Result<(i32, BytesMut), LinkError> {
         let malformed = |reason: String| LinkError::Malformed {
-            address: peer.clone(),
+            address: self.address.clone(),
             what: what.to_owned(),
             reason,
         };
-        self.correlation_id = self.correlation_id.wrapping_add(1);
-        let correlation_id = self.correlation_id;
+        let correlation_id = self.correlation_id.wrapping_add(1);
         let mut header = RequestHeader::default();
-        header.request_api_key = key as i16;
+        header.request_api_key = api_key;
         header.request_api_version = version;
         header.correlation_id = correlation_id;
         header.client_id = Some(StrBytes::from_string(self.client_id.clone()));
         let mut frame = BytesMut::new();
         frame.put_i32(0);
         header
-            .encode(&mut frame, key.request_header_version(version))
+            .encode(&mut frame, header_version)
             .map_err(|error| malformed(format!("cannot encode the request header: {error}")))?;
-        request
-            .encode(&mut frame, version)
-            .map_err(|error| malformed(format!("cannot encode the request: {error}")))?;
+        body(&mut frame).map_err(malformed)?;
         let size = i32::try_from(frame.len() - 4).map_err(|_| malformed("request too large".to_owned()))?;
         frame[..4].copy_from_slice(&size.to_be_bytes());
-
+        self.correlation_id = correlation_id;
         Ok((correlation_id, frame))
     }
 
@@ -321,34 +340,19 @@ impl KafkaConnection {
         body: &[u8],
         what: &str,
     ) -> Result<Bytes, LinkError> {
-        let peer = self.address.clone();
-        let malformed = |reason: String| LinkError::Malformed {
-            address: peer.clone(),
-            what: what.to_owned(),
-            reason,
-        };
-        self.correlation_id = self.correlation_id.wrapping_add(1);
-        let correlation_id = self.correlation_id;
-        let client_id = self.client_id.as_bytes();
-        let client_id_len =
-            i16::try_from(client_id.len()).map_err(|_| malformed("client id too long".to_owned()))?;
-        let mut frame = BytesMut::with_capacity(14 + client_id.len() + body.len());
-        frame.put_i32(0);
-        frame.put_i16(api_key);
-        frame.put_i16(version);
-        frame.put_i32(correlation_id);
-        frame.put_i16(client_id_len);
-        frame.put_slice(client_id);
-        frame.put_slice(body);
-        let size = i32::try_from(frame.len() - 4).map_err(|_| malformed("request too large".to_owned()))?;
-        frame[..4].copy_from_slice(&size.to_be_bytes());
+        let (correlation_id, frame) = self.frame_with(api_key, version, 1, what, |frame| {
+            frame.put_slice(body);
+            Ok(())
+        })?;
         self.send(&frame).await?;
         let mut answer = self.read_response(what).await?;
         let answered = answer.get_i32();
         if answered != correlation_id {
-            return Err(malformed(format!(
-                "correlation id {answered} answers request {correlation_id}"
-            )));
+            return Err(LinkError::Malformed {
+                address: self.address.clone(),
+                what: what.to_owned(),
+                reason: format!("correlation id {answered} answers request {correlation_id}"),
+            });
         }
         Ok(answer)
     }
