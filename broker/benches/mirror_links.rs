@@ -5,8 +5,9 @@
 //! - **catch-up**: a link created on a fresh destination, timed until every partition has caught up with the
 //!   source's last stable offset (polled with `describe`), for 1 partition and for 100 partitions holding the
 //!   same bytes, against a raw TCP copy of the source's segment files over loopback into one file, 1 MiB at a
-//!   time, in the same run (alternating, ADR 0024). `MIRRORLOG_BENCH_MIB` sets the size (default 1024: the
-//!   issue's "1 GiB of lag"); `MIRRORLOG_BENCH_ROWS` selects rows (default `1,100,failover`).
+//!   time, in the same run (alternating, ADR 0024). `MIRRORLOG_BENCH_MIB` lists the sizes (default `512,1024`:
+//!   512 MiB fits one segment; 1 GiB is the "1 GiB of lag", where one partition's log rolls a segment,
+//!   which syncs the old one); `MIRRORLOG_BENCH_ROWS` selects rows (default `1,100,failover`).
 //! - **failover**: 1,000 mirrored partitions (a few batches each) failed over by one `failover` request, timed to
 //!   its answer (target ≤ 2 s).
 //!
@@ -28,11 +29,16 @@ const BATCH_VALUE: usize = 1024 - 80;
 const RUNS: usize = 5;
 const FAILOVER_PARTITIONS: u32 = 1000;
 
-fn megabytes() -> usize {
+fn megabytes() -> Vec<usize> {
     std::env::var("MIRRORLOG_BENCH_MIB")
-        .ok()
-        .and_then(|text| text.parse().ok())
-        .unwrap_or(1024)
+        .unwrap_or_else(|_| "512,1024".to_owned())
+        .split(',')
+        .map(|size| {
+            size.trim()
+                .parse()
+                .expect("MIRRORLOG_BENCH_MIB: sizes in MiB, comma-separated")
+        })
+        .collect()
 }
 
 /// A running `serve` on fs under `dir`; its address and the handle that stops it.
@@ -303,14 +309,16 @@ async fn failover_row(data: &Path) {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let data = tempfile::tempdir().unwrap();
-    let mib = megabytes();
+    let sizes = megabytes();
     println!("| what (1 KiB batches, loopback, fs) | mirror MiB/s (runs) | median | raw copy MiB/s (runs) | median | ratio |");
     println!("|---|---|---|---|---|---|");
     let rows = std::env::var("MIRRORLOG_BENCH_ROWS").unwrap_or_else(|_| "1,100,failover".to_owned());
     let rows: Vec<&str> = rows.split(',').map(str::trim).collect();
-    for partitions in [1, 100] {
-        if rows.contains(&partitions.to_string().as_str()) {
-            catch_up_row(data.path(), mib, partitions).await;
+    for mib in sizes {
+        for partitions in [1, 100] {
+            if rows.contains(&partitions.to_string().as_str()) {
+                catch_up_row(data.path(), mib, partitions).await;
+            }
         }
     }
     if rows.contains(&"failover") {

@@ -85,17 +85,36 @@ pub trait Sources: Send + Sync {
     fn fetcher(&self, address: &str, topic: &str, partition: i32) -> Box<dyn Fetcher>;
 
     /// One round for many partitions of the source at `address` — one Fetch request per source broker instead
-    /// of one per partition — each answer as [`Fetcher::fetch`] would give it, in `wanted`'s order, at most
-    /// `max_bytes_per_partition` each (whole batches; a first batch larger than that comes whole). `None` (the
-    /// default) when this implementation fetches partition by partition only: the caller then uses each
-    /// partition's [`Fetcher`].
+    /// of one per partition — each answer as [`Fetcher::fetch`] would give it, in `wanted`'s order, within
+    /// `limits` (whole batches; a first batch larger than them comes whole; partitions early in `wanted` are
+    /// served first when the round's total runs out). `None` (the default) when this implementation fetches
+    /// partition by partition only: the caller then uses each partition's [`Fetcher`].
     async fn fetch_many(
         &self,
         _address: &str,
         _wanted: &[PartitionFetch],
-        _max_bytes_per_partition: usize,
+        _limits: FetchLimits,
     ) -> Option<Vec<Result<FetchedPartition, FetchError>>> {
         None
+    }
+}
+
+/// How much one fetch round may bring: Kafka's `partition_max_bytes` and the request's `max_bytes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchLimits {
+    /// The most one partition's answer carries.
+    pub per_partition: usize,
+    /// The most the whole answer carries (partitions after the one that fills it come back empty).
+    pub total: usize,
+}
+
+impl FetchLimits {
+    /// One partition's fetch: `max_bytes` for it and for the answer.
+    pub fn single(max_bytes: usize) -> Self {
+        FetchLimits {
+            per_partition: max_bytes,
+            total: max_bytes,
+        }
     }
 }
 

@@ -5,9 +5,9 @@
 //! A session starts with Metadata from the bootstrap broker: the source's cluster id (every answer carries it,
 //! and the mirror machine checks it on every fetch), its brokers and the leaders of the partitions asked about.
 //! A connection that fails, or a leadership error, ends the session; the next call opens a new one (the machine
-//! retries with backoff). Memory is bounded by the request: at most `max_bytes_per_partition` per partition and
-//! [`MAX_RESPONSE_BYTES`] per answer (plus one batch larger than the limit, which Kafka returns whole), checked
-//! against the size field before a byte of the answer is read.
+//! retries with backoff). Memory is bounded by the request: at most the round's `FetchLimits` (per partition and
+//! per answer, the latter never above [`MAX_RESPONSE_BYTES`]) plus one batch larger than the limit, which Kafka
+//! returns whole — checked against the size field before a byte of the answer is read.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -18,7 +18,7 @@ use kafka_protocol::messages::{
     MetadataRequest, MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
-use mirror_fsm::{FetchError, FetchResponse as Fetched, FetchedPartition, PartitionFetch};
+use mirror_fsm::{FetchError, FetchLimits, FetchResponse as Fetched, FetchedPartition, PartitionFetch};
 use record_format::{BatchBuffers, BatchIter, ErrorCategory, RecordBatch, SegmentError};
 
 use crate::connection::KafkaConnection;
@@ -222,7 +222,7 @@ impl SourceCluster {
     pub async fn fetch(
         &mut self,
         wanted: &[PartitionFetch],
-        max_bytes_per_partition: usize,
+        limits: FetchLimits,
         max_wait_ms: i32,
     ) -> Vec<Result<FetchedPartition, FetchError>> {
         let keys: Vec<Partition> = wanted
@@ -250,13 +250,7 @@ impl SourceCluster {
         for (address, indexes) in by_leader {
             let asked: Vec<&PartitionFetch> = indexes.iter().map(|&index| &wanted[index]).collect();
             match self
-                .fetch_from(
-                    &address,
-                    &keys[indexes[0]],
-                    &asked,
-                    max_bytes_per_partition,
-                    max_wait_ms,
-                )
+                .fetch_from(&address, &keys[indexes[0]], &asked, limits, max_wait_ms)
                 .await
             {
                 Ok(results) => {
@@ -291,17 +285,17 @@ impl SourceCluster {
         address: &str,
         first: &Partition,
         asked: &[&PartitionFetch],
-        max_bytes_per_partition: usize,
+        limits: FetchLimits,
         max_wait_ms: i32,
     ) -> Result<Vec<Result<FetchedPartition, FetchError>>, LinkError> {
         let (connection, _) = self.leader_connection(first).await?;
         let version = connection.version(ApiKey::Fetch, FETCH_VERSIONS)?;
-        let per_partition = i32::try_from(max_bytes_per_partition).unwrap_or(i32::MAX);
+        let per_partition = i32::try_from(limits.per_partition).unwrap_or(i32::MAX);
         let mut request = FetchRequest::default();
         request.replica_id = BrokerId(-1);
         request.max_wait_ms = max_wait_ms;
         request.min_bytes = 1;
-        request.max_bytes = i32::try_from(MAX_RESPONSE_BYTES).unwrap_or(i32::MAX);
+        request.max_bytes = i32::try_from(limits.total.min(MAX_RESPONSE_BYTES)).unwrap_or(i32::MAX);
         request.isolation_level = READ_COMMITTED;
         // Sessionless: every fetch is a full fetch (KIP-227's final epoch).
         request.session_id = 0;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use mirror_fsm::{DetachedFetch, FetchError, FetchResponse as Fetched, Fetcher, PartitionFetch};
+use mirror_fsm::{DetachedFetch, FetchError, FetchLimits, FetchResponse as Fetched, Fetcher, PartitionFetch};
 use tokio::sync::Mutex;
 
 use crate::cluster::SourceCluster;
@@ -102,7 +102,11 @@ async fn fetch_one(
     let mut answers = cluster
         .lock()
         .await
-        .fetch(std::slice::from_ref(&wanted), max_bytes, max_wait_ms)
+        .fetch(
+            std::slice::from_ref(&wanted),
+            FetchLimits::single(max_bytes),
+            max_wait_ms,
+        )
         .await;
     let answer = answers.pop().unwrap_or_else(|| {
         Err(FetchError {

@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use mirror_fsm::{FetchError, FetchedPartition, Fetcher, PartitionFetch, SourceDescription, Sources};
+use mirror_fsm::{
+    FetchError, FetchLimits, FetchedPartition, Fetcher, PartitionFetch, SourceDescription, Sources,
+};
 use tokio::sync::Mutex;
 
 use crate::cluster::SourceCluster;
@@ -121,11 +123,11 @@ impl Sources for KafkaSources {
         &self,
         address: &str,
         wanted: &[PartitionFetch],
-        max_bytes_per_partition: usize,
+        limits: FetchLimits,
     ) -> Option<Vec<Result<FetchedPartition, FetchError>>> {
         let max_wait_ms = i32::try_from(self.template.max_wait.as_millis()).unwrap_or(i32::MAX);
         let cluster = self.cluster(address);
         let mut cluster = cluster.lock().await;
-        Some(cluster.fetch(wanted, max_bytes_per_partition, max_wait_ms).await)
+        Some(cluster.fetch(wanted, limits, max_wait_ms).await)
     }
 }

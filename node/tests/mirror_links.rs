@@ -1,8 +1,8 @@
 //! A node's mirror links with in-process sources ([`NodeSources`]): creating a link makes read-only topics with
 //! the source's partition counts, steps copy the source's batches byte for byte up to its last stable offset, a
 //! failover writes one barrier per partition and opens the topic, the registry survives a restart (a stopped
-//! link stays stopped; a failover that was asked for before a crash completes), and a failback aligns with the
-//! position the former destination recorded.
+//! link stays stopped; a failover that was asked for before a crash completes), a failback aligns with the
+//! position the former destination recorded, and partitions take turns at the front of a multi-partition round.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails by panicking
 
 use std::sync::Arc;
@@ -12,8 +12,13 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::{ProduceRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_types::KafkaError;
+use mirror_fsm::{
+    FetchError, FetchLimits, FetchResponse, FetchedPartition, Fetcher, PartitionFetch, SourceDescription,
+    Sources,
+};
 use node::mirror::{AdminRequest, AdminResponse, MirrorLinks, NodeSources, PartitionStatus};
 use node::{Node, NodeConfig, SystemClock};
+use partition_log::Isolation;
 use record_format::{BatchBuilder, RecordBatch};
 use storage_config::{Backend, StorageConfig};
 
@@ -366,6 +371,109 @@ async fn a_source_whose_log_starts_inside_a_batch_is_mirrored_from_that_batch_on
     let guard = slot.lock().await;
     let log = &guard.as_ref().unwrap().leader;
     assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 5));
+}
+
+/// In-process sources that answer a multi-partition round as a Kafka broker does: partitions in the request's
+/// order until the round's total is spent, the rest empty.
+struct BudgetedSources {
+    sources: NodeSources,
+    source: Arc<Node>,
+}
+
+#[async_trait::async_trait]
+impl Sources for BudgetedSources {
+    async fn describe(&self, address: &str, topics: &[String]) -> Result<SourceDescription, FetchError> {
+        self.sources.describe(address, topics).await
+    }
+
+    fn fetcher(&self, address: &str, topic: &str, partition: i32) -> Box<dyn Fetcher> {
+        self.sources.fetcher(address, topic, partition)
+    }
+
+    async fn fetch_many(
+        &self,
+        _address: &str,
+        wanted: &[PartitionFetch],
+        limits: FetchLimits,
+    ) -> Option<Vec<Result<FetchedPartition, FetchError>>> {
+        let mut left = limits.total;
+        let mut answers = Vec::new();
+        for fetch in wanted {
+            let slot = self.source.partition(&fetch.topic, fetch.partition).await?;
+            let guard = slot.lock().await;
+            let log = &guard.as_ref()?.leader;
+            let read = log
+                .read(
+                    fetch.offset,
+                    limits.per_partition.min(left),
+                    Isolation::ReadCommitted,
+                )
+                .await
+                .ok()?;
+            let (mut batches, mut buffers) = (read.batches, read.buffers);
+            if left < limits.total {
+                // Only the round's first partition with data gets a batch larger than what is left (KIP-74).
+                let mut fits = 0;
+                let mut size = 0;
+                while fits < batches.len() && size + batches[fits].size() <= left {
+                    size += batches[fits].size();
+                    fits += 1;
+                }
+                if fits < batches.len() {
+                    batches.truncate(fits);
+                    buffers = Default::default();
+                }
+            }
+            left = left.saturating_sub(batches.iter().map(RecordBatch::size).sum());
+            answers.push(Ok(FetchedPartition {
+                response: FetchResponse {
+                    source_cluster_id: self.source.config().cluster_id.clone(),
+                    batches,
+                    buffers,
+                },
+                last_stable_offset: Some(log.last_stable_offset()),
+            }));
+        }
+        Some(answers)
+    }
+}
+
+#[tokio::test]
+async fn partitions_take_turns_leading_a_round_so_a_full_round_starves_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = node_in(&dir.path().join("a"), "cluster-a", &[(TOPIC, 3)]).await;
+    let dest = node_in(&dir.path().join("b"), "cluster-b", &[]).await;
+    // Each partition holds 3 MiB: more than one round brings (2 MiB in all, whatever the partitions).
+    let value = "v".repeat(32 << 10);
+    let values = vec![value.as_str(); 8];
+    for partition in 0..3 {
+        for sequence in 0..12 {
+            assert_eq!(produce(&source, partition, 1, sequence * 8, &values).await, 0);
+        }
+    }
+    let sources = Arc::new(BudgetedSources {
+        sources: NodeSources::new().with("a", source.clone()),
+        source: source.clone(),
+    });
+    let mut links = MirrorLinks::open(&dest, sources).await.unwrap();
+    let created = links.handle(&dest, create("a-to-b", "a")).await;
+    assert!(created.ok, "{created:?}");
+    for _ in 0..3 {
+        links.step(&dest).await;
+    }
+    for partition in 0..3 {
+        let slot = dest.partition(TOPIC, partition).await.unwrap();
+        let guard = slot.lock().await;
+        let end = guard.as_ref().unwrap().leader.log_end_offset();
+        assert!(end > 0, "partition {partition} got nothing in three rounds");
+    }
+    step_until_caught_up(&mut links, &dest, "a-to-b").await;
+    for partition in 0..3 {
+        assert_eq!(
+            log_bytes(&dest, partition).await,
+            log_bytes(&source, partition).await
+        );
+    }
 }
 
 #[tokio::test]
