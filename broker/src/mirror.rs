@@ -25,11 +25,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::frame::Request;
 
-/// The private API key of mirror administration.
-pub const MIRROR_ADMIN_API_KEY: i16 = 10_000;
-
-/// The only version of it.
-pub const MIRROR_ADMIN_VERSION: i16 = 0;
+/// The private API key of mirror administration and its only version (defined where links ask peers too).
+pub use mirror_link::{MIRROR_ADMIN_API_KEY, MIRROR_ADMIN_VERSION};
 
 /// How long a round waits at the source for data, and the longest pause after rounds that failed at once.
 pub const MAX_IDLE: Duration = Duration::from_millis(50);

@@ -78,8 +78,8 @@ impl Server {
         })
     }
 
-    /// The node it serves.
-    pub fn node(&self) -> &Node {
+    /// The node it serves (shared with its mirror links and connections).
+    pub fn node(&self) -> &Arc<Node> {
         &self.node
     }
 

@@ -217,6 +217,26 @@ impl SourceCluster {
         Ok((connection, address))
     }
 
+    /// The last mirrored offset the leader of `topic`/`partition` recorded for the cluster `mirrored_from`, when
+    /// the source is a mirrorlog node ([`crate::peer`]); `None` otherwise.
+    pub async fn last_mirrored_at_peer(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        mirrored_from: &str,
+    ) -> Result<Option<i64>, LinkError> {
+        let (_, address) = self.leader_connection(&(topic.to_owned(), partition)).await?;
+        crate::peer::last_mirrored_offset(
+            &address,
+            &self.config.client_id,
+            self.config.timeout,
+            mirrored_from,
+            topic,
+            partition,
+        )
+        .await
+    }
+
     /// One round for `wanted`: one Fetch per leader, `read_committed`, each partition's whole batches from its
     /// offset; the answers in `wanted`'s order.
     pub async fn fetch(

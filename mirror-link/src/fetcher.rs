@@ -152,10 +152,19 @@ impl Fetcher for KafkaFetcher {
         }))
     }
 
-    /// There is no Kafka API for a peer's last mirrored offset: the peer is taken never to have mirrored from
-    /// us, and the machine aligns by copying its log from its start.
-    async fn last_mirrored_offset(&mut self, _mirrored_from: &str) -> Result<Option<i64>, FetchError> {
-        Ok(None)
+    /// Kafka has no API for a peer's last mirrored offset: a mirrorlog peer answers on its administration key
+    /// ([`crate::peer`]); any other is taken never to have mirrored from us (the machine then aligns by copying
+    /// the peer's log from its start).
+    async fn last_mirrored_offset(&mut self, mirrored_from: &str) -> Result<Option<i64>, FetchError> {
+        self.cluster
+            .lock()
+            .await
+            .last_mirrored_at_peer(&self.topic, self.partition, mirrored_from)
+            .await
+            .map_err(|error| FetchError {
+                retryable: error.retryable(),
+                message: error.to_string(),
+            })
     }
 
     async fn log_start_offset(&mut self) -> Result<i64, FetchError> {

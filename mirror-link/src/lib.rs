@@ -16,23 +16,25 @@
 //!   an offset the source no longer has).
 //! - [`sources`] — [`KafkaSources`]: `mirror-fsm`'s [`Sources`](mirror_fsm::Sources) over the protocol, what a
 //!   node's mirror links use to describe a source (its cluster id, partition counts) and fetch from it.
+//! - [`peer`] — the last mirrored offset a mirrorlog source recorded for us (failback alignment), asked on its
+//!   private administration key; a source that is not mirrorlog counts as never having mirrored from us.
 //! - [`error`] — [`LinkError`].
 //!
 //! Every response is walked by `kafka_shape::check_response` before `kafka-protocol` decodes it: a source that
 //! announces two billion topics in a few bytes is refused, not allocated for.
 //!
-//! What it does not do yet: fetch sessions (KIP-227; every fetch is a full one), and the peer's last mirrored
-//! offset (failback alignment) — there is no Kafka API for it, so [`KafkaFetcher`] answers that the peer never
-//! mirrored from us and the machine realigns by copying the peer's log from its start.
+//! What it does not do yet: fetch sessions (KIP-227; every fetch is a full one).
 
 pub mod cluster;
 pub mod connection;
 pub mod error;
 pub mod fetcher;
+pub mod peer;
 pub mod sources;
 
 pub use cluster::SourceCluster;
 pub use connection::KafkaConnection;
 pub use error::LinkError;
 pub use fetcher::{FetcherConfig, KafkaFetcher};
+pub use peer::{MIRROR_ADMIN_API_KEY, MIRROR_ADMIN_VERSION};
 pub use sources::KafkaSources;

@@ -55,12 +55,28 @@ impl MirrorLinks {
                 topics,
                 timeout_ms,
             } => self.promote(node, &link, &topics, timeout_ms).await,
+            AdminRequest::LastMirrored {
+                source_cluster_id,
+                topic,
+                partition,
+            } => {
+                return match last_mirrored(node, &source_cluster_id, &topic, partition).await {
+                    Ok(offset) => AdminResponse {
+                        ok: true,
+                        error: None,
+                        links: Vec::new(),
+                        last_mirrored_offset: offset,
+                    },
+                    Err(error) => AdminResponse::failed(error.category(), error.to_string(), Vec::new()),
+                };
+            }
         };
         match outcome {
             Ok(links) => AdminResponse {
                 ok: true,
                 error: None,
                 links,
+                last_mirrored_offset: None,
             },
             Err((error, links)) => AdminResponse::failed(error.category(), error.to_string(), links),
         }
@@ -537,4 +553,17 @@ fn check_name(name: &str) -> Result<(), MirrorError> {
             "link name {name:?}: 1 to {MAX_NAME_CHARS} characters of [A-Za-z0-9._-]"
         )))
     }
+}
+
+/// The last mirrored offset `topic`/`partition`'s log recorded for the cluster `source_cluster_id`.
+async fn last_mirrored(
+    node: &Node,
+    source_cluster_id: &str,
+    topic: &str,
+    partition: i32,
+) -> Result<Option<i64>, MirrorError> {
+    let slot = super::links::slot(node, topic, partition).await?;
+    let mut guard = slot.lock().await;
+    let log = super::links::leader(&mut guard, topic, partition)?;
+    Ok(mirror_fsm::last_mirrored_offset(log, source_cluster_id).await?)
 }

@@ -68,6 +68,17 @@ pub enum AdminRequest {
         /// How long to wait for the lag to reach zero.
         timeout_ms: u64,
     },
+    /// This node's last mirrored offset of a partition it mirrored from the cluster `source_cluster_id` (where
+    /// its failover cut), in `last_mirrored_offset` (absent: it never mirrored the partition from there). A
+    /// former source asks it when it mirrors back (failback), to align its log instead of copying it again.
+    LastMirrored {
+        /// The cluster the partition was mirrored from: the one asking.
+        source_cluster_id: String,
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+    },
 }
 
 /// The answer to every request.
@@ -80,6 +91,9 @@ pub struct AdminResponse {
     pub error: Option<AdminFailure>,
     /// The links the action touched, with their partitions' status.
     pub links: Vec<LinkStatus>,
+    /// The answer to `LastMirrored`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_mirrored_offset: Option<i64>,
 }
 
 /// A failed action.
@@ -142,6 +156,7 @@ impl AdminResponse {
                 message: message.into(),
             }),
             links,
+            last_mirrored_offset: None,
         }
     }
 }

@@ -1,0 +1,237 @@
+//! Failback over the Kafka protocol (issue 35): a former source that mirrors back from its former destination
+//! asks that `serve` node, on the administration key, where its failover cut the partition, and aligns its log
+//! there — it fetches only what the destination wrote after the cut, not the whole log again. A source that is not
+//! a mirrorlog node (it closes the connection on the unknown key) counts as never having mirrored from us.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails by panicking
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use broker::{BrokerConfig, Server};
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{ApiVersionsResponse, ProduceRequest, TopicName};
+use kafka_protocol::protocol::{Encodable, StrBytes};
+use mirror_link::{FetcherConfig, KafkaSources};
+use node::mirror::{AdminRequest, AdminResponse, MirrorLinks};
+use node::{Node, NodeConfig, SystemClock};
+use record_format::{BatchBuilder, RecordBatch};
+use storage_config::{Backend, StorageConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const TOPIC: &str = "orders";
+
+fn config(dir: &std::path::Path, cluster_id: &str, topics: &[(&str, u32)]) -> NodeConfig {
+    let mut config = NodeConfig::new(StorageConfig::for_backend(Backend::Fs, dir));
+    config.cluster_id = cluster_id.to_owned();
+    config.topics = topics.iter().map(|(name, n)| ((*name).to_owned(), *n)).collect();
+    config
+}
+
+/// A `serve` node on an ephemeral loopback port; its address, its node and what stops it.
+async fn serve(
+    node: NodeConfig,
+) -> (
+    String,
+    Arc<Node>,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let mut config = BrokerConfig::new("127.0.0.1:0".parse().unwrap(), node.storage.clone());
+    config.node = node;
+    let server = Server::bind(config).await.unwrap();
+    let address = server.local_addr().unwrap().to_string();
+    let node = server.node().clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(async move {
+        server
+            .run(async move {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+    });
+    (address, node, stop, running)
+}
+
+/// Produces one idempotent batch of `count` records to partition 0; the error code.
+async fn produce(node: &Node, producer_id: i64, sequence: i32, count: usize) -> i16 {
+    let mut builder = BatchBuilder::new().producer(producer_id, 0, sequence);
+    for index in 0..count {
+        builder.add(0, None, Some(format!("record {index}").as_bytes()), &[]);
+    }
+    let mut data = PartitionProduceData::default();
+    data.index = 0;
+    data.records = Some(builder.build().unwrap().into_bytes());
+    let mut topic = TopicProduceData::default();
+    topic.name = TopicName(StrBytes::from_static_str(TOPIC));
+    topic.partition_data = vec![data];
+    let mut request = ProduceRequest::default();
+    request.acks = -1;
+    request.timeout_ms = 10_000;
+    request.topic_data = vec![topic];
+    let response = node.produce(request, 8).await;
+    response.responses[0].partition_responses[0].error_code
+}
+
+/// Every batch of partition 0's leader log, as bytes.
+async fn log_bytes(node: &Node) -> Vec<Bytes> {
+    let slot = node.partition(TOPIC, 0).await.unwrap();
+    let guard = slot.lock().await;
+    let log = &guard.as_ref().unwrap().leader;
+    let mut out = Vec::new();
+    let mut offset = log.log_start_offset();
+    while offset < log.log_end_offset() {
+        let batches = log.read_for_replica(offset, 1 << 20).await.unwrap();
+        let Some(last) = batches.last() else { break };
+        offset = last.next_offset();
+        out.extend(batches.into_iter().map(RecordBatch::into_bytes));
+    }
+    out
+}
+
+async fn admin(address: &str, request: AdminRequest) -> AdminResponse {
+    broker::mirror::call(address, &request, Duration::from_secs(30))
+        .await
+        .unwrap()
+}
+
+fn caught_up(answer: &AdminResponse) -> bool {
+    answer
+        .links
+        .iter()
+        .flat_map(|link| &link.partitions)
+        .all(|partition| partition.state == "MIRRORING" && partition.lag_offsets == Some(0))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failback_from_a_serve_node_fetches_only_what_it_wrote_after_the_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let a_config = config(&dir.path().join("a"), "cluster-a", &[(TOPIC, 1)]);
+    let (a_address, a, stop_a, a_running) = serve(a_config.clone()).await;
+    for sequence in 0..20 {
+        assert_eq!(produce(&a, 1, sequence * 5, 5).await, 0);
+    }
+
+    // B mirrors A, fails over, and takes writes of its own.
+    let (b_address, b, stop_b, b_running) = serve(config(&dir.path().join("b"), "cluster-b", &[])).await;
+    let created = admin(
+        &b_address,
+        AdminRequest::Create {
+            link: "a-to-b".to_owned(),
+            source: a_address.clone(),
+            topics: vec![TOPIC.to_owned()],
+        },
+    )
+    .await;
+    assert!(created.ok, "{created:?}");
+    let describe = |link: &str| AdminRequest::Describe {
+        link: link.to_owned(),
+        topics: Vec::new(),
+    };
+    while !caught_up(&admin(&b_address, describe("a-to-b")).await) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let failover = admin(
+        &b_address,
+        AdminRequest::Failover {
+            link: "a-to-b".to_owned(),
+            topics: Vec::new(),
+        },
+    )
+    .await;
+    assert!(failover.ok, "{failover:?}");
+    for sequence in 0..3 {
+        assert_eq!(produce(&b, 9, sequence * 2, 2).await, 0);
+    }
+    let b_batches = log_bytes(&b).await.len();
+    assert_eq!(b_batches, 20 + 1 + 3, "A's batches, the barrier, B's own");
+
+    // A comes back (its links run here, counted) and mirrors from B over the protocol.
+    stop_a.send(()).unwrap();
+    a_running.await.unwrap();
+    let storage = a_config.storage.clone();
+    let a = Node::open_on(
+        a_config,
+        ("127.0.0.1".to_owned(), 0),
+        storage.open().unwrap(),
+        Arc::new(SystemClock),
+    )
+    .await
+    .unwrap();
+    let sources = Arc::new(KafkaSources::new(FetcherConfig::new(b_address.clone())));
+    let mut links = MirrorLinks::open(&a, sources).await.unwrap();
+    let reversed = links
+        .handle(
+            &a,
+            AdminRequest::Reverse {
+                link: "b-to-a".to_owned(),
+                source: b_address.clone(),
+                topics: vec![TOPIC.to_owned()],
+            },
+        )
+        .await;
+    assert!(reversed.ok, "{reversed:?}");
+    let mut appended = 0;
+    for _ in 0..500 {
+        appended += links.step(&a).await;
+        if caught_up(&links.handle(&a, describe("b-to-a")).await) {
+            break;
+        }
+    }
+    assert_eq!(log_bytes(&a).await, log_bytes(&b).await, "A holds B's log");
+    assert_eq!(
+        appended, 4,
+        "aligned at B's cut: only B's barrier and its three batches were fetched, not A's twenty again"
+    );
+    drop(links);
+    stop_b.send(()).unwrap();
+    b_running.await.unwrap();
+}
+
+async fn read_request(socket: &mut tokio::net::TcpStream) -> Vec<u8> {
+    let mut size = [0u8; 4];
+    socket.read_exact(&mut size).await.unwrap();
+    let mut request = vec![0u8; i32::from_be_bytes(size) as usize];
+    socket.read_exact(&mut request).await.unwrap();
+    request
+}
+
+#[tokio::test]
+async fn a_source_that_closes_the_connection_on_the_question_never_mirrored_from_us() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let closing = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        // ApiVersions (the connection's handshake) is answered; the administration key is not.
+        let request = read_request(&mut socket).await;
+        let correlation_id = i32::from_be_bytes(request[4..8].try_into().unwrap());
+        let mut body = BytesMut::new();
+        body.put_i32(correlation_id);
+        ApiVersionsResponse::default().encode(&mut body, 0).unwrap();
+        socket
+            .write_all(&(body.len() as i32).to_be_bytes())
+            .await
+            .unwrap();
+        socket.write_all(&body).await.unwrap();
+        let request = read_request(&mut socket).await;
+        assert_eq!(
+            i16::from_be_bytes(request[0..2].try_into().unwrap()),
+            mirror_link::MIRROR_ADMIN_API_KEY
+        );
+        // As Apache Kafka does with an API key it does not know: close.
+        drop(socket);
+    });
+    let answer = mirror_link::peer::last_mirrored_offset(
+        &address,
+        "test",
+        Duration::from_secs(5),
+        "cluster-a",
+        TOPIC,
+        0,
+    )
+    .await
+    .unwrap();
+    assert_eq!(answer, None);
+    closing.await.unwrap();
+}

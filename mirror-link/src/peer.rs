@@ -1,0 +1,93 @@
+//! What a link asks a source that is itself a mirrorlog node, beyond the Kafka protocol: the source's last
+//! mirrored offset of a partition it once mirrored from us. In a failback the former source (us) mirrors from its
+//! former destination; that peer recorded where its failover cut our partition, and the state machine aligns our
+//! log there instead of copying the peer's whole log again.
+//!
+//! The question travels on the private administration key of ADR 0040 ([`MIRROR_ADMIN_API_KEY`], the JSON
+//! request `{"action": "last_mirrored", …}` that `node::mirror::AdminRequest::LastMirrored` defines). A source
+//! that is not a mirrorlog node (Apache Kafka) closes the connection on the unknown key: that is the answer "never
+//! mirrored from you", and the machine copies from the peer's log start, as with any new source.
+
+use serde::Deserialize;
+
+use crate::connection::KafkaConnection;
+use crate::error::LinkError;
+
+/// The private API key of mirrorlog's administration requests (not advertised in ApiVersions).
+pub const MIRROR_ADMIN_API_KEY: i16 = 10_000;
+
+/// The only version of the administration requests.
+pub const MIRROR_ADMIN_VERSION: i16 = 0;
+
+/// The largest answer to the question (a small JSON object).
+const MAX_ANSWER_BYTES: usize = 64 << 10;
+
+/// The fields of the administration answer this question reads.
+#[derive(Debug, Deserialize)]
+struct Answer {
+    ok: bool,
+    #[serde(default)]
+    error: Option<Failure>,
+    #[serde(default)]
+    last_mirrored_offset: Option<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Failure {
+    category: String,
+    message: String,
+}
+
+/// The last mirrored offset of `topic`/`partition` that the node at `address` recorded for the cluster
+/// `mirrored_from`; `None` when it never mirrored the partition from there or is not a mirrorlog node. A fresh
+/// connection of its own: a broker that closes it on the unknown key takes no shared connection down.
+pub async fn last_mirrored_offset(
+    address: &str,
+    client_id: &str,
+    timeout: std::time::Duration,
+    mirrored_from: &str,
+    topic: &str,
+    partition: i32,
+) -> Result<Option<i64>, LinkError> {
+    let mut connection = KafkaConnection::connect(address, client_id, timeout, MAX_ANSWER_BYTES).await?;
+    let body = serde_json::json!({
+        "action": "last_mirrored",
+        "source_cluster_id": mirrored_from,
+        "topic": topic,
+        "partition": partition,
+    })
+    .to_string();
+    let answer = match connection
+        .call_raw(MIRROR_ADMIN_API_KEY, MIRROR_ADMIN_VERSION, body.as_bytes())
+        .await
+    {
+        Ok(answer) => answer,
+        // The connection closed on the request: not a mirrorlog node.
+        Err(LinkError::Io { source, .. })
+            if matches!(
+                source.kind(),
+                std::io::ErrorKind::UnexpectedEof
+                    | std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::BrokenPipe
+            ) =>
+        {
+            return Ok(None)
+        }
+        Err(error) => return Err(error),
+    };
+    let answer: Answer = serde_json::from_slice(&answer).map_err(|error| LinkError::Malformed {
+        address: address.to_owned(),
+        what: "the last mirrored offset".to_owned(),
+        reason: error.to_string(),
+    })?;
+    match (answer.ok, answer.error) {
+        (true, _) => Ok(answer.last_mirrored_offset),
+        (false, Some(failure)) => Err(LinkError::Refused(format!(
+            "{address} cannot tell its last mirrored offset of {topic}-{partition}: {} ({})",
+            failure.message, failure.category
+        ))),
+        (false, None) => Err(LinkError::Refused(format!(
+            "{address} cannot tell its last mirrored offset of {topic}-{partition}"
+        ))),
+    }
+}
