@@ -145,7 +145,9 @@ pub fn encode_response<M: Encodable>(
     message: &M,
 ) -> Result<Bytes, String> {
     let header_version = key.response_header_version(version);
-    let mut out = BytesMut::new();
+    // Sized once: a Fetch answer of megabytes grown by doubling would be copied several times over.
+    let body = message.compute_size(version).map_err(|error| error.to_string())?;
+    let mut out = BytesMut::with_capacity(body.saturating_add(9));
     out.put_i32(0);
     out.put_i32(correlation_id);
     if header_version >= 1 {
