@@ -88,6 +88,14 @@ pub enum Decoded {
     OffsetCommit(OffsetCommitRequest),
     /// OffsetFetch.
     OffsetFetch(OffsetFetchRequest),
+    /// JoinGroup.
+    JoinGroup(JoinGroupRequest),
+    /// SyncGroup.
+    SyncGroup(SyncGroupRequest),
+    /// Heartbeat.
+    Heartbeat(HeartbeatRequest),
+    /// LeaveGroup.
+    LeaveGroup(LeaveGroupRequest),
     /// TxnOffsetCommit.
     TxnOffsetCommit(TxnOffsetCommitRequest),
     /// InitProducerId.
@@ -145,6 +153,10 @@ pub fn decode(request: &Request) -> Result<Decoded, RequestError> {
         ApiKey::ListOffsets => decode!(ListOffsets),
         ApiKey::OffsetCommit => decode!(OffsetCommit),
         ApiKey::OffsetFetch => decode!(OffsetFetch),
+        ApiKey::JoinGroup => decode!(JoinGroup),
+        ApiKey::SyncGroup => decode!(SyncGroup),
+        ApiKey::Heartbeat => decode!(Heartbeat),
+        ApiKey::LeaveGroup => decode!(LeaveGroup),
         ApiKey::TxnOffsetCommit => decode!(TxnOffsetCommit),
         ApiKey::InitProducerId => decode!(InitProducerId),
         ApiKey::AddPartitionsToTxn => decode!(AddPartitionsToTxn),
@@ -188,6 +200,10 @@ pub async fn handle(node: &Node, request: &Request) -> Result<Reply, RequestErro
             frame(key, version, id, &node.offset_commit(request, version).await)
         }
         Decoded::OffsetFetch(request) => frame(key, version, id, &node.offset_fetch(request, version).await),
+        Decoded::JoinGroup(request) => frame(key, version, id, &node.join_group(request, version).await),
+        Decoded::SyncGroup(request) => frame(key, version, id, &node.sync_group(request, version).await),
+        Decoded::Heartbeat(request) => frame(key, version, id, &node.heartbeat(request, version)),
+        Decoded::LeaveGroup(request) => frame(key, version, id, &node.leave_group(request, version)),
         Decoded::TxnOffsetCommit(request) => {
             frame(key, version, id, &node.txn_offset_commit(request, version).await)
         }

@@ -101,6 +101,7 @@ impl Server {
             self.config.housekeeping_interval,
             stopped.clone(),
         ));
+        let group_timers = tokio::spawn(group_timers(self.node.clone(), stopped.clone()));
         let mirror = Arc::new(
             MirrorService::start(
                 self.node.clone(),
@@ -151,8 +152,11 @@ impl Server {
         let _ = stop.send(true);
         // A connection waiting for an administration answer (a promote) must not hold the shutdown back.
         mirror.shut_down();
+        // Nor a JoinGroup waiting for a rebalance.
+        self.node.close_groups();
         while connections.join_next().await.is_some() {}
         let _ = housekeeping.await;
+        let _ = group_timers.await;
         if let Some(mirror) = Arc::into_inner(mirror) {
             mirror.join().await;
         }
@@ -181,6 +185,20 @@ async fn housekeeping(node: Arc<Node>, every: Duration, mut stopped: watch::Rece
                     eprintln!("mirrorlog serve: housekeeping failed: {error}");
                 }
             }
+            _ = stopped.changed() => return,
+        }
+    }
+}
+
+/// How often consumer groups' timers are checked (sessions are 6 s at the least).
+const GROUP_TIMER_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Consumer groups' timers: expired sessions end, overdue rebalances complete.
+async fn group_timers(node: Arc<Node>, mut stopped: watch::Receiver<bool>) {
+    let mut interval = tokio::time::interval(GROUP_TIMER_INTERVAL);
+    loop {
+        tokio::select! {
+            _ = interval.tick() => node.tick_groups(),
             _ = stopped.changed() => return,
         }
     }

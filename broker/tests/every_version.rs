@@ -610,6 +610,9 @@ async fn scenario(key: ApiKey, version: i16) {
                 "-1: up to the high watermark"
             );
         }
+        ApiKey::JoinGroup | ApiKey::SyncGroup | ApiKey::Heartbeat | ApiKey::LeaveGroup => {
+            group_cycle(b, key, version).await;
+        }
         other => panic!("{other:?} is advertised but this test has no scenario for it: add one"),
     }
     broker.close().await.expect("close");
@@ -638,4 +641,111 @@ async fn every_advertised_version_answers_with_a_response_that_encodes() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// One member's whole life in a group — join (with MEMBER_ID_REQUIRED first from JoinGroup v4), sync as the
+/// leader, heartbeat, commit at its generation, leave — with `key` at `version` and the other APIs at their
+/// highest version.
+async fn group_cycle(b: &Node, key: ApiKey, version: i16) {
+    let at = |api: ApiKey| if api == key { version } else { max(api) };
+    let mut protocol = join_group_request::JoinGroupRequestProtocol::default();
+    protocol.name = s("range");
+    protocol.metadata = Bytes::from_static(b"subscription");
+    let mut join = JoinGroupRequest::default();
+    join.group_id = GroupId(s("group"));
+    join.session_timeout_ms = 10_000;
+    join.rebalance_timeout_ms = 10_000;
+    join.protocol_type = s("consumer");
+    join.protocols = vec![protocol];
+    let join_version = at(ApiKey::JoinGroup);
+    let mut joined: JoinGroupResponse = call(b, ApiKey::JoinGroup, join_version, &join)
+        .await
+        .expect("answered");
+    if join_version >= 4 {
+        assert_eq!(joined.error_code, 79, "MEMBER_ID_REQUIRED");
+        join.member_id = joined.member_id.clone();
+        joined = call(b, ApiKey::JoinGroup, join_version, &join)
+            .await
+            .expect("answered");
+    }
+    assert_eq!(joined.error_code, 0);
+    assert_eq!(joined.leader, joined.member_id);
+    assert_eq!(joined.members.len(), 1);
+    let member = joined.member_id.clone();
+    let generation = joined.generation_id;
+
+    let mut assignment = sync_group_request::SyncGroupRequestAssignment::default();
+    assignment.member_id = member.clone();
+    assignment.assignment = Bytes::from_static(b"orders-0,orders-1");
+    let mut sync = SyncGroupRequest::default();
+    sync.group_id = GroupId(s("group"));
+    sync.generation_id = generation;
+    sync.member_id = member.clone();
+    sync.protocol_type = Some(s("consumer"));
+    sync.protocol_name = Some(s("range"));
+    sync.assignments = vec![assignment];
+    let synced: SyncGroupResponse = call(b, ApiKey::SyncGroup, at(ApiKey::SyncGroup), &sync)
+        .await
+        .expect("answered");
+    assert_eq!(synced.error_code, 0);
+    assert_eq!(synced.assignment, Bytes::from_static(b"orders-0,orders-1"));
+
+    let mut heartbeat = HeartbeatRequest::default();
+    heartbeat.group_id = GroupId(s("group"));
+    heartbeat.generation_id = generation;
+    heartbeat.member_id = member.clone();
+    let beat: HeartbeatResponse = call(b, ApiKey::Heartbeat, at(ApiKey::Heartbeat), &heartbeat)
+        .await
+        .expect("answered");
+    assert_eq!(beat.error_code, 0);
+    heartbeat.generation_id = generation + 1;
+    let stale: HeartbeatResponse = call(b, ApiKey::Heartbeat, at(ApiKey::Heartbeat), &heartbeat)
+        .await
+        .expect("answered");
+    assert_eq!(stale.error_code, 22, "ILLEGAL_GENERATION");
+
+    let mut partition = offset_commit_request::OffsetCommitRequestPartition::default();
+    partition.committed_offset = 7;
+    let mut topic = offset_commit_request::OffsetCommitRequestTopic::default();
+    topic.name = topic_name(TOPIC);
+    topic.partitions = vec![partition];
+    let mut commit = OffsetCommitRequest::default();
+    commit.group_id = GroupId(s("group"));
+    commit.generation_id_or_member_epoch = -1;
+    commit.topics = vec![topic];
+    let simple: OffsetCommitResponse = call(b, ApiKey::OffsetCommit, max(ApiKey::OffsetCommit), &commit)
+        .await
+        .expect("answered");
+    assert_eq!(
+        simple.topics[0].partitions[0].error_code, 25,
+        "UNKNOWN_MEMBER_ID: the group has a member"
+    );
+    commit.generation_id_or_member_epoch = generation;
+    commit.member_id = member.clone();
+    let current: OffsetCommitResponse = call(b, ApiKey::OffsetCommit, max(ApiKey::OffsetCommit), &commit)
+        .await
+        .expect("answered");
+    assert_eq!(current.topics[0].partitions[0].error_code, 0);
+
+    let leave_version = at(ApiKey::LeaveGroup);
+    let mut leave = LeaveGroupRequest::default();
+    leave.group_id = GroupId(s("group"));
+    if leave_version < 3 {
+        leave.member_id = member.clone();
+    } else {
+        let mut identity = leave_group_request::MemberIdentity::default();
+        identity.member_id = member.clone();
+        leave.members = vec![identity];
+    }
+    let left: LeaveGroupResponse = call(b, ApiKey::LeaveGroup, leave_version, &leave)
+        .await
+        .expect("answered");
+    assert_eq!(left.error_code, 0);
+    if leave_version >= 3 {
+        assert_eq!(left.members[0].error_code, 0);
+    }
+    let again: HeartbeatResponse = call(b, ApiKey::Heartbeat, at(ApiKey::Heartbeat), &heartbeat)
+        .await
+        .expect("answered");
+    assert_eq!(again.error_code, 25, "UNKNOWN_MEMBER_ID after leaving");
 }

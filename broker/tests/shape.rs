@@ -99,6 +99,50 @@ fn sample(key: ApiKey, version: i16) -> BytesMut {
             request.key = s("group");
             request.encode(&mut out, version)
         }
+        ApiKey::JoinGroup => {
+            let mut protocol = join_group_request::JoinGroupRequestProtocol::default();
+            protocol.name = s("range");
+            protocol.metadata = Bytes::from_static(b"subscription");
+            let mut request = JoinGroupRequest::default();
+            request.group_id = GroupId(s("group"));
+            request.session_timeout_ms = 10_000;
+            request.member_id = s("member");
+            request.group_instance_id = (version >= 5).then(|| s("instance"));
+            request.protocol_type = s("consumer");
+            request.protocols = vec![protocol.clone(), protocol];
+            request.encode(&mut out, version)
+        }
+        ApiKey::SyncGroup => {
+            let mut assignment = sync_group_request::SyncGroupRequestAssignment::default();
+            assignment.member_id = s("member");
+            assignment.assignment = Bytes::from_static(b"partitions");
+            let mut request = SyncGroupRequest::default();
+            request.group_id = GroupId(s("group"));
+            request.generation_id = 3;
+            request.member_id = s("member");
+            request.assignments = vec![assignment.clone(), assignment];
+            request.encode(&mut out, version)
+        }
+        ApiKey::Heartbeat => {
+            let mut request = HeartbeatRequest::default();
+            request.group_id = GroupId(s("group"));
+            request.generation_id = 3;
+            request.member_id = s("member");
+            request.encode(&mut out, version)
+        }
+        ApiKey::LeaveGroup => {
+            let mut identity = leave_group_request::MemberIdentity::default();
+            identity.member_id = s("member");
+            identity.group_instance_id = Some(s("instance"));
+            let mut request = LeaveGroupRequest::default();
+            request.group_id = GroupId(s("group"));
+            if version < 3 {
+                request.member_id = s("member");
+            } else {
+                request.members = vec![identity.clone(), identity];
+            }
+            request.encode(&mut out, version)
+        }
         ApiKey::CreateTopics => {
             let mut config = create_topics_request::CreatableTopicConfig::default();
             config.name = s("cleanup.policy");

@@ -201,6 +201,49 @@ const OFFSET_FETCH: &[Field] = &[
 
 const FIND_COORDINATOR: &[Field] = &[all(STRING), since(1, I8)];
 
+const JOIN_GROUP: &[Field] = &[
+    all(STRING),               // group_id
+    all(I32),                  // session_timeout_ms
+    since(1, I32),             // rebalance_timeout_ms
+    all(STRING),               // member_id
+    since(5, NULLABLE_STRING), // group_instance_id
+    all(STRING),               // protocol_type
+    all(array(&[
+        all(STRING),                          // name
+        all(Kind::Bytes { nullable: false }), // metadata
+    ])),
+];
+
+const SYNC_GROUP: &[Field] = &[
+    all(STRING),               // group_id
+    all(I32),                  // generation_id
+    all(STRING),               // member_id
+    since(3, NULLABLE_STRING), // group_instance_id
+    all(array(&[
+        all(STRING),                          // member_id
+        all(Kind::Bytes { nullable: false }), // assignment
+    ])),
+];
+
+const HEARTBEAT: &[Field] = &[
+    all(STRING),               // group_id
+    all(I32),                  // generation_id
+    all(STRING),               // member_id
+    since(3, NULLABLE_STRING), // group_instance_id
+];
+
+const LEAVE_GROUP: &[Field] = &[
+    all(STRING),           // group_id
+    between(0, 2, STRING), // member_id
+    since(
+        3,
+        array(&[
+            all(STRING),          // member_id
+            all(NULLABLE_STRING), // group_instance_id
+        ]),
+    ),
+];
+
 const CREATE_TOPICS: &[Field] = &[
     all(array(&[
         all(STRING), // name
@@ -375,6 +418,10 @@ fn layout(key: ApiKey, version: i16) -> Option<&'static [Field]> {
         ApiKey::OffsetCommit => OFFSET_COMMIT,
         ApiKey::OffsetFetch => OFFSET_FETCH,
         ApiKey::FindCoordinator => FIND_COORDINATOR,
+        ApiKey::JoinGroup => JOIN_GROUP,
+        ApiKey::SyncGroup => SYNC_GROUP,
+        ApiKey::Heartbeat => HEARTBEAT,
+        ApiKey::LeaveGroup => LEAVE_GROUP,
         ApiKey::CreateTopics => CREATE_TOPICS,
         ApiKey::InitProducerId => INIT_PRODUCER_ID,
         ApiKey::AddPartitionsToTxn => ADD_PARTITIONS_TO_TXN,

@@ -36,6 +36,24 @@ pub enum KafkaError {
     InvalidPartitions,
     /// 38: the replication factor is not acceptable.
     InvalidReplicationFactor,
+    /// 22: the group member's generation is not the group's.
+    IllegalGeneration,
+    /// 23: the member's protocol type or protocols do not match the group's.
+    InconsistentGroupProtocol,
+    /// 24: the group id is empty.
+    InvalidGroupId,
+    /// 25: the group does not know the member id.
+    UnknownMemberId,
+    /// 26: the session timeout is outside the broker's bounds.
+    InvalidSessionTimeout,
+    /// 27: the group is rebalancing: rejoin.
+    RebalanceInProgress,
+    /// 79: a new member must join again with the member id the answer carries (KIP-394).
+    MemberIdRequired,
+    /// 81: the group holds as many members as the broker allows.
+    GroupMaxSizeReached,
+    /// 82: another member took over the static member's `group.instance.id`.
+    FencedInstanceId,
     /// 55: the request was not attempted because another part of it failed.
     OperationNotAttempted,
     /// 56: the partition's storage failed (or the partition is closed).
@@ -85,7 +103,7 @@ pub enum ClientErrorClass {
 
 impl KafkaError {
     /// Every error, in code order.
-    pub const ALL: [KafkaError; 28] = [
+    pub const ALL: [KafkaError; 37] = [
         KafkaError::UnknownServerError,
         KafkaError::OffsetOutOfRange,
         KafkaError::CorruptMessage,
@@ -93,6 +111,12 @@ impl KafkaError {
         KafkaError::MessageTooLarge,
         KafkaError::InvalidTopic,
         KafkaError::InvalidRequiredAcks,
+        KafkaError::IllegalGeneration,
+        KafkaError::InconsistentGroupProtocol,
+        KafkaError::InvalidGroupId,
+        KafkaError::UnknownMemberId,
+        KafkaError::InvalidSessionTimeout,
+        KafkaError::RebalanceInProgress,
         KafkaError::InvalidTimestamp,
         KafkaError::UnsupportedVersion,
         KafkaError::TopicAlreadyExists,
@@ -110,6 +134,9 @@ impl KafkaError {
         KafkaError::OperationNotAttempted,
         KafkaError::KafkaStorageError,
         KafkaError::UnknownProducerId,
+        KafkaError::MemberIdRequired,
+        KafkaError::GroupMaxSizeReached,
+        KafkaError::FencedInstanceId,
         KafkaError::InvalidRecord,
         KafkaError::ProducerFenced,
         KafkaError::TransactionAbortable,
@@ -132,6 +159,15 @@ impl KafkaError {
             KafkaError::TopicAlreadyExists => 36,
             KafkaError::InvalidPartitions => 37,
             KafkaError::InvalidReplicationFactor => 38,
+            KafkaError::IllegalGeneration => 22,
+            KafkaError::InconsistentGroupProtocol => 23,
+            KafkaError::InvalidGroupId => 24,
+            KafkaError::UnknownMemberId => 25,
+            KafkaError::InvalidSessionTimeout => 26,
+            KafkaError::RebalanceInProgress => 27,
+            KafkaError::MemberIdRequired => 79,
+            KafkaError::GroupMaxSizeReached => 81,
+            KafkaError::FencedInstanceId => 82,
             KafkaError::OperationNotAttempted => 55,
             KafkaError::KafkaStorageError => 56,
             KafkaError::InvalidRequest => 42,
@@ -166,6 +202,15 @@ impl KafkaError {
             KafkaError::TopicAlreadyExists => "TOPIC_ALREADY_EXISTS",
             KafkaError::InvalidPartitions => "INVALID_PARTITIONS",
             KafkaError::InvalidReplicationFactor => "INVALID_REPLICATION_FACTOR",
+            KafkaError::IllegalGeneration => "ILLEGAL_GENERATION",
+            KafkaError::InconsistentGroupProtocol => "INCONSISTENT_GROUP_PROTOCOL",
+            KafkaError::InvalidGroupId => "INVALID_GROUP_ID",
+            KafkaError::UnknownMemberId => "UNKNOWN_MEMBER_ID",
+            KafkaError::InvalidSessionTimeout => "INVALID_SESSION_TIMEOUT",
+            KafkaError::RebalanceInProgress => "REBALANCE_IN_PROGRESS",
+            KafkaError::MemberIdRequired => "MEMBER_ID_REQUIRED",
+            KafkaError::GroupMaxSizeReached => "GROUP_MAX_SIZE_REACHED",
+            KafkaError::FencedInstanceId => "FENCED_INSTANCE_ID",
             KafkaError::OperationNotAttempted => "OPERATION_NOT_ATTEMPTED",
             KafkaError::KafkaStorageError => "KAFKA_STORAGE_ERROR",
             KafkaError::InvalidRequest => "INVALID_REQUEST",
@@ -219,6 +264,17 @@ impl KafkaError {
             | KafkaError::TopicAlreadyExists
             | KafkaError::InvalidPartitions
             | KafkaError::InvalidReplicationFactor => ClientErrorClass::Fatal,
+            // A transactional offset commit whose group moved on (KIP-447): the transaction must abort.
+            KafkaError::IllegalGeneration | KafkaError::UnknownMemberId | KafkaError::RebalanceInProgress => {
+                ClientErrorClass::Abortable
+            }
+            // Group membership answers the produce path never sees; a static member replaced cannot continue.
+            KafkaError::InconsistentGroupProtocol
+            | KafkaError::InvalidGroupId
+            | KafkaError::InvalidSessionTimeout
+            | KafkaError::MemberIdRequired
+            | KafkaError::GroupMaxSizeReached
+            | KafkaError::FencedInstanceId => ClientErrorClass::Fatal,
             // A client bug (a timeout above the maximum, an empty transactional id): retrying cannot help.
             KafkaError::InvalidRequest | KafkaError::InvalidTransactionTimeout => ClientErrorClass::Fatal,
             // A mirror partition stays read-only until failover; retrying against it cannot succeed.
@@ -260,6 +316,15 @@ mod tests {
             ("TOPIC_ALREADY_EXISTS", 36),
             ("INVALID_PARTITIONS", 37),
             ("INVALID_REPLICATION_FACTOR", 38),
+            ("ILLEGAL_GENERATION", 22),
+            ("INCONSISTENT_GROUP_PROTOCOL", 23),
+            ("INVALID_GROUP_ID", 24),
+            ("UNKNOWN_MEMBER_ID", 25),
+            ("INVALID_SESSION_TIMEOUT", 26),
+            ("REBALANCE_IN_PROGRESS", 27),
+            ("MEMBER_ID_REQUIRED", 79),
+            ("GROUP_MAX_SIZE_REACHED", 81),
+            ("FENCED_INSTANCE_ID", 82),
             ("OUT_OF_ORDER_SEQUENCE_NUMBER", 45),
             ("INVALID_PRODUCER_EPOCH", 47),
             ("INVALID_TXN_STATE", 48),

@@ -10,6 +10,7 @@
 //! - [`node`] — topics, partition logs, the coordinator's driver (persist, deliver markers, re-send, report),
 //!   housekeeping, closing.
 //! - [`offsets`] — the group offset store (OffsetCommit, OffsetFetch, TxnOffsetCommit).
+//! - [`membership`] — consumer groups' classic protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup).
 //! - `api` — the answer to each request, as methods of [`Node`].
 //! - [`mirror`] — mirror links: the node as a mirror destination (registry, drivers and fetchers, the
 //!   administration actions).
@@ -21,6 +22,7 @@ mod api;
 pub mod clock;
 pub mod config;
 mod error;
+pub mod membership;
 pub mod mirror;
 pub mod node;
 pub mod offsets;

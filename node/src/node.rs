@@ -76,6 +76,8 @@ pub struct Node {
     /// Markers delivered since the last [`Node::take_delivered_markers`] (kept only when the config asks).
     delivered: Mutex<Vec<DeliveredMarker>>,
     pub(crate) offsets: Mutex<GroupOffsets>,
+    /// Consumer groups' members and generations (in memory).
+    pub(crate) membership: crate::membership::Membership,
     /// The internal partition whose metadata holds the mirror links (`crate::mirror::registry`).
     pub(crate) mirror_registry: Mutex<Option<PartitionLog>>,
     appended: watch::Sender<u64>,
@@ -226,6 +228,7 @@ impl Node {
             topics: RwLock::new(topics),
             coordinator: Mutex::new(coordinator),
             offsets: Mutex::new(offsets),
+            membership: crate::membership::Membership::default(),
             appended,
             config,
             repairs,

@@ -7,6 +7,7 @@
 
 mod admin;
 mod fetch;
+mod groups;
 mod offsets;
 mod produce;
 mod txn;
@@ -29,6 +30,10 @@ pub const VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetCommit, 2, 7),
     (ApiKey::OffsetFetch, 1, 5),
     (ApiKey::FindCoordinator, 0, 2),
+    (ApiKey::JoinGroup, 0, 5),
+    (ApiKey::SyncGroup, 0, 3),
+    (ApiKey::Heartbeat, 0, 3),
+    (ApiKey::LeaveGroup, 0, 3),
     (ApiKey::ApiVersions, 0, 3),
     (ApiKey::CreateTopics, 2, 4),
     (ApiKey::InitProducerId, 0, 4),
@@ -137,6 +142,8 @@ scenarios! {
     offsets::transactional_offsets_aborted => "offsets committed in an aborted transaction are not visible",
     offsets::txn_offset_commit_group_not_added => "TxnOffsetCommit for a group the transaction did not add",
     offsets::offset_fetch_pending_transactional_offsets => "OffsetFetch while a transaction's offsets are pending",
+    groups::group_every_version => "a group member's life at every JoinGroup, SyncGroup, Heartbeat and LeaveGroup version: join, sync as leader, heartbeats, commits, leave",
+    groups::group_refusals => "a short session timeout, an unknown member id, no common protocol, a stale generation, unknown members",
 }
 
 /// Sends `request` at the highest version of `key` the scenarios drive.

@@ -1,5 +1,6 @@
-//! OffsetCommit, OffsetFetch and TxnOffsetCommit over the group offset store ([`crate::offsets`]). There is no
-//! group membership: any generation is accepted (consumers `assign()` their partitions).
+//! OffsetCommit, OffsetFetch and TxnOffsetCommit over the group offset store ([`crate::offsets`]). An
+//! OffsetCommit to a group with members must come from a current member at the group's generation
+//! ([`crate::membership`]); a group without members takes commits from anyone (consumers that `assign()`).
 
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
@@ -48,8 +49,15 @@ pub async fn offset_commit(node: &Node, request: OffsetCommitRequest, _version: 
         }
         topics.push(answer);
     }
+    let refused = node.membership.check_commit(
+        &group,
+        request.generation_id_or_member_epoch,
+        request.member_id.as_str(),
+    );
     if group.is_empty() {
         set_all(&mut topics, KafkaError::InvalidRequest.code());
+    } else if let Some(error) = refused {
+        set_all(&mut topics, error.code());
     } else if node.offsets.lock().await.commit(entries).await.is_err() {
         set_all(&mut topics, KafkaError::KafkaStorageError.code());
     }

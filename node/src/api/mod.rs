@@ -6,6 +6,7 @@ mod admin;
 mod delete;
 mod fetch;
 mod groups;
+mod membership;
 mod produce;
 mod txn;
 
@@ -56,6 +57,37 @@ impl Node {
     /// OffsetCommit.
     pub async fn offset_commit(&self, request: OffsetCommitRequest, version: i16) -> OffsetCommitResponse {
         groups::offset_commit(self, request, version).await
+    }
+
+    /// JoinGroup: answered when the group's rebalance completes (this call waits).
+    pub async fn join_group(&self, request: JoinGroupRequest, version: i16) -> JoinGroupResponse {
+        membership::join_group(self, request, version).await
+    }
+
+    /// SyncGroup: a follower's answer waits for the leader's assignment.
+    pub async fn sync_group(&self, request: SyncGroupRequest, version: i16) -> SyncGroupResponse {
+        membership::sync_group(self, request, version).await
+    }
+
+    /// Heartbeat.
+    pub fn heartbeat(&self, request: HeartbeatRequest, _version: i16) -> HeartbeatResponse {
+        membership::heartbeat(self, &request)
+    }
+
+    /// LeaveGroup.
+    pub fn leave_group(&self, request: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
+        membership::leave_group(self, &request, version)
+    }
+
+    /// Consumer groups' timers on the node's clock: expired sessions removed, overdue rebalances completed.
+    pub fn tick_groups(&self) {
+        self.membership.tick(self.now_ms());
+    }
+
+    /// Forgets every consumer group, answering the joins and syncs that wait (before a shutdown drains its
+    /// connections).
+    pub fn close_groups(&self) {
+        self.membership.close();
     }
 
     /// OffsetFetch.

@@ -1,0 +1,171 @@
+"""Consumer groups (issue 38, first step): consumers that `subscribe()` share a topic's partitions through the classic
+group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup), against `mirrorlog serve` and against Apache Kafka.
+
+- librdkafka: three members of one group, each in a process of its own committing after every record; one is
+  killed with SIGKILL mid-stream. After its session times out the others take its partitions over from its last
+  commit: every record is processed, and a record is processed twice only if the killed member processed it after
+  its last commit (with a commit per record, at most one record per partition it held).
+- kafka-python: two members split a topic's partitions between them, each record read by exactly one of them.
+"""
+
+import json
+import signal
+import threading
+import subprocess
+import sys
+import time
+
+from confluent_kafka import Consumer
+from kafka import KafkaConsumer
+
+from conftest import idempotent_producer
+
+RECORDS = 600
+PARTITIONS = 6
+
+# One group member: consumes, commits after every record (synchronously), prints each record it processed.
+MEMBER = r"""
+import json, sys
+from confluent_kafka import Consumer, KafkaException
+bootstrap, topic, group = sys.argv[1:4]
+consumer = Consumer({
+    "bootstrap.servers": bootstrap,
+    "group.id": group,
+    "auto.offset.reset": "earliest",
+    "enable.auto.commit": False,
+    "session.timeout.ms": 6000,
+    "heartbeat.interval.ms": 500,
+})
+consumer.subscribe([topic])
+while True:
+    message = consumer.poll(0.2)
+    if message is None:
+        continue
+    if message.error():
+        print(json.dumps({"error": str(message.error())}), flush=True)
+        continue
+    # Slow enough that the kill lands mid-stream.
+    import time; time.sleep(0.01)
+    print(json.dumps({"partition": message.partition(), "offset": message.offset()}), flush=True)
+    try:
+        consumer.commit(message, asynchronous=False)
+    except KafkaException as error:
+        # A commit refused by a rebalance: the record is processed again by whoever gets the partition.
+        print(json.dumps({"commit_refused": str(error)}), flush=True)
+"""
+
+
+def produce(bootstrap, topic, partitions, records):
+    producer = idempotent_producer(bootstrap)
+    for index in range(records):
+        producer.produce(topic, value=f"record-{index}".encode(), partition=index % partitions)
+    assert producer.flush(60) == 0
+
+
+def collect_lines(process, into):
+    """A thread appending every JSON line the member prints to `into` (a reader of its own: a line left in a pipe
+    reader's buffer would otherwise wait there unseen)."""
+
+    def read():
+        for line in process.stdout:
+            into.append(json.loads(line))
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_subscribed_members_share_partitions_and_take_over_a_killed_member(broker):
+    topic = broker.create_topic(PARTITIONS, prefix="grouped")
+    group = broker.unique("group")
+    produce(broker.bootstrap, topic, PARTITIONS, RECORDS)
+    members = [
+        subprocess.Popen(
+            [sys.executable, "-c", MEMBER, broker.bootstrap, topic, group],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        for _ in range(3)
+    ]
+    seen = [[] for _ in members]
+    readers = [collect_lines(member, lines) for member, lines in zip(members, seen)]
+    try:
+        # Wait until the victim has processed some records, then kill it without a LeaveGroup.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(seen[0]) < 20:
+            time.sleep(0.05)
+        assert len(seen[0]) >= 20, "the first member never got records"
+        members[0].send_signal(signal.SIGKILL)
+        members[0].wait(10)
+        # The others go on until every record has been processed (the victim's partitions after its session ends).
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            done = {(r["partition"], r["offset"]) for lines in seen for r in list(lines) if "offset" in r}
+            if len(done) >= RECORDS:
+                break
+            time.sleep(0.1)
+    finally:
+        for member in members:
+            if member.poll() is None:
+                member.send_signal(signal.SIGTERM)
+                member.wait(10)
+        for reader in readers:
+            reader.join(10)
+    errors = [r for lines in seen for r in lines if "error" in r]
+    assert not errors, errors
+    refused = sum(1 for lines in seen for r in lines if "commit_refused" in r)
+    seen = [[r for r in lines if "offset" in r] for lines in seen]
+    processed = [(r["partition"], r["offset"]) for lines in seen for r in lines]
+    shares = [
+        {p: (min(r["offset"] for r in lines if r["partition"] == p), max(r["offset"] for r in lines if r["partition"] == p))
+         for p in {r["partition"] for r in lines}}
+        for lines in seen
+    ]
+    assert set(processed) == {(p, o) for p in range(PARTITIONS) for o in range(RECORDS // PARTITIONS)}, shares
+    victims = {r["partition"] for r in seen[0]}
+    twice = len(processed) - len(set(processed))
+    assert twice <= len(victims) + refused, (
+        f"{twice} records processed twice; the killed member held {len(victims)} partitions, {refused} commits refused"
+    )
+    # The survivors share nothing but records whose commit a rebalance refused.
+    survivors = [{(r["partition"], r["offset"]) for r in lines} for lines in seen[1:]]
+    assert len(survivors[0] & survivors[1]) <= refused
+
+
+def test_kafka_python_members_split_the_partitions(broker):
+    topic = broker.create_topic(4, prefix="split")
+    group = broker.unique("group")
+    produce(broker.bootstrap, topic, 4, 200)
+    consumers = [
+        KafkaConsumer(
+            topic,
+            bootstrap_servers=broker.bootstrap,
+            group_id=group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=500,
+        )
+        for _ in range(2)
+    ]
+    got = [[] for _ in consumers]
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            for index, consumer in enumerate(consumers):
+                for records in consumer.poll(timeout_ms=200).values():
+                    got[index].extend((r.partition, r.offset) for r in records)
+                    consumer.commit()
+            assigned = [consumer.assignment() for consumer in consumers]
+            if sum(len(lines) for lines in got) >= 200 and all(assigned):
+                break
+        assigned = [consumer.assignment() for consumer in consumers]
+    finally:
+        for consumer in consumers:
+            consumer.close()
+    assert all(len(a) == 2 for a in assigned), assigned
+    assert not set(assigned[0]) & set(assigned[1])
+    everything = got[0] + got[1]
+    assert len(everything) == len(set(everything)), "a record read twice"
+    assert sorted(everything) == sorted({(p, o) for p in range(4) for o in range(50)})

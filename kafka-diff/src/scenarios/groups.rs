@@ -1,0 +1,267 @@
+//! Consumer groups, the classic protocol: a member's whole life (JoinGroup — MEMBER_ID_REQUIRED first from v4 —,
+//! SyncGroup as the leader, Heartbeat, an OffsetCommit at its generation, LeaveGroup) at every version, and the
+//! answers to requests a group refuses. Member ids are random on both brokers: only whether an id is there, and
+//! whether the leader is the member itself, are observed.
+
+use bytes::Bytes;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::Encodable;
+use serde_json::json;
+
+use super::{find_coordinator, fresh_topic, top, versions};
+use crate::error::DiffError;
+use crate::requests::{self, s};
+use crate::session::Session;
+
+/// A consumer's subscription to the scenario's topic, as the consumer protocol writes it (version 0; Kafka 4's
+/// group coordinator reads the subscriptions of `consumer` groups).
+fn subscription() -> Bytes {
+    let mut subscription = ConsumerProtocolSubscription::default();
+    subscription.topics = vec![s(TOPIC)];
+    consumer_protocol(&subscription)
+}
+
+/// An assignment of the topic's partition 0 (consumer protocol version 0).
+fn assignment() -> Bytes {
+    let mut partition = consumer_protocol_assignment::TopicPartition::default();
+    partition.topic = requests::topic_name(TOPIC);
+    partition.partitions = vec![0];
+    let mut assignment = ConsumerProtocolAssignment::default();
+    assignment.assigned_partitions = vec![partition];
+    consumer_protocol(&assignment)
+}
+
+fn consumer_protocol<M: Encodable>(message: &M) -> Bytes {
+    let mut out = bytes::BytesMut::new();
+    out.extend_from_slice(&0i16.to_be_bytes());
+    // A version-0 consumer protocol message always encodes.
+    let _ = message.encode(&mut out, 0);
+    out.freeze()
+}
+
+/// The topic the members subscribe to (it need not exist).
+const TOPIC: &str = "subscribed";
+
+fn join_request(group: &str, member_id: &str, session_timeout_ms: i32) -> JoinGroupRequest {
+    let mut protocol = join_group_request::JoinGroupRequestProtocol::default();
+    protocol.name = s("range");
+    protocol.metadata = subscription();
+    let mut request = JoinGroupRequest::default();
+    request.group_id = GroupId(s(group));
+    request.session_timeout_ms = session_timeout_ms;
+    request.rebalance_timeout_ms = 10_000;
+    request.member_id = s(member_id);
+    request.protocol_type = s("consumer");
+    request.protocols = vec![protocol];
+    request
+}
+
+fn heartbeat_request(group: &str, generation: i32, member_id: &str) -> HeartbeatRequest {
+    let mut request = HeartbeatRequest::default();
+    request.group_id = GroupId(s(group));
+    request.generation_id = generation;
+    request.member_id = s(member_id);
+    request
+}
+
+fn leave_request(group: &str, member_id: &str, version: i16) -> LeaveGroupRequest {
+    let mut request = LeaveGroupRequest::default();
+    request.group_id = GroupId(s(group));
+    if version < 3 {
+        request.member_id = s(member_id);
+    } else {
+        let mut identity = leave_group_request::MemberIdentity::default();
+        identity.member_id = s(member_id);
+        request.members = vec![identity];
+    }
+    request
+}
+
+/// Joins `group` as a new member at JoinGroup `version` (rejoining with the id a MEMBER_ID_REQUIRED answer
+/// carries); the member id and generation.
+async fn join(
+    session: &mut Session,
+    step: &str,
+    group: &str,
+    version: i16,
+) -> Result<(String, i32), DiffError> {
+    let mut answer: JoinGroupResponse = session
+        .call(ApiKey::JoinGroup, version, &join_request(group, "", 10_000))
+        .await?;
+    if answer.error_code != 0 {
+        session.observe(
+            &format!("{step}: first join"),
+            json!({ "error": answer.error_code, "has_member_id": !answer.member_id.is_empty() }),
+        );
+        let request = join_request(group, answer.member_id.as_str(), 10_000);
+        answer = session.call(ApiKey::JoinGroup, version, &request).await?;
+    }
+    session.observe(
+        &format!("{step}: join"),
+        json!({
+            "error": answer.error_code,
+            "generation": answer.generation_id,
+            "protocol": answer.protocol_name.as_ref().map(|name| name.as_str().to_owned()),
+            "leads": answer.leader == answer.member_id,
+            "members": answer.members.len(),
+            "metadata": answer.members.iter().map(|m| m.metadata.to_vec()).collect::<Vec<_>>(),
+        }),
+    );
+    Ok((answer.member_id.as_str().to_owned(), answer.generation_id))
+}
+
+pub async fn group_every_version(session: &mut Session) -> Result<(), DiffError> {
+    let topic = fresh_topic(session, "t", 1).await?;
+    let join_versions = versions(ApiKey::JoinGroup);
+    for round in 0..=*join_versions.end() {
+        let at = |key: ApiKey| round.clamp(*versions(key).start(), *versions(key).end());
+        let (join_v, sync_v, beat_v, leave_v) = (
+            at(ApiKey::JoinGroup),
+            at(ApiKey::SyncGroup),
+            at(ApiKey::Heartbeat),
+            at(ApiKey::LeaveGroup),
+        );
+        let step =
+            format!("JoinGroup v{join_v} SyncGroup v{sync_v} Heartbeat v{beat_v} LeaveGroup v{leave_v}");
+        let group = session.transactional_id(&format!("group-{round}"));
+        find_coordinator(session, &group, 0).await?;
+        let (member, generation) = join(session, &step, &group, join_v).await?;
+
+        let mut assignment = sync_group_request::SyncGroupRequestAssignment::default();
+        assignment.member_id = s(&member);
+        assignment.assignment = self::assignment();
+        let mut sync = SyncGroupRequest::default();
+        sync.group_id = GroupId(s(&group));
+        sync.generation_id = generation;
+        sync.member_id = s(&member);
+        sync.assignments = vec![assignment];
+        let synced: SyncGroupResponse = session.call(ApiKey::SyncGroup, sync_v, &sync).await?;
+        session.observe(
+            &format!("{step}: sync"),
+            json!({ "error": synced.error_code, "assignment": synced.assignment.to_vec() }),
+        );
+
+        for (what, generation) in [("current", generation), ("stale", generation + 1)] {
+            let request = heartbeat_request(&group, generation, &member);
+            let beat: HeartbeatResponse = session.call(ApiKey::Heartbeat, beat_v, &request).await?;
+            session.observe(
+                &format!("{step}: heartbeat, {what} generation"),
+                json!({ "error": beat.error_code }),
+            );
+        }
+
+        let mut partition = offset_commit_request::OffsetCommitRequestPartition::default();
+        partition.committed_offset = 1;
+        let mut commit_topic = offset_commit_request::OffsetCommitRequestTopic::default();
+        commit_topic.name = requests::topic_name(&topic);
+        commit_topic.partitions = vec![partition];
+        let mut commit = OffsetCommitRequest::default();
+        commit.group_id = GroupId(s(&group));
+        commit.topics = vec![commit_topic];
+        for (what, generation, member_id) in [
+            ("simple", -1, String::new()),
+            ("stale generation", generation + 1, member.clone()),
+            ("member", generation, member.clone()),
+        ] {
+            commit.generation_id_or_member_epoch = generation;
+            commit.member_id = s(&member_id);
+            let answer: OffsetCommitResponse = session
+                .call(ApiKey::OffsetCommit, top(ApiKey::OffsetCommit), &commit)
+                .await?;
+            let code = answer.topics[0].partitions[0].error_code;
+            session.observe(&format!("{step}: commit, {what}"), json!({ "error": code }));
+        }
+
+        let left: LeaveGroupResponse = session
+            .call(
+                ApiKey::LeaveGroup,
+                leave_v,
+                &leave_request(&group, &member, leave_v),
+            )
+            .await?;
+        session.observe(
+            &format!("{step}: leave"),
+            json!({
+                "error": left.error_code,
+                "members": left.members.iter().map(|m| m.error_code).collect::<Vec<_>>(),
+            }),
+        );
+        let request = heartbeat_request(&group, generation, &member);
+        let beat: HeartbeatResponse = session.call(ApiKey::Heartbeat, beat_v, &request).await?;
+        session.observe(
+            &format!("{step}: heartbeat after leaving"),
+            json!({ "error": beat.error_code }),
+        );
+    }
+    Ok(())
+}
+
+pub async fn group_refusals(session: &mut Session) -> Result<(), DiffError> {
+    let group = session.transactional_id("group");
+    find_coordinator(session, &group, 0).await?;
+    let version = top(ApiKey::JoinGroup);
+    let too_short: JoinGroupResponse = session
+        .call(ApiKey::JoinGroup, version, &join_request(&group, "", 100))
+        .await?;
+    session.observe(
+        "join, session timeout 100 ms",
+        json!({ "error": too_short.error_code }),
+    );
+    let unknown: JoinGroupResponse = session
+        .call(
+            ApiKey::JoinGroup,
+            version,
+            &join_request(&group, "made-up", 10_000),
+        )
+        .await?;
+    session.observe(
+        "join with an unknown member id",
+        json!({ "error": unknown.error_code }),
+    );
+    let (member, generation) = join(session, "member", &group, version).await?;
+    let mut other = join_request(&group, "", 10_000);
+    other.protocols[0].name = s("roundrobin");
+    let inconsistent: JoinGroupResponse = session.call(ApiKey::JoinGroup, version, &other).await?;
+    session.observe(
+        "join without a common protocol",
+        json!({ "error": inconsistent.error_code }),
+    );
+    let mut sync = SyncGroupRequest::default();
+    sync.group_id = GroupId(s(&group));
+    sync.generation_id = generation + 1;
+    sync.member_id = s(&member);
+    let stale: SyncGroupResponse = session
+        .call(ApiKey::SyncGroup, top(ApiKey::SyncGroup), &sync)
+        .await?;
+    session.observe("sync at a stale generation", json!({ "error": stale.error_code }));
+    sync.generation_id = generation;
+    sync.member_id = s("made-up");
+    let unknown_member: SyncGroupResponse = session
+        .call(ApiKey::SyncGroup, top(ApiKey::SyncGroup), &sync)
+        .await?;
+    session.observe(
+        "sync from an unknown member",
+        json!({ "error": unknown_member.error_code }),
+    );
+    let request = heartbeat_request(&group, generation, "made-up");
+    let beat: HeartbeatResponse = session
+        .call(ApiKey::Heartbeat, top(ApiKey::Heartbeat), &request)
+        .await?;
+    session.observe(
+        "heartbeat from an unknown member",
+        json!({ "error": beat.error_code }),
+    );
+    let leave_version = top(ApiKey::LeaveGroup);
+    let left: LeaveGroupResponse = session
+        .call(
+            ApiKey::LeaveGroup,
+            leave_version,
+            &leave_request(&group, "made-up", leave_version),
+        )
+        .await?;
+    session.observe(
+        "leave of an unknown member",
+        json!({ "error": left.error_code, "members": left.members.iter().map(|m| m.error_code).collect::<Vec<_>>() }),
+    );
+    Ok(())
+}

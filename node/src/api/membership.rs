@@ -1,0 +1,149 @@
+//! JoinGroup, SyncGroup, Heartbeat and LeaveGroup over [`crate::membership`]: the request values turned into the
+//! membership's calls, waits for a rebalance awaited here (the connection's task waits, as Kafka's clients expect
+//! of a JoinGroup), and the answers turned back into response values for the request's version.
+
+use bytes::Bytes;
+use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
+use kafka_protocol::messages::leave_group_response::MemberResponse;
+use kafka_protocol::messages::*;
+use kafka_types::{KafkaError, NO_ERROR};
+
+use super::str_bytes;
+use crate::membership::{JoinAnswer, JoinRequest, Pending, SyncAnswer};
+use crate::node::Node;
+
+fn code(error: Option<KafkaError>) -> i16 {
+    error.map_or(NO_ERROR, KafkaError::code)
+}
+
+/// Waits for an answer the membership gives later; a sender dropped (the member was removed meanwhile) is
+/// `gone`.
+async fn settle<T>(pending: Pending<T>, gone: impl FnOnce() -> T) -> T {
+    match pending {
+        Pending::Now(answer) => answer,
+        Pending::Wait(receiver) => receiver.await.unwrap_or_else(|_| gone()),
+    }
+}
+
+/// JoinGroup: answered when the group's rebalance completes.
+pub async fn join_group(node: &Node, request: JoinGroupRequest, version: i16) -> JoinGroupResponse {
+    let member_id = request.member_id.as_str().to_owned();
+    let join = JoinRequest {
+        group: request.group_id.as_str().to_owned(),
+        member_id: member_id.clone(),
+        instance_id: request
+            .group_instance_id
+            .as_ref()
+            .map(|id| id.as_str().to_owned()),
+        client_id: String::from("member"),
+        session_timeout_ms: request.session_timeout_ms,
+        rebalance_timeout_ms: request.rebalance_timeout_ms,
+        protocol_type: request.protocol_type.as_str().to_owned(),
+        protocols: request
+            .protocols
+            .iter()
+            .map(|protocol| (protocol.name.as_str().to_owned(), protocol.metadata.clone()))
+            .collect(),
+        require_known_member_id: version >= 4,
+    };
+    let pending = node.membership.join(join, node.now_ms());
+    let answer = settle(pending, || JoinAnswer {
+        error: Some(KafkaError::UnknownMemberId),
+        generation: -1,
+        protocol: None,
+        leader: String::new(),
+        member_id: member_id.clone(),
+        members: Vec::new(),
+    })
+    .await;
+    let mut response = JoinGroupResponse::default();
+    response.error_code = code(answer.error);
+    response.generation_id = answer.generation;
+    response.protocol_type = Some(request.protocol_type.clone());
+    response.protocol_name = Some(str_bytes(answer.protocol.as_deref().unwrap_or("")));
+    response.leader = str_bytes(&answer.leader);
+    response.member_id = str_bytes(&answer.member_id);
+    response.members = answer
+        .members
+        .into_iter()
+        .map(|(id, instance, metadata)| {
+            let mut member = JoinGroupResponseMember::default();
+            member.member_id = str_bytes(&id);
+            member.group_instance_id = instance.as_deref().map(str_bytes);
+            member.metadata = metadata;
+            member
+        })
+        .collect();
+    response
+}
+
+/// SyncGroup: a follower's answer waits for the leader's assignment.
+pub async fn sync_group(node: &Node, request: SyncGroupRequest, _version: i16) -> SyncGroupResponse {
+    let assignments: Vec<(String, Bytes)> = request
+        .assignments
+        .iter()
+        .map(|assignment| {
+            (
+                assignment.member_id.as_str().to_owned(),
+                assignment.assignment.clone(),
+            )
+        })
+        .collect();
+    let pending = node.membership.sync(
+        request.group_id.as_str(),
+        request.generation_id,
+        request.member_id.as_str(),
+        assignments,
+        node.now_ms(),
+    );
+    let answer = settle(pending, || SyncAnswer {
+        error: Some(KafkaError::RebalanceInProgress),
+        assignment: Bytes::new(),
+    })
+    .await;
+    let mut response = SyncGroupResponse::default();
+    response.error_code = code(answer.error);
+    response.protocol_type = request.protocol_type.clone();
+    response.protocol_name = request.protocol_name.clone();
+    response.assignment = answer.assignment;
+    response
+}
+
+/// Heartbeat.
+pub fn heartbeat(node: &Node, request: &HeartbeatRequest) -> HeartbeatResponse {
+    let mut response = HeartbeatResponse::default();
+    response.error_code = code(node.membership.heartbeat(
+        request.group_id.as_str(),
+        request.generation_id,
+        request.member_id.as_str(),
+        node.now_ms(),
+    ));
+    response
+}
+
+/// LeaveGroup: one member (versions 0–2) or a list of members (3 and above, static members by instance id).
+pub fn leave_group(node: &Node, request: &LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
+    let group = request.group_id.as_str();
+    let now = node.now_ms();
+    let mut response = LeaveGroupResponse::default();
+    if version < 3 {
+        response.error_code = code(
+            node.membership
+                .leave(group, request.member_id.as_str(), None, now),
+        );
+        return response;
+    }
+    for identity in &request.members {
+        let mut member = MemberResponse::default();
+        member.member_id = identity.member_id.clone();
+        member.group_instance_id = identity.group_instance_id.clone();
+        member.error_code = code(node.membership.leave(
+            group,
+            identity.member_id.as_str(),
+            identity.group_instance_id.as_ref().map(|id| id.as_str()),
+            now,
+        ));
+        response.members.push(member);
+    }
+    response
+}

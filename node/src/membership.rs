@@ -1,0 +1,846 @@
+//! Consumer groups, the classic protocol: members join (JoinGroup), the leader's assignment reaches every member
+//! (SyncGroup), members prove they live (Heartbeat) and leave (LeaveGroup). One [`Membership`] per node holds
+//! every group's generation, members and state:
+//!
+//! ```text
+//! Empty ──join──> PreparingRebalance ──every member rejoined, or the rebalance timeout──> CompletingRebalance
+//!   ^                 ^      (members that did not rejoin are removed; generation + 1)        │ leader's SyncGroup
+//!   └─ last member ───┴──── a join with new metadata, a leave, a session that expired ─── Stable <┘
+//! ```
+//!
+//! A JoinGroup or a follower's SyncGroup that must wait gets a receiver its caller awaits; the answer comes when
+//! the rebalance completes (a join, a leave or [`Membership::tick`] on the node's clock). New members of version
+//! 4 and above first get a member id with MEMBER_ID_REQUIRED (KIP-394). Static members (`group.instance.id`)
+//! keep their place across restarts of the client: a join with a known instance id replaces the old member id,
+//! and the old id is fenced.
+//!
+//! Deliberately not here: durability (a restarted node starts with no members; consumers rejoin, their committed
+//! offsets are in [`crate::offsets`]), Kafka's initial rebalance delay (the first member's rebalance completes at
+//! once; later members trigger another), and the consumer protocol of KIP-848.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use bytes::Bytes;
+use kafka_types::KafkaError;
+use tokio::sync::oneshot;
+
+/// The shortest session timeout a member may ask for (Kafka's `group.min.session.timeout.ms`).
+pub const MIN_SESSION_TIMEOUT_MS: i32 = 6_000;
+/// The longest (Kafka's `group.max.session.timeout.ms`).
+pub const MAX_SESSION_TIMEOUT_MS: i32 = 1_800_000;
+/// The most members one group holds (Kafka's `group.max.size` is unbounded by default; a bound keeps a hostile
+/// client from growing a group without end).
+pub const MAX_MEMBERS: usize = 10_000;
+/// The largest protocol metadata or assignment kept per member.
+pub const MAX_MEMBER_BYTES: usize = 1 << 20;
+
+/// A group's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupState {
+    /// No members.
+    Empty,
+    /// Waiting for members to (re)join.
+    PreparingRebalance,
+    /// Joined; waiting for the leader's assignment.
+    CompletingRebalance,
+    /// Every member has its assignment.
+    Stable,
+}
+
+impl GroupState {
+    /// Kafka's name, as DescribeGroups answers it.
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupState::Empty => "Empty",
+            GroupState::PreparingRebalance => "PreparingRebalance",
+            GroupState::CompletingRebalance => "CompletingRebalance",
+            GroupState::Stable => "Stable",
+        }
+    }
+}
+
+/// What a member sends in JoinGroup.
+#[derive(Debug, Clone)]
+pub struct JoinRequest {
+    /// The group.
+    pub group: String,
+    /// Empty for a new member.
+    pub member_id: String,
+    /// `group.instance.id` of a static member.
+    pub instance_id: Option<String>,
+    /// The client's id.
+    pub client_id: String,
+    /// How long the member may stay silent.
+    pub session_timeout_ms: i32,
+    /// How long a rebalance waits for the member to rejoin.
+    pub rebalance_timeout_ms: i32,
+    /// `consumer` for consumers.
+    pub protocol_type: String,
+    /// The assignors the member supports, in its order of preference, with their metadata.
+    pub protocols: Vec<(String, Bytes)>,
+    /// Whether the member must first get an id (JoinGroup v4 and above, KIP-394).
+    pub require_known_member_id: bool,
+}
+
+/// The answer to a JoinGroup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JoinAnswer {
+    /// The error, if any.
+    pub error: Option<KafkaError>,
+    /// The new generation.
+    pub generation: i32,
+    /// The protocol chosen for the group.
+    pub protocol: Option<String>,
+    /// The leader's member id.
+    pub leader: String,
+    /// The member's id.
+    pub member_id: String,
+    /// For the leader: every member (id, instance id, its metadata for the chosen protocol).
+    pub members: Vec<(String, Option<String>, Bytes)>,
+}
+
+impl JoinAnswer {
+    fn failed(error: KafkaError, member_id: &str) -> Self {
+        JoinAnswer {
+            error: Some(error),
+            generation: -1,
+            protocol: None,
+            leader: String::new(),
+            member_id: member_id.to_owned(),
+            members: Vec::new(),
+        }
+    }
+}
+
+/// The answer to a SyncGroup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyncAnswer {
+    /// The error, if any.
+    pub error: Option<KafkaError>,
+    /// The member's assignment.
+    pub assignment: Bytes,
+}
+
+impl SyncAnswer {
+    fn failed(error: KafkaError) -> Self {
+        SyncAnswer {
+            error: Some(error),
+            assignment: Bytes::new(),
+        }
+    }
+}
+
+/// An answer now, or one to wait for.
+#[derive(Debug)]
+pub enum Pending<T> {
+    /// Answered.
+    Now(T),
+    /// Answered when the rebalance gets there (a dropped sender means the group went away: retry).
+    Wait(oneshot::Receiver<T>),
+}
+
+#[derive(Debug)]
+struct Member {
+    instance_id: Option<String>,
+    client_id: String,
+    session_timeout_ms: i32,
+    rebalance_timeout_ms: i32,
+    protocols: Vec<(String, Bytes)>,
+    assignment: Bytes,
+    /// When the member is removed unless it is heard from.
+    expires_at_ms: i64,
+    /// Joined in the current rebalance.
+    joined: bool,
+    join_waiter: Option<oneshot::Sender<JoinAnswer>>,
+    sync_waiter: Option<oneshot::Sender<SyncAnswer>>,
+}
+
+#[derive(Debug)]
+struct Group {
+    state: GroupState,
+    generation: i32,
+    protocol_type: Option<String>,
+    protocol: Option<String>,
+    leader: Option<String>,
+    members: BTreeMap<String, Member>,
+    /// Member ids handed out with MEMBER_ID_REQUIRED, with when they lapse.
+    pending: BTreeMap<String, i64>,
+    /// When the current rebalance completes with whoever has rejoined.
+    rebalance_deadline_ms: i64,
+}
+
+impl Group {
+    fn new() -> Self {
+        Group {
+            state: GroupState::Empty,
+            generation: 0,
+            protocol_type: None,
+            protocol: None,
+            leader: None,
+            members: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            rebalance_deadline_ms: 0,
+        }
+    }
+
+    fn instance_owner(&self, instance_id: &str) -> Option<String> {
+        self.members
+            .iter()
+            .find(|(_, member)| member.instance_id.as_deref() == Some(instance_id))
+            .map(|(id, _)| id.clone())
+    }
+
+    /// Starts (or extends) a rebalance: every member must rejoin within its rebalance timeout.
+    fn prepare_rebalance(&mut self, now_ms: i64) {
+        if self.state != GroupState::PreparingRebalance {
+            for member in self.members.values_mut() {
+                member.joined = false;
+                // A follower waiting for its assignment learns it must rejoin.
+                if let Some(waiter) = member.sync_waiter.take() {
+                    let _ = waiter.send(SyncAnswer::failed(KafkaError::RebalanceInProgress));
+                }
+            }
+            self.state = GroupState::PreparingRebalance;
+        }
+        let timeout = self
+            .members
+            .values()
+            .map(|member| member.rebalance_timeout_ms)
+            .max()
+            .unwrap_or(0);
+        self.rebalance_deadline_ms = now_ms.saturating_add(i64::from(timeout));
+    }
+
+    /// Completes the rebalance if every member rejoined, or `force`d (its deadline passed): members that did not
+    /// rejoin are removed, the generation moves on, a protocol is chosen and every joined member answered.
+    fn try_complete_join(&mut self, now_ms: i64, force: bool) {
+        if self.state != GroupState::PreparingRebalance {
+            return;
+        }
+        if !force && self.members.values().any(|member| !member.joined) {
+            return;
+        }
+        self.members.retain(|_, member| member.joined);
+        self.generation = self.generation.wrapping_add(1).max(1);
+        if self.members.is_empty() {
+            self.state = GroupState::Empty;
+            self.protocol = None;
+            self.protocol_type = None;
+            self.leader = None;
+            return;
+        }
+        self.protocol = self.choose_protocol();
+        if !self
+            .leader
+            .as_ref()
+            .is_some_and(|leader| self.members.contains_key(leader))
+        {
+            self.leader = self.members.keys().next().cloned();
+        }
+        self.state = GroupState::CompletingRebalance;
+        let protocol = self.protocol.clone().unwrap_or_default();
+        let leader = self.leader.clone().unwrap_or_default();
+        let everyone: Vec<(String, Option<String>, Bytes)> = self
+            .members
+            .iter()
+            .map(|(id, member)| {
+                let metadata = member
+                    .protocols
+                    .iter()
+                    .find(|(name, _)| *name == protocol)
+                    .map(|(_, metadata)| metadata.clone())
+                    .unwrap_or_default();
+                (id.clone(), member.instance_id.clone(), metadata)
+            })
+            .collect();
+        for (id, member) in &mut self.members {
+            member.expires_at_ms = now_ms.saturating_add(i64::from(member.session_timeout_ms));
+            member.assignment = Bytes::new();
+            if let Some(waiter) = member.join_waiter.take() {
+                let _ = waiter.send(JoinAnswer {
+                    error: None,
+                    generation: self.generation,
+                    protocol: Some(protocol.clone()),
+                    leader: leader.clone(),
+                    member_id: id.clone(),
+                    members: if *id == leader {
+                        everyone.clone()
+                    } else {
+                        Vec::new()
+                    },
+                });
+            }
+        }
+    }
+
+    /// The protocol every member supports that most members prefer (each votes for its first such protocol).
+    fn choose_protocol(&self) -> Option<String> {
+        let mut candidates: Vec<&String> = self
+            .members
+            .values()
+            .next()?
+            .protocols
+            .iter()
+            .map(|(name, _)| name)
+            .collect();
+        candidates.retain(|name| {
+            self.members
+                .values()
+                .all(|member| member.protocols.iter().any(|(other, _)| other == *name))
+        });
+        let mut votes: BTreeMap<&String, usize> = BTreeMap::new();
+        for member in self.members.values() {
+            if let Some((name, _)) = member
+                .protocols
+                .iter()
+                .find(|(name, _)| candidates.contains(&name))
+            {
+                *votes.entry(name).or_default() += 1;
+            }
+        }
+        candidates
+            .iter()
+            .max_by_key(|name| (votes.get(*name).copied().unwrap_or(0), std::cmp::Reverse(**name)))
+            .map(|name| (*name).clone())
+    }
+
+    /// Whether `protocols` share a protocol with every current member (always, in an empty group).
+    fn supports(&self, protocol_type: &str, protocols: &[(String, Bytes)]) -> bool {
+        if self.members.is_empty() {
+            return true;
+        }
+        self.protocol_type.as_deref() == Some(protocol_type)
+            && protocols.iter().any(|(name, _)| {
+                self.members
+                    .values()
+                    .all(|member| member.protocols.iter().any(|(other, _)| other == name))
+            })
+    }
+
+    fn remove_member(&mut self, member_id: &str, now_ms: i64) {
+        if let Some(mut member) = self.members.remove(member_id) {
+            if let Some(waiter) = member.join_waiter.take() {
+                let _ = waiter.send(JoinAnswer::failed(KafkaError::UnknownMemberId, member_id));
+            }
+            if let Some(waiter) = member.sync_waiter.take() {
+                let _ = waiter.send(SyncAnswer::failed(KafkaError::UnknownMemberId));
+            }
+        }
+        match self.state {
+            GroupState::Stable | GroupState::CompletingRebalance => self.prepare_rebalance(now_ms),
+            GroupState::PreparingRebalance => {}
+            GroupState::Empty => return,
+        }
+        self.try_complete_join(now_ms, false);
+    }
+}
+
+/// Every consumer group of a node; see the module docs.
+#[derive(Debug, Default)]
+pub struct Membership {
+    groups: Mutex<BTreeMap<String, Group>>,
+    next_member: std::sync::atomic::AtomicU64,
+    /// Set by [`Membership::close`]: nothing waits any more.
+    closed: std::sync::atomic::AtomicBool,
+}
+
+impl Membership {
+    fn groups(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Group>> {
+        // A panic while the lock was held leaves consistent maps behind (every change is a single insert or
+        // remove); the state is still usable.
+        self.groups
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn new_member_id(&self, client_id: &str) -> String {
+        let n = self
+            .next_member
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let nonce = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.as_nanos());
+        format!("{client_id}-{nonce:x}-{n}")
+    }
+
+    /// JoinGroup.
+    pub fn join(&self, request: JoinRequest, now_ms: i64) -> Pending<JoinAnswer> {
+        let fail = |error| Pending::Now(JoinAnswer::failed(error, &request.member_id));
+        if request.group.is_empty() {
+            return fail(KafkaError::InvalidGroupId);
+        }
+        if self.is_closed() {
+            return fail(KafkaError::RebalanceInProgress);
+        }
+        if !(MIN_SESSION_TIMEOUT_MS..=MAX_SESSION_TIMEOUT_MS).contains(&request.session_timeout_ms) {
+            return fail(KafkaError::InvalidSessionTimeout);
+        }
+        if request.protocols.is_empty()
+            || request.protocol_type.is_empty()
+            || request
+                .protocols
+                .iter()
+                .any(|(_, metadata)| metadata.len() > MAX_MEMBER_BYTES)
+        {
+            return fail(KafkaError::InconsistentGroupProtocol);
+        }
+        let mut groups = self.groups();
+        let group = groups.entry(request.group.clone()).or_insert_with(Group::new);
+        if !group.supports(&request.protocol_type, &request.protocols) {
+            return fail(KafkaError::InconsistentGroupProtocol);
+        }
+        let mut member_id = request.member_id.clone();
+        if member_id.is_empty() {
+            member_id = match request
+                .instance_id
+                .as_deref()
+                .and_then(|instance| group.instance_owner(instance))
+            {
+                // A static member back under a new id: the old id is fenced, its place kept.
+                Some(old) => {
+                    let new = self.new_member_id(&request.client_id);
+                    if let Some(member) = group.members.remove(&old) {
+                        if group.leader.as_deref() == Some(old.as_str()) {
+                            group.leader = Some(new.clone());
+                        }
+                        group.members.insert(new.clone(), member);
+                    }
+                    new
+                }
+                None if group.members.len() + group.pending.len() >= MAX_MEMBERS => {
+                    return fail(KafkaError::GroupMaxSizeReached);
+                }
+                None if request.require_known_member_id && request.instance_id.is_none() => {
+                    let new = self.new_member_id(&request.client_id);
+                    group.pending.insert(
+                        new.clone(),
+                        now_ms.saturating_add(i64::from(request.session_timeout_ms)),
+                    );
+                    return Pending::Now(JoinAnswer::failed(KafkaError::MemberIdRequired, &new));
+                }
+                None => self.new_member_id(&request.client_id),
+            };
+        } else if let Some(instance) = request.instance_id.as_deref() {
+            if group
+                .instance_owner(instance)
+                .is_some_and(|owner| owner != member_id)
+            {
+                return fail(KafkaError::FencedInstanceId);
+            }
+        }
+        let known = group.members.contains_key(&member_id);
+        let was_pending = group.pending.remove(&member_id).is_some();
+        if !known && !was_pending && !request.member_id.is_empty() {
+            return fail(KafkaError::UnknownMemberId);
+        }
+        let changed = group
+            .members
+            .get(&member_id)
+            .is_none_or(|member| member.protocols != request.protocols);
+        if group.state == GroupState::Stable
+            && !changed
+            && group.leader.as_deref() != Some(member_id.as_str())
+        {
+            // A follower rejoining with what it had: the current generation, no rebalance (Kafka's rule).
+            let member = group.members.get_mut(&member_id);
+            if let Some(member) = member {
+                member.expires_at_ms = now_ms.saturating_add(i64::from(member.session_timeout_ms));
+            }
+            return Pending::Now(JoinAnswer {
+                error: None,
+                generation: group.generation,
+                protocol: group.protocol.clone(),
+                leader: group.leader.clone().unwrap_or_default(),
+                member_id,
+                members: Vec::new(),
+            });
+        }
+        let (sender, receiver) = oneshot::channel();
+        let member = group.members.entry(member_id.clone()).or_insert_with(|| Member {
+            instance_id: request.instance_id.clone(),
+            client_id: request.client_id.clone(),
+            session_timeout_ms: request.session_timeout_ms,
+            rebalance_timeout_ms: request.rebalance_timeout_ms,
+            protocols: Vec::new(),
+            assignment: Bytes::new(),
+            expires_at_ms: 0,
+            joined: false,
+            join_waiter: None,
+            sync_waiter: None,
+        });
+        member.client_id = request.client_id;
+        member.session_timeout_ms = request.session_timeout_ms;
+        member.rebalance_timeout_ms = request.rebalance_timeout_ms.max(request.session_timeout_ms);
+        member.protocols = request.protocols;
+        // While it waits for the rebalance, the member is alive: its session restarts when the join completes.
+        member.expires_at_ms = i64::MAX;
+        if let Some(old) = member.join_waiter.replace(sender) {
+            let _ = old.send(JoinAnswer::failed(KafkaError::RebalanceInProgress, &member_id));
+        }
+        group.protocol_type = Some(request.protocol_type);
+        if group.state != GroupState::PreparingRebalance {
+            group.prepare_rebalance(now_ms);
+        }
+        if let Some(member) = group.members.get_mut(&member_id) {
+            member.joined = true;
+        }
+        group.try_complete_join(now_ms, false);
+        Pending::Wait(receiver)
+    }
+
+    /// SyncGroup: the leader's `assignments` (member id → assignment) complete the rebalance.
+    pub fn sync(
+        &self,
+        group_id: &str,
+        generation: i32,
+        member_id: &str,
+        assignments: Vec<(String, Bytes)>,
+        now_ms: i64,
+    ) -> Pending<SyncAnswer> {
+        let fail = |error| Pending::Now(SyncAnswer::failed(error));
+        if self.is_closed() {
+            return fail(KafkaError::RebalanceInProgress);
+        }
+        let mut groups = self.groups();
+        let Some(group) = groups.get_mut(group_id) else {
+            return fail(KafkaError::UnknownMemberId);
+        };
+        if !group.members.contains_key(member_id) {
+            return fail(KafkaError::UnknownMemberId);
+        }
+        if generation != group.generation {
+            return fail(KafkaError::IllegalGeneration);
+        }
+        match group.state {
+            GroupState::Empty => fail(KafkaError::UnknownMemberId),
+            GroupState::PreparingRebalance => fail(KafkaError::RebalanceInProgress),
+            GroupState::Stable => {
+                let assignment = group
+                    .members
+                    .get(member_id)
+                    .map(|member| member.assignment.clone())
+                    .unwrap_or_default();
+                Pending::Now(SyncAnswer {
+                    error: None,
+                    assignment,
+                })
+            }
+            GroupState::CompletingRebalance => {
+                let (sender, receiver) = oneshot::channel();
+                if let Some(member) = group.members.get_mut(member_id) {
+                    member.sync_waiter = Some(sender);
+                    member.expires_at_ms = now_ms.saturating_add(i64::from(member.session_timeout_ms));
+                }
+                if group.leader.as_deref() == Some(member_id) {
+                    let mut assignments: BTreeMap<String, Bytes> = assignments
+                        .into_iter()
+                        .filter(|(_, assignment)| assignment.len() <= MAX_MEMBER_BYTES)
+                        .collect();
+                    for (id, member) in &mut group.members {
+                        member.assignment = assignments.remove(id).unwrap_or_default();
+                        if let Some(waiter) = member.sync_waiter.take() {
+                            let _ = waiter.send(SyncAnswer {
+                                error: None,
+                                assignment: member.assignment.clone(),
+                            });
+                        }
+                    }
+                    group.state = GroupState::Stable;
+                }
+                Pending::Wait(receiver)
+            }
+        }
+    }
+
+    /// Heartbeat.
+    pub fn heartbeat(
+        &self,
+        group_id: &str,
+        generation: i32,
+        member_id: &str,
+        now_ms: i64,
+    ) -> Option<KafkaError> {
+        let mut groups = self.groups();
+        let Some(group) = groups.get_mut(group_id) else {
+            return Some(KafkaError::UnknownMemberId);
+        };
+        let state = group.state;
+        let current = group.generation;
+        let Some(member) = group.members.get_mut(member_id) else {
+            return Some(KafkaError::UnknownMemberId);
+        };
+        if generation != current {
+            return Some(KafkaError::IllegalGeneration);
+        }
+        if member.expires_at_ms != i64::MAX {
+            member.expires_at_ms = now_ms.saturating_add(i64::from(member.session_timeout_ms));
+        }
+        (state == GroupState::PreparingRebalance).then_some(KafkaError::RebalanceInProgress)
+    }
+
+    /// LeaveGroup of one member (by id, or by instance id for a static member); the error for it, if any.
+    pub fn leave(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        now_ms: i64,
+    ) -> Option<KafkaError> {
+        let mut groups = self.groups();
+        let Some(group) = groups.get_mut(group_id) else {
+            return Some(KafkaError::UnknownMemberId);
+        };
+        let id = match instance_id {
+            Some(instance) => match group.instance_owner(instance) {
+                Some(owner) if member_id.is_empty() || owner == member_id => owner,
+                Some(_) => return Some(KafkaError::FencedInstanceId),
+                None => return Some(KafkaError::UnknownMemberId),
+            },
+            None if group.members.contains_key(member_id) => member_id.to_owned(),
+            None => return Some(KafkaError::UnknownMemberId),
+        };
+        group.remove_member(&id, now_ms);
+        None
+    }
+
+    /// Whether an offset commit from `member_id` at `generation` may write the group's offsets: a group without
+    /// members takes commits from anyone (consumers that `assign()` their partitions commit with generation −1);
+    /// otherwise the member must be current, and the group not waiting for its leader's assignment (Kafka's rule:
+    /// while the group prepares a rebalance, members commit what they processed before they rejoin).
+    pub fn check_commit(&self, group_id: &str, generation: i32, member_id: &str) -> Option<KafkaError> {
+        let groups = self.groups();
+        let group = groups.get(group_id)?;
+        if group.members.is_empty() {
+            return None;
+        }
+        if generation < 0 && member_id.is_empty() {
+            // Kafka refuses a simple commit to a group with live members.
+            return Some(KafkaError::UnknownMemberId);
+        }
+        if !group.members.contains_key(member_id) {
+            return Some(KafkaError::UnknownMemberId);
+        }
+        if generation != group.generation {
+            return Some(KafkaError::IllegalGeneration);
+        }
+        (group.state == GroupState::CompletingRebalance).then_some(KafkaError::RebalanceInProgress)
+    }
+
+    /// Removes members whose session expired and completes rebalances whose deadline passed; drops empty groups.
+    pub fn tick(&self, now_ms: i64) {
+        let mut groups = self.groups();
+        for group in groups.values_mut() {
+            group.pending.retain(|_, lapses| *lapses > now_ms);
+            let expired: Vec<String> = group
+                .members
+                .iter()
+                .filter(|(_, member)| member.expires_at_ms <= now_ms)
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in expired {
+                group.remove_member(&id, now_ms);
+            }
+            if group.state == GroupState::PreparingRebalance && group.rebalance_deadline_ms <= now_ms {
+                group.try_complete_join(now_ms, true);
+            }
+        }
+        groups.retain(|_, group| group.state != GroupState::Empty || !group.pending.is_empty());
+    }
+
+    /// Forgets every group (the node is shutting down): every JoinGroup or SyncGroup still waiting is answered
+    /// at once (REBALANCE_IN_PROGRESS or UNKNOWN_MEMBER_ID: the client rejoins elsewhere or later).
+    pub fn close(&self) {
+        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.groups().clear();
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// A group's state and member ids (DescribeGroups' essentials; tests).
+    pub fn describe(&self, group_id: &str) -> Option<(GroupState, i32, Vec<String>)> {
+        let groups = self.groups();
+        let group = groups.get(group_id)?;
+        Some((
+            group.state,
+            group.generation,
+            group.members.keys().cloned().collect(),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn join(group: &str, member_id: &str, protocols: &[&str]) -> JoinRequest {
+        JoinRequest {
+            group: group.to_owned(),
+            member_id: member_id.to_owned(),
+            instance_id: None,
+            client_id: "client".to_owned(),
+            session_timeout_ms: 10_000,
+            rebalance_timeout_ms: 10_000,
+            protocol_type: "consumer".to_owned(),
+            protocols: protocols
+                .iter()
+                .map(|name| ((*name).to_owned(), Bytes::from(name.to_string())))
+                .collect(),
+            require_known_member_id: true,
+        }
+    }
+
+    fn now<T: std::fmt::Debug>(pending: Pending<T>) -> T {
+        match pending {
+            Pending::Now(answer) => answer,
+            Pending::Wait(mut receiver) => receiver.try_recv().expect("answered"),
+        }
+    }
+
+    /// A new member gets an id, joins and, alone, leads generation 1.
+    fn first_member(groups: &Membership) -> String {
+        let id = now(groups.join(join("g", "", &["range"]), 0)).member_id;
+        let answer = now(groups.join(join("g", &id, &["range"]), 0));
+        assert_eq!((answer.error, answer.generation), (None, 1));
+        assert_eq!(answer.leader, id);
+        id
+    }
+
+    #[test]
+    fn a_new_member_first_gets_its_id_with_member_id_required() {
+        let groups = Membership::default();
+        let answer = now(groups.join(join("g", "", &["range"]), 0));
+        assert_eq!(answer.error, Some(KafkaError::MemberIdRequired));
+        assert!(!answer.member_id.is_empty());
+        let unknown = now(groups.join(join("g", "made-up", &["range"]), 0));
+        assert_eq!(unknown.error, Some(KafkaError::UnknownMemberId));
+    }
+
+    #[test]
+    fn a_second_member_rebalances_the_group_and_the_leader_assigns_both() {
+        let groups = Membership::default();
+        let first = first_member(&groups);
+        let synced = now(groups.sync("g", 1, &first, vec![(first.clone(), Bytes::from("p0,p1"))], 0));
+        assert_eq!(synced.assignment, Bytes::from("p0,p1"));
+
+        let second = now(groups.join(join("g", "", &["range"]), 1)).member_id;
+        let Pending::Wait(mut second_join) = groups.join(join("g", &second, &["range"]), 1) else {
+            panic!("the second member waits for the first to rejoin");
+        };
+        assert_eq!(
+            groups.heartbeat("g", 1, &first, 2),
+            Some(KafkaError::RebalanceInProgress)
+        );
+        let first_join = now(groups.join(join("g", &first, &["range"]), 3));
+        let second_answer = second_join.try_recv().unwrap();
+        assert_eq!((first_join.generation, second_answer.generation), (2, 2));
+        assert_eq!(first_join.members.len(), 2, "the leader sees every member");
+        assert!(second_answer.members.is_empty());
+        let Pending::Wait(mut follower) = groups.sync("g", 2, &second, Vec::new(), 4) else {
+            panic!("a follower waits for the leader's assignment");
+        };
+        let assignments = vec![
+            (first.clone(), Bytes::from("p0")),
+            (second.clone(), Bytes::from("p1")),
+        ];
+        assert_eq!(
+            now(groups.sync("g", 2, &first, assignments, 5)).assignment,
+            Bytes::from("p0")
+        );
+        assert_eq!(follower.try_recv().unwrap().assignment, Bytes::from("p1"));
+        assert_eq!(groups.heartbeat("g", 2, &second, 6), None);
+        assert_eq!(
+            groups.heartbeat("g", 1, &second, 6),
+            Some(KafkaError::IllegalGeneration)
+        );
+        assert_eq!(groups.check_commit("g", 2, &second), None);
+        assert_eq!(
+            groups.check_commit("g", 1, &second),
+            Some(KafkaError::IllegalGeneration)
+        );
+        assert_eq!(
+            groups.check_commit("g", -1, ""),
+            Some(KafkaError::UnknownMemberId)
+        );
+    }
+
+    #[test]
+    fn a_member_whose_session_expires_is_removed_and_the_rest_rebalance() {
+        let groups = Membership::default();
+        let first = first_member(&groups);
+        now(groups.sync("g", 1, &first, Vec::new(), 0));
+        let second = now(groups.join(join("g", "", &["range"]), 1)).member_id;
+        let Pending::Wait(mut waiting) = groups.join(join("g", &second, &["range"]), 1) else {
+            panic!("waits");
+        };
+        // The first member never rejoins: at the rebalance deadline it is dropped and the second leads alone.
+        groups.tick(10_001);
+        let answer = waiting.try_recv().unwrap();
+        assert_eq!((answer.generation, answer.leader.as_str()), (2, second.as_str()));
+        now(groups.sync("g", 2, &second, Vec::new(), 10_002));
+        // Then the second goes silent past its session timeout: the group empties.
+        groups.tick(10_002 + 10_000);
+        assert_eq!(groups.describe("g"), None);
+        assert_eq!(
+            groups.check_commit("g", -1, ""),
+            None,
+            "an empty group takes simple commits"
+        );
+    }
+
+    #[test]
+    fn a_leave_rebalances_the_others_and_a_stale_generation_cannot_sync() {
+        let groups = Membership::default();
+        let first = first_member(&groups);
+        now(groups.sync("g", 1, &first, Vec::new(), 0));
+        assert_eq!(groups.leave("g", &first, None, 1), None);
+        assert_eq!(
+            groups.describe("g").map(|(state, ..)| state),
+            Some(GroupState::Empty)
+        );
+        assert_eq!(
+            groups.leave("g", &first, None, 1),
+            Some(KafkaError::UnknownMemberId)
+        );
+        let again = now(groups.sync("g", 1, &first, Vec::new(), 2));
+        assert_eq!(again.error, Some(KafkaError::UnknownMemberId));
+    }
+
+    #[test]
+    fn members_without_a_common_protocol_are_refused() {
+        let groups = Membership::default();
+        first_member(&groups);
+        let id = now(groups.join(join("g", "", &["roundrobin"]), 1));
+        assert_eq!(id.error, Some(KafkaError::InconsistentGroupProtocol));
+        let mut bad = join("g", "", &["range"]);
+        bad.session_timeout_ms = 10;
+        assert_eq!(
+            now(groups.join(bad, 1)).error,
+            Some(KafkaError::InvalidSessionTimeout)
+        );
+    }
+
+    #[test]
+    fn a_static_member_that_comes_back_takes_its_place_and_fences_the_old_id() {
+        let groups = Membership::default();
+        let mut request = join("g", "", &["range"]);
+        request.instance_id = Some("instance-1".to_owned());
+        let old = now(groups.join(request.clone(), 0));
+        assert_eq!(old.generation, 1);
+        now(groups.sync("g", 1, &old.member_id, Vec::new(), 0));
+        let back = now(groups.join(request, 1));
+        assert_ne!(back.member_id, old.member_id);
+        assert_eq!(
+            groups.heartbeat("g", back.generation, &old.member_id, 2),
+            Some(KafkaError::UnknownMemberId)
+        );
+        let mut stale = join("g", &old.member_id, &["range"]);
+        stale.instance_id = Some("instance-1".to_owned());
+        assert_eq!(
+            now(groups.join(stale, 3)).error,
+            Some(KafkaError::FencedInstanceId)
+        );
+    }
+}
