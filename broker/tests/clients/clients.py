@@ -289,3 +289,7 @@ class ProgramClient:
     def consume(self, bootstrap, topic, partitions, isolation, expected):
         result = self.program.run("consume", bootstrap, topic, partitions, isolation, expected)
         return self._records(result["records"])
+
+    def consume_group(self, bootstrap, topic, partitions, group, count):
+        """COUNT records read as a member of GROUP (from its committed offsets), which it leaves after."""
+        return self._records(self.program.run("consume-group", bootstrap, topic, partitions, group, count)["records"])

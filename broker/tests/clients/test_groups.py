@@ -6,6 +6,8 @@ group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup), against `mirrorlog
   commit: every record is processed, and a record is processed twice only if the killed member processed it after
   its last commit (with a commit per record, at most one record per partition it held).
 - kafka-python: two members split a topic's partitions between them, each record read by exactly one of them.
+- kafkajs (whose consumer always joins a group) and the Java consumer: a member reads a topic, leaves; a second
+  member of the group reads only what was produced after the first one's commits.
 """
 
 import json
@@ -169,3 +171,22 @@ def test_kafka_python_members_split_the_partitions(broker):
     everything = got[0] + got[1]
     assert len(everything) == len(set(everything)), "a record read twice"
     assert sorted(everything) == sorted({(p, o) for p in range(4) for o in range(50)})
+
+
+def resumes_from_the_groups_committed_offsets(broker, client, prefix):
+    topic = broker.create_topic(3, prefix=prefix)
+    group = broker.unique("group")
+    produce(broker.bootstrap, topic, 3, 30)
+    first = client.consume_group(broker.bootstrap, topic, 3, group, 30)
+    assert sorted((p, o) for p, o, _ in first) == sorted((p, o) for p in range(3) for o in range(10))
+    produce(broker.bootstrap, topic, 3, 9)
+    second = client.consume_group(broker.bootstrap, topic, 3, group, 9)
+    assert sorted((p, o) for p, o, _ in second) == sorted((p, o) for p in range(3) for o in range(10, 13))
+
+
+def test_a_kafkajs_member_resumes_from_the_groups_committed_offsets(broker, kafkajs):
+    resumes_from_the_groups_committed_offsets(broker, kafkajs, "kafkajs-group")
+
+
+def test_a_java_member_resumes_from_the_groups_committed_offsets(broker, java_client):
+    resumes_from_the_groups_committed_offsets(broker, java_client, "java-group")

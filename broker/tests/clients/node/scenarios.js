@@ -1,9 +1,12 @@
-// The real-client suite's producer scenarios with kafkajs; prints what happened as one JSON object on stdout
-// (broker/tests/clients/client_programs.py drives it). kafkajs has no consumer without group membership, so the
-// suite reads the records back with another client.
+// The real-client suite's scenarios with kafkajs; prints what happened as one JSON object on stdout
+// (broker/tests/clients/client_programs.py drives it). kafkajs has no consumer without group membership: its
+// consumer joins a group.
 //
 //   node scenarios.js produce-idempotent BOOTSTRAP TOPIC PARTITIONS COUNT
 //   node scenarios.js produce-transactional BOOTSTRAP TOPIC PARTITIONS TRANSACTIONAL_ID PLAN   (commit:6,abort:4,...)
+//   node scenarios.js consume-group BOOTSTRAP TOPIC PARTITIONS GROUP COUNT
+//     (subscribes as a member of GROUP from the group's committed offsets, or the beginning; reads COUNT records,
+//     committing as kafkajs does by default, then leaves the group)
 //
 // Record i of a run goes to partition i % PARTITIONS. Every result is {"records": [[partition, offset, value],
 // ...]}, for a transactional run one such list per transaction under "transactions".
@@ -82,6 +85,32 @@ async function produceTransactional(bootstrap, topic, partitions, transactionalI
   }
 }
 
+async function consumeGroup(bootstrap, topic, groupId, count) {
+  const consumer = client(bootstrap).consumer({ groupId, sessionTimeout: 10000, heartbeatInterval: 500 })
+  await consumer.connect()
+  const records = []
+  try {
+    await consumer.subscribe({ topics: [topic], fromBeginning: true })
+    await new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`${records.length} of ${count} records in 60 s`)), 60000)
+      consumer
+        .run({
+          eachMessage: async ({ partition, message }) => {
+            records.push([partition, Number(message.offset), message.value.toString()])
+            if (records.length >= count) {
+              clearTimeout(timer)
+              resolve()
+            }
+          },
+        })
+        .catch(reject)
+    })
+    return { records }
+  } finally {
+    await consumer.disconnect()
+  }
+}
+
 async function main(args) {
   const [scenario, bootstrap, topic, partitionsText, ...rest] = args
   const partitions = Number(partitionsText)
@@ -91,7 +120,10 @@ async function main(args) {
   if (scenario === 'produce-transactional' && rest.length === 2) {
     return produceTransactional(bootstrap, topic, partitions, rest[0], rest[1])
   }
-  throw new Error('usage: node scenarios.js produce-idempotent|produce-transactional BOOTSTRAP TOPIC PARTITIONS ...')
+  if (scenario === 'consume-group' && rest.length === 2) {
+    return consumeGroup(bootstrap, topic, rest[0], Number(rest[1]))
+  }
+  throw new Error('usage: node scenarios.js produce-idempotent|produce-transactional|consume-group BOOTSTRAP TOPIC PARTITIONS ...')
 }
 
 main(process.argv.slice(2)).then(

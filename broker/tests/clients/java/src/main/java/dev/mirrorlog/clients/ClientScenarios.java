@@ -26,6 +26,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * produce-idempotent BOOTSTRAP TOPIC PARTITIONS COUNT
  * produce-transactional BOOTSTRAP TOPIC PARTITIONS TRANSACTIONAL_ID PLAN   (PLAN: commit:6,abort:4,...)
  * consume BOOTSTRAP TOPIC PARTITIONS ISOLATION EXPECTED                  (read_committed|read_uncommitted)
+ * consume-group BOOTSTRAP TOPIC PARTITIONS GROUP COUNT    (subscribe() as a member of GROUP; COUNT records,
+ *                                                           committed synchronously after each poll; then leave)
  * </pre>
  *
  * Record i of a run goes to partition i % PARTITIONS. Every result is {"records": [[partition, offset, value],
@@ -55,6 +57,8 @@ public final class ClientScenarios {
             result = produceTransactional(bootstrap, topic, partitions, args[4], args[5]);
         } else if (scenario.equals("consume") && args.length == 6) {
             result = consume(bootstrap, topic, partitions, args[4], Integer.parseInt(args[5]));
+        } else if (scenario.equals("consume-group") && args.length == 6) {
+            result = consumeGroup(bootstrap, topic, args[4], Integer.parseInt(args[5]));
         } else {
             usage();
             return;
@@ -63,7 +67,7 @@ public final class ClientScenarios {
     }
 
     private static void usage() {
-        System.err.println("usage: ClientScenarios produce-idempotent|produce-transactional|consume BOOTSTRAP TOPIC "
+        System.err.println("usage: ClientScenarios produce-idempotent|produce-transactional|consume|consume-group BOOTSTRAP TOPIC "
                 + "PARTITIONS ...");
         System.exit(2);
     }
@@ -168,6 +172,34 @@ public final class ClientScenarios {
                 }
                 if (satisfied && batch.isEmpty()) {
                     break;
+                }
+            }
+        }
+        return "{\"records\":[" + String.join(",", records) + "]}";
+    }
+
+    private static String consumeGroup(String bootstrap, String topic, String group, int count) {
+        Properties config = new Properties();
+        config.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        config.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        config.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        config.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        config.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "10000");
+        config.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "500");
+        config.put(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, "200");
+        config.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        config.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        List<String> records = new ArrayList<>();
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(config)) {
+            consumer.subscribe(List.of(topic));
+            long deadline = System.nanoTime() + STEP_TIMEOUT.toNanos();
+            while (records.size() < count && System.nanoTime() < deadline) {
+                ConsumerRecords<String, String> batch = consumer.poll(Duration.ofMillis(500));
+                for (ConsumerRecord<String, String> r : batch) {
+                    records.add(record(r.partition(), r.offset(), r.value()));
+                }
+                if (!batch.isEmpty()) {
+                    consumer.commitSync();
                 }
             }
         }
