@@ -248,3 +248,100 @@ async fn a_produced_batch_with_a_bad_crc_is_refused_with_corrupt_message_and_not
     assert_eq!(error, 0);
     broker.shutdown().await;
 }
+
+fn join_group(member_id: &str, protocols: usize) -> JoinGroupRequest {
+    let mut protocol = join_group_request::JoinGroupRequestProtocol::default();
+    protocol.name = StrBytes::from_static_str("p");
+    let mut request = JoinGroupRequest::default();
+    request.group_id = GroupId(StrBytes::from_static_str("group"));
+    request.session_timeout_ms = 10_000;
+    request.rebalance_timeout_ms = 60_000;
+    request.member_id = StrBytes::from_string(member_id.to_owned());
+    request.protocol_type = StrBytes::from_static_str("consumer");
+    request.protocols = vec![protocol; protocols];
+    request
+}
+
+/// Sends one request on `stream` and decodes its answer.
+async fn ask<Q: Encodable, A: Decodable>(
+    stream: &mut TcpStream,
+    key: ApiKey,
+    version: i16,
+    request: &Q,
+) -> A {
+    stream
+        .write_all(&request_frame(key, version, 3, request))
+        .await
+        .expect("write");
+    let (_, mut body) = read_response(stream).await.expect("an answer");
+    A::decode(&mut body, version).expect("decode")
+}
+
+/// Joins `group` as a new member (JoinGroup v5: the id first, then the join) and syncs as its only member.
+async fn lone_member(stream: &mut TcpStream) -> (String, i32) {
+    let first: JoinGroupResponse = ask(stream, ApiKey::JoinGroup, 5, &join_group("", 1)).await;
+    assert_eq!(first.error_code, 79, "MEMBER_ID_REQUIRED");
+    let joined: JoinGroupResponse = ask(
+        stream,
+        ApiKey::JoinGroup,
+        5,
+        &join_group(first.member_id.as_str(), 1),
+    )
+    .await;
+    assert_eq!(joined.error_code, 0);
+    let mut sync = SyncGroupRequest::default();
+    sync.group_id = GroupId(StrBytes::from_static_str("group"));
+    sync.generation_id = joined.generation_id;
+    sync.member_id = joined.member_id.clone();
+    let synced: SyncGroupResponse = ask(stream, ApiKey::SyncGroup, 3, &sync).await;
+    assert_eq!(synced.error_code, 0);
+    (joined.member_id.as_str().to_owned(), joined.generation_id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_group_requests_close_their_connection_and_a_waiting_join_does_not_hold_the_shutdown() {
+    let running = Running::start().await;
+    // More protocols than the shape check's element limit: refused before decoding.
+    let huge = request_frame(ApiKey::JoinGroup, 5, 1, &join_group("", 100_001));
+    assert!(
+        huge.len() < 1 << 20,
+        "within the frame limit, so the element limit is what refuses it"
+    );
+    closed_without_answer(running.address, &huge).await;
+    // A SyncGroup whose assignment is larger than a frame may be.
+    let mut assignment = sync_group_request::SyncGroupRequestAssignment::default();
+    assignment.member_id = StrBytes::from_static_str("member");
+    assignment.assignment = Bytes::from(vec![1u8; 2 << 20]);
+    let mut sync = SyncGroupRequest::default();
+    sync.group_id = GroupId(StrBytes::from_static_str("group"));
+    sync.member_id = StrBytes::from_static_str("member");
+    sync.assignments = vec![assignment];
+    closed_without_answer(running.address, &request_frame(ApiKey::SyncGroup, 3, 2, &sync)).await;
+
+    // A member that stays; a second one's join waits for it to rejoin (it never does).
+    let mut first = TcpStream::connect(running.address).await.expect("connect");
+    lone_member(&mut first).await;
+    let mut second = TcpStream::connect(running.address).await.expect("connect");
+    let id: JoinGroupResponse = ask(&mut second, ApiKey::JoinGroup, 5, &join_group("", 1)).await;
+    second
+        .write_all(&request_frame(
+            ApiKey::JoinGroup,
+            5,
+            4,
+            &join_group(id.member_id.as_str(), 1),
+        ))
+        .await
+        .expect("write");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The broker keeps serving others meanwhile, and shuts down without waiting for the rebalance.
+    assert!(!api_versions_answered(running.address).await.api_keys.is_empty());
+    running.shutdown().await;
+    let (_, mut body) = read_response(&mut second)
+        .await
+        .expect("the waiting join is answered at shutdown");
+    let answer = JoinGroupResponse::decode(&mut body, 5).expect("decode");
+    assert_eq!(
+        answer.error_code, 25,
+        "UNKNOWN_MEMBER_ID: the group is gone, join again from scratch"
+    );
+}

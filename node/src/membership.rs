@@ -533,10 +533,17 @@ impl Membership {
                     member.expires_at_ms = now_ms.saturating_add(i64::from(member.session_timeout_ms));
                 }
                 if group.leader.as_deref() == Some(member_id) {
-                    let mut assignments: BTreeMap<String, Bytes> = assignments
-                        .into_iter()
-                        .filter(|(_, assignment)| assignment.len() <= MAX_MEMBER_BYTES)
-                        .collect();
+                    if assignments
+                        .iter()
+                        .any(|(_, assignment)| assignment.len() > MAX_MEMBER_BYTES)
+                    {
+                        // Kafka answers an assignment too large to store so; the leader may sync again.
+                        if let Some(member) = group.members.get_mut(member_id) {
+                            member.sync_waiter = None;
+                        }
+                        return fail(KafkaError::UnknownServerError);
+                    }
+                    let mut assignments: BTreeMap<String, Bytes> = assignments.into_iter().collect();
                     for (id, member) in &mut group.members {
                         member.assignment = assignments.remove(id).unwrap_or_default();
                         if let Some(waiter) = member.sync_waiter.take() {
@@ -649,7 +656,8 @@ impl Membership {
     }
 
     /// Forgets every group (the node is shutting down): every JoinGroup or SyncGroup still waiting is answered
-    /// at once (REBALANCE_IN_PROGRESS or UNKNOWN_MEMBER_ID: the client rejoins elsewhere or later).
+    /// at once (UNKNOWN_MEMBER_ID for a join, REBALANCE_IN_PROGRESS for a sync: the client joins again), and
+    /// later ones are answered REBALANCE_IN_PROGRESS without waiting.
     pub fn close(&self) {
         self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
         self.groups().clear();
@@ -657,6 +665,11 @@ impl Membership {
 
     fn is_closed(&self) -> bool {
         self.closed.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// How many groups the node holds (members, or member ids handed out and not yet lapsed).
+    pub fn group_count(&self) -> usize {
+        self.groups().len()
     }
 
     /// A group's state and member ids (DescribeGroups' essentials; tests).
@@ -842,5 +855,51 @@ mod tests {
             now(groups.join(stale, 3)).error,
             Some(KafkaError::FencedInstanceId)
         );
+    }
+
+    #[test]
+    fn thousands_of_new_groups_lapse_with_their_sessions() {
+        let groups = Membership::default();
+        for index in 0..20_000 {
+            let answer = now(groups.join(join(&format!("g{index}"), "", &["range"]), 0));
+            assert_eq!(answer.error, Some(KafkaError::MemberIdRequired));
+        }
+        assert_eq!(groups.group_count(), 20_000);
+        groups.tick(10_000);
+        assert_eq!(
+            groups.group_count(),
+            0,
+            "member ids never used lapse after the session timeout"
+        );
+    }
+
+    #[test]
+    fn oversized_metadata_and_assignments_are_refused_and_unknown_groups_answered() {
+        let groups = Membership::default();
+        let mut big = join("g", "", &["range"]);
+        big.protocols[0].1 = Bytes::from(vec![0u8; MAX_MEMBER_BYTES + 1]);
+        assert_eq!(
+            now(groups.join(big, 0)).error,
+            Some(KafkaError::InconsistentGroupProtocol)
+        );
+        let leader = first_member(&groups);
+        let huge = vec![(leader.clone(), Bytes::from(vec![0u8; MAX_MEMBER_BYTES + 1]))];
+        let refused = now(groups.sync("g", 1, &leader, huge, 0));
+        assert_eq!(refused.error, Some(KafkaError::UnknownServerError));
+        let fits = vec![(leader.clone(), Bytes::from_static(b"p0"))];
+        assert_eq!(
+            now(groups.sync("g", 1, &leader, fits, 0)).assignment,
+            Bytes::from_static(b"p0")
+        );
+        assert_eq!(
+            groups.heartbeat("nobody", 1, "m", 0),
+            Some(KafkaError::UnknownMemberId)
+        );
+        assert_eq!(
+            groups.leave("nobody", "m", None, 0),
+            Some(KafkaError::UnknownMemberId)
+        );
+        let sync = now(groups.sync("nobody", 1, "m", Vec::new(), 0));
+        assert_eq!(sync.error, Some(KafkaError::UnknownMemberId));
     }
 }
