@@ -96,6 +96,10 @@ pub enum Decoded {
     Heartbeat(HeartbeatRequest),
     /// LeaveGroup.
     LeaveGroup(LeaveGroupRequest),
+    /// DescribeGroups.
+    DescribeGroups(DescribeGroupsRequest),
+    /// ListGroups.
+    ListGroups(ListGroupsRequest),
     /// TxnOffsetCommit.
     TxnOffsetCommit(TxnOffsetCommitRequest),
     /// InitProducerId.
@@ -157,6 +161,8 @@ pub fn decode(request: &Request) -> Result<Decoded, RequestError> {
         ApiKey::SyncGroup => decode!(SyncGroup),
         ApiKey::Heartbeat => decode!(Heartbeat),
         ApiKey::LeaveGroup => decode!(LeaveGroup),
+        ApiKey::DescribeGroups => decode!(DescribeGroups),
+        ApiKey::ListGroups => decode!(ListGroups),
         ApiKey::TxnOffsetCommit => decode!(TxnOffsetCommit),
         ApiKey::InitProducerId => decode!(InitProducerId),
         ApiKey::AddPartitionsToTxn => decode!(AddPartitionsToTxn),
@@ -167,8 +173,18 @@ pub fn decode(request: &Request) -> Result<Decoded, RequestError> {
     })
 }
 
-/// Serves one request.
+/// Serves one request from a caller whose address is not known (a consumer group shows its members' host as
+/// `/unknown`).
 pub async fn handle(node: &Node, request: &Request) -> Result<Reply, RequestError> {
+    handle_from(node, request, None).await
+}
+
+/// Serves one request from the client at `peer`.
+pub async fn handle_from(
+    node: &Node,
+    request: &Request,
+    peer: Option<std::net::IpAddr>,
+) -> Result<Reply, RequestError> {
     let decoded = decode(request)?;
     let (version, id) = (request.version, request.correlation_id);
     let key = request.key().unwrap_or(ApiKey::ApiVersions);
@@ -200,7 +216,15 @@ pub async fn handle(node: &Node, request: &Request) -> Result<Reply, RequestErro
             frame(key, version, id, &node.offset_commit(request, version).await)
         }
         Decoded::OffsetFetch(request) => frame(key, version, id, &node.offset_fetch(request, version).await),
-        Decoded::JoinGroup(request) => frame(key, version, id, &node.join_group(request, version).await),
+        Decoded::JoinGroup(join) => {
+            let client_id = request.client_id.as_deref().unwrap_or("");
+            // Kafka writes a member's host as Java's `InetAddress.toString()` does.
+            let host = peer.map_or_else(|| "/unknown".to_owned(), |ip| format!("/{ip}"));
+            let response = node.join_group(join, version, client_id, &host).await;
+            frame(key, version, id, &response)
+        }
+        Decoded::DescribeGroups(request) => frame(key, version, id, &node.describe_groups(request, version)),
+        Decoded::ListGroups(request) => frame(key, version, id, &node.list_groups(request, version)),
         Decoded::SyncGroup(request) => frame(key, version, id, &node.sync_group(request, version).await),
         Decoded::Heartbeat(request) => frame(key, version, id, &node.heartbeat(request, version)),
         Decoded::LeaveGroup(request) => frame(key, version, id, &node.leave_group(request, version)),

@@ -27,7 +27,7 @@ pub mod server;
 pub use kafka_shape as shape;
 pub mod versions;
 
-pub use api::{decode, handle, Decoded, Reply, RequestError};
+pub use api::{decode, handle, handle_from, Decoded, Reply, RequestError};
 pub use config::{BrokerConfig, Faults};
 pub use error::BrokerError;
 pub use node::{Node, NodeConfig};

@@ -214,6 +214,7 @@ async fn serve_connection(
     mirror: Arc<MirrorService>,
 ) {
     let max = config.max_request_bytes;
+    let peer = stream.peer_addr().ok().map(|address| address.ip());
     loop {
         let frame = tokio::select! {
             frame = read_frame(&mut stream, max) => frame,
@@ -241,7 +242,7 @@ async fn serve_connection(
             }
             continue;
         }
-        match api::handle(&node, &request).await {
+        match api::handle_from(&node, &request, peer).await {
             Ok(Reply::Frame(response)) => {
                 if request.api_key == 0 && drop_this_response(&config, &drop_counter) {
                     // Test fault: the records are appended, the acknowledgement is lost.

@@ -613,6 +613,48 @@ async fn scenario(key: ApiKey, version: i16) {
         ApiKey::JoinGroup | ApiKey::SyncGroup | ApiKey::Heartbeat | ApiKey::LeaveGroup => {
             group_cycle(b, key, version).await;
         }
+        ApiKey::DescribeGroups | ApiKey::ListGroups => {
+            let (member, _) = stable_member(b).await;
+            let mut describe = DescribeGroupsRequest::default();
+            describe.groups = vec![GroupId(s("group")), GroupId(s("nobody"))];
+            let version_of = |api: ApiKey| if api == key { version } else { max(api) };
+            let described: DescribeGroupsResponse = call(
+                b,
+                ApiKey::DescribeGroups,
+                version_of(ApiKey::DescribeGroups),
+                &describe,
+            )
+            .await
+            .expect("answered");
+            let group = &described.groups[0];
+            assert_eq!((group.error_code, group.group_state.as_str()), (0, "Stable"));
+            assert_eq!(
+                (group.protocol_type.as_str(), group.protocol_data.as_str()),
+                ("consumer", "range")
+            );
+            assert_eq!(group.members.len(), 1);
+            assert_eq!(group.members[0].member_id, member);
+            assert_eq!(group.members[0].client_id.as_str(), "every-version");
+            assert_eq!(
+                group.members[0].member_assignment,
+                Bytes::from_static(b"orders-0,orders-1")
+            );
+            assert_eq!(described.groups[1].group_state.as_str(), "Dead");
+            let listed: ListGroupsResponse = call(
+                b,
+                ApiKey::ListGroups,
+                version_of(ApiKey::ListGroups),
+                &ListGroupsRequest::default(),
+            )
+            .await
+            .expect("answered");
+            let groups: Vec<(&str, &str)> = listed
+                .groups
+                .iter()
+                .map(|g| (g.group_id.as_str(), g.protocol_type.as_str()))
+                .collect();
+            assert_eq!(groups, vec![("group", "consumer")]);
+        }
         other => panic!("{other:?} is advertised but this test has no scenario for it: add one"),
     }
     broker.close().await.expect("close");
@@ -748,4 +790,30 @@ async fn group_cycle(b: &Node, key: ApiKey, version: i16) {
         .await
         .expect("answered");
     assert_eq!(again.error_code, 25, "UNKNOWN_MEMBER_ID after leaving");
+}
+
+/// A group `group` with one member, stable with the assignment `orders-0,orders-1`: the member id and generation.
+async fn stable_member(b: &Node) -> (StrBytes, i32) {
+    let mut protocol = join_group_request::JoinGroupRequestProtocol::default();
+    protocol.name = s("range");
+    protocol.metadata = Bytes::from_static(b"subscription");
+    let mut join = JoinGroupRequest::default();
+    join.group_id = GroupId(s("group"));
+    join.session_timeout_ms = 10_000;
+    join.rebalance_timeout_ms = 10_000;
+    join.protocol_type = s("consumer");
+    join.protocols = vec![protocol];
+    let joined: JoinGroupResponse = call(b, ApiKey::JoinGroup, 3, &join).await.expect("answered");
+    assert_eq!(joined.error_code, 0);
+    let mut assignment = sync_group_request::SyncGroupRequestAssignment::default();
+    assignment.member_id = joined.member_id.clone();
+    assignment.assignment = Bytes::from_static(b"orders-0,orders-1");
+    let mut sync = SyncGroupRequest::default();
+    sync.group_id = GroupId(s("group"));
+    sync.generation_id = joined.generation_id;
+    sync.member_id = joined.member_id.clone();
+    sync.assignments = vec![assignment];
+    let synced: SyncGroupResponse = call(b, ApiKey::SyncGroup, 3, &sync).await.expect("answered");
+    assert_eq!(synced.error_code, 0);
+    (joined.member_id, joined.generation_id)
 }

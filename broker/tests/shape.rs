@@ -123,6 +123,13 @@ fn sample(key: ApiKey, version: i16) -> BytesMut {
             request.assignments = vec![assignment.clone(), assignment];
             request.encode(&mut out, version)
         }
+        ApiKey::DescribeGroups => {
+            let mut request = DescribeGroupsRequest::default();
+            request.groups = vec![GroupId(s("group")), GroupId(s("other"))];
+            request.include_authorized_operations = version >= 3;
+            request.encode(&mut out, version)
+        }
+        ApiKey::ListGroups => ListGroupsRequest::default().encode(&mut out, version),
         ApiKey::Heartbeat => {
             let mut request = HeartbeatRequest::default();
             request.group_id = GroupId(s("group"));

@@ -232,6 +232,13 @@ const HEARTBEAT: &[Field] = &[
     since(3, NULLABLE_STRING), // group_instance_id
 ];
 
+const DESCRIBE_GROUPS: &[Field] = &[
+    all(array(&[all(STRING)])), // groups
+    since(3, I8),               // include_authorized_operations
+];
+
+const LIST_GROUPS: &[Field] = &[];
+
 const LEAVE_GROUP: &[Field] = &[
     all(STRING),           // group_id
     between(0, 2, STRING), // member_id
@@ -422,6 +429,8 @@ fn layout(key: ApiKey, version: i16) -> Option<&'static [Field]> {
         ApiKey::SyncGroup => SYNC_GROUP,
         ApiKey::Heartbeat => HEARTBEAT,
         ApiKey::LeaveGroup => LEAVE_GROUP,
+        ApiKey::DescribeGroups => DESCRIBE_GROUPS,
+        ApiKey::ListGroups => LIST_GROUPS,
         ApiKey::CreateTopics => CREATE_TOPICS,
         ApiKey::InitProducerId => INIT_PRODUCER_ID,
         ApiKey::AddPartitionsToTxn => ADD_PARTITIONS_TO_TXN,

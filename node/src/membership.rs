@@ -69,8 +69,10 @@ pub struct JoinRequest {
     pub member_id: String,
     /// `group.instance.id` of a static member.
     pub instance_id: Option<String>,
-    /// The client's id.
+    /// The client's id (its request header's).
     pub client_id: String,
+    /// Where the client connects from, as Kafka writes it (`/127.0.0.1`).
+    pub client_host: String,
     /// How long the member may stay silent.
     pub session_timeout_ms: i32,
     /// How long a rebalance waits for the member to rejoin.
@@ -131,6 +133,36 @@ impl SyncAnswer {
     }
 }
 
+/// A group as DescribeGroups shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupDescription {
+    /// Its state.
+    pub state: GroupState,
+    /// `consumer` for consumers (empty before any member joined).
+    pub protocol_type: String,
+    /// The protocol chosen at the last rebalance (empty while none is).
+    pub protocol: String,
+    /// Every member.
+    pub members: Vec<MemberDescription>,
+}
+
+/// A member as DescribeGroups shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberDescription {
+    /// Its id.
+    pub member_id: String,
+    /// Its `group.instance.id`.
+    pub instance_id: Option<String>,
+    /// Its client's id.
+    pub client_id: String,
+    /// Where it connects from.
+    pub client_host: String,
+    /// Its metadata for the chosen protocol (empty while the group rebalances, as Kafka shows it).
+    pub metadata: Bytes,
+    /// Its assignment (empty until the group is stable).
+    pub assignment: Bytes,
+}
+
 /// An answer now, or one to wait for.
 #[derive(Debug)]
 pub enum Pending<T> {
@@ -144,6 +176,7 @@ pub enum Pending<T> {
 struct Member {
     instance_id: Option<String>,
     client_id: String,
+    client_host: String,
     session_timeout_ms: i32,
     rebalance_timeout_ms: i32,
     protocols: Vec<(String, Bytes)>,
@@ -224,9 +257,9 @@ impl Group {
         self.members.retain(|_, member| member.joined);
         self.generation = self.generation.wrapping_add(1).max(1);
         if self.members.is_empty() {
+            // Kafka keeps an emptied group, with its protocol type, for its committed offsets.
             self.state = GroupState::Empty;
             self.protocol = None;
-            self.protocol_type = None;
             self.leader = None;
             return;
         }
@@ -460,6 +493,7 @@ impl Membership {
         let member = group.members.entry(member_id.clone()).or_insert_with(|| Member {
             instance_id: request.instance_id.clone(),
             client_id: request.client_id.clone(),
+            client_host: request.client_host.clone(),
             session_timeout_ms: request.session_timeout_ms,
             rebalance_timeout_ms: request.rebalance_timeout_ms,
             protocols: Vec::new(),
@@ -470,6 +504,7 @@ impl Membership {
             sync_waiter: None,
         });
         member.client_id = request.client_id;
+        member.client_host = request.client_host;
         member.session_timeout_ms = request.session_timeout_ms;
         member.rebalance_timeout_ms = request.rebalance_timeout_ms.max(request.session_timeout_ms);
         member.protocols = request.protocols;
@@ -652,7 +687,11 @@ impl Membership {
                 group.try_complete_join(now_ms, true);
             }
         }
-        groups.retain(|_, group| group.state != GroupState::Empty || !group.pending.is_empty());
+        // A group that never had a member (only ids handed out, now lapsed) goes; an emptied one stays, as
+        // Kafka keeps it (DescribeGroups and ListGroups show it Empty).
+        groups.retain(|_, group| {
+            group.state != GroupState::Empty || !group.pending.is_empty() || group.protocol_type.is_some()
+        });
     }
 
     /// Forgets every group (the node is shutting down): every JoinGroup or SyncGroup still waiting is answered
@@ -665,6 +704,59 @@ impl Membership {
 
     fn is_closed(&self) -> bool {
         self.closed.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// A group's description; `None` for a group this node does not hold.
+    pub fn describe_group(&self, group_id: &str) -> Option<GroupDescription> {
+        let groups = self.groups();
+        let group = groups.get(group_id)?;
+        let chosen = matches!(group.state, GroupState::Stable | GroupState::CompletingRebalance);
+        let protocol = group.protocol.clone().unwrap_or_default();
+        Some(GroupDescription {
+            state: group.state,
+            protocol_type: group.protocol_type.clone().unwrap_or_default(),
+            protocol: if chosen { protocol.clone() } else { String::new() },
+            members: group
+                .members
+                .iter()
+                .map(|(id, member)| MemberDescription {
+                    member_id: id.clone(),
+                    instance_id: member.instance_id.clone(),
+                    client_id: member.client_id.clone(),
+                    client_host: member.client_host.clone(),
+                    metadata: if chosen {
+                        member
+                            .protocols
+                            .iter()
+                            .find(|(name, _)| *name == protocol)
+                            .map(|(_, metadata)| metadata.clone())
+                            .unwrap_or_default()
+                    } else {
+                        Bytes::new()
+                    },
+                    assignment: if group.state == GroupState::Stable {
+                        member.assignment.clone()
+                    } else {
+                        Bytes::new()
+                    },
+                })
+                .collect(),
+        })
+    }
+
+    /// Every group that has or had members: (id, protocol type, state).
+    pub fn list(&self) -> Vec<(String, String, GroupState)> {
+        self.groups()
+            .iter()
+            .filter(|(_, group)| group.protocol_type.is_some())
+            .map(|(id, group)| {
+                (
+                    id.clone(),
+                    group.protocol_type.clone().unwrap_or_default(),
+                    group.state,
+                )
+            })
+            .collect()
     }
 
     /// How many groups the node holds (members, or member ids handed out and not yet lapsed).
@@ -694,6 +786,7 @@ mod tests {
             member_id: member_id.to_owned(),
             instance_id: None,
             client_id: "client".to_owned(),
+            client_host: "/127.0.0.1".to_owned(),
             session_timeout_ms: 10_000,
             rebalance_timeout_ms: 10_000,
             protocol_type: "consumer".to_owned(),
@@ -793,9 +886,12 @@ mod tests {
         let answer = waiting.try_recv().unwrap();
         assert_eq!((answer.generation, answer.leader.as_str()), (2, second.as_str()));
         now(groups.sync("g", 2, &second, Vec::new(), 10_002));
-        // Then the second goes silent past its session timeout: the group empties.
+        // Then the second goes silent past its session timeout: the group empties (and stays, as Kafka keeps it).
         groups.tick(10_002 + 10_000);
-        assert_eq!(groups.describe("g"), None);
+        assert_eq!(
+            groups.describe("g").map(|(state, ..)| state),
+            Some(GroupState::Empty)
+        );
         assert_eq!(
             groups.check_commit("g", -1, ""),
             None,

@@ -265,3 +265,84 @@ pub async fn group_refusals(session: &mut Session) -> Result<(), DiffError> {
     );
     Ok(())
 }
+
+/// What DescribeGroups and ListGroups say of `group` (whose one member, if any, is `member`), at every version.
+async fn describe_and_list(
+    session: &mut Session,
+    step: &str,
+    group: &str,
+    member: &str,
+) -> Result<(), DiffError> {
+    for version in versions(ApiKey::DescribeGroups) {
+        let mut request = DescribeGroupsRequest::default();
+        request.groups = vec![GroupId(s(group)), GroupId(s(&session.transactional_id("nobody")))];
+        let answer: DescribeGroupsResponse = session.call(ApiKey::DescribeGroups, version, &request).await?;
+        let groups: Vec<_> = answer
+            .groups
+            .iter()
+            .map(|g| {
+                json!({
+                    "error": g.error_code,
+                    "state": g.group_state.as_str(),
+                    "protocol_type": g.protocol_type.as_str(),
+                    "protocol": g.protocol_data.as_str(),
+                    "members": g.members.iter().map(|m| json!({
+                        "is_the_member": m.member_id.as_str() == member,
+                        "instance": m.group_instance_id.as_ref().map(|id| id.as_str().to_owned()),
+                        "client_id": m.client_id.as_str(),
+                        "client_host": m.client_host.as_str(),
+                        "metadata": m.member_metadata.to_vec(),
+                        "assignment": m.member_assignment.to_vec(),
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        session.observe(&format!("{step}: DescribeGroups v{version}"), json!(groups));
+    }
+    for version in versions(ApiKey::ListGroups) {
+        let answer: ListGroupsResponse = session
+            .call(ApiKey::ListGroups, version, &ListGroupsRequest::default())
+            .await?;
+        // The reference broker holds every scenario's groups: only this one is observed.
+        let listed: Vec<_> = answer
+            .groups
+            .iter()
+            .filter(|g| g.group_id.as_str() == group)
+            .map(|g| json!({ "protocol_type": g.protocol_type.as_str(), "state": g.group_state.as_str() }))
+            .collect();
+        session.observe(
+            &format!("{step}: ListGroups v{version}"),
+            json!({ "error": answer.error_code, "listed": listed }),
+        );
+    }
+    Ok(())
+}
+
+pub async fn describe_and_list_groups_every_version(session: &mut Session) -> Result<(), DiffError> {
+    let group = session.transactional_id("group");
+    find_coordinator(session, &group, 0).await?;
+    let (member, generation) = join(session, "member", &group, top(ApiKey::JoinGroup)).await?;
+    let mut sync_assignment = sync_group_request::SyncGroupRequestAssignment::default();
+    sync_assignment.member_id = s(&member);
+    sync_assignment.assignment = assignment();
+    let mut sync = SyncGroupRequest::default();
+    sync.group_id = GroupId(s(&group));
+    sync.generation_id = generation;
+    sync.member_id = s(&member);
+    sync.assignments = vec![sync_assignment];
+    let synced: SyncGroupResponse = session
+        .call(ApiKey::SyncGroup, top(ApiKey::SyncGroup), &sync)
+        .await?;
+    session.observe("sync", json!({ "error": synced.error_code }));
+    describe_and_list(session, "stable", &group, &member).await?;
+    let version = top(ApiKey::LeaveGroup);
+    let left: LeaveGroupResponse = session
+        .call(
+            ApiKey::LeaveGroup,
+            version,
+            &leave_request(&group, &member, version),
+        )
+        .await?;
+    session.observe("leave", json!({ "error": left.error_code }));
+    describe_and_list(session, "emptied", &group, &member).await
+}

@@ -34,6 +34,8 @@ pub const VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::SyncGroup, 0, 3),
     (ApiKey::Heartbeat, 0, 3),
     (ApiKey::LeaveGroup, 0, 3),
+    (ApiKey::DescribeGroups, 0, 4),
+    (ApiKey::ListGroups, 0, 2),
     (ApiKey::ApiVersions, 0, 3),
     (ApiKey::CreateTopics, 2, 4),
     (ApiKey::InitProducerId, 0, 4),
@@ -144,6 +146,7 @@ scenarios! {
     offsets::offset_fetch_pending_transactional_offsets => "OffsetFetch while a transaction's offsets are pending",
     groups::group_every_version => "a group member's life at every JoinGroup, SyncGroup, Heartbeat and LeaveGroup version: join, sync as leader, heartbeats, commits, leave",
     groups::group_refusals => "a short session timeout, an unknown member id, no common protocol, a stale generation, unknown members",
+    groups::describe_and_list_groups_every_version => "DescribeGroups and ListGroups at every version: a stable group, an unknown one, the group emptied by its member's leave",
 }
 
 /// Sends `request` at the highest version of `key` the scenarios drive.

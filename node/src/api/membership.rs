@@ -25,8 +25,15 @@ async fn settle<T>(pending: Pending<T>, gone: impl FnOnce() -> T) -> T {
     }
 }
 
-/// JoinGroup: answered when the group's rebalance completes.
-pub async fn join_group(node: &Node, request: JoinGroupRequest, version: i16) -> JoinGroupResponse {
+/// JoinGroup: answered when the group's rebalance completes. `client_id` and `client_host` are the caller's
+/// (its request header's client id, its address as Kafka writes it: `/127.0.0.1`).
+pub async fn join_group(
+    node: &Node,
+    request: JoinGroupRequest,
+    version: i16,
+    client_id: &str,
+    client_host: &str,
+) -> JoinGroupResponse {
     let member_id = request.member_id.as_str().to_owned();
     let join = JoinRequest {
         group: request.group_id.as_str().to_owned(),
@@ -35,7 +42,8 @@ pub async fn join_group(node: &Node, request: JoinGroupRequest, version: i16) ->
             .group_instance_id
             .as_ref()
             .map(|id| id.as_str().to_owned()),
-        client_id: String::from("member"),
+        client_id: client_id.to_owned(),
+        client_host: client_host.to_owned(),
         session_timeout_ms: request.session_timeout_ms,
         rebalance_timeout_ms: request.rebalance_timeout_ms,
         protocol_type: request.protocol_type.as_str().to_owned(),
@@ -145,5 +153,57 @@ pub fn leave_group(node: &Node, request: &LeaveGroupRequest, version: i16) -> Le
         ));
         response.members.push(member);
     }
+    response
+}
+
+/// DescribeGroups: a group this node does not hold is `Dead`, without an error (as Kafka answers versions 0–5).
+pub fn describe_groups(node: &Node, request: &DescribeGroupsRequest) -> DescribeGroupsResponse {
+    let mut response = DescribeGroupsResponse::default();
+    for group_id in &request.groups {
+        let mut described = describe_groups_response::DescribedGroup::default();
+        described.group_id = group_id.clone();
+        match node.membership.describe_group(group_id.as_str()) {
+            None => described.group_state = str_bytes("Dead"),
+            Some(group) => {
+                described.group_state = str_bytes(group.state.name());
+                described.protocol_type = str_bytes(&group.protocol_type);
+                described.protocol_data = str_bytes(&group.protocol);
+                described.members = group
+                    .members
+                    .into_iter()
+                    .map(|member| {
+                        let mut out = describe_groups_response::DescribedGroupMember::default();
+                        out.member_id = str_bytes(&member.member_id);
+                        out.group_instance_id = member.instance_id.as_deref().map(str_bytes);
+                        out.client_id = str_bytes(&member.client_id);
+                        out.client_host = str_bytes(&member.client_host);
+                        out.member_metadata = member.metadata;
+                        out.member_assignment = member.assignment;
+                        out
+                    })
+                    .collect();
+            }
+        }
+        response.groups.push(described);
+    }
+    response
+}
+
+/// ListGroups: every group that has or had members.
+pub fn list_groups(node: &Node) -> ListGroupsResponse {
+    let mut response = ListGroupsResponse::default();
+    response.groups = node
+        .membership
+        .list()
+        .into_iter()
+        .map(|(id, protocol_type, state)| {
+            let mut listed = list_groups_response::ListedGroup::default();
+            listed.group_id = GroupId(str_bytes(&id));
+            listed.protocol_type = str_bytes(&protocol_type);
+            listed.group_state = str_bytes(state.name());
+            listed.group_type = str_bytes("classic");
+            listed
+        })
+        .collect();
     response
 }

@@ -59,9 +59,27 @@ impl Node {
         groups::offset_commit(self, request, version).await
     }
 
-    /// JoinGroup: answered when the group's rebalance completes (this call waits).
-    pub async fn join_group(&self, request: JoinGroupRequest, version: i16) -> JoinGroupResponse {
-        membership::join_group(self, request, version).await
+    /// JoinGroup: answered when the group's rebalance completes (this call waits). `client_id` and
+    /// `client_host` are what DescribeGroups shows of the member (the request header's client id; the address as
+    /// Kafka writes it, `/127.0.0.1`).
+    pub async fn join_group(
+        &self,
+        request: JoinGroupRequest,
+        version: i16,
+        client_id: &str,
+        client_host: &str,
+    ) -> JoinGroupResponse {
+        membership::join_group(self, request, version, client_id, client_host).await
+    }
+
+    /// DescribeGroups.
+    pub fn describe_groups(&self, request: DescribeGroupsRequest, _version: i16) -> DescribeGroupsResponse {
+        membership::describe_groups(self, &request)
+    }
+
+    /// ListGroups (versions without a state filter).
+    pub fn list_groups(&self, _request: ListGroupsRequest, _version: i16) -> ListGroupsResponse {
+        membership::list_groups(self)
     }
 
     /// SyncGroup: a follower's answer waits for the leader's assignment.
