@@ -690,15 +690,7 @@ async fn every_advertised_version_answers_with_a_response_that_encodes() {
 /// highest version.
 async fn group_cycle(b: &Node, key: ApiKey, version: i16) {
     let at = |api: ApiKey| if api == key { version } else { max(api) };
-    let mut protocol = join_group_request::JoinGroupRequestProtocol::default();
-    protocol.name = s("range");
-    protocol.metadata = Bytes::from_static(b"subscription");
-    let mut join = JoinGroupRequest::default();
-    join.group_id = GroupId(s("group"));
-    join.session_timeout_ms = 10_000;
-    join.rebalance_timeout_ms = 10_000;
-    join.protocol_type = s("consumer");
-    join.protocols = vec![protocol];
+    let mut join = join_request();
     let join_version = at(ApiKey::JoinGroup);
     let mut joined: JoinGroupResponse = call(b, ApiKey::JoinGroup, join_version, &join)
         .await
@@ -716,16 +708,7 @@ async fn group_cycle(b: &Node, key: ApiKey, version: i16) {
     let member = joined.member_id.clone();
     let generation = joined.generation_id;
 
-    let mut assignment = sync_group_request::SyncGroupRequestAssignment::default();
-    assignment.member_id = member.clone();
-    assignment.assignment = Bytes::from_static(b"orders-0,orders-1");
-    let mut sync = SyncGroupRequest::default();
-    sync.group_id = GroupId(s("group"));
-    sync.generation_id = generation;
-    sync.member_id = member.clone();
-    sync.protocol_type = Some(s("consumer"));
-    sync.protocol_name = Some(s("range"));
-    sync.assignments = vec![assignment];
+    let sync = sync_request(&member, generation);
     let synced: SyncGroupResponse = call(b, ApiKey::SyncGroup, at(ApiKey::SyncGroup), &sync)
         .await
         .expect("answered");
@@ -794,6 +777,18 @@ async fn group_cycle(b: &Node, key: ApiKey, version: i16) {
 
 /// A group `group` with one member, stable with the assignment `orders-0,orders-1`: the member id and generation.
 async fn stable_member(b: &Node) -> (StrBytes, i32) {
+    let joined: JoinGroupResponse = call(b, ApiKey::JoinGroup, 3, &join_request())
+        .await
+        .expect("answered");
+    assert_eq!(joined.error_code, 0);
+    let sync = sync_request(&joined.member_id, joined.generation_id);
+    let synced: SyncGroupResponse = call(b, ApiKey::SyncGroup, 3, &sync).await.expect("answered");
+    assert_eq!(synced.error_code, 0);
+    (joined.member_id, joined.generation_id)
+}
+
+/// A new member's JoinGroup for `group` (protocol `range`).
+fn join_request() -> JoinGroupRequest {
     let mut protocol = join_group_request::JoinGroupRequestProtocol::default();
     protocol.name = s("range");
     protocol.metadata = Bytes::from_static(b"subscription");
@@ -803,17 +798,20 @@ async fn stable_member(b: &Node) -> (StrBytes, i32) {
     join.rebalance_timeout_ms = 10_000;
     join.protocol_type = s("consumer");
     join.protocols = vec![protocol];
-    let joined: JoinGroupResponse = call(b, ApiKey::JoinGroup, 3, &join).await.expect("answered");
-    assert_eq!(joined.error_code, 0);
+    join
+}
+
+/// The leader's SyncGroup assigning it `orders-0,orders-1`.
+fn sync_request(member: &StrBytes, generation: i32) -> SyncGroupRequest {
     let mut assignment = sync_group_request::SyncGroupRequestAssignment::default();
-    assignment.member_id = joined.member_id.clone();
+    assignment.member_id = member.clone();
     assignment.assignment = Bytes::from_static(b"orders-0,orders-1");
     let mut sync = SyncGroupRequest::default();
     sync.group_id = GroupId(s("group"));
-    sync.generation_id = joined.generation_id;
-    sync.member_id = joined.member_id.clone();
+    sync.generation_id = generation;
+    sync.member_id = member.clone();
+    sync.protocol_type = Some(s("consumer"));
+    sync.protocol_name = Some(s("range"));
     sync.assignments = vec![assignment];
-    let synced: SyncGroupResponse = call(b, ApiKey::SyncGroup, 3, &sync).await.expect("answered");
-    assert_eq!(synced.error_code, 0);
-    (joined.member_id, joined.generation_id)
+    sync
 }
