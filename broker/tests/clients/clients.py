@@ -11,7 +11,7 @@
 
 librdkafka, kafka-python and aiokafka run in this process; kafkajs, the Java client and franz-go are programs
 (programs.py) with the same three scenarios as commands. kafkajs has no consumer without group membership
-(`consume` is None).
+(`consume` is None); `consume_group` (kafkajs and Java) reads as a member of a group (test_groups.py).
 """
 
 from __future__ import annotations
