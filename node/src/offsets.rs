@@ -1,8 +1,8 @@
 //! The group offset store: committed offsets per (group, topic, partition), kept as a small internal log.
 //!
-//! Kafka keeps offsets in `__consumer_offsets`, a compacted topic written by the group coordinator; here they are
-//! a store of their own (group membership, in memory, is [`crate::membership`]), for the offset APIs: OffsetCommit,
-//! OffsetFetch and the transactional TxnOffsetCommit. Each change is one record
+//! Kafka keeps offsets in `__consumer_offsets`, a compacted topic written by the group coordinator; here they
+//! are a store of their own (group membership, in memory, is [`crate::membership`]), for the offset APIs:
+//! OffsetCommit, OffsetFetch and the transactional TxnOffsetCommit. Each change is one record
 //! batch of JSON records in the internal partition [`OFFSETS_PARTITION`]; opening replays them.
 //!
 //! Transactional commits follow Kafka's rule: staged per producer id, they become visible when the COMMIT
