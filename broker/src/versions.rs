@@ -1,7 +1,8 @@
 //! The API versions the broker advertises: only ranges it serves completely, chosen so that each client picks a
 //! version with record format v2 and the transaction features it needs (`docs/broker.md` has the reasoning).
 //!
-//! All but two are non-flexible versions: the request shape check ([`crate::shape`]) has a layout for each.
+//! All but three are non-flexible versions (ApiVersions v3, InitProducerId v2+ and TxnOffsetCommit v3 are
+//! flexible); the request shape check ([`crate::shape`]) has a layout for each.
 //! librdkafka needs Produce ≥ 3 with Fetch ≥ 4 (record format v2), ListOffsets ≥ 2 (isolation level),
 //! FindCoordinator ≥ 1 and InitProducerId ≥ 3 (KIP-360 epoch bumps); kafka-python guesses the broker's version
 //! from this table.
@@ -29,7 +30,7 @@ pub const ADVERTISED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AddPartitionsToTxn, 0, 2),
     (ApiKey::AddOffsetsToTxn, 0, 2),
     (ApiKey::EndTxn, 0, 2),
-    (ApiKey::TxnOffsetCommit, 0, 2),
+    (ApiKey::TxnOffsetCommit, 0, 3),
     (ApiKey::DeleteRecords, 0, 1),
 ];
 

@@ -83,6 +83,10 @@ enum Kind {
     },
     /// Unsigned-varint length + 1, 0 for null.
     CompactString,
+    /// Unsigned-varint count + 1, 0 for null.
+    CompactArray {
+        of: &'static [Field],
+    },
     /// A tagged-field section.
     Tagged,
 }
@@ -286,19 +290,47 @@ const DELETE_RECORDS: &[Field] = &[
 const END_TXN: &[Field] = &[all(STRING), all(I64), all(I16), all(I8)];
 
 const TXN_OFFSET_COMMIT: &[Field] = &[
-    all(STRING), // transactional_id
-    all(STRING), // group_id
-    all(I64),
-    all(I16),
-    all(array(&[
-        all(STRING),
-        all(array(&[
-            all(I32),
-            all(I64),
-            since(2, I32), // committed_leader_epoch
-            all(NULLABLE_STRING),
-        ])),
-    ])),
+    between(0, 2, STRING),         // transactional_id
+    since(3, Kind::CompactString), // (flexible from v3)
+    between(0, 2, STRING),         // group_id
+    since(3, Kind::CompactString), //
+    all(I64),                      // producer_id
+    all(I16),                      // producer_epoch
+    since(3, I32),                 // generation_id (KIP-447)
+    since(3, Kind::CompactString), // member_id
+    since(3, Kind::CompactString), // group_instance_id (nullable)
+    between(
+        0,
+        2,
+        array(&[
+            all(STRING),
+            all(array(&[
+                all(I32),
+                all(I64),
+                since(2, I32), // committed_leader_epoch
+                all(NULLABLE_STRING),
+            ])),
+        ]),
+    ),
+    since(
+        3,
+        Kind::CompactArray {
+            of: &[
+                all(Kind::CompactString), // name
+                all(Kind::CompactArray {
+                    of: &[
+                        all(I32),                 // partition_index
+                        all(I64),                 // committed_offset
+                        all(I32),                 // committed_leader_epoch
+                        all(Kind::CompactString), // committed_metadata (nullable)
+                        all(Kind::Tagged),
+                    ],
+                }),
+                all(Kind::Tagged),
+            ],
+        },
+    ),
+    since(3, Kind::Tagged),
 ];
 
 const INIT_PRODUCER_ID: &[Field] = &[
@@ -413,7 +445,10 @@ pub fn check_response(key: ApiKey, version: i16, body: &[u8]) -> Result<(), Shap
 
 /// The layout of a request body, for the versions the broker advertises.
 fn layout(key: ApiKey, version: i16) -> Option<&'static [Field]> {
-    let flexible_ok = matches!(key, ApiKey::ApiVersions | ApiKey::InitProducerId);
+    let flexible_ok = matches!(
+        key,
+        ApiKey::ApiVersions | ApiKey::InitProducerId | ApiKey::TxnOffsetCommit
+    );
     if !flexible_ok && key.request_header_version(version) >= 2 {
         return None;
     }
@@ -575,6 +610,18 @@ impl Walker<'_> {
                     let length =
                         usize::try_from(length - 1).map_err(|_| ShapeError::BadLength { at, length: -1 })?;
                     self.take(length)?;
+                }
+            }
+            Kind::CompactArray { of } => {
+                let at = self.at;
+                let count = self.unsigned_varint()?;
+                if count > 0 {
+                    let count =
+                        usize::try_from(count - 1).map_err(|_| ShapeError::BadLength { at, length: -1 })?;
+                    self.elements(at, count)?;
+                    for _ in 0..count {
+                        self.fields(of)?;
+                    }
                 }
             }
             Kind::Tagged => self.tagged()?,

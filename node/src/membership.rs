@@ -669,6 +669,34 @@ impl Membership {
         (group.state == GroupState::CompletingRebalance).then_some(KafkaError::RebalanceInProgress)
     }
 
+    /// Whether a transactional offset commit (TxnOffsetCommit v3+, KIP-447) may stage the group's offsets: a
+    /// member id or instance id it names must be the group's, and a generation it names (≥ 0) the current one.
+    /// Unlike a plain commit, a rebalance does not refuse it (Kafka's rule).
+    pub fn check_txn_commit(
+        &self,
+        group_id: &str,
+        generation: i32,
+        member_id: &str,
+        instance_id: Option<&str>,
+    ) -> Option<KafkaError> {
+        let groups = self.groups();
+        let Some(group) = groups.get(group_id) else {
+            return (!member_id.is_empty()).then_some(KafkaError::UnknownMemberId);
+        };
+        if let Some(instance) = instance_id {
+            if group
+                .instance_owner(instance)
+                .is_some_and(|owner| owner != member_id)
+            {
+                return Some(KafkaError::FencedInstanceId);
+            }
+        }
+        if !member_id.is_empty() && !group.members.contains_key(member_id) {
+            return Some(KafkaError::UnknownMemberId);
+        }
+        (generation >= 0 && generation != group.generation).then_some(KafkaError::IllegalGeneration)
+    }
+
     /// Removes members whose session expired and completes rebalances whose deadline passed; drops empty groups.
     pub fn tick(&self, now_ms: i64) {
         let mut groups = self.groups();
@@ -997,5 +1025,34 @@ mod tests {
         );
         let sync = now(groups.sync("nobody", 1, "m", Vec::new(), 0));
         assert_eq!(sync.error, Some(KafkaError::UnknownMemberId));
+    }
+
+    #[test]
+    fn a_transactional_commit_must_name_a_current_member_but_a_rebalance_does_not_refuse_it() {
+        let groups = Membership::default();
+        assert_eq!(
+            groups.check_txn_commit("g", -1, "", None),
+            None,
+            "no group, no member named"
+        );
+        assert_eq!(
+            groups.check_txn_commit("g", 1, "m", None),
+            Some(KafkaError::UnknownMemberId)
+        );
+        let first = first_member(&groups);
+        now(groups.sync("g", 1, &first, Vec::new(), 0));
+        assert_eq!(groups.check_txn_commit("g", 1, &first, None), None);
+        assert_eq!(
+            groups.check_txn_commit("g", 2, &first, None),
+            Some(KafkaError::IllegalGeneration)
+        );
+        assert_eq!(
+            groups.check_txn_commit("g", 1, "other", None),
+            Some(KafkaError::UnknownMemberId)
+        );
+        // A second member starts a rebalance: the first may still commit its transaction at generation 1.
+        let second = now(groups.join(join("g", "", &["range"]), 1)).member_id;
+        let _waiting = groups.join(join("g", &second, &["range"]), 1);
+        assert_eq!(groups.check_txn_commit("g", 1, &first, None), None);
     }
 }

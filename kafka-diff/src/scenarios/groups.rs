@@ -8,7 +8,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::Encodable;
 use serde_json::json;
 
-use super::{find_coordinator, fresh_topic, top, versions};
+use super::{end_txn_at, find_coordinator, fresh_topic, init_transactional, top, versions};
 use crate::error::DiffError;
 use crate::requests::{self, s};
 use crate::session::Session;
@@ -345,4 +345,44 @@ pub async fn describe_and_list_groups_every_version(session: &mut Session) -> Re
         .await?;
     session.observe("leave", json!({ "error": left.error_code }));
     describe_and_list(session, "emptied", &group, &member).await
+}
+
+/// KIP-447: a transaction's offsets (TxnOffsetCommit v3+) name the group member and generation they were read
+/// under; an unknown member or a stale generation is refused, the current one accepted.
+pub async fn transactional_offsets_checked_against_the_group(session: &mut Session) -> Result<(), DiffError> {
+    let topic = fresh_topic(session, "t", 1).await?;
+    let group = session.transactional_id("group");
+    find_coordinator(session, &group, 0).await?;
+    let (member, generation) = join(session, "member", &group, top(ApiKey::JoinGroup)).await?;
+    let mut sync = SyncGroupRequest::default();
+    sync.group_id = GroupId(s(&group));
+    sync.generation_id = generation;
+    sync.member_id = s(&member);
+    let synced: SyncGroupResponse = session
+        .call(ApiKey::SyncGroup, top(ApiKey::SyncGroup), &sync)
+        .await?;
+    session.observe("sync", json!({ "error": synced.error_code }));
+    let txn = session.transactional_id("txn");
+    let producer = init_transactional(session, &txn, 60_000).await?;
+    let add = requests::add_offsets(&txn, producer, &group);
+    let added: AddOffsetsToTxnResponse = session
+        .call(ApiKey::AddOffsetsToTxn, top(ApiKey::AddOffsetsToTxn), &add)
+        .await?;
+    session.observe("AddOffsetsToTxn", json!({ "error": added.error_code }));
+    for (what, generation, member_id) in [
+        ("an unknown member", generation, "made-up".to_owned()),
+        ("a stale generation", generation + 1, member.clone()),
+        ("the current member", generation, member.clone()),
+    ] {
+        let mut request = requests::txn_offset_commit(&txn, producer, &group, &[(&topic, 0, 7)]);
+        request.generation_id = generation;
+        request.member_id = s(&member_id);
+        let answer: TxnOffsetCommitResponse = session
+            .call(ApiKey::TxnOffsetCommit, top(ApiKey::TxnOffsetCommit), &request)
+            .await?;
+        let code = answer.topics[0].partitions[0].error_code;
+        session.observe(&format!("TxnOffsetCommit from {what}"), json!({ "error": code }));
+    }
+    end_txn_at(session, top(ApiKey::EndTxn), &txn, producer, false, &[]).await?;
+    Ok(())
 }

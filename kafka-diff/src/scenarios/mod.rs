@@ -42,7 +42,7 @@ pub const VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AddPartitionsToTxn, 0, 2),
     (ApiKey::AddOffsetsToTxn, 0, 2),
     (ApiKey::EndTxn, 0, 2),
-    (ApiKey::TxnOffsetCommit, 0, 2),
+    (ApiKey::TxnOffsetCommit, 0, 3),
     (ApiKey::DeleteRecords, 0, 1),
 ];
 
@@ -146,6 +146,7 @@ scenarios! {
     offsets::offset_fetch_pending_transactional_offsets => "OffsetFetch while a transaction's offsets are pending",
     groups::group_every_version => "a group member's life at every JoinGroup, SyncGroup, Heartbeat and LeaveGroup version: join, sync as leader, heartbeats, commits, leave",
     groups::group_refusals => "a short session timeout, an unknown member id, no common protocol, a stale generation, unknown members",
+    groups::transactional_offsets_checked_against_the_group => "TxnOffsetCommit v3 (KIP-447) from an unknown member, at a stale generation, from the current member",
     groups::describe_and_list_groups_every_version => "DescribeGroups and ListGroups at every version: a stable group, an unknown one, the group emptied by its member's leave",
 }
 

@@ -151,7 +151,15 @@ pub async fn txn_offset_commit(
     _version: i16,
 ) -> TxnOffsetCommitResponse {
     let group = request.group_id.as_str().to_owned();
-    let check = {
+    let member = node.membership.check_txn_commit(
+        &group,
+        request.generation_id,
+        request.member_id.as_str(),
+        request.group_instance_id.as_ref().map(|id| id.as_str()),
+    );
+    let check = if let Some(refused) = member {
+        Err(refused.code())
+    } else {
         let mut coordinator = node.coordinator.lock().await;
         let id = TransactionalId(request.transactional_id.as_str().to_owned());
         match coordinator.coordinator().transaction(&id) {
