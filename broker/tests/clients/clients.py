@@ -290,6 +290,12 @@ class ProgramClient:
         result = self.program.run("consume", bootstrap, topic, partitions, isolation, expected)
         return self._records(result["records"])
 
+    def transform(self, bootstrap, topic, partitions, group, output, transactional_id, count):
+        """Exactly once: COUNT records of `topic` copied to `output` by a member of GROUP, offsets in the
+        transactions (Java only); the input records it read."""
+        result = self.program.run("transform", bootstrap, topic, partitions, group, output, transactional_id, count)
+        return self._records(result["records"])
+
     def consume_group(self, bootstrap, topic, partitions, group, count):
         """COUNT records read as a member of GROUP (from its committed offsets), which it leaves after."""
         return self._records(self.program.run("consume-group", bootstrap, topic, partitions, group, count)["records"])

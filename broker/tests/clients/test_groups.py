@@ -8,6 +8,9 @@ group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup), against `mirrorlog
 - kafka-python: two members split a topic's partitions between them, each record read by exactly one of them.
 - kafkajs (whose consumer always joins a group) and the Java consumer: a member reads a topic, leaves; a second
   member of the group reads only what was produced after the first one's commits.
+- Java, exactly once: a consume-transform-produce member commits its input offsets inside its transactions with
+  `sendOffsetsToTransaction(offsets, groupMetadata)` (TxnOffsetCommit v3, KIP-447); the output holds each input
+  record once, and the group's committed offsets are the input's end.
 """
 
 import json
@@ -17,7 +20,7 @@ import subprocess
 import sys
 import time
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, TopicPartition
 from kafka import KafkaConsumer
 
 from conftest import idempotent_producer
@@ -190,3 +193,38 @@ def test_a_kafkajs_member_resumes_from_the_groups_committed_offsets(broker, kafk
 
 def test_a_java_member_resumes_from_the_groups_committed_offsets(broker, java_client):
     resumes_from_the_groups_committed_offsets(broker, java_client, "java-group")
+
+
+def test_a_java_transform_commits_its_group_offsets_in_its_transactions(broker, java_client):
+    source = broker.create_topic(3, prefix="transform-in")
+    output = broker.create_topic(3, prefix="transform-out")
+    group = broker.unique("group")
+    produce(broker.bootstrap, source, 3, 30)
+    read = java_client.transform(broker.bootstrap, source, 3, group, output, broker.unique("txn"), 30)
+    assert sorted((p, o) for p, o, _ in read) == sorted((p, o) for p in range(3) for o in range(10))
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": broker.unique("reader"),
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.subscribe([output])
+        copies = []
+        deadline = time.monotonic() + 60
+        while len(copies) < 30 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and not message.error():
+                copies.append(message.value().decode())
+    finally:
+        consumer.close()
+    assert sorted(copies) == sorted(f"copy-record-{i}" for i in range(30))
+    committed = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        offsets = committed.committed([TopicPartition(source, p) for p in range(3)], timeout=30)
+    finally:
+        committed.close()
+    assert [tp.offset for tp in offsets] == [10, 10, 10]

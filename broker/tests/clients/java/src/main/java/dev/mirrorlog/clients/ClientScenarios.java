@@ -2,7 +2,9 @@ package dev.mirrorlog.clients;
 
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
@@ -10,6 +12,7 @@ import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -28,6 +31,10 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * consume BOOTSTRAP TOPIC PARTITIONS ISOLATION EXPECTED                  (read_committed|read_uncommitted)
  * consume-group BOOTSTRAP TOPIC PARTITIONS GROUP COUNT    (subscribe() as a member of GROUP; COUNT records,
  *                                                           committed synchronously after each poll; then leave)
+ * transform BOOTSTRAP TOPIC PARTITIONS GROUP OUTPUT_TOPIC TRANSACTIONAL_ID COUNT
+ *     (exactly once: a read_committed member of GROUP copies COUNT records of TOPIC to OUTPUT_TOPIC's same
+ *     partition, one transaction per poll carrying the group's offsets with sendOffsetsToTransaction(offsets,
+ *     groupMetadata), i.e. TxnOffsetCommit v3 of KIP-447)
  * </pre>
  *
  * Record i of a run goes to partition i % PARTITIONS. Every result is {"records": [[partition, offset, value],
@@ -59,6 +66,8 @@ public final class ClientScenarios {
             result = consume(bootstrap, topic, partitions, args[4], Integer.parseInt(args[5]));
         } else if (scenario.equals("consume-group") && args.length == 6) {
             result = consumeGroup(bootstrap, topic, args[4], Integer.parseInt(args[5]));
+        } else if (scenario.equals("transform") && args.length == 8) {
+            result = transform(bootstrap, topic, args[4], args[5], args[6], Integer.parseInt(args[7]));
         } else {
             usage();
             return;
@@ -201,6 +210,46 @@ public final class ClientScenarios {
                 if (!batch.isEmpty()) {
                     consumer.commitSync();
                 }
+            }
+        }
+        return "{\"records\":[" + String.join(",", records) + "]}";
+    }
+
+    private static String transform(String bootstrap, String topic, String group, String output,
+            String transactionalId, int count) {
+        Properties consumerConfig = new Properties();
+        consumerConfig.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        consumerConfig.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        consumerConfig.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        consumerConfig.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        consumerConfig.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+        consumerConfig.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "10000");
+        consumerConfig.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "500");
+        consumerConfig.put(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, "200");
+        consumerConfig.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        consumerConfig.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        Properties producerConfig = producerConfig(bootstrap);
+        producerConfig.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
+        List<String> records = new ArrayList<>();
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(consumerConfig);
+                KafkaProducer<String, String> producer = new KafkaProducer<>(producerConfig)) {
+            producer.initTransactions();
+            consumer.subscribe(List.of(topic));
+            long deadline = System.nanoTime() + STEP_TIMEOUT.toNanos();
+            while (records.size() < count && System.nanoTime() < deadline) {
+                ConsumerRecords<String, String> batch = consumer.poll(Duration.ofMillis(500));
+                if (batch.isEmpty()) {
+                    continue;
+                }
+                producer.beginTransaction();
+                Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+                for (ConsumerRecord<String, String> r : batch) {
+                    producer.send(new ProducerRecord<>(output, r.partition(), null, "copy-" + r.value()));
+                    offsets.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+                    records.add(record(r.partition(), r.offset(), r.value()));
+                }
+                producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata());
+                producer.commitTransaction();
             }
         }
         return "{\"records\":[" + String.join(",", records) + "]}";
