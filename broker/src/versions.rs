@@ -1,8 +1,8 @@
 //! The API versions the broker advertises: only ranges it serves completely, chosen so that each client picks a
 //! version with record format v2 and the transaction features it needs (`docs/broker.md` has the reasoning).
 //!
-//! All but three are non-flexible versions (ApiVersions v3, InitProducerId v2+ and TxnOffsetCommit v3 are
-//! flexible); the request shape check ([`crate::shape`]) has a layout for each.
+//! All but four are non-flexible versions (ApiVersions v3, InitProducerId v2+, OffsetFetch v6+ and TxnOffsetCommit
+//! v3 are flexible); the request shape check ([`crate::shape`]) has a layout for each.
 //! librdkafka needs Produce ≥ 3 with Fetch ≥ 4 (record format v2), ListOffsets ≥ 2 (isolation level),
 //! FindCoordinator ≥ 1 and InitProducerId ≥ 3 (KIP-360 epoch bumps); kafka-python guesses the broker's version
 //! from this table.
@@ -16,7 +16,7 @@ pub const ADVERTISED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListOffsets, 1, 5),
     (ApiKey::Metadata, 1, 8),
     (ApiKey::OffsetCommit, 2, 7),
-    (ApiKey::OffsetFetch, 1, 5),
+    (ApiKey::OffsetFetch, 1, 7),
     (ApiKey::FindCoordinator, 0, 2),
     (ApiKey::JoinGroup, 0, 5),
     (ApiKey::SyncGroup, 0, 3),

@@ -198,9 +198,22 @@ const OFFSET_COMMIT: &[Field] = &[
 ];
 
 const OFFSET_FETCH: &[Field] = &[
-    all(STRING), // group_id
+    between(0, 5, STRING),         // group_id
+    since(6, Kind::CompactString), // (flexible from v6)
     between(0, 1, array(&[all(STRING), all(array(INT32_ARRAY))])),
-    since(2, nullable_array(&[all(STRING), all(array(INT32_ARRAY))])),
+    between(2, 5, nullable_array(&[all(STRING), all(array(INT32_ARRAY))])),
+    since(
+        6,
+        Kind::CompactArray {
+            of: &[
+                all(Kind::CompactString),                    // name
+                all(Kind::CompactArray { of: INT32_ARRAY }), // partition_indexes
+                all(Kind::Tagged),
+            ],
+        },
+    ),
+    since(7, I8), // require_stable
+    since(6, Kind::Tagged),
 ];
 
 const FIND_COORDINATOR: &[Field] = &[all(STRING), since(1, I8)];
@@ -447,7 +460,7 @@ pub fn check_response(key: ApiKey, version: i16, body: &[u8]) -> Result<(), Shap
 fn layout(key: ApiKey, version: i16) -> Option<&'static [Field]> {
     let flexible_ok = matches!(
         key,
-        ApiKey::ApiVersions | ApiKey::InitProducerId | ApiKey::TxnOffsetCommit
+        ApiKey::ApiVersions | ApiKey::InitProducerId | ApiKey::TxnOffsetCommit | ApiKey::OffsetFetch
     );
     if !flexible_ok && key.request_header_version(version) >= 2 {
         return None;

@@ -54,6 +54,8 @@ pub enum KafkaError {
     GroupMaxSizeReached,
     /// 82: another member took over the static member's `group.instance.id`.
     FencedInstanceId,
+    /// 88: a transaction's offsets for the partition are pending (OffsetFetch with `require_stable`): retry.
+    UnstableOffsetCommit,
     /// 55: the request was not attempted because another part of it failed.
     OperationNotAttempted,
     /// 56: the partition's storage failed (or the partition is closed).
@@ -103,7 +105,7 @@ pub enum ClientErrorClass {
 
 impl KafkaError {
     /// Every error, in code order.
-    pub const ALL: [KafkaError; 37] = [
+    pub const ALL: [KafkaError; 38] = [
         KafkaError::UnknownServerError,
         KafkaError::OffsetOutOfRange,
         KafkaError::CorruptMessage,
@@ -138,6 +140,7 @@ impl KafkaError {
         KafkaError::GroupMaxSizeReached,
         KafkaError::FencedInstanceId,
         KafkaError::InvalidRecord,
+        KafkaError::UnstableOffsetCommit,
         KafkaError::ProducerFenced,
         KafkaError::TransactionAbortable,
         KafkaError::ReadOnlyTopic,
@@ -167,6 +170,7 @@ impl KafkaError {
             KafkaError::RebalanceInProgress => 27,
             KafkaError::MemberIdRequired => 79,
             KafkaError::GroupMaxSizeReached => 81,
+            KafkaError::UnstableOffsetCommit => 88,
             KafkaError::FencedInstanceId => 82,
             KafkaError::OperationNotAttempted => 55,
             KafkaError::KafkaStorageError => 56,
@@ -210,6 +214,7 @@ impl KafkaError {
             KafkaError::RebalanceInProgress => "REBALANCE_IN_PROGRESS",
             KafkaError::MemberIdRequired => "MEMBER_ID_REQUIRED",
             KafkaError::GroupMaxSizeReached => "GROUP_MAX_SIZE_REACHED",
+            KafkaError::UnstableOffsetCommit => "UNSTABLE_OFFSET_COMMIT",
             KafkaError::FencedInstanceId => "FENCED_INSTANCE_ID",
             KafkaError::OperationNotAttempted => "OPERATION_NOT_ATTEMPTED",
             KafkaError::KafkaStorageError => "KAFKA_STORAGE_ERROR",
@@ -252,6 +257,7 @@ impl KafkaError {
             // The coordinator is busy completing or fencing: back off and retry. Kafka's clients retry a storage
             // error, an unknown partition (metadata may lag) and a corrupt batch (re-sent from the buffer).
             KafkaError::ConcurrentTransactions
+            | KafkaError::UnstableOffsetCommit
             | KafkaError::KafkaStorageError
             | KafkaError::UnknownTopicOrPartition
             | KafkaError::CorruptMessage => ClientErrorClass::Retriable,
@@ -324,6 +330,7 @@ mod tests {
             ("REBALANCE_IN_PROGRESS", 27),
             ("MEMBER_ID_REQUIRED", 79),
             ("GROUP_MAX_SIZE_REACHED", 81),
+            ("UNSTABLE_OFFSET_COMMIT", 88),
             ("FENCED_INSTANCE_ID", 82),
             ("OUT_OF_ORDER_SEQUENCE_NUMBER", 45),
             ("INVALID_PRODUCER_EPOCH", 47),

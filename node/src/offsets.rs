@@ -126,6 +126,14 @@ impl GroupOffsets {
             .get(&(group.to_owned(), topic.to_owned(), partition))
     }
 
+    /// Whether a transaction's offsets for a group's partition are staged, waiting for its marker.
+    pub fn pending(&self, group: &str, topic: &str, partition: i32) -> bool {
+        self.staged
+            .values()
+            .flatten()
+            .any(|entry| entry.group == group && entry.topic == topic && entry.partition == partition)
+    }
+
     /// Every committed offset of a group, by topic then partition.
     pub fn group(&self, group: &str) -> Vec<(&str, i32, &Committed)> {
         self.committed

@@ -28,7 +28,7 @@ pub const VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListOffsets, 1, 5),
     (ApiKey::Metadata, 1, 8),
     (ApiKey::OffsetCommit, 2, 7),
-    (ApiKey::OffsetFetch, 1, 5),
+    (ApiKey::OffsetFetch, 1, 7),
     (ApiKey::FindCoordinator, 0, 2),
     (ApiKey::JoinGroup, 0, 5),
     (ApiKey::SyncGroup, 0, 3),

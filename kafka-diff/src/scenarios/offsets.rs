@@ -252,6 +252,11 @@ pub async fn offset_fetch_pending_transactional_offsets(session: &mut Session) -
     let request = requests::offset_fetch(&group, Some(&[(&topic, partitions)]), false);
     let answer: OffsetFetchResponse = ask(session, ApiKey::OffsetFetch, &request).await?;
     session.observe("pending", observe::offset_fetch(&answer));
+    let stable = requests::offset_fetch(&group, Some(&[(&topic, partitions)]), true);
+    let answer: OffsetFetchResponse = session
+        .call(ApiKey::OffsetFetch, top(ApiKey::OffsetFetch), &stable)
+        .await?;
+    session.observe("pending, require_stable", observe::offset_fetch(&answer));
     end_txn_at(session, top(ApiKey::EndTxn), &txn, producer, true, &[]).await?;
     settled_offset(session, "committed", &group, &topic, 7).await
 }

@@ -115,10 +115,17 @@ pub async fn offset_fetch(node: &Node, request: OffsetFetchRequest, _version: i1
                 let mut topic_answer = OffsetFetchResponseTopic::default();
                 topic_answer.name = topic.name.clone();
                 for index in topic.partition_indexes {
-                    topic_answer.partitions.push(answer(
-                        index,
-                        offsets.committed(group, topic.name.as_str(), index),
-                    ));
+                    let name = topic.name.as_str();
+                    if request.require_stable && offsets.pending(group, name, index) {
+                        // v7 (KIP-447): a transaction's offsets are pending; the client retries.
+                        let mut unstable = answer(index, None);
+                        unstable.error_code = KafkaError::UnstableOffsetCommit.code();
+                        topic_answer.partitions.push(unstable);
+                        continue;
+                    }
+                    topic_answer
+                        .partitions
+                        .push(answer(index, offsets.committed(group, name, index)));
                 }
                 response.topics.push(topic_answer);
             }
