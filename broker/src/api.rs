@@ -100,6 +100,8 @@ pub enum Decoded {
     DescribeGroups(DescribeGroupsRequest),
     /// ListGroups.
     ListGroups(ListGroupsRequest),
+    /// DeleteGroups.
+    DeleteGroups(DeleteGroupsRequest),
     /// TxnOffsetCommit.
     TxnOffsetCommit(TxnOffsetCommitRequest),
     /// InitProducerId.
@@ -163,6 +165,7 @@ pub fn decode(request: &Request) -> Result<Decoded, RequestError> {
         ApiKey::LeaveGroup => decode!(LeaveGroup),
         ApiKey::DescribeGroups => decode!(DescribeGroups),
         ApiKey::ListGroups => decode!(ListGroups),
+        ApiKey::DeleteGroups => decode!(DeleteGroups),
         ApiKey::TxnOffsetCommit => decode!(TxnOffsetCommit),
         ApiKey::InitProducerId => decode!(InitProducerId),
         ApiKey::AddPartitionsToTxn => decode!(AddPartitionsToTxn),
@@ -225,6 +228,9 @@ pub async fn handle_from(
         }
         Decoded::DescribeGroups(request) => frame(key, version, id, &node.describe_groups(request, version)),
         Decoded::ListGroups(request) => frame(key, version, id, &node.list_groups(request, version)),
+        Decoded::DeleteGroups(request) => {
+            frame(key, version, id, &node.delete_groups(request, version).await)
+        }
         Decoded::SyncGroup(request) => frame(key, version, id, &node.sync_group(request, version).await),
         Decoded::Heartbeat(request) => frame(key, version, id, &node.heartbeat(request, version)),
         Decoded::LeaveGroup(request) => frame(key, version, id, &node.leave_group(request, version)),

@@ -24,6 +24,7 @@ pub const ADVERTISED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::LeaveGroup, 0, 3),
     (ApiKey::DescribeGroups, 0, 4),
     (ApiKey::ListGroups, 0, 2),
+    (ApiKey::DeleteGroups, 0, 1),
     (ApiKey::ApiVersions, 0, 3),
     (ApiKey::CreateTopics, 2, 4),
     (ApiKey::InitProducerId, 0, 4),

@@ -613,6 +613,22 @@ async fn scenario(key: ApiKey, version: i16) {
         ApiKey::JoinGroup | ApiKey::SyncGroup | ApiKey::Heartbeat | ApiKey::LeaveGroup => {
             group_cycle(b, key, version).await;
         }
+        ApiKey::DeleteGroups => {
+            let (member, _) = stable_member(b).await;
+            let mut delete = DeleteGroupsRequest::default();
+            delete.groups_names = vec![GroupId(s("group")), GroupId(s("nobody"))];
+            let answer: DeleteGroupsResponse = call(b, key, version, &delete).await.expect("answered");
+            let codes: Vec<i16> = answer.results.iter().map(|r| r.error_code).collect();
+            assert_eq!(codes, vec![68, 69], "NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND");
+            let mut leave = LeaveGroupRequest::default();
+            leave.group_id = GroupId(s("group"));
+            leave.member_id = member;
+            let left: LeaveGroupResponse = call(b, ApiKey::LeaveGroup, 1, &leave).await.expect("answered");
+            assert_eq!(left.error_code, 0);
+            let answer: DeleteGroupsResponse = call(b, key, version, &delete).await.expect("answered");
+            let codes: Vec<i16> = answer.results.iter().map(|r| r.error_code).collect();
+            assert_eq!(codes, vec![0, 69], "the emptied group is deleted");
+        }
         ApiKey::DescribeGroups | ApiKey::ListGroups => {
             let (member, _) = stable_member(b).await;
             let mut describe = DescribeGroupsRequest::default();

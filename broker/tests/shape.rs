@@ -130,6 +130,11 @@ fn sample(key: ApiKey, version: i16) -> BytesMut {
             request.encode(&mut out, version)
         }
         ApiKey::ListGroups => ListGroupsRequest::default().encode(&mut out, version),
+        ApiKey::DeleteGroups => {
+            let mut request = DeleteGroupsRequest::default();
+            request.groups_names = vec![GroupId(s("group")), GroupId(s("other"))];
+            request.encode(&mut out, version)
+        }
         ApiKey::Heartbeat => {
             let mut request = HeartbeatRequest::default();
             request.group_id = GroupId(s("group"));

@@ -256,6 +256,8 @@ const DESCRIBE_GROUPS: &[Field] = &[
 
 const LIST_GROUPS: &[Field] = &[];
 
+const DELETE_GROUPS: &[Field] = &[all(array(&[all(STRING)]))]; // groups_names
+
 const LEAVE_GROUP: &[Field] = &[
     all(STRING),           // group_id
     between(0, 2, STRING), // member_id
@@ -479,6 +481,7 @@ fn layout(key: ApiKey, version: i16) -> Option<&'static [Field]> {
         ApiKey::LeaveGroup => LEAVE_GROUP,
         ApiKey::DescribeGroups => DESCRIBE_GROUPS,
         ApiKey::ListGroups => LIST_GROUPS,
+        ApiKey::DeleteGroups => DELETE_GROUPS,
         ApiKey::CreateTopics => CREATE_TOPICS,
         ApiKey::InitProducerId => INIT_PRODUCER_ID,
         ApiKey::AddPartitionsToTxn => ADD_PARTITIONS_TO_TXN,

@@ -48,6 +48,10 @@ pub enum KafkaError {
     InvalidSessionTimeout,
     /// 27: the group is rebalancing: rejoin.
     RebalanceInProgress,
+    /// 68: DeleteGroups of a group that still has members.
+    NonEmptyGroup,
+    /// 69: the group does not exist.
+    GroupIdNotFound,
     /// 79: a new member must join again with the member id the answer carries (KIP-394).
     MemberIdRequired,
     /// 81: the group holds as many members as the broker allows.
@@ -105,7 +109,7 @@ pub enum ClientErrorClass {
 
 impl KafkaError {
     /// Every error, in code order.
-    pub const ALL: [KafkaError; 38] = [
+    pub const ALL: [KafkaError; 40] = [
         KafkaError::UnknownServerError,
         KafkaError::OffsetOutOfRange,
         KafkaError::CorruptMessage,
@@ -136,6 +140,8 @@ impl KafkaError {
         KafkaError::OperationNotAttempted,
         KafkaError::KafkaStorageError,
         KafkaError::UnknownProducerId,
+        KafkaError::NonEmptyGroup,
+        KafkaError::GroupIdNotFound,
         KafkaError::MemberIdRequired,
         KafkaError::GroupMaxSizeReached,
         KafkaError::FencedInstanceId,
@@ -168,6 +174,8 @@ impl KafkaError {
             KafkaError::UnknownMemberId => 25,
             KafkaError::InvalidSessionTimeout => 26,
             KafkaError::RebalanceInProgress => 27,
+            KafkaError::NonEmptyGroup => 68,
+            KafkaError::GroupIdNotFound => 69,
             KafkaError::MemberIdRequired => 79,
             KafkaError::GroupMaxSizeReached => 81,
             KafkaError::UnstableOffsetCommit => 88,
@@ -212,6 +220,8 @@ impl KafkaError {
             KafkaError::UnknownMemberId => "UNKNOWN_MEMBER_ID",
             KafkaError::InvalidSessionTimeout => "INVALID_SESSION_TIMEOUT",
             KafkaError::RebalanceInProgress => "REBALANCE_IN_PROGRESS",
+            KafkaError::NonEmptyGroup => "NON_EMPTY_GROUP",
+            KafkaError::GroupIdNotFound => "GROUP_ID_NOT_FOUND",
             KafkaError::MemberIdRequired => "MEMBER_ID_REQUIRED",
             KafkaError::GroupMaxSizeReached => "GROUP_MAX_SIZE_REACHED",
             KafkaError::UnstableOffsetCommit => "UNSTABLE_OFFSET_COMMIT",
@@ -279,6 +289,8 @@ impl KafkaError {
             | KafkaError::InvalidGroupId
             | KafkaError::InvalidSessionTimeout
             | KafkaError::MemberIdRequired
+            | KafkaError::NonEmptyGroup
+            | KafkaError::GroupIdNotFound
             | KafkaError::GroupMaxSizeReached
             | KafkaError::FencedInstanceId => ClientErrorClass::Fatal,
             // A client bug (a timeout above the maximum, an empty transactional id): retrying cannot help.
@@ -328,6 +340,8 @@ mod tests {
             ("UNKNOWN_MEMBER_ID", 25),
             ("INVALID_SESSION_TIMEOUT", 26),
             ("REBALANCE_IN_PROGRESS", 27),
+            ("NON_EMPTY_GROUP", 68),
+            ("GROUP_ID_NOT_FOUND", 69),
             ("MEMBER_ID_REQUIRED", 79),
             ("GROUP_MAX_SIZE_REACHED", 81),
             ("UNSTABLE_OFFSET_COMMIT", 88),

@@ -787,6 +787,20 @@ impl Membership {
             .collect()
     }
 
+    /// DeleteGroups' membership half: `Ok(true)` when an empty group was forgotten, `Ok(false)` when this node
+    /// holds no such group, NON_EMPTY_GROUP while it has members.
+    pub fn delete(&self, group_id: &str) -> Result<bool, KafkaError> {
+        let mut groups = self.groups();
+        match groups.get(group_id) {
+            None => Ok(false),
+            Some(group) if !group.members.is_empty() => Err(KafkaError::NonEmptyGroup),
+            Some(_) => {
+                groups.remove(group_id);
+                Ok(true)
+            }
+        }
+    }
+
     /// How many groups the node holds (members, or member ids handed out and not yet lapsed).
     pub fn group_count(&self) -> usize {
         self.groups().len()

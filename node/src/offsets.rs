@@ -55,6 +55,8 @@ enum OffsetRecord {
     Commit(OffsetEntry),
     /// Staged by a transaction (TxnOffsetCommit).
     Staged { producer_id: i64, entry: OffsetEntry },
+    /// DeleteGroups: every committed offset of the group goes.
+    DeleteGroup { group: String },
     /// A transaction's marker reached the `__consumer_offsets` partition `offsets_partition`.
     End {
         producer_id: i64,
@@ -149,6 +151,14 @@ impl GroupOffsets {
             .await
     }
 
+    /// DeleteGroups: forgets every committed offset of `group`, durably.
+    pub async fn delete_group(&mut self, group: &str) -> Result<(), NodeError> {
+        self.write(vec![OffsetRecord::DeleteGroup {
+            group: group.to_owned(),
+        }])
+        .await
+    }
+
     /// TxnOffsetCommit: staged under the producer id until its transaction ends.
     pub async fn stage(&mut self, producer_id: i64, entries: Vec<OffsetEntry>) -> Result<(), NodeError> {
         self.write(
@@ -210,6 +220,9 @@ impl GroupOffsets {
             }
             OffsetRecord::Staged { producer_id, entry } => {
                 self.staged.entry(producer_id).or_default().push(entry);
+            }
+            OffsetRecord::DeleteGroup { group } => {
+                self.committed.retain(|(g, _, _), _| *g != group);
             }
             OffsetRecord::End {
                 producer_id,

@@ -386,3 +386,66 @@ pub async fn transactional_offsets_checked_against_the_group(session: &mut Sessi
     end_txn_at(session, top(ApiKey::EndTxn), &txn, producer, false, &[]).await?;
     Ok(())
 }
+
+/// DeleteGroups at every version: a group with a member, the same group emptied, a group that only has committed
+/// offsets (then what OffsetFetch says), and a group that never existed.
+pub async fn delete_groups_every_version(session: &mut Session) -> Result<(), DiffError> {
+    let topic = fresh_topic(session, "t", 1).await?;
+    for version in versions(ApiKey::DeleteGroups) {
+        let group = session.transactional_id(&format!("group-v{version}"));
+        let simple = session.transactional_id(&format!("simple-v{version}"));
+        let nobody = session.transactional_id(&format!("nobody-v{version}"));
+        find_coordinator(session, &group, 0).await?;
+        find_coordinator(session, &simple, 0).await?;
+        let (member, _) = join(session, &format!("v{version}"), &group, top(ApiKey::JoinGroup)).await?;
+        let commit = requests::offset_commit(&simple, &[(&topic, 0, 5)]);
+        let committed: OffsetCommitResponse = session
+            .call(ApiKey::OffsetCommit, top(ApiKey::OffsetCommit), &commit)
+            .await?;
+        session.observe(
+            &format!("v{version}: simple commit"),
+            json!({ "error": committed.topics[0].partitions[0].error_code }),
+        );
+        let mut delete = DeleteGroupsRequest::default();
+        delete.groups_names = vec![GroupId(s(&group)), GroupId(s(&simple)), GroupId(s(&nobody))];
+        let answer: DeleteGroupsResponse = session.call(ApiKey::DeleteGroups, version, &delete).await?;
+        // Kafka answers in an order of its own: each result by the group it names.
+        let by_group: std::collections::BTreeMap<&str, i16> = answer
+            .results
+            .iter()
+            .map(|r| {
+                let role = match r.group_id.as_str() {
+                    name if name == group => "with a member",
+                    name if name == simple => "only offsets",
+                    name if name == nobody => "never seen",
+                    _ => "unasked",
+                };
+                (role, r.error_code)
+            })
+            .collect();
+        session.observe(&format!("v{version}: delete"), json!(by_group));
+        let leave_version = top(ApiKey::LeaveGroup);
+        let left: LeaveGroupResponse = session
+            .call(
+                ApiKey::LeaveGroup,
+                leave_version,
+                &leave_request(&group, &member, leave_version),
+            )
+            .await?;
+        session.observe(&format!("v{version}: leave"), json!({ "error": left.error_code }));
+        delete.groups_names = vec![GroupId(s(&group))];
+        let answer: DeleteGroupsResponse = session.call(ApiKey::DeleteGroups, version, &delete).await?;
+        let codes: Vec<i16> = answer.results.iter().map(|r| r.error_code).collect();
+        session.observe(&format!("v{version}: delete the emptied group"), json!(codes));
+        let partitions: &[i32] = &[0];
+        let fetch = requests::offset_fetch(&simple, Some(&[(&topic, partitions)]), false);
+        let fetched: OffsetFetchResponse = session
+            .call(ApiKey::OffsetFetch, top(ApiKey::OffsetFetch), &fetch)
+            .await?;
+        session.observe(
+            &format!("v{version}: the deleted simple group's offset"),
+            json!(fetched.topics[0].partitions[0].committed_offset),
+        );
+    }
+    Ok(())
+}

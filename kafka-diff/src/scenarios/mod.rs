@@ -36,6 +36,7 @@ pub const VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::LeaveGroup, 0, 3),
     (ApiKey::DescribeGroups, 0, 4),
     (ApiKey::ListGroups, 0, 2),
+    (ApiKey::DeleteGroups, 0, 1),
     (ApiKey::ApiVersions, 0, 3),
     (ApiKey::CreateTopics, 2, 4),
     (ApiKey::InitProducerId, 0, 4),
@@ -147,6 +148,7 @@ scenarios! {
     groups::group_every_version => "a group member's life at every JoinGroup, SyncGroup, Heartbeat and LeaveGroup version: join, sync as leader, heartbeats, commits, leave",
     groups::group_refusals => "a short session timeout, an unknown member id, no common protocol, a stale generation, unknown members",
     groups::transactional_offsets_checked_against_the_group => "TxnOffsetCommit v3 (KIP-447) from an unknown member, at a stale generation, from the current member",
+    groups::delete_groups_every_version => "DeleteGroups at every version: a group with a member, emptied, one with only committed offsets, one never seen",
     groups::describe_and_list_groups_every_version => "DescribeGroups and ListGroups at every version: a stable group, an unknown one, the group emptied by its member's leave",
 }
 

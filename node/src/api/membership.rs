@@ -207,3 +207,27 @@ pub fn list_groups(node: &Node) -> ListGroupsResponse {
         .collect();
     response
 }
+
+/// DeleteGroups: an empty group (or one that only has committed offsets) is forgotten with its offsets; one with
+/// members is NON_EMPTY_GROUP, an unknown one GROUP_ID_NOT_FOUND.
+pub async fn delete_groups(node: &Node, request: &DeleteGroupsRequest) -> DeleteGroupsResponse {
+    let mut response = DeleteGroupsResponse::default();
+    for group_id in &request.groups_names {
+        let group = group_id.as_str();
+        let mut result = delete_groups_response::DeletableGroupResult::default();
+        result.group_id = group_id.clone();
+        let mut offsets = node.offsets.lock().await;
+        let has_offsets = !offsets.group(group).is_empty();
+        result.error_code = match node.membership.delete(group) {
+            Err(error) => error.code(),
+            Ok(false) if !has_offsets => KafkaError::GroupIdNotFound.code(),
+            Ok(_) if !has_offsets => NO_ERROR,
+            Ok(_) => match offsets.delete_group(group).await {
+                Ok(()) => NO_ERROR,
+                Err(_) => KafkaError::KafkaStorageError.code(),
+            },
+        };
+        response.results.push(result);
+    }
+    response
+}

@@ -77,6 +77,11 @@ impl Node {
         membership::describe_groups(self, &request)
     }
 
+    /// DeleteGroups.
+    pub async fn delete_groups(&self, request: DeleteGroupsRequest, _version: i16) -> DeleteGroupsResponse {
+        membership::delete_groups(self, &request).await
+    }
+
     /// ListGroups (versions without a state filter).
     pub fn list_groups(&self, _request: ListGroupsRequest, _version: i16) -> ListGroupsResponse {
         membership::list_groups(self)
