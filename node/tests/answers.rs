@@ -1,28 +1,19 @@
 //! The node's answers to request values, without a socket.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{ProduceRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_types::KafkaError;
-use node::{Node, NodeConfig, SystemClock};
+use node::{Node, NodeConfig};
 use record_format::BatchBuilder;
 use storage_config::{Backend, StorageConfig};
 
 async fn node() -> Node {
     let storage = StorageConfig::for_backend(Backend::Memory, std::path::Path::new(""));
-    let mut config = NodeConfig::new(storage.clone());
+    let mut config = NodeConfig::new(storage);
     config.topics = vec![("orders".to_owned(), 1)];
-    Node::open_on(
-        config,
-        ("localhost".to_owned(), 9092),
-        storage.open().unwrap(),
-        Arc::new(SystemClock),
-    )
-    .await
-    .unwrap()
+    Node::open(config, ("localhost".to_owned(), 9092)).await.unwrap()
 }
 
 fn produce_one() -> ProduceRequest {

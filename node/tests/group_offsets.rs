@@ -2,31 +2,22 @@
 //! stay.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails by panicking
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use node::{Node, NodeConfig, SystemClock};
+use node::{Node, NodeConfig};
 use storage_config::{Backend, StorageConfig};
 
 const TOPIC: &str = "orders";
 
 async fn node_in(dir: &std::path::Path) -> Node {
     let storage = StorageConfig::for_backend(Backend::Fs, dir);
-    let mut config = NodeConfig::new(storage.clone());
+    let mut config = NodeConfig::new(storage);
     config.topics = vec![(TOPIC.to_owned(), 1)];
-    Node::open_on(
-        config,
-        ("localhost".to_owned(), 9092),
-        storage.open().unwrap(),
-        Arc::new(SystemClock),
-    )
-    .await
-    .unwrap()
+    Node::open(config, ("localhost".to_owned(), 9092)).await.unwrap()
 }
 
 fn group(name: &str) -> GroupId {

@@ -3,13 +3,11 @@
 //! transaction verification of transactional batches (KIP-890 part 1).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use kafka_types::KafkaError;
-use node::{Node, NodeConfig, SystemClock};
+use node::{Node, NodeConfig};
 use record_format::BatchBuilder;
 use storage_config::{Backend, StorageConfig};
 
@@ -17,16 +15,9 @@ const TOPIC: &str = "orders";
 
 async fn node() -> Node {
     let storage = StorageConfig::for_backend(Backend::Memory, std::path::Path::new(""));
-    let mut config = NodeConfig::new(storage.clone());
+    let mut config = NodeConfig::new(storage);
     config.topics = vec![(TOPIC.to_owned(), 2)];
-    Node::open_on(
-        config,
-        ("localhost".to_owned(), 9092),
-        storage.open().unwrap(),
-        Arc::new(SystemClock),
-    )
-    .await
-    .unwrap()
+    Node::open(config, ("localhost".to_owned(), 9092)).await.unwrap()
 }
 
 fn s(text: &str) -> StrBytes {

@@ -17,7 +17,7 @@ use mirror_fsm::{
     Sources,
 };
 use node::mirror::{AdminRequest, AdminResponse, MirrorLinks, NodeSources, PartitionStatus};
-use node::{Node, NodeConfig, SystemClock};
+use node::{Node, NodeConfig};
 use partition_log::Isolation;
 use record_format::{BatchBuilder, RecordBatch};
 use storage_config::{Backend, StorageConfig};
@@ -26,19 +26,10 @@ const TOPIC: &str = "orders";
 
 async fn node_in(dir: &std::path::Path, cluster_id: &str, topics: &[(&str, u32)]) -> Arc<Node> {
     let storage = StorageConfig::for_backend(Backend::Fs, dir);
-    let mut config = NodeConfig::new(storage.clone());
+    let mut config = NodeConfig::new(storage);
     config.cluster_id = cluster_id.to_owned();
     config.topics = topics.iter().map(|(name, n)| ((*name).to_owned(), *n)).collect();
-    Arc::new(
-        Node::open_on(
-            config,
-            ("localhost".to_owned(), 9092),
-            storage.open().unwrap(),
-            Arc::new(SystemClock),
-        )
-        .await
-        .unwrap(),
-    )
+    Arc::new(Node::open(config, ("localhost".to_owned(), 9092)).await.unwrap())
 }
 
 fn produce_request(partition: i32, producer_id: i64, sequence: i32, values: &[&str]) -> ProduceRequest {
