@@ -805,17 +805,6 @@ impl Membership {
     pub fn group_count(&self) -> usize {
         self.groups().len()
     }
-
-    /// A group's state and member ids (DescribeGroups' essentials; tests).
-    pub fn describe(&self, group_id: &str) -> Option<(GroupState, i32, Vec<String>)> {
-        let groups = self.groups();
-        let group = groups.get(group_id)?;
-        Some((
-            group.state,
-            group.generation,
-            group.members.keys().cloned().collect(),
-        ))
-    }
 }
 
 #[cfg(test)]
@@ -931,7 +920,7 @@ mod tests {
         // Then the second goes silent past its session timeout: the group empties (and stays, as Kafka keeps it).
         groups.tick(10_002 + 10_000);
         assert_eq!(
-            groups.describe("g").map(|(state, ..)| state),
+            groups.describe_group("g").map(|group| group.state),
             Some(GroupState::Empty)
         );
         assert_eq!(
@@ -948,7 +937,7 @@ mod tests {
         now(groups.sync("g", 1, &first, Vec::new(), 0));
         assert_eq!(groups.leave("g", &first, None, 1), None);
         assert_eq!(
-            groups.describe("g").map(|(state, ..)| state),
+            groups.describe_group("g").map(|group| group.state),
             Some(GroupState::Empty)
         );
         assert_eq!(
