@@ -187,7 +187,8 @@ public final class ClientScenarios {
         return "{\"records\":[" + String.join(",", records) + "]}";
     }
 
-    private static String consumeGroup(String bootstrap, String topic, String group, int count) {
+    /** A member of GROUP that starts at the earliest offset and commits only when told to. */
+    private static Properties groupConsumerConfig(String bootstrap, String group) {
         Properties config = new Properties();
         config.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         config.put(ConsumerConfig.GROUP_ID_CONFIG, group);
@@ -198,6 +199,11 @@ public final class ClientScenarios {
         config.put(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, "200");
         config.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         config.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        return config;
+    }
+
+    private static String consumeGroup(String bootstrap, String topic, String group, int count) {
+        Properties config = groupConsumerConfig(bootstrap, group);
         List<String> records = new ArrayList<>();
         try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(config)) {
             consumer.subscribe(List.of(topic));
@@ -217,17 +223,8 @@ public final class ClientScenarios {
 
     private static String transform(String bootstrap, String topic, String group, String output,
             String transactionalId, int count) {
-        Properties consumerConfig = new Properties();
-        consumerConfig.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-        consumerConfig.put(ConsumerConfig.GROUP_ID_CONFIG, group);
-        consumerConfig.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
-        consumerConfig.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        Properties consumerConfig = groupConsumerConfig(bootstrap, group);
         consumerConfig.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
-        consumerConfig.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "10000");
-        consumerConfig.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "500");
-        consumerConfig.put(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, "200");
-        consumerConfig.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
-        consumerConfig.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         Properties producerConfig = producerConfig(bootstrap);
         producerConfig.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
         List<String> records = new ArrayList<>();
