@@ -9,7 +9,9 @@ the repository's `target/`), from pinned versions:
   stamp);
 - Java: Maven compiles java/ and copies its runtime jars, through the local repository `<target>/maven-repo`
   (shared with the Kafka jars `cargo xtask kafka` fetches), again only when the pom or the source changed;
-- franz-go: `go build` from go/go.mod and go.sum (Go's own cache makes an unchanged rebuild cheap).
+- franz-go: `go build` from go/go.mod and go.sum (Go's own cache makes an unchanged rebuild cheap);
+- the Kafka Streams application (streams/): Maven, as the Java client, once per Streams release tested
+  (`STREAMS_VERSIONS`); unlike the others it is a long-running process that prints a JSON object per line.
 
 `cargo xtask clients` and `cargo xtask test` install the toolchains first; run by hand, a missing toolchain fails
 the tests that need it with the command that installs it.
@@ -117,13 +119,11 @@ def build_kafkajs() -> Program:
     )
 
 
-def build_java_client() -> Program:
-    """Maven compiles java/ into <programs>/java (classes/ and dependency/); skipped when the pom and the sources
-    are those of the last build."""
+def maven_build(project: Path, out: Path, what: str, properties: dict[str, str]) -> str:
+    """Maven compiles `project` into `out` (classes/ and dependency/, `properties` passed as -D), skipped when the
+    pom and the sources are those of the last build; returns the classpath of the result."""
     require_tool("java", "apt-get install -y default-jdk-headless maven")
     mvn = require_tool("mvn", "apt-get install -y default-jdk-headless maven")
-    project = HERE / "java"
-    out = programs_dir() / "java"
     stamp = out / "built-from.sha256"
     sources = [project / "pom.xml", *sorted((project / "src").rglob("*.java"))]
     wanted = digest(sources)
@@ -133,19 +133,28 @@ def build_java_client() -> Program:
             [
                 mvn, "-q", "-B", "-f", project / "pom.xml",
                 f"-Dmaven.repo.local={target_dir() / 'maven-repo'}",
-                f"-Dclients.build.dir={out}",
+                *(f"-D{key}={value}" for key, value in properties.items()),
                 "compile", "dependency:copy-dependencies",
             ],
-            "mvn compile (Java client)",
+            f"mvn compile ({what})",
             BUILD_TIMEOUT_S,
         )
         stamp.write_text(wanted, encoding="ascii")
-    java = str(Path(os.environ["JAVA_HOME"]) / "bin" / "java") if os.environ.get("JAVA_HOME") else "java"
-    classpath = f"{out / 'classes'}{os.pathsep}{out / 'dependency' / '*'}"
+    return f"{out / 'classes'}{os.pathsep}{out / 'dependency' / '*'}"
+
+
+def java_binary() -> str:
+    return str(Path(os.environ["JAVA_HOME"]) / "bin" / "java") if os.environ.get("JAVA_HOME") else "java"
+
+
+def build_java_client() -> Program:
+    """Maven compiles java/ into <programs>/java."""
+    out = programs_dir() / "java"
+    classpath = maven_build(HERE / "java", out, "Java client", {"clients.build.dir": out})
     return Program(
         "java",
         [
-            java,
+            java_binary(),
             # Short-lived client programs start faster with the client compiler alone.
             "-XX:TieredStopAtLevel=1",
             "-Xmx256m",
@@ -155,6 +164,31 @@ def build_java_client() -> Program:
             "dev.mirrorlog.clients.ClientScenarios",
         ],
     )
+
+
+# The Kafka Streams releases the Streams tests run: the one the issue asks for (4.x, with KAFKA-16699's fix) and the
+# last release before the fix (3.7.x), side by side.
+STREAMS_VERSIONS = {"4": "4.1.2", "3.7": "3.7.2"}
+
+
+def build_streams_app(version: str) -> list[str]:
+    """Maven compiles streams/ against kafka-streams `version` into <programs>/streams-<version>; returns the
+    command that starts the WordCount application (its arguments follow)."""
+    out = programs_dir() / f"streams-{version}"
+    classpath = maven_build(
+        HERE / "streams",
+        out,
+        f"Kafka Streams {version} application",
+        {"streams.build.dir": out, "kafka.streams.version": version},
+    )
+    return [
+        java_binary(),
+        "-Xmx256m",
+        "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+        "-cp",
+        classpath,
+        "dev.mirrorlog.streams.WordCount",
+    ]
 
 
 def build_franz_go() -> Program:
