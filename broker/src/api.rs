@@ -233,7 +233,7 @@ pub async fn handle_from(
         }
         Decoded::SyncGroup(request) => frame(key, version, id, &node.sync_group(request, version).await),
         Decoded::Heartbeat(request) => frame(key, version, id, &node.heartbeat(request, version)),
-        Decoded::LeaveGroup(request) => frame(key, version, id, &node.leave_group(request, version)),
+        Decoded::LeaveGroup(request) => frame(key, version, id, &node.leave_group(request, version).await),
         Decoded::TxnOffsetCommit(request) => {
             frame(key, version, id, &node.txn_offset_commit(request, version).await)
         }

@@ -198,7 +198,7 @@ async fn group_timers(node: Arc<Node>, mut stopped: watch::Receiver<bool>) {
     let mut interval = tokio::time::interval(GROUP_TIMER_INTERVAL);
     loop {
         tokio::select! {
-            _ = interval.tick() => node.tick_groups(),
+            _ = interval.tick() => node.tick_groups().await,
             _ = stopped.changed() => return,
         }
     }

@@ -14,15 +14,22 @@
 //! keep their place across restarts of the client: a join with a known instance id replaces the old member id,
 //! and the old id is fenced.
 //!
-//! Deliberately not here: durability (a restarted node starts with no members; consumers rejoin, their committed
-//! offsets are in [`crate::offsets`]), Kafka's initial rebalance delay (the first member's rebalance completes at
-//! once; later members trigger another), and the consumer protocol of KIP-848.
+//! Durability follows Kafka's group metadata: a group is stored ([`StoredGroup`], written by the node into the
+//! offset log of [`crate::offsets`]) when a rebalance completes (the leader's assignment reached the group), when
+//! it empties, and when a static member comes back under a new id; [`Membership::take_unstored`] hands out what
+//! changed since. A restarted node restores each stored group ([`Membership::restore`]): a stable group keeps its
+//! generation, members and assignments, and each member's session starts again from the restart, so members that
+//! still heartbeat carry on without a rebalance and those that are gone expire.
+//!
+//! Deliberately not here: Kafka's initial rebalance delay (the first member's rebalance completes at once; later
+//! members trigger another), and the consumer protocol of KIP-848.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use bytes::Bytes;
 use kafka_types::KafkaError;
+use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
 /// The shortest session timeout a member may ask for (Kafka's `group.min.session.timeout.ms`).
@@ -163,6 +170,42 @@ pub struct MemberDescription {
     pub assignment: Bytes,
 }
 
+/// A group as it is stored: what a restarted node needs to carry on with the same generation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredGroup {
+    /// `consumer` for consumers.
+    pub protocol_type: Option<String>,
+    /// The generation.
+    pub generation: i32,
+    /// The protocol chosen at the last rebalance.
+    pub protocol: Option<String>,
+    /// The leader's member id.
+    pub leader: Option<String>,
+    /// Every member (none in an emptied group).
+    pub members: Vec<StoredMember>,
+}
+
+/// A member as it is stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredMember {
+    /// Its id.
+    pub member_id: String,
+    /// Its `group.instance.id`.
+    pub instance_id: Option<String>,
+    /// Its client's id.
+    pub client_id: String,
+    /// Where it connects from.
+    pub client_host: String,
+    /// Its session timeout.
+    pub session_timeout_ms: i32,
+    /// Its rebalance timeout.
+    pub rebalance_timeout_ms: i32,
+    /// Its protocols with their metadata.
+    pub protocols: Vec<(String, Vec<u8>)>,
+    /// Its assignment.
+    pub assignment: Vec<u8>,
+}
+
 /// An answer now, or one to wait for.
 #[derive(Debug)]
 pub enum Pending<T> {
@@ -201,6 +244,10 @@ struct Group {
     pending: BTreeMap<String, i64>,
     /// When the current rebalance completes with whoever has rejoined.
     rebalance_deadline_ms: i64,
+    /// Counts the changes worth storing (a completed rebalance, an emptied group, a static member's new id).
+    revision: u64,
+    /// The revision last handed out by [`Membership::take_unstored`].
+    stored_revision: u64,
 }
 
 impl Group {
@@ -214,6 +261,72 @@ impl Group {
             members: BTreeMap::new(),
             pending: BTreeMap::new(),
             rebalance_deadline_ms: 0,
+            revision: 0,
+            stored_revision: 0,
+        }
+    }
+
+    /// The group restored from its stored form, its members' sessions starting at `now_ms`.
+    fn restored(stored: StoredGroup, now_ms: i64) -> Self {
+        let mut group = Group::new();
+        group.protocol_type = stored.protocol_type;
+        group.generation = stored.generation;
+        group.protocol = stored.protocol;
+        group.leader = stored.leader;
+        for member in stored.members {
+            group.members.insert(
+                member.member_id,
+                Member {
+                    instance_id: member.instance_id,
+                    client_id: member.client_id,
+                    client_host: member.client_host,
+                    session_timeout_ms: member.session_timeout_ms,
+                    rebalance_timeout_ms: member.rebalance_timeout_ms,
+                    protocols: member
+                        .protocols
+                        .into_iter()
+                        .map(|(name, metadata)| (name, Bytes::from(metadata)))
+                        .collect(),
+                    assignment: Bytes::from(member.assignment),
+                    expires_at_ms: now_ms.saturating_add(i64::from(member.session_timeout_ms)),
+                    joined: true,
+                    join_waiter: None,
+                    sync_waiter: None,
+                },
+            );
+        }
+        group.state = if group.members.is_empty() {
+            GroupState::Empty
+        } else {
+            GroupState::Stable
+        };
+        group
+    }
+
+    fn stored(&self) -> StoredGroup {
+        StoredGroup {
+            protocol_type: self.protocol_type.clone(),
+            generation: self.generation,
+            protocol: self.protocol.clone(),
+            leader: self.leader.clone(),
+            members: self
+                .members
+                .iter()
+                .map(|(id, member)| StoredMember {
+                    member_id: id.clone(),
+                    instance_id: member.instance_id.clone(),
+                    client_id: member.client_id.clone(),
+                    client_host: member.client_host.clone(),
+                    session_timeout_ms: member.session_timeout_ms,
+                    rebalance_timeout_ms: member.rebalance_timeout_ms,
+                    protocols: member
+                        .protocols
+                        .iter()
+                        .map(|(name, metadata)| (name.clone(), metadata.to_vec()))
+                        .collect(),
+                    assignment: member.assignment.to_vec(),
+                })
+                .collect(),
         }
     }
 
@@ -261,6 +374,7 @@ impl Group {
             self.state = GroupState::Empty;
             self.protocol = None;
             self.leader = None;
+            self.revision += 1;
             return;
         }
         self.protocol = self.choose_protocol();
@@ -439,6 +553,7 @@ impl Membership {
                         }
                         group.members.insert(new.clone(), member);
                     }
+                    group.revision += 1;
                     new
                 }
                 None if group.members.len() + group.pending.len() >= MAX_MEMBERS => {
@@ -589,6 +704,7 @@ impl Membership {
                         }
                     }
                     group.state = GroupState::Stable;
+                    group.revision += 1;
                 }
                 Pending::Wait(receiver)
             }
@@ -728,6 +844,37 @@ impl Membership {
     pub fn close(&self) {
         self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
         self.groups().clear();
+    }
+
+    /// The membership of a restarted node: every stored group back, its members' sessions starting at `now_ms`.
+    pub fn restore(stored: impl IntoIterator<Item = (String, StoredGroup)>, now_ms: i64) -> Self {
+        let membership = Membership::default();
+        membership.groups().extend(
+            stored
+                .into_iter()
+                .map(|(id, group)| (id, Group::restored(group, now_ms))),
+        );
+        membership
+    }
+
+    /// The groups whose stored form changed since the last call, in a state worth storing (stable or empty; a
+    /// rebalance in progress is stored when it completes). The caller writes them durably.
+    pub fn take_unstored(&self) -> Vec<(String, StoredGroup)> {
+        if self.is_closed() {
+            return Vec::new();
+        }
+        let mut groups = self.groups();
+        groups
+            .iter_mut()
+            .filter(|(_, group)| {
+                group.revision != group.stored_revision
+                    && matches!(group.state, GroupState::Stable | GroupState::Empty)
+            })
+            .map(|(id, group)| {
+                group.stored_revision = group.revision;
+                (id.clone(), group.stored())
+            })
+            .collect()
     }
 
     fn is_closed(&self) -> bool {
@@ -1057,5 +1204,44 @@ mod tests {
         let second = now(groups.join(join("g", "", &["range"]), 1)).member_id;
         let _waiting = groups.join(join("g", &second, &["range"]), 1);
         assert_eq!(groups.check_txn_commit("g", 1, &first, None), None);
+    }
+
+    #[test]
+    fn a_group_is_handed_out_for_storing_once_per_completed_rebalance_and_restored_with_fresh_sessions() {
+        let groups = Membership::default();
+        let id = first_member(&groups);
+        assert!(
+            groups.take_unstored().is_empty(),
+            "a rebalance waiting for its assignment is not stored"
+        );
+        let synced = now(groups.sync("g", 1, &id, vec![(id.clone(), Bytes::from("p0"))], 0));
+        assert_eq!(synced.error, None);
+        let stored = groups.take_unstored();
+        assert_eq!(stored.len(), 1);
+        assert!(groups.take_unstored().is_empty(), "nothing changed since");
+        assert_eq!(groups.heartbeat("g", 1, &id, 5_000), None);
+        assert!(
+            groups.take_unstored().is_empty(),
+            "a heartbeat changes nothing stored"
+        );
+
+        // Restored at 100 s: the member's session runs from then (10 s), so only silence after its last heartbeat
+        // expires it.
+        let restored = Membership::restore(stored, 100_000);
+        restored.tick(109_999);
+        assert_eq!(restored.heartbeat("g", 1, &id, 109_999), None);
+        restored.tick(119_998);
+        assert_eq!(
+            restored.describe_group("g").map(|g| g.state),
+            Some(GroupState::Stable)
+        );
+        restored.tick(119_999);
+        let emptied = restored.describe_group("g").expect("kept, empty");
+        assert_eq!(emptied.state, GroupState::Empty);
+        let stored = restored.take_unstored();
+        assert_eq!(
+            (stored.len(), stored[0].1.generation, stored[0].1.members.len()),
+            (1, 2, 0)
+        );
     }
 }

@@ -214,6 +214,7 @@ impl Node {
             now,
         )
         .await?;
+        let membership = crate::membership::Membership::restore(offsets.stored_groups().clone(), now);
         let (appended, _) = watch::channel(0);
         let broker = Node {
             mirror_registry: Mutex::new(Some(mirror_registry)),
@@ -228,7 +229,7 @@ impl Node {
             topics: RwLock::new(topics),
             coordinator: Mutex::new(coordinator),
             offsets: Mutex::new(offsets),
-            membership: crate::membership::Membership::default(),
+            membership,
             appended,
             config,
             repairs,

@@ -1,9 +1,10 @@
 //! The group offset store: committed offsets per (group, topic, partition), kept as a small internal log.
 //!
 //! Kafka keeps offsets in `__consumer_offsets`, a compacted topic written by the group coordinator; here they
-//! are a store of their own (group membership, in memory, is [`crate::membership`]), for the offset APIs:
-//! OffsetCommit, OffsetFetch and the transactional TxnOffsetCommit. Each change is one record
-//! batch of JSON records in the internal partition [`OFFSETS_PARTITION`]; opening replays them.
+//! are a store of their own, for the offset APIs: OffsetCommit, OffsetFetch and the transactional
+//! TxnOffsetCommit. It also keeps each group's membership as [`crate::membership`] last stored it (Kafka's group
+//! metadata records), for a restarted node to restore. Each change is one record batch of JSON records in the
+//! internal partition [`OFFSETS_PARTITION`]; opening replays them.
 //!
 //! Transactional commits follow Kafka's rule: staged per producer id, they become visible when the COMMIT
 //! marker for the group's `__consumer_offsets` partition arrives and are dropped on ABORT. Staging and ending are
@@ -18,6 +19,7 @@ use storage::{Durability, PartitionStorage};
 
 use std::sync::Arc;
 
+use crate::membership::StoredGroup;
 use crate::{Clock, NodeError};
 
 /// The internal partition holding the offset log.
@@ -55,8 +57,10 @@ enum OffsetRecord {
     Commit(OffsetEntry),
     /// Staged by a transaction (TxnOffsetCommit).
     Staged { producer_id: i64, entry: OffsetEntry },
-    /// DeleteGroups: every committed offset of the group goes.
+    /// DeleteGroups: every committed offset of the group goes, and its stored membership.
     DeleteGroup { group: String },
+    /// A group's membership as last stored.
+    Group { group: String, stored: StoredGroup },
     /// A transaction's marker reached the `__consumer_offsets` partition `offsets_partition`.
     End {
         producer_id: i64,
@@ -75,6 +79,7 @@ pub struct GroupOffsets {
     clock: Arc<dyn Clock>,
     committed: BTreeMap<Key, Committed>,
     staged: BTreeMap<i64, Vec<OffsetEntry>>,
+    groups: BTreeMap<String, StoredGroup>,
 }
 
 impl std::fmt::Debug for GroupOffsets {
@@ -99,6 +104,7 @@ impl GroupOffsets {
             clock,
             committed: BTreeMap::new(),
             staged: BTreeMap::new(),
+            groups: BTreeMap::new(),
         };
         let mut offset = store.storage.log_start_offset();
         while offset < store.storage.log_end_offset() {
@@ -156,6 +162,22 @@ impl GroupOffsets {
         self.write(vec![OffsetRecord::DeleteGroup {
             group: group.to_owned(),
         }])
+        .await
+    }
+
+    /// Every group's membership as last stored (what a restarted node restores).
+    pub fn stored_groups(&self) -> &BTreeMap<String, StoredGroup> {
+        &self.groups
+    }
+
+    /// Stores groups' membership, durably.
+    pub async fn store_groups(&mut self, groups: Vec<(String, StoredGroup)>) -> Result<(), NodeError> {
+        self.write(
+            groups
+                .into_iter()
+                .map(|(group, stored)| OffsetRecord::Group { group, stored })
+                .collect(),
+        )
         .await
     }
 
@@ -223,6 +245,10 @@ impl GroupOffsets {
             }
             OffsetRecord::DeleteGroup { group } => {
                 self.committed.retain(|(g, _, _), _| *g != group);
+                self.groups.remove(&group);
+            }
+            OffsetRecord::Group { group, stored } => {
+                self.groups.insert(group, stored);
             }
             OffsetRecord::End {
                 producer_id,

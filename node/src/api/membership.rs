@@ -55,7 +55,9 @@ pub async fn join_group(
         require_known_member_id: version >= 4,
     };
     let pending = node.membership.join(join, node.now_ms());
-    let answer = settle(pending, || JoinAnswer {
+    // A static member back under a new id changed the stored group.
+    let stored = node.store_groups().await;
+    let mut answer = settle(pending, || JoinAnswer {
         error: Some(KafkaError::UnknownMemberId),
         generation: -1,
         protocol: None,
@@ -64,6 +66,9 @@ pub async fn join_group(
         members: Vec::new(),
     })
     .await;
+    if let Err(error) = stored {
+        answer.error = Some(error);
+    }
     let mut response = JoinGroupResponse::default();
     response.error_code = code(answer.error);
     response.generation_id = answer.generation;
@@ -104,11 +109,16 @@ pub async fn sync_group(node: &Node, request: SyncGroupRequest, _version: i16) -
         assignments,
         node.now_ms(),
     );
-    let answer = settle(pending, || SyncAnswer {
+    // The leader's assignment completed the rebalance: the group is stored before the leader hears so.
+    let stored = node.store_groups().await;
+    let mut answer = settle(pending, || SyncAnswer {
         error: Some(KafkaError::RebalanceInProgress),
         assignment: Bytes::new(),
     })
     .await;
+    if let Err(error) = stored {
+        answer.error = Some(error);
+    }
     let mut response = SyncGroupResponse::default();
     response.error_code = code(answer.error);
     response.protocol_type = request.protocol_type.clone();

@@ -13,6 +13,7 @@ mod txn;
 use kafka_protocol::messages::*;
 
 use crate::node::Node;
+use kafka_types::KafkaError;
 
 /// A `kafka-protocol` string from a Rust one.
 fn str_bytes(text: &str) -> kafka_protocol::protocol::StrBytes {
@@ -98,13 +99,35 @@ impl Node {
     }
 
     /// LeaveGroup.
-    pub fn leave_group(&self, request: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
-        membership::leave_group(self, &request, version)
+    pub async fn leave_group(&self, request: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
+        let mut response = membership::leave_group(self, &request, version);
+        if let Err(error) = self.store_groups().await {
+            response.error_code = error.code();
+        }
+        response
     }
 
-    /// Consumer groups' timers on the node's clock: expired sessions removed, overdue rebalances completed.
-    pub fn tick_groups(&self) {
+    /// Consumer groups' timers on the node's clock: expired sessions removed, overdue rebalances completed (and
+    /// the groups that changed stored).
+    pub async fn tick_groups(&self) {
         self.membership.tick(self.now_ms());
+        // A failed write has poisoned the offset store: every later commit or join is answered
+        // KAFKA_STORAGE_ERROR, so the failure is not lost by ignoring it here.
+        let _ = self.store_groups().await;
+    }
+
+    /// Writes the groups whose membership changed into the offset log; KAFKA_STORAGE_ERROR when it cannot.
+    pub(crate) async fn store_groups(&self) -> Result<(), KafkaError> {
+        let changed = self.membership.take_unstored();
+        if changed.is_empty() {
+            return Ok(());
+        }
+        self.offsets
+            .lock()
+            .await
+            .store_groups(changed)
+            .await
+            .map_err(|_| KafkaError::KafkaStorageError)
     }
 
     /// Forgets every consumer group, answering the joins and syncs that wait (before a shutdown drains its
