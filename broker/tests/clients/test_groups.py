@@ -11,6 +11,8 @@ group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup), against `mirrorlog
 - Java, exactly once: a consume-transform-produce member commits its input offsets inside its transactions with
   `sendOffsetsToTransaction(offsets, groupMetadata)` (TxnOffsetCommit v3, KIP-447); the output holds each input
   record once, and the group's committed offsets are the input's end.
+- `serve` only: a librdkafka member keeps its assignment across a restart of `serve` (membership is stored when a
+  rebalance completes) and reads on without being assigned again.
 """
 
 import json
@@ -228,3 +230,50 @@ def test_a_java_transform_commits_its_group_offsets_in_its_transactions(broker, 
     finally:
         committed.close()
     assert [tp.offset for tp in offsets] == [10, 10, 10]
+
+
+def test_a_member_carries_on_at_its_generation_after_serve_restarts(serve):
+    """Membership is durable: after `serve` restarts (SIGTERM, same data directory and port), a librdkafka member
+    keeps its assignment and reads on without a second rebalance."""
+    broker = serve("--topic", "restarted:2")
+    assignments = []
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "survives-restart",
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 10000,
+            "heartbeat.interval.ms": 500,
+        }
+    )
+    consumer.subscribe(["restarted"], on_assign=lambda _, partitions: assignments.append(len(partitions)))
+
+    def read(count):
+        got = 0
+        deadline = time.monotonic() + 60
+        while got < count and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and not message.error():
+                got += 1
+        return got
+
+    try:
+        producer = idempotent_producer(broker.bootstrap)
+        for i in range(20):
+            producer.produce("restarted", value=b"%d" % i, partition=i % 2)
+        assert producer.flush(30) == 0
+        assert read(20) == 20
+        assert assignments == [2]
+        assert broker.stop() == 0
+        broker.restart()
+        producer = idempotent_producer(broker.bootstrap)
+        for i in range(20):
+            producer.produce("restarted", value=b"after %d" % i, partition=i % 2)
+        assert producer.flush(30) == 0
+        assert read(20) == 20
+        # Heartbeats went on for a while at the restored generation, with no new assignment.
+        time.sleep(3)
+        consumer.poll(0.5)
+        assert assignments == [2], f"the member was assigned again: {assignments}"
+    finally:
+        consumer.close()
