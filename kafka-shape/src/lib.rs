@@ -5,8 +5,8 @@
 //! `kafka-protocol` 0.18 sizes each array with `Vec::with_capacity(count)` straight from the wire, before it has
 //! decoded one element (upstream PRs #152/#161/#200, open): a 20-byte frame claiming two billion topics makes
 //! the process ask for hundreds of gigabytes and abort. This module walks a body by the field layout of each
-//! (API, version) the broker advertises — non-flexible versions, plus the two flexible requests that hold no
-//! array (ApiVersions v3, InitProducerId v2+) — and refuses a body whose array count exceeds the bytes left
+//! (API, version) the broker advertises — one layout per API for all its versions, read in the compact form
+//! with tagged fields at flexible versions (KIP-482) — and refuses a body whose array count exceeds the bytes left
 //! (every element takes at least one byte), whose strings or byte fields run past the end, that holds more than
 //! [`MAX_ELEMENTS`] array elements in all (decoded structs cost more than their bytes: this bounds the
 //! amplification), or that has bytes left over. Only a body that passes is decoded.
@@ -65,30 +65,27 @@ struct Field {
     kind: Kind,
 }
 
+/// A field's type. A layout is written once for every version of its API: at a flexible version (KIP-482) the
+/// walker reads strings, bytes and arrays in their compact form (unsigned-varint length + 1, 0 for null), a
+/// tagged-field section after each struct element of an array and one after the body.
 #[derive(Debug, Clone, Copy)]
 enum Kind {
     Fixed(usize),
-    /// INT16 length, -1 for null.
+    /// INT16 length (compact when flexible), null allowed if `nullable`.
     String {
         nullable: bool,
     },
-    /// INT32 length, -1 for null.
+    /// INT32 length (compact when flexible), null allowed if `nullable`.
     Bytes {
         nullable: bool,
     },
-    /// INT32 count, -1 for null.
+    /// INT32 count (compact when flexible), null allowed if `nullable`; `structs` says whether each element is a
+    /// struct (with its own tagged fields when flexible) or a plain value.
     Array {
         nullable: bool,
+        structs: bool,
         of: &'static [Field],
     },
-    /// Unsigned-varint length + 1, 0 for null.
-    CompactString,
-    /// Unsigned-varint count + 1, 0 for null.
-    CompactArray {
-        of: &'static [Field],
-    },
-    /// A tagged-field section.
-    Tagged,
 }
 
 const fn all(kind: Kind) -> Field {
@@ -117,13 +114,32 @@ const I32: Kind = Kind::Fixed(4);
 const I64: Kind = Kind::Fixed(8);
 const STRING: Kind = Kind::String { nullable: false };
 const NULLABLE_STRING: Kind = Kind::String { nullable: true };
+const BYTES: Kind = Kind::Bytes { nullable: false };
+/// An array of structs.
 const fn array(of: &'static [Field]) -> Kind {
-    Kind::Array { nullable: false, of }
+    Kind::Array {
+        nullable: false,
+        structs: true,
+        of,
+    }
 }
 const fn nullable_array(of: &'static [Field]) -> Kind {
-    Kind::Array { nullable: true, of }
+    Kind::Array {
+        nullable: true,
+        structs: true,
+        of,
+    }
 }
-const INT32_ARRAY: &[Field] = &[all(I32)];
+/// An array of plain values (INT32s, strings): no tagged fields per element.
+const fn values(of: &'static Field) -> Kind {
+    Kind::Array {
+        nullable: false,
+        structs: false,
+        of: std::slice::from_ref(of),
+    }
+}
+const INT32S: Kind = values(&all(I32));
+const STRINGS: Kind = values(&all(STRING));
 
 const PRODUCE: &[Field] = &[
     since(3, NULLABLE_STRING), // transactional_id
@@ -153,8 +169,8 @@ const FETCH: &[Field] = &[
             all(I32),      // partition_max_bytes
         ])),
     ])),
-    since(7, array(&[all(STRING), all(array(INT32_ARRAY))])), // forgotten topics
-    since(11, STRING),                                        // rack_id
+    since(7, array(&[all(STRING), all(INT32S)])), // forgotten topics
+    since(11, STRING),                            // rack_id
 ];
 
 const LIST_OFFSETS: &[Field] = &[
@@ -172,7 +188,7 @@ const LIST_OFFSETS: &[Field] = &[
 ];
 
 const METADATA: &[Field] = &[
-    between(0, 0, array(&[all(STRING)])),
+    between(0, 0, STRINGS),
     since(1, nullable_array(&[all(STRING)])),
     since(4, I8),       // allow_auto_topic_creation
     between(8, 10, I8), // include_cluster_authorized_operations
@@ -181,7 +197,7 @@ const METADATA: &[Field] = &[
 
 const OFFSET_COMMIT: &[Field] = &[
     all(STRING),               // group_id
-    since(1, I32),             // generation_id
+    since(1, I32),             // generation_id_or_member_epoch
     since(1, STRING),          // member_id
     since(7, NULLABLE_STRING), // group_instance_id
     between(2, 4, I64),        // retention_time_ms
@@ -197,26 +213,30 @@ const OFFSET_COMMIT: &[Field] = &[
     ])),
 ];
 
+/// OffsetFetch's topics: a name and its partitions.
+const OFFSET_FETCH_TOPICS: &[Field] = &[all(STRING), all(INT32S)];
+
 const OFFSET_FETCH: &[Field] = &[
-    between(0, 5, STRING),         // group_id
-    since(6, Kind::CompactString), // (flexible from v6)
-    between(0, 1, array(&[all(STRING), all(array(INT32_ARRAY))])),
-    between(2, 5, nullable_array(&[all(STRING), all(array(INT32_ARRAY))])),
+    between(0, 7, STRING), // group_id
+    between(0, 1, array(OFFSET_FETCH_TOPICS)),
+    between(2, 7, nullable_array(OFFSET_FETCH_TOPICS)),
     since(
-        6,
-        Kind::CompactArray {
-            of: &[
-                all(Kind::CompactString),                    // name
-                all(Kind::CompactArray { of: INT32_ARRAY }), // partition_indexes
-                all(Kind::Tagged),
-            ],
-        },
+        8,
+        array(&[
+            all(STRING),                             // group_id
+            since(9, NULLABLE_STRING),               // member_id
+            since(9, I32),                           // member_epoch
+            all(nullable_array(OFFSET_FETCH_TOPICS)), // topics
+        ]),
     ),
     since(7, I8), // require_stable
-    since(6, Kind::Tagged),
 ];
 
-const FIND_COORDINATOR: &[Field] = &[all(STRING), since(1, I8)];
+const FIND_COORDINATOR: &[Field] = &[
+    between(0, 3, STRING), // key
+    since(1, I8),          // key_type
+    since(4, STRINGS),     // coordinator_keys
+];
 
 const JOIN_GROUP: &[Field] = &[
     all(STRING),               // group_id
@@ -226,9 +246,10 @@ const JOIN_GROUP: &[Field] = &[
     since(5, NULLABLE_STRING), // group_instance_id
     all(STRING),               // protocol_type
     all(array(&[
-        all(STRING),                          // name
-        all(Kind::Bytes { nullable: false }), // metadata
+        all(STRING), // name
+        all(BYTES),  // metadata
     ])),
+    since(8, NULLABLE_STRING), // reason
 ];
 
 const SYNC_GROUP: &[Field] = &[
@@ -236,9 +257,11 @@ const SYNC_GROUP: &[Field] = &[
     all(I32),                  // generation_id
     all(STRING),               // member_id
     since(3, NULLABLE_STRING), // group_instance_id
+    since(5, NULLABLE_STRING), // protocol_type
+    since(5, NULLABLE_STRING), // protocol_name
     all(array(&[
-        all(STRING),                          // member_id
-        all(Kind::Bytes { nullable: false }), // assignment
+        all(STRING), // member_id
+        all(BYTES),  // assignment
     ])),
 ];
 
@@ -250,13 +273,16 @@ const HEARTBEAT: &[Field] = &[
 ];
 
 const DESCRIBE_GROUPS: &[Field] = &[
-    all(array(&[all(STRING)])), // groups
-    since(3, I8),               // include_authorized_operations
+    all(STRINGS), // groups
+    since(3, I8), // include_authorized_operations
 ];
 
-const LIST_GROUPS: &[Field] = &[];
+const LIST_GROUPS: &[Field] = &[
+    since(4, STRINGS), // states_filter
+    since(5, STRINGS), // types_filter
+];
 
-const DELETE_GROUPS: &[Field] = &[all(array(&[all(STRING)]))]; // groups_names
+const DELETE_GROUPS: &[Field] = &[all(STRINGS)]; // groups_names
 
 const LEAVE_GROUP: &[Field] = &[
     all(STRING),           // group_id
@@ -264,8 +290,9 @@ const LEAVE_GROUP: &[Field] = &[
     since(
         3,
         array(&[
-            all(STRING),          // member_id
-            all(NULLABLE_STRING), // group_instance_id
+            all(STRING),               // member_id
+            all(NULLABLE_STRING),      // group_instance_id
+            since(5, NULLABLE_STRING), // reason
         ]),
     ),
 ];
@@ -275,7 +302,7 @@ const CREATE_TOPICS: &[Field] = &[
         all(STRING), // name
         all(I32),    // num_partitions
         all(I16),    // replication_factor
-        all(array(&[all(I32), all(array(INT32_ARRAY))])),
+        all(array(&[all(I32), all(INT32S)])),
         all(array(&[all(STRING), all(NULLABLE_STRING)])),
     ])),
     all(I32),     // timeout_ms
@@ -286,7 +313,7 @@ const ADD_PARTITIONS_TO_TXN: &[Field] = &[
     all(STRING), // transactional_id
     all(I64),
     all(I16),
-    all(array(&[all(STRING), all(array(INT32_ARRAY))])),
+    all(array(&[all(STRING), all(INT32S)])),
 ];
 
 const ADD_OFFSETS_TO_TXN: &[Field] = &[all(STRING), all(I64), all(I16), all(STRING)];
@@ -305,62 +332,34 @@ const DELETE_RECORDS: &[Field] = &[
 const END_TXN: &[Field] = &[all(STRING), all(I64), all(I16), all(I8)];
 
 const TXN_OFFSET_COMMIT: &[Field] = &[
-    between(0, 2, STRING),         // transactional_id
-    since(3, Kind::CompactString), // (flexible from v3)
-    between(0, 2, STRING),         // group_id
-    since(3, Kind::CompactString), //
-    all(I64),                      // producer_id
-    all(I16),                      // producer_epoch
-    since(3, I32),                 // generation_id (KIP-447)
-    since(3, Kind::CompactString), // member_id
-    since(3, Kind::CompactString), // group_instance_id (nullable)
-    between(
-        0,
-        2,
-        array(&[
-            all(STRING),
-            all(array(&[
-                all(I32),
-                all(I64),
-                since(2, I32), // committed_leader_epoch
-                all(NULLABLE_STRING),
-            ])),
-        ]),
-    ),
-    since(
-        3,
-        Kind::CompactArray {
-            of: &[
-                all(Kind::CompactString), // name
-                all(Kind::CompactArray {
-                    of: &[
-                        all(I32),                 // partition_index
-                        all(I64),                 // committed_offset
-                        all(I32),                 // committed_leader_epoch
-                        all(Kind::CompactString), // committed_metadata (nullable)
-                        all(Kind::Tagged),
-                    ],
-                }),
-                all(Kind::Tagged),
-            ],
-        },
-    ),
-    since(3, Kind::Tagged),
+    all(STRING),               // transactional_id
+    all(STRING),               // group_id
+    all(I64),                  // producer_id
+    all(I16),                  // producer_epoch
+    since(3, I32),             // generation_id (KIP-447)
+    since(3, STRING),          // member_id
+    since(3, NULLABLE_STRING), // group_instance_id
+    all(array(&[
+        all(STRING), // name
+        all(array(&[
+            all(I32),             // partition_index
+            all(I64),             // committed_offset
+            since(2, I32),        // committed_leader_epoch
+            all(NULLABLE_STRING), // committed_metadata
+        ])),
+    ])),
 ];
 
 const INIT_PRODUCER_ID: &[Field] = &[
-    between(0, 1, NULLABLE_STRING),
-    since(2, Kind::CompactString),
-    all(I32),      // transaction_timeout_ms
-    since(3, I64), // producer_id
-    since(3, I16), // producer_epoch
-    since(2, Kind::Tagged),
+    all(NULLABLE_STRING), // transactional_id
+    all(I32),             // transaction_timeout_ms
+    since(3, I64),        // producer_id
+    since(3, I16),        // producer_epoch
 ];
 
 const API_VERSIONS: &[Field] = &[
-    since(3, Kind::CompactString),
-    since(3, Kind::CompactString),
-    since(3, Kind::Tagged),
+    since(3, STRING), // client_software_name
+    since(3, STRING), // client_software_version
 ];
 
 // Responses a client decodes from an untrusted broker (the mirror link): non-flexible versions.
@@ -390,9 +389,9 @@ const METADATA_RESPONSE: &[Field] = &[
             all(I32),                     // partition_index
             all(I32),                     // leader_id
             since(7, I32),                // leader_epoch
-            all(array(INT32_ARRAY)),      // replica_nodes
-            all(array(INT32_ARRAY)),      // isr_nodes
-            since(5, array(INT32_ARRAY)), // offline_replicas
+            all(INT32S),                  // replica_nodes
+            all(INT32S),                  // isr_nodes
+            since(5, INT32S),             // offline_replicas
         ])),
         since(8, I32), // topic_authorized_operations
     ])),
@@ -454,63 +453,61 @@ pub fn check_response(key: ApiKey, version: i16, body: &[u8]) -> Result<(), Shap
     walk(
         response_layout(key, version).ok_or(ShapeError::Unsupported)?,
         version,
+        false,
         body,
     )
 }
 
-/// The layout of a request body, for the versions the broker advertises.
-fn layout(key: ApiKey, version: i16) -> Option<&'static [Field]> {
-    let flexible_ok = matches!(
-        key,
-        ApiKey::ApiVersions | ApiKey::InitProducerId | ApiKey::TxnOffsetCommit | ApiKey::OffsetFetch
-    );
-    if !flexible_ok && key.request_header_version(version) >= 2 {
-        return None;
-    }
+/// The layout of a request body and the highest version it describes (flexible versions included).
+fn layout(key: ApiKey) -> Option<(&'static [Field], i16)> {
     Some(match key {
-        ApiKey::Produce => PRODUCE,
-        ApiKey::Fetch => FETCH,
-        ApiKey::ListOffsets => LIST_OFFSETS,
-        ApiKey::Metadata => METADATA,
-        ApiKey::OffsetCommit => OFFSET_COMMIT,
-        ApiKey::OffsetFetch => OFFSET_FETCH,
-        ApiKey::FindCoordinator => FIND_COORDINATOR,
-        ApiKey::JoinGroup => JOIN_GROUP,
-        ApiKey::SyncGroup => SYNC_GROUP,
-        ApiKey::Heartbeat => HEARTBEAT,
-        ApiKey::LeaveGroup => LEAVE_GROUP,
-        ApiKey::DescribeGroups => DESCRIBE_GROUPS,
-        ApiKey::ListGroups => LIST_GROUPS,
-        ApiKey::DeleteGroups => DELETE_GROUPS,
-        ApiKey::CreateTopics => CREATE_TOPICS,
-        ApiKey::InitProducerId => INIT_PRODUCER_ID,
-        ApiKey::AddPartitionsToTxn => ADD_PARTITIONS_TO_TXN,
-        ApiKey::AddOffsetsToTxn => ADD_OFFSETS_TO_TXN,
-        ApiKey::DeleteRecords => DELETE_RECORDS,
-        ApiKey::EndTxn => END_TXN,
-        ApiKey::TxnOffsetCommit => TXN_OFFSET_COMMIT,
-        ApiKey::ApiVersions => API_VERSIONS,
+        ApiKey::Produce => (PRODUCE, 8),
+        ApiKey::Fetch => (FETCH, 11),
+        ApiKey::ListOffsets => (LIST_OFFSETS, 5),
+        ApiKey::Metadata => (METADATA, 8),
+        ApiKey::OffsetCommit => (OFFSET_COMMIT, 8),
+        ApiKey::OffsetFetch => (OFFSET_FETCH, 8),
+        ApiKey::FindCoordinator => (FIND_COORDINATOR, 4),
+        ApiKey::JoinGroup => (JOIN_GROUP, 8),
+        ApiKey::SyncGroup => (SYNC_GROUP, 5),
+        ApiKey::Heartbeat => (HEARTBEAT, 4),
+        ApiKey::LeaveGroup => (LEAVE_GROUP, 5),
+        ApiKey::DescribeGroups => (DESCRIBE_GROUPS, 5),
+        ApiKey::ListGroups => (LIST_GROUPS, 5),
+        ApiKey::DeleteGroups => (DELETE_GROUPS, 2),
+        ApiKey::CreateTopics => (CREATE_TOPICS, 4),
+        ApiKey::InitProducerId => (INIT_PRODUCER_ID, 4),
+        ApiKey::AddPartitionsToTxn => (ADD_PARTITIONS_TO_TXN, 2),
+        ApiKey::AddOffsetsToTxn => (ADD_OFFSETS_TO_TXN, 2),
+        ApiKey::DeleteRecords => (DELETE_RECORDS, 1),
+        ApiKey::EndTxn => (END_TXN, 2),
+        ApiKey::TxnOffsetCommit => (TXN_OFFSET_COMMIT, 3),
+        ApiKey::ApiVersions => (API_VERSIONS, 3),
         _ => return None,
     })
 }
 
 /// Checks a request body (after its header) against the layout of `key` at `version`; see the module docs.
 pub fn check(key: ApiKey, version: i16, body: &[u8]) -> Result<(), ShapeError> {
-    walk(
-        layout(key, version).ok_or(ShapeError::Unsupported)?,
-        version,
-        body,
-    )
+    let (fields, highest) = layout(key).ok_or(ShapeError::Unsupported)?;
+    if !(0..=highest).contains(&version) {
+        return Err(ShapeError::Unsupported);
+    }
+    walk(fields, version, key.request_header_version(version) >= 2, body)
 }
 
-fn walk(fields: &[Field], version: i16, body: &[u8]) -> Result<(), ShapeError> {
+fn walk(fields: &[Field], version: i16, flexible: bool, body: &[u8]) -> Result<(), ShapeError> {
     let mut walker = Walker {
         body,
         at: 0,
         elements: 0,
         version,
+        flexible,
     };
     walker.fields(fields)?;
+    if flexible {
+        walker.tagged()?;
+    }
     match body.len() - walker.at {
         0 => Ok(()),
         left => Err(ShapeError::TrailingBytes(left)),
@@ -524,6 +521,7 @@ pub fn tagged_section_len(bytes: &[u8]) -> Result<usize, ShapeError> {
         at: 0,
         elements: 0,
         version: 0,
+        flexible: true,
     };
     walker.tagged()?;
     Ok(walker.at)
@@ -534,6 +532,8 @@ struct Walker<'a> {
     at: usize,
     elements: usize,
     version: i16,
+    /// A flexible version: compact lengths and tagged fields.
+    flexible: bool,
 }
 
 impl Walker<'_> {
@@ -577,8 +577,19 @@ impl Walker<'_> {
         })
     }
 
+    /// A length or count: INT16 or INT32 (`width`), or an unsigned varint + 1 at a flexible version; `None` for
+    /// null.
     fn length(&mut self, width: usize, nullable: bool) -> Result<Option<usize>, ShapeError> {
         let at = self.at;
+        if self.flexible {
+            return match self.unsigned_varint()? {
+                0 if nullable => Ok(None),
+                0 => Err(ShapeError::BadLength { at, length: -1 }),
+                length => usize::try_from(length - 1)
+                    .map(Some)
+                    .map_err(|_| ShapeError::BadLength { at, length: -1 }),
+            };
+        }
         match self.int(width)? {
             -1 if nullable => Ok(None),
             length if length >= 0 => Ok(Some(length as usize)),
@@ -610,37 +621,22 @@ impl Walker<'_> {
                     self.take(length)?;
                 }
             }
-            Kind::Array { nullable, of } => {
+            Kind::Array {
+                nullable,
+                structs,
+                of,
+            } => {
                 let at = self.at;
                 if let Some(count) = self.length(4, nullable)? {
                     self.elements(at, count)?;
                     for _ in 0..count {
                         self.fields(of)?;
+                        if structs && self.flexible {
+                            self.tagged()?;
+                        }
                     }
                 }
             }
-            Kind::CompactString => {
-                let at = self.at;
-                let length = self.unsigned_varint()?;
-                if length > 0 {
-                    let length =
-                        usize::try_from(length - 1).map_err(|_| ShapeError::BadLength { at, length: -1 })?;
-                    self.take(length)?;
-                }
-            }
-            Kind::CompactArray { of } => {
-                let at = self.at;
-                let count = self.unsigned_varint()?;
-                if count > 0 {
-                    let count =
-                        usize::try_from(count - 1).map_err(|_| ShapeError::BadLength { at, length: -1 })?;
-                    self.elements(at, count)?;
-                    for _ in 0..count {
-                        self.fields(of)?;
-                    }
-                }
-            }
-            Kind::Tagged => self.tagged()?,
         }
         Ok(())
     }
