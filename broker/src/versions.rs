@@ -1,8 +1,11 @@
 //! The API versions the broker advertises: only ranges it serves completely, chosen so that each client picks a
 //! version with record format v2 and the transaction features it needs (`docs/broker.md` has the reasoning).
 //!
-//! All but four are non-flexible versions (ApiVersions v3, InitProducerId v2+, OffsetFetch v6+ and TxnOffsetCommit
-//! v3 are flexible); the request shape check ([`crate::shape`]) has a layout for each.
+//! The data-path APIs (Produce, Fetch, ListOffsets, Metadata, CreateTopics, DeleteRecords) and the transaction
+//! APIs but InitProducerId and TxnOffsetCommit stop before their flexible versions; ApiVersions v3, InitProducerId
+//! v2+, TxnOffsetCommit v3 and the group APIs' flexible versions (OffsetCommit v8, OffsetFetch v6+, FindCoordinator
+//! v3+, JoinGroup v6+, SyncGroup v4+, Heartbeat v4, LeaveGroup v4+, DescribeGroups v5, ListGroups v3+,
+//! DeleteGroups v2) are served. The request shape check ([`crate::shape`]) has a layout for each.
 //! librdkafka needs Produce ≥ 3 with Fetch ≥ 4 (record format v2), ListOffsets ≥ 2 (isolation level),
 //! FindCoordinator ≥ 1 and InitProducerId ≥ 3 (KIP-360 epoch bumps); kafka-python guesses the broker's version
 //! from this table.
@@ -15,16 +18,16 @@ pub const ADVERTISED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Fetch, 4, 11),
     (ApiKey::ListOffsets, 1, 5),
     (ApiKey::Metadata, 1, 8),
-    (ApiKey::OffsetCommit, 2, 7),
-    (ApiKey::OffsetFetch, 1, 7),
-    (ApiKey::FindCoordinator, 0, 2),
-    (ApiKey::JoinGroup, 0, 5),
-    (ApiKey::SyncGroup, 0, 3),
-    (ApiKey::Heartbeat, 0, 3),
-    (ApiKey::LeaveGroup, 0, 3),
-    (ApiKey::DescribeGroups, 0, 4),
-    (ApiKey::ListGroups, 0, 2),
-    (ApiKey::DeleteGroups, 0, 1),
+    (ApiKey::OffsetCommit, 2, 8),
+    (ApiKey::OffsetFetch, 1, 8),
+    (ApiKey::FindCoordinator, 0, 4),
+    (ApiKey::JoinGroup, 0, 8),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::ListGroups, 0, 5),
+    (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::ApiVersions, 0, 3),
     (ApiKey::CreateTopics, 2, 4),
     (ApiKey::InitProducerId, 0, 4),

@@ -273,18 +273,33 @@ async fn scenario(key: ApiKey, version: i16) {
         }
         ApiKey::FindCoordinator => {
             let mut request = FindCoordinatorRequest::default();
-            request.key = s("group");
+            // The answer's errors, whatever the version (from v4 one per key, KIP-699).
+            let errors = |response: &FindCoordinatorResponse| {
+                if version >= 4 {
+                    response.coordinators.iter().map(|c| c.error_code).collect()
+                } else {
+                    vec![response.error_code]
+                }
+            };
+            if version >= 4 {
+                request.coordinator_keys = vec![s("group"), s("other")];
+            } else {
+                request.key = s("group");
+            }
             let response: FindCoordinatorResponse = call(b, key, version, &request).await.expect("answered");
-            assert_eq!(response.error_code, 0);
+            assert!(errors(&response).iter().all(|&e| e == 0), "v{version}");
+            if version >= 4 {
+                assert_eq!(response.coordinators.len(), 2);
+            }
             if version >= 1 {
                 request.key_type = 1;
                 let response: FindCoordinatorResponse =
                     call(b, key, version, &request).await.expect("answered");
-                assert_eq!(response.error_code, 0);
+                assert!(errors(&response).iter().all(|&e| e == 0), "v{version}");
                 request.key_type = 9;
                 let response: FindCoordinatorResponse =
                     call(b, key, version, &request).await.expect("answered");
-                assert_ne!(response.error_code, 0);
+                assert!(errors(&response).iter().all(|&e| e != 0), "v{version}");
             }
         }
         ApiKey::Produce => {
@@ -424,6 +439,28 @@ async fn scenario(key: ApiKey, version: i16) {
             request.topics = vec![topic];
             let response: OffsetCommitResponse = call(b, key, version, &request).await.expect("answered");
             assert_eq!(response.topics[0].partitions[0].error_code, 0);
+        }
+        ApiKey::OffsetFetch if version >= 8 => {
+            // Batched (KIP-709): a group naming its partitions and one asking for all it committed.
+            let mut topic = offset_fetch_request::OffsetFetchRequestTopics::default();
+            topic.name = topic_name(TOPIC);
+            topic.partition_indexes = vec![0, 1];
+            let mut named = offset_fetch_request::OffsetFetchRequestGroup::default();
+            named.group_id = GroupId(s("group"));
+            named.topics = Some(vec![topic]);
+            let mut every = offset_fetch_request::OffsetFetchRequestGroup::default();
+            every.group_id = GroupId(s("other"));
+            let mut request = OffsetFetchRequest::default();
+            request.groups = vec![named, every];
+            let response: OffsetFetchResponse = call(b, key, version, &request).await.expect("answered");
+            assert_eq!(response.groups.len(), 2);
+            let offsets: Vec<i64> = response.groups[0].topics[0]
+                .partitions
+                .iter()
+                .map(|p| p.committed_offset)
+                .collect();
+            assert_eq!(offsets, vec![-1, -1]);
+            assert!(response.groups[1].topics.is_empty());
         }
         ApiKey::OffsetFetch => {
             let mut topic = offset_fetch_request::OffsetFetchRequestTopic::default();

@@ -382,20 +382,36 @@ async fn run(broker: &Node, op: Op) {
         }
         Op::OffsetFetch { version, group, all } => {
             let mut request = OffsetFetchRequest::default();
-            request.group_id = GroupId(s(GROUPS[group]));
-            request.topics = if all && version >= 2 {
-                None
+            if version >= 8 {
+                let mut batched = offset_fetch_request::OffsetFetchRequestGroup::default();
+                batched.group_id = GroupId(s(GROUPS[group]));
+                batched.topics = (!all).then(|| {
+                    let mut topic = offset_fetch_request::OffsetFetchRequestTopics::default();
+                    topic.name = topic_name(TOPICS[0]);
+                    topic.partition_indexes = vec![0, 1, 5];
+                    vec![topic]
+                });
+                request.groups = vec![batched];
             } else {
-                let mut topic = offset_fetch_request::OffsetFetchRequestTopic::default();
-                topic.name = topic_name(TOPICS[0]);
-                topic.partition_indexes = vec![0, 1, 5];
-                Some(vec![topic])
-            };
+                request.group_id = GroupId(s(GROUPS[group]));
+                request.topics = if all && version >= 2 {
+                    None
+                } else {
+                    let mut topic = offset_fetch_request::OffsetFetchRequestTopic::default();
+                    topic.name = topic_name(TOPICS[0]);
+                    topic.partition_indexes = vec![0, 1, 5];
+                    Some(vec![topic])
+                };
+            }
             common::call::<_, OffsetFetchResponse>(broker, ApiKey::OffsetFetch, version, &request).await;
         }
         Op::FindCoordinator { version, key_type } => {
             let mut request = FindCoordinatorRequest::default();
-            request.key = s(GROUPS[0]);
+            if version >= 4 {
+                request.coordinator_keys = vec![s(GROUPS[0]), s(GROUPS[1])];
+            } else {
+                request.key = s(GROUPS[0]);
+            }
             if version >= 1 {
                 request.key_type = key_type;
             }

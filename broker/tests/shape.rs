@@ -90,13 +90,30 @@ fn sample(key: ApiKey, version: i16) -> BytesMut {
             fetch_topic.name = topic("orders");
             fetch_topic.partition_indexes = vec![0, 1, 2];
             let mut request = OffsetFetchRequest::default();
-            request.group_id = GroupId(s("group"));
-            request.topics = Some(vec![fetch_topic]);
+            if version >= 8 {
+                let mut batched_topic = offset_fetch_request::OffsetFetchRequestTopics::default();
+                batched_topic.name = topic("orders");
+                batched_topic.partition_indexes = vec![0, 1, 2];
+                let mut group = offset_fetch_request::OffsetFetchRequestGroup::default();
+                group.group_id = GroupId(s("group"));
+                group.topics = Some(vec![batched_topic]);
+                let mut every = offset_fetch_request::OffsetFetchRequestGroup::default();
+                every.group_id = GroupId(s("other"));
+                request.groups = vec![group, every];
+                request.require_stable = true;
+            } else {
+                request.group_id = GroupId(s("group"));
+                request.topics = Some(vec![fetch_topic]);
+            }
             request.encode(&mut out, version)
         }
         ApiKey::FindCoordinator => {
             let mut request = FindCoordinatorRequest::default();
-            request.key = s("group");
+            if version >= 4 {
+                request.coordinator_keys = vec![s("group"), s("other")];
+            } else {
+                request.key = s("group");
+            }
             request.encode(&mut out, version)
         }
         ApiKey::JoinGroup => {
@@ -110,6 +127,7 @@ fn sample(key: ApiKey, version: i16) -> BytesMut {
             request.group_instance_id = (version >= 5).then(|| s("instance"));
             request.protocol_type = s("consumer");
             request.protocols = vec![protocol.clone(), protocol];
+            request.reason = (version >= 8).then(|| s("rebalance wanted"));
             request.encode(&mut out, version)
         }
         ApiKey::SyncGroup => {
@@ -120,6 +138,10 @@ fn sample(key: ApiKey, version: i16) -> BytesMut {
             request.group_id = GroupId(s("group"));
             request.generation_id = 3;
             request.member_id = s("member");
+            if version >= 5 {
+                request.protocol_type = Some(s("consumer"));
+                request.protocol_name = Some(s("range"));
+            }
             request.assignments = vec![assignment.clone(), assignment];
             request.encode(&mut out, version)
         }
@@ -129,7 +151,16 @@ fn sample(key: ApiKey, version: i16) -> BytesMut {
             request.include_authorized_operations = version >= 3;
             request.encode(&mut out, version)
         }
-        ApiKey::ListGroups => ListGroupsRequest::default().encode(&mut out, version),
+        ApiKey::ListGroups => {
+            let mut request = ListGroupsRequest::default();
+            if version >= 4 {
+                request.states_filter = vec![s("Stable"), s("Empty")];
+            }
+            if version >= 5 {
+                request.types_filter = vec![s("classic")];
+            }
+            request.encode(&mut out, version)
+        }
         ApiKey::DeleteGroups => {
             let mut request = DeleteGroupsRequest::default();
             request.groups_names = vec![GroupId(s("group")), GroupId(s("other"))];
@@ -146,6 +177,7 @@ fn sample(key: ApiKey, version: i16) -> BytesMut {
             let mut identity = leave_group_request::MemberIdentity::default();
             identity.member_id = s("member");
             identity.group_instance_id = Some(s("instance"));
+            identity.reason = (version >= 5).then(|| s("shutting down"));
             let mut request = LeaveGroupRequest::default();
             request.group_id = GroupId(s("group"));
             if version < 3 {

@@ -264,23 +264,63 @@ pub fn txn_offset_commit(answer: &TxnOffsetCommitResponse) -> Value {
 
 /// An OffsetFetch answer: the group error and per partition the committed offset, metadata and error, sorted.
 pub fn offset_fetch(answer: &OffsetFetchResponse) -> Value {
-    let mut partitions: Vec<Value> = answer
+    let (error, partitions) = fetched_offsets(answer);
+    let mut partitions: Vec<Value> = partitions
+        .into_iter()
+        .map(|(topic, index, offset, metadata, error)| json!([topic, index, offset, metadata, error]))
+        .collect();
+    partitions.sort_by_key(|p| p.to_string());
+    json!({ "error": error, "partitions": partitions })
+}
+
+/// One partition of an OffsetFetch answer: topic, partition, committed offset, metadata, error.
+pub type FetchedOffset = (String, i32, i64, Option<String>, i16);
+
+/// An OffsetFetch answer's error and partitions, whatever its version: from v8 (KIP-709) those of its first
+/// group, the only one the scenarios ask for.
+pub fn fetched_offsets(answer: &OffsetFetchResponse) -> (i16, Vec<FetchedOffset>) {
+    if let Some(group) = answer.groups.first() {
+        let partitions = group
+            .topics
+            .iter()
+            .flat_map(|topic| {
+                topic.partitions.iter().map(move |p| {
+                    (
+                        topic.name.0.as_str().to_owned(),
+                        p.partition_index,
+                        p.committed_offset,
+                        p.metadata.as_ref().map(|m| m.as_str().to_owned()),
+                        p.error_code,
+                    )
+                })
+            })
+            .collect();
+        return (group.error_code, partitions);
+    }
+    let partitions = answer
         .topics
         .iter()
         .flat_map(|topic| {
             topic.partitions.iter().map(move |p| {
-                json!([
-                    topic.name.0.as_str(),
+                (
+                    topic.name.0.as_str().to_owned(),
                     p.partition_index,
                     p.committed_offset,
-                    p.metadata.as_ref().map(|m| m.as_str()),
-                    p.error_code
-                ])
+                    p.metadata.as_ref().map(|m| m.as_str().to_owned()),
+                    p.error_code,
+                )
             })
         })
         .collect();
-    partitions.sort_by_key(|p| p.to_string());
-    json!({ "error": answer.error_code, "partitions": partitions })
+    (answer.error_code, partitions)
+}
+
+/// A FindCoordinator answer's error, whatever its version: from v4 (KIP-699) that of its first coordinator.
+pub fn coordinator_error(answer: &FindCoordinatorResponse) -> i16 {
+    answer
+        .coordinators
+        .first()
+        .map_or(answer.error_code, |coordinator| coordinator.error_code)
 }
 
 /// A DeleteRecords answer: per partition its low watermark and error.

@@ -359,15 +359,34 @@ pub fn offset_commit(group: &str, offsets: &[(&str, i32, i64)]) -> OffsetCommitR
     request
 }
 
-/// An OffsetFetch request for `group` naming `(topic, partitions)` each (`None`: every committed offset).
+/// An OffsetFetch request at `version` for `group` naming `(topic, partitions)` each (`None`: every committed
+/// offset); from v8 (KIP-709) the group is the one entry of the batched form.
 pub fn offset_fetch(
     group: &str,
     topics: Option<&[(&str, &[i32])]>,
     require_stable: bool,
+    version: i16,
 ) -> OffsetFetchRequest {
     let mut request = OffsetFetchRequest::default();
-    request.group_id = GroupId(s(group));
     request.require_stable = require_stable;
+    if version >= 8 {
+        let mut batched = offset_fetch_request::OffsetFetchRequestGroup::default();
+        batched.group_id = GroupId(s(group));
+        batched.topics = topics.map(|topics| {
+            topics
+                .iter()
+                .map(|&(name, partitions)| {
+                    let mut topic = offset_fetch_request::OffsetFetchRequestTopics::default();
+                    topic.name = topic_name(name);
+                    topic.partition_indexes = partitions.to_vec();
+                    topic
+                })
+                .collect()
+        });
+        request.groups = vec![batched];
+        return request;
+    }
+    request.group_id = GroupId(s(group));
     request.topics = topics.map(|topics| {
         topics
             .iter()
@@ -382,11 +401,18 @@ pub fn offset_fetch(
     request
 }
 
-/// A FindCoordinator request for `key` of `key_type` (0 group, 1 transaction).
-pub fn find_coordinator(key: &str, key_type: i8) -> FindCoordinatorRequest {
+/// A FindCoordinator request at `version` for `key` of `key_type` (0 group, 1 transaction); from v4 (KIP-699)
+/// the key is the one entry of the batched form.
+pub fn find_coordinator(key: &str, key_type: i8, version: i16) -> FindCoordinatorRequest {
     let mut request = FindCoordinatorRequest::default();
-    request.key = s(key);
-    request.key_type = key_type;
+    if version >= 4 {
+        request.coordinator_keys = vec![s(key)];
+    } else {
+        request.key = s(key);
+    }
+    if version >= 1 {
+        request.key_type = key_type;
+    }
     request
 }
 

@@ -223,9 +223,9 @@ const OFFSET_FETCH: &[Field] = &[
     since(
         8,
         array(&[
-            all(STRING),                             // group_id
-            since(9, NULLABLE_STRING),               // member_id
-            since(9, I32),                           // member_epoch
+            all(STRING),                              // group_id
+            since(9, NULLABLE_STRING),                // member_id
+            since(9, I32),                            // member_epoch
             all(nullable_array(OFFSET_FETCH_TOPICS)), // topics
         ]),
     ),
@@ -385,13 +385,13 @@ const METADATA_RESPONSE: &[Field] = &[
         all(STRING),  // name
         since(1, I8), // is_internal
         all(array(&[
-            all(I16),                     // error_code
-            all(I32),                     // partition_index
-            all(I32),                     // leader_id
-            since(7, I32),                // leader_epoch
-            all(INT32S),                  // replica_nodes
-            all(INT32S),                  // isr_nodes
-            since(5, INT32S),             // offline_replicas
+            all(I16),         // error_code
+            all(I32),         // partition_index
+            all(I32),         // leader_id
+            since(7, I32),    // leader_epoch
+            all(INT32S),      // replica_nodes
+            all(INT32S),      // isr_nodes
+            since(5, INT32S), // offline_replicas
         ])),
         since(8, I32), // topic_authorized_operations
     ])),

@@ -711,6 +711,13 @@ impl Membership {
         }
     }
 
+    /// A group's protocol type and chosen protocol, `None` for a group this node does not hold.
+    pub fn protocol_of(&self, group_id: &str) -> Option<(Option<String>, Option<String>)> {
+        self.groups()
+            .get(group_id)
+            .map(|group| (group.protocol_type.clone(), group.protocol.clone()))
+    }
+
     /// Heartbeat.
     pub fn heartbeat(
         &self,

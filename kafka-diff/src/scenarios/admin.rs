@@ -132,19 +132,31 @@ pub async fn find_coordinator_every_version(session: &mut Session) -> Result<(),
     for version in versions(ApiKey::FindCoordinator) {
         let types: &[i8] = if version >= 1 { &[0, 1, 9] } else { &[0] };
         for &key_type in types {
-            let request = requests::find_coordinator(&session.transactional_id("key"), key_type);
+            let mut request = requests::find_coordinator(&session.transactional_id("key"), key_type, version);
+            if version >= 4 {
+                // Batched (KIP-699): two keys, one answer each.
+                request
+                    .coordinator_keys
+                    .push(requests::s(&session.transactional_id("other-key")));
+            }
             let answer: FindCoordinatorResponse = session
                 .call_until(
                     ApiKey::FindCoordinator,
                     version,
                     &request,
-                    |a: &FindCoordinatorResponse| a.error_code,
+                    observe::coordinator_error,
                 )
                 .await?;
-            session.observe(
-                &format!("v{version} key type {key_type}"),
-                json!({ "error": answer.error_code, "has_node": answer.node_id.0 >= 0 }),
-            );
+            let answered = if version >= 4 {
+                json!(answer
+                    .coordinators
+                    .iter()
+                    .map(|c| json!({ "error": c.error_code, "has_node": c.node_id.0 >= 0 }))
+                    .collect::<Vec<_>>())
+            } else {
+                json!({ "error": answer.error_code, "has_node": answer.node_id.0 >= 0 })
+            };
+            session.observe(&format!("v{version} key type {key_type}"), answered);
         }
     }
     Ok(())

@@ -110,6 +110,35 @@ async fn join(
     Ok((answer.member_id.as_str().to_owned(), answer.generation_id))
 }
 
+/// A SyncGroup request at `version` from `member` of `group` at `generation`, assigning `assigned` to the members
+/// it names; from v5 it names the protocol type and protocol the scenarios' members join with, as clients do.
+fn sync_request(
+    group: &str,
+    generation: i32,
+    member: &str,
+    assigned: &[&str],
+    version: i16,
+) -> SyncGroupRequest {
+    let mut sync = SyncGroupRequest::default();
+    sync.group_id = GroupId(s(group));
+    sync.generation_id = generation;
+    sync.member_id = s(member);
+    sync.assignments = assigned
+        .iter()
+        .map(|to| {
+            let mut one = sync_group_request::SyncGroupRequestAssignment::default();
+            one.member_id = s(to);
+            one.assignment = assignment();
+            one
+        })
+        .collect();
+    if version >= 5 {
+        sync.protocol_type = Some(s("consumer"));
+        sync.protocol_name = Some(s("range"));
+    }
+    sync
+}
+
 pub async fn group_every_version(session: &mut Session) -> Result<(), DiffError> {
     let topic = fresh_topic(session, "t", 1).await?;
     let join_versions = versions(ApiKey::JoinGroup);
@@ -127,18 +156,16 @@ pub async fn group_every_version(session: &mut Session) -> Result<(), DiffError>
         find_coordinator(session, &group, 0).await?;
         let (member, generation) = join(session, &step, &group, join_v).await?;
 
-        let mut assignment = sync_group_request::SyncGroupRequestAssignment::default();
-        assignment.member_id = s(&member);
-        assignment.assignment = self::assignment();
-        let mut sync = SyncGroupRequest::default();
-        sync.group_id = GroupId(s(&group));
-        sync.generation_id = generation;
-        sync.member_id = s(&member);
-        sync.assignments = vec![assignment];
+        let sync = sync_request(&group, generation, &member, &[&member], sync_v);
         let synced: SyncGroupResponse = session.call(ApiKey::SyncGroup, sync_v, &sync).await?;
         session.observe(
             &format!("{step}: sync"),
-            json!({ "error": synced.error_code, "assignment": synced.assignment.to_vec() }),
+            json!({
+                "error": synced.error_code,
+                "assignment": synced.assignment.to_vec(),
+                "protocol_type": synced.protocol_type.as_ref().map(|t| t.as_str()),
+                "protocol_name": synced.protocol_name.as_ref().map(|n| n.as_str()),
+            }),
         );
 
         for (what, generation) in [("current", generation), ("stale", generation + 1)] {
@@ -226,22 +253,37 @@ pub async fn group_refusals(session: &mut Session) -> Result<(), DiffError> {
         "join without a common protocol",
         json!({ "error": inconsistent.error_code }),
     );
-    let mut sync = SyncGroupRequest::default();
-    sync.group_id = GroupId(s(&group));
-    sync.generation_id = generation + 1;
-    sync.member_id = s(&member);
-    let stale: SyncGroupResponse = session
-        .call(ApiKey::SyncGroup, top(ApiKey::SyncGroup), &sync)
-        .await?;
+    let sync_version = top(ApiKey::SyncGroup);
+    let sync = sync_request(&group, generation + 1, &member, &[], sync_version);
+    let stale: SyncGroupResponse = session.call(ApiKey::SyncGroup, sync_version, &sync).await?;
     session.observe("sync at a stale generation", json!({ "error": stale.error_code }));
-    sync.generation_id = generation;
-    sync.member_id = s("made-up");
-    let unknown_member: SyncGroupResponse = session
-        .call(ApiKey::SyncGroup, top(ApiKey::SyncGroup), &sync)
-        .await?;
+    let sync = sync_request(&group, generation, "made-up", &[], sync_version);
+    let unknown_member: SyncGroupResponse = session.call(ApiKey::SyncGroup, sync_version, &sync).await?;
     session.observe(
         "sync from an unknown member",
         json!({ "error": unknown_member.error_code }),
+    );
+    // From v5 the protocol type and name are required and must be the group's.
+    let mut unnamed = sync_request(&group, generation, &member, &[], sync_version);
+    unnamed.protocol_name = None;
+    let answer: SyncGroupResponse = session.call(ApiKey::SyncGroup, sync_version, &unnamed).await?;
+    session.observe(
+        "sync without a protocol name",
+        json!({ "error": answer.error_code }),
+    );
+    let mut other = sync_request(&group, generation, &member, &[], sync_version);
+    other.protocol_name = Some(s("roundrobin"));
+    let answer: SyncGroupResponse = session.call(ApiKey::SyncGroup, sync_version, &other).await?;
+    session.observe(
+        "sync naming another protocol",
+        json!({ "error": answer.error_code }),
+    );
+    let mut other = sync_request(&group, generation, &member, &[], sync_version);
+    other.protocol_type = Some(s("connect"));
+    let answer: SyncGroupResponse = session.call(ApiKey::SyncGroup, sync_version, &other).await?;
+    session.observe(
+        "sync naming another protocol type",
+        json!({ "error": answer.error_code }),
     );
     let request = heartbeat_request(&group, generation, "made-up");
     let beat: HeartbeatResponse = session
@@ -300,20 +342,36 @@ async fn describe_and_list(
         session.observe(&format!("{step}: DescribeGroups v{version}"), json!(groups));
     }
     for version in versions(ApiKey::ListGroups) {
-        let answer: ListGroupsResponse = session
-            .call(ApiKey::ListGroups, version, &ListGroupsRequest::default())
-            .await?;
-        // The reference broker holds every scenario's groups: only this one is observed.
-        let listed: Vec<_> = answer
-            .groups
-            .iter()
-            .filter(|g| g.group_id.as_str() == group)
-            .map(|g| json!({ "protocol_type": g.protocol_type.as_str(), "state": g.group_state.as_str() }))
-            .collect();
-        session.observe(
-            &format!("{step}: ListGroups v{version}"),
-            json!({ "error": answer.error_code, "listed": listed }),
-        );
+        // Unfiltered, then (v4+) by state — the group's own in its case-insensitive spelling, and another —
+        // and (v5+) by type.
+        let mut filters: Vec<(&str, Vec<&str>, Vec<&str>)> = vec![("", vec![], vec![])];
+        if version >= 4 {
+            filters.push((" in states stable and empty", vec!["stable", "EMPTY"], vec![]));
+            filters.push((" in state Dead", vec!["Dead"], vec![]));
+        }
+        if version >= 5 {
+            filters.push((" of type classic", vec![], vec!["Classic"]));
+            filters.push((" of type consumer", vec![], vec!["consumer"]));
+        }
+        for (what, states, types) in filters {
+            let mut request = ListGroupsRequest::default();
+            request.states_filter = states.into_iter().map(s).collect();
+            request.types_filter = types.into_iter().map(s).collect();
+            let answer: ListGroupsResponse = session.call(ApiKey::ListGroups, version, &request).await?;
+            // The reference broker holds every scenario's groups: only this one is observed.
+            let listed: Vec<_> = answer
+                .groups
+                .iter()
+                .filter(|g| g.group_id.as_str() == group)
+                .map(
+                    |g| json!({ "protocol_type": g.protocol_type.as_str(), "state": g.group_state.as_str() }),
+                )
+                .collect();
+            session.observe(
+                &format!("{step}: ListGroups v{version}{what}"),
+                json!({ "error": answer.error_code, "listed": listed }),
+            );
+        }
     }
     Ok(())
 }
@@ -322,14 +380,7 @@ pub async fn describe_and_list_groups_every_version(session: &mut Session) -> Re
     let group = session.transactional_id("group");
     find_coordinator(session, &group, 0).await?;
     let (member, generation) = join(session, "member", &group, top(ApiKey::JoinGroup)).await?;
-    let mut sync_assignment = sync_group_request::SyncGroupRequestAssignment::default();
-    sync_assignment.member_id = s(&member);
-    sync_assignment.assignment = assignment();
-    let mut sync = SyncGroupRequest::default();
-    sync.group_id = GroupId(s(&group));
-    sync.generation_id = generation;
-    sync.member_id = s(&member);
-    sync.assignments = vec![sync_assignment];
+    let sync = sync_request(&group, generation, &member, &[&member], top(ApiKey::SyncGroup));
     let synced: SyncGroupResponse = session
         .call(ApiKey::SyncGroup, top(ApiKey::SyncGroup), &sync)
         .await?;
@@ -354,10 +405,7 @@ pub async fn transactional_offsets_checked_against_the_group(session: &mut Sessi
     let group = session.transactional_id("group");
     find_coordinator(session, &group, 0).await?;
     let (member, generation) = join(session, "member", &group, top(ApiKey::JoinGroup)).await?;
-    let mut sync = SyncGroupRequest::default();
-    sync.group_id = GroupId(s(&group));
-    sync.generation_id = generation;
-    sync.member_id = s(&member);
+    let sync = sync_request(&group, generation, &member, &[], top(ApiKey::SyncGroup));
     let synced: SyncGroupResponse = session
         .call(ApiKey::SyncGroup, top(ApiKey::SyncGroup), &sync)
         .await?;
@@ -438,13 +486,18 @@ pub async fn delete_groups_every_version(session: &mut Session) -> Result<(), Di
         let codes: Vec<i16> = answer.results.iter().map(|r| r.error_code).collect();
         session.observe(&format!("v{version}: delete the emptied group"), json!(codes));
         let partitions: &[i32] = &[0];
-        let fetch = requests::offset_fetch(&simple, Some(&[(&topic, partitions)]), false);
+        let fetch = requests::offset_fetch(
+            &simple,
+            Some(&[(&topic, partitions)]),
+            false,
+            top(ApiKey::OffsetFetch),
+        );
         let fetched: OffsetFetchResponse = session
             .call(ApiKey::OffsetFetch, top(ApiKey::OffsetFetch), &fetch)
             .await?;
         session.observe(
             &format!("v{version}: the deleted simple group's offset"),
-            json!(fetched.topics[0].partitions[0].committed_offset),
+            json!(crate::observe::fetched_offsets(&fetched).1.first().map(|p| p.2)),
         );
     }
     Ok(())

@@ -27,16 +27,16 @@ pub const VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Fetch, 4, 11),
     (ApiKey::ListOffsets, 1, 5),
     (ApiKey::Metadata, 1, 8),
-    (ApiKey::OffsetCommit, 2, 7),
-    (ApiKey::OffsetFetch, 1, 7),
-    (ApiKey::FindCoordinator, 0, 2),
-    (ApiKey::JoinGroup, 0, 5),
-    (ApiKey::SyncGroup, 0, 3),
-    (ApiKey::Heartbeat, 0, 3),
-    (ApiKey::LeaveGroup, 0, 3),
-    (ApiKey::DescribeGroups, 0, 4),
-    (ApiKey::ListGroups, 0, 2),
-    (ApiKey::DeleteGroups, 0, 1),
+    (ApiKey::OffsetCommit, 2, 8),
+    (ApiKey::OffsetFetch, 1, 8),
+    (ApiKey::FindCoordinator, 0, 4),
+    (ApiKey::JoinGroup, 0, 8),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::ListGroups, 0, 5),
+    (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::ApiVersions, 0, 3),
     (ApiKey::CreateTopics, 2, 4),
     (ApiKey::InitProducerId, 0, 4),
@@ -393,14 +393,14 @@ pub async fn idempotent_producer(session: &mut Session) -> Result<(i64, i16), Di
 /// and answers coordinator requests NOT_COORDINATOR until then, so a scenario that skipped it would depend on
 /// the ones before it.
 pub async fn find_coordinator(session: &mut Session, key: &str, key_type: i8) -> Result<(), DiffError> {
-    let request = requests::find_coordinator(key, key_type);
+    let request = requests::find_coordinator(key, key_type, top(ApiKey::FindCoordinator));
     let what = format!("FindCoordinator {key}");
     setup(
         session,
         ApiKey::FindCoordinator,
         &request,
         &what,
-        |a: &FindCoordinatorResponse| a.error_code,
+        observe::coordinator_error,
     )
     .await?;
     Ok(())

@@ -20,13 +20,13 @@ async fn fetch_offsets(
     topic: &str,
 ) -> Result<(), DiffError> {
     let partitions: &[i32] = &[0, 1];
-    let request = requests::offset_fetch(group, Some(&[(topic, partitions)]), false);
+    let request = requests::offset_fetch(group, Some(&[(topic, partitions)]), false, version);
     let answer: OffsetFetchResponse = session
         .call_until(
             ApiKey::OffsetFetch,
             version,
             &request,
-            |a: &OffsetFetchResponse| a.error_code,
+            |a: &OffsetFetchResponse| observe::fetched_offsets(a).0,
         )
         .await?;
     session.observe(step, observe::offset_fetch(&answer));
@@ -56,7 +56,7 @@ pub async fn offset_commit_every_version(session: &mut Session) -> Result<(), Di
         fetch_offsets(session, &format!("fetch v{version}"), version, &group, &topic).await?;
     }
     for version in 2..=top(ApiKey::OffsetFetch) {
-        let request = requests::offset_fetch(&group, None, false);
+        let request = requests::offset_fetch(&group, None, false, version);
         let answer: OffsetFetchResponse = session.call(ApiKey::OffsetFetch, version, &request).await?;
         session.observe(&format!("fetch all v{version}"), observe::offset_fetch(&answer));
     }
@@ -75,7 +75,7 @@ pub async fn offset_fetch_unknown_group(session: &mut Session) -> Result<(), Dif
         &topic,
     )
     .await?;
-    let request = requests::offset_fetch(&group, None, false);
+    let request = requests::offset_fetch(&group, None, false, top(ApiKey::OffsetFetch));
     let answer: OffsetFetchResponse = ask(session, ApiKey::OffsetFetch, &request).await?;
     session.observe("all", observe::offset_fetch(&answer));
     Ok(())
@@ -152,14 +152,15 @@ async fn settled_offset(
     expected: i64,
 ) -> Result<(), DiffError> {
     let partitions: &[i32] = &[0];
-    let request = requests::offset_fetch(group, Some(&[(topic, partitions)]), false);
+    let request = requests::offset_fetch(
+        group,
+        Some(&[(topic, partitions)]),
+        false,
+        top(ApiKey::OffsetFetch),
+    );
     for _attempt in 0..100 {
         let answer: OffsetFetchResponse = ask(session, ApiKey::OffsetFetch, &request).await?;
-        let offset = answer
-            .topics
-            .first()
-            .and_then(|t| t.partitions.first())
-            .map(|p| p.committed_offset);
+        let offset = observe::fetched_offsets(&answer).1.first().map(|p| p.2);
         if offset == Some(expected) {
             break;
         }
@@ -249,14 +250,15 @@ pub async fn offset_fetch_pending_transactional_offsets(session: &mut Session) -
     let versions = (top(ApiKey::AddOffsetsToTxn), top(ApiKey::TxnOffsetCommit));
     transactional_offsets(session, &txn, producer, &group, &topic, 7, versions).await?;
     let partitions: &[i32] = &[0];
-    let request = requests::offset_fetch(&group, Some(&[(&topic, partitions)]), false);
-    let answer: OffsetFetchResponse = ask(session, ApiKey::OffsetFetch, &request).await?;
-    session.observe("pending", observe::offset_fetch(&answer));
-    let stable = requests::offset_fetch(&group, Some(&[(&topic, partitions)]), true);
-    let answer: OffsetFetchResponse = session
-        .call(ApiKey::OffsetFetch, top(ApiKey::OffsetFetch), &stable)
-        .await?;
-    session.observe("pending, require_stable", observe::offset_fetch(&answer));
+    // require_stable came in v7; v8 batches groups.
+    for version in 7..=top(ApiKey::OffsetFetch) {
+        for (what, require_stable) in [("pending", false), ("pending, require_stable", true)] {
+            let request =
+                requests::offset_fetch(&group, Some(&[(&topic, partitions)]), require_stable, version);
+            let answer: OffsetFetchResponse = session.call(ApiKey::OffsetFetch, version, &request).await?;
+            session.observe(&format!("{what} v{version}"), observe::offset_fetch(&answer));
+        }
+    }
     end_txn_at(session, top(ApiKey::EndTxn), &txn, producer, true, &[]).await?;
     settled_offset(session, "committed", &group, &topic, 7).await
 }

@@ -119,11 +119,34 @@ pub async fn create_topics(node: &Node, request: CreateTopicsRequest, _version: 
 pub async fn find_coordinator(
     node: &Node,
     request: FindCoordinatorRequest,
-    _version: i16,
+    version: i16,
 ) -> FindCoordinatorResponse {
+    // An unknown key type names no coordinator, beside INVALID_REQUEST, as Kafka answers it.
+    let known = matches!(request.key_type, 0 | 1);
     let mut response = FindCoordinatorResponse::default();
-    if !matches!(request.key_type, 0 | 1) {
-        // No coordinator named beside an error, as Kafka answers it.
+    if version >= 4 {
+        // Batched (KIP-699): one coordinator per key, every one this node.
+        response.coordinators = request
+            .coordinator_keys
+            .iter()
+            .map(|key| {
+                let mut coordinator = find_coordinator_response::Coordinator::default();
+                coordinator.key = key.clone();
+                if known {
+                    coordinator.node_id = BrokerId(0);
+                    coordinator.host = str_bytes(&node.advertised.0);
+                    coordinator.port = node.advertised.1;
+                } else {
+                    coordinator.error_code = KafkaError::InvalidRequest.code();
+                    coordinator.node_id = BrokerId(-1);
+                    coordinator.port = -1;
+                }
+                coordinator
+            })
+            .collect();
+        return response;
+    }
+    if !known {
         response.error_code = KafkaError::InvalidRequest.code();
         response.node_id = BrokerId(-1);
         response.port = -1;

@@ -93,60 +93,134 @@ fn set_all(topics: &mut [OffsetCommitResponseTopic], code: i16) {
     }
 }
 
-/// OffsetFetch: the committed offset of each named partition (-1 when none), or of every partition the group
-/// committed when the topic list is null.
-pub async fn offset_fetch(node: &Node, request: OffsetFetchRequest, _version: i16) -> OffsetFetchResponse {
-    let group = request.group_id.as_str();
-    let offsets = node.offsets.lock().await;
-    let answer = |partition_index: i32, committed: Option<&Committed>| {
-        let mut partition = OffsetFetchResponsePartition::default();
-        partition.partition_index = partition_index;
-        partition.committed_offset = committed.map_or(-1, |c| c.offset);
-        partition.committed_leader_epoch = -1;
-        partition.metadata = Some(str_bytes(
-            committed.and_then(|c| c.metadata.as_deref()).unwrap_or(""),
-        ));
-        partition
-    };
-    let mut response = OffsetFetchResponse::default();
-    match request.topics {
-        Some(topics) => {
-            for topic in topics {
-                let mut topic_answer = OffsetFetchResponseTopic::default();
-                topic_answer.name = topic.name.clone();
-                for index in topic.partition_indexes {
-                    let name = topic.name.as_str();
-                    if request.require_stable && offsets.pending(group, name, index) {
-                        // v7 (KIP-447): a transaction's offsets are pending; the client retries.
-                        let mut unstable = answer(index, None);
-                        unstable.error_code = KafkaError::UnstableOffsetCommit.code();
-                        topic_answer.partitions.push(unstable);
-                        continue;
-                    }
-                    topic_answer
-                        .partitions
-                        .push(answer(index, offsets.committed(group, name, index)));
-                }
-                response.topics.push(topic_answer);
-            }
-        }
+/// One partition of an OffsetFetch answer: its index, its committed offset (if any) and an error.
+type FetchedPartition = (i32, Option<Committed>, i16);
+
+/// The committed offsets of `group`: of the partitions `topics` names, or every committed one when `None`.
+/// With `require_stable` (v7+, KIP-447), a partition whose offsets a transaction staged and has not ended is
+/// answered UNSTABLE_OFFSET_COMMIT; the client retries.
+fn fetch_group(
+    offsets: &crate::offsets::GroupOffsets,
+    group: &str,
+    topics: Option<Vec<(TopicName, Vec<i32>)>>,
+    require_stable: bool,
+) -> Vec<(TopicName, Vec<FetchedPartition>)> {
+    match topics {
+        Some(topics) => topics
+            .into_iter()
+            .map(|(name, indexes)| {
+                let partitions = indexes
+                    .into_iter()
+                    .map(|index| {
+                        if require_stable && offsets.pending(group, name.as_str(), index) {
+                            (index, None, KafkaError::UnstableOffsetCommit.code())
+                        } else {
+                            (
+                                index,
+                                offsets.committed(group, name.as_str(), index).cloned(),
+                                NO_ERROR,
+                            )
+                        }
+                    })
+                    .collect();
+                (name, partitions)
+            })
+            .collect(),
         None => {
+            let mut answer: Vec<(TopicName, Vec<FetchedPartition>)> = Vec::new();
             for (topic, index, committed) in offsets.group(group) {
-                if response
-                    .topics
-                    .last()
-                    .is_none_or(|last| last.name.as_str() != topic)
-                {
-                    let mut topic_answer = OffsetFetchResponseTopic::default();
-                    topic_answer.name = TopicName(str_bytes(topic));
-                    response.topics.push(topic_answer);
+                if answer.last().is_none_or(|(last, _)| last.as_str() != topic) {
+                    answer.push((TopicName(str_bytes(topic)), Vec::new()));
                 }
-                if let Some(last) = response.topics.last_mut() {
-                    last.partitions.push(answer(index, Some(committed)));
+                if let Some((_, partitions)) = answer.last_mut() {
+                    partitions.push((index, Some(committed.clone()), NO_ERROR));
                 }
             }
+            answer
         }
     }
+}
+
+/// A partition's committed offset as OffsetFetch answers it (-1 and empty metadata for none).
+fn committed_fields(committed: Option<&Committed>) -> (i64, Option<kafka_protocol::protocol::StrBytes>) {
+    (
+        committed.map_or(-1, |c| c.offset),
+        Some(str_bytes(
+            committed.and_then(|c| c.metadata.as_deref()).unwrap_or(""),
+        )),
+    )
+}
+
+/// OffsetFetch: the committed offset of each named partition (-1 when none), or of every partition the group
+/// committed when the topic list is null; one group (v1–7) or several (v8+, KIP-709).
+pub async fn offset_fetch(node: &Node, request: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
+    let offsets = node.offsets.lock().await;
+    let mut response = OffsetFetchResponse::default();
+    if version >= 8 {
+        for group in request.groups {
+            let topics = group.topics.map(|topics| {
+                topics
+                    .into_iter()
+                    .map(|topic| (topic.name, topic.partition_indexes))
+                    .collect()
+            });
+            let mut answer = offset_fetch_response::OffsetFetchResponseGroup::default();
+            answer.topics = fetch_group(&offsets, group.group_id.as_str(), topics, request.require_stable)
+                .into_iter()
+                .map(|(name, partitions)| {
+                    let mut topic = offset_fetch_response::OffsetFetchResponseTopics::default();
+                    topic.name = name;
+                    topic.partitions = partitions
+                        .into_iter()
+                        .map(|(index, committed, error_code)| {
+                            let mut partition =
+                                offset_fetch_response::OffsetFetchResponsePartitions::default();
+                            partition.partition_index = index;
+                            (partition.committed_offset, partition.metadata) =
+                                committed_fields(committed.as_ref());
+                            partition.committed_leader_epoch = -1;
+                            partition.error_code = error_code;
+                            partition
+                        })
+                        .collect();
+                    topic
+                })
+                .collect();
+            answer.group_id = group.group_id;
+            response.groups.push(answer);
+        }
+        return response;
+    }
+    let topics = request.topics.map(|topics| {
+        topics
+            .into_iter()
+            .map(|topic| (topic.name, topic.partition_indexes))
+            .collect()
+    });
+    response.topics = fetch_group(
+        &offsets,
+        request.group_id.as_str(),
+        topics,
+        request.require_stable,
+    )
+    .into_iter()
+    .map(|(name, partitions)| {
+        let mut topic = OffsetFetchResponseTopic::default();
+        topic.name = name;
+        topic.partitions = partitions
+            .into_iter()
+            .map(|(index, committed, error_code)| {
+                let mut partition = OffsetFetchResponsePartition::default();
+                partition.partition_index = index;
+                (partition.committed_offset, partition.metadata) = committed_fields(committed.as_ref());
+                partition.committed_leader_epoch = -1;
+                partition.error_code = error_code;
+                partition
+            })
+            .collect();
+        topic
+    })
+    .collect();
     response
 }
 

@@ -72,8 +72,11 @@ pub async fn join_group(
     let mut response = JoinGroupResponse::default();
     response.error_code = code(answer.error);
     response.generation_id = answer.generation;
-    response.protocol_type = Some(request.protocol_type.clone());
-    response.protocol_name = Some(str_bytes(answer.protocol.as_deref().unwrap_or("")));
+    if answer.error.is_none() || version < 7 {
+        response.protocol_type = Some(request.protocol_type.clone());
+        // Non-nullable before v7: an error answers it empty.
+        response.protocol_name = Some(str_bytes(answer.protocol.as_deref().unwrap_or("")));
+    }
     response.leader = str_bytes(&answer.leader);
     response.member_id = str_bytes(&answer.member_id);
     response.members = answer
@@ -90,8 +93,28 @@ pub async fn join_group(
     response
 }
 
-/// SyncGroup: a follower's answer waits for the leader's assignment.
-pub async fn sync_group(node: &Node, request: SyncGroupRequest, _version: i16) -> SyncGroupResponse {
+/// SyncGroup: a follower's answer waits for the leader's assignment. From v5 the request names the protocol type
+/// and protocol it expects and the answer names the group's.
+pub async fn sync_group(node: &Node, request: SyncGroupRequest, version: i16) -> SyncGroupResponse {
+    let group_id = request.group_id.as_str();
+    let mut response = SyncGroupResponse::default();
+    if version >= 5 && (request.protocol_type.is_none() || request.protocol_name.is_none()) {
+        // Both are required from v5 on; Kafka refuses a request without them before anything else.
+        response.error_code = KafkaError::InconsistentGroupProtocol.code();
+        return response;
+    }
+    let protocol = node.membership.protocol_of(group_id);
+    if let Some((protocol_type, protocol_name)) = &protocol {
+        let differs = |asked: &Option<kafka_protocol::protocol::StrBytes>, held: &Option<String>| {
+            asked
+                .as_ref()
+                .is_some_and(|asked| held.as_deref() != Some(asked.as_str()))
+        };
+        if differs(&request.protocol_type, protocol_type) || differs(&request.protocol_name, protocol_name) {
+            response.error_code = KafkaError::InconsistentGroupProtocol.code();
+            return response;
+        }
+    }
     let assignments: Vec<(String, Bytes)> = request
         .assignments
         .iter()
@@ -103,7 +126,7 @@ pub async fn sync_group(node: &Node, request: SyncGroupRequest, _version: i16) -
         })
         .collect();
     let pending = node.membership.sync(
-        request.group_id.as_str(),
+        group_id,
         request.generation_id,
         request.member_id.as_str(),
         assignments,
@@ -119,10 +142,13 @@ pub async fn sync_group(node: &Node, request: SyncGroupRequest, _version: i16) -
     if let Err(error) = stored {
         answer.error = Some(error);
     }
-    let mut response = SyncGroupResponse::default();
     response.error_code = code(answer.error);
-    response.protocol_type = request.protocol_type.clone();
-    response.protocol_name = request.protocol_name.clone();
+    if answer.error.is_none() && version >= 5 {
+        if let Some((protocol_type, protocol_name)) = protocol {
+            response.protocol_type = protocol_type.as_deref().map(str_bytes);
+            response.protocol_name = protocol_name.as_deref().map(str_bytes);
+        }
+    }
     response.assignment = answer.assignment;
     response
 }
@@ -199,13 +225,21 @@ pub fn describe_groups(node: &Node, request: &DescribeGroupsRequest) -> Describe
     response
 }
 
-/// ListGroups: every group that has or had members.
-pub fn list_groups(node: &Node) -> ListGroupsResponse {
+/// ListGroups: every group that has or had members, in the states (v4+) and of the types (v5+) the request
+/// filters on, if it does (case-insensitively, as Kafka matches them; every group here is `classic`).
+pub fn list_groups(node: &Node, request: &ListGroupsRequest) -> ListGroupsResponse {
+    let wanted = |filter: &[kafka_protocol::protocol::StrBytes], value: &str| {
+        filter.is_empty() || filter.iter().any(|f| f.as_str().eq_ignore_ascii_case(value))
+    };
     let mut response = ListGroupsResponse::default();
+    if !wanted(&request.types_filter, "classic") {
+        return response;
+    }
     response.groups = node
         .membership
         .list()
         .into_iter()
+        .filter(|(_, _, state)| wanted(&request.states_filter, state.name()))
         .map(|(id, protocol_type, state)| {
             let mut listed = list_groups_response::ListedGroup::default();
             listed.group_id = GroupId(str_bytes(&id));
@@ -231,7 +265,7 @@ pub async fn delete_groups(node: &Node, request: &DeleteGroupsRequest) -> Delete
         result.error_code = match node.membership.delete(group) {
             Err(error) => error.code(),
             Ok(false) if !has_offsets => KafkaError::GroupIdNotFound.code(),
-            Ok(_) if !has_offsets => NO_ERROR,
+            // The offsets and the stored membership go durably.
             Ok(_) => match offsets.delete_group(group).await {
                 Ok(()) => NO_ERROR,
                 Err(_) => KafkaError::KafkaStorageError.code(),

@@ -84,8 +84,8 @@ impl Node {
     }
 
     /// ListGroups (versions without a state filter).
-    pub fn list_groups(&self, _request: ListGroupsRequest, _version: i16) -> ListGroupsResponse {
-        membership::list_groups(self)
+    pub fn list_groups(&self, request: ListGroupsRequest, _version: i16) -> ListGroupsResponse {
+        membership::list_groups(self, &request)
     }
 
     /// SyncGroup: a follower's answer waits for the leader's assignment.
