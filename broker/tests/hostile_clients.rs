@@ -345,3 +345,33 @@ async fn hostile_group_requests_close_their_connection_and_a_waiting_join_does_n
         "UNKNOWN_MEMBER_ID: the group is gone, join again from scratch"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thousands_of_groups_and_heartbeats_for_unknown_ones_leave_the_broker_serving() {
+    let running = Running::start().await;
+    let mut stream = TcpStream::connect(running.address).await.expect("connect");
+    const GROUPS: usize = 3_000;
+    for n in 0..GROUPS {
+        // JoinGroup v3 takes a new member without the id round trip: each group completes its first rebalance.
+        let mut join = join_group("", 1);
+        join.group_id = GroupId(StrBytes::from_string(format!("group-{n}")));
+        let joined: JoinGroupResponse = ask(&mut stream, ApiKey::JoinGroup, 3, &join).await;
+        assert_eq!((joined.error_code, joined.generation_id), (0, 1), "group-{n}");
+    }
+    let listed: ListGroupsResponse =
+        ask(&mut stream, ApiKey::ListGroups, 2, &ListGroupsRequest::default()).await;
+    assert_eq!(listed.groups.len(), GROUPS);
+    for n in 0..100 {
+        let mut beat = HeartbeatRequest::default();
+        beat.group_id = GroupId(StrBytes::from_string(format!("never-{n}")));
+        beat.member_id = StrBytes::from_static_str("made-up");
+        beat.generation_id = 1;
+        let answer: HeartbeatResponse = ask(&mut stream, ApiKey::Heartbeat, 3, &beat).await;
+        assert_eq!(answer.error_code, 25, "UNKNOWN_MEMBER_ID");
+    }
+    let listed: ListGroupsResponse =
+        ask(&mut stream, ApiKey::ListGroups, 2, &ListGroupsRequest::default()).await;
+    assert_eq!(listed.groups.len(), GROUPS, "a heartbeat creates no group");
+    assert!(!api_versions_answered(running.address).await.api_keys.is_empty());
+    running.shutdown().await;
+}

@@ -293,6 +293,24 @@ pub async fn group_refusals(session: &mut Session) -> Result<(), DiffError> {
         "heartbeat from an unknown member",
         json!({ "error": beat.error_code }),
     );
+    let never = session.transactional_id("never-joined");
+    find_coordinator(session, &never, 0).await?;
+    let request = heartbeat_request(&never, 1, "made-up");
+    let beat: HeartbeatResponse = session
+        .call(ApiKey::Heartbeat, top(ApiKey::Heartbeat), &request)
+        .await?;
+    session.observe(
+        "heartbeat for a group never joined",
+        json!({ "error": beat.error_code }),
+    );
+    let sync = sync_request(&never, 1, "made-up", &[], top(ApiKey::SyncGroup));
+    let synced: SyncGroupResponse = session
+        .call(ApiKey::SyncGroup, top(ApiKey::SyncGroup), &sync)
+        .await?;
+    session.observe(
+        "sync for a group never joined",
+        json!({ "error": synced.error_code }),
+    );
     let leave_version = top(ApiKey::LeaveGroup);
     let left: LeaveGroupResponse = session
         .call(
