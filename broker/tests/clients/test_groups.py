@@ -1,10 +1,11 @@
 """Consumer groups (issue 38, first step): consumers that `subscribe()` share a topic's partitions through the classic
 group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup), against `mirrorlog serve` and against Apache Kafka.
 
-- librdkafka: three members of one group, each in a process of its own committing after every record; one is
-  killed with SIGKILL mid-stream. After its session times out the others take its partitions over from its last
-  commit: every record is processed, and a record is processed twice only if the killed member processed it after
-  its last commit (with a commit per record, at most one record per partition it held).
+- librdkafka, kafka-python, kafkajs and the Java consumer, each: three members of one group, each in a process of
+  its own committing after every record (synchronously); one is killed with SIGKILL mid-stream. After its session
+  times out the others take its partitions over from its last commit: every record is processed, and a record is
+  processed twice only if the killed member processed it after its last commit (with a commit per record, at most
+  one record per partition it held) or a rebalance refused its commit.
 - kafka-python: two members split a topic's partitions between them, each record read by exactly one of them.
 - kafkajs (whose consumer always joins a group) and the Java consumer: a member reads a topic, leaves; a second
   member of the group reads only what was produced after the first one's commits.
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from confluent_kafka import Consumer, TopicPartition
 from kafka import KafkaConsumer
 
@@ -62,6 +64,42 @@ while True:
 """
 
 
+# The same member with kafka-python.
+KAFKA_PYTHON_MEMBER = r"""
+import json, sys, time
+from kafka import KafkaConsumer, TopicPartition
+from kafka.errors import KafkaError
+from kafka.structs import OffsetAndMetadata
+bootstrap, topic, group = sys.argv[1:4]
+consumer = KafkaConsumer(
+    topic,
+    bootstrap_servers=bootstrap,
+    group_id=group,
+    auto_offset_reset="earliest",
+    enable_auto_commit=False,
+    session_timeout_ms=6000,
+    heartbeat_interval_ms=500,
+)
+for message in consumer:
+    time.sleep(0.01)
+    print(json.dumps({"partition": message.partition, "offset": message.offset}), flush=True)
+    try:
+        consumer.commit({TopicPartition(topic, message.partition): OffsetAndMetadata(message.offset + 1, None, -1)})
+    except KafkaError as error:
+        print(json.dumps({"commit_refused": type(error).__name__}), flush=True)
+"""
+
+
+def member_command(request, client, bootstrap, topic, group):
+    """The command that runs one group member of `client` (see the module docs)."""
+    if client == "librdkafka":
+        return [sys.executable, "-c", MEMBER, bootstrap, topic, group], None
+    if client == "kafka-python":
+        return [sys.executable, "-c", KAFKA_PYTHON_MEMBER, bootstrap, topic, group], None
+    program = request.getfixturevalue({"kafkajs": "kafkajs", "java": "java_client"}[client]).program
+    return [*program.command, "group-member", bootstrap, topic, str(PARTITIONS), group], program.env
+
+
 def produce(bootstrap, topic, partitions, records):
     producer = idempotent_producer(bootstrap)
     for index in range(records):
@@ -75,24 +113,22 @@ def collect_lines(process, into):
 
     def read():
         for line in process.stdout:
-            into.append(json.loads(line))
+            if line.startswith("{"):
+                into.append(json.loads(line))
 
     thread = threading.Thread(target=read, daemon=True)
     thread.start()
     return thread
 
 
-def test_subscribed_members_share_partitions_and_take_over_a_killed_member(broker):
+@pytest.mark.parametrize("client", ["librdkafka", "kafka-python", "kafkajs", "java"])
+def test_subscribed_members_share_partitions_and_take_over_a_killed_member(request, broker, client):
     topic = broker.create_topic(PARTITIONS, prefix="grouped")
     group = broker.unique("group")
     produce(broker.bootstrap, topic, PARTITIONS, RECORDS)
+    command, env = member_command(request, client, broker.bootstrap, topic, group)
     members = [
-        subprocess.Popen(
-            [sys.executable, "-c", MEMBER, broker.bootstrap, topic, group],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
         for _ in range(3)
     ]
     seen = [[] for _ in members]

@@ -7,6 +7,9 @@
 //   node scenarios.js consume-group BOOTSTRAP TOPIC PARTITIONS GROUP COUNT
 //     (subscribes as a member of GROUP from the group's committed offsets, or the beginning; reads COUNT records,
 //     committing as kafkajs does by default, then leaves the group)
+//   node scenarios.js group-member BOOTSTRAP TOPIC PARTITIONS GROUP
+//     (a member of GROUP until killed: prints each record it processed as a JSON line {"partition": P,
+//     "offset": O} and commits it, or {"commit_refused": E} when a rebalance refused the commit)
 //
 // Record i of a run goes to partition i % PARTITIONS. Every result is {"records": [[partition, offset, value],
 // ...]}, for a transactional run one such list per transaction under "transactions".
@@ -111,6 +114,28 @@ async function consumeGroup(bootstrap, topic, groupId, count) {
   }
 }
 
+// Runs until the process is killed; its output is a JSON line per record (see the header), not one result.
+async function groupMember(bootstrap, topic, groupId) {
+  const consumer = client(bootstrap).consumer({ groupId, sessionTimeout: 6000, heartbeatInterval: 500 })
+  await consumer.connect()
+  await consumer.subscribe({ topics: [topic], fromBeginning: true })
+  await consumer.run({
+    autoCommit: false,
+    eachMessage: async ({ partition, message }) => {
+      // Slow enough that a kill lands mid-stream.
+      await new Promise((resolve) => setTimeout(resolve, 10))
+      process.stdout.write(JSON.stringify({ partition, offset: Number(message.offset) }) + '\n')
+      try {
+        await consumer.commitOffsets([{ topic, partition, offset: String(Number(message.offset) + 1) }])
+      } catch (error) {
+        // The record is processed again by whoever gets the partition.
+        process.stdout.write(JSON.stringify({ commit_refused: error.type || error.name }) + '\n')
+      }
+    },
+  })
+  await new Promise(() => {})
+}
+
 async function main(args) {
   const [scenario, bootstrap, topic, partitionsText, ...rest] = args
   const partitions = Number(partitionsText)
@@ -122,6 +147,9 @@ async function main(args) {
   }
   if (scenario === 'consume-group' && rest.length === 2) {
     return consumeGroup(bootstrap, topic, rest[0], Number(rest[1]))
+  }
+  if (scenario === 'group-member' && rest.length === 1) {
+    return groupMember(bootstrap, topic, rest[0])
   }
   throw new Error('usage: node scenarios.js produce-idempotent|produce-transactional|consume-group BOOTSTRAP TOPIC PARTITIONS ...')
 }

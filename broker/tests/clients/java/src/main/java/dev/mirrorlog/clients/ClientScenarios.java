@@ -17,6 +17,7 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
@@ -31,6 +32,9 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * consume BOOTSTRAP TOPIC PARTITIONS ISOLATION EXPECTED                  (read_committed|read_uncommitted)
  * consume-group BOOTSTRAP TOPIC PARTITIONS GROUP COUNT    (subscribe() as a member of GROUP; COUNT records,
  *                                                           committed synchronously after each poll; then leave)
+ * group-member BOOTSTRAP TOPIC PARTITIONS GROUP   (subscribe() as a member of GROUP until killed: prints each
+ *     record it processed as a JSON line {"partition": P, "offset": O} and commits it synchronously, or prints
+ *     {"commit_refused": E} when a rebalance refused the commit)
  * transform BOOTSTRAP TOPIC PARTITIONS GROUP OUTPUT_TOPIC TRANSACTIONAL_ID COUNT
  *     (exactly once: a read_committed member of GROUP copies COUNT records of TOPIC to OUTPUT_TOPIC's same
  *     partition, one transaction per poll carrying the group's offsets with sendOffsetsToTransaction(offsets,
@@ -66,6 +70,9 @@ public final class ClientScenarios {
             result = consume(bootstrap, topic, partitions, args[4], Integer.parseInt(args[5]));
         } else if (scenario.equals("consume-group") && args.length == 6) {
             result = consumeGroup(bootstrap, topic, args[4], Integer.parseInt(args[5]));
+        } else if (scenario.equals("group-member") && args.length == 5) {
+            groupMember(bootstrap, topic, args[4]);
+            return;
         } else if (scenario.equals("transform") && args.length == 8) {
             result = transform(bootstrap, topic, args[4], args[5], args[6], Integer.parseInt(args[7]));
         } else {
@@ -200,6 +207,31 @@ public final class ClientScenarios {
         config.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         config.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         return config;
+    }
+
+    private static void groupMember(String bootstrap, String topic, String group) throws InterruptedException {
+        Properties config = groupConsumerConfig(bootstrap, group);
+        config.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "6000");
+        config.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, "10");
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(config)) {
+            consumer.subscribe(List.of(topic));
+            while (true) {
+                for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
+                    // Slow enough that a kill lands mid-stream.
+                    Thread.sleep(10);
+                    System.out.println("{\"partition\":" + r.partition() + ",\"offset\":" + r.offset() + "}");
+                    System.out.flush();
+                    try {
+                        consumer.commitSync(Map.of(new TopicPartition(r.topic(), r.partition()),
+                                new OffsetAndMetadata(r.offset() + 1)));
+                    } catch (KafkaException refused) {
+                        // The record is processed again by whoever gets the partition.
+                        System.out.println("{\"commit_refused\":\"" + refused.getClass().getSimpleName() + "\"}");
+                        System.out.flush();
+                    }
+                }
+            }
+        }
     }
 
     private static String consumeGroup(String bootstrap, String topic, String group, int count) {
