@@ -276,12 +276,10 @@ pub fn offset_fetch(answer: &OffsetFetchResponse) -> Value {
 /// One partition of an OffsetFetch answer: topic, partition, committed offset, metadata, error.
 pub type FetchedOffset = (String, i32, i64, Option<String>, i16);
 
-/// An OffsetFetch answer's error and partitions, whatever its version: from v8 (KIP-709) those of its first
-/// group, the only one the scenarios ask for.
-pub fn fetched_offsets(answer: &OffsetFetchResponse) -> (i16, Vec<FetchedOffset>) {
-    if let Some(group) = answer.groups.first() {
-        let partitions = group
-            .topics
+/// The partitions of an OffsetFetch answer's topics, for either response type (v1–7's and v8's).
+macro_rules! fetched_partitions {
+    ($topics:expr) => {
+        $topics
             .iter()
             .flat_map(|topic| {
                 topic.partitions.iter().map(move |p| {
@@ -294,25 +292,17 @@ pub fn fetched_offsets(answer: &OffsetFetchResponse) -> (i16, Vec<FetchedOffset>
                     )
                 })
             })
-            .collect();
-        return (group.error_code, partitions);
+            .collect()
+    };
+}
+
+/// An OffsetFetch answer's error and partitions, whatever its version: from v8 (KIP-709) those of its first
+/// group, the only one the scenarios ask for.
+pub fn fetched_offsets(answer: &OffsetFetchResponse) -> (i16, Vec<FetchedOffset>) {
+    match answer.groups.first() {
+        Some(group) => (group.error_code, fetched_partitions!(group.topics)),
+        None => (answer.error_code, fetched_partitions!(answer.topics)),
     }
-    let partitions = answer
-        .topics
-        .iter()
-        .flat_map(|topic| {
-            topic.partitions.iter().map(move |p| {
-                (
-                    topic.name.0.as_str().to_owned(),
-                    p.partition_index,
-                    p.committed_offset,
-                    p.metadata.as_ref().map(|m| m.as_str().to_owned()),
-                    p.error_code,
-                )
-            })
-        })
-        .collect();
-    (answer.error_code, partitions)
 }
 
 /// A FindCoordinator answer's error, whatever its version: from v4 (KIP-699) that of its first coordinator.

@@ -151,6 +151,33 @@ fn committed_fields(committed: Option<&Committed>) -> (i64, Option<kafka_protoco
     )
 }
 
+/// An OffsetFetch answer's topics from [`fetch_group`]'s, for either response type (v1–7's and v8's batched
+/// form, which have the same fields under different names).
+macro_rules! answered_topics {
+    ($fetched:expr, $topic:ty, $partition:ty) => {
+        $fetched
+            .into_iter()
+            .map(|(name, partitions)| {
+                let mut topic = <$topic>::default();
+                topic.name = name;
+                topic.partitions = partitions
+                    .into_iter()
+                    .map(|(index, committed, error_code): FetchedPartition| {
+                        let mut partition = <$partition>::default();
+                        partition.partition_index = index;
+                        (partition.committed_offset, partition.metadata) =
+                            committed_fields(committed.as_ref());
+                        partition.committed_leader_epoch = -1;
+                        partition.error_code = error_code;
+                        partition
+                    })
+                    .collect();
+                topic
+            })
+            .collect()
+    };
+}
+
 /// OffsetFetch: the committed offset of each named partition (-1 when none), or of every partition the group
 /// committed when the topic list is null; one group (v1–7) or several (v8+, KIP-709).
 pub async fn offset_fetch(node: &Node, request: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
@@ -164,28 +191,13 @@ pub async fn offset_fetch(node: &Node, request: OffsetFetchRequest, version: i16
                     .map(|topic| (topic.name, topic.partition_indexes))
                     .collect()
             });
+            let fetched = fetch_group(&offsets, group.group_id.as_str(), topics, request.require_stable);
             let mut answer = offset_fetch_response::OffsetFetchResponseGroup::default();
-            answer.topics = fetch_group(&offsets, group.group_id.as_str(), topics, request.require_stable)
-                .into_iter()
-                .map(|(name, partitions)| {
-                    let mut topic = offset_fetch_response::OffsetFetchResponseTopics::default();
-                    topic.name = name;
-                    topic.partitions = partitions
-                        .into_iter()
-                        .map(|(index, committed, error_code)| {
-                            let mut partition =
-                                offset_fetch_response::OffsetFetchResponsePartitions::default();
-                            partition.partition_index = index;
-                            (partition.committed_offset, partition.metadata) =
-                                committed_fields(committed.as_ref());
-                            partition.committed_leader_epoch = -1;
-                            partition.error_code = error_code;
-                            partition
-                        })
-                        .collect();
-                    topic
-                })
-                .collect();
+            answer.topics = answered_topics!(
+                fetched,
+                offset_fetch_response::OffsetFetchResponseTopics,
+                offset_fetch_response::OffsetFetchResponsePartitions
+            );
             answer.group_id = group.group_id;
             response.groups.push(answer);
         }
@@ -197,30 +209,13 @@ pub async fn offset_fetch(node: &Node, request: OffsetFetchRequest, version: i16
             .map(|topic| (topic.name, topic.partition_indexes))
             .collect()
     });
-    response.topics = fetch_group(
+    let fetched = fetch_group(
         &offsets,
         request.group_id.as_str(),
         topics,
         request.require_stable,
-    )
-    .into_iter()
-    .map(|(name, partitions)| {
-        let mut topic = OffsetFetchResponseTopic::default();
-        topic.name = name;
-        topic.partitions = partitions
-            .into_iter()
-            .map(|(index, committed, error_code)| {
-                let mut partition = OffsetFetchResponsePartition::default();
-                partition.partition_index = index;
-                (partition.committed_offset, partition.metadata) = committed_fields(committed.as_ref());
-                partition.committed_leader_epoch = -1;
-                partition.error_code = error_code;
-                partition
-            })
-            .collect();
-        topic
-    })
-    .collect();
+    );
+    response.topics = answered_topics!(fetched, OffsetFetchResponseTopic, OffsetFetchResponsePartition);
     response
 }
 
