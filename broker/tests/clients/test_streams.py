@@ -40,8 +40,8 @@ INPUT_PARTITIONS = 4
 # KAFKA-16699: how soon an idle transactional id expires, and how long the application idles. The expiration is
 # long enough for the first transactions (started right after the application is running) to go through, the idle
 # long enough for the broker's housekeeping to have removed the id.
-EXPIRATION_MS = 4000
-IDLE_S = 8.0
+EXPIRATION_MS = 6000
+IDLE_S = 10.0
 SERVE_EXPIRATION = ["--transactional-id-expiration-ms", str(EXPIRATION_MS), "--housekeeping-interval-ms", "100"]
 KAFKA_EXPIRATION = {
     "transactional.id.expiration.ms": EXPIRATION_MS,
