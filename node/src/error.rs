@@ -19,6 +19,14 @@ pub enum NodeError {
     /// The group offset store is corrupt.
     #[error("group offsets: {0}")]
     Offsets(String),
+    /// A consumer group's membership is too large to store.
+    #[error("group {group:?}: its membership takes {size} bytes, more than a stored group may")]
+    GroupTooLarge {
+        /// The group.
+        group: String,
+        /// The size of its record.
+        size: usize,
+    },
     /// A topic given at start-up is not valid.
     #[error("topic {name:?}: {reason}")]
     Topic {

@@ -27,6 +27,11 @@ pub const OFFSETS_PARTITION: &str = "__mirrorlog_group_offsets";
 
 const READ_BYTES: usize = 1 << 20;
 
+/// The largest record a group's stored membership may take (JSON). Kafka refuses group metadata larger than
+/// the offsets topic's largest message (about 1 MiB, binary) and fails the SyncGroup; this bound is the JSON
+/// equivalent of a few MiB, far above any real group, and keeps one hostile group from writing gigabytes.
+pub const MAX_STORED_GROUP_BYTES: usize = 16 << 20;
+
 /// One committed offset.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Committed {
@@ -170,15 +175,23 @@ impl GroupOffsets {
         &self.groups
     }
 
-    /// Stores groups' membership, durably.
+    /// Stores groups' membership, durably. A group whose record would exceed [`MAX_STORED_GROUP_BYTES`] is not
+    /// stored (the others are) and makes the call fail with [`NodeError::GroupTooLarge`].
     pub async fn store_groups(&mut self, groups: Vec<(String, StoredGroup)>) -> Result<(), NodeError> {
-        self.write(
-            groups
-                .into_iter()
-                .map(|(group, stored)| OffsetRecord::Group { group, stored })
-                .collect(),
-        )
-        .await
+        let mut too_large = None;
+        let mut records = Vec::with_capacity(groups.len());
+        for (group, stored) in groups {
+            let record = OffsetRecord::Group { group, stored };
+            let size = serde_json::to_vec(&record).map_or(usize::MAX, |json| json.len());
+            match record {
+                OffsetRecord::Group { group, .. } if size > MAX_STORED_GROUP_BYTES => {
+                    too_large = Some(NodeError::GroupTooLarge { group, size });
+                }
+                record => records.push(record),
+            }
+        }
+        self.write(records).await?;
+        too_large.map_or(Ok(()), Err)
     }
 
     /// TxnOffsetCommit: staged under the producer id until its transaction ends.
@@ -273,5 +286,63 @@ impl GroupOffsets {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::membership::StoredMember;
+    use storage::{MemoryStorage, PartitionId, Storage};
+
+    fn group(members: usize, metadata_bytes: usize) -> StoredGroup {
+        StoredGroup {
+            protocol_type: Some("consumer".to_owned()),
+            generation: 1,
+            protocol: Some("range".to_owned()),
+            leader: Some("m0".to_owned()),
+            members: (0..members)
+                .map(|n| StoredMember {
+                    member_id: format!("m{n}"),
+                    instance_id: None,
+                    client_id: "client".to_owned(),
+                    client_host: "/127.0.0.1".to_owned(),
+                    session_timeout_ms: 10_000,
+                    rebalance_timeout_ms: 10_000,
+                    protocols: vec![("range".to_owned(), vec![255; metadata_bytes])],
+                    assignment: Vec::new(),
+                })
+                .collect(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_group_too_large_to_store_is_refused_and_the_others_of_its_call_are_stored() {
+        let storage = MemoryStorage::new();
+        let id = PartitionId::new(OFFSETS_PARTITION, 0).unwrap();
+        let clock: Arc<dyn Clock> = Arc::new(crate::SystemClock);
+        let partition = storage.create(&id).await.unwrap();
+        let mut offsets = GroupOffsets::open(partition, Durability::Sync, clock.clone())
+            .await
+            .unwrap();
+        // Five members with 1 MiB of metadata each: about 20 MiB of JSON.
+        let huge = group(5, 1 << 20);
+        let result = offsets
+            .store_groups(vec![
+                ("huge".to_owned(), huge),
+                ("small".to_owned(), group(1, 10)),
+            ])
+            .await;
+        assert!(
+            matches!(result, Err(NodeError::GroupTooLarge { ref group, size }) if group == "huge" && size > MAX_STORED_GROUP_BYTES),
+            "{result:?}"
+        );
+        offsets.close().await.unwrap();
+
+        let reopened = GroupOffsets::open(storage.open(&id).await.unwrap(), Durability::Sync, clock)
+            .await
+            .unwrap();
+        let stored: Vec<&String> = reopened.stored_groups().keys().collect();
+        assert_eq!(stored, vec!["small"]);
     }
 }

@@ -116,7 +116,9 @@ impl Node {
         let _ = self.store_groups().await;
     }
 
-    /// Writes the groups whose membership changed into the offset log; KAFKA_STORAGE_ERROR when it cannot.
+    /// Writes the groups whose membership changed into the offset log: KAFKA_STORAGE_ERROR when it cannot,
+    /// UNKNOWN_SERVER_ERROR for a group too large to store (as Kafka answers a SyncGroup whose group metadata
+    /// exceeds what its offsets topic takes).
     pub(crate) async fn store_groups(&self) -> Result<(), KafkaError> {
         let changed = self.membership.take_unstored();
         if changed.is_empty() {
@@ -127,7 +129,10 @@ impl Node {
             .await
             .store_groups(changed)
             .await
-            .map_err(|_| KafkaError::KafkaStorageError)
+            .map_err(|error| match error {
+                crate::NodeError::GroupTooLarge { .. } => KafkaError::UnknownServerError,
+                _ => KafkaError::KafkaStorageError,
+            })
     }
 
     /// Forgets every consumer group, answering the joins and syncs that wait (before a shutdown drains its
