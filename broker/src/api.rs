@@ -226,8 +226,10 @@ pub async fn handle_from(
             let response = node.join_group(join, version, client_id, &host).await;
             frame(key, version, id, &response)
         }
-        Decoded::DescribeGroups(request) => frame(key, version, id, &node.describe_groups(request, version)),
-        Decoded::ListGroups(request) => frame(key, version, id, &node.list_groups(request, version)),
+        Decoded::DescribeGroups(request) => {
+            frame(key, version, id, &node.describe_groups(request, version).await)
+        }
+        Decoded::ListGroups(request) => frame(key, version, id, &node.list_groups(request, version).await),
         Decoded::DeleteGroups(request) => {
             frame(key, version, id, &node.delete_groups(request, version).await)
         }

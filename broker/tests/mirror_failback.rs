@@ -1,7 +1,9 @@
-//! Failback over the Kafka protocol (issue 35): a former source that mirrors back from its former destination
-//! asks that `serve` node, on the administration key, where its failover cut the partition, and aligns its log
-//! there — it fetches only what the destination wrote after the cut, not the whole log again. A source that is not
-//! a mirrorlog node (it closes the connection on the unknown key) counts as never having mirrored from us.
+//! Mirroring between `serve` nodes over the Kafka protocol, beyond the records: failback (issue 35) — a former
+//! source that mirrors back from its former destination asks that `serve` node, on the administration key, where
+//! its failover cut the partition, and aligns its log there — it fetches only what the destination wrote after the
+//! cut, not the whole log again; a source that is not a mirrorlog node (it closes the connection on the unknown
+//! key) counts as never having mirrored from us. And consumer group offsets: the destination copies what the
+//! source's groups committed on mirrored partitions, so consumers resume there after a failover.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails by panicking
 
 use std::sync::Arc;
@@ -10,7 +12,10 @@ use std::time::Duration;
 use broker::{BrokerConfig, Server};
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{ApiVersionsResponse, ProduceRequest, TopicName};
+use kafka_protocol::messages::{
+    offset_commit_request, offset_fetch_request, ApiVersionsResponse, GroupId, OffsetCommitRequest,
+    OffsetFetchRequest, ProduceRequest, TopicName,
+};
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use mirror_link::{FetcherConfig, KafkaSources};
 use node::mirror::{AdminRequest, AdminResponse, MirrorLinks};
@@ -187,6 +192,94 @@ async fn a_failback_from_a_serve_node_fetches_only_what_it_wrote_after_the_cut()
     drop(links);
     stop_b.send(()).unwrap();
     b_running.await.unwrap();
+}
+
+/// Commits `offset` for `group` on partition 0 (a group without members takes it).
+async fn commit(node: &Node, group: &str, offset: i64) {
+    let mut partition = offset_commit_request::OffsetCommitRequestPartition::default();
+    partition.committed_offset = offset;
+    partition.committed_metadata = Some(StrBytes::from_static_str("from A"));
+    let mut topic = offset_commit_request::OffsetCommitRequestTopic::default();
+    topic.name = TopicName(StrBytes::from_static_str(TOPIC));
+    topic.partitions = vec![partition];
+    let mut request = OffsetCommitRequest::default();
+    request.group_id = GroupId(StrBytes::from_string(group.to_owned()));
+    request.generation_id_or_member_epoch = -1;
+    request.topics = vec![topic];
+    let answer = node.offset_commit(request, 7).await;
+    assert_eq!(answer.topics[0].partitions[0].error_code, 0);
+}
+
+/// `group`'s committed offset and metadata on partition 0 (-1 for none).
+async fn committed(node: &Node, group: &str) -> (i64, Option<String>) {
+    let mut topic = offset_fetch_request::OffsetFetchRequestTopic::default();
+    topic.name = TopicName(StrBytes::from_static_str(TOPIC));
+    topic.partition_indexes = vec![0];
+    let mut request = OffsetFetchRequest::default();
+    request.group_id = GroupId(StrBytes::from_string(group.to_owned()));
+    request.topics = Some(vec![topic]);
+    let answer = node.offset_fetch(request, 5).await;
+    let partition = &answer.topics[0].partitions[0];
+    (
+        partition.committed_offset,
+        partition.metadata.as_ref().map(|m| m.as_str().to_owned()),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_destination_carries_the_source_groups_offsets_over_and_keeps_them_after_failover() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a_address, a, stop_a, a_running) =
+        serve(config(&dir.path().join("a"), "cluster-a", &[(TOPIC, 1)])).await;
+    for sequence in 0..20 {
+        assert_eq!(produce(&a, 1, sequence * 5, 5).await, 0);
+    }
+    commit(&a, "readers", 60).await;
+    let (b_address, b, stop_b, b_running) = serve(config(&dir.path().join("b"), "cluster-b", &[])).await;
+    let created = admin(
+        &b_address,
+        AdminRequest::Create {
+            link: "a-to-b".to_owned(),
+            source: a_address.clone(),
+            topics: vec![TOPIC.to_owned()],
+        },
+    )
+    .await;
+    assert!(created.ok, "{created:?}");
+    // The link copies the source's groups every few seconds.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while committed(&b, "readers").await.0 != 60 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(committed(&b, "readers").await, (60, Some("from A".to_owned())));
+    // A later commit on A follows.
+    commit(&a, "readers", 75).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while committed(&b, "readers").await.0 != 75 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(committed(&b, "readers").await.0, 75);
+
+    let failover = admin(
+        &b_address,
+        AdminRequest::Failover {
+            link: "a-to-b".to_owned(),
+            topics: Vec::new(),
+        },
+    )
+    .await;
+    assert!(failover.ok, "{failover:?}");
+    // After the failover the group's offsets on B are B's own: A's later commits no longer reach them.
+    commit(&a, "readers", 90).await;
+    tokio::time::sleep(Duration::from_millis(
+        node::mirror::groups::GROUP_SYNC_INTERVAL_MS as u64 + 1_000,
+    ))
+    .await;
+    assert_eq!(committed(&b, "readers").await.0, 75);
+    stop_b.send(()).unwrap();
+    b_running.await.unwrap();
+    stop_a.send(()).unwrap();
+    a_running.await.unwrap();
 }
 
 async fn read_request(socket: &mut tokio::net::TcpStream) -> Vec<u8> {

@@ -1,6 +1,6 @@
 //! The shape check every Kafka body passes before `kafka-protocol` decodes it: requests on the broker's side
 //! ([`check`]), responses on a client's ([`check_response`]: the mirror link's answers from a source cluster,
-//! which is as untrusted as a client).
+//! which is as untrusted as a client — its fetches and the group offsets it copies).
 //!
 //! `kafka-protocol` 0.18 sizes each array with `Vec::with_capacity(count)` straight from the wire, before it has
 //! decoded one element (upstream PRs #152/#161/#200, open): a 20-byte frame claiming two billion topics makes
@@ -432,6 +432,30 @@ const LIST_OFFSETS_RESPONSE: &[Field] = &[
     ])),
 ];
 
+const LIST_GROUPS_RESPONSE: &[Field] = &[
+    since(1, I32), // throttle_time_ms
+    all(I16),      // error_code
+    all(array(&[
+        all(STRING), // group_id
+        all(STRING), // protocol_type
+    ])),
+];
+
+const OFFSET_FETCH_RESPONSE: &[Field] = &[
+    since(3, I32), // throttle_time_ms
+    all(array(&[
+        all(STRING), // name
+        all(array(&[
+            all(I32),             // partition_index
+            all(I64),             // committed_offset
+            since(5, I32),        // committed_leader_epoch
+            all(NULLABLE_STRING), // metadata
+            all(I16),             // error_code
+        ])),
+    ])),
+    since(2, I16), // error_code
+];
+
 /// The layout of a response body a client checks, for its non-flexible versions.
 fn response_layout(key: ApiKey, version: i16) -> Option<&'static [Field]> {
     if key.response_header_version(version) >= 1 {
@@ -442,13 +466,15 @@ fn response_layout(key: ApiKey, version: i16) -> Option<&'static [Field]> {
         ApiKey::Metadata => METADATA_RESPONSE,
         ApiKey::Fetch => FETCH_RESPONSE,
         ApiKey::ListOffsets => LIST_OFFSETS_RESPONSE,
+        ApiKey::ListGroups => LIST_GROUPS_RESPONSE,
+        ApiKey::OffsetFetch => OFFSET_FETCH_RESPONSE,
         _ => return None,
     })
 }
 
 /// Checks a response body (after its header) against the layout of `key` at `version`, as [`check`] checks a
-/// request: ApiVersions, Metadata, Fetch and ListOffsets at their non-flexible versions; anything else is
-/// [`ShapeError::Unsupported`].
+/// request: ApiVersions, Metadata, Fetch, ListOffsets, ListGroups and OffsetFetch at their non-flexible versions;
+/// anything else is [`ShapeError::Unsupported`].
 pub fn check_response(key: ApiKey, version: i16, body: &[u8]) -> Result<(), ShapeError> {
     walk(
         response_layout(key, version).ok_or(ShapeError::Unsupported)?,

@@ -157,6 +157,42 @@ fn list_offsets(version: i16) -> Bytes {
     encode(&response, version)
 }
 
+fn list_groups(version: i16) -> Bytes {
+    let mut response = ListGroupsResponse::default();
+    response.groups = ["readers", "writers"]
+        .iter()
+        .map(|name| {
+            let mut group = list_groups_response::ListedGroup::default();
+            group.group_id = GroupId(s(name));
+            group.protocol_type = s("consumer");
+            group
+        })
+        .collect();
+    encode(&response, version)
+}
+
+fn offset_fetch(version: i16) -> Bytes {
+    let mut response = OffsetFetchResponse::default();
+    response.topics = ["orders", "payments"]
+        .iter()
+        .map(|name| {
+            let mut topic = offset_fetch_response::OffsetFetchResponseTopic::default();
+            topic.name = TopicName(s(name));
+            topic.partitions = (0..2)
+                .map(|index| {
+                    let mut partition = offset_fetch_response::OffsetFetchResponsePartition::default();
+                    partition.partition_index = index;
+                    partition.committed_offset = 40 + i64::from(index);
+                    partition.metadata = Some(s("meta"));
+                    partition
+                })
+                .collect();
+            topic
+        })
+        .collect();
+    encode(&response, version)
+}
+
 /// Every (API, version, encoded response) a client checks.
 fn cases() -> Vec<(ApiKey, i16, Bytes)> {
     let mut cases = Vec::new();
@@ -171,6 +207,12 @@ fn cases() -> Vec<(ApiKey, i16, Bytes)> {
     }
     for version in 1..=5 {
         cases.push((ApiKey::ListOffsets, version, list_offsets(version)));
+    }
+    for version in 0..=2 {
+        cases.push((ApiKey::ListGroups, version, list_groups(version)));
+    }
+    for version in 1..=5 {
+        cases.push((ApiKey::OffsetFetch, version, offset_fetch(version)));
     }
     cases
 }

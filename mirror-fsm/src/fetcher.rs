@@ -97,6 +97,32 @@ pub trait Sources: Send + Sync {
     ) -> Option<Vec<Result<FetchedPartition, FetchError>>> {
         None
     }
+
+    /// The offsets the consumer groups of the source at `address` committed on partitions of `topics` (a
+    /// byte-exact mirror has the same offsets, so they carry over as they are). Empty (the default) when this
+    /// implementation does not read groups.
+    async fn group_offsets(
+        &self,
+        _address: &str,
+        _topics: &[String],
+    ) -> Result<Vec<GroupOffset>, FetchError> {
+        Ok(Vec::new())
+    }
+}
+
+/// One committed offset of a source's consumer group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupOffset {
+    /// The group.
+    pub group: String,
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// The committed offset (the next record the group reads).
+    pub offset: i64,
+    /// The commit's metadata string.
+    pub metadata: Option<String>,
 }
 
 /// How much one fetch round may bring: Kafka's `partition_max_bytes` and the request's `max_bytes`.

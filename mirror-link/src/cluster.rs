@@ -14,11 +14,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    fetch_request, ApiKey, BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
-    MetadataRequest, MetadataResponse, TopicName,
+    fetch_request, ApiKey, BrokerId, FetchRequest, FetchResponse, ListGroupsRequest, ListGroupsResponse,
+    ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse, OffsetFetchRequest,
+    OffsetFetchResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
-use mirror_fsm::{FetchError, FetchLimits, FetchResponse as Fetched, FetchedPartition, PartitionFetch};
+use mirror_fsm::{
+    FetchError, FetchLimits, FetchResponse as Fetched, FetchedPartition, GroupOffset, PartitionFetch,
+};
 use record_format::{BatchBuffers, BatchIter, ErrorCategory, RecordBatch, SegmentError};
 
 use crate::connection::KafkaConnection;
@@ -31,6 +34,11 @@ const FETCH_VERSIONS: (i16, i16) = (4, 11);
 const METADATA_VERSIONS: (i16, i16) = (2, 8);
 /// ListOffsets versions: 1 (offsets, not lists) to 5.
 const LIST_OFFSETS_VERSIONS: (i16, i16) = (1, 5);
+/// ListGroups versions: 0 to 2 (the last before the flexible ones).
+const LIST_GROUPS_VERSIONS: (i16, i16) = (0, 2);
+/// OffsetFetch versions: 2 (a null topic list asks for every committed offset) to 5 (the last before the flexible
+/// ones).
+const OFFSET_FETCH_VERSIONS: (i16, i16) = (2, 5);
 /// `read_committed`: a fetch stops at the last stable offset.
 const READ_COMMITTED: i8 = 1;
 /// The most one Fetch answer may carry (Kafka's `fetch.max.bytes` default is 50 MiB).
@@ -199,22 +207,106 @@ impl SourceCluster {
         let session = self.session(std::slice::from_ref(partition)).await?;
         let leader = session.leaders.get(partition).copied().unwrap_or(-1);
         let address = session.brokers.get(&leader).cloned().unwrap_or(bootstrap);
+        let connection = self.connection_to(&address).await?;
+        Ok((connection, address))
+    }
+
+    /// The offsets the source's consumer groups committed on partitions of `topics`: each broker lists the groups
+    /// it coordinates (ListGroups) and answers every offset they committed (OffsetFetch with no topic list), on
+    /// the connections the fetches use. Groups of other protocol types than `consumer` (Connect workers) are
+    /// left out; groups that only committed offsets are in.
+    ///
+    /// A failure leaves the session to the fetches (a source that does not serve these APIs must not cost them
+    /// their connections); a broken connection is the fetches' to notice.
+    pub async fn group_offsets(&mut self, topics: &BTreeSet<String>) -> Result<Vec<GroupOffset>, FetchError> {
+        self.read_group_offsets(topics).await.map_err(|error| FetchError {
+            retryable: error.retryable(),
+            message: error.to_string(),
+        })
+    }
+
+    async fn read_group_offsets(&mut self, topics: &BTreeSet<String>) -> Result<Vec<GroupOffset>, LinkError> {
+        if self.session.is_none() {
+            let session = self.open_session(BTreeMap::new()).await?;
+            self.session = Some(session);
+        }
+        let bootstrap = self.config.bootstrap.clone();
+        let mut addresses: BTreeSet<String> = self
+            .session
+            .as_ref()
+            .map(|session| session.brokers.values().cloned().collect())
+            .unwrap_or_default();
+        if addresses.is_empty() {
+            addresses.insert(bootstrap);
+        }
+        let mut offsets = Vec::new();
+        for address in addresses {
+            let connection = self.connection_to(&address).await?;
+            let version = connection.version(ApiKey::ListGroups, LIST_GROUPS_VERSIONS)?;
+            let listed: ListGroupsResponse = connection
+                .call(ApiKey::ListGroups, version, &ListGroupsRequest::default())
+                .await?;
+            if listed.error_code != 0 {
+                return Err(LinkError::Kafka {
+                    what: format!("ListGroups at {address}"),
+                    code: listed.error_code,
+                    detail: String::new(),
+                });
+            }
+            let fetch_version = connection.version(ApiKey::OffsetFetch, OFFSET_FETCH_VERSIONS)?;
+            // Consumer groups, and groups that only committed offsets (no protocol type), as Kafka's admin client
+            // counts consumer groups.
+            let consumers = listed
+                .groups
+                .iter()
+                .filter(|g| matches!(g.protocol_type.as_str(), "consumer" | ""));
+            for listed in consumers {
+                let mut request = OffsetFetchRequest::default();
+                request.group_id = listed.group_id.clone();
+                request.topics = None;
+                let answer: OffsetFetchResponse = connection
+                    .call(ApiKey::OffsetFetch, fetch_version, &request)
+                    .await?;
+                if answer.error_code != 0 {
+                    // A group gone or moving between the two requests: the next sync sees it again.
+                    continue;
+                }
+                for topic in answer.topics.iter().filter(|t| topics.contains(t.name.as_str())) {
+                    for partition in topic
+                        .partitions
+                        .iter()
+                        .filter(|p| p.error_code == 0 && p.committed_offset >= 0)
+                    {
+                        offsets.push(GroupOffset {
+                            group: listed.group_id.as_str().to_owned(),
+                            topic: topic.name.as_str().to_owned(),
+                            partition: partition.partition_index,
+                            offset: partition.committed_offset,
+                            metadata: partition.metadata.as_ref().map(|m| m.as_str().to_owned()),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(offsets)
+    }
+
+    /// The session's connection to the broker at `address` (opened when first needed).
+    async fn connection_to(&mut self, address: &str) -> Result<&mut KafkaConnection, LinkError> {
         if !self
             .session
             .as_ref()
-            .is_some_and(|session| session.connections.contains_key(&address))
+            .is_some_and(|session| session.connections.contains_key(address))
         {
-            let connection = self.connect(&address).await?;
+            let connection = self.connect(address).await?;
             if let Some(session) = self.session.as_mut() {
-                session.connections.insert(address.clone(), connection);
+                session.connections.insert(address.to_owned(), connection);
             }
         }
-        let connection = self
-            .session
+        self.session
             .as_mut()
-            .and_then(|session| session.connections.get_mut(&address))
-            .ok_or_else(|| LinkError::Refused("no session".to_owned()))?;
-        Ok((connection, address))
+            .and_then(|session| session.connections.get_mut(address))
+            .ok_or_else(|| LinkError::Refused("no session".to_owned()))
     }
 
     /// The last mirrored offset the leader of `topic`/`partition` recorded for the cluster `mirrored_from`, when

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use mirror_fsm::{
-    FetchError, FetchLimits, FetchedPartition, Fetcher, PartitionFetch, SourceDescription, Sources,
+    FetchError, FetchLimits, FetchedPartition, Fetcher, GroupOffset, PartitionFetch, SourceDescription,
+    Sources,
 };
 use tokio::sync::Mutex;
 
@@ -129,5 +130,11 @@ impl Sources for KafkaSources {
         let cluster = self.cluster(address);
         let mut cluster = cluster.lock().await;
         Some(cluster.fetch(wanted, limits, max_wait_ms).await)
+    }
+
+    async fn group_offsets(&self, address: &str, topics: &[String]) -> Result<Vec<GroupOffset>, FetchError> {
+        let cluster = self.cluster(address);
+        let mut cluster = cluster.lock().await;
+        cluster.group_offsets(&topics.iter().cloned().collect()).await
     }
 }

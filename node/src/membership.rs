@@ -711,6 +711,13 @@ impl Membership {
         }
     }
 
+    /// Whether `group_id` has members on this node.
+    pub fn has_members(&self, group_id: &str) -> bool {
+        self.groups()
+            .get(group_id)
+            .is_some_and(|group| !group.members.is_empty())
+    }
+
     /// A group's protocol type and chosen protocol, `None` for a group this node does not hold.
     pub fn protocol_of(&self, group_id: &str) -> Option<(Option<String>, Option<String>)> {
         self.groups()

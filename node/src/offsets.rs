@@ -170,6 +170,14 @@ impl GroupOffsets {
         .await
     }
 
+    /// Every group with a committed offset.
+    pub fn groups(&self) -> std::collections::BTreeSet<&str> {
+        self.committed
+            .keys()
+            .map(|(group, _, _)| group.as_str())
+            .collect()
+    }
+
     /// Every group's membership as last stored (what a restarted node restores).
     pub fn stored_groups(&self) -> &BTreeMap<String, StoredGroup> {
         &self.groups

@@ -113,10 +113,10 @@ fn heartbeat(node: &Node, name: &str, member: &StrBytes, generation: i32) -> i16
     node.heartbeat(request, 3).error_code
 }
 
-fn describe(node: &Node, name: &str) -> describe_groups_response::DescribedGroup {
+async fn describe(node: &Node, name: &str) -> describe_groups_response::DescribedGroup {
     let mut request = DescribeGroupsRequest::default();
     request.groups = vec![group(name)];
-    node.describe_groups(request, 4).groups.remove(0)
+    node.describe_groups(request, 4).await.groups.remove(0)
 }
 
 #[tokio::test]
@@ -134,7 +134,7 @@ async fn a_stable_group_keeps_its_generation_members_and_assignment_across_a_res
         0,
         "the member carries on, no rebalance"
     );
-    let described = describe(&node, "stable");
+    let described = describe(&node, "stable").await;
     assert_eq!(described.group_state.as_str(), "Stable");
     assert_eq!(described.members.len(), 1);
     assert_eq!(
@@ -181,7 +181,7 @@ async fn a_group_emptied_by_its_last_member_leaving_is_restored_empty_with_its_g
     drop(node);
 
     let node = node_in(dir.path()).await;
-    let described = describe(&node, "emptied");
+    let described = describe(&node, "emptied").await;
     assert_eq!(described.group_state.as_str(), "Empty");
     assert!(described.members.is_empty());
     assert_eq!(

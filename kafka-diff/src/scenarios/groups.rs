@@ -413,7 +413,15 @@ pub async fn describe_and_list_groups_every_version(session: &mut Session) -> Re
         )
         .await?;
     session.observe("leave", json!({ "error": left.error_code }));
-    describe_and_list(session, "emptied", &group, &member).await
+    describe_and_list(session, "emptied", &group, &member).await?;
+    // A group that only ever committed offsets (a consumer that assigns its partitions).
+    let topic = fresh_topic(session, "t", 1).await?;
+    let simple = session.transactional_id("offsets-only");
+    find_coordinator(session, &simple, 0).await?;
+    let commit = requests::offset_commit(&simple, &[(&topic, 0, 4)]);
+    let answer: OffsetCommitResponse = super::ask(session, ApiKey::OffsetCommit, &commit).await?;
+    session.observe("offsets-only commit", crate::observe::offset_commit(&answer));
+    describe_and_list(session, "offsets only", &simple, "").await
 }
 
 /// KIP-447: a transaction's offsets (TxnOffsetCommit v3+) name the group member and generation they were read

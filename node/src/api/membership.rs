@@ -192,13 +192,23 @@ pub fn leave_group(node: &Node, request: &LeaveGroupRequest, version: i16) -> Le
     response
 }
 
-/// DescribeGroups: a group this node does not hold is `Dead`, without an error (as Kafka answers versions 0–5).
-pub fn describe_groups(node: &Node, request: &DescribeGroupsRequest) -> DescribeGroupsResponse {
+/// DescribeGroups: a group that only has committed offsets is `Empty` with no protocol type, one this node does
+/// not hold at all `Dead`, without an error (as Kafka answers versions 0–5).
+pub async fn describe_groups(node: &Node, request: &DescribeGroupsRequest) -> DescribeGroupsResponse {
+    let offsets_only = node
+        .offsets
+        .lock()
+        .await
+        .groups()
+        .into_iter()
+        .map(str::to_owned)
+        .collect::<std::collections::BTreeSet<_>>();
     let mut response = DescribeGroupsResponse::default();
     for group_id in &request.groups {
         let mut described = describe_groups_response::DescribedGroup::default();
         described.group_id = group_id.clone();
         match node.membership.describe_group(group_id.as_str()) {
+            None if offsets_only.contains(group_id.as_str()) => described.group_state = str_bytes("Empty"),
             None => described.group_state = str_bytes("Dead"),
             Some(group) => {
                 described.group_state = str_bytes(group.state.name());
@@ -225,9 +235,18 @@ pub fn describe_groups(node: &Node, request: &DescribeGroupsRequest) -> Describe
     response
 }
 
-/// ListGroups: every group that has or had members, in the states (v4+) and of the types (v5+) the request
-/// filters on, if it does (case-insensitively, as Kafka matches them; every group here is `classic`).
-pub fn list_groups(node: &Node, request: &ListGroupsRequest) -> ListGroupsResponse {
+/// ListGroups: every group that has or had members, and every group that only committed offsets (`Empty`, no
+/// protocol type, as Kafka lists it), in the states (v4+) and of the types (v5+) the request filters on, if it
+/// does (case-insensitively, as Kafka matches them; every group here is `classic`).
+pub async fn list_groups(node: &Node, request: &ListGroupsRequest) -> ListGroupsResponse {
+    let offsets_only: Vec<String> = node
+        .offsets
+        .lock()
+        .await
+        .groups()
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
     let wanted = |filter: &[kafka_protocol::protocol::StrBytes], value: &str| {
         filter.is_empty() || filter.iter().any(|f| f.as_str().eq_ignore_ascii_case(value))
     };
@@ -235,9 +254,14 @@ pub fn list_groups(node: &Node, request: &ListGroupsRequest) -> ListGroupsRespon
     if !wanted(&request.types_filter, "classic") {
         return response;
     }
-    response.groups = node
-        .membership
-        .list()
+    let mut groups = node.membership.list();
+    for group in offsets_only {
+        if node.membership.protocol_of(&group).is_none() {
+            groups.push((group, String::new(), crate::membership::GroupState::Empty));
+        }
+    }
+    groups.sort_by(|a, b| a.0.cmp(&b.0));
+    response.groups = groups
         .into_iter()
         .filter(|(_, _, state)| wanted(&request.states_filter, state.name()))
         .map(|(id, protocol_type, state)| {

@@ -74,8 +74,12 @@ impl Node {
     }
 
     /// DescribeGroups.
-    pub fn describe_groups(&self, request: DescribeGroupsRequest, _version: i16) -> DescribeGroupsResponse {
-        membership::describe_groups(self, &request)
+    pub async fn describe_groups(
+        &self,
+        request: DescribeGroupsRequest,
+        _version: i16,
+    ) -> DescribeGroupsResponse {
+        membership::describe_groups(self, &request).await
     }
 
     /// DeleteGroups.
@@ -84,8 +88,8 @@ impl Node {
     }
 
     /// ListGroups (versions without a state filter).
-    pub fn list_groups(&self, request: ListGroupsRequest, _version: i16) -> ListGroupsResponse {
-        membership::list_groups(self, &request)
+    pub async fn list_groups(&self, request: ListGroupsRequest, _version: i16) -> ListGroupsResponse {
+        membership::list_groups(self, &request).await
     }
 
     /// SyncGroup: a follower's answer waits for the leader's assignment.

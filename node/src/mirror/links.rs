@@ -108,6 +108,8 @@ pub struct MirrorLinks {
     pub(super) stopping_pause: Option<std::time::Duration>,
     /// Set when the owner shuts down: an action that waits (`promote`) gives up.
     pub(super) stopping: Arc<std::sync::atomic::AtomicBool>,
+    /// When each source's consumer group offsets were last copied ([`super::groups`]).
+    pub(super) group_synced_ms: BTreeMap<String, i64>,
 }
 
 impl Drop for MirrorLinks {
@@ -141,6 +143,7 @@ impl MirrorLinks {
             rounds: 0,
             stopping_pause: None,
             stopping: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            group_synced_ms: BTreeMap::new(),
         };
         for link in links.links.clone() {
             for (topic, record) in &link.topics {
@@ -191,7 +194,8 @@ impl MirrorLinks {
 
     /// One round for every partition: FAILED ones retried when their backoff is over, fetching ones fetch once
     /// from their log end — all the partitions of one source in one request per source broker when the source
-    /// allows it ([`Sources::fetch_many`]), else partition by partition. Returns the number of batches appended.
+    /// allows it ([`Sources::fetch_many`]), else partition by partition; then, when due, the sources' consumer
+    /// group offsets are copied ([`super::groups`]). Returns the number of batches appended.
     pub async fn step(&mut self, node: &Node) -> usize {
         let failed: Vec<PartitionKey> = self
             .partitions
@@ -275,6 +279,7 @@ impl MirrorLinks {
                 appended += self.apply(node, key, *offset, answer).await;
             }
         }
+        self.sync_group_offsets(node).await;
         appended
     }
 

@@ -14,6 +14,7 @@
 mod actions;
 pub mod admin;
 pub mod error;
+pub mod groups;
 pub mod links;
 pub mod local;
 pub mod registry;
