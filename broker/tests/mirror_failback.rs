@@ -101,6 +101,33 @@ async fn admin(address: &str, request: AdminRequest) -> AdminResponse {
         .unwrap()
 }
 
+/// Creates the link `a-to-b` on the destination at `b_address`, mirroring `TOPIC` from `a_address`.
+async fn create_link(b_address: &str, a_address: &str) {
+    let created = admin(
+        b_address,
+        AdminRequest::Create {
+            link: "a-to-b".to_owned(),
+            source: a_address.to_owned(),
+            topics: vec![TOPIC.to_owned()],
+        },
+    )
+    .await;
+    assert!(created.ok, "{created:?}");
+}
+
+/// Fails the link `a-to-b` over on the destination at `b_address`.
+async fn fail_over(b_address: &str) {
+    let failover = admin(
+        b_address,
+        AdminRequest::Failover {
+            link: "a-to-b".to_owned(),
+            topics: Vec::new(),
+        },
+    )
+    .await;
+    assert!(failover.ok, "{failover:?}");
+}
+
 fn caught_up(answer: &AdminResponse) -> bool {
     answer
         .links
@@ -120,16 +147,7 @@ async fn a_failback_from_a_serve_node_fetches_only_what_it_wrote_after_the_cut()
 
     // B mirrors A, fails over, and takes writes of its own.
     let (b_address, b, stop_b, b_running) = serve(config(&dir.path().join("b"), "cluster-b", &[])).await;
-    let created = admin(
-        &b_address,
-        AdminRequest::Create {
-            link: "a-to-b".to_owned(),
-            source: a_address.clone(),
-            topics: vec![TOPIC.to_owned()],
-        },
-    )
-    .await;
-    assert!(created.ok, "{created:?}");
+    create_link(&b_address, &a_address).await;
     let describe = |link: &str| AdminRequest::Describe {
         link: link.to_owned(),
         topics: Vec::new(),
@@ -137,15 +155,7 @@ async fn a_failback_from_a_serve_node_fetches_only_what_it_wrote_after_the_cut()
     while !caught_up(&admin(&b_address, describe("a-to-b")).await) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let failover = admin(
-        &b_address,
-        AdminRequest::Failover {
-            link: "a-to-b".to_owned(),
-            topics: Vec::new(),
-        },
-    )
-    .await;
-    assert!(failover.ok, "{failover:?}");
+    fail_over(&b_address).await;
     for sequence in 0..3 {
         assert_eq!(produce(&b, 9, sequence * 2, 2).await, 0);
     }
@@ -236,16 +246,7 @@ async fn the_destination_carries_the_source_groups_offsets_over_and_keeps_them_a
     }
     commit(&a, "readers", 60).await;
     let (b_address, b, stop_b, b_running) = serve(config(&dir.path().join("b"), "cluster-b", &[])).await;
-    let created = admin(
-        &b_address,
-        AdminRequest::Create {
-            link: "a-to-b".to_owned(),
-            source: a_address.clone(),
-            topics: vec![TOPIC.to_owned()],
-        },
-    )
-    .await;
-    assert!(created.ok, "{created:?}");
+    create_link(&b_address, &a_address).await;
     // The link copies the source's groups every few seconds.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while committed(&b, "readers").await.0 != 60 && tokio::time::Instant::now() < deadline {
@@ -260,15 +261,7 @@ async fn the_destination_carries_the_source_groups_offsets_over_and_keeps_them_a
     }
     assert_eq!(committed(&b, "readers").await.0, 75);
 
-    let failover = admin(
-        &b_address,
-        AdminRequest::Failover {
-            link: "a-to-b".to_owned(),
-            topics: Vec::new(),
-        },
-    )
-    .await;
-    assert!(failover.ok, "{failover:?}");
+    fail_over(&b_address).await;
     // After the failover the group's offsets on B are B's own: A's later commits no longer reach them.
     commit(&a, "readers", 90).await;
     tokio::time::sleep(Duration::from_millis(
