@@ -170,6 +170,14 @@ impl GroupOffsets {
         .await
     }
 
+    /// Whether `group` has a committed offset (a range lookup, not a scan).
+    pub fn has_group(&self, group: &str) -> bool {
+        self.committed
+            .range((group.to_owned(), String::new(), i32::MIN)..)
+            .next()
+            .is_some_and(|((g, _, _), _)| g == group)
+    }
+
     /// Every group with a committed offset.
     pub fn groups(&self) -> std::collections::BTreeSet<&str> {
         self.committed
@@ -352,5 +360,27 @@ mod tests {
             .unwrap();
         let stored: Vec<&String> = reopened.stored_groups().keys().collect();
         assert_eq!(stored, vec!["small"]);
+    }
+
+    #[tokio::test]
+    async fn a_group_is_found_by_its_exact_name_among_groups_sharing_a_prefix() {
+        let storage = MemoryStorage::new();
+        let id = PartitionId::new(OFFSETS_PARTITION, 0).unwrap();
+        let partition = storage.create(&id).await.unwrap();
+        let mut offsets = GroupOffsets::open(partition, Durability::Sync, Arc::new(crate::SystemClock))
+            .await
+            .unwrap();
+        let entry = |group: &str| OffsetEntry {
+            group: group.to_owned(),
+            topic: "orders".to_owned(),
+            partition: 0,
+            committed: Committed {
+                offset: 1,
+                metadata: None,
+            },
+        };
+        offsets.commit(vec![entry("ab"), entry("abc")]).await.unwrap();
+        assert!(offsets.has_group("ab") && offsets.has_group("abc"));
+        assert!(!offsets.has_group("a") && !offsets.has_group("abcd") && !offsets.has_group(""));
     }
 }

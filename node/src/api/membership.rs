@@ -192,22 +192,16 @@ pub fn leave_group(node: &Node, request: &LeaveGroupRequest, version: i16) -> Le
     response
 }
 
-/// Every group with a committed offset on this node.
-async fn groups_with_offsets(node: &Node) -> std::collections::BTreeSet<String> {
-    let offsets = node.offsets.lock().await;
-    offsets.groups().into_iter().map(str::to_owned).collect()
-}
-
 /// DescribeGroups: a group that only has committed offsets is `Empty` with no protocol type, one this node does
 /// not hold at all `Dead`, without an error (as Kafka answers versions 0–5).
 pub async fn describe_groups(node: &Node, request: &DescribeGroupsRequest) -> DescribeGroupsResponse {
-    let offsets_only = groups_with_offsets(node).await;
+    let offsets = node.offsets.lock().await;
     let mut response = DescribeGroupsResponse::default();
     for group_id in &request.groups {
         let mut described = describe_groups_response::DescribedGroup::default();
         described.group_id = group_id.clone();
         match node.membership.describe_group(group_id.as_str()) {
-            None if offsets_only.contains(group_id.as_str()) => described.group_state = str_bytes("Empty"),
+            None if offsets.has_group(group_id.as_str()) => described.group_state = str_bytes("Empty"),
             None => described.group_state = str_bytes("Dead"),
             Some(group) => {
                 described.group_state = str_bytes(group.state.name());
@@ -238,7 +232,10 @@ pub async fn describe_groups(node: &Node, request: &DescribeGroupsRequest) -> De
 /// protocol type, as Kafka lists it), in the states (v4+) and of the types (v5+) the request filters on, if it
 /// does (case-insensitively, as Kafka matches them; every group here is `classic`).
 pub async fn list_groups(node: &Node, request: &ListGroupsRequest) -> ListGroupsResponse {
-    let offsets_only = groups_with_offsets(node).await;
+    let offsets_only: Vec<String> = {
+        let offsets = node.offsets.lock().await;
+        offsets.groups().into_iter().map(str::to_owned).collect()
+    };
     let wanted = |filter: &[kafka_protocol::protocol::StrBytes], value: &str| {
         filter.is_empty() || filter.iter().any(|f| f.as_str().eq_ignore_ascii_case(value))
     };

@@ -18,10 +18,15 @@ use crate::Node;
 pub const GROUP_SYNC_INTERVAL_MS: i64 = 5_000;
 
 impl MirrorLinks {
-    /// Copies the source groups' offsets of every source whose interval has passed; returns the offsets
-    /// committed here. A source that cannot answer is tried again at its next interval.
+    /// Copies the source groups' offsets of every source once the interval has passed (one timer for all: the
+    /// check is all a round pays in between); returns the offsets committed here. A source that cannot answer
+    /// is tried again at the next interval.
     pub(super) async fn sync_group_offsets(&mut self, node: &Node) -> usize {
         let now = node.now_ms();
+        if now < self.group_sync_due_ms {
+            return 0;
+        }
+        self.group_sync_due_ms = now.saturating_add(GROUP_SYNC_INTERVAL_MS);
         let mut by_source: BTreeMap<String, BTreeSet<PartitionKey>> = BTreeMap::new();
         for (key, mirrored) in &self.partitions {
             if mirrored.driver.fetching() {
@@ -33,14 +38,6 @@ impl MirrorLinks {
         }
         let mut committed = 0;
         for (source, keys) in by_source {
-            let due = self
-                .group_synced_ms
-                .get(&source)
-                .is_none_or(|last| now.saturating_sub(*last) >= GROUP_SYNC_INTERVAL_MS);
-            if !due {
-                continue;
-            }
-            self.group_synced_ms.insert(source.clone(), now);
             let topics: Vec<String> = keys
                 .iter()
                 .map(|(topic, _)| topic.clone())

@@ -108,8 +108,8 @@ pub struct MirrorLinks {
     pub(super) stopping_pause: Option<std::time::Duration>,
     /// Set when the owner shuts down: an action that waits (`promote`) gives up.
     pub(super) stopping: Arc<std::sync::atomic::AtomicBool>,
-    /// When each source's consumer group offsets were last copied ([`super::groups`]).
-    pub(super) group_synced_ms: BTreeMap<String, i64>,
+    /// When the sources' consumer group offsets are next copied ([`super::groups`]).
+    pub(super) group_sync_due_ms: i64,
 }
 
 impl Drop for MirrorLinks {
@@ -143,7 +143,7 @@ impl MirrorLinks {
             rounds: 0,
             stopping_pause: None,
             stopping: Arc::new(std::sync::atomic::AtomicBool::new(false)),
-            group_synced_ms: BTreeMap::new(),
+            group_sync_due_ms: 0,
         };
         for link in links.links.clone() {
             for (topic, record) in &link.topics {
