@@ -602,6 +602,11 @@ impl Node {
         };
         let now = self.clock.now_ms();
         let id = replicas.leader.id().clone();
+        // A process crash keeps what the follower handed its storage (the page cache survives it): held appends
+        // of a key-value store are written before the storage is opened again beside the old handle.
+        if let Some(crashed) = replicas.followers.get_mut(index) {
+            crashed.flush(storage::Durability::Buffered).await?;
+        }
         let (mut recovered, _) =
             PartitionLog::open(store.open(&id).await?, self.follower_log_config.clone(), now).await?;
         recovered.remove_expired_producers(now);

@@ -4,8 +4,9 @@
 //! the runtime is built, before any blocking-pool thread exists, so the threads started by then are exactly the
 //! workers. [`WorkerThreads::check`] records a violation when the calling thread is one of them.
 //! [`NoSyncOnWorkers`] wraps any backend (it is a [`BlockingStore`], below `storage`'s checks) and checks every
-//! call that makes data durable or writes a database: `flush(Sync)`, snapshots, metadata, truncation and
-//! retention always, and appends and aborted-index appends of a backend whose appends are not page-cache writes.
+//! call that makes data durable or writes a database: flushes, snapshots, metadata, truncation, retention and
+//! aborted-index appends always, and every append the backend does not call cheap (a page-cache write, or a
+//! database append only held in memory: ADR 0042).
 //! A file-system backend's own fsyncs (a segment roll inside an append) are checked below it, at its `Vfs` (see
 //! `partition-log-testkit/tests/no_fsync_on_executor.rs`).
 
@@ -130,9 +131,12 @@ struct Guarded {
 }
 
 impl Guarded {
-    fn check_write(&self, what: &str) {
-        if !self.inner.appends_are_cheap() {
-            self.threads.check(what);
+    /// An append the backend does not call cheap writes a database, or rolls a segment: never on a worker. A
+    /// cheap one (a page-cache write; a database append held in memory, ADR 0042) may be.
+    fn check_append(&self, batches: &[RecordBatch]) {
+        if !self.inner.append_is_cheap(batches) {
+            self.threads
+                .check("an append that writes a database or rolls a segment");
         }
     }
 }
@@ -167,7 +171,7 @@ impl BlockingPartition for Guarded {
     }
 
     fn append(&mut self, batches: &[RecordBatch]) -> storage::Result<()> {
-        self.check_write("an append to a database");
+        self.check_append(batches);
         self.inner.append(batches)
     }
 
@@ -176,7 +180,7 @@ impl BlockingPartition for Guarded {
         batches: &[RecordBatch],
         buffers: &BatchBuffers,
     ) -> storage::Result<()> {
-        self.check_write("an append to a database");
+        self.check_append(batches);
         self.inner.append_with_buffers(batches, buffers)
     }
 
@@ -208,9 +212,11 @@ impl BlockingPartition for Guarded {
     }
 
     fn flush(&mut self, durability: Durability) -> storage::Result<()> {
-        if durability == Durability::Sync {
-            self.threads.check("a sync");
-        }
+        // A buffered flush writes a database's held appends; a synced one syncs.
+        self.threads.check(match durability {
+            Durability::Sync => "a sync",
+            Durability::Buffered => "a buffered flush",
+        });
         self.inner.flush(durability)
     }
 
@@ -233,7 +239,7 @@ impl BlockingPartition for Guarded {
     }
 
     fn append_aborted_txn(&mut self, entry: AbortedTxn) -> storage::Result<()> {
-        self.check_write("an aborted-index append to a database");
+        self.threads.check("an aborted-index append");
         self.inner.append_aborted_txn(entry)
     }
 

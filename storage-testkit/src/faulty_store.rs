@@ -115,6 +115,10 @@ impl BlockingPartition for FaultyBlockingPartition {
     fn appends_are_cheap(&self) -> bool {
         self.inner.appends_are_cheap()
     }
+    fn append_is_cheap(&self, batches: &[RecordBatch]) -> bool {
+        // An append the test delays is slow, wherever it would run.
+        self.faults.append_delay.lock().unwrap().is_none() && self.inner.append_is_cheap(batches)
+    }
     fn reads_are_cheap(&self) -> bool {
         self.inner.reads_are_cheap()
     }

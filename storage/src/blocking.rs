@@ -64,18 +64,19 @@ pub trait BlockingPartition: Send + 'static {
         OpenReport::default()
     }
 
-    /// True when `append` and `append_aborted_txn` only hand bytes to the operating system's page cache (no
-    /// fsync, no database write), so they may run on the caller's thread: handing a microsecond's work to another
-    /// thread costs more than the work. The default (false) is the safe answer: every call runs off the
-    /// executor.
+    /// True when `append` usually does no more than copy bytes — into the operating system's page cache
+    /// (storage-fs) or into memory held for a later database write (the key-value layout's written-behind
+    /// appends, ADR 0042) — so it may run on the caller's thread: handing a microsecond's work to another thread
+    /// costs more than the work. [`append_is_cheap`](Self::append_is_cheap) decides per append. The default
+    /// (false) is the safe answer: every call runs off the executor.
     fn appends_are_cheap(&self) -> bool {
         false
     }
 
     /// Whether this append is one of the cheap ones [`appends_are_cheap`](Self::appends_are_cheap) promises (by
     /// default, whenever appends are): a backend whose append may sometimes do more (storage-fs rolls a full
-    /// segment: files created, the old segment and the directory synced) says no for that append, and it runs
-    /// off the executor.
+    /// segment: files created, the old segment and the directory synced; the key-value layout writes its held
+    /// appends once they reach their bound) says no for that append, and it runs off the executor.
     fn append_is_cheap(&self, batches: &[RecordBatch]) -> bool {
         let _ = batches;
         self.appends_are_cheap()

@@ -15,10 +15,21 @@
 //! Every change is one atomic write. The log end offset is the later of `@end` and the end of the last batch:
 //! an append writes only its batches (a one-batch append is a one-key write), while a truncation deletes batches
 //! and moves `@end` down in the same write, so both stay right across a crash. Appends are not synced;
-//! `flush(Sync)`, snapshots and metadata are. A failed sync poisons the whole store (the database's durability is
+//! `flush(Sync)`, snapshots and metadata are.
+//!
+//! **Appends are written behind** (ADR 0042): an append that keeps the partition's unwritten batches under
+//! [`WRITE_BEHIND_BYTES`] is only held in memory — cheap enough to run on the caller's thread, where a database
+//! write is not — and every other call writes them first, in the same database write where it writes anything:
+//! a flush of either durability (what a writer waits for before it acknowledges), a read, a truncation, a
+//! snapshot, metadata, an aborted-transaction entry, or the append that would pass the bound. So every call but
+//! an append sees the database as if each append had been written at once, and a run of small appends costs one
+//! database write instead of one each. A process that dies holds its unwritten batches only in memory: they are
+//! lost as the unsynced tail of a file is lost to a power cut, and nothing was acknowledged on them. A handle
+//! dropped with batches unwritten writes them as it goes. A failed write of held batches poisons the store. A failed sync poisons the whole store (the database's durability is
 //! shared by its partitions) until the database is opened again (a new [`StorePoison`]); opening a partition does
 //! not clear it.
 
+use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -95,6 +106,11 @@ impl<'a> KeyRange<'a> {
         }
     }
 }
+
+/// The most bytes of appended batches a partition holds unwritten (see the module docs): 64 one-KiB batches, or
+/// one write per 64 KiB. With many partitions each holding up to this much, memory is bounded by the partitions
+/// appended to since their last flush or read (a produce flushes, so only unacknowledged appends wait here).
+pub const WRITE_BEHIND_BYTES: usize = 64 * 1024;
 
 /// One partition's key spaces in an ordered key-value database.
 pub trait OrderedKv: Send + 'static {
@@ -194,15 +210,25 @@ impl StorePoison {
 }
 
 /// A partition over an [`OrderedKv`]; see the module docs.
-pub struct KvPartition<K> {
+pub struct KvPartition<K: OrderedKv> {
     id: PartitionId,
     kv: K,
     poison: Arc<StorePoison>,
     log_start: i64,
     log_end: i64,
+    /// Appended batches not yet written to the database, in offset order (see the module docs). A `RefCell`
+    /// because reads write them too; the partition is used by one caller at a time.
+    unwritten: RefCell<Unwritten>,
 }
 
-impl<K> std::fmt::Debug for KvPartition<K> {
+/// Appended batches held in memory, and their bytes.
+#[derive(Debug, Default)]
+struct Unwritten {
+    puts: Vec<KvOp>,
+    bytes: usize,
+}
+
+impl<K: OrderedKv> std::fmt::Debug for KvPartition<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KvPartition")
             .field("id", &self.id)
@@ -227,6 +253,7 @@ impl<K: OrderedKv> KvPartition<K> {
             poison,
             log_start: 0,
             log_end: 0,
+            unwritten: RefCell::default(),
         })
     }
 
@@ -245,6 +272,7 @@ impl<K: OrderedKv> KvPartition<K> {
             poison,
             log_start,
             log_end,
+            unwritten: RefCell::default(),
         })
     }
 
@@ -263,21 +291,55 @@ impl<K: OrderedKv> KvPartition<K> {
         ]
     }
 
-    /// Writes `ops`, refusing while the store is poisoned; a failed synced write poisons it.
-    fn write(&self, ops: Vec<KvOp>, sync: bool) -> Result<()> {
-        if let Some(reason) = self.poison.get() {
-            return Err(StorageError::Poisoned { reason });
+    /// Refuses while the store is poisoned.
+    fn check_poison(&self) -> Result<()> {
+        match self.poison.get() {
+            Some(reason) => Err(StorageError::Poisoned { reason }),
+            None => Ok(()),
         }
-        let result = self.kv.write(ops, sync);
-        if let (true, Err(error)) = (sync, &result) {
+    }
+
+    /// Writes the unwritten batches, then `ops`, in one write; refusing while the store is poisoned. A failed
+    /// synced write poisons the store, and so does any failed write that carried unwritten batches (they were
+    /// appended as far as their caller knows).
+    fn write(&self, ops: Vec<KvOp>, sync: bool) -> Result<()> {
+        self.check_poison()?;
+        let mut all = std::mem::take(&mut *self.unwritten.borrow_mut()).puts;
+        let carried = !all.is_empty();
+        all.extend(ops);
+        let result = self.kv.write(all, sync);
+        if let (true, Err(error)) = (sync || carried, &result) {
             self.poison.set(Some(error.to_string()));
         }
         result
     }
 
+    /// Writes the unwritten batches, if any (before a call that must see them in the database).
+    fn write_unwritten(&self) -> Result<()> {
+        if self.unwritten.borrow().puts.is_empty() {
+            return Ok(());
+        }
+        self.write(Vec::new(), false)
+    }
+
     /// Base and last offset of the last batch starting at or before `offset`.
     fn batch_at_or_before(&self, offset: i64) -> Result<Option<(i64, i64)>> {
         last_batch(&self.kv, Some(&just_after(offset)))
+    }
+}
+
+impl<K: OrderedKv> Drop for KvPartition<K> {
+    /// Writes the batches still held: dropping a handle closes it, and a closed partition holds what was
+    /// appended to it (the partition log flushes before it closes, so this normally finds nothing).
+    fn drop(&mut self) {
+        let unwritten = std::mem::take(self.unwritten.get_mut());
+        if unwritten.puts.is_empty() || self.poison.get().is_some() {
+            return;
+        }
+        if let Err(error) = self.kv.write(unwritten.puts, false) {
+            self.poison
+                .poison(format!("writing appended batches at close failed: {error}"));
+        }
     }
 }
 
@@ -311,25 +373,44 @@ impl<K: OrderedKv> BlockingPartition for KvPartition<K> {
             return Ok(());
         };
         let next = last.next_offset();
+        self.check_poison()?;
         // The batches alone: the log end they imply is read back from the last batch at open (see the module
         // docs), so that a one-batch append is a one-key write (sled writes out its buffer twice per multi-key
-        // batch).
-        let ops: Vec<KvOp> = batches
-            .iter()
-            .map(|batch| {
-                KvOp::Put(
+        // batch). Held unwritten while they fit under the bound; written with the ones held before otherwise.
+        let held = self.append_is_cheap(batches);
+        {
+            let mut unwritten = self.unwritten.borrow_mut();
+            for batch in batches {
+                unwritten.bytes = unwritten.bytes.saturating_add(batch.size());
+                unwritten.puts.push(KvOp::Put(
                     Space::Batches,
                     offset_key(batch.base_offset()).to_vec(),
                     batch.as_bytes().clone(),
-                )
-            })
-            .collect();
-        self.write(ops, false)?;
+                ));
+            }
+        }
+        if !held {
+            self.write_unwritten()?;
+        }
         self.log_end = next;
         Ok(())
     }
 
+    fn appends_are_cheap(&self) -> bool {
+        true
+    }
+
+    /// True when the append is only held in memory: the held batches stay under [`WRITE_BEHIND_BYTES`].
+    fn append_is_cheap(&self, batches: &[RecordBatch]) -> bool {
+        let adding = batches
+            .iter()
+            .map(RecordBatch::size)
+            .fold(0usize, usize::saturating_add);
+        self.unwritten.borrow().bytes.saturating_add(adding) < WRITE_BEHIND_BYTES
+    }
+
     fn read(&self, from_offset: i64, max_bytes: usize) -> Result<Vec<RecordBatch>> {
+        self.write_unwritten()?;
         let start = match self.batch_at_or_before(from_offset)? {
             Some((base, last)) if last >= from_offset => base,
             _ => from_offset,
@@ -351,6 +432,7 @@ impl<K: OrderedKv> BlockingPartition for KvPartition<K> {
     }
 
     fn truncate_to(&mut self, offset: i64) -> Result<()> {
+        self.write_unwritten()?;
         if let Some((base, last)) = self.batch_at_or_before(offset - 1)? {
             if last >= offset {
                 return Err(StorageError::NotABatchBoundary {
@@ -383,6 +465,7 @@ impl<K: OrderedKv> BlockingPartition for KvPartition<K> {
     }
 
     fn delete_before(&mut self, offset: i64) -> Result<()> {
+        self.write_unwritten()?;
         // Batches wholly below the new start go; one straddling it stays readable.
         let keep_from = match self.batch_at_or_before(offset)? {
             Some((base, last)) if last >= offset => base,
@@ -400,9 +483,8 @@ impl<K: OrderedKv> BlockingPartition for KvPartition<K> {
     }
 
     fn flush(&mut self, durability: Durability) -> Result<()> {
-        if let Some(reason) = self.poison.get() {
-            return Err(StorageError::Poisoned { reason });
-        }
+        self.check_poison()?;
+        self.write_unwritten()?;
         if durability == Durability::Buffered {
             return Ok(());
         }
@@ -452,6 +534,7 @@ impl<K: OrderedKv> BlockingPartition for KvPartition<K> {
     }
 
     fn last_aborted_txn(&self) -> Result<Option<AbortedTxn>> {
+        self.write_unwritten()?;
         let mut found = None;
         self.kv
             .scan(KeyRange::down_from(Space::Aborted, None), &mut |_, value| {
@@ -462,6 +545,7 @@ impl<K: OrderedKv> BlockingPartition for KvPartition<K> {
     }
 
     fn aborted_txns(&self, from_offset: i64, upper_bound: i64) -> Result<Vec<AbortedTxn>> {
+        self.write_unwritten()?;
         let mut entries = Vec::new();
         self.kv.scan(
             KeyRange::from(Space::Aborted, &offset_key(from_offset)),
@@ -489,7 +573,7 @@ impl<K: OrderedKv> BlockingPartition for KvPartition<K> {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
     use super::*;
 
@@ -501,6 +585,10 @@ mod tests {
     struct MapKv {
         entries: Arc<Mutex<Entries>>,
         failing: Arc<AtomicBool>,
+        /// Every write fails while set, synced or not.
+        failing_writes: Arc<AtomicBool>,
+        /// Writes made.
+        writes: Arc<AtomicUsize>,
         prefix: u8,
     }
 
@@ -564,6 +652,13 @@ mod tests {
             if sync {
                 self.fail()?;
             }
+            if self.failing_writes.load(Ordering::SeqCst) {
+                return Err(StorageError::io(
+                    "write",
+                    std::io::Error::other("injected write failure"),
+                ));
+            }
+            self.writes.fetch_add(1, Ordering::SeqCst);
             let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
             for op in ops {
                 match op {
@@ -588,6 +683,112 @@ mod tests {
 
     fn id(partition: u32) -> PartitionId {
         PartitionId::new("orders", partition).unwrap()
+    }
+
+    /// A one-record batch of about `size` bytes at `offset`.
+    fn batch_at(offset: i64, size: usize) -> RecordBatch {
+        let mut builder = record_format::BatchBuilder::new().base_offset(offset);
+        builder.add(1_700_000_000_000, None, Some(&vec![7u8; size]), &[]);
+        builder.build().unwrap()
+    }
+
+    fn kilobyte_batches(from: i64, count: i64) -> Vec<RecordBatch> {
+        (from..from + count)
+            .map(|offset| batch_at(offset, 1000))
+            .collect()
+    }
+
+    #[test]
+    fn appends_under_the_bound_are_held_in_memory_and_written_together_by_a_buffered_flush() {
+        let database = MapKv::default();
+        let mut partition = KvPartition::create(&id(0), database.clone(), Arc::default()).unwrap();
+        let written_at_create = database.writes.load(Ordering::SeqCst);
+        for batch in kilobyte_batches(0, 10) {
+            assert!(partition.append_is_cheap(std::slice::from_ref(&batch)));
+            partition.append(&[batch]).unwrap();
+        }
+        assert_eq!(partition.log_end_offset(), 10);
+        assert_eq!(
+            database.writes.load(Ordering::SeqCst),
+            written_at_create,
+            "nothing written yet"
+        );
+        partition.flush(Durability::Buffered).unwrap();
+        assert_eq!(
+            database.writes.load(Ordering::SeqCst),
+            written_at_create + 1,
+            "one write for ten appends"
+        );
+        let reopened = KvPartition::open(&id(0), database.partition(0), Arc::default()).unwrap();
+        assert_eq!(reopened.log_end_offset(), 10);
+    }
+
+    #[test]
+    fn the_append_that_reaches_the_bound_writes_every_held_batch() {
+        let database = MapKv::default();
+        let mut partition = KvPartition::create(&id(0), database.clone(), Arc::default()).unwrap();
+        let written_at_create = database.writes.load(Ordering::SeqCst);
+        let mut offset = 0;
+        while partition.append_is_cheap(&[batch_at(offset, 1000)]) {
+            partition.append(&[batch_at(offset, 1000)]).unwrap();
+            offset += 1;
+        }
+        assert!(offset > 1 && offset <= (WRITE_BEHIND_BYTES / 1000) as i64);
+        assert_eq!(database.writes.load(Ordering::SeqCst), written_at_create);
+        partition.append(&[batch_at(offset, 1000)]).unwrap();
+        assert_eq!(database.writes.load(Ordering::SeqCst), written_at_create + 1);
+        let reopened = KvPartition::open(&id(0), database.partition(0), Arc::default()).unwrap();
+        assert_eq!(reopened.log_end_offset(), offset + 1);
+    }
+
+    #[test]
+    fn every_other_call_sees_held_appends_as_written() {
+        let database = MapKv::default();
+        let mut partition = KvPartition::create(&id(0), database.clone(), Arc::default()).unwrap();
+        partition.append(&kilobyte_batches(0, 5)).unwrap();
+        let read = partition.read(0, usize::MAX).unwrap();
+        assert_eq!(
+            read.iter().map(RecordBatch::base_offset).collect::<Vec<_>>(),
+            vec![0, 1, 2, 3, 4]
+        );
+        partition.append(&kilobyte_batches(5, 3)).unwrap();
+        // A truncation inside the held batches cuts them as it cuts written ones.
+        partition.truncate_to(6).unwrap();
+        assert_eq!(partition.log_end_offset(), 6);
+        partition.append(&kilobyte_batches(6, 2)).unwrap();
+        // Metadata written after held appends never claims offsets the database does not hold.
+        partition.put_metadata("last-mirrored-offset", b"7").unwrap();
+        let reopened = KvPartition::open(&id(0), database.partition(0), Arc::default()).unwrap();
+        assert_eq!(reopened.log_end_offset(), 8);
+    }
+
+    #[test]
+    fn a_dropped_handle_writes_its_held_appends() {
+        let database = MapKv::default();
+        let mut partition = KvPartition::create(&id(0), database.clone(), Arc::default()).unwrap();
+        partition.append(&kilobyte_batches(0, 4)).unwrap();
+        drop(partition);
+        let reopened = KvPartition::open(&id(0), database.partition(0), Arc::default()).unwrap();
+        assert_eq!(reopened.log_end_offset(), 4);
+    }
+
+    #[test]
+    fn a_failed_write_of_held_appends_poisons_the_store() {
+        let database = MapKv::default();
+        let poison = Arc::new(StorePoison::default());
+        let mut partition = KvPartition::create(&id(0), database.clone(), poison.clone()).unwrap();
+        partition.append(&kilobyte_batches(0, 3)).unwrap();
+        database.failing_writes.store(true, Ordering::SeqCst);
+        assert!(partition.read(0, usize::MAX).is_err());
+        database.failing_writes.store(false, Ordering::SeqCst);
+        assert!(matches!(
+            partition.append(&kilobyte_batches(3, 1)),
+            Err(StorageError::Poisoned { .. })
+        ));
+        assert!(matches!(
+            partition.flush(Durability::Buffered),
+            Err(StorageError::Poisoned { .. })
+        ));
     }
 
     #[test]

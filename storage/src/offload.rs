@@ -8,14 +8,16 @@
 //! - every call of a store that says it [never blocks](BlockingStore::never_blocks) (memory);
 //! - appends and reads of a backend that says they are cheap
 //!   ([`appends_are_cheap`](crate::BlockingPartition::appends_are_cheap) and, per append,
-//!   [`append_is_cheap`](crate::BlockingPartition::append_is_cheap): a storage-fs append that rolls its segment
-//!   syncs, so it runs off the executor;
-//!   [`reads_are_cheap`](crate::BlockingPartition::reads_are_cheap): storage-fs, whose unsynced appends are one
-//!   `write` into the page cache) — the hand-off costs about 20 µs per call on a small VM, ten times the work;
+//!   [`append_is_cheap`](crate::BlockingPartition::append_is_cheap): a storage-fs append is one `write` into the
+//!   page cache unless it rolls its segment, which syncs; a sled or RocksDB append is held in memory unless it
+//!   brings the held appends to their bound, which writes them to the database (ADR 0042);
+//!   [`reads_are_cheap`](crate::BlockingPartition::reads_are_cheap): storage-fs) — the hand-off costs about
+//!   20 µs per call on a small VM, ten times the work;
 //! - every call made outside a tokio runtime (a plain `block_on` in a tool): there is no executor to protect.
 //!
 //! Syncs, snapshot and metadata writes (durable, so fsynced), truncation, retention, opening (recovery scans),
-//! listing and deleting always run off the executor, and so does every call of sled and RocksDB.
+//! listing and deleting always run off the executor, and so does every call of sled and RocksDB but a held
+//! append.
 //!
 //! The handle caches the log bounds each call returns, so `log_start_offset` / `log_end_offset` stay
 //! synchronous and cheap.
