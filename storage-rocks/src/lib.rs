@@ -19,6 +19,7 @@ use rocksdb::{
     BlockBasedOptions, ColumnFamilyDescriptor, DBCompressionType, InfoLogger, IteratorMode, LogLevel,
     Options, ReadOptions, WriteBatch, WriteOptions, DB,
 };
+use storage::flush_group::FlushGroup;
 use storage::kv::{KeyRange, KvOp, KvPartition, OrderedKv, Space, StorePoison, Visit};
 use storage::{BlockingPartition, BlockingStore, OpenMode, PartitionId, StorageError};
 
@@ -65,6 +66,8 @@ impl RocksConfig {
 pub struct RocksStorage {
     db: Arc<DB>,
     poison: Arc<StorePoison>,
+    /// The write-ahead log's syncs: concurrent callers share one (group commit).
+    flushes: Arc<FlushGroup>,
     /// Opened with [`RocksStorage::open_read_only`]: nothing in the directory changes.
     read_only: bool,
 }
@@ -100,6 +103,7 @@ impl RocksStorage {
         Ok(RocksStorage {
             db: Arc::new(db),
             poison: Arc::default(),
+            flushes: Arc::default(),
             read_only: false,
         })
     }
@@ -123,6 +127,7 @@ impl RocksStorage {
         Ok(RocksStorage {
             db: Arc::new(db),
             poison: Arc::default(),
+            flushes: Arc::default(),
             read_only: true,
         })
     }
@@ -152,6 +157,7 @@ impl RocksStorage {
     fn kv(&self, id: &PartitionId) -> RocksKv {
         RocksKv {
             db: self.db.clone(),
+            flushes: self.flushes.clone(),
             prefix: prefix(id),
         }
     }
@@ -243,6 +249,7 @@ fn cf(db: &DB, space: Space) -> Result<&rocksdb::ColumnFamily, StorageError> {
 /// One partition: a key range in each column family.
 struct RocksKv {
     db: Arc<DB>,
+    flushes: Arc<FlushGroup>,
     prefix: Vec<u8>,
 }
 
@@ -312,7 +319,13 @@ impl OrderedKv for RocksKv {
         self.db.write_opt(batch, &options).map_err(backend_error)
     }
 
+    /// Syncs the write-ahead log, sharing the sync with every caller that asked while the one before ran.
     fn sync(&self) -> Result<(), StorageError> {
-        self.db.flush_wal(true).map_err(backend_error)
+        self.flushes
+            .sync(|| self.db.flush_wal(true))
+            .map_err(|message| StorageError::Backend {
+                backend: "rocksdb",
+                message,
+            })
     }
 }

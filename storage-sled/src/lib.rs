@@ -12,12 +12,10 @@
 //! A write of one key is a `Tree::insert`, a write of several one `sled::Batch` on the tree (both atomic; the
 //! batch costs sled two buffer write-outs, see `SledKv::put_one`). sled's background flusher is switched off: data
 //! is durable only after a sync, which calls `Db::flush` and `fdatasync`s sled's log file ([`SLED_LOG_FILE`]) —
-//! one at a time per store, shared by every caller that asked while the one before ran (module `flush_group`).
+//! one at a time per store, shared by every caller that asked while the one before ran (`storage::flush_group`).
 //!
 //! sled has no read-only mode (opening a database writes to it), so [`SledStorage::open_read_only`] opens a
 //! private copy of the directory: inspecting a store never changes it, at the cost of copying it.
-
-mod flush_group;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,7 +25,7 @@ use bytes::Bytes;
 use storage::kv::{KeyRange, KvOp, KvPartition, OrderedKv, Space, StorePoison, Visit};
 use storage::{BlockingPartition, BlockingStore, OpenMode, PartitionId, StorageError};
 
-use crate::flush_group::FlushGroup;
+use storage::flush_group::FlushGroup;
 
 const TREE_PREFIX: &str = "partition/";
 

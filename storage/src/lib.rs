@@ -25,6 +25,7 @@
 pub mod blocking;
 pub mod checked;
 pub mod error;
+pub mod flush_group;
 pub mod id;
 pub mod kv;
 pub mod memory;

@@ -2,10 +2,11 @@
 //! *started* after it asked — so callers that arrive while a flush runs share the next one instead of queueing
 //! one flush each.
 //!
-//! sled's flush is database-wide (it writes out the log up to the last reserved position), so one flush covers
-//! every partition's writes applied before it began. A failover stops many partitions at once, each syncing its
-//! metadata several times; without grouping, those flushes ran one after another (docs/benchmarks.md, thirteenth
-//! session: 4,000 flushes for 500 partitions became a few hundred).
+//! A key-value database's sync is database-wide (sled writes out its log up to the last reserved position;
+//! RocksDB syncs its write-ahead log), so one sync covers every partition's writes applied before it began.
+//! Concurrent producers on different partitions of one store therefore share a sync instead of queueing one
+//! each, and so do the many partitions a failover stops at once, each syncing its metadata several times
+//! (docs/benchmarks.md, thirteenth session: on sled, 4,000 flushes for 500 partitions became a few hundred).
 //!
 //! A failed flush is returned to every caller it was to cover and to every later caller of this store: after a
 //! failed flush the store cannot say what is durable (the partition layer poisons the store on the first such
@@ -16,7 +17,7 @@ use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
 /// The flushes of one store; see the module docs.
 #[derive(Debug, Default)]
-pub(crate) struct FlushGroup {
+pub struct FlushGroup {
     state: Mutex<FlushState>,
     finished: Condvar,
 }
@@ -44,7 +45,7 @@ impl FlushGroup {
     /// Returns once a flush that started after this call has finished: by running `flush` itself when none is
     /// running, or by waiting for the one that is and then for the next. Every write the caller applied before
     /// calling is covered.
-    pub(crate) fn sync<E>(&self, flush: impl FnOnce() -> Result<(), E>) -> Result<(), String>
+    pub fn sync<E>(&self, flush: impl FnOnce() -> Result<(), E>) -> Result<(), String>
     where
         E: std::fmt::Display,
     {
@@ -99,7 +100,7 @@ impl RunningFlush<'_> {
 impl Drop for RunningFlush<'_> {
     /// Only reached when the flush panicked: its waiters must not wait forever, nor take it for a success.
     fn drop(&mut self) {
-        self.end(Some("sled's flush panicked".to_string()));
+        self.end(Some("the store's flush panicked".to_string()));
     }
 }
 
@@ -214,7 +215,7 @@ mod tests {
         assert!(panicking.join().is_err());
         assert_eq!(
             group.sync(|| Ok::<(), String>(())),
-            Err("sled's flush panicked".to_string())
+            Err("the store's flush panicked".to_string())
         );
     }
 }
