@@ -19,13 +19,18 @@ pub fn valid_batch() -> Bytes {
     builder.build().expect("batch").into_bytes()
 }
 
-fn produce_frame(correlation_id: i32, topic_name: &str, partition: i32, records: Bytes) -> Bytes {
-    let mut data = produce_request::PartitionProduceData::default();
-    data.index = partition;
-    data.records = Some(records);
+fn produce_frame(correlation_id: i32, topic_name: &str, partitions: &[(i32, Bytes)]) -> Bytes {
     let mut topic = produce_request::TopicProduceData::default();
     topic.name = TopicName(StrBytes::from_string(topic_name.to_owned()));
-    topic.partition_data = vec![data];
+    topic.partition_data = partitions
+        .iter()
+        .map(|(partition, records)| {
+            let mut data = produce_request::PartitionProduceData::default();
+            data.index = *partition;
+            data.records = Some(records.clone());
+            data
+        })
+        .collect();
     let mut request = ProduceRequest::default();
     request.acks = -1;
     request.timeout_ms = 30_000;
@@ -56,10 +61,22 @@ pub async fn produce_to(
     partition: i32,
     records: Bytes,
 ) -> (i16, Duration) {
+    let (errors, elapsed) = produce_partitions(address, topic, &[(partition, records)]).await;
+    (errors[0], elapsed)
+}
+
+/// Produces to several partitions of `topic` in one request (acks=-1) on a new connection: each partition's
+/// error code, in request order, and the round-trip time.
+#[allow(dead_code)] // not every test binary produces to several partitions
+pub async fn produce_partitions(
+    address: std::net::SocketAddr,
+    topic: &str,
+    partitions: &[(i32, Bytes)],
+) -> (Vec<i16>, Duration) {
     let started = Instant::now();
     let mut stream = TcpStream::connect(address).await.expect("connect");
     stream
-        .write_all(&produce_frame(1, topic, partition, records))
+        .write_all(&produce_frame(1, topic, partitions))
         .await
         .expect("write");
     let size = stream.read_i32().await.expect("size");
@@ -67,10 +84,12 @@ pub async fn produce_to(
     stream.read_exact(&mut body).await.expect("body");
     let mut body = Bytes::from(body).slice(4..);
     let response = ProduceResponse::decode(&mut body, 8).expect("response");
-    (
-        response.responses[0].partition_responses[0].error_code,
-        started.elapsed(),
-    )
+    let errors = response.responses[0]
+        .partition_responses
+        .iter()
+        .map(|answer| answer.error_code)
+        .collect();
+    (errors, started.elapsed())
 }
 
 /// Sends `request` at `version` through the broker's dispatch and decodes the answer as a client would; `None`
