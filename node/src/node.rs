@@ -603,9 +603,11 @@ impl Node {
         let now = self.clock.now_ms();
         let id = replicas.leader.id().clone();
         // A process crash keeps what the follower handed its storage (the page cache survives it): held appends
-        // of a key-value store are written before the storage is opened again beside the old handle.
+        // of a key-value store are written before the storage is opened again beside the old handle. A follower
+        // whose log is offline or poisoned cannot write them; reopening is what recovers it, so its failure is
+        // not the restart's.
         if let Some(crashed) = replicas.followers.get_mut(index) {
-            crashed.flush(storage::Durability::Buffered).await?;
+            let _ = crashed.flush(storage::Durability::Buffered).await;
         }
         let (mut recovered, _) =
             PartitionLog::open(store.open(&id).await?, self.follower_log_config.clone(), now).await?;

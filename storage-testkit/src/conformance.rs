@@ -574,6 +574,22 @@ pub async fn reopen_finds_the_log_end_every_change_left(backend: &dyn Backend) {
     assert_same(&read_all(partition.as_ref()).await, &more);
 }
 
+/// A full truncation right after appends (nothing flushed or read in between) leaves none of them: neither in
+/// reads nor after a reopen, and the appends that follow are the whole log.
+pub async fn full_truncation_right_after_appends_leaves_none_of_them(backend: &dyn Backend) {
+    let (store, mut partition) = fresh(backend).await;
+    partition.append(&run_of_batches(0, 6)).await.unwrap();
+    partition.truncate_fully_and_start_at(0).await.unwrap();
+    let again = vec![batch(0, 2, 40)];
+    partition.append(&again).await.unwrap();
+    partition.flush(Durability::Sync).await.unwrap();
+    assert_same(&read_all(partition.as_ref()).await, &again);
+    drop(partition);
+    let reopened = store.open(&pid()).await.unwrap();
+    assert_eq!(reopened.log_end_offset(), 2);
+    assert_same(&read_all(reopened.as_ref()).await, &again);
+}
+
 /// After a failed sync every write is refused until the partition is reopened.
 pub async fn failed_sync_poisons_the_partition(backend: &dyn Backend) {
     let (store, mut partition) = fresh(backend).await;
@@ -694,6 +710,7 @@ macro_rules! conformance_suite {
             partitions_are_created_listed_and_deleted,
             reopen_after_close_keeps_durable_data,
             reopen_finds_the_log_end_every_change_left,
+            full_truncation_right_after_appends_leaves_none_of_them,
             failed_sync_poisons_the_partition,
             read_only_open_sees_durable_data_and_refuses_writes,
             a_slow_sync_does_not_stall_other_partitions,

@@ -6,7 +6,8 @@
 //! [`NoSyncOnWorkers`] wraps any backend (it is a [`BlockingStore`], below `storage`'s checks) and checks every
 //! call that makes data durable or writes a database: flushes, snapshots, metadata, truncation, retention and
 //! aborted-index appends always, and every append the backend does not call cheap (a page-cache write, or a
-//! database append only held in memory: ADR 0042).
+//! database append only held in memory: ADR 0042). Not checked: reads, which on sled and RocksDB write held
+//! appends first (the offload layer runs every read of those backends off the executor), and a handle's drop.
 //! A file-system backend's own fsyncs (a segment roll inside an append) are checked below it, at its `Vfs` (see
 //! `partition-log-testkit/tests/no_fsync_on_executor.rs`).
 

@@ -21,7 +21,8 @@
 //! [`WRITE_BEHIND_BYTES`] is only held in memory — cheap enough to run on the caller's thread, where a database
 //! write is not — and every other call writes them first, in the same database write where it writes anything:
 //! a flush of either durability (what a writer waits for before it acknowledges), a read, a truncation, a
-//! snapshot, metadata, an aborted-transaction entry, or the append that would pass the bound. So every call but
+//! snapshot, metadata, an aborted-transaction entry, or the append that would pass the bound (a full truncation
+//! drops them with the rest). So every call but
 //! an append sees the database as if each append had been written at once, and a run of small appends costs one
 //! database write instead of one each. A process that dies holds its unwritten batches only in memory: they are
 //! lost as the unsynced tail of a file is lost to a power cut, and nothing was acknowledged on them. A handle
@@ -109,7 +110,8 @@ impl<'a> KeyRange<'a> {
 
 /// The most bytes of appended batches a partition holds unwritten (see the module docs): 64 one-KiB batches, or
 /// one write per 64 KiB. With many partitions each holding up to this much, memory is bounded by the partitions
-/// appended to since their last flush or read (a produce flushes, so only unacknowledged appends wait here).
+/// appended to since their last flush or read: a leader's produce flushes before it is acknowledged, so what waits
+/// here is a mirror's or a follower's appends between their flushes and reads.
 pub const WRITE_BEHIND_BYTES: usize = 64 * 1024;
 
 /// One partition's key spaces in an ordered key-value database.
@@ -453,6 +455,9 @@ impl<K: OrderedKv> BlockingPartition for KvPartition<K> {
     }
 
     fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<()> {
+        // The held batches are cut with the rest: dropped, not written and then deleted (a database that turns a
+        // range deletion into removals of the keys it already holds, sled, would keep them).
+        *self.unwritten.get_mut() = Unwritten::default();
         let mut ops = vec![
             KvOp::DeleteRange(Space::Batches, Vec::new(), None),
             KvOp::DeleteRange(Space::Aborted, Vec::new(), None),

@@ -49,10 +49,8 @@ pub async fn produce(node: &Node, request: ProduceRequest, version: i16) -> Prod
                     answer.base_offset = appended_at.base_offset;
                     answer.log_start_offset = appended_at.log_start_offset;
                     answer.log_append_time_ms = appended_at.log_append_time;
-                    if let Some(slot) = appended_at.to_acknowledge {
-                        let position = (response.responses.len(), topic_response.partition_responses.len());
-                        unacknowledged.push((position, slot));
-                    }
+                    let position = (response.responses.len(), topic_response.partition_responses.len());
+                    unacknowledged.push((position, appended_at.to_acknowledge));
                     appended = true;
                 }
                 Err(refusal) => refuse(&mut answer, refusal, version),
@@ -147,8 +145,9 @@ struct Appended {
     log_start_offset: i64,
     /// −1, or for a duplicate the original batch's max timestamp (as Kafka answers it).
     log_append_time: i64,
-    /// The partition, when the append wrote records still to be made durable (not for a duplicate).
-    to_acknowledge: Option<Arc<PartitionSlot>>,
+    /// The partition, whose records are still to be made durable and replicated: a duplicate's too, since the
+    /// original it repeats may not be yet (its request may still be appending other partitions).
+    to_acknowledge: Arc<PartitionSlot>,
 }
 
 /// A refused batch: the error, and the log start offset Kafka puts beside it (−1 when the batch never reached
@@ -230,7 +229,7 @@ async fn append(
         base_offset: outcome.first_offset,
         log_start_offset: replicas.leader.log_start_offset(),
         log_append_time: outcome.original_max_timestamp.unwrap_or(-1),
-        to_acknowledge: (!outcome.duplicate).then(|| slot.clone()),
+        to_acknowledge: slot.clone(),
     })
 }
 
