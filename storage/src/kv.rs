@@ -379,8 +379,8 @@ impl<K: OrderedKv> BlockingPartition for KvPartition<K> {
         // The batches alone: the log end they imply is read back from the last batch at open (see the module
         // docs), so that a one-batch append is a one-key write (sled writes out its buffer twice per multi-key
         // batch). Held unwritten while they fit under the bound; written with the ones held before otherwise.
-        let held = self.append_is_cheap(batches);
-        {
+        // The same rule as `append_is_cheap`, from the sum this loop makes anyway.
+        let held = {
             let mut unwritten = self.unwritten.borrow_mut();
             for batch in batches {
                 unwritten.bytes = unwritten.bytes.saturating_add(batch.size());
@@ -390,7 +390,8 @@ impl<K: OrderedKv> BlockingPartition for KvPartition<K> {
                     batch.as_bytes().clone(),
                 ));
             }
-        }
+            unwritten.bytes < WRITE_BEHIND_BYTES
+        };
         if !held {
             self.write_unwritten()?;
         }
