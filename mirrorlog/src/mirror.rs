@@ -88,6 +88,19 @@ enum Action {
         #[command(flatten)]
         target: Target,
     },
+    /// Forget the link: fetching stops and its topics stay as they are (writable once failed over, read-only
+    /// otherwise; `reverse` adopts such a topic again). Refused while a failover is under way.
+    Delete {
+        /// The destination broker (`host:port`).
+        #[arg(long)]
+        bootstrap: String,
+        /// The link's name.
+        #[arg(long)]
+        link: String,
+        /// Print the answer as one JSON document.
+        #[arg(long)]
+        json: bool,
+    },
     /// Wait until the mirror has caught up with the (reachable) source, then fail over.
     Promote {
         #[command(flatten)]
@@ -122,6 +135,11 @@ pub fn mirror(args: MirrorArgs, out: &mut impl Write) -> Result<ExitCode, CliErr
         Action::Pause { target } => simple(target, |link, topics| AdminRequest::Pause { link, topics }),
         Action::Resume { target } => simple(target, |link, topics| AdminRequest::Resume { link, topics }),
         Action::Failover { target } => simple(target, |link, topics| AdminRequest::Failover { link, topics }),
+        Action::Delete {
+            bootstrap,
+            link,
+            json,
+        } => (bootstrap, json, AdminRequest::Delete { link }, Duration::ZERO),
         Action::Promote { target, timeout_ms } => {
             let request = AdminRequest::Promote {
                 link: target.link,

@@ -268,6 +268,24 @@ impl Node {
         topics.get(topic)?.get(index).cloned()
     }
 
+    /// Every consumer group's committed offsets on partitions of `topics` (what a mirror of this node copies
+    /// with the data), by group, topic and partition.
+    pub async fn committed_offsets_on(&self, topics: &[String]) -> Vec<mirror_fsm::GroupOffset> {
+        let topics: std::collections::BTreeSet<&str> = topics.iter().map(String::as_str).collect();
+        let offsets = self.offsets.lock().await;
+        offsets
+            .on_topics(&topics)
+            .into_iter()
+            .map(|(group, topic, partition, committed)| mirror_fsm::GroupOffset {
+                group: group.to_owned(),
+                topic: topic.to_owned(),
+                partition,
+                offset: committed.offset,
+                metadata: committed.metadata.clone(),
+            })
+            .collect()
+    }
+
     /// The partition count of each topic (internal partitions are not topics).
     pub async fn topic_partitions(&self) -> BTreeMap<String, usize> {
         let topics = self.topics.read().await;

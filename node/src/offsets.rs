@@ -156,6 +156,17 @@ impl GroupOffsets {
             .collect()
     }
 
+    /// Every committed offset on partitions of `topics`, of every group: (group, topic, partition, committed).
+    pub fn on_topics(&self, topics: &std::collections::BTreeSet<&str>) -> Vec<(&str, &str, i32, &Committed)> {
+        self.committed
+            .iter()
+            .filter(|((_, topic, _), _)| topics.contains(topic.as_str()))
+            .map(|((group, topic, partition), committed)| {
+                (group.as_str(), topic.as_str(), *partition, committed)
+            })
+            .collect()
+    }
+
     /// OffsetCommit: durable before it returns.
     pub async fn commit(&mut self, entries: Vec<OffsetEntry>) -> Result<(), NodeError> {
         self.write(entries.into_iter().map(OffsetRecord::Commit).collect())

@@ -2,7 +2,8 @@
 //! the source's partition counts, steps copy the source's batches byte for byte up to its last stable offset, a
 //! failover writes one barrier per partition and opens the topic, the registry survives a restart (a stopped
 //! link stays stopped; a failover that was asked for before a crash completes), a failback aligns with the
-//! position the former destination recorded, and partitions take turns at the front of a multi-partition round.
+//! position the former destination recorded, partitions take turns at the front of a multi-partition round, a
+//! deleted link fetches no more and frees its topic for another, and the source groups' offsets carry over.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails by panicking
 
 use std::sync::Arc;
@@ -485,4 +486,101 @@ async fn a_mirror_topic_is_read_only_from_its_creation_and_after_a_restart() {
         produce(&node, 1, 3, 0, &["still too early"]).await,
         KafkaError::ReadOnlyTopic.code()
     );
+}
+
+#[tokio::test]
+async fn deleting_a_link_forgets_it_leaves_its_topic_as_it_is_and_lets_a_new_link_mirror_into_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = node_in(&dir.path().join("a"), "cluster-a", &[(TOPIC, 1)]).await;
+    let dest = node_in(&dir.path().join("b"), "cluster-b", &[]).await;
+    assert_eq!(produce(&source, 0, 1, 0, &["a", "b"]).await, 0);
+    let sources = Arc::new(NodeSources::new().with("a", source.clone()));
+    let mut links = MirrorLinks::open(&dest, sources.clone()).await.unwrap();
+    assert!(links.handle(&dest, create("first", "a")).await.ok);
+    step_until_caught_up(&mut links, &dest, "first").await;
+    let delete = |link: &str| AdminRequest::Delete {
+        link: link.to_owned(),
+    };
+
+    // Deleted while mirroring: nothing fetches any more, the topic stays read-only.
+    let deleted = links.handle(&dest, delete("first")).await;
+    assert!(deleted.ok, "{deleted:?}");
+    assert_eq!(
+        partitions(&deleted)[0].state,
+        "MIRRORING",
+        "the status as the link left it"
+    );
+    assert!(partitions(&links.handle(&dest, AdminRequest::List).await).is_empty());
+    assert_eq!(
+        links.handle(&dest, delete("first")).await.error.unwrap().category,
+        "unknown_link"
+    );
+    assert_eq!(produce(&source, 0, 1, 2, &["c"]).await, 0);
+    links.step(&dest).await;
+    assert_eq!(log_bytes(&dest, 0).await.len(), 1, "no fetch after the delete");
+    assert_eq!(
+        produce(&dest, 0, 9, 0, &["refused"]).await,
+        KafkaError::ReadOnlyTopic.code()
+    );
+
+    // The topic belongs to no link now: `reverse` adopts it, catches up, and a failover opens it.
+    let reverse = AdminRequest::Reverse {
+        link: "second".to_owned(),
+        source: "a".to_owned(),
+        topics: vec![TOPIC.to_owned()],
+    };
+    let reversed = links.handle(&dest, reverse).await;
+    assert!(reversed.ok, "{reversed:?}");
+    step_until_caught_up(&mut links, &dest, "second").await;
+    assert_eq!(log_bytes(&dest, 0).await, log_bytes(&source, 0).await);
+    let failover = AdminRequest::Failover {
+        link: "second".to_owned(),
+        topics: Vec::new(),
+    };
+    assert!(links.handle(&dest, failover).await.ok);
+    assert!(links.handle(&dest, delete("second")).await.ok);
+    assert_eq!(produce(&dest, 0, 9, 0, &["writable"]).await, 0);
+
+    // The registry forgot both links: a restart starts none.
+    drop(links);
+    dest.close().await.unwrap();
+    drop(dest);
+    let dest = node_in(&dir.path().join("b"), "cluster-b", &[]).await;
+    let mut links = MirrorLinks::open(&dest, sources).await.unwrap();
+    assert!(partitions(&links.handle(&dest, AdminRequest::List).await).is_empty());
+    assert_eq!(barriers(&log_bytes(&dest, 0).await), 1);
+}
+
+#[tokio::test]
+async fn in_process_sources_carry_the_source_groups_committed_offsets_to_the_mirror() {
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::{GroupId, OffsetCommitRequest};
+
+    let dir = tempfile::tempdir().unwrap();
+    let source = node_in(&dir.path().join("a"), "cluster-a", &[(TOPIC, 1)]).await;
+    let dest = node_in(&dir.path().join("b"), "cluster-b", &[]).await;
+    assert_eq!(produce(&source, 0, 1, 0, &["a", "b", "c"]).await, 0);
+    let mut partition = OffsetCommitRequestPartition::default();
+    partition.partition_index = 0;
+    partition.committed_offset = 2;
+    let mut topic = OffsetCommitRequestTopic::default();
+    topic.name = TopicName(StrBytes::from_static_str(TOPIC));
+    topic.partitions = vec![partition];
+    let mut commit = OffsetCommitRequest::default();
+    commit.group_id = GroupId(StrBytes::from_static_str("readers"));
+    commit.generation_id_or_member_epoch = -1;
+    commit.topics = vec![topic];
+    let committed = source.offset_commit(commit, 8).await;
+    assert_eq!(committed.topics[0].partitions[0].error_code, 0);
+
+    let sources = Arc::new(NodeSources::new().with("a", source.clone()));
+    let mut links = MirrorLinks::open(&dest, sources).await.unwrap();
+    links.set_group_sync_interval_ms(Some(0));
+    assert!(links.handle(&dest, create("a-to-b", "a")).await.ok);
+    step_until_caught_up(&mut links, &dest, "a-to-b").await;
+    let carried = dest.committed_offsets_on(&[TOPIC.to_owned()]).await;
+    assert_eq!(carried.len(), 1, "{carried:?}");
+    assert_eq!((carried[0].group.as_str(), carried[0].offset), ("readers", 2));
 }

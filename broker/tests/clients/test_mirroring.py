@@ -297,6 +297,13 @@ def test_a_failback_mirrors_the_topic_back_into_the_former_source(serve):
     mirror("create", b, "--link", "a-to-b", "--source", a.bootstrap, "--topic", TOPIC)
     wait_caught_up(b, "a-to-b")
     mirror("failover", b, "--link", "a-to-b")
+    # B forgets the failed-over link; its topic stays writable.
+    _, deleted, _ = mirror("delete", b, "--link", "a-to-b")
+    assert [p["state"] for p in partitions_of(deleted)] == ["STOPPED"]
+    _, listed, _ = mirror("list", b)
+    assert listed["links"] == []
+    code, answer, _ = mirror("delete", b, "--link", "a-to-b", expect_ok=False)
+    assert code == 1 and answer["error"]["category"] == "unknown_link", answer
     producer = idempotent_producer(b.bootstrap)
     for i in range(50):
         producer.produce(TOPIC, value=b"b-%03d" % i, partition=0)

@@ -1,113 +1,114 @@
-//! Mirror links: starting one (PREPARING through `mirror-fsm`), fetching, and stopping one — STOPPING with the
-//! barrier under the barrier strategies, or just opening the partition under the others. The driver works on the
-//! destination node's leader log; the node's replication then brings the follower along (cutting it back where
-//! the driver cut the leader).
+//! Mirror links: the destination node's own (`node::mirror::MirrorLinks`, what `mirrorlog serve` runs), reached
+//! through the administration requests an operator sends (`create` or `reverse`, `failover`, `delete`) and
+//! stepped round by round as `serve` steps them (each round also copies the sources' consumer group offsets). Under the barrier strategies a link stops with the node's
+//! failover (STOPPING, the barrier); under the others, and for the mutants that break STOPPING, the link is
+//! deleted and the partition opened by the simulator's own steps below. The node's replication then brings the
+//! follower along.
 
+use mirror_fsm::MirrorState;
+use node::mirror::{AdminRequest, AdminResponse, MirrorLinks};
+use node::{Node, PartitionSlot};
 use std::sync::Arc;
 
-use mirror_fsm::{Event, MirrorDriver, MirrorState};
-use node::PartitionSlot;
-
-use super::{Link, SimFetcher, World};
+use super::sources::SimSources;
+use super::{Link, Mutation, World};
 use crate::strategy::Strategy;
 use crate::SimError;
+
+/// The most rounds one mirror step runs on one destination before it calls the links stuck.
+const MAX_ROUNDS: usize = 100_000;
 
 impl World {
     pub(super) async fn start_link(&mut self, source: &str, dest: &str, topic: &str) -> Result<(), SimError> {
         if source == dest
+            || !self.clusters.contains_key(dest)
             || self
                 .links
                 .iter()
                 .any(|link| link.dest == dest && link.topic == topic)
             || !self.ensure_partition(source, topic).await?
-            || !self.ensure_partition(dest, topic).await?
         {
             return Ok(());
         }
-        let mut fetcher = SimFetcher {
-            source: self.leader(source, topic).await?,
-            source_cluster_id: source.to_owned(),
-            bound: self.fetch_bound,
-            strategy: self.strategy,
-            max_producer_id: -1,
-        };
-        let dest_slot = self.leader(dest, topic).await?;
-        let now = self.now();
-        let driver = {
-            let mut guard = dest_slot.lock().await;
-            let log = &mut closed_if_none(guard.as_mut(), dest, topic)?.leader;
-            let mut driver = match MirrorDriver::recover(log, &mut fetcher, dest).await {
-                Ok(driver) => driver,
-                Err(error) => {
-                    self.failed_links
-                        .push(format!("{source} -> {dest} ({topic}): cannot recover: {error}"));
-                    return Ok(());
-                }
-            };
-            let start = Event::Start {
-                source_cluster_id: source.to_owned(),
-            };
-            let started = match driver
-                .handle(log, &mut fetcher, Event::Tick { now_ms: now })
-                .await
-            {
-                Ok(()) => driver.handle(log, &mut fetcher, start).await,
-                Err(error) => Err(error),
-            };
-            if let Err(error) = started {
-                // PREPARING could not align the destination (e.g. with a position inside a batch): the link
-                // stays and retries at every mirror step; judged as failed, not a crash of the simulation.
-                self.failed_links
-                    .push(format!("{source} -> {dest} ({topic}): {error}"));
+        let into_existing = self
+            .clusters
+            .get(dest)
+            .is_some_and(|cluster| cluster.topics.contains(topic));
+        let (link, topics) = (topic.to_owned(), vec![topic.to_owned()]);
+        let request = if into_existing {
+            AdminRequest::Reverse {
+                link,
+                source: source.to_owned(),
+                topics,
             }
-            driver
+        } else {
+            AdminRequest::Create {
+                link,
+                source: source.to_owned(),
+                topics,
+            }
         };
-        self.links.push(Link {
-            source: source.to_owned(),
-            dest: dest.to_owned(),
-            topic: topic.to_owned(),
-            driver,
-            fetcher,
-        });
+        if let Some(cluster) = self.clusters.get(dest) {
+            let mut ids = cluster
+                .copied_ids
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            ids.remove(&(source.to_owned(), topic.to_owned()));
+        }
+        let answer = self.administer(dest, request).await?;
+        if let Some(cluster) = self.clusters.get_mut(dest) {
+            if cluster.node.partition(topic, 0).await.is_some() {
+                cluster.topics.insert(topic.to_owned());
+            }
+        }
+        if !answer.ok {
+            // PREPARING could not align the destination (e.g. with a position inside a batch), or the link was
+            // refused: judged as failed, not a crash of the simulation. A recorded link stays and retries.
+            self.failed_links
+                .push(format!("{source} -> {dest} ({topic}): {}", refusal(&answer)));
+        }
+        if !answer.links.is_empty() {
+            self.links.push(Link {
+                source: source.to_owned(),
+                dest: dest.to_owned(),
+                topic: topic.to_owned(),
+            });
+        }
         self.replicate(dest, topic).await
     }
 
     pub(super) async fn mirror_all(&mut self) -> Result<(), SimError> {
         for index in 0..self.links.len() {
-            let (dest, topic) = (self.links[index].dest.clone(), self.links[index].topic.clone());
-            let dest_slot = self.leader(&dest, &topic).await?;
-            let now = self.now();
-            {
-                let link = &mut self.links[index];
-                let mut guard = dest_slot.lock().await;
-                let log = &mut closed_if_none(guard.as_mut(), &dest, &topic)?.leader;
-                let tick = link
-                    .driver
-                    .handle(log, &mut link.fetcher, Event::Tick { now_ms: now })
-                    .await;
-                let outcome = match tick {
-                    Ok(()) => link.driver.catch_up(log, &mut link.fetcher).await.map(|_| ()),
-                    Err(error) => Err(error),
-                };
-                // A link that cannot go on — FAILED, or an error its retries meet every time (a destination
-                // aligned with the wrong position) — is judged, not a crash of the simulation.
-                let failure = match (outcome, link.driver.state().failure()) {
-                    (Err(error), _) => Some(format!("{error}")),
-                    (Ok(()), Some(failure)) => Some(format!("{failure:?}")),
-                    (Ok(()), None) => None,
-                };
-                if let Some(failure) = failure {
-                    let entry = format!("{} -> {} ({}): {failure}", link.source, link.dest, link.topic);
-                    if !self.failed_links.contains(&entry) {
-                        self.failed_links.push(entry);
+            let (source, dest, topic) = {
+                let link = &self.links[index];
+                (link.source.clone(), link.dest.clone(), link.topic.clone())
+            };
+            // Rounds until the destination's links have nothing more to copy (a destination with several links
+            // catches them all up at its first).
+            let failure = match self.links_of(&dest).await? {
+                Some((node, links)) => {
+                    let mut rounds = 0;
+                    while links.step(node).await > 0 {
+                        rounds += 1;
+                        if rounds == MAX_ROUNDS {
+                            return Err(SimError::Setup(format!(
+                                "the links into {dest} still copy after {MAX_ROUNDS} rounds"
+                            )));
+                        }
                     }
+                    links.failure(&topic, 0)
+                }
+                None => None,
+            };
+            // A link that cannot go on — FAILED, or an error its retries meet every time (a destination aligned
+            // with the wrong position) — is judged, not a crash of the simulation.
+            if let Some(failure) = failure {
+                let entry = format!("{source} -> {dest} ({topic}): {failure}");
+                if !self.failed_links.contains(&entry) {
+                    self.failed_links.push(entry);
                 }
             }
             self.replicate(&dest, &topic).await?;
-            if self.mutation != Some(super::Mutation::NoOffsetSync) {
-                let source = self.links[index].source.clone();
-                self.sync_group_offsets(&source, &dest, &topic).await?;
-            }
         }
         Ok(())
     }
@@ -122,67 +123,137 @@ impl World {
         };
         let source = self.links[index].source.clone();
         self.compare_mirror_state(&source, dest, topic).await?;
-        let mut link = self.links.remove(index);
-        let dest_slot = self.leader(dest, topic).await?;
-        let now = self.now();
-        {
+        let link = self.links.remove(index);
+        let bypassed = self.mutation == Some(Mutation::FailoverNeverCompletes)
+            || !self.strategy.writes_barrier()
+            || matches!(self.mutation, Some(Mutation::NoLsoCut | Mutation::NoBarrier));
+        if bypassed {
+            // The link is forgotten without STOPPING; what happens to the partition is the simulator's below.
+            self.forget_link(&link).await?;
+            let dest_slot = self.leader(dest, topic).await?;
+            let now = self.now();
             let mut guard = dest_slot.lock().await;
             let log = &mut closed_if_none(guard.as_mut(), dest, topic)?.leader;
-            if self.mutation == Some(super::Mutation::FailoverNeverCompletes) {
+            if self.mutation == Some(Mutation::FailoverNeverCompletes) {
                 // The bug: the link is dropped without STOPPING.
-            } else if self.strategy.writes_barrier() && self.mutation == Some(super::Mutation::NoLsoCut) {
+            } else if self.strategy.writes_barrier() && self.mutation == Some(Mutation::NoLsoCut) {
                 stop_without_the_lso_cut(log, &link.source, dest, now).await?;
-            } else if self.strategy.writes_barrier() && self.mutation != Some(super::Mutation::NoBarrier) {
-                let end_before_the_cut = log.log_end_offset();
-                let stopped = match link
-                    .driver
-                    .handle(log, &mut link.fetcher, Event::Tick { now_ms: now })
-                    .await
-                {
-                    Ok(()) => link.driver.handle(log, &mut link.fetcher, Event::Stop).await,
-                    Err(error) => Err(error),
-                };
-                if let Err(error) = stopped {
-                    self.failed_links.push(format!(
-                        "{} -> {} ({topic}): STOPPING failed: {error}",
-                        link.source, link.dest
-                    ));
-                }
-                if self.mutation == Some(super::Mutation::LastMirroredBeforeTheCut) {
-                    persist_last_mirrored(log, &link.source, end_before_the_cut).await?;
-                }
-                if link.driver.state().kind() != mirror_fsm::StateKind::Stopped {
-                    // A failover that did not complete (the barrier refused, a tail mismatch): the partition
-                    // stays read-only; judged, not dropped.
-                    self.failed_links.push(format!(
-                        "{} -> {} ({topic}): STOPPING ended in {:?}",
-                        link.source,
-                        link.dest,
-                        link.driver.state().kind()
-                    ));
-                }
             } else {
-                // A mirror without the KIP's PID handling: stop fetching, remember where mirroring ended (for a
-                // later failback), open the partition for writes. No cut to the LSO and no barrier: that is the
-                // KIP's STOPPING, which the barrier strategies run.
+                // A mirror without the KIP's PID handling (or the barrier strategies' `NoBarrier` mutant): stop
+                // fetching, remember where mirroring ended (for a later failback), open the partition for
+                // writes. No cut to the LSO and no barrier: that is the KIP's STOPPING.
                 let end = log.log_end_offset();
                 persist_last_mirrored(log, &link.source, end).await?;
                 open_as_stopped(log).await?;
             }
+        } else {
+            let end_before_the_cut = {
+                let dest_slot = self.leader(dest, topic).await?;
+                let guard = dest_slot.lock().await;
+                closed_if_none_ref(guard.as_ref(), dest, topic)?
+                    .leader
+                    .log_end_offset()
+            };
+            let failover = AdminRequest::Failover {
+                link: topic.to_owned(),
+                topics: Vec::new(),
+            };
+            let answer = self.administer(dest, failover).await?;
+            if !answer.ok {
+                // A failover that did not complete (the barrier refused, a tail mismatch): the partition stays
+                // read-only; judged, not dropped.
+                self.failed_links.push(format!(
+                    "{} -> {} ({topic}): failover: {}",
+                    link.source,
+                    link.dest,
+                    refusal(&answer)
+                ));
+            }
+            if self.mutation == Some(Mutation::LastMirroredBeforeTheCut) {
+                let dest_slot = self.leader(dest, topic).await?;
+                let mut guard = dest_slot.lock().await;
+                let log = &mut closed_if_none(guard.as_mut(), dest, topic)?.leader;
+                persist_last_mirrored(log, &link.source, end_before_the_cut).await?;
+            }
+            self.forget_link(&link).await?;
         }
         self.failed_over.insert((dest.to_owned(), topic.to_owned()));
         self.note_failover_window(&link.source, dest, topic).await?;
-        if self.strategy == Strategy::BarrierAdvance
-            && link.fetcher.max_producer_id >= 0
-            && self.mutation != Some(super::Mutation::AllocatorNotAdvanced)
+        let copied = self.clusters.get(dest).and_then(|cluster| {
+            let mut ids = cluster
+                .copied_ids
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            ids.remove(&(link.source.clone(), topic.to_owned()))
+        });
+        if self.strategy == Strategy::BarrierAdvance && self.mutation != Some(Mutation::AllocatorNotAdvanced)
         {
-            if let Some(node) = self.node(dest) {
-                node.advance_producer_ids_past(link.fetcher.max_producer_id)
+            if let (Some(max_producer_id), Some(node)) = (copied, self.node(dest)) {
+                node.advance_producer_ids_past(max_producer_id)
                     .await
                     .map_err(SimError::node)?;
             }
         }
         self.replicate(dest, topic).await
+    }
+
+    /// Deletes `link` from its destination's links (its partition keeps the state the link left it in).
+    async fn forget_link(&mut self, link: &Link) -> Result<(), SimError> {
+        let delete = AdminRequest::Delete {
+            link: link.topic.clone(),
+        };
+        let answer = self.administer(&link.dest, delete).await?;
+        if !answer.ok {
+            self.failed_links.push(format!(
+                "{} -> {} ({}): delete: {}",
+                link.source,
+                link.dest,
+                link.topic,
+                refusal(&answer)
+            ));
+        }
+        Ok(())
+    }
+
+    /// Sends an administration request to `dest`'s mirror links, as `mirrorlog mirror` would.
+    async fn administer(&mut self, dest: &str, request: AdminRequest) -> Result<AdminResponse, SimError> {
+        match self.links_of(dest).await? {
+            Some((node, links)) => Ok(links.handle(node, request).await),
+            None => Err(SimError::Setup(format!("no cluster named {dest}"))),
+        }
+    }
+
+    /// `cluster`'s node and its mirror links, opened at the first call (the fetch bound is set by then).
+    async fn links_of(&mut self, cluster: &str) -> Result<Option<(&Node, &mut MirrorLinks)>, SimError> {
+        let nodes = self
+            .clusters
+            .iter()
+            .map(|(name, state)| (name.clone(), Arc::clone(&state.node)))
+            .collect();
+        let (bound, strategy, mutation) = (self.fetch_bound, self.strategy, self.mutation);
+        let Some(state) = self.clusters.get_mut(cluster) else {
+            return Ok(None);
+        };
+        let links = match &mut state.links {
+            Some(links) => links,
+            empty => {
+                let sources = SimSources {
+                    nodes,
+                    bound,
+                    strategy,
+                    copied_ids: Arc::clone(&state.copied_ids),
+                };
+                let mut links = MirrorLinks::open(&state.node, Arc::new(sources))
+                    .await
+                    .map_err(|error| SimError::Setup(format!("{cluster}'s mirror links: {error}")))?;
+                // Every step runs alone: nothing is fetched ahead on another task. Group offsets are copied at
+                // every round (the `NoOffsetSync` mutant: never).
+                links.set_fetch_ahead(false);
+                links.set_group_sync_interval_ms((mutation != Some(Mutation::NoOffsetSync)).then_some(0));
+                empty.insert(links)
+            }
+        };
+        Ok(Some((&*state.node, links)))
     }
 
     /// The leader (and followers) of `topic` on `cluster`.
@@ -193,6 +264,23 @@ impl World {
         }
         .ok_or_else(|| SimError::Setup(format!("{cluster} has no partition of {topic}")))
     }
+}
+
+/// An administration answer's error, as one line.
+fn refusal(answer: &AdminResponse) -> String {
+    answer.error.as_ref().map_or_else(
+        || "the action did not complete".to_owned(),
+        |error| format!("{}: {}", error.category, error.message),
+    )
+}
+
+/// The replicas of a partition, or the error of a closed one (shared access).
+fn closed_if_none_ref<'a>(
+    replicas: Option<&'a partition_log::ReplicaSet>,
+    cluster: &str,
+    topic: &str,
+) -> Result<&'a partition_log::ReplicaSet, SimError> {
+    replicas.ok_or_else(|| SimError::Setup(format!("{cluster}/{topic} is closed")))
 }
 
 /// The replicas of a partition, or the error of a closed one.

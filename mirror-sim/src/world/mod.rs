@@ -1,6 +1,7 @@
 //! The simulated world: clusters, each one `node::Node` — the code `mirrorlog serve` runs — with a leader and a
 //! follower replica of every partition on a real storage backend and its transaction coordinator's log on the
-//! leader's store; mirror links driven by `mirror-fsm` under a [`Strategy`]; and the clients, which speak Kafka's
+//! leader's store, and its mirror links (`node::mirror::MirrorLinks`, reaching their sources over a simulated
+//! network that applies the run's [`Strategy`]); and the clients, which speak Kafka's
 //! request values to the nodes (Produce, InitProducerId, AddPartitionsToTxn, EndTxn at the versions a current
 //! client uses) and act on the error codes they get back. All nodes share one simulated clock ([`SimClock`]).
 //! [`World::run`] executes a [`Script`] step by step in one task: every choice was made when the script was
@@ -18,11 +19,9 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use kafka_types::{ProducerEpoch, ProducerId, TransactionalId};
-use mirror_fsm::{FetchError, FetchResponse, Fetcher, MirrorDriver};
-use node::{Clock, Node, NodeConfig, PartitionSlot};
-use partition_log::Isolation;
+use node::mirror::MirrorLinks;
+use node::{Clock, Node, NodeConfig};
 use producer_state::StateSummary;
 use record_format::RecordBatch;
 use storage::Storage;
@@ -38,6 +37,7 @@ mod clients;
 mod coordinator;
 mod links;
 mod offsets;
+mod sources;
 
 /// The simulated clock every node of a run reads: it moves a step at a time, and one millisecond on every
 /// reading, so that no two transaction markers share a timestamp (the oracle names a marker's transaction by its
@@ -140,103 +140,24 @@ pub enum Mutation {
 /// Refusals the clients heard, by Kafka error name (visible errors, not anomalies).
 pub type ClientErrors = BTreeMap<String, u64>;
 
-/// The source side of a link: reads the source node's leader log (up to its LSO, or its high watermark under
-/// [`FetchBound::HighWatermark`]) with the strategy's producer-id transform applied to every batch it returns,
-/// remembering the largest producer id it copied (for `barrier+advance`). It takes the source's lock without
-/// waiting: a source being written is a retryable fetch error, as a busy remote source would be.
-pub struct SimFetcher {
-    source: Arc<PartitionSlot>,
-    source_cluster_id: String,
-    bound: FetchBound,
-    strategy: Strategy,
-    /// The largest producer id of a batch this link copied (−1: none).
-    pub max_producer_id: i64,
-}
-
-fn busy() -> FetchError {
-    FetchError {
-        message: "the source log is being written".to_owned(),
-        retryable: true,
-    }
-}
-
-fn retryable(error: impl std::fmt::Display) -> FetchError {
-    FetchError {
-        message: error.to_string(),
-        retryable: true,
-    }
-}
-
-impl SimFetcher {
-    /// The source's replicas, locked without waiting.
-    fn source(&self) -> Result<tokio::sync::MutexGuard<'_, Option<partition_log::ReplicaSet>>, FetchError> {
-        let guard = self.source.try_lock().map_err(|_| busy())?;
-        if guard.is_none() {
-            return Err(retryable("the source partition is closed"));
-        }
-        Ok(guard)
-    }
-}
-
-#[async_trait(?Send)]
-impl Fetcher for SimFetcher {
-    async fn fetch(&mut self, from_offset: i64, max_bytes: usize) -> Result<FetchResponse, FetchError> {
-        let isolation = match self.bound {
-            FetchBound::LastStableOffset => Isolation::ReadCommitted,
-            FetchBound::HighWatermark => Isolation::ReadUncommitted,
-        };
-        let fetched = {
-            let guard = self.source()?;
-            let source = guard.as_ref().map(|replicas| &replicas.leader).ok_or_else(busy)?;
-            source
-                .read(from_offset, max_bytes, isolation)
-                .await
-                .map_err(retryable)?
-        };
-        let mut response = FetchResponse {
-            source_cluster_id: self.source_cluster_id.clone(),
-            batches: fetched.batches,
-            buffers: fetched.buffers,
-        };
-        for batch in &mut response.batches {
-            let mapped = self.strategy.map_producer_id(batch.producer_id());
-            if mapped != batch.producer_id() {
-                batch.set_producer(mapped, batch.producer_epoch(), batch.base_sequence());
-            }
-            self.max_producer_id = self.max_producer_id.max(batch.producer_id());
-        }
-        Ok(response)
-    }
-
-    async fn last_mirrored_offset(&mut self, mirrored_from: &str) -> Result<Option<i64>, FetchError> {
-        let guard = self.source()?;
-        let source = guard.as_ref().map(|replicas| &replicas.leader).ok_or_else(busy)?;
-        mirror_fsm::last_mirrored_offset(source, mirrored_from)
-            .await
-            .map_err(retryable)
-    }
-
-    async fn log_start_offset(&mut self) -> Result<i64, FetchError> {
-        let guard = self.source()?;
-        let source = guard.as_ref().map(|replicas| &replicas.leader).ok_or_else(busy)?;
-        Ok(source.log_start_offset())
-    }
-}
-
-/// One cluster: a node (leader and follower replicas, the coordinator on the leader's store).
+/// One cluster: a node (leader and follower replicas, the coordinator on the leader's store) and, once it is a
+/// mirror's destination, its mirror links (the node's own, over the simulated network).
 struct Cluster {
-    node: Node,
+    node: Arc<Node>,
     /// The topics it has (each with one partition, 0).
     topics: std::collections::BTreeSet<String>,
+    /// Its mirror links, opened when it first mirrors.
+    links: Option<MirrorLinks>,
+    /// The largest producer id its links copied, by source and topic.
+    copied_ids: sources::CopiedIds,
 }
 
-/// A running mirror link.
+/// A running mirror link: `dest` mirrors `topic` from `source` through a link of `dest`'s node named after the
+/// topic (a topic belongs to one link).
 struct Link {
     source: String,
     dest: String,
     topic: String,
-    driver: MirrorDriver,
-    fetcher: SimFetcher,
 }
 
 /// A client and what it holds.
@@ -463,8 +384,10 @@ impl World {
         .await
         .map_err(|error| SimError::Setup(format!("cluster {name}: {error}")))?;
         Ok(Cluster {
-            node,
+            node: Arc::new(node),
             topics: std::collections::BTreeSet::new(),
+            links: None,
+            copied_ids: sources::CopiedIds::default(),
         })
     }
 
@@ -475,7 +398,7 @@ impl World {
 
     /// The node of `cluster`.
     fn node(&self, cluster: &str) -> Option<&Node> {
-        self.clusters.get(cluster).map(|state| &state.node)
+        self.clusters.get(cluster).map(|state| &*state.node)
     }
 
     /// Sets how far mirror links fetch (default: the last stable offset).

@@ -1,18 +1,14 @@
 //! Applications' committed input positions as the cluster holds them: an application commits its input offset
 //! inside its transaction (AddOffsetsToTxn, TxnOffsetCommit), reads it back with OffsetFetch when it resumes after
-//! a crash or on another cluster, and the links copy each group's committed offsets with the data (KIP-1279
-//! mirrors consumer-group offsets; here at every fetch round, committed offsets only).
+//! a crash or on another cluster. The links copy each group's committed offsets with the data (KIP-1279 mirrors
+//! consumer-group offsets): the node's own offset sync (`node::mirror::groups`), here at every fetch round.
 
-use kafka_protocol::messages::offset_commit_request::{
-    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
-};
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::txn_offset_commit_request::{
     TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
 };
 use kafka_protocol::messages::{
-    AddOffsetsToTxnRequest, GroupId, OffsetCommitRequest, OffsetFetchRequest, ProducerId, TopicName,
-    TxnOffsetCommitRequest,
+    AddOffsetsToTxnRequest, GroupId, OffsetFetchRequest, ProducerId, TopicName, TxnOffsetCommitRequest,
 };
 use kafka_types::NO_ERROR;
 
@@ -25,7 +21,6 @@ use crate::SimError;
 const ADD_OFFSETS_VERSION: i16 = 3;
 const TXN_OFFSET_COMMIT_VERSION: i16 = 3;
 const OFFSET_FETCH_VERSION: i16 = 7;
-const OFFSET_COMMIT_VERSION: i16 = 8;
 
 impl World {
     /// An application's group (its transactional id) and input topic; `None` for other clients.
@@ -140,61 +135,6 @@ impl World {
         if let Some(entry) = self.clients.get_mut(name) {
             entry.position = position;
             entry.read_position = position;
-        }
-        Ok(())
-    }
-
-    /// Copies the committed offsets of every application group reading `topic` from `source` to `dest`, as the
-    /// link's offset sync.
-    pub(super) async fn sync_group_offsets(
-        &mut self,
-        source: &str,
-        dest: &str,
-        topic: &str,
-    ) -> Result<(), SimError> {
-        let groups: Vec<String> = self
-            .clients
-            .values()
-            .filter_map(|client| match &client.kind {
-                ClientKind::App {
-                    transactional_id,
-                    input,
-                    ..
-                } if input == topic => Some(transactional_id.clone()),
-                _ => None,
-            })
-            .collect();
-        for group in groups {
-            let Some(offset) = self.committed_offset(source, &group, topic).await else {
-                continue;
-            };
-            if self.committed_offset(dest, &group, topic).await == Some(offset) {
-                continue;
-            }
-            let Some(node) = self.node(dest) else {
-                continue;
-            };
-            let mut partition = OffsetCommitRequestPartition::default();
-            partition.partition_index = 0;
-            partition.committed_offset = offset;
-            let mut wanted = OffsetCommitRequestTopic::default();
-            wanted.name = TopicName(text(topic));
-            wanted.partitions = vec![partition];
-            let mut request = OffsetCommitRequest::default();
-            request.group_id = GroupId(text(&group));
-            request.generation_id_or_member_epoch = -1;
-            request.topics = vec![wanted];
-            let response = node.offset_commit(request, OFFSET_COMMIT_VERSION).await;
-            let refused = response
-                .topics
-                .iter()
-                .flat_map(|topic| &topic.partitions)
-                .any(|partition| partition.error_code != NO_ERROR);
-            if refused {
-                // Not copied (the destination refused it): the application finds no position there and
-                // starts over, which the oracle then counts in (f).
-                continue;
-            }
         }
         Ok(())
     }

@@ -1,5 +1,5 @@
 //! The administration actions on [`MirrorLinks`]: create and reverse a link, list and describe links, pause,
-//! resume, fail over and promote — each answering with the status of the partitions it touched
+//! resume, fail over, promote and delete — each answering with the status of the partitions it touched
 //! ([`AdminResponse`]). What a partition does is the state machine's decision; an action records what the
 //! operator asked (the registry first, for a failover) and sends the machine its event.
 
@@ -50,6 +50,7 @@ impl MirrorLinks {
                     .await
             }
             AdminRequest::Failover { link, topics } => self.failover(node, &link, &topics).await,
+            AdminRequest::Delete { link } => self.delete(node, &link).await,
             AdminRequest::Promote {
                 link,
                 topics,
@@ -346,6 +347,41 @@ impl MirrorLinks {
             )),
             None => Ok(vec![status]),
         }
+    }
+
+    /// Removes the link from the registry and its partitions from the links at work, answering with their
+    /// status as the link left them; refused while one of them is STOPPING (its failover must complete first:
+    /// only a registered link resumes an interrupted STOPPING at the next start).
+    async fn delete(&mut self, node: &Node, name: &str) -> Outcome {
+        let (link, keys) = self.select(name, &[]).map_err(|error| (error, Vec::new()))?;
+        let status = self.status(node, &link, &BTreeSet::new()).await;
+        let stopping = keys.iter().find(|key| {
+            self.partitions
+                .get(*key)
+                .is_some_and(|mirrored| mirrored.driver.state().kind() == StateKind::Stopping)
+        });
+        if let Some((topic, partition)) = stopping {
+            return Err((
+                MirrorError::InvalidRequest(format!(
+                    "{topic}-{partition} is failing over: delete the link once its failover has completed"
+                )),
+                vec![status],
+            ));
+        }
+        let recorded: Vec<LinkRecord> = self
+            .links
+            .iter()
+            .filter(|entry| entry.name != link.name)
+            .cloned()
+            .collect();
+        if let Err(error) = node.put_mirror_links(&recorded).await {
+            return Err((error.into(), vec![status]));
+        }
+        self.links = recorded;
+        for key in &keys {
+            self.partitions.remove(key);
+        }
+        Ok(vec![status])
     }
 
     /// Fetches until every selected partition has caught up with its source's last stable offset (the source

@@ -58,6 +58,12 @@ pub enum AdminRequest {
         /// A subset of its topics, or empty.
         topics: Vec<String>,
     },
+    /// Forget a link: its partitions stop fetching and stay as they are — a failed-over one writable, any other
+    /// read-only (`Reverse` adopts such a topic again). Refused while a partition's failover is under way.
+    Delete {
+        /// The link.
+        link: String,
+    },
     /// Wait until the mirror has caught up with the source's last stable offset (the source must answer), then
     /// fail over; gives up after `timeout_ms` without failing anything over.
     Promote {

@@ -1,6 +1,7 @@
-//! Consumer group offsets carried over a link: every [`GROUP_SYNC_INTERVAL_MS`] a link asks its source for the
-//! offsets its consumer groups committed on the partitions still mirrored ([`mirror_fsm::Sources::group_offsets`])
-//! and commits them here, so that consumers moved to this cluster after a failover resume where they were.
+//! Consumer group offsets carried over a link: every [`GROUP_SYNC_INTERVAL_MS`] (or the interval the owner set) a
+//! link asks its source for the offsets its consumer groups committed on the partitions still mirrored
+//! ([`mirror_fsm::Sources::group_offsets`]) and commits them here, so that consumers moved to this cluster after a
+//! failover resume where they were.
 //!
 //! A byte-exact mirror has the source's offsets, so an offset carries over as it is, with two exceptions: an
 //! offset beyond what this node has mirrored so far is cut to its log end (after an unplanned failover the
@@ -22,11 +23,14 @@ impl MirrorLinks {
     /// check is all a round pays in between); returns the offsets committed here. A source that cannot answer
     /// is tried again at the next interval.
     pub(super) async fn sync_group_offsets(&mut self, node: &Node) -> usize {
+        let Some(interval) = self.group_sync_interval_ms else {
+            return 0;
+        };
         let now = node.now_ms();
         if now < self.group_sync_due_ms {
             return 0;
         }
-        self.group_sync_due_ms = now.saturating_add(GROUP_SYNC_INTERVAL_MS);
+        self.group_sync_due_ms = now.saturating_add(interval);
         let mut by_source: BTreeMap<String, BTreeSet<PartitionKey>> = BTreeMap::new();
         for (key, mirrored) in &self.partitions {
             if mirrored.driver.fetching() {

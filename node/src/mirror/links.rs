@@ -110,6 +110,8 @@ pub struct MirrorLinks {
     pub(super) stopping: Arc<std::sync::atomic::AtomicBool>,
     /// When the sources' consumer group offsets are next copied ([`super::groups`]).
     pub(super) group_sync_due_ms: i64,
+    /// How often they are copied (`None`: never).
+    pub(super) group_sync_interval_ms: Option<i64>,
 }
 
 impl Drop for MirrorLinks {
@@ -144,6 +146,7 @@ impl MirrorLinks {
             stopping_pause: None,
             stopping: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             group_sync_due_ms: 0,
+            group_sync_interval_ms: Some(super::groups::GROUP_SYNC_INTERVAL_MS),
         };
         for link in links.links.clone() {
             for (topic, record) in &link.topics {
@@ -168,6 +171,13 @@ impl MirrorLinks {
         }
     }
 
+    /// How often the sources' consumer group offsets are copied (default [`super::groups::GROUP_SYNC_INTERVAL_MS`];
+    /// 0: at every step; `None`: never).
+    pub fn set_group_sync_interval_ms(&mut self, interval_ms: Option<i64>) {
+        self.group_sync_interval_ms = interval_ms;
+        self.group_sync_due_ms = 0;
+    }
+
     /// Watches `flag`, which the owner sets when it shuts down: an action that waits (`promote`) then gives
     /// up instead of holding the shutdown back for its timeout.
     pub fn watch_shutdown(&mut self, flag: Arc<std::sync::atomic::AtomicBool>) {
@@ -190,6 +200,18 @@ impl MirrorLinks {
             .partitions
             .values()
             .any(|mirrored| mirrored.driver.fetching() || mirrored.driver.state().kind() == StateKind::Failed)
+    }
+
+    /// What holds a mirrored partition back, if anything: the failure its machine recorded (FAILED), else the
+    /// latest error a step met. `None` as well for a partition no link mirrors.
+    pub fn failure(&self, topic: &str, partition: i32) -> Option<String> {
+        let mirrored = self.partitions.get(&(topic.to_owned(), partition))?;
+        mirrored
+            .driver
+            .state()
+            .failure()
+            .map(|failure| failure.message.clone())
+            .or_else(|| mirrored.error.clone())
     }
 
     /// One round for every partition: FAILED ones retried when their backoff is over, fetching ones fetch once

@@ -5,14 +5,15 @@
 //! A [`NodeFetcher`] reads the source node's leader log as a read_committed fetch would (up to its last stable
 //! offset, batches as stored), and answers the source's own last mirrored offset from its partition's mirror
 //! records, so a failback aligns with the position the source recorded when it stopped mirroring from us
-//! instead of copying the source's log from its start (which is all a Kafka-protocol source allows).
+//! instead of copying the source's log from its start (which is all a Kafka-protocol source allows). Its consumer
+//! groups' committed offsets are read from the source node's offset store.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use mirror_fsm::{FetchError, FetchResponse, Fetcher, SourceDescription, Sources};
+use mirror_fsm::{FetchError, FetchResponse, Fetcher, GroupOffset, SourceDescription, Sources};
 use partition_log::Isolation;
 
 use crate::Node;
@@ -60,6 +61,11 @@ impl Sources for NodeSources {
             cluster_id: node.config().cluster_id.clone(),
             partitions,
         })
+    }
+
+    async fn group_offsets(&self, address: &str, topics: &[String]) -> Result<Vec<GroupOffset>, FetchError> {
+        let node = self.nodes.get(address).ok_or_else(|| unreachable(address))?;
+        Ok(node.committed_offsets_on(topics).await)
     }
 
     fn fetcher(&self, address: &str, topic: &str, partition: i32) -> Box<dyn Fetcher> {

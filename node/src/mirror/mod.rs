@@ -6,7 +6,7 @@
 //! - [`registry`] — the durable list of links ([`LinkRecord`]).
 //! - [`links`] — [`MirrorLinks`]: the drivers and fetchers at work, recovered at open and stepped by their owner.
 //! - `actions` — the administration actions on them (create, reverse, list, describe, pause, resume, failover,
-//!   promote).
+//!   promote, delete).
 //! - [`local`] — [`NodeSources`]: other nodes of the process as sources (in-process fetchers).
 //! - [`admin`] — the administration requests and answers ([`AdminRequest`], [`AdminResponse`]).
 //! - [`error`] — [`MirrorError`] and its answer categories.

@@ -1,0 +1,178 @@
+//! The simulated network between clusters: [`SimSources`], the [`Sources`] a destination node's
+//! `node::mirror::MirrorLinks` reach their source clusters through — the same link code `mirrorlog serve` runs,
+//! with an in-process transport that applies the run's [`Strategy`] on the way.
+//!
+//! A [`SimFetcher`] reads the source node's leader log up to its last stable offset (or its high watermark under
+//! [`FetchBound::HighWatermark`]), applies the strategy's producer-id transform to every batch it returns, and
+//! records the largest producer id it copied (for `barrier+advance`, which moves the destination's allocator past
+//! it at the failover). It takes the source partition's lock without waiting: a source being written is a
+//! retryable fetch error, as a busy remote source would be. The source's consumer group offsets are read from its
+//! node's offset store, for the links' offset sync.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use async_trait::async_trait;
+use mirror_fsm::{FetchError, FetchResponse, Fetcher, GroupOffset, SourceDescription, Sources};
+use node::Node;
+use partition_log::Isolation;
+
+use super::FetchBound;
+use crate::strategy::Strategy;
+
+/// The largest producer id each destination copied, by (source cluster, topic); −1 or absent: none.
+pub(super) type CopiedIds = Arc<Mutex<BTreeMap<(String, String), i64>>>;
+
+/// Every cluster of the run as a source, by name, seen from one destination; see the module docs.
+pub(super) struct SimSources {
+    pub(super) nodes: BTreeMap<String, Arc<Node>>,
+    pub(super) bound: FetchBound,
+    pub(super) strategy: Strategy,
+    /// Where this destination's fetchers record the ids they copied.
+    pub(super) copied_ids: CopiedIds,
+}
+
+fn unreachable(address: &str) -> FetchError {
+    FetchError {
+        message: format!("no cluster named {address}"),
+        retryable: true,
+    }
+}
+
+fn retryable(error: impl std::fmt::Display) -> FetchError {
+    FetchError {
+        message: error.to_string(),
+        retryable: true,
+    }
+}
+
+#[async_trait]
+impl Sources for SimSources {
+    async fn describe(&self, address: &str, topics: &[String]) -> Result<SourceDescription, FetchError> {
+        let node = self.nodes.get(address).ok_or_else(|| unreachable(address))?;
+        let existing = node.topic_partitions().await;
+        let mut partitions = BTreeMap::new();
+        for topic in topics {
+            let count = existing.get(topic).ok_or_else(|| FetchError {
+                message: format!("topic {topic} does not exist on {address}"),
+                retryable: false,
+            })?;
+            partitions.insert(topic.clone(), u32::try_from(*count).unwrap_or(u32::MAX));
+        }
+        Ok(SourceDescription {
+            cluster_id: node.config().cluster_id.clone(),
+            partitions,
+        })
+    }
+
+    async fn group_offsets(&self, address: &str, topics: &[String]) -> Result<Vec<GroupOffset>, FetchError> {
+        let node = self.nodes.get(address).ok_or_else(|| unreachable(address))?;
+        Ok(node.committed_offsets_on(topics).await)
+    }
+
+    fn fetcher(&self, address: &str, topic: &str, partition: i32) -> Box<dyn Fetcher> {
+        Box::new(SimFetcher {
+            source: self.nodes.get(address).cloned(),
+            source_cluster_id: address.to_owned(),
+            topic: topic.to_owned(),
+            partition,
+            bound: self.bound,
+            strategy: self.strategy,
+            copied_ids: Arc::clone(&self.copied_ids),
+        })
+    }
+}
+
+/// One partition of a source cluster, fetched over the simulated network; see the module docs.
+pub(super) struct SimFetcher {
+    source: Option<Arc<Node>>,
+    source_cluster_id: String,
+    topic: String,
+    partition: i32,
+    bound: FetchBound,
+    strategy: Strategy,
+    copied_ids: CopiedIds,
+}
+
+impl SimFetcher {
+    /// Runs `read` on the source's leader log, locked without waiting.
+    async fn with_source<T>(
+        &self,
+        read: impl AsyncFnOnce(&partition_log::PartitionLog) -> Result<T, FetchError>,
+    ) -> Result<T, FetchError> {
+        let node = self
+            .source
+            .as_ref()
+            .ok_or_else(|| unreachable(&self.source_cluster_id))?;
+        let slot = node
+            .partition(&self.topic, self.partition)
+            .await
+            .ok_or_else(|| FetchError {
+                message: format!(
+                    "{}-{} does not exist on {}",
+                    self.topic, self.partition, self.source_cluster_id
+                ),
+                retryable: false,
+            })?;
+        let guard = slot
+            .try_lock()
+            .map_err(|_| retryable("the source log is being written"))?;
+        let replicas = guard
+            .as_ref()
+            .ok_or_else(|| retryable("the source partition is closed"))?;
+        read(&replicas.leader).await
+    }
+}
+
+#[async_trait(?Send)]
+impl Fetcher for SimFetcher {
+    async fn fetch(&mut self, from_offset: i64, max_bytes: usize) -> Result<FetchResponse, FetchError> {
+        let isolation = match self.bound {
+            FetchBound::LastStableOffset => Isolation::ReadCommitted,
+            FetchBound::HighWatermark => Isolation::ReadUncommitted,
+        };
+        let fetched = self
+            .with_source(async |source| {
+                source
+                    .read(from_offset, max_bytes, isolation)
+                    .await
+                    .map_err(retryable)
+            })
+            .await?;
+        let mut response = FetchResponse {
+            source_cluster_id: self.source_cluster_id.clone(),
+            batches: fetched.batches,
+            buffers: fetched.buffers,
+        };
+        let mut copied = -1;
+        for batch in &mut response.batches {
+            let mapped = self.strategy.map_producer_id(batch.producer_id());
+            if mapped != batch.producer_id() {
+                batch.set_producer(mapped, batch.producer_epoch(), batch.base_sequence());
+            }
+            copied = copied.max(batch.producer_id());
+        }
+        if copied >= 0 {
+            let mut ids = self.copied_ids.lock().unwrap_or_else(PoisonError::into_inner);
+            let entry = ids
+                .entry((self.source_cluster_id.clone(), self.topic.clone()))
+                .or_insert(-1);
+            *entry = (*entry).max(copied);
+        }
+        Ok(response)
+    }
+
+    async fn last_mirrored_offset(&mut self, mirrored_from: &str) -> Result<Option<i64>, FetchError> {
+        self.with_source(async |source| {
+            mirror_fsm::last_mirrored_offset(source, mirrored_from)
+                .await
+                .map_err(retryable)
+        })
+        .await
+    }
+
+    async fn log_start_offset(&mut self) -> Result<i64, FetchError> {
+        self.with_source(async |source| Ok(source.log_start_offset()))
+            .await
+    }
+}
