@@ -16,6 +16,7 @@
 //! (JSON, Markdown, comparison) and [`svg`] (charts); the `bench-report` binary runs it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod engine_floor;
 pub mod micro;
 pub mod report;
 pub mod soak;

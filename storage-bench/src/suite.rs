@@ -157,8 +157,9 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// Every measurement's id, in run order (the ids `--only` takes).
-pub const MEASUREMENTS: [&str; 14] = [
+pub const MEASUREMENTS: [&str; 16] = [
     "append-1k-nosync",
+    "append-1k-engine-floor",
     "append-1k-sync",
     "append-64k-nosync",
     "append-64k-sync",
@@ -171,6 +172,7 @@ pub const MEASUREMENTS: [&str; 14] = [
     "mirror-copy",
     "mirror-start",
     "mirror-copy-floor",
+    "mirror-copy-engine-floor",
     "failover",
 ];
 
@@ -189,6 +191,9 @@ pub fn run(
     let selected = |id: &str| only.is_empty() || only.iter().any(|o| o == id);
     let mut out = Vec::new();
     for (kib, sync) in [(1, false), (1, true), (64, false), (64, true)] {
+        if (kib, sync) == (1, true) && selected("append-1k-engine-floor") {
+            out.push(engine_floor(sizes, backends, progress, false));
+        }
         let id = format!("append-{kib}k-{}", if sync { "sync" } else { "nosync" });
         if !selected(&id) {
             continue;
@@ -421,6 +426,9 @@ pub fn run(
         });
         out.push(m);
     }
+    if selected("mirror-copy-engine-floor") {
+        out.push(engine_floor(sizes, backends, progress, true));
+    }
     if selected("failover") {
         let n = sizes.failover_partitions;
         let mut m = measurement(
@@ -451,6 +459,86 @@ pub fn run(
 
 /// For every backend, `runs` runs of `one` (each returning the backend's figure and its baseline's, measured
 /// together), added to `m`.
+/// An engine's raw writes of `batches`, a write per so many bytes (see [`crate::engine_floor`]).
+type EngineWrites = fn(&Path, &[RecordBatch], usize) -> Option<Duration>;
+
+/// The engine under a backend that has one of its own (sled, RocksDB), if this build holds it.
+fn engine_of(backend: &BenchBackend) -> Option<EngineWrites> {
+    let engine: EngineWrites = match backend.name.as_str() {
+        "sled" => crate::engine_floor::sled,
+        "rocks" => crate::engine_floor::rocks,
+        _ => return None,
+    };
+    let probe = tempfile::tempdir().unwrap();
+    let one = batches(1024, 1024);
+    engine(probe.path(), &one, 1024).map(|_| engine)
+}
+
+/// `append-1k-engine-floor` (writes of 64 KiB, against a raw file write) or `mirror-copy-engine-floor` (writes of
+/// 1 MiB, against a raw file copy) on the backends with an engine of their own; see [`crate::engine_floor`].
+fn engine_floor(
+    sizes: Sizes,
+    backends: &[BenchBackend],
+    progress: &mut dyn FnMut(&str, &str),
+    mirroring: bool,
+) -> Measurement {
+    let mut m = if mirroring {
+        measurement(
+            "mirror-copy-engine-floor",
+            "The engines' floor under mirroring: the same 1 KiB batches put straight into sled (flushed every MiB) \
+             or RocksDB (a write per MiB), no source read, no sync",
+            "MiB/s",
+            true,
+            Some("a raw copy of the same bytes from one file to another"),
+            None,
+            sizes.mirror_runs,
+        )
+    } else {
+        measurement(
+            "append-1k-engine-floor",
+            "The engines' floor under 1 KiB appends: the same batches put straight into sled (flushed every MiB) \
+             or RocksDB (a write per 64 KiB), no sync",
+            "MiB/s",
+            true,
+            Some("a raw sequential file write of the same bytes, no sync"),
+            None,
+            sizes.runs,
+        )
+    };
+    let mib = if mirroring {
+        sizes.mirror_mib
+    } else {
+        sizes.append_mib
+    };
+    let write_bytes = if mirroring { 1 << 20 } else { 64 << 10 };
+    let work = batches(1024, mib << 20);
+    let bytes: usize = work.iter().map(RecordBatch::size).sum();
+    for backend in backends {
+        let Some(engine) = engine_of(backend) else {
+            continue;
+        };
+        progress(&m.id.clone(), &backend.name);
+        let (ours, raw): (Vec<f64>, Vec<f64>) = (0..m.runs)
+            .map(|_| {
+                let dir = tempfile::tempdir().unwrap();
+                let elapsed = engine(dir.path(), &work, write_bytes).unwrap_or(Duration::MAX);
+                let raw_dir = tempfile::tempdir().unwrap();
+                let raw = if mirroring {
+                    append_raw(raw_dir.path(), &work, None);
+                    sync_file(&raw_dir.path().join("raw.log"));
+                    raw_copy_baseline(&raw_dir.path().join("raw.log"), raw_dir.path())
+                } else {
+                    append_raw(raw_dir.path(), &work, None)
+                };
+                crate::heartbeat();
+                (mib_per_s(bytes, elapsed), mib_per_s(bytes, raw))
+            })
+            .unzip();
+        m.add(&backend.name, &ours, Some(&raw));
+    }
+    m
+}
+
 fn per_run(
     m: &mut Measurement,
     backends: &[BenchBackend],

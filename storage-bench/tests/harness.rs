@@ -55,7 +55,13 @@ fn the_report_holds_every_measurement_for_every_backend_and_valid_charts() {
     assert_eq!(ids, MEASUREMENTS.to_vec());
     for measurement in &report.measurements {
         let backends: Vec<&str> = measurement.figures.iter().map(|f| f.backend.as_str()).collect();
-        assert_eq!(backends, ["fs", "memory"], "{}", measurement.id);
+        // The engine floors measure the engines under sled and RocksDB; fs and memory have none.
+        let expected: &[&str] = if measurement.id.ends_with("-engine-floor") {
+            &[]
+        } else {
+            &["fs", "memory"]
+        };
+        assert_eq!(backends, expected, "{}", measurement.id);
         for figure in &measurement.figures {
             assert!(
                 figure.median.is_finite() && figure.median > 0.0,
@@ -210,4 +216,29 @@ fn a_target_is_not_judged_against_a_baseline_whose_runs_spread_more_than_twofold
     let md = markdown(&report, "charts");
     assert!(md.contains("not judged: baseline runs 230–2000"), "{md}");
     assert!(md.contains("| **no** |"), "{md}");
+}
+
+#[test]
+fn the_engine_floors_measure_sled_itself_against_a_raw_baseline() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = bench_report(
+        dir.path(),
+        &[
+            "--backends",
+            "fs,sled",
+            "--only",
+            "append-1k-engine-floor",
+            "--only",
+            "mirror-copy-engine-floor",
+        ],
+    );
+    let ids: Vec<&str> = report.measurements.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids, ["append-1k-engine-floor", "mirror-copy-engine-floor"]);
+    for measurement in &report.measurements {
+        let backends: Vec<&str> = measurement.figures.iter().map(|f| f.backend.as_str()).collect();
+        assert_eq!(backends, ["sled"], "{}", measurement.id);
+        let figure = &measurement.figures[0];
+        assert!(figure.median.is_finite() && figure.median > 0.0, "{figure:?}");
+        assert!(figure.baseline.is_some_and(|b| b > 0.0), "{figure:?}");
+    }
 }
