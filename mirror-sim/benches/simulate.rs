@@ -55,6 +55,7 @@ fn main() {
         shrink_budget: DEFAULT_SHRINK_BUDGET,
         prediction_seeds: DEFAULT_PREDICTION_SEEDS,
         mutation: None,
+        partitions: 1,
     };
     let samples: Vec<Duration> = (0..3)
         .map(|_| {

@@ -74,6 +74,8 @@ pub struct MatrixOptions {
     pub mutation: Option<crate::Mutation>,
     /// Seeds each prediction is checked over, from `seed` on (in memory, workload `seed`).
     pub prediction_seeds: u64,
+    /// Partitions of every topic (see [`Script::partitions`]).
+    pub partitions: u32,
 }
 
 /// One cell: a topology, a workload and a strategy.
@@ -115,6 +117,9 @@ pub struct Matrix {
     pub seed: u64,
     /// Traffic operations per phase.
     pub steps: usize,
+    /// Partitions of every topic.
+    #[serde(default = "one_partition", skip_serializing_if = "is_one_partition")]
+    pub partitions: u32,
     /// The backend's name.
     pub backend: String,
     /// Every cell, in run order.
@@ -123,6 +128,14 @@ pub struct Matrix {
     pub seed_rates: Vec<SeedRates>,
     /// The verdict.
     pub verdict: Verdict,
+}
+
+fn one_partition() -> u32 {
+    1
+}
+
+fn is_one_partition(partitions: &u32) -> bool {
+    *partitions == 1
 }
 
 /// One checked claim.
@@ -157,7 +170,7 @@ pub fn scripts(options: &MatrixOptions) -> Vec<(Topology, Workload, Script)> {
             out.push((
                 topology,
                 workload,
-                generate(topology, workload, options.seed, options.steps),
+                generate(topology, workload, options.seed, options.steps).with_partitions(options.partitions),
             ));
         }
     }
@@ -218,6 +231,7 @@ pub fn run_matrix(
     Ok(Matrix {
         seed: options.seed,
         steps: options.steps,
+        partitions: options.partitions,
         backend: options.storage.name().to_owned(),
         cells,
         seed_rates: rates,
@@ -258,6 +272,7 @@ fn seed_rates(options: &MatrixOptions) -> Result<Vec<SeedRates>, SimError> {
                     options.seed.wrapping_add(offset),
                     options.steps,
                 )
+                .with_partitions(options.partitions)
             })
             .collect();
         for &strategy in &options.strategies {
@@ -501,9 +516,14 @@ fn render_seed_rates(out: &mut String, matrix: &Matrix) {
 /// reproductions, the verdict.
 pub fn render_text(matrix: &Matrix) -> String {
     let mut out = String::new();
+    let partitions = if matrix.partitions > 1 {
+        format!(", {} partitions per topic", matrix.partitions)
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
-        "mirrorlog simulate: seed {}, {} operations per phase, backend {}\n",
+        "mirrorlog simulate: seed {}, {} operations per phase{partitions}, backend {}\n",
         matrix.seed, matrix.steps, matrix.backend
     );
     for workload in Workload::ALL {
@@ -651,6 +671,7 @@ mod tests {
             shrink_budget: 0,
             prediction_seeds: 20,
             mutation: None,
+            partitions: 1,
         }
     }
 

@@ -216,13 +216,46 @@ impl fmt::Display for Step {
     }
 }
 
-/// A script: the clusters and the steps.
+/// A script: the clusters, how many partitions each topic has, and the steps.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Script {
     /// The cluster names, in order.
     pub clusters: Vec<String>,
+    /// Partitions of every topic (1 unless asked otherwise; absent from a script file: 1). A producer's batches
+    /// take turns over them, so a transaction spans several; a link mirrors them all and fails them over
+    /// together. Applications read and write partition 0.
+    #[serde(default = "one_partition", skip_serializing_if = "is_one_partition")]
+    pub partitions: u32,
     /// The steps.
     pub steps: Vec<Step>,
+}
+
+/// The most partitions per topic a script may ask for.
+pub const MAX_PARTITIONS: u32 = 16;
+
+fn one_partition() -> u32 {
+    1
+}
+
+fn is_one_partition(partitions: &u32) -> bool {
+    *partitions == 1
+}
+
+impl Script {
+    /// A script of `steps` over `clusters`, every topic with one partition.
+    pub fn new(clusters: Vec<String>, steps: Vec<Step>) -> Self {
+        Script {
+            clusters,
+            partitions: 1,
+            steps,
+        }
+    }
+
+    /// The same script with `partitions` partitions per topic (at least 1, at most [`MAX_PARTITIONS`]).
+    pub fn with_partitions(mut self, partitions: u32) -> Self {
+        self.partitions = partitions.clamp(1, MAX_PARTITIONS);
+        self
+    }
 }
 
 /// The shapes the simulator runs.
@@ -737,7 +770,7 @@ pub fn generate(topology: Topology, workload: Workload, seed: u64, steps: usize)
     };
     let mut steps = b.steps;
     steps.push(Step::Mirror);
-    Script { clusters, steps }
+    Script::new(clusters, steps)
 }
 
 fn start(source: &str, dest: &str, topic: &str) -> Step {

@@ -119,8 +119,8 @@ pub fn shrink(
         let middle = (low + high) / 2;
         runs += 1;
         let prefix = Script {
-            clusters: script.clusters.clone(),
             steps: script.steps[..middle].to_vec(),
+            ..script.clone()
         };
         if shows(&prefix, strategy, storage, class)? {
             high = middle;
@@ -139,8 +139,8 @@ pub fn shrink(
             candidate.drain(start..end);
             runs += 1;
             let trial = Script {
-                clusters: script.clusters.clone(),
                 steps: candidate.clone(),
+                ..script.clone()
             };
             if shows(&trial, strategy, storage, class)? {
                 steps = candidate;
@@ -157,8 +157,8 @@ pub fn shrink(
         }
     }
     let script = Script {
-        clusters: script.clusters.clone(),
         steps,
+        ..script.clone()
     };
     let (findings, _) = run_script(&script, strategy, storage)?;
     let prefix = class_prefix(class);

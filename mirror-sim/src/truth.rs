@@ -34,7 +34,7 @@ pub enum Status {
 pub struct RecordTruth {
     /// The real client.
     pub client: String,
-    /// The topic it was written to.
+    /// The partition it was written to, named as in the finished logs (the topic when topics have one partition).
     pub topic: String,
     /// Where it stands.
     pub status: Status,

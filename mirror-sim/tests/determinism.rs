@@ -15,6 +15,7 @@ fn options(seed: u64) -> MatrixOptions {
         shrink_budget: 20,
         prediction_seeds: 3,
         mutation: None,
+        partitions: 1,
     }
 }
 
@@ -95,10 +96,7 @@ fn a_shrunk_reproduction_replays_to_the_same_anomaly() {
 #[test]
 fn a_replayed_script_with_a_path_for_a_cluster_name_is_refused() {
     for name in ["../escape", "a/b", "", ".."] {
-        let script = mirror_sim::Script {
-            clusters: vec![name.to_owned()],
-            steps: vec![mirror_sim::Step::Mirror],
-        };
+        let script = mirror_sim::Script::new(vec![name.to_owned()], vec![mirror_sim::Step::Mirror]);
         let result = run_script(
             &script,
             Strategy::Barrier,

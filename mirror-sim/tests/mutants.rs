@@ -20,6 +20,7 @@ fn options_in(mutation: Option<Mutation>, topology: Topology) -> MatrixOptions {
         shrink_budget: 0,
         prediction_seeds: 5,
         mutation,
+        partitions: 1,
     }
 }
 

@@ -15,6 +15,7 @@ fn rates_over_100_seeds(strategy: Strategy, topology: Topology) -> mirror_sim::r
         shrink_budget: 0,
         prediction_seeds: 100,
         mutation: None,
+        partitions: 1,
     };
     run_matrix(&options, &mut |_, _, _| {}).unwrap()
 }

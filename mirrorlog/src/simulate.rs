@@ -31,6 +31,10 @@ pub struct SimulateArgs {
     /// Seeds each prediction of the seeds is checked over, from `--seed` on (1 to 10,000; in memory).
     #[arg(long, default_value_t = DEFAULT_PREDICTION_SEEDS, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub seeds: u64,
+    /// Partitions of every topic (1 to 16): producers' batches take turns over them, so transactions span
+    /// several, and each failover stops them all at once.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=i64::from(mirror_sim::script::MAX_PARTITIONS)))]
+    pub partitions: u32,
     /// A storage config: its backend, durability and options are used, and each run's stores go to a fresh
     /// directory inside its `data_dir` (default: fs, under the system's temporary directory).
     #[arg(long)]
@@ -110,6 +114,7 @@ pub fn simulate(args: SimulateArgs, out: &mut dyn Write) -> Result<Conclusion, C
         shrink_budget: DEFAULT_SHRINK_BUDGET,
         prediction_seeds: args.seeds,
         mutation: None,
+        partitions: args.partitions,
     };
     let total = (options.topologies.len() * Workload::ALL.len() * options.strategies.len()) as u64;
     let bar = indicatif::ProgressBar::new(total);
@@ -127,6 +132,7 @@ pub fn simulate(args: SimulateArgs, out: &mut dyn Write) -> Result<Conclusion, C
         let trace = serde_json::json!({
             "seed": options.seed,
             "steps": options.steps,
+            "partitions": options.partitions,
             "scripts": mirror_sim::report::scripts(&options)
                 .into_iter()
                 .map(|(topology, workload, script)| serde_json::json!({

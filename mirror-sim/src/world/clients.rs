@@ -60,10 +60,12 @@ impl World {
             topic: topic.to_owned(),
             kind: kind.clone(),
             producer: None,
-            next_sequence: 0,
+            sequences: std::collections::BTreeMap::new(),
+            partition: 0,
             pending: None,
             last_refusal: None,
             in_txn: false,
+            txn_partitions: std::collections::BTreeSet::new(),
             txn_records: Vec::new(),
             dead: None,
             offsets_in_txn: false,
@@ -103,7 +105,7 @@ impl World {
                 Ok(producer) => {
                     if let Some(client) = self.clients.get_mut(name) {
                         client.producer = Some(producer);
-                        client.next_sequence = 0;
+                        client.sequences.clear();
                         client.pending = None;
                         client.in_txn = false;
                     }
@@ -177,17 +179,15 @@ impl World {
                 } else {
                     Status::Plain
                 };
-                let ids = self.new_record_ids(name, &client.topic, usize::from(records.max(1)), status);
-                let batch = self.build_batch(
-                    name,
-                    (producer_id, epoch),
-                    client.next_sequence,
-                    transactional,
-                    &ids,
-                    &[],
-                )?;
+                let partition = self.log_name(&client.topic, client.partition);
+                let ids = self.new_record_ids(name, &partition, usize::from(records.max(1)), status);
+                let sequence = client.sequences.get(&client.partition).copied().unwrap_or(0);
+                let batch =
+                    self.build_batch(name, (producer_id, epoch), sequence, transactional, &ids, &[])?;
                 if let Some(client) = self.clients.get_mut(name) {
-                    client.next_sequence = client.next_sequence.wrapping_add(ids.len() as i32);
+                    client
+                        .sequences
+                        .insert(client.partition, sequence.wrapping_add(ids.len() as i32));
                 }
                 (batch, ids)
             }
@@ -241,16 +241,18 @@ impl World {
             return Ok(());
         };
         self.operations += 1;
+        let partition_name = self.log_name(&client.topic, client.partition);
         self.senders
-            .entry((client.cluster.clone(), client.topic.clone(), batch.producer_id()))
+            .entry((client.cluster.clone(), partition_name, batch.producer_id()))
             .or_default()
             .insert(name.to_owned());
         let transactional = client.transactional_id().is_some();
+        let partitions = self.partition_numbers().end.max(1);
         let Some(node) = self.node(&client.cluster) else {
             return Ok(());
         };
         let mut partition = PartitionProduceData::default();
-        partition.index = 0;
+        partition.index = client.partition;
         partition.records = Some(batch.as_bytes().clone());
         let mut topic = TopicProduceData::default();
         topic.name = TopicName(protocol_string(&client.topic));
@@ -277,6 +279,11 @@ impl World {
                     entry.pending = Some((batch, ids));
                 } else {
                     entry.pending = None;
+                    // Acknowledged: a producer's next batch goes to the next partition (an application stays on
+                    // partition 0).
+                    if !matches!(entry.kind, ClientKind::App { .. }) {
+                        entry.partition = (entry.partition + 1) % partitions;
+                    }
                     if transactional {
                         entry.txn_records.extend(ids);
                     } else {
@@ -313,12 +320,13 @@ impl World {
         Ok(())
     }
 
-    /// Opens a transaction (AddPartitionsToTxn) unless one is open; false when the client cannot go on now.
+    /// Adds the client's partition to its transaction (AddPartitionsToTxn), opening one unless one is open and
+    /// holds the partition already; false when the client cannot go on now.
     pub(super) async fn begin_txn(&mut self, name: &str) -> Result<bool, SimError> {
         let Some(client) = self.clients.get(name).cloned() else {
             return Ok(false);
         };
-        if client.in_txn {
+        if client.in_txn && client.txn_partitions.contains(&client.partition) {
             return Ok(true);
         }
         let (Some(tid), Some((producer_id, epoch))) = (client.transactional_id(), client.producer) else {
@@ -330,7 +338,7 @@ impl World {
         };
         let mut topic = AddPartitionsToTxnTopic::default();
         topic.name = TopicName(protocol_string(&client.topic));
-        topic.partitions = vec![0];
+        topic.partitions = vec![client.partition];
         let mut request = AddPartitionsToTxnRequest::default();
         request.v3_and_below_transactional_id = protocol_transactional_id(&tid);
         request.v3_and_below_producer_id = kafka_protocol::messages::ProducerId(producer_id.get());
@@ -349,9 +357,13 @@ impl World {
             Ok(()) => {
                 self.txn_owners.insert(tid, name.to_owned());
                 if let Some(client) = self.clients.get_mut(name) {
-                    client.in_txn = true;
-                    client.offsets_in_txn = false;
-                    client.txn_records.clear();
+                    if !client.in_txn {
+                        client.in_txn = true;
+                        client.offsets_in_txn = false;
+                        client.txn_records.clear();
+                        client.txn_partitions.clear();
+                    }
+                    client.txn_partitions.insert(client.partition);
                 }
                 Ok(true)
             }
@@ -492,7 +504,7 @@ impl World {
         let Some(producer) = client.producer else {
             return Ok(());
         };
-        let Ok(input_slot) = self.leader(&client.cluster, input).await else {
+        let Ok(input_slot) = self.leader(&client.cluster, input, 0).await else {
             return Ok(());
         };
         let visible = {
@@ -507,10 +519,12 @@ impl World {
             return Ok(());
         };
         let sources: Vec<u64> = taken.iter().map(|&(_, id)| id).collect();
-        let ids = self.new_record_ids(name, &client.topic, sources.len(), Status::Open);
-        let batch = self.build_batch(name, producer, client.next_sequence, true, &ids, &sources)?;
+        let output = self.log_name(&client.topic, 0);
+        let ids = self.new_record_ids(name, &output, sources.len(), Status::Open);
+        let sequence = client.sequences.get(&0).copied().unwrap_or(0);
+        let batch = self.build_batch(name, producer, sequence, true, &ids, &sources)?;
         if let Some(entry) = self.clients.get_mut(name) {
-            entry.next_sequence = entry.next_sequence.wrapping_add(ids.len() as i32);
+            entry.sequences.insert(0, sequence.wrapping_add(ids.len() as i32));
             entry.read_position = last_offset + 1;
         }
         self.send(name, batch, ids, false).await?;

@@ -57,7 +57,7 @@ impl World {
         }
         let answer = self.administer(dest, request).await?;
         if let Some(cluster) = self.clusters.get_mut(dest) {
-            if cluster.node.partition(topic, 0).await.is_some() {
+            if cluster.node.topic_partitions().await.contains_key(topic) {
                 cluster.topics.insert(topic.to_owned());
             }
         }
@@ -85,7 +85,8 @@ impl World {
             };
             // Rounds until the destination's links have nothing more to copy (a destination with several links
             // catches them all up at its first).
-            let failure = match self.links_of(&dest).await? {
+            let partitions = self.partition_numbers();
+            let failures: Vec<(i32, String)> = match self.links_of(&dest).await? {
                 Some((node, links)) => {
                     let mut rounds = 0;
                     while links.step(node).await > 0 {
@@ -96,14 +97,20 @@ impl World {
                             )));
                         }
                     }
-                    links.failure(&topic, 0)
+                    partitions
+                        .clone()
+                        .filter_map(|partition| Some((partition, links.failure(&topic, partition)?)))
+                        .collect()
                 }
-                None => None,
+                None => Vec::new(),
             };
             // A link that cannot go on — FAILED, or an error its retries meet every time (a destination aligned
             // with the wrong position) — is judged, not a crash of the simulation.
-            if let Some(failure) = failure {
-                let entry = format!("{source} -> {dest} ({topic}): {failure}");
+            for (partition, failure) in failures {
+                let entry = format!(
+                    "{source} -> {dest} ({}): {failure}",
+                    self.log_name(&topic, partition)
+                );
                 if !self.failed_links.contains(&entry) {
                     self.failed_links.push(entry);
                 }
@@ -130,30 +137,34 @@ impl World {
         if bypassed {
             // The link is forgotten without STOPPING; what happens to the partition is the simulator's below.
             self.forget_link(&link).await?;
-            let dest_slot = self.leader(dest, topic).await?;
-            let now = self.now();
-            let mut guard = dest_slot.lock().await;
-            let log = &mut closed_if_none(guard.as_mut(), dest, topic)?.leader;
-            if self.mutation == Some(Mutation::FailoverNeverCompletes) {
-                // The bug: the link is dropped without STOPPING.
-            } else if self.strategy.writes_barrier() && self.mutation == Some(Mutation::NoLsoCut) {
-                stop_without_the_lso_cut(log, &link.source, dest, now).await?;
-            } else {
-                // A mirror without the KIP's PID handling (or the barrier strategies' `NoBarrier` mutant): stop
-                // fetching, remember where mirroring ended (for a later failback), open the partition for
-                // writes. No cut to the LSO and no barrier: that is the KIP's STOPPING.
-                let end = log.log_end_offset();
-                persist_last_mirrored(log, &link.source, end).await?;
-                open_as_stopped(log).await?;
+            for partition in self.partition_numbers() {
+                let dest_slot = self.leader(dest, topic, partition).await?;
+                let now = self.now();
+                let mut guard = dest_slot.lock().await;
+                let log = &mut closed_if_none(guard.as_mut(), dest, topic)?.leader;
+                if self.mutation == Some(Mutation::FailoverNeverCompletes) {
+                    // The bug: the link is dropped without STOPPING.
+                } else if self.strategy.writes_barrier() && self.mutation == Some(Mutation::NoLsoCut) {
+                    stop_without_the_lso_cut(log, &link.source, dest, now).await?;
+                } else {
+                    // A mirror without the KIP's PID handling (or the barrier strategies' `NoBarrier` mutant):
+                    // stop fetching, remember where mirroring ended (for a later failback), open the partition
+                    // for writes. No cut to the LSO and no barrier: that is the KIP's STOPPING.
+                    let end = log.log_end_offset();
+                    persist_last_mirrored(log, &link.source, end).await?;
+                    open_as_stopped(log).await?;
+                }
             }
         } else {
-            let end_before_the_cut = {
-                let dest_slot = self.leader(dest, topic).await?;
+            let mut ends_before_the_cut = Vec::new();
+            for partition in self.partition_numbers() {
+                let dest_slot = self.leader(dest, topic, partition).await?;
                 let guard = dest_slot.lock().await;
-                closed_if_none_ref(guard.as_ref(), dest, topic)?
+                let end = closed_if_none_ref(guard.as_ref(), dest, topic)?
                     .leader
-                    .log_end_offset()
-            };
+                    .log_end_offset();
+                ends_before_the_cut.push((partition, end));
+            }
             let failover = AdminRequest::Failover {
                 link: topic.to_owned(),
                 topics: Vec::new(),
@@ -170,10 +181,12 @@ impl World {
                 ));
             }
             if self.mutation == Some(Mutation::LastMirroredBeforeTheCut) {
-                let dest_slot = self.leader(dest, topic).await?;
-                let mut guard = dest_slot.lock().await;
-                let log = &mut closed_if_none(guard.as_mut(), dest, topic)?.leader;
-                persist_last_mirrored(log, &link.source, end_before_the_cut).await?;
+                for (partition, end_before_the_cut) in ends_before_the_cut {
+                    let dest_slot = self.leader(dest, topic, partition).await?;
+                    let mut guard = dest_slot.lock().await;
+                    let log = &mut closed_if_none(guard.as_mut(), dest, topic)?.leader;
+                    persist_last_mirrored(log, &link.source, end_before_the_cut).await?;
+                }
             }
             self.forget_link(&link).await?;
         }
@@ -256,13 +269,23 @@ impl World {
         Ok(Some((&*state.node, links)))
     }
 
-    /// The leader (and followers) of `topic` on `cluster`.
-    pub(super) async fn leader(&self, cluster: &str, topic: &str) -> Result<Arc<PartitionSlot>, SimError> {
+    /// The leader (and followers) of a partition of `topic` on `cluster`.
+    pub(super) async fn leader(
+        &self,
+        cluster: &str,
+        topic: &str,
+        partition: i32,
+    ) -> Result<Arc<PartitionSlot>, SimError> {
         match self.node(cluster) {
-            Some(node) => node.partition(topic, 0).await,
+            Some(node) => node.partition(topic, partition).await,
             None => None,
         }
-        .ok_or_else(|| SimError::Setup(format!("{cluster} has no partition of {topic}")))
+        .ok_or_else(|| {
+            SimError::Setup(format!(
+                "{cluster} has no partition {}",
+                self.log_name(topic, partition)
+            ))
+        })
     }
 }
 

@@ -167,12 +167,18 @@ struct Client {
     topic: String,
     kind: ClientKind,
     producer: Option<(ProducerId, ProducerEpoch)>,
-    next_sequence: i32,
+    /// The next sequence number per partition of its topic.
+    sequences: BTreeMap<i32, i32>,
+    /// The partition its next batch goes to (a pending batch's, until it is acknowledged); producers take turns
+    /// over the topic's partitions, applications stay on partition 0.
+    partition: i32,
     /// A batch written whose acknowledgement was lost, with its record ids: sent again next time.
     pending: Option<(RecordBatch, Vec<u64>)>,
     /// The last refusal the client heard.
     last_refusal: Option<kafka_types::KafkaError>,
     in_txn: bool,
+    /// The partitions the open transaction holds (meaningful while `in_txn`).
+    txn_partitions: std::collections::BTreeSet<i32>,
     txn_records: Vec<u64>,
     dead: Option<String>,
     /// Applications: whether the open transaction holds their group's offsets partition yet.
@@ -209,9 +215,9 @@ pub struct AppOutcome {
     pub cluster: String,
     /// The committed position.
     pub position: i64,
-    /// The topics it read and wrote.
+    /// The partition it read (its name as in [`Finished::logs`]: partition 0 of its input topic).
     pub input: String,
-    /// Its output topic.
+    /// The partition it wrote (partition 0 of its output topic).
     pub output: String,
 }
 
@@ -219,7 +225,8 @@ pub struct AppOutcome {
 pub struct Finished {
     /// The ground truth.
     pub truth: Truth,
-    /// Every cluster's leader logs by (cluster, topic), as batches.
+    /// Every cluster's leader logs by (cluster, partition), as batches: a partition is named by its topic when
+    /// topics have one partition, else `topic-N`.
     pub logs: BTreeMap<(String, String), Vec<RecordBatch>>,
     /// What a read_committed consumer of each leader log sees: the record ids, in order.
     pub committed_views: BTreeMap<(String, String), Vec<u64>>,
@@ -255,6 +262,8 @@ pub struct Finished {
 /// The simulated world; see the module docs.
 pub struct World {
     strategy: Strategy,
+    /// Partitions of every topic (the script's).
+    partitions: u32,
     storage: SimStorage,
     dir: Option<tempfile::TempDir>,
     clusters: BTreeMap<String, Cluster>,
@@ -308,6 +317,7 @@ impl World {
         };
         let mut world = World {
             strategy,
+            partitions: script.partitions.clamp(1, crate::script::MAX_PARTITIONS),
             storage,
             dir,
             clusters: BTreeMap::new(),
@@ -401,6 +411,20 @@ impl World {
         self.clusters.get(cluster).map(|state| &*state.node)
     }
 
+    /// The partitions of every topic.
+    fn partition_numbers(&self) -> std::ops::Range<i32> {
+        0..i32::try_from(self.partitions).unwrap_or(1)
+    }
+
+    /// A partition's name in findings: the topic alone when topics have one partition, else `topic-N`.
+    pub(super) fn log_name(&self, topic: &str, partition: i32) -> String {
+        if self.partitions == 1 {
+            topic.to_owned()
+        } else {
+            format!("{topic}-{partition}")
+        }
+    }
+
     /// Sets how far mirror links fetch (default: the last stable offset).
     pub fn with_fetch_bound(mut self, bound: FetchBound) -> Self {
         self.fetch_bound = bound;
@@ -476,7 +500,7 @@ impl World {
         if state.topics.contains(topic) {
             return Ok(true);
         }
-        match state.node.create_topic(topic, 1).await {
+        match state.node.create_topic(topic, self.partitions).await {
             Ok(()) | Err(kafka_types::KafkaError::TopicAlreadyExists) => {
                 state.topics.insert(topic.to_owned());
                 Ok(true)
@@ -491,37 +515,50 @@ impl World {
     /// The follower catches up with the leader (the node's replication: cut back first where its history left
     /// the leader's), and the leader's high watermark follows the follower (acks=all with one follower).
     async fn replicate(&mut self, cluster: &str, topic: &str) -> Result<(), SimError> {
-        match self.node(cluster) {
-            Some(node) => node.replicate(topic, 0).await.map_err(SimError::node),
-            None => Ok(()),
+        let Some(node) = self.node(cluster) else {
+            return Ok(());
+        };
+        for partition in self.partition_numbers() {
+            node.replicate(topic, partition).await.map_err(SimError::node)?;
         }
+        Ok(())
     }
 
     async fn crash_replica(&mut self, cluster: &str, topic: &str) -> Result<(), SimError> {
         let Some(node) = self.node(cluster) else {
             return Ok(());
         };
-        // The crash: the follower's in-memory state is gone; it reopens from what its storage holds.
-        node.restart_follower(topic, 0, 0).await.map_err(SimError::node)?;
+        // The crash: the followers' in-memory state is gone; each reopens from what its storage holds.
+        for partition in self.partition_numbers() {
+            node.restart_follower(topic, partition, 0)
+                .await
+                .map_err(SimError::node)?;
+        }
         self.compare_replicas(cluster, topic, "after a follower crash")
             .await
     }
 
-    /// Records a divergence when the leader's and the follower's producer state differ.
+    /// Records a divergence when a partition's leader and follower producer state differ.
     async fn compare_replicas(&mut self, cluster: &str, topic: &str, when: &str) -> Result<(), SimError> {
-        let Some(node) = self.node(cluster) else {
-            return Ok(());
-        };
-        let summaries = node.replica_summaries(topic, 0).await.map_err(SimError::node)?;
-        let mut summaries = summaries.into_iter().map(comparable);
-        let Some(leader) = summaries.next() else {
-            return Ok(());
-        };
-        for follower in summaries {
-            if leader != follower {
-                self.divergences.push(format!(
-                    "{cluster}/{topic} {when}: leader {leader:?} vs follower {follower:?}"
-                ));
+        for partition in self.partition_numbers() {
+            let Some(node) = self.node(cluster) else {
+                return Ok(());
+            };
+            let summaries = node
+                .replica_summaries(topic, partition)
+                .await
+                .map_err(SimError::node)?;
+            let mut summaries = summaries.into_iter().map(comparable);
+            let Some(leader) = summaries.next() else {
+                continue;
+            };
+            let name = self.log_name(topic, partition);
+            for follower in summaries {
+                if leader != follower {
+                    self.divergences.push(format!(
+                        "{cluster}/{name} {when}: leader {leader:?} vs follower {follower:?}"
+                    ));
+                }
             }
         }
         Ok(())
@@ -538,15 +575,30 @@ impl World {
         if self.strategy.transforms_producer_ids() {
             return Ok(());
         }
+        for partition in self.partition_numbers() {
+            self.compare_mirror_partition(source, dest, topic, partition)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// [`Self::compare_mirror_state`] for one partition.
+    async fn compare_mirror_partition(
+        &mut self,
+        source: &str,
+        dest: &str,
+        topic: &str,
+        partition: i32,
+    ) -> Result<(), SimError> {
         let (Some(source_node), Some(dest_node)) = (self.node(source), self.node(dest)) else {
             return Ok(());
         };
         let of_source = source_node
-            .replica_summaries(topic, 0)
+            .replica_summaries(topic, partition)
             .await
             .map_err(SimError::node)?;
         let of_dest = dest_node
-            .replica_summaries(topic, 0)
+            .replica_summaries(topic, partition)
             .await
             .map_err(SimError::node)?;
         let (Some(of_source), Some(of_dest)) = (of_source.into_iter().next(), of_dest.into_iter().next())
@@ -583,8 +635,9 @@ impl World {
         {
             return Ok(());
         }
+        let name = self.log_name(topic, partition);
         self.state_drift.push(format!(
-            "{dest}/{topic} mirroring {source} at offset {}: producers only the mirror holds {kept:?}, only the source {dropped:?}, held differently [{}]",
+            "{dest}/{name} mirroring {source} at offset {}: producers only the mirror holds {kept:?}, only the source {dropped:?}, held differently [{}]",
             of_dest.log_end_offset,
             differing.join(", ")
         ));
@@ -611,9 +664,14 @@ impl World {
         self.mirror_all().await
     }
 
-    /// What a read_committed consumer of `topic`'s leader on `cluster` sees: (offset, record id).
-    async fn committed_view(&self, cluster: &str, topic: &str) -> Result<Vec<(i64, u64)>, SimError> {
-        let slot = self.leader(cluster, topic).await?;
+    /// What a read_committed consumer of a partition's leader on `cluster` sees: (offset, record id).
+    async fn committed_view(
+        &self,
+        cluster: &str,
+        topic: &str,
+        partition: i32,
+    ) -> Result<Vec<(i64, u64)>, SimError> {
+        let slot = self.leader(cluster, topic, partition).await?;
         let guard = slot.lock().await;
         match guard.as_ref() {
             Some(replicas) => {
@@ -631,10 +689,24 @@ impl World {
         dest: &str,
         topic: &str,
     ) -> Result<(), SimError> {
+        for partition in self.partition_numbers() {
+            self.note_partition_window(source, dest, topic, partition).await?;
+        }
+        Ok(())
+    }
+
+    /// [`Self::note_failover_window`] for one partition.
+    async fn note_partition_window(
+        &mut self,
+        source: &str,
+        dest: &str,
+        topic: &str,
+        partition: i32,
+    ) -> Result<(), SimError> {
         // Every record of the source's log its client was told is stored: plain records, and committed ones —
         // also those behind a transaction the loss left open, which a read_committed consumer there cannot reach.
         let mut on_source = Vec::new();
-        for batch in self.leader_batches(source, topic).await? {
+        for batch in self.leader_batches(source, topic, partition).await? {
             if batch.is_control() {
                 continue;
             }
@@ -650,7 +722,7 @@ impl World {
             }
         }
         let on_dest: std::collections::BTreeSet<u64> = self
-            .committed_view(dest, topic)
+            .committed_view(dest, topic, partition)
             .await?
             .into_iter()
             .map(|(_, id)| id)
@@ -684,13 +756,15 @@ impl World {
             {
                 continue;
             }
-            let slot = self.leader(cluster, topic).await?;
-            let guard = slot.lock().await;
-            if guard
-                .as_ref()
-                .is_some_and(|replicas| replicas.leader.is_read_only())
-            {
-                found.push(format!("{cluster}/{topic}"));
+            for partition in self.partition_numbers() {
+                let slot = self.leader(cluster, topic, partition).await?;
+                let guard = slot.lock().await;
+                if guard
+                    .as_ref()
+                    .is_some_and(|replicas| replicas.leader.is_read_only())
+                {
+                    found.push(format!("{cluster}/{}", self.log_name(topic, partition)));
+                }
             }
         }
         Ok(found)
@@ -701,9 +775,14 @@ impl World {
     /// never had) has diverged.
     async fn compare_mirrors(&mut self) -> Result<(), SimError> {
         let mut found = Vec::new();
-        for link in &self.links {
-            let source_batches = self.leader_batches(&link.source, &link.topic).await?;
-            let dest_batches = self.leader_batches(&link.dest, &link.topic).await?;
+        let pairs = self
+            .links
+            .iter()
+            .flat_map(|link| self.partition_numbers().map(move |partition| (link, partition)));
+        for (link, partition) in pairs {
+            let source_batches = self.leader_batches(&link.source, &link.topic, partition).await?;
+            let dest_batches = self.leader_batches(&link.dest, &link.topic, partition).await?;
+            let name = self.log_name(&link.topic, partition);
             let by_offset: BTreeMap<i64, &RecordBatch> = source_batches
                 .iter()
                 .map(|batch| (batch.base_offset(), batch))
@@ -717,7 +796,7 @@ impl World {
                         found.push(format!(
                             "{}/{}: mirror of {} holds a batch at offset {} where its source has none",
                             link.dest,
-                            link.topic,
+                            name,
                             link.source,
                             batch.base_offset()
                         ));
@@ -734,7 +813,7 @@ impl World {
                     found.push(format!(
                         "{}/{}: mirror of {} differs from its source at offset {}",
                         link.dest,
-                        link.topic,
+                        name,
                         link.source,
                         batch.base_offset()
                     ));
@@ -746,13 +825,21 @@ impl World {
         Ok(())
     }
 
-    /// Every batch of the leader log of `topic` on `cluster`.
-    async fn leader_batches(&self, cluster: &str, topic: &str) -> Result<Vec<RecordBatch>, SimError> {
-        let slot = self.leader(cluster, topic).await?;
+    /// Every batch of the leader log of a partition of `topic` on `cluster`.
+    async fn leader_batches(
+        &self,
+        cluster: &str,
+        topic: &str,
+        partition: i32,
+    ) -> Result<Vec<RecordBatch>, SimError> {
+        let slot = self.leader(cluster, topic, partition).await?;
         let guard = slot.lock().await;
         match guard.as_ref() {
             Some(replicas) => all_batches(&replicas.leader).await,
-            None => Err(SimError::Setup(format!("{cluster}/{topic} is closed"))),
+            None => Err(SimError::Setup(format!(
+                "{cluster}/{} is closed",
+                self.log_name(topic, partition)
+            ))),
         }
     }
 
@@ -791,23 +878,27 @@ impl World {
             self.compare_replicas(cluster, topic, "at the end").await?;
             // Recovery: a fresh copy of the follower from its storage must reach the same state again.
             if let Some(node) = self.node(cluster) {
-                node.restart_follower(topic, 0, 0).await.map_err(SimError::node)?;
+                for partition in self.partition_numbers() {
+                    node.restart_follower(topic, partition, 0)
+                        .await
+                        .map_err(SimError::node)?;
+                }
             }
             self.compare_replicas(cluster, topic, "after recovery").await?;
-            let slot = self.leader(cluster, topic).await?;
-            let guard = slot.lock().await;
-            let Some(replicas) = guard.as_ref() else {
-                continue;
-            };
-            let leader = &replicas.leader;
-            let batches = all_batches(leader).await?;
-            let view = committed_records(leader, leader.log_start_offset()).await?;
-            last_stable_offsets.insert((cluster.clone(), topic.clone()), leader.last_stable_offset());
-            committed_views.insert(
-                (cluster.clone(), topic.clone()),
-                view.into_iter().map(|(_, id)| id).collect(),
-            );
-            logs.insert((cluster.clone(), topic.clone()), batches);
+            for partition in self.partition_numbers() {
+                let key = (cluster.clone(), self.log_name(topic, partition));
+                let slot = self.leader(cluster, topic, partition).await?;
+                let guard = slot.lock().await;
+                let Some(replicas) = guard.as_ref() else {
+                    continue;
+                };
+                let leader = &replicas.leader;
+                let batches = all_batches(leader).await?;
+                let view = committed_records(leader, leader.log_start_offset()).await?;
+                last_stable_offsets.insert(key.clone(), leader.last_stable_offset());
+                committed_views.insert(key.clone(), view.into_iter().map(|(_, id)| id).collect());
+                logs.insert(key, batches);
+            }
         }
         let mut apps = Vec::new();
         for (name, client) in &self.clients {
@@ -831,8 +922,8 @@ impl World {
                 recoveries: client.recoveries,
                 cluster: client.cluster.clone(),
                 position,
-                input: input.clone(),
-                output: client.topic.clone(),
+                input: self.log_name(input, 0),
+                output: self.log_name(&client.topic, 0),
             });
         }
         Ok(Finished {
@@ -880,10 +971,7 @@ mod tests {
             parent.path()
         ))
         .unwrap();
-        let script = Script {
-            clusters: vec!["a".to_owned()],
-            steps: Vec::new(),
-        };
+        let script = Script::new(vec!["a".to_owned()], Vec::new());
         let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let world = runtime
             .block_on(World::new(

@@ -95,10 +95,7 @@ pub fn advance(cluster: &str, past: i64) -> Step {
 }
 
 pub fn script(clusters: &[&str], steps: Vec<Step>) -> Script {
-    Script {
-        clusters: clusters.iter().map(|name| name.to_string()).collect(),
-        steps,
-    }
+    Script::new(clusters.iter().map(|name| name.to_string()).collect(), steps)
 }
 
 pub fn run(script: &Script, strategy: Strategy) -> (Findings, Finished) {
