@@ -127,6 +127,22 @@ async fn step_until_caught_up(links: &mut MirrorLinks, node: &Node, link: &str) 
     panic!("the mirror did not catch up");
 }
 
+/// A source node `a` (cluster-a) whose partition holds two records, and a destination (cluster-b) with a link
+/// named `link` that has caught up with it.
+async fn caught_up(
+    dir: &std::path::Path,
+    link: &str,
+) -> (Arc<Node>, Arc<Node>, Arc<NodeSources>, MirrorLinks) {
+    let source = node_in(&dir.join("a"), "cluster-a", &[(TOPIC, 1)]).await;
+    let dest = node_in(&dir.join("b"), "cluster-b", &[]).await;
+    assert_eq!(produce(&source, 0, 1, 0, &["a", "b"]).await, 0);
+    let sources = Arc::new(NodeSources::new().with("a", source.clone()));
+    let mut links = MirrorLinks::open(&dest, sources.clone()).await.unwrap();
+    assert!(links.handle(&dest, create(link, "a")).await.ok);
+    step_until_caught_up(&mut links, &dest, link).await;
+    (source, dest, sources, links)
+}
+
 #[tokio::test]
 async fn a_link_mirrors_byte_for_byte_then_a_failover_writes_one_barrier_and_opens_the_topic() {
     let dir = tempfile::tempdir().unwrap();
@@ -194,13 +210,7 @@ async fn a_link_mirrors_byte_for_byte_then_a_failover_writes_one_barrier_and_ope
 #[tokio::test]
 async fn a_failover_asked_for_before_a_crash_completes_when_the_node_reopens() {
     let dir = tempfile::tempdir().unwrap();
-    let source = node_in(&dir.path().join("a"), "cluster-a", &[(TOPIC, 1)]).await;
-    let dest = node_in(&dir.path().join("b"), "cluster-b", &[]).await;
-    assert_eq!(produce(&source, 0, 1, 0, &["a", "b"]).await, 0);
-    let sources = Arc::new(NodeSources::new().with("a", source.clone()));
-    let mut links = MirrorLinks::open(&dest, sources.clone()).await.unwrap();
-    assert!(links.handle(&dest, create("a-to-b", "a")).await.ok);
-    step_until_caught_up(&mut links, &dest, "a-to-b").await;
+    let (_source, dest, sources, links) = caught_up(dir.path(), "a-to-b").await;
     // The crash: the request is recorded, STOPPING never began.
     let mut recorded = dest.mirror_links().await.unwrap();
     recorded[0].topics.get_mut(TOPIC).unwrap().failover_requested = true;
@@ -491,13 +501,7 @@ async fn a_mirror_topic_is_read_only_from_its_creation_and_after_a_restart() {
 #[tokio::test]
 async fn deleting_a_link_forgets_it_leaves_its_topic_as_it_is_and_lets_a_new_link_mirror_into_it() {
     let dir = tempfile::tempdir().unwrap();
-    let source = node_in(&dir.path().join("a"), "cluster-a", &[(TOPIC, 1)]).await;
-    let dest = node_in(&dir.path().join("b"), "cluster-b", &[]).await;
-    assert_eq!(produce(&source, 0, 1, 0, &["a", "b"]).await, 0);
-    let sources = Arc::new(NodeSources::new().with("a", source.clone()));
-    let mut links = MirrorLinks::open(&dest, sources.clone()).await.unwrap();
-    assert!(links.handle(&dest, create("first", "a")).await.ok);
-    step_until_caught_up(&mut links, &dest, "first").await;
+    let (source, dest, sources, mut links) = caught_up(dir.path(), "first").await;
     let delete = |link: &str| AdminRequest::Delete {
         link: link.to_owned(),
     };

@@ -50,19 +50,7 @@ fn retryable(error: impl std::fmt::Display) -> FetchError {
 impl Sources for SimSources {
     async fn describe(&self, address: &str, topics: &[String]) -> Result<SourceDescription, FetchError> {
         let node = self.nodes.get(address).ok_or_else(|| unreachable(address))?;
-        let existing = node.topic_partitions().await;
-        let mut partitions = BTreeMap::new();
-        for topic in topics {
-            let count = existing.get(topic).ok_or_else(|| FetchError {
-                message: format!("topic {topic} does not exist on {address}"),
-                retryable: false,
-            })?;
-            partitions.insert(topic.clone(), u32::try_from(*count).unwrap_or(u32::MAX));
-        }
-        Ok(SourceDescription {
-            cluster_id: node.config().cluster_id.clone(),
-            partitions,
-        })
+        node::mirror::describe_node(node, address, topics).await
     }
 
     async fn group_offsets(&self, address: &str, topics: &[String]) -> Result<Vec<GroupOffset>, FetchError> {

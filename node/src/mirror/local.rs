@@ -44,23 +44,33 @@ fn unreachable(address: &str) -> FetchError {
     }
 }
 
+/// What `node`, reached as `address`, tells a mirror about itself and `topics` (a topic it lacks is an error
+/// naming it): for every in-process implementation of [`Sources`].
+pub async fn describe_node(
+    node: &Node,
+    address: &str,
+    topics: &[String],
+) -> Result<SourceDescription, FetchError> {
+    let existing = node.topic_partitions().await;
+    let mut partitions = BTreeMap::new();
+    for topic in topics {
+        let count = existing.get(topic).ok_or_else(|| FetchError {
+            message: format!("topic {topic} does not exist at {address}"),
+            retryable: false,
+        })?;
+        partitions.insert(topic.clone(), u32::try_from(*count).unwrap_or(u32::MAX));
+    }
+    Ok(SourceDescription {
+        cluster_id: node.config().cluster_id.clone(),
+        partitions,
+    })
+}
+
 #[async_trait]
 impl Sources for NodeSources {
     async fn describe(&self, address: &str, topics: &[String]) -> Result<SourceDescription, FetchError> {
         let node = self.nodes.get(address).ok_or_else(|| unreachable(address))?;
-        let existing = node.topic_partitions().await;
-        let mut partitions = BTreeMap::new();
-        for topic in topics {
-            let count = existing.get(topic).ok_or_else(|| FetchError {
-                message: format!("topic {topic} does not exist at {address}"),
-                retryable: false,
-            })?;
-            partitions.insert(topic.clone(), u32::try_from(*count).unwrap_or(u32::MAX));
-        }
-        Ok(SourceDescription {
-            cluster_id: node.config().cluster_id.clone(),
-            partitions,
-        })
+        describe_node(node, address, topics).await
     }
 
     async fn group_offsets(&self, address: &str, topics: &[String]) -> Result<Vec<GroupOffset>, FetchError> {

@@ -22,5 +22,5 @@ pub mod registry;
 pub use admin::{AdminFailure, AdminRequest, AdminResponse, LinkStatus, PartitionStatus};
 pub use error::MirrorError;
 pub use links::MirrorLinks;
-pub use local::{NodeFetcher, NodeSources};
+pub use local::{describe_node, NodeFetcher, NodeSources};
 pub use registry::{LinkRecord, TopicRecord, MIRROR_LINKS_PARTITION};
