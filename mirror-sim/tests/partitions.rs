@@ -184,3 +184,19 @@ fn a_failover_leaves_a_local_transaction_open_on_the_same_cluster_untouched() {
         }
     }
 }
+
+#[test]
+fn a_replayed_script_with_a_partition_count_out_of_range_is_refused() {
+    for partitions in [0, mirror_sim::script::MAX_PARTITIONS + 1] {
+        let script = mirror_sim::Script {
+            partitions,
+            ..script(&["A"], vec![mirror_sim::Step::Mirror])
+        };
+        let refused = mirror_sim::run_script(&script, Strategy::Barrier, &SimStorage::memory());
+        assert!(
+            matches!(&refused, Err(mirror_sim::SimError::Setup(message)) if message.contains("partitions")),
+            "{partitions}: {:?}",
+            refused.err()
+        );
+    }
+}

@@ -89,7 +89,8 @@ enum Action {
         target: Target,
     },
     /// Forget the link: fetching stops and its topics stay as they are (writable once failed over, read-only
-    /// otherwise; `reverse` adopts such a topic again). Refused while a failover is under way.
+    /// otherwise; `reverse` from the cluster it mirrored adopts such a topic again). Refused while a failover is
+    /// under way.
     Delete {
         /// The destination broker (`host:port`).
         #[arg(long)]

@@ -501,7 +501,7 @@ async fn a_mirror_topic_is_read_only_from_its_creation_and_after_a_restart() {
 #[tokio::test]
 async fn deleting_a_link_forgets_it_leaves_its_topic_as_it_is_and_lets_a_new_link_mirror_into_it() {
     let dir = tempfile::tempdir().unwrap();
-    let (source, dest, sources, mut links) = caught_up(dir.path(), "first").await;
+    let (source, dest, _, mut links) = caught_up(dir.path(), "first").await;
     let delete = |link: &str| AdminRequest::Delete {
         link: link.to_owned(),
     };
@@ -527,13 +527,22 @@ async fn deleting_a_link_forgets_it_leaves_its_topic_as_it_is_and_lets_a_new_lin
         KafkaError::ReadOnlyTopic.code()
     );
 
-    // The topic belongs to no link now: `reverse` adopts it, catches up, and a failover opens it.
-    let reverse = AdminRequest::Reverse {
-        link: "second".to_owned(),
-        source: "a".to_owned(),
+    // The topic belongs to no link now, but it still mirrors cluster-a: another cluster cannot adopt it.
+    let other = node_in(&dir.path().join("c"), "cluster-c", &[(TOPIC, 1)]).await;
+    let sources = Arc::new(NodeSources::new().with("a", source.clone()).with("c", other));
+    drop(links);
+    let mut links = MirrorLinks::open(&dest, sources.clone()).await.unwrap();
+    let reverse = |link: &str, from: &str| AdminRequest::Reverse {
+        link: link.to_owned(),
+        source: from.to_owned(),
         topics: vec![TOPIC.to_owned()],
     };
-    let reversed = links.handle(&dest, reverse).await;
+    let refused = links.handle(&dest, reverse("from-c", "c")).await;
+    assert_eq!(refused.error.unwrap().category, "invalid_request");
+    assert!(partitions(&links.handle(&dest, AdminRequest::List).await).is_empty());
+
+    // `reverse` from the cluster it mirrored adopts it, catches up, and a failover opens it.
+    let reversed = links.handle(&dest, reverse("second", "a")).await;
     assert!(reversed.ok, "{reversed:?}");
     step_until_caught_up(&mut links, &dest, "second").await;
     assert_eq!(log_bytes(&dest, 0).await, log_bytes(&source, 0).await);

@@ -457,8 +457,6 @@ pub fn run(
     out
 }
 
-/// For every backend, `runs` runs of `one` (each returning the backend's figure and its baseline's, measured
-/// together), added to `m`.
 /// An engine's raw writes of `batches`, a write per so many bytes (see [`crate::engine_floor`]).
 type EngineWrites = fn(&Path, &[RecordBatch], usize) -> Option<Duration>;
 
@@ -521,7 +519,9 @@ fn engine_floor(
         let (ours, raw): (Vec<f64>, Vec<f64>) = (0..m.runs)
             .map(|_| {
                 let dir = tempfile::tempdir().unwrap();
-                let elapsed = engine(dir.path(), &work, write_bytes).unwrap_or(Duration::MAX);
+                let elapsed = engine(dir.path(), &work, write_bytes).unwrap_or_else(|| {
+                    panic!("{}'s engine opened for the probe, not for the run", backend.name)
+                });
                 let raw_dir = tempfile::tempdir().unwrap();
                 let raw = if mirroring {
                     append_raw(raw_dir.path(), &work, None);
@@ -539,6 +539,8 @@ fn engine_floor(
     m
 }
 
+/// For every backend, `runs` runs of `one` (each returning the backend's figure and its baseline's, measured
+/// together), added to `m`.
 fn per_run(
     m: &mut Measurement,
     backends: &[BenchBackend],

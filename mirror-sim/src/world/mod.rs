@@ -144,7 +144,7 @@ pub type ClientErrors = BTreeMap<String, u64>;
 /// mirror's destination, its mirror links (the node's own, over the simulated network).
 struct Cluster {
     node: Arc<Node>,
-    /// The topics it has (each with one partition, 0).
+    /// The topics it has (each with the script's partitions).
     topics: std::collections::BTreeSet<String>,
     /// Its mirror links, opened when it first mirrors.
     links: Option<MirrorLinks>,
@@ -317,7 +317,7 @@ impl World {
         };
         let mut world = World {
             strategy,
-            partitions: script.partitions.clamp(1, crate::script::MAX_PARTITIONS),
+            partitions: script.partitions,
             storage,
             dir,
             clusters: BTreeMap::new(),
@@ -338,6 +338,14 @@ impl World {
             fetch_bound: FetchBound::LastStableOffset,
             mutation,
         };
+        if !(1..=crate::script::MAX_PARTITIONS).contains(&script.partitions) {
+            // A replayed file says how many: run what it says, or say why not.
+            return Err(SimError::Setup(format!(
+                "{} partitions per topic: use 1 to {}",
+                script.partitions,
+                crate::script::MAX_PARTITIONS
+            )));
+        }
         for name in &script.clusters {
             // Names come from scripts (a `--replay` file): they become directory names, so only plain ones.
             let plain = !name.is_empty()
@@ -491,7 +499,7 @@ impl World {
 
     // ---- partitions and replication -------------------------------------------------------------------------
 
-    /// Creates `topic` (one partition) on `cluster` unless it is there; false when it cannot be (no such
+    /// Creates `topic` (with the script's partitions) on `cluster` unless it is there; false when it cannot be (no such
     /// cluster, or a name Kafka refuses).
     async fn ensure_partition(&mut self, cluster: &str, topic: &str) -> Result<bool, SimError> {
         let Some(state) = self.clusters.get_mut(cluster) else {

@@ -149,6 +149,15 @@ impl MirrorLinks {
                 (Some(_), true) => {}
             }
         }
+        if reverse {
+            for (topic, &partitions) in &description.partitions {
+                for partition in 0..partitions as i32 {
+                    adoptable(node, topic, partition, &description.cluster_id)
+                        .await
+                        .map_err(no_status)?;
+                }
+            }
+        }
         for (topic, &partitions) in &description.partitions {
             if !existing.contains_key(topic) {
                 node.create_read_only_topic(topic, partitions)
@@ -187,7 +196,10 @@ impl MirrorLinks {
         self.links = recorded;
         for (topic, record) in &link.topics {
             for partition in 0..record.partitions as i32 {
-                if let Err(error) = self.start_partition(node, &link, topic, partition, *record).await {
+                if let Err(error) = self
+                    .start_partition(node, &link, topic, partition, *record, true)
+                    .await
+                {
                     let status = self.status(node, &link, &BTreeSet::new()).await;
                     return Err((error, vec![status]));
                 }
@@ -355,10 +367,17 @@ impl MirrorLinks {
     async fn delete(&mut self, node: &Node, name: &str) -> Outcome {
         let (link, keys) = self.select(name, &[]).map_err(|error| (error, Vec::new()))?;
         let status = self.status(node, &link, &BTreeSet::new()).await;
+        // A failover under way — STOPPING, or FAILED at one of its steps, or asked for and not begun — completes
+        // only under a registered link (its retries and the next start resume it): the link cannot go before it.
         let stopping = keys.iter().find(|key| {
-            self.partitions
-                .get(*key)
-                .is_some_and(|mirrored| mirrored.driver.state().kind() == StateKind::Stopping)
+            self.partitions.get(*key).is_some_and(|mirrored| {
+                let state = mirrored.driver.state();
+                let requested = link
+                    .topics
+                    .get(&key.0)
+                    .is_some_and(|record| record.failover_requested);
+                state.stop_step().is_some() || (requested && state.kind() != StateKind::Stopped)
+            })
         });
         if let Some((topic, partition)) = stopping {
             return Err((
@@ -380,6 +399,10 @@ impl MirrorLinks {
         self.links = recorded;
         for key in &keys {
             self.partitions.remove(key);
+        }
+        // A round fetched ahead from the source may name the deleted partitions: dropped, the next step fetches.
+        if let Some((_, task)) = self.prefetched.remove(&link.source) {
+            task.abort();
         }
         Ok(vec![status])
     }
@@ -588,6 +611,51 @@ fn check_name(name: &str) -> Result<(), MirrorError> {
         Err(MirrorError::InvalidRequest(format!(
             "link name {name:?}: 1 to {MAX_NAME_CHARS} characters of [A-Za-z0-9._-]"
         )))
+    }
+}
+
+/// Whether `reverse` may adopt `topic`/`partition` as a mirror of the cluster `source_cluster_id`: a partition
+/// never mirrored, stopped, or left by a deleted link while it mirrored that same cluster (it goes on from where
+/// it was). One that a deleted link left mirroring another cluster is refused, as is one in a failover.
+async fn adoptable(
+    node: &Node,
+    topic: &str,
+    partition: i32,
+    source_cluster_id: &str,
+) -> Result<(), MirrorError> {
+    let slot = super::links::slot(node, topic, partition).await?;
+    let mut guard = slot.lock().await;
+    let log = super::links::leader(&mut guard, topic, partition)?;
+    let Some(bytes) = log
+        .metadata(mirror_fsm::driver::STATE_KEY)
+        .await
+        .map_err(|error| {
+            MirrorError::Failed(format!(
+                "reading the mirror state of {topic}-{partition}: {error}"
+            ))
+        })?
+    else {
+        return Ok(());
+    };
+    let state: MirrorState = serde_json::from_slice(&bytes).map_err(|error| {
+        MirrorError::Failed(format!(
+            "the mirror state of {topic}-{partition} is corrupt: {error}"
+        ))
+    })?;
+    if state.kind() == StateKind::Stopped {
+        return Ok(());
+    }
+    if state.stop_step().is_some() {
+        return Err(MirrorError::InvalidRequest(format!(
+            "{topic}-{partition} is in the middle of a failover: it must complete first"
+        )));
+    }
+    match state.source_cluster_id() {
+        Some(mirrored) if mirrored != source_cluster_id => Err(MirrorError::InvalidRequest(format!(
+            "{topic}-{partition} still mirrors cluster {mirrored} (its link was deleted without a failover): \
+             reverse it from that cluster and fail it over first"
+        ))),
+        _ => Ok(()),
     }
 }
 

@@ -59,7 +59,8 @@ pub enum AdminRequest {
         topics: Vec<String>,
     },
     /// Forget a link: its partitions stop fetching and stay as they are — a failed-over one writable, any other
-    /// read-only (`Reverse` adopts such a topic again). Refused while a partition's failover is under way.
+    /// read-only (`Reverse` from the cluster it mirrored adopts such a topic again). Refused while a partition's
+    /// failover is under way (STOPPING, failed at a STOPPING step, or asked for and not begun).
     Delete {
         /// The link.
         link: String,

@@ -152,7 +152,7 @@ impl MirrorLinks {
             for (topic, record) in &link.topics {
                 for partition in 0..record.partitions as i32 {
                     links
-                        .start_partition(node, &link, topic, partition, *record)
+                        .start_partition(node, &link, topic, partition, *record, false)
                         .await?;
                 }
             }
@@ -388,7 +388,8 @@ impl MirrorLinks {
             .await
     }
 
-    /// Recovers one partition's driver and brings it where the registry says it belongs.
+    /// Recovers one partition's driver and brings it where the registry says it belongs. A `fresh` link (just
+    /// created, not reopened) also starts a new session on a partition a deleted link left FAILED.
     pub(super) async fn start_partition(
         &mut self,
         node: &Node,
@@ -396,6 +397,7 @@ impl MirrorLinks {
         topic: &str,
         partition: i32,
         record: TopicRecord,
+        fresh: bool,
     ) -> Result<(), MirrorError> {
         let mut fetcher = self.sources.fetcher(&link.source, topic, partition);
         let slot = slot(node, topic, partition).await?;
@@ -412,7 +414,9 @@ impl MirrorLinks {
         let event = if record.failover_requested {
             // Asked to fail over before a crash: STOPPING runs now (an interrupted one has completed above).
             transition_allowed(kind, EventKind::Stop).then_some(Event::Stop)
-        } else if kind == StateKind::Stopped {
+        } else if kind == StateKind::Stopped
+            || (fresh && kind == StateKind::Failed && driver.state().stop_step().is_none())
+        {
             Some(Event::Start {
                 source_cluster_id: link.source_cluster_id.clone(),
             })
