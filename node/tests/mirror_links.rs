@@ -3,7 +3,8 @@
 //! failover writes one barrier per partition and opens the topic, the registry survives a restart (a stopped
 //! link stays stopped; a failover that was asked for before a crash completes), a failback aligns with the
 //! position the former destination recorded, partitions take turns at the front of a multi-partition round, a
-//! deleted link fetches no more and frees its topic for another, and the source groups' offsets carry over.
+//! deleted link fetches no more and frees its topic for a `reverse` from the same cluster (another is refused),
+//! a link whose failover failed at a step cannot be deleted, and the source groups' offsets carry over.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails by panicking
 
 use std::sync::Arc;
@@ -596,4 +597,49 @@ async fn in_process_sources_carry_the_source_groups_committed_offsets_to_the_mir
     let carried = dest.committed_offsets_on(&[TOPIC.to_owned()]).await;
     assert_eq!(carried.len(), 1, "{carried:?}");
     assert_eq!((carried[0].group.as_str(), carried[0].offset), ("readers", 2));
+}
+
+#[tokio::test]
+async fn a_link_whose_failover_failed_at_a_step_cannot_be_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = node_in(&dir.path().join("a"), "cluster-a", &[(TOPIC, 1)]).await;
+    assert_eq!(produce(&source, 0, 1, 0, &["a", "b"]).await, 0);
+    let dest_dir = dir.path().join("b");
+    let fs = storage_fs::FsStorage::open(storage_fs::FsConfig::new(&dest_dir)).unwrap();
+    let store = storage_testkit::FaultyStore::new(fs);
+    let faults = store.faults().clone();
+    let mut config = NodeConfig::new(StorageConfig::for_backend(Backend::Fs, &dest_dir));
+    config.cluster_id = "cluster-b".to_owned();
+    let dest = Node::open_on(
+        config,
+        ("localhost".to_owned(), 9092),
+        Box::new(store),
+        Arc::new(node::SystemClock),
+    )
+    .await
+    .unwrap();
+    let sources = Arc::new(NodeSources::new().with("a", source.clone()));
+    let mut links = MirrorLinks::open(&dest, sources).await.unwrap();
+    assert!(links.handle(&dest, create("a-to-b", "a")).await.ok);
+    step_until_caught_up(&mut links, &dest, "a-to-b").await;
+
+    // STOPPING's sync fails: the partition is FAILED at that step, its failover recorded and not complete.
+    faults.fail_next_sync(&storage::PartitionId::new(TOPIC, 0).unwrap());
+    let failover = AdminRequest::Failover {
+        link: "a-to-b".to_owned(),
+        topics: Vec::new(),
+    };
+    let failed = links.handle(&dest, failover).await;
+    assert!(!failed.ok, "{failed:?}");
+    assert_eq!(partitions(&failed)[0].state, "FAILED", "{failed:?}");
+    let delete = AdminRequest::Delete {
+        link: "a-to-b".to_owned(),
+    };
+    let refused = links.handle(&dest, delete).await;
+    assert_eq!(refused.error.unwrap().category, "invalid_request");
+    assert_eq!(
+        partitions(&links.handle(&dest, AdminRequest::List).await).len(),
+        1,
+        "the link stays, to complete its failover"
+    );
 }
