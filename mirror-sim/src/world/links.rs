@@ -238,11 +238,19 @@ impl World {
 
     /// `cluster`'s node and its mirror links, opened at the first call (the fetch bound is set by then).
     async fn links_of(&mut self, cluster: &str) -> Result<Option<(&Node, &mut MirrorLinks)>, SimError> {
-        let nodes = self
+        let opening = self
             .clusters
-            .iter()
-            .map(|(name, state)| (name.clone(), Arc::clone(&state.node)))
-            .collect();
+            .get(cluster)
+            .is_some_and(|state| state.links.is_none());
+        // Every cluster as a source, gathered once: when the links open.
+        let nodes: std::collections::BTreeMap<String, Arc<Node>> = if opening {
+            self.clusters
+                .iter()
+                .map(|(name, state)| (name.clone(), Arc::clone(&state.node)))
+                .collect()
+        } else {
+            std::collections::BTreeMap::new()
+        };
         let (bound, strategy, mutation) = (self.fetch_bound, self.strategy, self.mutation);
         let Some(state) = self.clusters.get_mut(cluster) else {
             return Ok(None);
