@@ -652,12 +652,16 @@ impl World {
         Ok(())
     }
 
-    /// The end of a run: every open transaction commits, every link catches up.
+    /// The end of a run: every open transaction commits, the transaction timeout passes (so each coordinator
+    /// aborts what a client that moved away left open, as Kafka's does after `transaction.timeout.ms`), every
+    /// link catches up. Judging before the timeout would call a transaction abandoned seconds ago stuck forever.
     async fn drain(&mut self) -> Result<(), SimError> {
         let names: Vec<String> = self.clients.keys().cloned().collect();
         for name in &names {
             self.end_txn(name, true).await?;
         }
+        self.clock.advance(i64::from(TRANSACTION_TIMEOUT_MS) + STEP_MS);
+        self.abort_timed_out().await?;
         // A producer flushes before it closes: a batch still waiting for its acknowledgement goes once more.
         for name in &names {
             let Some(client) = self.clients.get(name) else {
