@@ -258,8 +258,9 @@ pub async fn client_appends_are_validated_structurally(backend: &dyn Backend) {
     assert_eq!(log.log_end_offset(), 0);
 }
 
-/// Invariant 4: while read-only, client appends fail with ReadOnlyTopic and write nothing; replication and
-/// coordinator appends still work; the flag survives a crash.
+/// Invariant 4: while read-only, client appends fail with ReadOnlyTopic and write nothing, and so does this
+/// cluster's coordinator's transaction marker (a mirror's transactions are its source's, ADR 0045); replication
+/// and coordinator appends (the barrier) still work; the flag survives a crash.
 pub async fn read_only_refuses_client_appends_and_survives_restart(backend: &dyn Backend) {
     let config = config(BarrierScope::Writer);
     let mut log = create_log(backend, 0, config.clone()).await;
@@ -271,9 +272,18 @@ pub async fn read_only_refuses_client_appends_and_survives_restart(backend: &dyn
     );
     assert_eq!(log.log_end_offset(), 0);
     assert!(log.producer_state().producer(1).is_none());
-    log.append_as_follower(vec![data(7, 0, 0, 2, false)])
+    let mut mirrored_open = data(8, 0, 0, 1, true);
+    mirrored_open.set_base_offset(2);
+    log.append_as_follower(vec![data(7, 0, 0, 2, false), mirrored_open])
         .await
         .unwrap();
+    let end = log.log_end_offset();
+    let marker = log.write_marker(false, 8, 0, 0, 5_000).await;
+    assert!(
+        matches!(marker, Err(LogError::ReadOnlyTopic { .. })),
+        "{marker:?}"
+    );
+    assert_eq!(log.log_end_offset(), end, "no marker of this cluster in a mirror");
     coordinate(&mut log, barrier("source", Some(LOCAL_CLUSTER)))
         .await
         .unwrap();

@@ -8,7 +8,8 @@ use storage::{PartitionId, StorageError};
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum LogError {
-    /// A client append to a partition that is being mirrored; nothing was written.
+    /// A client append, or this cluster's transaction marker, to a partition that is being mirrored; nothing was
+    /// written.
     #[error("partition {partition} is read-only while it is mirrored (READ_ONLY_TOPIC)")]
     ReadOnlyTopic {
         /// The partition.

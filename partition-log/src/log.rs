@@ -331,6 +331,11 @@ impl PartitionLog {
     /// transaction here: then the marker was written already (a coordinator re-sends the markers of a
     /// transaction it was completing when it restarts, without knowing which arrived) and appending it again
     /// would change nothing but add a control batch. Returns `None` when it skipped the marker.
+    ///
+    /// A read-only (mirror) partition refuses it with [`LogError::ReadOnlyTopic`], as it refuses a client: its
+    /// transactions are its source's, decided by the source's markers or by STOPPING's. A local transaction it
+    /// held before a failback made it a mirror again is decided there by the source too; a marker of this
+    /// cluster's coordinator would make the log differ from its source's (ADR 0045).
     pub async fn write_marker(
         &mut self,
         commit: bool,
@@ -339,6 +344,11 @@ impl PartitionLog {
         coordinator_epoch: i32,
         timestamp: i64,
     ) -> Result<Option<AppendOutcome>> {
+        if self.read_only {
+            return Err(LogError::ReadOnlyTopic {
+                partition: self.id().clone(),
+            });
+        }
         let open = self
             .psm
             .producer(producer_id)

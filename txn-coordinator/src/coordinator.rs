@@ -112,8 +112,9 @@ pub enum MarkerFailure {
     /// `INVALID_PRODUCER_EPOCH` or `TRANSACTION_COORDINATOR_FENCED`: the producer or the coordinator has moved on;
     /// stop sending this transaction's markers (a reloaded coordinator sends them again if still needed).
     Fenced,
-    /// The partition cannot hold markers (`UNSUPPORTED_FOR_MESSAGE_FORMAT`): no producer could write to it
-    /// transactionally either, so it is dropped from the partitions waiting for a marker.
+    /// The partition cannot hold this coordinator's markers (`UNSUPPORTED_FOR_MESSAGE_FORMAT`, or
+    /// `READ_ONLY_TOPIC`: it mirrors another cluster, whose markers decide its transactions): no producer could
+    /// write to it transactionally either, so it is dropped from the partitions waiting for a marker.
     Unsupported,
     /// A corrupt or oversized marker: a bug, not a condition to retry.
     Fatal,
@@ -127,6 +128,7 @@ impl MarkerFailure {
                 MarkerFailure::Fenced
             }
             KafkaError::InvalidRecord => MarkerFailure::Fatal,
+            KafkaError::ReadOnlyTopic => MarkerFailure::Unsupported,
             _ => MarkerFailure::Retriable,
         }
     }

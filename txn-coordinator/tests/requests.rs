@@ -578,6 +578,12 @@ fn marker_write_failures_are_retried_dropped_or_abandoned_as_kafka_does() {
         MarkerFailure::Fenced
     );
     assert_eq!(MarkerFailure::of(KafkaError::InvalidRecord), MarkerFailure::Fatal);
+    // A partition that mirrors another cluster takes none of this coordinator's markers: it is dropped, not
+    // retried (its transactions are decided by its source's markers).
+    assert_eq!(
+        MarkerFailure::of(KafkaError::ReadOnlyTopic),
+        MarkerFailure::Unsupported
+    );
     let fatal = h
         .coordinator
         .marker_failed(&tid("app"), &markers[0].partition, MarkerFailure::Fatal, 9);
