@@ -25,6 +25,7 @@ use crate::ahead::{Ahead, AheadThread, FETCH_AHEAD_BYTES};
 use crate::error::DriverError;
 use crate::fetcher::Fetcher;
 use crate::machine::{Action, Event, LogFailure, MirrorPartition, MirrorState, StateKind};
+use crate::stopping::{self, StableCut, StoppingTail};
 
 /// The metadata key of the machine's state.
 pub const STATE_KEY: &str = "mirror.state";
@@ -331,16 +332,13 @@ impl MirrorDriver {
                 log.advance_high_watermark(end);
                 Ok(None)
             }
-            Action::TruncateToLso => {
-                // One cut is not always enough: a transaction whose records lie below the LSO and whose marker
-                // lies above it is open again after the cut (its marker is gone), which moves the LSO down to
-                // its first offset. Cut until nothing is open: each pass shortens the log, so this ends.
-                loop {
-                    let lso = log.last_stable_offset();
-                    if lso >= log.log_end_offset() {
-                        break;
-                    }
-                    log.truncate_to(lso, self.now_ms).await?;
+            Action::TruncateToStableCut => {
+                // The stable cut, not the LSO itself: a cut at the LSO can remove the marker of a transaction
+                // whose records lie below it, taking back what readers were already served (ADR 0045). What stays
+                // open above the LSO is aborted by markers before the barrier.
+                let cut = self.stable_cut(log).await?;
+                if cut < log.log_end_offset() {
+                    log.truncate_to(cut, self.now_ms).await?;
                 }
                 Ok(Some(Event::Truncated {
                     offset: log.log_end_offset(),
@@ -354,15 +352,29 @@ impl MirrorDriver {
                     .await?;
                 Ok(Some(Event::LastMirroredPersisted))
             }
-            Action::InspectLogTail { offset } => Ok(Some(Event::LogTail {
-                log_end: log.log_end_offset(),
-                own_barrier_present: self.own_barrier_at(log, offset).await?,
-            })),
+            Action::InspectLogTail { offset } => {
+                let end = log.log_end_offset();
+                Ok(Some(match self.stopping_tail(log, offset).await? {
+                    // Nothing yet, or only the ABORT markers of an attempt that crashed before its barrier: the
+                    // machine goes on as at the offset, and the append aborts what is still open.
+                    StoppingTail::Unfinished => Event::LogTail {
+                        log_end: offset,
+                        own_barrier_present: false,
+                    },
+                    StoppingTail::OwnBarrier => Event::LogTail {
+                        log_end: end,
+                        own_barrier_present: true,
+                    },
+                    StoppingTail::Foreign => Event::LogTail {
+                        log_end: end,
+                        own_barrier_present: false,
+                    },
+                }))
+            }
             Action::AppendBarrier {
-                source_cluster_id,
-                offset,
+                source_cluster_id, ..
             } => {
-                self.append_barrier(log, &source_cluster_id, offset).await?;
+                self.append_barrier(log, &source_cluster_id).await?;
                 Ok(None)
             }
             Action::SyncLog => {
@@ -372,43 +384,86 @@ impl MirrorDriver {
         }
     }
 
-    /// Appends this cluster's barrier at `offset` (the log end: the machine checked).
-    async fn append_barrier(
-        &mut self,
-        log: &mut PartitionLog,
-        source: &str,
-        offset: i64,
-    ) -> Result<(), Failed> {
-        let barrier = MirrorPidResetRecord::new(source, Some(self.local_cluster_id.clone()));
+    /// Appends one ABORT marker for each transaction still open, then this cluster's barrier, at the log end
+    /// (the last mirrored offset, or after the markers of an attempt that crashed before its barrier: the machine
+    /// checked through [`stopping::read_tail`]).
+    async fn append_barrier(&mut self, log: &mut PartitionLog, source: &str) -> Result<(), Failed> {
+        let encode_failed = |what: &str, error: record_format::EncodeError| {
+            Failed::Report(Event::LogFailed {
+                failure: LogFailure::Refused,
+                message: format!("cannot encode {what}: {error}"),
+            })
+        };
         let placement = ControlBatchPlacement {
-            base_offset: offset,
+            base_offset: log.log_end_offset(),
             partition_leader_epoch: log.config().leader_epoch,
             timestamp: self.now_ms,
         };
-        let batch = mirror_pid_reset_batch(&barrier, placement).map_err(|error| {
-            Failed::Report(Event::LogFailed {
-                failure: LogFailure::Refused,
-                message: format!("cannot encode the barrier: {error}"),
-            })
-        })?;
-        log.append_as_leader(vec![batch], AppendOrigin::Coordinator, TransactionVersion::V0)
+        let mut batches = stopping::abort_markers(log.producer_state(), placement)
+            .map_err(|error| encode_failed("an ABORT marker", error))?;
+        let barrier = MirrorPidResetRecord::new(source, Some(self.local_cluster_id.clone()));
+        let placement = ControlBatchPlacement {
+            base_offset: placement.base_offset + batches.len() as i64,
+            ..placement
+        };
+        batches.push(
+            mirror_pid_reset_batch(&barrier, placement)
+                .map_err(|error| encode_failed("the barrier", error))?,
+        );
+        log.append_as_leader(batches, AppendOrigin::Coordinator, TransactionVersion::V0)
             .await?;
         Ok(())
     }
 
-    /// True when the batch at `offset` is a barrier this cluster wrote.
-    async fn own_barrier_at(&self, log: &PartitionLog, offset: i64) -> Result<bool, Failed> {
-        if offset >= log.log_end_offset() {
-            return Ok(false);
+    /// The log's stable cut ([`StableCut`]): its batches from the LSO to the log end, read in bounded pieces.
+    async fn stable_cut(&self, log: &PartitionLog) -> Result<i64, LogError> {
+        let mut cut = StableCut::from_lso(log.last_stable_offset());
+        let mut pieces = TailPieces::from(log.last_stable_offset());
+        while let Some(batches) = pieces.next(log).await? {
+            batches.iter().for_each(|batch| cut.observe(batch));
         }
-        let batches = log.read_for_replica(offset, 1).await?;
-        let Some(batch) = batches.first().filter(|batch| batch.base_offset() == offset) else {
-            return Ok(false);
+        Ok(cut.offset())
+    }
+
+    /// What lies between `offset` (the last mirrored offset) and the log end; see [`StoppingTail`].
+    async fn stopping_tail(&self, log: &PartitionLog, offset: i64) -> Result<StoppingTail, LogError> {
+        let mut pieces = TailPieces::from(offset);
+        while let Some(batches) = pieces.next(log).await? {
+            match stopping::read_tail(&batches, &self.local_cluster_id) {
+                StoppingTail::Unfinished => continue,
+                found => return Ok(found),
+            }
+        }
+        Ok(StoppingTail::Unfinished)
+    }
+}
+
+/// A log's batches from an offset to its end, read in pieces of at most [`TailPieces::BYTES`].
+struct TailPieces {
+    next: i64,
+}
+
+impl TailPieces {
+    const BYTES: usize = 1 << 20;
+
+    fn from(offset: i64) -> Self {
+        TailPieces { next: offset }
+    }
+
+    /// The next piece (`None` at the log end).
+    async fn next(
+        &mut self,
+        log: &PartitionLog,
+    ) -> Result<Option<Vec<record_format::RecordBatch>>, LogError> {
+        if self.next >= log.log_end_offset() {
+            return Ok(None);
+        }
+        let batches = log.read_for_replica(self.next, Self::BYTES).await?;
+        let Some(last) = batches.last() else {
+            return Ok(None);
         };
-        Ok(matches!(
-            producer_state::plan::barrier_of(batch),
-            Ok(Some(barrier)) if barrier.writer_cluster_id.as_deref() == Some(self.local_cluster_id.as_str())
-        ))
+        self.next = last.next_offset();
+        Ok(Some(batches))
     }
 }
 

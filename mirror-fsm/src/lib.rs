@@ -4,8 +4,9 @@
 //! The core is sans-IO in the raft-rs manner: [`MirrorPartition`] takes [`Event`]s and returns [`Action`]s, and
 //! knows no log, clock, network or randomness. [`MirrorDriver`] executes the actions against a
 //! [`partition_log::PartitionLog`] and a [`Fetcher`] (the source side), persisting the machine's state in the
-//! partition's metadata so a crash at any point resumes to the same end: log cut to the LSO, last mirrored
-//! offset persisted, exactly one barrier after it, and only then writable.
+//! partition's metadata so a crash at any point resumes to the same end: log cut at its stable cut, last mirrored
+//! offset persisted, what the cut keeps open aborted by markers and exactly one barrier after them
+//! ([`stopping`]), and only then writable.
 
 pub mod ahead;
 pub mod driver;
@@ -14,6 +15,7 @@ pub mod failover;
 pub mod fetcher;
 pub mod local;
 pub mod machine;
+pub mod stopping;
 
 pub use driver::{last_mirrored_offset, MirrorDriver};
 pub use error::DriverError;
@@ -27,3 +29,4 @@ pub use machine::{
     transition_allowed, Action, Event, EventKind, Failure, LogFailure, MirrorPartition, MirrorState, Session,
     StateKind, StopStep, TransitionError,
 };
+pub use stopping::{abort_markers, read_tail, StableCut, StoppingTail};

@@ -15,16 +15,19 @@
 //!   never mirrored from us → TruncateFullyAndStartAt{the peer's log start};   then MIRRORING.
 //!
 //! STOPPING, step by step (each step persisted before its action runs, so a crash resumes it):
-//!   RemoveFetcher  → StopFetcher, AdvanceHighWatermark, TruncateToLso   → event Truncated{offset}
+//!   RemoveFetcher  → StopFetcher, AdvanceHighWatermark, TruncateToStableCut → event Truncated{offset}
 //!   PersistOffset  → PersistLastMirrored{source, offset}                → event LastMirroredPersisted
 //!   WriteBarrier   → InspectLogTail{offset}                             → event LogTail{end, own barrier?}
 //!                    own barrier there → SyncLog; end = offset → AppendBarrier, SyncLog; else FAILED
+//!                    (AppendBarrier writes an ABORT marker for each transaction the cut kept open, then the
+//!                    barrier; the driver reports a tail of only such markers, left by a crash, as end = offset:
+//!                    `crate::stopping`, ADR 0045)
 //!                                                                       → event Synced
 //!   ClearReadOnly  → SetReadOnly(false)                                 → event ReadOnlyCleared
 //!   → STOPPED
 //! ```
 //!
-//! The machine holds every decision (alignment, the high-watermark raise before the LSO cut, whether the barrier
+//! The machine holds every decision (alignment, the high-watermark raise before the cut, whether the barrier
 //! is already written, which failures are retried); the driver only runs actions and reports what it saw.
 //! [`MirrorPartition::handle`] checks the transition against [`transition_allowed`] (an exhaustive table over
 //! state × [`EventKind`]; an invalid transition is [`TransitionError`] and changes nothing) and returns the
@@ -67,16 +70,16 @@ impl StateKind {
 /// Where STOPPING is (the seed's order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum StopStep {
-    /// Remove the fetcher and truncate to the LSO.
+    /// Remove the fetcher and truncate at the stable cut.
     RemoveFetcher,
-    /// Persist the last mirrored offset (the LSO the log was cut to).
+    /// Persist the last mirrored offset (the stable cut the log was cut to).
     PersistOffset {
         /// The offset.
         offset: i64,
     },
-    /// Append the barrier at `offset` and make it durable.
+    /// Append the ABORT markers and the barrier after `offset` and make them durable.
     WriteBarrier {
-        /// Where the barrier goes (the log end after the cut).
+        /// Where STOPPING's own writes begin (the log end after the cut).
         offset: i64,
     },
     /// Clear read-only.
@@ -261,7 +264,7 @@ pub enum Event {
         /// Now.
         now_ms: i64,
     },
-    /// STOPPING: the log was truncated to `offset` (its LSO).
+    /// STOPPING: the log was truncated to `offset` (its stable cut).
     Truncated {
         /// The new log end.
         offset: i64,
@@ -270,9 +273,9 @@ pub enum Event {
     LastMirroredPersisted,
     /// STOPPING: what the log holds where the barrier goes (answer to [`Action::InspectLogTail`]).
     LogTail {
-        /// The log end offset.
+        /// The log end offset, not counting STOPPING's own ABORT markers when no barrier follows them.
         log_end: i64,
-        /// True when the batch at the barrier's offset is a barrier this cluster wrote.
+        /// True when a barrier this cluster wrote follows the offset (after STOPPING's ABORT markers, if any).
         own_barrier_present: bool,
     },
     /// STOPPING: the log is durable (answer to [`Action::SyncLog`]).
@@ -385,8 +388,9 @@ pub enum Action {
     /// Raise the high watermark to the log end: a mirror destination is its own only replica, so what it wrote
     /// is replicated.
     AdvanceHighWatermark,
-    /// Truncate the log to its LSO, then report [`Event::Truncated`].
-    TruncateToLso,
+    /// Truncate the log at its stable cut (the LSO, or above it where a marker there closes a transaction begun
+    /// below: [`crate::stopping`]), then report [`Event::Truncated`].
+    TruncateToStableCut,
     /// Persist the last mirrored offset for `source_cluster_id`, then report [`Event::LastMirroredPersisted`].
     PersistLastMirrored {
         /// The source.
@@ -399,11 +403,13 @@ pub enum Action {
         /// Where the barrier goes.
         offset: i64,
     },
-    /// Append this cluster's barrier at `offset` with COORDINATOR origin.
+    /// Append an ABORT marker for each transaction still open, then this cluster's barrier, from `offset` on,
+    /// with COORDINATOR origin.
     AppendBarrier {
         /// The source cluster written into the barrier.
         source_cluster_id: String,
-        /// Where it goes (the log end).
+        /// The last mirrored offset. The writes go at the log end: this offset, unless a crashed attempt's ABORT
+        /// markers lie above it.
         offset: i64,
     },
     /// Make the log durable, then report [`Event::Synced`].
@@ -738,7 +744,7 @@ impl MirrorPartition {
                 StopStep::RemoveFetcher => vec![
                     Action::StopFetcher,
                     Action::AdvanceHighWatermark,
-                    Action::TruncateToLso,
+                    Action::TruncateToStableCut,
                 ],
                 StopStep::PersistOffset { offset } => vec![Action::PersistLastMirrored {
                     source_cluster_id: self.source(),

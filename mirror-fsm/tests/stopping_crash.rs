@@ -1,12 +1,15 @@
 //! Invariant 6: a crash at every write of STOPPING, on the memory, fs, sled and RocksDB backends.
 //!
-//! A destination mirrors a source (a transaction is open at failover and another is decided on the source with
-//! its marker beyond what was fetched), then fails over through a storage wrapper that fails every write from
-//! the N-th on — the process "dies" there — for every N up to one past the number of writes a clean STOPPING
-//! makes. After the crash the partition is reopened without the wrapper and the driver recovers from its
-//! persisted state. Checked right after the crash: the partition is writable only if its barrier is in the log.
-//! Checked at the end: STOPPED, writable, the log cut at the LSO, the last mirrored offset persisted, exactly one
-//! barrier of this cluster, right after the cut, and the bytes before it equal to the source's.
+//! A destination mirrors a source, then fails over through a storage wrapper that fails every write from the
+//! N-th on — the process "dies" there — for every N up to one past the number of writes a clean STOPPING makes.
+//! Two sources: in one a transaction is open at failover and another is decided with its marker beyond what was
+//! fetched; in the other, transactions interleave so that the destination's stable cut keeps one open, and
+//! STOPPING writes an ABORT marker for it before its barrier (ADR 0045). After the crash the partition is reopened
+//! without the wrapper and the driver recovers from its persisted state. Checked right after the crash: the
+//! partition is writable only if its barrier is in the log. Checked at the end: STOPPED, writable, the log cut at
+//! the stable cut, the last mirrored offset persisted there, one ABORT marker for each transaction the cut kept
+//! open, exactly one barrier of this cluster right after them, nothing open, and the bytes before the cut equal to
+//! the source's.
 //!
 //! The same under real power loss (`fs_power_loss_…`): the fs backend runs on the power-loss simulator, the power
 //! fails at every write STOPPING makes (torn, unsynced writes lost, directory entries not synced dropped; three
@@ -36,8 +39,16 @@ fn id() -> PartitionId {
     PartitionId::new("t", 0).unwrap()
 }
 
-/// The source's traffic (see the module docs); returns the source and its LSO.
-async fn source() -> (SharedLog, i64) {
+/// A source (see the module docs): the shared log, its LSO (where the destination's fetch stops and its stable
+/// cut lands) and how many transactions the destination holds open there (one ABORT marker each).
+struct Source {
+    log: SharedLog,
+    lso: i64,
+    aborts: i64,
+}
+
+/// The source's traffic; `interleaved`: P5 opens, P4 opens, P5 commits, P6 opens (the source's LSO), P4 aborts.
+async fn source(interleaved: bool) -> Source {
     let mut log = memory_log("A", "t", BarrierScope::Writer).await;
     for sequence in 0..4 {
         produce(&mut log, data(1, 0, sequence * 2, 2, false))
@@ -46,12 +57,24 @@ async fn source() -> (SharedLog, i64) {
     }
     produce(&mut log, data(2, 0, 0, 2, true)).await.unwrap();
     coordinate(&mut log, marker(true, 2, 0, 0)).await.unwrap();
-    produce(&mut log, data(3, 0, 0, 1, true)).await.unwrap();
-    produce(&mut log, data(-1, -1, -1, 1, false)).await.unwrap();
+    if interleaved {
+        produce(&mut log, data(5, 0, 0, 1, true)).await.unwrap();
+        produce(&mut log, data(4, 0, 0, 1, true)).await.unwrap();
+        coordinate(&mut log, marker(true, 5, 0, 0)).await.unwrap();
+        produce(&mut log, data(6, 0, 0, 1, true)).await.unwrap();
+        coordinate(&mut log, marker(false, 4, 0, 0)).await.unwrap();
+    } else {
+        produce(&mut log, data(3, 0, 0, 1, true)).await.unwrap();
+        produce(&mut log, data(-1, -1, -1, 1, false)).await.unwrap();
+    }
     let end = log.log_end_offset();
     log.advance_high_watermark(end);
     let lso = log.last_stable_offset();
-    (mirror_fsm::shared(log), lso)
+    Source {
+        log: mirror_fsm::shared(log),
+        lso,
+        aborts: i64::from(interleaved),
+    }
 }
 
 async fn open_log(storage: Box<dyn storage::PartitionStorage>) -> PartitionLog {
@@ -86,7 +109,8 @@ async fn stop_crashing_at(open: &Opener, source: &SharedLog, n: usize) -> (bool,
 }
 
 /// Reopens after the crash, checks "writable only with the barrier", resumes, checks the end state.
-async fn recover_and_check(open: &Opener, source: &SharedLog, source_lso: i64, n: usize) {
+async fn recover_and_check(open: &Opener, expected: &Source, n: usize) {
+    let (source, source_lso) = (&expected.log, expected.lso);
     let store = open();
     let mut log = open_log(store.open(&id()).await.unwrap()).await;
     drop(store);
@@ -113,16 +137,32 @@ async fn recover_and_check(open: &Opener, source: &SharedLog, source_lso: i64, n
     assert_eq!(driver.state().kind(), StateKind::Stopped, "crash at write {n}");
     assert!(!log.is_read_only());
     let lmo = last_mirrored_offset(&log, "A").await.unwrap();
-    // The destination fetched up to the source's LSO (where producer 3's open transaction starts), so its own
-    // LSO is its log end and the cut lands there.
+    // The destination fetched up to the source's LSO, where its stable cut lands: its own LSO there, or (with the
+    // interleaved traffic) past P5's marker, keeping P4 open.
     assert_eq!(lmo, Some(source_lso), "crash at write {n}");
+    let barrier_at = source_lso + expected.aborts;
     assert_eq!(
         own_barriers(barriers(&log).await),
-        vec![source_lso],
-        "crash at write {n}: exactly one barrier"
+        vec![barrier_at],
+        "crash at write {n}: exactly one barrier, after one ABORT marker per transaction kept open"
     );
-    assert_eq!(log.log_end_offset(), source_lso + 1);
+    assert_eq!(log.log_end_offset(), barrier_at + 1);
     let ours = all_batches(&log).await;
+    let between: Vec<_> = ours
+        .iter()
+        .filter(|batch| (source_lso..barrier_at).contains(&batch.base_offset()))
+        .cloned()
+        .collect();
+    assert_eq!(between.len() as i64, expected.aborts, "crash at write {n}");
+    assert_eq!(
+        mirror_fsm::read_tail(&between, "B"),
+        mirror_fsm::StoppingTail::Unfinished,
+        "crash at write {n}: only ABORT markers between the cut and the barrier"
+    );
+    assert!(
+        log.producer_state().ongoing_transactions().is_empty(),
+        "crash at write {n}: a transaction is still open"
+    );
     let theirs = all_batches(&source.try_read().unwrap()).await;
     for (a, b) in ours
         .iter()
@@ -135,13 +175,19 @@ async fn recover_and_check(open: &Opener, source: &SharedLog, source_lso: i64, n
 }
 
 async fn crash_at_every_write(open: Opener) {
-    let (source, source_lso) = source().await;
+    for interleaved in [false, true] {
+        crash_at_every_write_with(&open, &source(interleaved).await).await;
+    }
+}
+
+async fn crash_at_every_write_with(open: &Opener, expected: &Source) {
+    let source = &expected.log;
     // How many writes a clean STOPPING makes.
     let clean_writes = {
-        mirror(&open, &source).await;
-        let (crashed, writes) = stop_crashing_at(&open, &source, usize::MAX / 2).await;
+        mirror(open, source).await;
+        let (crashed, writes) = stop_crashing_at(open, source, usize::MAX / 2).await;
         assert!(!crashed);
-        recover_and_check(&open, &source, source_lso, 0).await;
+        recover_and_check(open, expected, 0).await;
         open().delete(&id()).await.unwrap();
         writes
     };
@@ -150,10 +196,10 @@ async fn crash_at_every_write(open: Opener) {
         "STOPPING persists every step: {clean_writes} writes"
     );
     for n in 1..=clean_writes + 1 {
-        mirror(&open, &source).await;
-        let (crashed, _) = stop_crashing_at(&open, &source, n).await;
+        mirror(open, source).await;
+        let (crashed, _) = stop_crashing_at(open, source, n).await;
         assert_eq!(crashed, n <= clean_writes, "crash at write {n}");
-        recover_and_check(&open, &source, source_lso, n).await;
+        recover_and_check(open, expected, n).await;
         open().delete(&id()).await.unwrap();
     }
 }
@@ -272,26 +318,32 @@ async fn stop_on_sim(fs: &SimFs, source: &SharedLog, power_fails_at: Option<u64>
 
 #[tokio::test]
 async fn fs_power_loss_at_every_write_of_stopping_converges_to_the_clean_outcome() {
-    let (source, source_lso) = source().await;
+    for interleaved in [false, true] {
+        power_loss_at_every_write(&source(interleaved).await).await;
+    }
+}
+
+async fn power_loss_at_every_write(expected: &Source) {
+    let source = &expected.log;
     let clean = SimFs::new();
     let open = sim_opener(&clean);
-    mirror(&open, &source).await;
-    let (failed, writes) = stop_on_sim(&clean, &source, None).await;
+    mirror(&open, source).await;
+    let (failed, writes) = stop_on_sim(&clean, source, None).await;
     assert!(!failed);
-    recover_and_check(&open, &source, source_lso, 0).await;
+    recover_and_check(&open, expected, 0).await;
     let reference = outcome(&open).await;
     assert!(writes > 10, "STOPPING made only {writes} file-system writes");
     let mut points = 0;
     for at in 1..=writes {
         for variant in 0..3 {
             let fs = SimFs::new();
-            mirror(&sim_opener(&fs), &source).await;
-            let (crashed, _) = stop_on_sim(&fs, &source, Some(at)).await;
+            mirror(&sim_opener(&fs), source).await;
+            let (crashed, _) = stop_on_sim(&fs, source, Some(at)).await;
             assert!(crashed, "the power failed at write {at}");
             let rebooted = fs.crash(&mut SimRng::new(at * 3 + variant));
             let open = sim_opener(&rebooted);
             assert_state_equals_replay(&open, at).await;
-            recover_and_check(&open, &source, source_lso, at as usize).await;
+            recover_and_check(&open, expected, at as usize).await;
             assert_eq!(outcome(&open).await, reference, "power lost at write {at}");
             points += 1;
         }

@@ -177,7 +177,7 @@ fn stopping_runs_its_steps_in_the_seeds_order_and_refuses_them_out_of_order() {
             Action::Persist(_),
             Action::StopFetcher,
             Action::AdvanceHighWatermark,
-            Action::TruncateToLso
+            Action::TruncateToStableCut
         ]
     ));
     assert!(

@@ -498,7 +498,18 @@ impl MirrorModel {
         node.psm = rebuild(&node.log, cluster, false).0;
     }
 
+    /// As the driver does: an ABORT marker for each transaction still open (`mirror-fsm` builds them), then the
+    /// barrier.
     fn append_barrier(&self, node: &mut Node, cluster: usize, source: &str) -> Result<(), String> {
+        let placement = ControlBatchPlacement {
+            base_offset: node.log.len() as i64,
+            partition_leader_epoch: 0,
+            timestamp: 1_000 + node.log.len() as i64,
+        };
+        let markers = mirror_fsm::abort_markers(&node.psm, placement).expect("an ABORT marker encodes");
+        for marker in markers {
+            self.append(node, marker, AppendOrigin::Coordinator)?;
+        }
         let barrier = MirrorPidResetRecord::new(source, Some(CLUSTERS[cluster].to_owned()));
         let placement = ControlBatchPlacement {
             base_offset: node.log.len() as i64,
@@ -569,7 +580,7 @@ impl MirrorModel {
                 node.high_watermark = end;
                 None
             }
-            Action::TruncateToLso => {
+            Action::TruncateToStableCut => {
                 let lso = node.lso();
                 if self.mutant == Mutant::BarrierBeforeLsoCut && !node.early_barrier {
                     let source = node.source.map_or("", |source| CLUSTERS[source]);
@@ -579,16 +590,13 @@ impl MirrorModel {
                     node.synced = node.log.len();
                     node.early_barrier = true;
                 }
-                self.truncate(node, cluster, lso);
-                // As the driver does: cut again while a transaction the cut re-opened (its marker was above the
-                // LSO) leaves the LSO below the log end.
-                loop {
-                    let lso = node.lso();
-                    if lso >= node.log.len() as i64 {
-                        break;
-                    }
-                    self.truncate(node, cluster, lso);
+                // As the driver does: the stable cut, found by `mirror-fsm` itself over the batches from the LSO.
+                let mut cut = mirror_fsm::StableCut::from_lso(lso);
+                let from = usize::try_from(lso.max(0)).unwrap_or(0);
+                for bytes in node.log.iter().skip(from) {
+                    cut.observe(&decode(bytes));
                 }
+                self.truncate(node, cluster, cut.offset());
                 Some(Event::Truncated {
                     offset: node.log.len() as i64,
                 })
@@ -611,15 +619,18 @@ impl MirrorModel {
                         own_barrier_present: false,
                     });
                 }
-                let own_barrier_present = usize::try_from(offset)
-                    .ok()
-                    .and_then(|index| node.log.get(index))
-                    .is_some_and(|bytes| {
-                        barrier_writer(&decode(bytes)).as_deref() == Some(CLUSTERS[cluster])
-                    });
-                Some(Event::LogTail {
-                    log_end: end,
-                    own_barrier_present,
+                // As the driver does: `mirror-fsm` reads the tail (its ABORT markers left by a crash are its own).
+                let from = usize::try_from(offset.max(0)).unwrap_or(0);
+                let tail: Vec<RecordBatch> = node.log.iter().skip(from).map(decode).collect();
+                Some(match mirror_fsm::read_tail(&tail, CLUSTERS[cluster]) {
+                    mirror_fsm::StoppingTail::Unfinished => Event::LogTail {
+                        log_end: offset,
+                        own_barrier_present: false,
+                    },
+                    found => Event::LogTail {
+                        log_end: end,
+                        own_barrier_present: found == mirror_fsm::StoppingTail::OwnBarrier,
+                    },
                 })
             }
             Action::AppendBarrier {
