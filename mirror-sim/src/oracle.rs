@@ -6,7 +6,7 @@
 //! |---|---|
 //! | (a) silent loss | records their cluster acknowledged that its log does not hold (a failover's loss window — acknowledged by the lost source, never received by the destination — is counted apart) |
 //! | (b) duplicates | extra copies of a record id in one log |
-//! | (c) read_committed | records a read_committed consumer sees though their transaction never committed, and committed records it does not see |
+//! | (c) read_committed | records a read_committed consumer sees though their transaction never committed, and committed records it does not see (a failover's loss window is counted apart here too: a destination's STOPPING aborts what it holds of a transaction whose marker it never received, and a failback aligns the old source with that, ADR 0045) |
 //! | (d) collisions | two real clients under one producer id in one log: (d1) same epoch with sequences out of order, (d2) a lower epoch after a higher one, (d3) a marker of one client ending a transaction holding another's records |
 //! | (e) divergence | leader, follower and recovered producer state differ, or a mirror holds bytes its source does not (invariant 5) |
 //! | (f) applications | applications dead, recovered; input records processed twice or skipped |
@@ -256,7 +256,11 @@ pub fn judge(run: &Finished) -> Findings {
                     .records
                     .get(&id)
                     .is_some_and(|record| record.status == Status::Committed);
-                if committed && !view.contains(&id) {
+                // A failover's loss window, as in (a): the destination held the transaction open at its cut and
+                // aborted it before its barrier (ADR 0045), and a failback that aligns the old source with that cut
+                // takes the abort there too. That loss is the window's, counted apart.
+                let lost_in_window = run.failover_window.contains(&id);
+                if committed && !view.contains(&id) && !lost_in_window {
                     a.hidden_committed += 1;
                     let why = if record.offset >= stable && stuck {
                         format!(" (behind a last stable offset stuck at {stable})")
