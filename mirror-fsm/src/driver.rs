@@ -336,7 +336,7 @@ impl MirrorDriver {
                 // The stable cut, not the LSO itself: a cut at the LSO can remove the marker of a transaction
                 // whose records lie below it, taking back what readers were already served (ADR 0045). What stays
                 // open above the LSO is aborted by markers before the barrier.
-                let cut = self.stable_cut(log).await?;
+                let cut = stable_cut(log).await?;
                 if cut < log.log_end_offset() {
                     log.truncate_to(cut, self.now_ms).await?;
                 }
@@ -353,23 +353,8 @@ impl MirrorDriver {
                 Ok(Some(Event::LastMirroredPersisted))
             }
             Action::InspectLogTail { offset } => {
-                let end = log.log_end_offset();
-                Ok(Some(match self.stopping_tail(log, offset).await? {
-                    // Nothing yet, or only the ABORT markers of an attempt that crashed before its barrier: the
-                    // machine goes on as at the offset, and the append aborts what is still open.
-                    StoppingTail::Unfinished => Event::LogTail {
-                        log_end: offset,
-                        own_barrier_present: false,
-                    },
-                    StoppingTail::OwnBarrier => Event::LogTail {
-                        log_end: end,
-                        own_barrier_present: true,
-                    },
-                    StoppingTail::Foreign => Event::LogTail {
-                        log_end: end,
-                        own_barrier_present: false,
-                    },
-                }))
+                let tail = stopping_tail(log, offset, &self.local_cluster_id).await?;
+                Ok(Some(tail.event(offset, log.log_end_offset())))
             }
             Action::AppendBarrier {
                 source_cluster_id, ..
@@ -414,28 +399,33 @@ impl MirrorDriver {
             .await?;
         Ok(())
     }
+}
 
-    /// The log's stable cut ([`StableCut`]): its batches from the LSO to the log end, read in bounded pieces.
-    async fn stable_cut(&self, log: &PartitionLog) -> Result<i64, LogError> {
-        let mut cut = StableCut::from_lso(log.last_stable_offset());
-        let mut pieces = TailPieces::from(log.last_stable_offset());
-        while let Some(batches) = pieces.next(log).await? {
-            batches.iter().for_each(|batch| cut.observe(batch));
-        }
-        Ok(cut.offset())
+/// The log's stable cut ([`StableCut`]): its batches from the LSO to the log end, read in bounded pieces.
+async fn stable_cut(log: &PartitionLog) -> Result<i64, LogError> {
+    let lso = log.last_stable_offset();
+    let mut cut = StableCut::from_lso(lso);
+    let mut pieces = TailPieces::from(lso);
+    while let Some(batches) = pieces.next(log).await? {
+        batches.iter().for_each(|batch| cut.observe(batch));
     }
+    Ok(cut.offset())
+}
 
-    /// What lies between `offset` (the last mirrored offset) and the log end; see [`StoppingTail`].
-    async fn stopping_tail(&self, log: &PartitionLog, offset: i64) -> Result<StoppingTail, LogError> {
-        let mut pieces = TailPieces::from(offset);
-        while let Some(batches) = pieces.next(log).await? {
-            match stopping::read_tail(&batches, &self.local_cluster_id) {
-                StoppingTail::Unfinished => continue,
-                found => return Ok(found),
-            }
+/// What lies between `offset` (the last mirrored offset) and the log end; see [`StoppingTail`].
+async fn stopping_tail(
+    log: &PartitionLog,
+    offset: i64,
+    local_cluster_id: &str,
+) -> Result<StoppingTail, LogError> {
+    let mut pieces = TailPieces::from(offset);
+    while let Some(batches) = pieces.next(log).await? {
+        match stopping::read_tail(&batches, local_cluster_id) {
+            StoppingTail::Unfinished => continue,
+            found => return Ok(found),
         }
-        Ok(StoppingTail::Unfinished)
     }
+    Ok(StoppingTail::Unfinished)
 }
 
 /// A log's batches from an offset to its end, read in pieces of at most [`TailPieces::BYTES`].

@@ -29,6 +29,8 @@ use record_format::control::{
 };
 use record_format::{EncodeError, RecordBatch};
 
+use crate::machine::Event;
+
 /// The stable cut of a log, found by observing its batches from the LSO to the log end in order; see the
 /// module docs.
 #[derive(Debug, Clone)]
@@ -116,6 +118,28 @@ pub enum StoppingTail {
     OwnBarrier,
     /// Anything else (another writer's batches, a foreign barrier): not STOPPING's doing.
     Foreign,
+}
+
+impl StoppingTail {
+    /// What the machine hears of it ([`Event::LogTail`]) when STOPPING's writes begin at `offset` and the log ends
+    /// at `log_end`: an unfinished tail counts as ending at the offset (the append aborts what is still open, then
+    /// writes the barrier), a barrier of this cluster means done, anything else is a log that moved under STOPPING.
+    pub fn event(self, offset: i64, log_end: i64) -> Event {
+        match self {
+            StoppingTail::Unfinished => Event::LogTail {
+                log_end: offset,
+                own_barrier_present: false,
+            },
+            StoppingTail::OwnBarrier => Event::LogTail {
+                log_end,
+                own_barrier_present: true,
+            },
+            StoppingTail::Foreign => Event::LogTail {
+                log_end,
+                own_barrier_present: false,
+            },
+        }
+    }
 }
 
 /// Classifies the batches from the last mirrored offset to the log end (in order); see [`StoppingTail`].

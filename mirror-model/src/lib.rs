@@ -622,16 +622,7 @@ impl MirrorModel {
                 // As the driver does: `mirror-fsm` reads the tail (its ABORT markers left by a crash are its own).
                 let from = usize::try_from(offset.max(0)).unwrap_or(0);
                 let tail: Vec<RecordBatch> = node.log.iter().skip(from).map(decode).collect();
-                Some(match mirror_fsm::read_tail(&tail, CLUSTERS[cluster]) {
-                    mirror_fsm::StoppingTail::Unfinished => Event::LogTail {
-                        log_end: offset,
-                        own_barrier_present: false,
-                    },
-                    found => Event::LogTail {
-                        log_end: end,
-                        own_barrier_present: found == mirror_fsm::StoppingTail::OwnBarrier,
-                    },
-                })
+                Some(mirror_fsm::read_tail(&tail, CLUSTERS[cluster]).event(offset, end))
             }
             Action::AppendBarrier {
                 source_cluster_id, ..
