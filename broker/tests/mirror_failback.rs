@@ -283,41 +283,70 @@ async fn read_request(socket: &mut tokio::net::TcpStream) -> Vec<u8> {
     request
 }
 
+/// Accepts one connection on `listener`, answers its ApiVersions handshake, reads the administration request and
+/// either answers `answer` (a JSON body) or, with `None`, closes the connection as Apache Kafka does with an API key
+/// it does not know.
+async fn answer_the_question_once(listener: &tokio::net::TcpListener, answer: Option<&str>) {
+    let (mut socket, _) = listener.accept().await.unwrap();
+    let request = read_request(&mut socket).await;
+    let correlation_id = i32::from_be_bytes(request[4..8].try_into().unwrap());
+    let mut body = BytesMut::new();
+    body.put_i32(correlation_id);
+    ApiVersionsResponse::default().encode(&mut body, 0).unwrap();
+    socket
+        .write_all(&(body.len() as i32).to_be_bytes())
+        .await
+        .unwrap();
+    socket.write_all(&body).await.unwrap();
+    let request = read_request(&mut socket).await;
+    assert_eq!(
+        i16::from_be_bytes(request[0..2].try_into().unwrap()),
+        mirror_link::MIRROR_ADMIN_API_KEY
+    );
+    let Some(answer) = answer else {
+        return;
+    };
+    let correlation_id = i32::from_be_bytes(request[4..8].try_into().unwrap());
+    let mut body = BytesMut::new();
+    body.put_i32(correlation_id);
+    body.extend_from_slice(answer.as_bytes());
+    socket
+        .write_all(&(body.len() as i32).to_be_bytes())
+        .await
+        .unwrap();
+    socket.write_all(&body).await.unwrap();
+}
+
+async fn ask(address: &str) -> Option<i64> {
+    mirror_link::peer::last_mirrored_offset(address, "test", Duration::from_secs(5), "cluster-a", TOPIC, 0)
+        .await
+        .unwrap()
+}
+
+/// Two fresh connections, each answering ApiVersions and closing on the question: the broker's answer, "not a
+/// mirrorlog node".
 #[tokio::test]
 async fn a_source_that_closes_the_connection_on_the_question_never_mirrored_from_us() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap().to_string();
     let closing = tokio::spawn(async move {
-        let (mut socket, _) = listener.accept().await.unwrap();
-        // ApiVersions (the connection's handshake) is answered; the administration key is not.
-        let request = read_request(&mut socket).await;
-        let correlation_id = i32::from_be_bytes(request[4..8].try_into().unwrap());
-        let mut body = BytesMut::new();
-        body.put_i32(correlation_id);
-        ApiVersionsResponse::default().encode(&mut body, 0).unwrap();
-        socket
-            .write_all(&(body.len() as i32).to_be_bytes())
-            .await
-            .unwrap();
-        socket.write_all(&body).await.unwrap();
-        let request = read_request(&mut socket).await;
-        assert_eq!(
-            i16::from_be_bytes(request[0..2].try_into().unwrap()),
-            mirror_link::MIRROR_ADMIN_API_KEY
-        );
-        // As Apache Kafka does with an API key it does not know: close.
-        drop(socket);
+        answer_the_question_once(&listener, None).await;
+        answer_the_question_once(&listener, None).await;
     });
-    let answer = mirror_link::peer::last_mirrored_offset(
-        &address,
-        "test",
-        Duration::from_secs(5),
-        "cluster-a",
-        TOPIC,
-        0,
-    )
-    .await
-    .unwrap();
-    assert_eq!(answer, None);
+    assert_eq!(ask(&address).await, None);
     closing.await.unwrap();
+}
+
+/// One closing is a fault, not an answer (a mirrorlog node restarting): the question is asked again, and the
+/// answer counts.
+#[tokio::test]
+async fn one_closed_connection_is_not_taken_as_never_mirrored() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let peer = tokio::spawn(async move {
+        answer_the_question_once(&listener, None).await;
+        answer_the_question_once(&listener, Some(r#"{"ok": true, "last_mirrored_offset": 7}"#)).await;
+    });
+    assert_eq!(ask(&address).await, Some(7));
+    peer.await.unwrap();
 }

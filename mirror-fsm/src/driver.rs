@@ -25,6 +25,7 @@ use crate::ahead::{Ahead, AheadThread, FETCH_AHEAD_BYTES};
 use crate::error::DriverError;
 use crate::fetcher::Fetcher;
 use crate::machine::{Action, Event, LogFailure, MirrorPartition, MirrorState, StateKind};
+use crate::resume;
 use crate::stopping::{self, StableCut, StoppingTail};
 
 /// The metadata key of the machine's state.
@@ -293,6 +294,7 @@ impl MirrorDriver {
                     .then_some(Event::ReadOnlyCleared))
             }
             Action::QueryPeer => {
+                let source_cluster_id = fetcher.cluster_id().await.map_err(Failed::from_fetch)?;
                 let local = self.local_cluster_id.clone();
                 let last_mirrored_offset = fetcher
                     .last_mirrored_offset(&local)
@@ -300,11 +302,13 @@ impl MirrorDriver {
                     .map_err(Failed::from_fetch)?;
                 let log_start_offset = fetcher.log_start_offset().await.map_err(Failed::from_fetch)?;
                 Ok(Some(Event::PeerPosition {
+                    source_cluster_id,
                     last_mirrored_offset,
                     log_start_offset,
                     local_log_end: log.log_end_offset(),
                 }))
             }
+            Action::CheckPosition => check_position(log, fetcher).await.map(Some),
             Action::TruncateTo { offset } => {
                 log.truncate_to(offset, self.now_ms).await?;
                 Ok(None)
@@ -398,6 +402,96 @@ impl MirrorDriver {
         log.append_as_leader(batches, AppendOrigin::Coordinator, TransactionVersion::V0)
             .await?;
         Ok(())
+    }
+}
+
+/// Compares `log` with the source's log for a session that resumes ([`crate::resume`]): its last batch first, and
+/// when that differs, a bisection for the first batch the source does not hold. Every comparison reads one batch
+/// of each side. A source that serves nothing below our log end yet is a retryable failure, never evidence.
+async fn check_position(log: &PartitionLog, fetcher: &mut dyn Fetcher) -> Result<Event, Failed> {
+    let source_cluster_id = fetcher.cluster_id().await.map_err(Failed::from_fetch)?;
+    let source_log_start = fetcher.log_start_offset().await.map_err(Failed::from_fetch)?;
+    let (start, end) = (log.log_start_offset(), log.log_end_offset());
+    let checked = |first_difference| Event::PositionChecked {
+        source_cluster_id: source_cluster_id.clone(),
+        source_log_start,
+        local_log_end: end,
+        first_difference,
+    };
+    // Nothing of ours the source could still hold: nothing to compare (the machine handles a start past our end).
+    if end <= start || source_log_start >= end {
+        return Ok(checked(None));
+    }
+    let Some(last) = batch_holding(log, end - 1).await? else {
+        return Ok(checked(None));
+    };
+    let source = (source_cluster_id.as_str(), source_log_start);
+    if probe(fetcher, &last, source).await? == resume::Probe::Agrees {
+        return Ok(checked(None));
+    }
+    let mut search = resume::Divergence::new(start.max(source_log_start), last.base_offset());
+    while let Some(offset) = search.probe() {
+        let Some(ours) = batch_holding(log, offset).await? else {
+            break;
+        };
+        let agrees = probe(fetcher, &ours, source).await? == resume::Probe::Agrees;
+        search.record(ours.base_offset(), ours.last_offset(), agrees);
+    }
+    Ok(checked(Some(search.offset())))
+}
+
+/// Our batch holding `offset`.
+async fn batch_holding(
+    log: &PartitionLog,
+    offset: i64,
+) -> Result<Option<record_format::RecordBatch>, Failed> {
+    Ok(log.read_for_replica(offset, 1).await?.into_iter().next())
+}
+
+/// Fetches the source's batch at `ours`'s base offset and compares them; an empty answer fails the check
+/// (retryably), an answer that the source holds no such offset above its log start is a difference. `source` is
+/// the cluster id the check began with (an answer from another cluster is refused) and its log start.
+async fn probe(
+    fetcher: &mut dyn Fetcher,
+    ours: &record_format::RecordBatch,
+    (source_cluster_id, source_log_start): (&str, i64),
+) -> Result<resume::Probe, Failed> {
+    let at = ours.base_offset();
+    let answer = match fetcher.fetch(at.max(source_log_start), 1).await {
+        Ok(answer) => answer,
+        Err(error) if error.offset_out_of_range && at >= source_log_start => {
+            return Ok(resume::Probe::Differs)
+        }
+        Err(error) => return Err(Failed::from_fetch(error)),
+    };
+    if answer.source_cluster_id != source_cluster_id {
+        return Err(Failed::Report(Event::Error {
+            message: format!(
+                "source verification failed while resuming: cluster {:?} answered, {source_cluster_id:?} was asked \
+                 (nothing truncated)",
+                answer.source_cluster_id
+            ),
+            retryable: false,
+        }));
+    }
+    match resume::compare(ours, &answer.batches) {
+        resume::Probe::Unknown => {
+            // Nothing served from `at`: the source's log may end there (a fetch at the log end is empty) or its
+            // high watermark may lag. Past our batch's end it answers which: OFFSET_OUT_OF_RANGE there means its
+            // log ends inside our batch.
+            match fetcher.fetch(ours.last_offset().saturating_add(1), 1).await {
+                Err(error) if error.offset_out_of_range => Ok(resume::Probe::Differs),
+                Err(error) => Err(Failed::from_fetch(error)),
+                Ok(_) => Err(Failed::Report(Event::Error {
+                    message: format!(
+                        "resuming: the source serves nothing at offset {at} yet, below this mirror's log end; \
+                         waiting for it (nothing truncated)"
+                    ),
+                    retryable: true,
+                })),
+            }
+        }
+        found => Ok(found),
     }
 }
 

@@ -30,6 +30,40 @@ pub struct FetchError {
     pub message: String,
     /// Whether a retry can help (a network error can; an unknown partition cannot).
     pub retryable: bool,
+    /// The source answered that it holds no such offset (Kafka's `OFFSET_OUT_OF_RANGE`): a positive answer about
+    /// its log, which the resume check ([`crate::resume`]) takes as evidence, unlike any other error.
+    pub offset_out_of_range: bool,
+}
+
+impl FetchError {
+    /// An error that is not an answer about the source's offsets.
+    pub fn new(message: impl Into<String>, retryable: bool) -> Self {
+        FetchError {
+            message: message.into(),
+            retryable,
+            offset_out_of_range: false,
+        }
+    }
+
+    /// A failed read of a source partition log in this process (`OFFSET_OUT_OF_RANGE` kept as such; any other
+    /// failure retryable).
+    pub fn from_log_read(error: partition_log::LogError) -> Self {
+        match error {
+            error @ partition_log::LogError::OffsetOutOfRange { .. } => {
+                Self::offset_out_of_range(error.to_string())
+            }
+            error => Self::new(error.to_string(), true),
+        }
+    }
+
+    /// The source's answer that it holds no such offset (retryable: the resume check then finds out why).
+    pub fn offset_out_of_range(message: impl Into<String>) -> Self {
+        FetchError {
+            message: message.into(),
+            retryable: true,
+            offset_out_of_range: true,
+        }
+    }
 }
 
 /// The source partition of a mirror (one per partition, like the driver). `?Send`: a fetcher may read another
@@ -55,6 +89,10 @@ pub trait Fetcher {
 
     /// The source partition's log start offset.
     async fn log_start_offset(&mut self) -> Result<i64, FetchError>;
+
+    /// The cluster id the source reports now (asked, not remembered: the machine checks it before it truncates
+    /// anything on the source's word).
+    async fn cluster_id(&mut self) -> Result<String, FetchError>;
 
     /// The source's last stable offset as its latest answer reported it, `None` before the first answer or when
     /// this fetcher does not know it: how far the mirror lags (`mirror describe`) and when it caught up

@@ -15,6 +15,7 @@ pub mod failover;
 pub mod fetcher;
 pub mod local;
 pub mod machine;
+pub mod resume;
 pub mod stopping;
 
 pub use driver::{last_mirrored_offset, MirrorDriver};

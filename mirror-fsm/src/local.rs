@@ -47,17 +47,11 @@ impl LocalFetcher {
 }
 
 fn busy() -> FetchError {
-    FetchError {
-        message: "the source log is being written".to_owned(),
-        retryable: true,
-    }
+    FetchError::new("the source log is being written".to_owned(), true)
 }
 
 fn retryable(error: impl std::fmt::Display) -> FetchError {
-    FetchError {
-        message: error.to_string(),
-        retryable: true,
-    }
+    FetchError::new(error.to_string(), true)
 }
 
 /// Reads `source` up to its LSO, as one fetch.
@@ -70,7 +64,7 @@ async fn read_committed(
     let fetched = source
         .read(from_offset, max_bytes, Isolation::ReadCommitted)
         .await
-        .map_err(retryable)?;
+        .map_err(FetchError::from_log_read)?;
     Ok(FetchResponse {
         source_cluster_id,
         batches: fetched.batches,
@@ -105,5 +99,9 @@ impl Fetcher for LocalFetcher {
 
     async fn log_start_offset(&mut self) -> Result<i64, FetchError> {
         Ok(self.source()?.log_start_offset())
+    }
+
+    async fn cluster_id(&mut self) -> Result<String, FetchError> {
+        Ok(self.reported_cluster_id.clone())
     }
 }

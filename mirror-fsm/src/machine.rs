@@ -10,9 +10,16 @@
 //!                                   └──── Stop ──────┴──> STOPPING ──> STOPPED (writable)
 //!                                        (also from PAUSED and FAILED)
 //!
-//! PREPARING asks the peer where to start (QueryPeer → PeerPosition) and decides the alignment itself:
+//! PREPARING (a new session) asks the peer where to start (QueryPeer → PeerPosition), checks the peer's cluster
+//! id, and decides the alignment itself:
 //!   the peer mirrored from us up to o < our end → TruncateTo{o};   up to o ≥ our end → keep the log;
 //!   never mirrored from us → TruncateFullyAndStartAt{the peer's log start};   then MIRRORING.
+//!
+//! A session that resumes — MIRRORING entered again after a retry, a restart or a pause — never aligns again: it
+//! checks its log against the source's first (CheckPosition → PositionChecked, [`crate::resume`], ADR 0046) and
+//! truncates only on proof: to the first batch the source does not hold, or fully to the source's log start when
+//! that passed our log end. An error is retried with exponential backoff and jitter that grow across consecutive
+//! failures and reset only when a fetch succeeds.
 //!
 //! STOPPING, step by step (each step persisted before its action runs, so a crash resumes it):
 //!   RemoveFetcher  → StopFetcher, AdvanceHighWatermark, TruncateToStableCut → event Truncated{offset}
@@ -223,6 +230,8 @@ pub enum Event {
     },
     /// PREPARING: where the peer stands (answer to [`Action::QueryPeer`]).
     PeerPosition {
+        /// The cluster id the peer reported (checked before anything is truncated).
+        source_cluster_id: String,
         /// The peer's last mirrored offset of its session whose source was this cluster (`None`: it never
         /// mirrored from us).
         last_mirrored_offset: Option<i64>,
@@ -230,6 +239,18 @@ pub enum Event {
         log_start_offset: i64,
         /// This partition's log end offset.
         local_log_end: i64,
+    },
+    /// A resumed session: how this log compares with the source's (answer to [`Action::CheckPosition`]).
+    PositionChecked {
+        /// The cluster id the source reported (checked before anything is truncated).
+        source_cluster_id: String,
+        /// The source partition's log start offset.
+        source_log_start: i64,
+        /// This partition's log end offset.
+        local_log_end: i64,
+        /// The base offset of this log's first batch the source proved it does not hold (the logs agree below
+        /// it); `None` when nothing proves a difference.
+        first_difference: Option<i64>,
     },
     /// The fetcher returned batches, reporting the cluster it fetched from.
     Fetched {
@@ -308,6 +329,8 @@ pub enum EventKind {
     Start,
     /// [`Event::PeerPosition`].
     PeerPosition,
+    /// [`Event::PositionChecked`].
+    PositionChecked,
     /// [`Event::Fetched`].
     Fetched,
     /// [`Event::Error`].
@@ -342,6 +365,7 @@ impl Event {
         match self {
             Event::Start { .. } => EventKind::Start,
             Event::PeerPosition { .. } => EventKind::PeerPosition,
+            Event::PositionChecked { .. } => EventKind::PositionChecked,
             Event::Fetched { .. } => EventKind::Fetched,
             Event::Error { .. } => EventKind::Error,
             Event::LogFailed { .. } => EventKind::LogFailed,
@@ -366,9 +390,11 @@ pub enum Action {
     Persist(MirrorState),
     /// Set or clear read-only, durably.
     SetReadOnly(bool),
-    /// Ask the peer for its last mirrored offset of its session whose source was this cluster, and its log start
-    /// offset; report [`Event::PeerPosition`].
+    /// Ask the peer for its cluster id, its last mirrored offset of its session whose source was this cluster,
+    /// and its log start offset; report [`Event::PeerPosition`].
     QueryPeer,
+    /// Compare this log with the source's ([`crate::resume`]); report [`Event::PositionChecked`].
+    CheckPosition,
     /// Truncate the log to `offset` (alignment).
     TruncateTo {
         /// The new log end.
@@ -426,10 +452,27 @@ pub struct TransitionError {
     pub event: EventKind,
 }
 
-/// Retry backoff: the first retry after this long, doubling up to [`MAX_BACKOFF_MS`].
+/// Retry backoff: the first retry after this long, doubling with each consecutive failure up to
+/// [`MAX_BACKOFF_MS`]; each wait is drawn between half and all of that ([`backoff_ms`]).
 pub const INITIAL_BACKOFF_MS: i64 = 100;
 /// Longest wait between retries.
 pub const MAX_BACKOFF_MS: i64 = 30_000;
+
+/// The wait before the retry after `failures` consecutive failures before this one: "equal jitter" — half the
+/// exponential ceiling plus a part of the other half drawn from `seed` (the time of the failure: the machine knows
+/// no randomness, and partitions failing at different moments spread out).
+pub fn backoff_ms(failures: u32, seed: i64) -> i64 {
+    let ceiling = INITIAL_BACKOFF_MS
+        .saturating_mul(1_i64 << failures.min(20))
+        .min(MAX_BACKOFF_MS);
+    let half = ceiling / 2;
+    // SplitMix64's finaliser: a well-spread draw from a seed.
+    let mut draw = (seed as u64) ^ u64::from(failures).rotate_left(32);
+    draw = (draw ^ (draw >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    draw = (draw ^ (draw >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    draw ^= draw >> 31;
+    half + (draw % (half as u64 + 1)) as i64
+}
 
 /// The transition table: whether `state` accepts events of `event`'s kind. Exhaustive over both: a new state or
 /// event does not compile until its row and column are written. (Inside STOPPING, `handle` also checks that a
@@ -445,6 +488,8 @@ pub fn transition_allowed(state: StateKind, event: EventKind) -> bool {
         (S::Preparing | S::Mirroring | S::Paused | S::Stopping, E::Start) => false,
         (S::Preparing, E::PeerPosition) => true,
         (S::Mirroring | S::Paused | S::Stopping | S::Stopped | S::Failed, E::PeerPosition) => false,
+        (S::Mirroring, E::PositionChecked) => true,
+        (S::Preparing | S::Paused | S::Stopping | S::Stopped | S::Failed, E::PositionChecked) => false,
         (S::Mirroring, E::Fetched) => true,
         (S::Preparing | S::Paused | S::Stopping | S::Stopped | S::Failed, E::Fetched) => false,
         (S::Preparing | S::Mirroring | S::Stopping | S::Failed, E::Error | E::LogFailed) => true,
@@ -471,12 +516,18 @@ pub fn transition_allowed(state: StateKind, event: EventKind) -> bool {
 pub struct MirrorPartition {
     state: MirrorState,
     now_ms: i64,
+    /// Failures since the last successful fetch: the backoff's exponent.
+    failures_in_a_row: u32,
 }
 
 impl MirrorPartition {
     /// A partition in `state` (use [`MirrorState::never_mirrored`] for a fresh one).
     pub fn new(state: MirrorState) -> Self {
-        MirrorPartition { state, now_ms: 0 }
+        MirrorPartition {
+            state,
+            now_ms: 0,
+            failures_in_a_row: 0,
+        }
     }
 
     /// The state.
@@ -517,10 +568,14 @@ impl MirrorPartition {
                 self.enter_actions()
             }
             Event::PeerPosition {
+                source_cluster_id,
                 last_mirrored_offset,
                 log_start_offset,
                 local_log_end,
             } => {
+                if let Some(refused) = self.unverified(&source_cluster_id) {
+                    return Ok(refused);
+                }
                 // Failback alignment: keep exactly what the peer mirrored from us; a peer that never did owns the
                 // partition's history, so ours goes and we start at its log start.
                 let mut actions = match last_mirrored_offset {
@@ -537,43 +592,54 @@ impl MirrorPartition {
                 actions.push(Action::StartFetcher);
                 actions
             }
+            Event::PositionChecked {
+                source_cluster_id,
+                source_log_start,
+                local_log_end,
+                first_difference,
+            } => {
+                if let Some(refused) = self.unverified(&source_cluster_id) {
+                    return Ok(refused);
+                }
+                // Truncate only on proof (ADR 0046): the source's log start passed our end (what lies between is
+                // gone at the source), or a batch of ours the source does not hold.
+                let mut actions = match first_difference {
+                    _ if source_log_start > local_log_end => vec![Action::TruncateFullyAndStartAt {
+                        offset: source_log_start,
+                    }],
+                    Some(offset) if offset < local_log_end => vec![Action::TruncateTo { offset }],
+                    _ => Vec::new(),
+                };
+                actions.push(Action::StartFetcher);
+                actions
+            }
             Event::Fetched {
                 source_cluster_id,
                 batches,
             } => {
-                let expected = self.source();
-                if source_cluster_id != expected {
-                    let message = format!(
-                        "source verification failed: the fetcher reports cluster {source_cluster_id:?}, this \
-                         session mirrors {expected:?}; nothing appended"
-                    );
-                    self.fail(message, false)
+                if let Some(refused) = self.unverified(&source_cluster_id) {
+                    refused
                 } else {
                     match batches {
                         Err(corrupt) => self.fail(format!("a mirrored batch was refused: {corrupt}"), false),
-                        Ok(batches) if batches.is_empty() => Vec::new(),
-                        Ok(batches) => vec![Action::AppendReplicated(batches), Action::AdvanceHighWatermark],
+                        Ok(batches) => {
+                            // A round that worked: the backoff starts over.
+                            self.failures_in_a_row = 0;
+                            if batches.is_empty() {
+                                Vec::new()
+                            } else {
+                                vec![Action::AppendReplicated(batches), Action::AdvanceHighWatermark]
+                            }
+                        }
                     }
                 }
             }
             Event::LogFailed { failure, message } => {
                 // Retry policy: storage may recover after a reopen; a refused batch or a log in an unexpected
                 // place will not get better by trying again.
-                let retryable = failure == LogFailure::Storage;
-                if kind == StateKind::Failed {
-                    self.fail_again(message, retryable)
-                } else {
-                    self.fail(message, retryable)
-                }
+                self.fail(message, failure == LogFailure::Storage)
             }
-            Event::Error { message, retryable } => {
-                if kind == StateKind::Failed {
-                    // A failed retry: count it and back off further.
-                    self.fail_again(message, retryable)
-                } else {
-                    self.fail(message, retryable)
-                }
-            }
+            Event::Error { message, retryable } => self.fail(message, retryable),
             Event::Pause => {
                 self.state = MirrorState::Paused {
                     session: self.session(),
@@ -584,7 +650,7 @@ impl MirrorPartition {
                 self.state = MirrorState::Mirroring {
                     session: self.session(),
                 };
-                vec![self.persist(), Action::StartFetcher]
+                self.enter_actions()
             }
             Event::Stop => {
                 // A STOPPING that failed part-way resumes at its step: the steps before it are done, and
@@ -614,8 +680,11 @@ impl MirrorPartition {
                         let session = session.clone();
                         self.state = match (failure.previous, *stop_step) {
                             (StateKind::Stopping, Some(step)) => MirrorState::Stopping { session, step },
-                            // Retrying alignment or mirroring starts over from alignment: the log may be
-                            // anywhere after a failure.
+                            // A session that was mirroring resumes (its log checked against the source's before
+                            // it fetches); one that failed while aligning aligns again.
+                            (StateKind::Mirroring | StateKind::Paused, _) => {
+                                MirrorState::Mirroring { session }
+                            }
                             _ => MirrorState::Preparing { session },
                         };
                         self.enter_actions()
@@ -680,6 +749,10 @@ impl MirrorPartition {
             }
             Event::Recovered { state } => {
                 self.state = state.unwrap_or_else(MirrorState::never_mirrored);
+                self.failures_in_a_row = self
+                    .state
+                    .failure()
+                    .map_or(0, |failure| failure.attempts.saturating_add(1));
                 self.resume_actions()
             }
         };
@@ -699,6 +772,19 @@ impl MirrorPartition {
         if let MirrorState::Stopping { step, .. } = &mut self.state {
             *step = next;
         }
+    }
+
+    /// Refuses a source that reports another cluster than the session's (FAILED, not retryable, before anything
+    /// is written or truncated); `None` when it is the session's.
+    fn unverified(&mut self, reported: &str) -> Option<Vec<Action>> {
+        let expected = self.source();
+        (reported != expected).then(|| {
+            let message = format!(
+                "source verification failed: the source reports cluster {reported:?}, this session mirrors \
+                 {expected:?}; nothing written or truncated"
+            );
+            self.fail(message, false)
+        })
     }
 
     fn persist(&self) -> Action {
@@ -726,10 +812,7 @@ impl MirrorPartition {
         if self.read_only() && self.state.stop_step() != Some(StopStep::ClearReadOnly) {
             actions.push(Action::SetReadOnly(true));
         }
-        match self.state {
-            MirrorState::Mirroring { .. } => actions.push(Action::StartFetcher),
-            _ => actions.extend(self.state_work()),
-        }
+        actions.extend(self.state_work());
         actions
     }
 
@@ -738,6 +821,8 @@ impl MirrorPartition {
             MirrorState::Preparing { .. } => {
                 vec![Action::SetReadOnly(true), Action::StopFetcher, Action::QueryPeer]
             }
+            // Entered again (a retry, a restart, a resume): the log is checked before the fetcher starts.
+            MirrorState::Mirroring { .. } => vec![Action::CheckPosition],
             MirrorState::Stopping { step, .. } => match *step {
                 // Everything written is replicated (a destination is its own only replica), so the LSO cut
                 // removes exactly the undecided transactions.
@@ -757,36 +842,33 @@ impl MirrorPartition {
         }
     }
 
+    /// Records a failure: FAILED (a failed STOPPING keeps its step, so a retry or a new Stop resumes there), or,
+    /// when already FAILED (a retry failed), the new message; either way the next retry backs off further.
     fn fail(&mut self, message: String, retryable: bool) -> Vec<Action> {
-        let previous = self.state.kind();
-        // A failed STOPPING keeps its step so a retry (or a new Stop) resumes there.
-        let stop_step = match self.state {
-            MirrorState::Stopping { step, .. } => Some(step),
-            _ => None,
-        };
-        self.state = MirrorState::Failed {
-            session: self.session(),
-            failure: Failure {
-                message,
-                retryable,
-                attempts: 0,
-                previous,
-                retry_at_ms: self.now_ms.saturating_add(INITIAL_BACKOFF_MS),
-            },
-            stop_step,
-        };
-        vec![self.persist(), Action::StopFetcher]
-    }
-
-    fn fail_again(&mut self, message: String, retryable: bool) -> Vec<Action> {
+        let attempts = self.failures_in_a_row;
+        self.failures_in_a_row = attempts.saturating_add(1);
+        let retry_at_ms = self.now_ms.saturating_add(backoff_ms(attempts, self.now_ms));
         if let MirrorState::Failed { failure, .. } = &mut self.state {
-            failure.attempts = failure.attempts.saturating_add(1);
-            let backoff = INITIAL_BACKOFF_MS
-                .saturating_mul(1_i64 << failure.attempts.min(20))
-                .min(MAX_BACKOFF_MS);
-            failure.retry_at_ms = self.now_ms.saturating_add(backoff);
+            failure.attempts = attempts;
+            failure.retry_at_ms = retry_at_ms;
             failure.message = message;
             failure.retryable = failure.retryable && retryable;
+        } else {
+            let stop_step = match self.state {
+                MirrorState::Stopping { step, .. } => Some(step),
+                _ => None,
+            };
+            self.state = MirrorState::Failed {
+                session: self.session(),
+                failure: Failure {
+                    message,
+                    retryable,
+                    attempts,
+                    previous: self.state.kind(),
+                    retry_at_ms,
+                },
+                stop_step,
+            };
         }
         vec![self.persist(), Action::StopFetcher]
     }

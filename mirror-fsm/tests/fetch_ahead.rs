@@ -112,10 +112,7 @@ impl Fetcher for Observed {
                 .unwrap()
                 .push(std::thread::current().name().map(str::to_owned));
             if fail {
-                return Err(FetchError {
-                    message: "injected".to_owned(),
-                    retryable: true,
-                });
+                return Err(FetchError::new("injected".to_owned(), true));
             }
             Ok(damage(inner.await?, damaged_offset))
         }))
@@ -127,6 +124,10 @@ impl Fetcher for Observed {
 
     async fn log_start_offset(&mut self) -> Result<i64, FetchError> {
         self.inner.log_start_offset().await
+    }
+
+    async fn cluster_id(&mut self) -> Result<String, FetchError> {
+        self.inner.cluster_id().await
     }
 }
 
@@ -247,6 +248,9 @@ async fn a_fetcher_that_cannot_detach_copies_its_backlog_exactly() {
         async fn log_start_offset(&mut self) -> Result<i64, FetchError> {
             self.0.log_start_offset().await
         }
+        async fn cluster_id(&mut self) -> Result<String, FetchError> {
+            self.0.cluster_id().await
+        }
     }
     let source = mirror_fsm::shared(source_with_backlog(3).await);
     let mut fetcher = Attached(LogFetcher::new(&source, "A"));
@@ -304,6 +308,10 @@ impl Fetcher for ChangesOneBatch {
 
     async fn log_start_offset(&mut self) -> Result<i64, FetchError> {
         self.inner.log_start_offset().await
+    }
+
+    async fn cluster_id(&mut self) -> Result<String, FetchError> {
+        self.inner.cluster_id().await
     }
 }
 

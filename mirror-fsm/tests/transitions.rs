@@ -43,9 +43,16 @@ fn events() -> Vec<Event> {
             source_cluster_id: "A".to_owned(),
         },
         Event::PeerPosition {
+            source_cluster_id: "A".to_owned(),
             last_mirrored_offset: Some(0),
             log_start_offset: 0,
             local_log_end: 0,
+        },
+        Event::PositionChecked {
+            source_cluster_id: "A".to_owned(),
+            source_log_start: 0,
+            local_log_end: 0,
+            first_difference: None,
         },
         Event::Fetched {
             source_cluster_id: "A".to_owned(),
@@ -75,17 +82,17 @@ fn events() -> Vec<Event> {
     ]
 }
 
-/// The expected state after each event ('.' = refused). Columns: Start PeerPosition Fetched Error LogFailed Pause
-/// Resume Stop Tick Truncated LastMirroredPersisted LogTail Synced ReadOnlyCleared Recovered. Letters:
-/// P PREPARING, M MIRRORING, U PAUSED, S STOPPING, D STOPPED, F FAILED. `Recovered` restores the state it is given
-/// (here the row's own).
+/// The expected state after each event ('.' = refused). Columns: Start PeerPosition PositionChecked Fetched Error
+/// LogFailed Pause Resume Stop Tick Truncated LastMirroredPersisted LogTail Synced ReadOnlyCleared Recovered.
+/// Letters: P PREPARING, M MIRRORING, U PAUSED, S STOPPING, D STOPPED, F FAILED. `Recovered` restores the state it
+/// is given (here the row's own).
 const TABLE: [(StateKind, &str); 6] = [
-    (StateKind::Preparing, ". M . F F . . S P . . . . . P"),
-    (StateKind::Mirroring, ". . M F F U . S M . . . . . M"),
-    (StateKind::Paused, ". . . . . . M S U . . . . . U"),
-    (StateKind::Stopping, ". . . F F . . . S S . . . . S"),
-    (StateKind::Stopped, "P . . . . . . . D . . . . . D"),
-    (StateKind::Failed, "P . . F F . . S F . . . . . F"),
+    (StateKind::Preparing, ". M . . F F . . S P . . . . . P"),
+    (StateKind::Mirroring, ". . M M F F U . S M . . . . . M"),
+    (StateKind::Paused, ". . . . . . . M S U . . . . . U"),
+    (StateKind::Stopping, ". . . . F F . . . S S . . . . S"),
+    (StateKind::Stopped, "P . . . . . . . . D . . . . . D"),
+    (StateKind::Failed, "P . . . F F . . S F . . . . . F"),
 ];
 
 fn letter(kind: StateKind) -> char {
@@ -222,7 +229,7 @@ fn stopping_runs_its_steps_in_the_seeds_order_and_refuses_them_out_of_order() {
 }
 
 #[test]
-fn failures_back_off_and_retry_from_alignment_unless_not_retryable() {
+fn a_mirroring_failure_retries_by_checking_the_log_never_by_aligning_it_again() {
     let mut machine = MirrorPartition::new(state(StateKind::Mirroring));
     machine
         .handle(Event::Error {
@@ -243,15 +250,12 @@ fn failures_back_off_and_retry_from_alignment_unless_not_retryable() {
             now_ms: first.retry_at_ms,
         })
         .unwrap();
-    assert_eq!(machine.state().kind(), StateKind::Preparing);
-    assert!(actions.iter().any(|action| matches!(action, Action::QueryPeer)));
-    // Failing again (in alignment): the wait doubles.
-    machine
-        .handle(Event::Error {
-            message: "timeout".to_owned(),
-            retryable: true,
-        })
-        .unwrap();
+    assert_eq!(machine.state().kind(), StateKind::Mirroring);
+    assert!(
+        matches!(actions.as_slice(), [Action::Persist(_), Action::CheckPosition]),
+        "{actions:?}"
+    );
+    // The check fails too: the wait grows, counted across the retry.
     machine
         .handle(Event::Error {
             message: "timeout again".to_owned(),
@@ -260,7 +264,8 @@ fn failures_back_off_and_retry_from_alignment_unless_not_retryable() {
         .unwrap();
     let again = machine.state().failure().cloned().unwrap();
     assert_eq!(again.attempts, 1);
-    assert!(again.retry_at_ms - first.retry_at_ms >= 2 * mirror_fsm::machine::INITIAL_BACKOFF_MS - 1);
+    assert_eq!(again.previous, StateKind::Mirroring);
+    assert!(again.retry_at_ms - first.retry_at_ms >= mirror_fsm::machine::INITIAL_BACKOFF_MS);
     // A non-retryable failure stays.
     let mut machine = MirrorPartition::new(state(StateKind::Mirroring));
     machine
@@ -271,6 +276,112 @@ fn failures_back_off_and_retry_from_alignment_unless_not_retryable() {
         .unwrap();
     machine.handle(Event::Tick { now_ms: i64::MAX / 2 }).unwrap();
     assert_eq!(machine.state().kind(), StateKind::Failed);
+}
+
+#[test]
+fn an_alignment_failure_retries_the_alignment() {
+    let mut machine = preparing();
+    machine
+        .handle(Event::Error {
+            message: "timeout".to_owned(),
+            retryable: true,
+        })
+        .unwrap();
+    let due = machine.state().failure().unwrap().retry_at_ms;
+    let actions = machine.handle(Event::Tick { now_ms: due }).unwrap();
+    assert_eq!(machine.state().kind(), StateKind::Preparing);
+    assert!(actions.contains(&Action::QueryPeer), "{actions:?}");
+}
+
+#[test]
+fn a_restart_or_a_resume_checks_the_log_before_the_fetcher_starts() {
+    let mut machine = MirrorPartition::new(MirrorState::never_mirrored());
+    let actions = machine
+        .handle(Event::Recovered {
+            state: Some(state(StateKind::Mirroring)),
+        })
+        .unwrap();
+    assert_eq!(actions, vec![Action::SetReadOnly(true), Action::CheckPosition]);
+    let mut machine = MirrorPartition::new(state(StateKind::Paused));
+    let actions = machine.handle(Event::Resume).unwrap();
+    assert!(
+        matches!(actions.as_slice(), [Action::Persist(_), Action::CheckPosition]),
+        "{actions:?}"
+    );
+}
+
+fn checked(source: &str, source_log_start: i64, first_difference: Option<i64>) -> Vec<Action> {
+    MirrorPartition::new(state(StateKind::Mirroring))
+        .handle(Event::PositionChecked {
+            source_cluster_id: source.to_owned(),
+            source_log_start,
+            local_log_end: 20,
+            first_difference,
+        })
+        .unwrap()
+}
+
+#[test]
+fn a_checked_log_is_truncated_only_on_proof() {
+    assert_eq!(checked("A", 0, None), vec![Action::StartFetcher]);
+    assert_eq!(
+        checked("A", 15, None),
+        vec![Action::StartFetcher],
+        "a start below our end"
+    );
+    assert_eq!(
+        checked("A", 0, Some(12)),
+        vec![Action::TruncateTo { offset: 12 }, Action::StartFetcher]
+    );
+    assert_eq!(
+        checked("A", 30, None),
+        vec![
+            Action::TruncateFullyAndStartAt { offset: 30 },
+            Action::StartFetcher
+        ]
+    );
+    let refused = checked("Z", 30, Some(0));
+    assert!(
+        !refused.iter().any(|action| matches!(
+            action,
+            Action::TruncateTo { .. } | Action::TruncateFullyAndStartAt { .. } | Action::StartFetcher
+        )),
+        "{refused:?}"
+    );
+}
+
+#[test]
+fn alignment_with_an_unverified_peer_truncates_nothing() {
+    let mut machine = preparing();
+    let actions = machine
+        .handle(Event::PeerPosition {
+            source_cluster_id: "Z".to_owned(),
+            last_mirrored_offset: None,
+            log_start_offset: 0,
+            local_log_end: 9,
+        })
+        .unwrap();
+    assert!(!truncates(&actions), "{actions:?}");
+    let failure = machine.state().failure().cloned().unwrap();
+    assert!(
+        !failure.retryable && failure.message.contains("\"Z\""),
+        "{failure:?}"
+    );
+}
+
+#[test]
+fn backoff_has_equal_jitter_under_a_doubling_ceiling() {
+    use mirror_fsm::machine::{backoff_ms, INITIAL_BACKOFF_MS, MAX_BACKOFF_MS};
+    for failures in 0..40u32 {
+        let ceiling = (INITIAL_BACKOFF_MS << failures.min(20)).min(MAX_BACKOFF_MS);
+        let draws: std::collections::BTreeSet<i64> =
+            (0..50).map(|seed| backoff_ms(failures, seed * 7_919)).collect();
+        assert!(
+            draws.iter().all(|wait| (ceiling / 2..=ceiling).contains(wait)),
+            "{failures}: {draws:?}"
+        );
+        assert!(draws.len() > 10, "jittered: {failures}: {draws:?}");
+    }
 }
 
 #[test]
@@ -297,6 +408,16 @@ fn a_stopping_that_failed_resumes_at_its_step() {
     );
 }
 
+/// Whether `actions` cut the log.
+fn truncates(actions: &[Action]) -> bool {
+    actions.iter().any(|action| {
+        matches!(
+            action,
+            Action::TruncateTo { .. } | Action::TruncateFullyAndStartAt { .. }
+        )
+    })
+}
+
 fn preparing() -> MirrorPartition {
     MirrorPartition::new(state(StateKind::Preparing))
 }
@@ -306,6 +427,7 @@ fn alignment_is_decided_by_the_machine_from_the_peers_position() {
     // The peer mirrored from us up to 5; we hold 9: cut to 5.
     let actions = preparing()
         .handle(Event::PeerPosition {
+            source_cluster_id: "A".to_owned(),
             last_mirrored_offset: Some(5),
             log_start_offset: 0,
             local_log_end: 9,
@@ -318,21 +440,17 @@ fn alignment_is_decided_by_the_machine_from_the_peers_position() {
     // It mirrored everything we have: keep the log.
     let actions = preparing()
         .handle(Event::PeerPosition {
+            source_cluster_id: "A".to_owned(),
             last_mirrored_offset: Some(9),
             log_start_offset: 0,
             local_log_end: 9,
         })
         .unwrap();
-    assert!(
-        !actions.iter().any(|action| matches!(
-            action,
-            Action::TruncateTo { .. } | Action::TruncateFullyAndStartAt { .. }
-        )),
-        "{actions:?}"
-    );
+    assert!(!truncates(&actions), "{actions:?}");
     // It never mirrored from us: our history goes; start at its log start.
     let actions = preparing()
         .handle(Event::PeerPosition {
+            source_cluster_id: "A".to_owned(),
             last_mirrored_offset: None,
             log_start_offset: 42,
             local_log_end: 9,

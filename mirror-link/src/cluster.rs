@@ -43,6 +43,8 @@ const OFFSET_FETCH_VERSIONS: (i16, i16) = (2, 5);
 const READ_COMMITTED: i8 = 1;
 /// The most one Fetch answer may carry (Kafka's `fetch.max.bytes` default is 50 MiB).
 pub const MAX_RESPONSE_BYTES: usize = 32 << 20;
+/// Kafka's `OFFSET_OUT_OF_RANGE`: the source holds no such offset (evidence for the resume check).
+const OFFSET_OUT_OF_RANGE: i16 = 1;
 /// Kafka's leadership errors: the partition moved, the session's metadata is stale.
 const LEADERSHIP_ERRORS: [i16; 3] = [
     6,  // NOT_LEADER_OR_FOLLOWER
@@ -192,10 +194,7 @@ impl SourceCluster {
     /// again), as a retryable or final fetch error.
     fn failed(&mut self, error: &LinkError) -> FetchError {
         self.session = None;
-        FetchError {
-            retryable: error.retryable(),
-            message: error.to_string(),
-        }
+        FetchError::new(error.to_string(), error.retryable())
     }
 
     /// The connection to `partition`'s leader (opened when first needed) and the broker's address.
@@ -219,10 +218,9 @@ impl SourceCluster {
     /// A failure leaves the session to the fetches (a source that does not serve these APIs must not cost them
     /// their connections); a broken connection is the fetches' to notice.
     pub async fn group_offsets(&mut self, topics: &BTreeSet<String>) -> Result<Vec<GroupOffset>, FetchError> {
-        self.read_group_offsets(topics).await.map_err(|error| FetchError {
-            retryable: error.retryable(),
-            message: error.to_string(),
-        })
+        self.read_group_offsets(topics)
+            .await
+            .map_err(|error| FetchError::new(error.to_string(), error.retryable()))
     }
 
     async fn read_group_offsets(&mut self, topics: &BTreeSet<String>) -> Result<Vec<GroupOffset>, LinkError> {
@@ -381,12 +379,7 @@ impl SourceCluster {
         answers
             .into_iter()
             .map(|answer| {
-                answer.unwrap_or_else(|| {
-                    Err(FetchError {
-                        message: "no answer for the partition".to_owned(),
-                        retryable: true,
-                    })
-                })
+                answer.unwrap_or_else(|| Err(FetchError::new("no answer for the partition".to_owned(), true)))
             })
             .collect()
     }
@@ -452,29 +445,26 @@ impl SourceCluster {
                     .flat_map(|answer| answer.partitions.iter())
                     .find(|answer| answer.partition_index == fetch.partition);
                 let Some(data) = data else {
-                    return Err(FetchError {
-                        message: format!("{what}: the source's answer leaves the partition out"),
-                        retryable: true,
-                    });
+                    return Err(FetchError::new(
+                        format!("{what}: the source's answer leaves the partition out"),
+                        true,
+                    ));
                 };
                 if data.error_code != 0 {
                     stale |= LEADERSHIP_ERRORS.contains(&data.error_code);
                     let error = LinkError::Kafka {
-                        what,
+                        what: format!("{what} from {address}"),
                         code: data.error_code,
                         detail: String::new(),
                     };
-                    return Err(FetchError {
-                        retryable: error.retryable(),
-                        message: error.to_string(),
-                    });
+                    if data.error_code == OFFSET_OUT_OF_RANGE {
+                        return Err(FetchError::offset_out_of_range(error.to_string()));
+                    }
+                    return Err(FetchError::new(error.to_string(), error.retryable()));
                 }
                 let records = data.records.clone().unwrap_or_default();
-                let batches =
-                    whole_batches_from(records.clone(), fetch.offset).map_err(|error| FetchError {
-                        retryable: error.retryable(),
-                        message: format!("{what}: {error}"),
-                    })?;
+                let batches = whole_batches_from(records.clone(), fetch.offset)
+                    .map_err(|error| FetchError::new(format!("{what}: {error}"), error.retryable()))?;
                 Ok(FetchedPartition {
                     response: Fetched {
                         source_cluster_id: cluster_id.clone(),
@@ -490,6 +480,15 @@ impl SourceCluster {
             self.session = None;
         }
         Ok(results)
+    }
+
+    /// The source's cluster id as the session reports it, a session opened (and `topic`/`partition`'s leader
+    /// found) when there is none: a session ends at any failure, so a live one's id is the source's now.
+    pub async fn verified_cluster_id(&mut self, topic: &str, partition: i32) -> Result<String, FetchError> {
+        match self.session(&[(topic.to_owned(), partition)]).await {
+            Ok(session) => Ok(session.cluster_id.clone()),
+            Err(error) => Err(self.failed(&error)),
+        }
     }
 
     /// The log start offset of `topic`/`partition` (ListOffsets, earliest).

@@ -54,8 +54,8 @@ pub enum LinkError {
         /// What it offers.
         offered: String,
     },
-    /// The broker answered with a Kafka error.
-    #[error("{what}: Kafka error {code}{detail}")]
+    /// The broker answered with a Kafka error (named as Kafka names it, e.g. `OFFSET_OUT_OF_RANGE (1)`).
+    #[error("{what}: {} ({code}){detail}", kafka_error_name(*.code))]
     Kafka {
         /// The request and partition.
         what: String,
@@ -67,6 +67,11 @@ pub enum LinkError {
     /// The source's bytes cannot be mirrored (a malformed batch, offsets that go backwards).
     #[error("source data refused: {0}")]
     Refused(String),
+}
+
+/// Kafka's name of an error code (`UNKNOWN_ERROR_CODE` for one this build does not know; the code follows it).
+fn kafka_error_name(code: i16) -> &'static str {
+    kafka_types::KafkaError::from_code(code).map_or("UNKNOWN_ERROR_CODE", kafka_types::KafkaError::name)
 }
 
 impl LinkError {

@@ -108,12 +108,9 @@ async fn fetch_one(
             max_wait_ms,
         )
         .await;
-    let answer = answers.pop().unwrap_or_else(|| {
-        Err(FetchError {
-            message: "no answer for the partition".to_owned(),
-            retryable: true,
-        })
-    })?;
+    let answer = answers
+        .pop()
+        .unwrap_or_else(|| Err(FetchError::new("no answer for the partition".to_owned(), true)))?;
     if let Some(stable) = answer.last_stable_offset {
         last_stable.store(stable, Ordering::Relaxed);
     }
@@ -161,10 +158,7 @@ impl Fetcher for KafkaFetcher {
             .await
             .last_mirrored_at_peer(&self.topic, self.partition, mirrored_from)
             .await
-            .map_err(|error| FetchError {
-                retryable: error.retryable(),
-                message: error.to_string(),
-            })
+            .map_err(|error| FetchError::new(error.to_string(), error.retryable()))
     }
 
     async fn log_start_offset(&mut self) -> Result<i64, FetchError> {
@@ -172,6 +166,14 @@ impl Fetcher for KafkaFetcher {
             .lock()
             .await
             .earliest_offset(&self.topic, self.partition)
+            .await
+    }
+
+    async fn cluster_id(&mut self) -> Result<String, FetchError> {
+        self.cluster
+            .lock()
+            .await
+            .verified_cluster_id(&self.topic, self.partition)
             .await
     }
 

@@ -6,7 +6,10 @@
 //! The question travels on the private administration key of ADR 0040 ([`MIRROR_ADMIN_API_KEY`], the JSON
 //! request `{"action": "last_mirrored", …}` that `node::mirror::AdminRequest::LastMirrored` defines). A source
 //! that is not a mirrorlog node (Apache Kafka) closes the connection on the unknown key: that is the answer "never
-//! mirrored from you", and the machine copies from the peer's log start, as with any new source.
+//! mirrored from you", and the machine copies from the peer's log start, as with any new source. Because that
+//! answer empties the partition, a closing counts only when it is the broker's answer and not a fault: the
+//! question is asked on a fresh connection whose ApiVersions the broker answered, and asked again on another
+//! when the first closes; only two such closings in a row mean "not a mirrorlog node".
 
 use serde::Deserialize;
 
@@ -49,7 +52,6 @@ pub async fn last_mirrored_offset(
     topic: &str,
     partition: i32,
 ) -> Result<Option<i64>, LinkError> {
-    let mut connection = KafkaConnection::connect(address, client_id, timeout, MAX_ANSWER_BYTES).await?;
     let body = serde_json::json!({
         "action": "last_mirrored",
         "source_cluster_id": mirrored_from,
@@ -57,23 +59,24 @@ pub async fn last_mirrored_offset(
         "partition": partition,
     })
     .to_string();
-    let answer = match connection
-        .call_raw(MIRROR_ADMIN_API_KEY, MIRROR_ADMIN_VERSION, body.as_bytes())
-        .await
-    {
-        Ok(answer) => answer,
-        // The connection closed on the request: not a mirrorlog node.
-        Err(LinkError::Io { source, .. })
-            if matches!(
-                source.kind(),
-                std::io::ErrorKind::UnexpectedEof
-                    | std::io::ErrorKind::ConnectionReset
-                    | std::io::ErrorKind::BrokenPipe
-            ) =>
+    let mut closings = 0;
+    let answer = loop {
+        // `connect` has the broker answer ApiVersions: it is up and speaking Kafka when the question is asked.
+        let mut connection = KafkaConnection::connect(address, client_id, timeout, MAX_ANSWER_BYTES).await?;
+        match connection
+            .call_raw(MIRROR_ADMIN_API_KEY, MIRROR_ADMIN_VERSION, body.as_bytes())
+            .await
         {
-            return Ok(None)
+            Ok(answer) => break answer,
+            Err(LinkError::Io { source, .. }) if closed_on_the_request(&source) => {
+                closings += 1;
+                if closings == 2 {
+                    // The broker's answer, twice: not a mirrorlog node.
+                    return Ok(None);
+                }
+            }
+            Err(error) => return Err(error),
         }
-        Err(error) => return Err(error),
     };
     let answer: Answer = serde_json::from_slice(&answer).map_err(|error| LinkError::Malformed {
         address: address.to_owned(),
@@ -90,4 +93,14 @@ pub async fn last_mirrored_offset(
             "{address} cannot tell its last mirrored offset of {topic}-{partition}"
         ))),
     }
+}
+
+/// Whether a call failed because the broker closed the connection on it.
+fn closed_on_the_request(error: &std::io::Error) -> bool {
+    matches!(
+        error.kind(),
+        std::io::ErrorKind::UnexpectedEof
+            | std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::BrokenPipe
+    )
 }

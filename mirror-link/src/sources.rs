@@ -105,10 +105,9 @@ impl KafkaSources {
 #[async_trait]
 impl Sources for KafkaSources {
     async fn describe(&self, address: &str, topics: &[String]) -> Result<SourceDescription, FetchError> {
-        self.metadata(address, topics).await.map_err(|error| FetchError {
-            retryable: error.retryable(),
-            message: error.to_string(),
-        })
+        self.metadata(address, topics)
+            .await
+            .map_err(|error| FetchError::new(error.to_string(), error.retryable()))
     }
 
     fn fetcher(&self, address: &str, topic: &str, partition: i32) -> Box<dyn Fetcher> {

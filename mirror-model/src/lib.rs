@@ -77,15 +77,19 @@ pub enum Mutant {
     LastMirroredAfterBarrier,
     /// After a crash, the log tail is not inspected: a barrier already written is written again.
     SecondBarrierAfterCrash,
+    /// A session that resumes after a transient error aligns again as a new one, with a source that never
+    /// mirrored from it: the log is emptied and copied again (issue 50's "a retry wipes the partition").
+    TruncateOnRetry,
 }
 
 impl Mutant {
     /// Every deliberate bug.
-    pub const BUGS: [Mutant; 4] = [
+    pub const BUGS: [Mutant; 5] = [
         Mutant::BarrierBeforeLsoCut,
         Mutant::BarrierOnLeaderOnly,
         Mutant::LastMirroredAfterBarrier,
         Mutant::SecondBarrierAfterCrash,
+        Mutant::TruncateOnRetry,
     ];
 }
 
@@ -98,6 +102,8 @@ pub struct Bounds {
     pub local_writes: u8,
     /// Crashes, in all.
     pub crashes: u8,
+    /// Transient source errors (each failing a mirroring partition, retried after its backoff), in all.
+    pub source_errors: u8,
 }
 
 impl Default for Bounds {
@@ -107,6 +113,7 @@ impl Default for Bounds {
             source_writes: 3,
             local_writes: 1,
             crashes: 1,
+            source_errors: 1,
         }
     }
 }
@@ -143,6 +150,10 @@ pub enum Step {
     Drive(usize),
     /// The cluster crashes and restarts: its unsynced tail is lost, its machine recovers from its record.
     Crash(usize),
+    /// The cluster's source fails a call (a connection reset): the mirroring partition fails, retryably.
+    SourceError(usize),
+    /// The cluster's failed partition retries (its backoff is over).
+    Retry(usize),
 }
 
 /// One cluster's partition: its log, producer state, producers, mirror machine and what it persisted.
@@ -182,6 +193,8 @@ pub struct Node {
     /// Mutants only: a barrier written early, a last mirrored offset not yet persisted.
     early_barrier: bool,
     deferred_last_mirrored: Option<(String, i64)>,
+    /// Whether an alignment or resume truncation removed a batch the source still held at the same offset.
+    removed_a_batch_the_source_holds: bool,
     /// What the last step ran (for traces only: not part of the state's identity).
     last_run: String,
 }
@@ -193,6 +206,8 @@ pub struct World {
     pub nodes: Vec<Node>,
     /// Crashes so far.
     pub crashes: u8,
+    /// Transient source errors so far.
+    pub source_errors: u8,
 }
 
 type NodeKey<'a> = (
@@ -202,7 +217,7 @@ type NodeKey<'a> = (
     i64,
     Option<usize>,
     &'a BTreeMap<String, i64>,
-    (bool, bool, bool, u8, i32, i32, bool, bool),
+    (bool, bool, bool, u8, i32, i32, bool, bool, bool),
     &'a Option<(String, i64)>,
 );
 
@@ -234,6 +249,7 @@ impl Node {
                 self.transactional_sequence,
                 self.open_transaction,
                 self.early_barrier,
+                self.removed_a_batch_the_source_holds,
             ),
             &self.deferred_last_mirrored,
         )
@@ -269,6 +285,7 @@ impl Node {
 impl PartialEq for World {
     fn eq(&self, other: &Self) -> bool {
         self.crashes == other.crashes
+            && self.source_errors == other.source_errors
             && self.nodes.len() == other.nodes.len()
             && self
                 .nodes
@@ -283,6 +300,7 @@ impl Eq for World {}
 impl Hash for World {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.crashes.hash(state);
+        self.source_errors.hash(state);
         for node in &self.nodes {
             node.key().hash(state);
         }
@@ -452,10 +470,15 @@ impl World {
                 open_transaction: false,
                 early_barrier: false,
                 deferred_last_mirrored: None,
+                removed_a_batch_the_source_holds: false,
                 last_run: String::new(),
             })
             .collect();
-        World { nodes, crashes: 0 }
+        World {
+            nodes,
+            crashes: 0,
+            source_errors: 0,
+        }
     }
 
     fn clear_traces(&mut self) {
@@ -520,8 +543,95 @@ impl MirrorModel {
         self.append(node, batch, AppendOrigin::Coordinator)
     }
 
+    /// As the driver checks a resumed session's log against its source's ([`mirror_fsm::resume`]): the last
+    /// batch compared first, then the bisection; the source serves up to its LSO and holds its whole log (its log
+    /// start is 0 here).
+    fn check_position(world: &World, cluster: usize) -> Option<Event> {
+        use mirror_fsm::resume::{compare, Divergence, Probe};
+        let node = &world.nodes[cluster];
+        let source = node.source?;
+        let theirs = &world.nodes[source];
+        let served = usize::try_from(theirs.lso().max(0))
+            .unwrap_or(0)
+            .min(theirs.log.len());
+        let probe = |offset: usize| -> Probe {
+            if offset >= theirs.log.len() {
+                // The source's OFFSET_OUT_OF_RANGE: its log ends before our batch.
+                return Probe::Differs;
+            }
+            let answer: Vec<RecordBatch> = theirs.log[offset.min(served)..served]
+                .iter()
+                .take(1)
+                .map(decode)
+                .collect();
+            compare(&decode(&node.log[offset]), &answer)
+        };
+        let unknown = || Event::Error {
+            message: "the source serves nothing there yet".to_owned(),
+            retryable: true,
+        };
+        let end = node.log.len();
+        let checked = |first_difference| Event::PositionChecked {
+            source_cluster_id: CLUSTERS[source].to_owned(),
+            source_log_start: 0,
+            local_log_end: end as i64,
+            first_difference,
+        };
+        let Some(last) = end.checked_sub(1) else {
+            return Some(checked(None));
+        };
+        match probe(last) {
+            Probe::Agrees => return Some(checked(None)),
+            Probe::Unknown => return Some(unknown()),
+            Probe::Differs => {}
+        }
+        let mut search = Divergence::new(0, last as i64);
+        while let Some(offset) = search.probe() {
+            let at = usize::try_from(offset).unwrap_or(0);
+            match probe(at) {
+                Probe::Unknown => return Some(unknown()),
+                found => search.record(offset, offset, found == Probe::Agrees),
+            }
+        }
+        Some(checked(Some(search.offset())))
+    }
+
+    /// Whether cutting `cluster`'s log to `keep` batches removes one its source holds, the same batch at the same
+    /// offset.
+    fn removes_a_batch_the_source_holds(world: &World, cluster: usize, keep: usize) -> bool {
+        let node = &world.nodes[cluster];
+        let Some(source) = node.source else {
+            return false;
+        };
+        let held = &world.nodes[source].log;
+        node.log
+            .iter()
+            .zip(held)
+            .skip(keep)
+            .any(|(ours, theirs)| mirror_fsm::resume::same_batch(&decode(ours), &decode(theirs)))
+    }
+
     /// Runs one of `cluster`'s actions as `mirror-fsm`'s driver does; returns the event it reports.
     fn run(&self, world: &mut World, cluster: usize, action: Action) -> Option<Event> {
+        if action == Action::CheckPosition {
+            if self.mutant == Mutant::TruncateOnRetry {
+                // As the old retry did: aligned again with a source that never mirrored from it.
+                let source = world.nodes[cluster].source?;
+                return Some(Event::PositionChecked {
+                    source_cluster_id: CLUSTERS[source].to_owned(),
+                    source_log_start: 0,
+                    local_log_end: world.nodes[cluster].log.len() as i64,
+                    first_difference: Some(0),
+                });
+            }
+            return Self::check_position(world, cluster);
+        }
+        if let Action::TruncateTo { offset } | Action::TruncateFullyAndStartAt { offset } = action {
+            let keep = usize::try_from(offset.max(0)).unwrap_or(0);
+            if Self::removes_a_batch_the_source_holds(world, cluster, keep) {
+                world.nodes[cluster].removed_a_batch_the_source_holds = true;
+            }
+        }
         // The peer's answer (PREPARING) reads the source cluster's partition.
         let peer = world.nodes[cluster].source.map(|source| {
             let peer = &world.nodes[source];
@@ -545,6 +655,7 @@ impl MirrorModel {
                     .then_some(Event::ReadOnlyCleared)
             }
             Action::QueryPeer => peer.map(|(last_mirrored_offset, _)| Event::PeerPosition {
+                source_cluster_id: node.source.map_or("", |source| CLUSTERS[source]).to_owned(),
                 last_mirrored_offset,
                 log_start_offset: 0,
                 local_log_end: end,
@@ -638,6 +749,7 @@ impl MirrorModel {
                 node.synced = node.log.len();
                 Some(Event::Synced)
             }
+            Action::CheckPosition => None,
         }
     }
 
@@ -783,6 +895,22 @@ impl Model for MirrorModel {
             if node.source.is_some() && world.crashes < self.bounds.crashes {
                 actions.push(Step::Crash(cluster));
             }
+            if node.fetcher_running
+                && node.idle()
+                && node.machine.state().kind() == StateKind::Mirroring
+                && world.source_errors < self.bounds.source_errors
+            {
+                actions.push(Step::SourceError(cluster));
+            }
+            if node.idle()
+                && node
+                    .machine
+                    .state()
+                    .failure()
+                    .is_some_and(|failure| failure.retryable)
+            {
+                actions.push(Step::Retry(cluster));
+            }
         }
         for &(cluster, source) in self.links() {
             if world.nodes[cluster].source.is_none() && self.may_start(world, cluster, source) {
@@ -835,6 +963,21 @@ impl Model for MirrorModel {
                 node.events.push_back(Event::Stop);
             }
             Step::Drive(cluster) => self.drive(&mut world, cluster),
+            Step::SourceError(cluster) => {
+                world.source_errors += 1;
+                let node = &mut world.nodes[cluster];
+                node.last_run = "the source reset the connection".to_owned();
+                node.events.push_back(Event::Error {
+                    message: "connection reset by the source".to_owned(),
+                    retryable: true,
+                });
+            }
+            Step::Retry(cluster) => {
+                let node = &mut world.nodes[cluster];
+                let due = node.machine.state().failure()?.retry_at_ms;
+                node.last_run = "retrying".to_owned();
+                node.events.push_back(Event::Tick { now_ms: due });
+            }
             Step::Crash(cluster) => {
                 world.crashes += 1;
                 let node = &mut world.nodes[cluster];
@@ -870,6 +1013,15 @@ impl Model for MirrorModel {
 
     fn properties(&self) -> Vec<Property<Self>> {
         vec![
+            Property::always(
+                "no alignment or retry removes a batch the source still holds",
+                |_: &MirrorModel, world: &World| {
+                    world
+                        .nodes
+                        .iter()
+                        .all(|node| !node.removed_a_batch_the_source_holds)
+                },
+            ),
             Property::always(
                 "after a completed failover only producers that wrote after the barrier remain",
                 |_: &MirrorModel, world: &World| {

@@ -1,6 +1,6 @@
 //! `cargo xtask model [--topology NAME|all] [--depth N] [--source-writes N] [--local-writes N] [--crashes N]
-//! [--mutant NAME]`: runs the model check and prints the states explored, the time, and every violated property
-//! with the steps that show it. Exit status 0 when every property holds (for a mutant: when the checker found it),
+//! [--source-errors N] [--mutant NAME]`: runs the model check and prints the states explored, the time, and every
+//! violated property with the steps that show it. Exit status 0 when every property holds (for a mutant: when the checker found it),
 //! 1 otherwise, 2 on a usage error.
 
 use std::process::ExitCode;
@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use mirror_model::{Bounds, MirrorModel, Mutant, Topology};
 
 const USAGE: &str = "usage: mirror-model [--topology active-passive|failback|chain|all] [--depth N] \
-    [--source-writes N] [--local-writes N] [--crashes N] \
-    [--mutant none|barrier-before-lso-cut|barrier-on-leader-only|last-mirrored-after-barrier|second-barrier-after-crash]";
+    [--source-writes N] [--local-writes N] [--crashes N] [--source-errors N] \
+    [--mutant none|barrier-before-lso-cut|barrier-on-leader-only|last-mirrored-after-barrier|second-barrier-after-crash|truncate-on-retry]";
 
 fn parse(args: &[String]) -> Option<(Vec<Topology>, Bounds, usize, Mutant)> {
     let mut topologies = Topology::ALL.to_vec();
@@ -35,6 +35,7 @@ fn parse(args: &[String]) -> Option<(Vec<Topology>, Bounds, usize, Mutant)> {
             "--source-writes" => bounds.source_writes = value.parse().ok()?,
             "--local-writes" => bounds.local_writes = value.parse().ok()?,
             "--crashes" => bounds.crashes = value.parse().ok()?,
+            "--source-errors" => bounds.source_errors = value.parse().ok()?,
             "--mutant" => {
                 mutant = match value.as_str() {
                     "none" => Mutant::None,
@@ -42,6 +43,7 @@ fn parse(args: &[String]) -> Option<(Vec<Topology>, Bounds, usize, Mutant)> {
                     "barrier-on-leader-only" => Mutant::BarrierOnLeaderOnly,
                     "last-mirrored-after-barrier" => Mutant::LastMirroredAfterBarrier,
                     "second-barrier-after-crash" => Mutant::SecondBarrierAfterCrash,
+                    "truncate-on-retry" => Mutant::TruncateOnRetry,
                     _ => return None,
                 }
             }
@@ -61,11 +63,12 @@ fn main() -> ExitCode {
     for topology in topologies {
         let report = MirrorModel::new(topology, bounds, mutant).check(depth);
         println!(
-            "{topology:?} ({mutant:?}; {} source writes, {} local writes, {} crashes, depth {}): {} states ({} distinct), \
-             max depth {}, {:.2?}",
+            "{topology:?} ({mutant:?}; {} source writes, {} local writes, {} crashes, {} source errors, depth {}): {} \
+             states ({} distinct), max depth {}, {:.2?}",
             bounds.source_writes,
             bounds.local_writes,
             bounds.crashes,
+            bounds.source_errors,
             if depth == 0 { "unbounded".to_owned() } else { depth.to_string() },
             report.states,
             report.unique_states,

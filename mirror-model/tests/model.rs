@@ -57,6 +57,7 @@ fn expected(mutant: Mutant) -> &'static str {
         }
         Mutant::BarrierOnLeaderOnly => "live, follower and recovered producer state agree",
         Mutant::LastMirroredAfterBarrier => "a barrier in the log implies a persisted last mirrored offset",
+        Mutant::TruncateOnRetry => "no alignment or retry removes a batch the source still holds",
         Mutant::None => "",
     }
 }

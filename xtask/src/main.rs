@@ -12,7 +12,7 @@
 //! - `cargo xtask repo-checks`: the repository checks `test` starts with — no tracked file refers to a path
 //!   outside the repository, every ADR has a `Status:` line.
 //! - `cargo xtask model [--topology active-passive|failback|chain|all] [--depth N] [--source-writes N]
-//!   [--local-writes N] [--crashes N] [--mutant NAME]`: the exhaustive model check (`mirror-model`) beyond the CI
+//!   [--local-writes N] [--crashes N] [--source-errors N] [--mutant NAME]`: the exhaustive model check (`mirror-model`) beyond the CI
 //!   bounds, in release mode; prints states explored, time, and every violated property with its steps.
 //! - `cargo xtask kafka [pytest args]`: only the reference-Kafka suite (`interop/tests`): Apache Kafka from the
 //!   jars `interop/kafka/pom.xml` pins (fetched with Maven into the target directory; Java 17+ and Maven are

@@ -33,17 +33,11 @@ pub(super) struct SimSources {
 }
 
 fn unreachable(address: &str) -> FetchError {
-    FetchError {
-        message: format!("no cluster named {address}"),
-        retryable: true,
-    }
+    FetchError::new(format!("no cluster named {address}"), true)
 }
 
 fn retryable(error: impl std::fmt::Display) -> FetchError {
-    FetchError {
-        message: error.to_string(),
-        retryable: true,
-    }
+    FetchError::new(error.to_string(), true)
 }
 
 #[async_trait]
@@ -92,16 +86,15 @@ impl SimFetcher {
             .source
             .as_ref()
             .ok_or_else(|| unreachable(&self.source_cluster_id))?;
-        let slot = node
-            .partition(&self.topic, self.partition)
-            .await
-            .ok_or_else(|| FetchError {
-                message: format!(
+        let slot = node.partition(&self.topic, self.partition).await.ok_or_else(|| {
+            FetchError::new(
+                format!(
                     "{}-{} does not exist on {}",
                     self.topic, self.partition, self.source_cluster_id
                 ),
-                retryable: false,
-            })?;
+                false,
+            )
+        })?;
         let guard = slot
             .try_lock()
             .map_err(|_| retryable("the source log is being written"))?;
@@ -124,7 +117,7 @@ impl Fetcher for SimFetcher {
                 source
                     .read(from_offset, max_bytes, isolation)
                     .await
-                    .map_err(retryable)
+                    .map_err(FetchError::from_log_read)
             })
             .await?;
         let mut response = FetchResponse {
@@ -162,5 +155,11 @@ impl Fetcher for SimFetcher {
     async fn log_start_offset(&mut self) -> Result<i64, FetchError> {
         self.with_source(async |source| Ok(source.log_start_offset()))
             .await
+    }
+
+    async fn cluster_id(&mut self) -> Result<String, FetchError> {
+        // Reachable or not, as a fetch finds it.
+        self.with_source(async |_| Ok(())).await?;
+        Ok(self.source_cluster_id.clone())
     }
 }

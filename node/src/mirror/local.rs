@@ -38,10 +38,7 @@ impl NodeSources {
 }
 
 fn unreachable(address: &str) -> FetchError {
-    FetchError {
-        message: format!("no source node at {address}"),
-        retryable: true,
-    }
+    FetchError::new(format!("no source node at {address}"), true)
 }
 
 /// What `node`, reached as `address`, tells a mirror about itself and `topics` (a topic it lacks is an error
@@ -54,10 +51,9 @@ pub async fn describe_node(
     let existing = node.topic_partitions().await;
     let mut partitions = BTreeMap::new();
     for topic in topics {
-        let count = existing.get(topic).ok_or_else(|| FetchError {
-            message: format!("topic {topic} does not exist at {address}"),
-            retryable: false,
-        })?;
+        let count = existing
+            .get(topic)
+            .ok_or_else(|| FetchError::new(format!("topic {topic} does not exist at {address}"), false))?;
         partitions.insert(topic.clone(), u32::try_from(*count).unwrap_or(u32::MAX));
     }
     Ok(SourceDescription {
@@ -103,30 +99,24 @@ pub struct NodeFetcher {
 impl NodeFetcher {
     async fn slot(&self) -> Result<Arc<crate::PartitionSlot>, FetchError> {
         let node = self.node.as_ref().ok_or_else(|| unreachable(&self.address))?;
-        node.partition(&self.topic, self.partition)
-            .await
-            .ok_or_else(|| FetchError {
-                message: format!(
+        node.partition(&self.topic, self.partition).await.ok_or_else(|| {
+            FetchError::new(
+                format!(
                     "{}-{} does not exist at {}",
                     self.topic, self.partition, self.address
                 ),
-                retryable: false,
-            })
+                false,
+            )
+        })
     }
 }
 
 fn closed() -> FetchError {
-    FetchError {
-        message: "the source partition is closed".to_owned(),
-        retryable: true,
-    }
+    FetchError::new("the source partition is closed".to_owned(), true)
 }
 
 fn retryable(error: impl std::fmt::Display) -> FetchError {
-    FetchError {
-        message: error.to_string(),
-        retryable: true,
-    }
+    FetchError::new(error.to_string(), true)
 }
 
 #[async_trait(?Send)]
@@ -138,7 +128,7 @@ impl Fetcher for NodeFetcher {
         let fetched = source
             .read(from_offset, max_bytes, Isolation::ReadCommitted)
             .await
-            .map_err(retryable)?;
+            .map_err(FetchError::from_log_read)?;
         self.last_stable
             .store(source.last_stable_offset(), Ordering::Relaxed);
         let cluster_id = self
@@ -166,6 +156,11 @@ impl Fetcher for NodeFetcher {
         let slot = self.slot().await?;
         let guard = slot.lock().await;
         Ok(guard.as_ref().ok_or_else(closed)?.leader.log_start_offset())
+    }
+
+    async fn cluster_id(&mut self) -> Result<String, FetchError> {
+        let node = self.node.as_ref().ok_or_else(|| unreachable(&self.address))?;
+        Ok(node.config().cluster_id.clone())
     }
 
     fn source_last_stable_offset(&self) -> Option<i64> {
