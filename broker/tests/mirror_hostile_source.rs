@@ -1,8 +1,8 @@
 //! A hostile mirror source (issue 35, item 4): a fake Kafka broker on loopback that answers ApiVersions,
 //! Metadata and ListOffsets correctly and then, to a `serve` destination's mirror link, a corrupt batch, a cluster
-//! id that changed, offsets going backwards, a response cut short, or a size field of 2 GiB. Each time the link's
-//! partition ends FAILED with a typed error `describe` shows, nothing of what the source sent is stored, and the
-//! destination keeps serving its other topics. And a hostile administration client: an unknown version, a body
+//! id that changed, offsets going backwards, a response cut short, a size field of 2 GiB, or a batch claiming
+//! 2 GiB. Each time the link's partition ends FAILED with a typed error `describe` shows, nothing of what the
+//! source sent is stored, and the destination keeps serving its other topics. And a hostile administration client: an unknown version, a body
 //! that is not JSON, an unknown action or 100,000 nested arrays close that connection only.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails by panicking
 
@@ -45,6 +45,9 @@ enum Hostility {
     TruncatedResponse,
     /// A size field of 2 GiB.
     TwoGibSize,
+    /// A batch whose length field claims 2 GiB: never whole in any answer (it used to be dropped as a partial
+    /// tail, fetched again and again in silence).
+    BatchClaimsTwoGib,
 }
 
 fn batch(base_offset: i64) -> Bytes {
@@ -64,6 +67,11 @@ fn records(hostility: Hostility) -> Bytes {
         Hostility::OffsetsBackwards => {
             let mut bytes = batch(5).to_vec();
             bytes.extend_from_slice(&batch(3));
+            Bytes::from(bytes)
+        }
+        Hostility::BatchClaimsTwoGib => {
+            let mut bytes = batch(0).to_vec();
+            bytes[8..12].copy_from_slice(&i32::MAX.to_be_bytes());
             Bytes::from(bytes)
         }
         _ => batch(0),
@@ -259,6 +267,7 @@ async fn a_hostile_source_fails_its_link_with_a_typed_error_stores_nothing_and_t
         (Hostility::OffsetsBackwards, "backwards"),
         (Hostility::TruncatedResponse, "eof"),
         (Hostility::TwoGibSize, "2147483647"),
+        (Hostility::BatchClaimsTwoGib, "claims 2147483659 bytes"),
     ];
     for (hostility, named) in cases {
         let source = hostile_source(hostility).await;
@@ -272,7 +281,17 @@ async fn a_hostile_source_fails_its_link_with_a_typed_error_stores_nothing_and_t
             },
         )
         .await;
-        assert!(created.ok, "{hostility:?}: {created:?}");
+        if hostility == Hostility::OtherCluster {
+            // Refused at the session's start, before alignment could truncate anything (ADR 0046).
+            let refusal = created
+                .error
+                .clone()
+                .map(|error| error.message)
+                .unwrap_or_default();
+            assert!(refusal.contains(named), "{hostility:?}: {created:?}");
+        } else {
+            assert!(created.ok, "{hostility:?}: {created:?}");
+        }
         let status = failed_partition(&dest).await;
         let error = status.error.clone().unwrap_or_default();
         assert!(!error.is_empty(), "{hostility:?}: no error in {status:?}");

@@ -22,7 +22,7 @@ use kafka_protocol::protocol::StrBytes;
 use mirror_fsm::{
     FetchError, FetchLimits, FetchResponse as Fetched, FetchedPartition, GroupOffset, PartitionFetch,
 };
-use record_format::{BatchBuffers, BatchIter, ErrorCategory, RecordBatch, SegmentError};
+use record_format::{BatchBuffers, BatchIter, DecodeError, ErrorCategory, RecordBatch, SegmentError};
 
 use crate::connection::KafkaConnection;
 use crate::error::LinkError;
@@ -463,7 +463,7 @@ impl SourceCluster {
                     return Err(FetchError::new(error.to_string(), error.retryable()));
                 }
                 let records = data.records.clone().unwrap_or_default();
-                let batches = whole_batches_from(records.clone(), fetch.offset)
+                let batches = whole_batches_from(records.clone(), fetch.offset, self.config.max_batch_bytes)
                     .map_err(|error| FetchError::new(format!("{what}: {error}"), error.retryable()))?;
                 Ok(FetchedPartition {
                     response: Fetched {
@@ -573,15 +573,27 @@ pub(crate) async fn source_metadata<'a>(
 /// The whole batches of a fetched record set from `from_offset` on: those wholly before it skipped, the one
 /// holding it kept (a source returns the batch holding the offset), a partial last batch dropped (a response ends
 /// where its byte limit fell), offsets going backwards refused. Length and magic are checked here, the CRC by the
-/// machine.
+/// machine. A batch that claims more than `max_batch_bytes` is refused, cut off or not: no later answer could
+/// bring it whole, and dropping it as a partial tail would stall the partition in silence.
 pub(crate) fn whole_batches_from(
     records: bytes::Bytes,
     from_offset: i64,
+    max_batch_bytes: usize,
 ) -> Result<Vec<RecordBatch>, LinkError> {
     let mut batches: Vec<RecordBatch> = Vec::new();
     for found in BatchIter::unverified(records) {
         let batch = match found {
             Ok(found) => found.batch,
+            Err(SegmentError::Corrupt {
+                error: DecodeError::Truncated { needed, .. },
+                file_offset,
+                ..
+            }) if needed > max_batch_bytes as u64 => {
+                return Err(LinkError::Refused(format!(
+                    "the batch at byte {file_offset} of the answer claims {needed} bytes; at most {max_batch_bytes} \
+                     are accepted"
+                )))
+            }
             // The response ended inside a batch: what came before it is whole.
             Err(SegmentError::Corrupt { error, .. }) if error.category() == ErrorCategory::Truncated => break,
             Err(error) => return Err(LinkError::Refused(format!("a fetched batch: {error}"))),

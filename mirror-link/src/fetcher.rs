@@ -204,21 +204,42 @@ mod tests {
     fn batches_before_the_log_end_are_skipped_and_a_partial_last_one_dropped() {
         let whole = batches(&[(0, 2), (2, 3), (5, 1)]);
         let cut = whole.slice(..whole.len() - 7);
-        let kept = whole_batches_from(cut, 2).unwrap();
+        let kept = whole_batches_from(cut, 2, 1 << 20).unwrap();
         let offsets: Vec<i64> = kept.iter().map(RecordBatch::base_offset).collect();
         assert_eq!(offsets, vec![2]);
     }
 
     #[test]
     fn the_batch_holding_the_requested_offset_is_kept_whole_for_the_driver_to_align() {
-        let kept = whole_batches_from(batches(&[(0, 3), (3, 1)]), 1).unwrap();
+        let kept = whole_batches_from(batches(&[(0, 3), (3, 1)]), 1, 1 << 20).unwrap();
         let offsets: Vec<i64> = kept.iter().map(RecordBatch::base_offset).collect();
         assert_eq!(offsets, vec![0, 3]);
     }
 
+    /// A batch claiming 2 GiB is never whole in any answer: refused with its claim, not dropped as a partial tail.
+    #[test]
+    fn a_batch_claiming_more_than_the_link_accepts_is_refused_not_dropped() {
+        let whole = batches(&[(0, 2), (2, 1)]);
+        let first = record_format::BatchIter::unverified(whole.clone())
+            .next()
+            .unwrap()
+            .unwrap()
+            .batch
+            .as_bytes()
+            .len();
+        let mut claimed = whole.to_vec();
+        // The second batch's length field (bytes 8..12 of its log overhead) claims 2 GiB − 1.
+        claimed[first + 8..first + 12].copy_from_slice(&i32::MAX.to_be_bytes());
+        let error = whole_batches_from(bytes::Bytes::from(claimed), 0, 16 << 20).unwrap_err();
+        assert!(error.to_string().contains("claims 2147483659 bytes"), "{error}");
+        // A batch within the bound that the answer cut off is a partial tail, as before.
+        let cut = whole.slice(..whole.len() - 7);
+        assert_eq!(whole_batches_from(cut, 0, 16 << 20).unwrap().len(), 1);
+    }
+
     #[test]
     fn offsets_going_backwards_are_refused() {
-        let error = whole_batches_from(batches(&[(4, 2), (3, 1)]), 0).unwrap_err();
+        let error = whole_batches_from(batches(&[(4, 2), (3, 1)]), 0, 1 << 20).unwrap_err();
         assert!(error.to_string().contains("backwards"), "{error}");
     }
 }

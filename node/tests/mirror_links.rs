@@ -4,7 +4,8 @@
 //! link stays stopped; a failover that was asked for before a crash completes), a failback aligns with the
 //! position the former destination recorded, partitions take turns at the front of a multi-partition round, a
 //! deleted link fetches no more and frees its topic for a `reverse` from the same cluster (another is refused),
-//! a link whose failover failed at a step cannot be deleted, and the source groups' offsets carry over.
+//! a link whose failover failed at a step cannot be deleted, the source groups' offsets carry over, and a source
+//! that goes away leaves the lag unknown and the mirror's log kept when it resumes.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails by panicking
 
 use std::sync::Arc;
@@ -642,4 +643,56 @@ async fn a_link_whose_failover_failed_at_a_step_cannot_be_deleted() {
         1,
         "the link stays, to complete its failover"
     );
+}
+
+/// A source that goes away: the partition is FAILED with its lag unknown (not the last answer's 0); when the
+/// source is back and the destination restarts, the session resumes with its log kept. The source's log start was
+/// moved past the first batch meanwhile, so an alignment would have restarted the mirror there: it starts at 0.
+#[tokio::test]
+async fn a_source_that_goes_away_leaves_the_lag_unknown_and_the_resumed_mirror_keeps_its_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let (source, dest, _, mut links) = caught_up(dir.path(), "a-to-b").await;
+    assert_eq!(produce(&source, 0, 1, 2, &["c"]).await, 0);
+    step_until_caught_up(&mut links, &dest, "a-to-b").await;
+    {
+        let slot = source.partition(TOPIC, 0).await.unwrap();
+        let mut guard = slot.lock().await;
+        let replicas = guard.as_mut().unwrap();
+        assert_eq!(replicas.leader.delete_records_before(2).await.unwrap(), 2);
+    }
+    source.close().await.unwrap();
+    drop(source);
+    links.step(&dest).await;
+    let describe = AdminRequest::Describe {
+        link: "a-to-b".to_owned(),
+        topics: Vec::new(),
+    };
+    let status = partitions(&links.handle(&dest, describe.clone()).await);
+    assert_eq!(status[0].state, "FAILED", "{status:?}");
+    assert_eq!(status[0].lag_offsets, None, "{status:?}");
+    assert_eq!(status[0].lag_ms, None, "{status:?}");
+    let held = log_bytes(&dest, 0).await;
+
+    let source = node_in(&dir.path().join("a"), "cluster-a", &[]).await;
+    assert_eq!(produce(&source, 0, 1, 3, &["d"]).await, 0);
+    drop(links);
+    let sources = Arc::new(NodeSources::new().with("a", source.clone()));
+    let mut links = MirrorLinks::open(&dest, sources).await.unwrap();
+    // The retry is due after its backoff on the node's wall clock (at most 100 ms for a first failure).
+    for _ in 0..200 {
+        links.step(&dest).await;
+        if partitions(&links.handle(&dest, describe.clone()).await)[0].state != "FAILED" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    step_until_caught_up(&mut links, &dest, "a-to-b").await;
+    let mirrored = log_bytes(&dest, 0).await;
+    assert_eq!(
+        mirrored[..held.len()],
+        held[..],
+        "the log was kept, from offset 0"
+    );
+    assert_eq!(mirrored.len(), held.len() + 1);
+    assert_eq!(mirrored[held.len()..], log_bytes(&source, 0).await[1..]);
 }

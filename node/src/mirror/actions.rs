@@ -523,7 +523,10 @@ impl MirrorLinks {
                 let stable = mirrored.source_lso;
                 let following = matches!(kind, StateKind::Mirroring | StateKind::Paused | StateKind::Failed)
                     && state.stop_step().is_none();
-                let lag = stable.filter(|_| following).map(|stable| (stable - end).max(0));
+                // A FAILED partition cannot ask its source: its lag is unknown, never the last answer's.
+                let lag = stable
+                    .filter(|_| following && kind != StateKind::Failed)
+                    .map(|stable| (stable - end).max(0));
                 let last_mirrored = if following {
                     Some(end)
                 } else {
