@@ -120,6 +120,7 @@ pub fn serve(args: ServeArgs) -> Result<(), CliError> {
             .fault_stopping_step_pause_ms
             .map(std::time::Duration::from_millis),
     };
+    install_log()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -141,6 +142,26 @@ pub fn serve(args: ServeArgs) -> Result<(), CliError> {
         eprintln!("mirrorlog serve: stopped cleanly");
         Ok(())
     })
+}
+
+/// The log on stderr: what `serve`'s mirror links do, one line per state change or error, at `info` unless
+/// `MIRRORLOG_LOG` says otherwise (`tracing`'s filter syntax, e.g. `warn` or `node=debug`); a filter that does not
+/// parse is refused, not ignored.
+fn install_log() -> Result<(), CliError> {
+    let filter = match std::env::var("MIRRORLOG_LOG") {
+        Ok(spec) => tracing_subscriber::EnvFilter::try_new(&spec)
+            .map_err(|e| CliError::Usage(format!("MIRRORLOG_LOG={spec:?} is not a log filter: {e}")))?,
+        Err(std::env::VarError::NotPresent) => tracing_subscriber::EnvFilter::new("info"),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            return Err(CliError::Usage("MIRRORLOG_LOG is not valid UTF-8".to_owned()))
+        }
+    };
+    // A subscriber already installed (a second `serve` in one process, as tests may run) keeps its own.
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .try_init();
+    Ok(())
 }
 
 async fn shutdown_signal() {

@@ -572,7 +572,7 @@ type Outcome = Result<Vec<LinkStatus>, (MirrorError, Vec<LinkStatus>)>;
 
 /// The names of KIP-1279's prototype for our states (PREPARING aligns the log with the source: its
 /// LOG_TRUNCATION).
-fn state_name(state: &MirrorState) -> &'static str {
+pub(super) fn state_name(state: &MirrorState) -> &'static str {
     match state.kind() {
         StateKind::Preparing => "LOG_TRUNCATION",
         StateKind::Mirroring => "MIRRORING",

@@ -57,9 +57,39 @@ pub(super) struct Mirrored {
     pub(super) caught_up_at_ms: i64,
     /// The latest error a step met that the machine did not record (its storage failing).
     pub(super) error: Option<String>,
+    /// The state and error last logged ([`Mirrored::log_changes`]); `None` before the first line.
+    pub(super) logged: Option<(StateKind, Option<String>)>,
 }
 
 impl Mirrored {
+    /// Logs this partition's state and error when they changed since the last line (one `tracing` line each: a
+    /// state change at INFO, an error at WARN with its message — the source's answer or ours, never a secret).
+    pub(super) fn log_changes(&mut self, key: &PartitionKey) {
+        let state = self.driver.state();
+        let error = state
+            .failure()
+            .map(|failure| failure.message.clone())
+            .or_else(|| self.error.clone());
+        let now = (state.kind(), error);
+        if self.logged.as_ref() == Some(&now) {
+            return;
+        }
+        let (topic, partition, source) = (key.0.as_str(), key.1, self.source.as_str());
+        let state = super::actions::state_name(state);
+        match &now.1 {
+            Some(error) => tracing::warn!(
+                topic,
+                partition,
+                source,
+                state,
+                error = error.as_str(),
+                "mirror partition"
+            ),
+            None => tracing::info!(topic, partition, source, state, "mirror partition"),
+        }
+        self.logged = Some(now);
+    }
+
     /// Records how a round of this partition went — its error, when it last caught up — and, when the log end
     /// moved from `end_before` to `end`, moves the high watermark and wakes consumers. The batches appended.
     async fn after_round(
@@ -302,6 +332,9 @@ impl MirrorLinks {
             }
         }
         self.sync_group_offsets(node).await;
+        for (key, mirrored) in &mut self.partitions {
+            mirrored.log_changes(key);
+        }
         appended
     }
 
@@ -440,8 +473,12 @@ impl MirrorLinks {
                 source_lso: None,
                 caught_up_at_ms: now,
                 error,
+                logged: None,
             },
         );
+        if let Some(mirrored) = self.partitions.get_mut(&(topic.to_owned(), partition)) {
+            mirrored.log_changes(&(topic.to_owned(), partition));
+        }
         Ok(())
     }
 }
