@@ -68,12 +68,17 @@ impl Mirrored {
         let state = self.driver.state();
         let error = state
             .failure()
-            .map(|failure| failure.message.clone())
-            .or_else(|| self.error.clone());
-        let now = (state.kind(), error);
-        if self.logged.as_ref() == Some(&now) {
+            .map(|failure| failure.message.as_str())
+            .or(self.error.as_deref());
+        // Called for every partition at every round: compared in place, copied only when it changed.
+        if self
+            .logged
+            .as_ref()
+            .is_some_and(|(kind, logged)| *kind == state.kind() && logged.as_deref() == error)
+        {
             return;
         }
+        let now = (state.kind(), error.map(str::to_owned));
         let (topic, partition, source) = (key.0.as_str(), key.1, self.source.as_str());
         let state = super::actions::state_name(state);
         match &now.1 {
