@@ -18,6 +18,7 @@ pub mod oracle;
 pub mod report;
 pub mod rng;
 pub mod script;
+pub mod seed_pass;
 pub mod shrink;
 pub mod strategy;
 pub mod truth;

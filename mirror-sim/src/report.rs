@@ -4,9 +4,14 @@
 //! between two cells of a row is the strategy's doing. The verdict has two parts: **the seeds' claims** — the
 //! barrier strategies show no anomaly of (a)–(e) in the seed workload, and the oracle catches the corruption the
 //! seeds predict for `none`, `negate` and `negate-skip-negative` ([`PREDICTIONS`]; each judged over
-//! `prediction_seeds` seeds and holding when shown in at least [`PREDICTION_SHARE_PERCENT`] of them, so a blind
+//! the run's seed range and holding when shown in at least [`PREDICTION_SHARE_PERCENT`] of them, so a blind
 //! oracle fails the run and one lucky seed does not pass it) — and, separately, **beyond the seeds**: what the
 //! beyond workload showed under each strategy.
+//!
+//! Every claim is judged on the printed seed's cells *and* over the run's seed range ([`crate::seed_pass`],
+//! `--seeds`, [`DEFAULT_SEEDS`] by default): a universal claim broken by one seed of the range does not hold, and
+//! its evidence names that seed and the command that shows it shrunk. Each claim says the range it was judged
+//! over.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -15,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::oracle::Anomalies;
 use crate::script::{generate, Script, Topology, Workload};
+use crate::seed_pass::{run_pass, PassOptions, SeedPass, SeedRange, SeedRun};
 use crate::shrink::{shrink, Class, Reproduction};
 use crate::strategy::Strategy;
 use crate::world::{ClientErrors, SimStorage};
@@ -47,8 +53,9 @@ pub const PREDICTIONS: [(Strategy, Topology, &str, &[Class]); 3] = [
 /// default scripts (a few hundred steps) in about 5 seconds for the whole matrix.
 pub const DEFAULT_SHRINK_BUDGET: usize = 300;
 
-/// How many seeds each prediction of the seeds is checked over by default (`--seeds`).
-pub const DEFAULT_PREDICTION_SEEDS: u64 = 20;
+/// How many seeds every claim is checked over by default (`--seeds`), from the printed seed on: about 14,000
+/// runs in memory, spread over the machine's cores.
+pub const DEFAULT_SEEDS: u64 = 200;
 
 /// The share of seeds (percent) in which a predicted corruption must appear for the prediction to hold: the
 /// seeds say these strategies *can* corrupt data, not that every workload shows it; a rate below this is a
@@ -72,8 +79,8 @@ pub struct MatrixOptions {
     pub shrink_budget: usize,
     /// A deliberate bug switched on in every run (the verdict's own tests); `None` for real runs.
     pub mutation: Option<crate::Mutation>,
-    /// Seeds each prediction is checked over, from `seed` on (in memory, workload `seed`).
-    pub prediction_seeds: u64,
+    /// Seeds every claim is checked over, from `seed` on (in memory; see [`crate::seed_pass`]).
+    pub seeds: u64,
     /// Partitions of every topic (see [`Script::partitions`]).
     pub partitions: u32,
 }
@@ -147,6 +154,8 @@ pub struct Claim {
     pub holds: bool,
     /// The evidence.
     pub evidence: String,
+    /// The seeds it was judged over (besides the printed seed's cells, which the evidence names).
+    pub seeds: SeedRange,
 }
 
 /// The verdict.
@@ -178,10 +187,69 @@ pub fn scripts(options: &MatrixOptions) -> Vec<(Topology, Workload, Script)> {
 }
 
 /// Runs the matrix; `progress` hears each cell as it finishes (done, total, label).
+///
+/// The printed seed's cells (on the run's storage: mostly waiting on syncs) run on a thread of their own while the
+/// seed pass (in memory: CPU) runs on the others; `progress` hears both from the calling thread, counted together.
 pub fn run_matrix(
     options: &MatrixOptions,
     progress: &mut dyn FnMut(usize, usize, &str),
 ) -> Result<Matrix, SimError> {
+    let range = SeedRange::starting_at(options.seed, options.seeds);
+    let pass_options = PassOptions {
+        topologies: &options.topologies,
+        strategies: &options.strategies,
+        range,
+        steps: options.steps,
+        partitions: options.partitions,
+        mutation: options.mutation,
+    };
+    let (cells, pass) = std::thread::scope(|scope| {
+        let (events, heard) = std::sync::mpsc::channel::<(usize, usize, String)>();
+        let cells = scope.spawn(move || {
+            run_cells(options, &mut |done, total, label| {
+                // The receiver outlives this thread: a send cannot fail while anyone listens.
+                let _ = events.send((done, total, label.to_owned()));
+            })
+        });
+        let mut latest = (0, 0, String::new());
+        let pass = run_pass(&pass_options, &mut |done, runs| {
+            while let Ok(event) = heard.try_recv() {
+                latest = event;
+            }
+            progress(
+                latest.0 + done,
+                latest.1 + runs,
+                &format!("{range}: runs in memory"),
+            );
+        });
+        let pass_total = pass.as_ref().map_or(0, |pass| pass.runs.len());
+        for (done, total, label) in heard {
+            progress(done + pass_total, total + pass_total, &label);
+        }
+        let cells = cells
+            .join()
+            .unwrap_or_else(|_| Err(SimError::Setup("the matrix's cells panicked".into())));
+        (cells, pass)
+    });
+    let (cells, pass) = (cells?, pass?);
+    let rates = seed_rates(options, &pass);
+    let verdict = verdict(&cells, &rates, &pass, options);
+    Ok(Matrix {
+        seed: options.seed,
+        steps: options.steps,
+        partitions: options.partitions,
+        backend: options.storage.name().to_owned(),
+        cells,
+        seed_rates: rates,
+        verdict,
+    })
+}
+
+/// Runs the printed seed's cells; `progress` hears each as it finishes (done, total, label).
+fn run_cells(
+    options: &MatrixOptions,
+    progress: &mut dyn FnMut(usize, usize, &str),
+) -> Result<Vec<Cell>, SimError> {
     let scripts = scripts(options);
     let total = scripts.len() * options.strategies.len();
     let mut cells = Vec::new();
@@ -226,17 +294,7 @@ pub fn run_matrix(
             );
         }
     }
-    let rates = seed_rates(options)?;
-    let verdict = verdict(&cells, &rates, options);
-    Ok(Matrix {
-        seed: options.seed,
-        steps: options.steps,
-        partitions: options.partitions,
-        backend: options.storage.name().to_owned(),
-        cells,
-        seed_rates: rates,
-        verdict,
-    })
+    Ok(cells)
 }
 
 /// One cell of the seed workload run over many seeds: in how many of them each corruption class appears.
@@ -260,21 +318,10 @@ pub struct SeedRates {
 /// predicted).
 const CORRUPTION_CLASSES: &[Class] = Class::ALL.split_at(7).0;
 
-/// Runs every selected cell of the seed workload over `prediction_seeds` seeds (memory, no shrinking).
-fn seed_rates(options: &MatrixOptions) -> Result<Vec<SeedRates>, SimError> {
+/// Every selected cell of the seed workload over the pass's seeds: in how many of them each class appears.
+fn seed_rates(options: &MatrixOptions, pass: &SeedPass) -> Vec<SeedRates> {
     let mut rates = Vec::new();
     for &topology in &options.topologies {
-        let scripts: Vec<Script> = (0..options.prediction_seeds)
-            .map(|offset| {
-                generate(
-                    topology,
-                    Workload::Seed,
-                    options.seed.wrapping_add(offset),
-                    options.steps,
-                )
-                .with_partitions(options.partitions)
-            })
-            .collect();
         for &strategy in &options.strategies {
             let prediction = PREDICTIONS
                 .iter()
@@ -283,23 +330,19 @@ fn seed_rates(options: &MatrixOptions) -> Result<Vec<SeedRates>, SimError> {
             let mut classes: BTreeMap<Class, u64> =
                 CORRUPTION_CLASSES.iter().map(|class| (*class, 0)).collect();
             let mut predicted = prediction.map(|_| 0);
-            for script in &scripts {
-                let (findings, _) = crate::run_script_mutated(
-                    script,
-                    strategy,
-                    &SimStorage::memory(),
-                    crate::FetchBound::default(),
-                    options.mutation,
-                )?;
+            let runs = pass.runs.iter().filter(|run| {
+                run.topology == topology && run.strategy == strategy && run.workload == Workload::Seed
+            });
+            for run in runs {
                 for (class, seeds) in classes.iter_mut() {
-                    if class.count(&findings.anomalies) > 0 {
+                    if class.count(&run.anomalies) > 0 {
                         *seeds += 1;
                     }
                 }
                 if let (Some(predicted), Some(predicted_classes)) = (predicted.as_mut(), prediction) {
                     if predicted_classes
                         .iter()
-                        .any(|class| class.count(&findings.anomalies) > 0)
+                        .any(|class| class.count(&run.anomalies) > 0)
                     {
                         *predicted += 1;
                     }
@@ -308,18 +351,72 @@ fn seed_rates(options: &MatrixOptions) -> Result<Vec<SeedRates>, SimError> {
             rates.push(SeedRates {
                 strategy,
                 topology,
-                seeds: options.prediction_seeds,
-                first_seed: options.seed,
+                seeds: pass.range.len(),
+                first_seed: pass.range.first,
                 classes,
                 predicted,
             });
         }
     }
-    Ok(rates)
+    rates
 }
 
-fn verdict(cells: &[Cell], rates: &[SeedRates], options: &MatrixOptions) -> Verdict {
+/// How many runs of a pass to name in a failing claim's evidence before "and N more".
+const RUNS_NAMED: usize = 3;
+
+/// A universal claim judged over the pass's `runs`: `broken` says why a run breaks it (`None`: it does not).
+/// Returns whether no run breaks it, and the evidence: how many runs, and the first few that break it with the
+/// command that shows the first one shrunk.
+fn judged_over_seeds(
+    runs: &[&SeedRun],
+    range: SeedRange,
+    broken: impl Fn(&SeedRun) -> Option<String>,
+) -> (bool, String) {
+    let breaking: Vec<(&SeedRun, String)> = runs
+        .iter()
+        .filter_map(|run| broken(run).map(|why| (*run, why)))
+        .collect();
+    let Some((first, _)) = breaking.first() else {
+        return (true, format!("{range}: 0 in {} runs", runs.len()));
+    };
+    let named: Vec<String> = breaking
+        .iter()
+        .take(RUNS_NAMED)
+        .map(|(run, why)| format!("{}: {why}", run.label()))
+        .collect();
+    let more = breaking.len().saturating_sub(RUNS_NAMED);
+    (
+        false,
+        format!(
+            "{range}: {} of {} runs break it: {}{}; shrunk: `{}`",
+            breaking.len(),
+            runs.len(),
+            named.join("; "),
+            if more > 0 {
+                format!("; and {more} more")
+            } else {
+                String::new()
+            },
+            first.command()
+        ),
+    )
+}
+
+/// Joins the printed seed's evidence and the pass's.
+fn both(this_seed: String, over_seeds: String) -> String {
+    format!("{this_seed}; {over_seeds}")
+}
+
+fn verdict(cells: &[Cell], rates: &[SeedRates], pass: &SeedPass, options: &MatrixOptions) -> Verdict {
     let mut claims = Vec::new();
+    let range = pass.range;
+    let barrier_runs: Vec<&SeedRun> = pass
+        .runs
+        .iter()
+        .filter(|run| {
+            matches!(run.workload, Workload::Seed | Workload::Unplanned) && run.strategy.writes_barrier()
+        })
+        .collect();
     let barrier_cells: Vec<&Cell> = cells
         .iter()
         .filter(|cell| {
@@ -340,15 +437,23 @@ fn verdict(cells: &[Cell], rates: &[SeedRates], options: &MatrixOptions) -> Verd
                 )
             })
             .collect();
+        let (clean_over_seeds, over_seeds) = judged_over_seeds(&barrier_runs, range, |run| {
+            let count = run.anomalies.corruption();
+            (count > 0).then(|| format!("{count} anomalies"))
+        });
         claims.push(Claim {
             claim: "the barrier strategies show no anomaly of (a)-(e) in the scenarios the seeds describe, with planned and unplanned failovers (a failover's loss window is not an anomaly)"
                 .into(),
-            holds: dirty.is_empty(),
-            evidence: if dirty.is_empty() {
-                format!("0 anomalies in {} cells", barrier_cells.len())
-            } else {
-                dirty.join("; ")
-            },
+            holds: dirty.is_empty() && clean_over_seeds,
+            evidence: both(
+                if dirty.is_empty() {
+                    format!("seed {}: 0 anomalies in {} cells", options.seed, barrier_cells.len())
+                } else {
+                    format!("seed {}: {}", options.seed, dirty.join("; "))
+                },
+                over_seeds,
+            ),
+            seeds: range,
         });
         let mut unfinished: Vec<String> = Vec::new();
         for cell in &barrier_cells {
@@ -365,15 +470,21 @@ fn verdict(cells: &[Cell], rates: &[SeedRates], options: &MatrixOptions) -> Verd
             );
             unfinished.extend(cell.unacknowledged.iter().map(|client| format!("{at}: {client}")));
         }
+        let (finished_over_seeds, over_seeds) =
+            judged_over_seeds(&barrier_runs, range, |run| run.unfinished.first().cloned());
         claims.push(Claim {
             claim: "under the barrier strategies every failover completes: no link fails, no failed-over partition stays read-only, every client's last batch is acknowledged"
                 .into(),
-            holds: unfinished.is_empty(),
-            evidence: if unfinished.is_empty() {
-                format!("in {} cells", barrier_cells.len())
-            } else {
-                unfinished.join("; ")
-            },
+            holds: unfinished.is_empty() && finished_over_seeds,
+            evidence: both(
+                if unfinished.is_empty() {
+                    format!("seed {}: in {} cells", options.seed, barrier_cells.len())
+                } else {
+                    format!("seed {}: {}", options.seed, unfinished.join("; "))
+                },
+                over_seeds,
+            ),
+            seeds: range,
         });
     }
     let advance_cells: Vec<&Cell> = cells
@@ -393,14 +504,27 @@ fn verdict(cells: &[Cell], rates: &[SeedRates], options: &MatrixOptions) -> Verd
                 )
             })
             .collect();
+        let advance_runs: Vec<&SeedRun> = pass
+            .runs
+            .iter()
+            .filter(|run| run.strategy == Strategy::BarrierAdvance)
+            .collect();
+        let (unshared_over_seeds, over_seeds) = judged_over_seeds(&advance_runs, range, |run| {
+            let shared = run.anomalies.shared_ids;
+            (shared > 0).then(|| format!("{shared} shared ids"))
+        });
         claims.push(Claim {
-            claim: "kip1279-notes §12.9 (Redpanda advances the allocator past mirrored ids): under barrier+advance no producer id is shared by two real clients, in either workload".into(),
-            holds: shared.is_empty(),
-            evidence: if shared.is_empty() {
-                format!("0 shared ids in {} cells", advance_cells.len())
-            } else {
-                shared.join("; ")
-            },
+            claim: "kip1279-notes §12.9 (Redpanda advances the allocator past mirrored ids; here past the source's report of the ids it issued, ADR 0047): under barrier+advance no producer id is shared by two real clients, in every workload".into(),
+            holds: shared.is_empty() && unshared_over_seeds,
+            evidence: both(
+                if shared.is_empty() {
+                    format!("seed {}: 0 shared ids in {} cells", options.seed, advance_cells.len())
+                } else {
+                    format!("seed {}: {}", options.seed, shared.join("; "))
+                },
+                over_seeds,
+            ),
+            seeds: range,
         });
     }
     for (strategy, topology, what, classes) in PREDICTIONS {
@@ -442,6 +566,7 @@ fn verdict(cells: &[Cell], rates: &[SeedRates], options: &MatrixOptions) -> Verd
                 rate.first_seed.wrapping_add(rate.seeds.saturating_sub(1)),
                 PREDICTION_SHARE_PERCENT
             ),
+            seeds: SeedRange::starting_at(rate.first_seed, rate.seeds),
         });
     }
     let checked = !claims.is_empty();
@@ -669,7 +794,7 @@ mod tests {
             steps: 30,
             storage: SimStorage::memory(),
             shrink_budget: 0,
-            prediction_seeds: 20,
+            seeds: 20,
             mutation: None,
             partitions: 1,
         }
@@ -684,7 +809,11 @@ mod tests {
             classes: BTreeMap::new(),
             predicted: Some(showing),
         };
-        let verdict = verdict(&[], &[rate], &options());
+        let pass = SeedPass {
+            range: SeedRange::starting_at(7, 20),
+            runs: Vec::new(),
+        };
+        let verdict = verdict(&[], &[rate], &pass, &options());
         verdict
             .seed_claims
             .into_iter()

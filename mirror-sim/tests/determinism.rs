@@ -13,7 +13,7 @@ fn options(seed: u64) -> MatrixOptions {
         steps: 12,
         storage: SimStorage::memory(),
         shrink_budget: 20,
-        prediction_seeds: 3,
+        seeds: 3,
         mutation: None,
         partitions: 1,
     }

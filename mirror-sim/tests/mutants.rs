@@ -18,7 +18,7 @@ fn options_in(mutation: Option<Mutation>, topology: Topology) -> MatrixOptions {
         steps: 30,
         storage: SimStorage::memory(),
         shrink_budget: 0,
-        prediction_seeds: 5,
+        seeds: 5,
         mutation,
         partitions: 1,
     }
@@ -99,6 +99,43 @@ fn an_allocator_not_advanced_fails_the_shared_id_claim() {
         failed[0].claim.contains("no producer id is shared"),
         "{failed:#?}"
     );
+}
+
+/// The data-only advance (before ADR 0047) leaks in failback / beyond at seed 106, not at the printed seed 100:
+/// the claim judged over seeds 100–107 fails on that one seed, and its evidence names the run and the command
+/// that shows it shrunk. A claim that holds on 7 seeds of 8 does not hold.
+#[test]
+fn an_advance_past_copied_ids_only_fails_the_shared_id_claim_on_one_seed_of_the_range() {
+    let mut options = options_in(Some(Mutation::AdvancePastCopiedIdsOnly), Topology::Failback);
+    options.seed = 100;
+    options.seeds = 8;
+    let matrix = run_matrix(&options, &mut |_, _, _| {}).unwrap();
+    let shared = matrix
+        .verdict
+        .seed_claims
+        .iter()
+        .find(|claim| claim.claim.contains("no producer id is shared"))
+        .unwrap();
+    assert!(!shared.holds, "{shared:#?}");
+    assert!(
+        shared.evidence.starts_with("seed 100: 0 shared ids in 3 cells"),
+        "{shared:#?}"
+    );
+    assert!(
+        shared
+            .evidence
+            .contains("seeds 100–107: 1 of 24 runs break it: failback / beyond / barrier+advance / seed 106"),
+        "{shared:#?}"
+    );
+    assert!(
+        shared
+            .evidence
+            .contains("`mirrorlog simulate --seed 106 --topology failback --strategy barrier+advance`"),
+        "{shared:#?}"
+    );
+    options.mutation = None;
+    let fixed = run_matrix(&options, &mut |_, _, _| {}).unwrap();
+    assert!(fixed.verdict.seed_claims_hold, "{:#?}", fixed.verdict);
 }
 
 /// Record ids in `cluster`'s log of `topic`.

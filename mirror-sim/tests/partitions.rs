@@ -26,7 +26,7 @@ fn options(
         steps: 30,
         storage: SimStorage::memory(),
         shrink_budget: 0,
-        prediction_seeds: 3,
+        seeds: 3,
         mutation,
         partitions: PARTITIONS,
     }

@@ -13,7 +13,7 @@ fn rates_over_100_seeds(strategy: Strategy, topology: Topology) -> mirror_sim::r
         steps: 30,
         storage: SimStorage::memory(),
         shrink_budget: 0,
-        prediction_seeds: 100,
+        seeds: 100,
         mutation: None,
         partitions: 1,
     };

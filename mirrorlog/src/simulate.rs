@@ -4,9 +4,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use mirror_sim::report::{
-    render_text, run_matrix, MatrixOptions, DEFAULT_PREDICTION_SEEDS, DEFAULT_SHRINK_BUDGET,
-};
+use mirror_sim::report::{render_text, run_matrix, MatrixOptions, DEFAULT_SEEDS, DEFAULT_SHRINK_BUDGET};
 use mirror_sim::shrink::Reproduction;
 use mirror_sim::{run_script, SimStorage, Strategy, Topology, Workload};
 
@@ -28,8 +26,9 @@ pub struct SimulateArgs {
     /// Client operations per phase of each scenario (1 to 10,000: a script is generated whole before it runs).
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub steps: u64,
-    /// Seeds each prediction of the seeds is checked over, from `--seed` on (1 to 10,000; in memory).
-    #[arg(long, default_value_t = DEFAULT_PREDICTION_SEEDS, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    /// Seeds every claim is checked over, from `--seed` on (1 to 10,000; in memory, spread over the cores): a
+    /// claim one of them breaks does not hold, and the verdict names that seed.
+    #[arg(long, default_value_t = DEFAULT_SEEDS, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub seeds: u64,
     /// Partitions of every topic (1 to 16): producers' batches take turns over them, so transactions span
     /// several, and each failover stops them all at once.
@@ -112,17 +111,18 @@ pub fn simulate(args: SimulateArgs, out: &mut dyn Write) -> Result<Conclusion, C
         steps: usize::try_from(args.steps).unwrap_or(10_000),
         storage,
         shrink_budget: DEFAULT_SHRINK_BUDGET,
-        prediction_seeds: args.seeds,
+        seeds: args.seeds,
         mutation: None,
         partitions: args.partitions,
     };
     let total = (options.topologies.len() * Workload::ALL.len() * options.strategies.len()) as u64;
     let bar = indicatif::ProgressBar::new(total);
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} cells  {msg}")
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len}  {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    let matrix = run_matrix(&options, &mut |done, _, label| {
+    let matrix = run_matrix(&options, &mut |done, total, label| {
+        bar.set_length(total as u64);
         bar.set_position(done as u64);
         bar.set_message(label.to_owned());
     })

@@ -14,7 +14,17 @@ fn simulate(args: &[&str]) -> Output {
 
 #[test]
 fn one_topology_prints_the_matrix_and_the_verdict_and_exits_0_when_the_claims_hold() {
-    let output = simulate(&["--topology", "active-passive", "--seed", "3", "--steps", "15"]);
+    let args = [
+        "--topology",
+        "active-passive",
+        "--seed",
+        "3",
+        "--steps",
+        "15",
+        "--seeds",
+        "20",
+    ];
+    let output = simulate(&args);
     let text = String::from_utf8(output.stdout).unwrap();
     assert!(output.status.success(), "{text}");
     for strategy in [
@@ -32,7 +42,8 @@ fn one_topology_prints_the_matrix_and_the_verdict_and_exits_0_when_the_claims_ho
     }
     assert!(text.contains("The seeds' claims: HOLD"), "{text}");
     assert!(text.contains("Beyond the seeds"), "{text}");
-    let again = simulate(&["--topology", "active-passive", "--seed", "3", "--steps", "15"]);
+    assert!(text.contains("seeds 3–22: 0 in 60 runs"), "{text}");
+    let again = simulate(&args);
     assert_eq!(
         String::from_utf8(again.stdout).unwrap(),
         text,
@@ -75,11 +86,24 @@ fn json_is_one_document_with_every_cell_and_the_verdict() {
             assert!(cell[judged].is_array(), "{judged} missing from {cell}");
         }
     }
-    // The seed workload's cell again over the default 20 seeds, in memory.
+    // The seed workload's cell again over the default 200 seeds, in memory.
     let rates = value["seed_rates"].as_array().unwrap();
     assert_eq!(rates.len(), 1);
-    assert_eq!(rates[0]["seeds"], 20);
+    assert_eq!(rates[0]["seeds"], 200);
     assert_eq!(rates[0]["classes"].as_object().unwrap().len(), 7, "(a)-(e)");
+    // Every claim says the seeds it was judged over: the barrier's over the seed and unplanned workloads.
+    for claim in value["verdict"]["seed_claims"].as_array().unwrap() {
+        assert_eq!(
+            claim["seeds"],
+            serde_json::json!({"first": 1, "last": 200}),
+            "{claim}"
+        );
+    }
+    let first = &value["verdict"]["seed_claims"][0]["evidence"];
+    assert!(
+        first.as_str().unwrap().contains("seeds 1–200: 0 in 400 runs"),
+        "{first}"
+    );
 }
 
 #[test]

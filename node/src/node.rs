@@ -558,6 +558,13 @@ impl Node {
         }
     }
 
+    /// Every producer id this node's coordinator has issued is below this bound (see
+    /// `Coordinator::producer_ids_issued_below`): what a mirrorlog source can report to its mirrors' allocators.
+    pub async fn producer_ids_issued_below(&self) -> i64 {
+        let mut coordinator = self.coordinator.lock().await;
+        coordinator.coordinator().producer_ids_issued_below()
+    }
+
     /// Makes every producer id the coordinator issues from now on greater than `id` (a destination that took
     /// over a source's producer ids moves past them).
     pub async fn advance_producer_ids_past(&self, id: i64) -> Result<(), NodeError> {

@@ -248,6 +248,13 @@ impl Coordinator {
         self.txns.values()
     }
 
+    /// Every producer id this coordinator has issued is below this bound (the allocator's next id: after a
+    /// restart it starts at the durable bound, so ids issued before the crash are below it too). A mirror
+    /// destination that moves its allocator past `bound - 1` never issues an id this cluster issued.
+    pub fn producer_ids_issued_below(&self) -> i64 {
+        self.ids.peek_next()
+    }
+
     /// Moves the producer-id allocator past `id` (a destination after failover); the reservation, if one is
     /// needed, is in the outcome's writes.
     pub fn advance_producer_ids_past(&mut self, id: i64) -> Outcome<()> {

@@ -2,8 +2,9 @@
 //!
 //! - `cargo xtask test`: installs what the build needs from the system when missing (or stops with the exact
 //!   command), then `cargo fmt --all --check`, `cargo clippy --workspace --all-targets -- -D warnings` and
-//!   `cargo test --workspace`, then the real-client suite (below). This is the README's test command and what
-//!   `.ci/run` calls. Last, the reference-Kafka suite (below).
+//!   `cargo test --workspace`, then the simulator's barrier claims over 1,000 seeds in the release profile
+//!   (`mirror-sim/tests/many_seeds.rs`; its graph has no RocksDB), then the real-client suite (below). This is
+//!   the README's test command and what `.ci/run` calls. Last, the reference-Kafka suite (below).
 //! - `cargo xtask clients [pytest args]`: only the real-client suite (`broker/tests/clients`): pytest in a virtual
 //!   environment it creates under the target directory (pinned confluent-kafka, kafka-python, aiokafka), with
 //!   kafkajs (npm), Apache Kafka's Java client (Maven) and franz-go (Go) built by the suite itself; every test
@@ -216,6 +217,21 @@ fn test() -> Result<(), String> {
         cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]),
     )?;
     run("cargo test --workspace", cargo().args(["test", "--workspace"]))?;
+    run(
+        "the barrier claims over 1,000 seeds (release; mirror-sim/tests/many_seeds.rs)",
+        cargo()
+            .args([
+                "test",
+                "--release",
+                "-p",
+                "mirror-sim",
+                "--test",
+                "many_seeds",
+                "--",
+                "--nocapture",
+            ])
+            .env("MIRRORLOG_SIM_SEEDS", "1000"),
+    )?;
     client_suite(&[])?;
     kafka_suite(&[])?;
     eprintln!("==> all checks passed");

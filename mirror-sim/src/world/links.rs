@@ -201,8 +201,15 @@ impl World {
         });
         if self.strategy == Strategy::BarrierAdvance && self.mutation != Some(Mutation::AllocatorNotAdvanced)
         {
-            if let (Some(max_producer_id), Some(node)) = (copied, self.node(dest)) {
-                node.advance_producer_ids_past(max_producer_id)
+            let past = copied.and_then(|ids| {
+                if self.mutation == Some(Mutation::AdvancePastCopiedIdsOnly) {
+                    (ids.highest_copied >= 0).then_some(ids.highest_copied)
+                } else {
+                    ids.advance_past()
+                }
+            });
+            if let (Some(past), Some(node)) = (past, self.node(dest)) {
+                node.advance_producer_ids_past(past)
                     .await
                     .map_err(SimError::node)?;
             }

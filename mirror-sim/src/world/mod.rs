@@ -124,6 +124,10 @@ pub enum Mutation {
     NoBarrier,
     /// `barrier+advance` does not move the destination's producer-id allocator past the mirrored ids.
     AllocatorNotAdvanced,
+    /// `barrier+advance` moves the allocator past the ids its links copied only, not past the source's report of
+    /// the ids it issued (the data-only advance before ADR 0047): an id the source issued but nothing mirrored
+    /// carried is issued again.
+    AdvancePastCopiedIdsOnly,
     /// STOPPING without its cut to the last stable offset: the barrier lands after whatever open transactions the
     /// link copied, and clears them from producer state.
     NoLsoCut,

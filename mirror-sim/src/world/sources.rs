@@ -20,8 +20,26 @@ use partition_log::Isolation;
 use super::FetchBound;
 use crate::strategy::Strategy;
 
-/// The largest producer id each destination copied, by (source cluster, topic); −1 or absent: none.
-pub(super) type CopiedIds = Arc<Mutex<BTreeMap<(String, String), i64>>>;
+/// What a destination's links learnt about a source's producer ids, by (source cluster, topic).
+pub(super) type CopiedIds = Arc<Mutex<BTreeMap<(String, String), SourceIds>>>;
+
+/// What one link learnt about its source's producer ids (ADR 0047).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct SourceIds {
+    /// The largest producer id it copied (−1: none).
+    pub(super) highest_copied: i64,
+    /// The source's report at the last fetch that reached it: every id the source issued is below this.
+    pub(super) issued_below: i64,
+}
+
+impl SourceIds {
+    /// The id the destination's allocator must move past so that it issues none the source issued or the link
+    /// copied (`None`: nothing to move past).
+    pub(super) fn advance_past(self) -> Option<i64> {
+        let past = self.highest_copied.max(self.issued_below.saturating_sub(1));
+        (past >= 0).then_some(past)
+    }
+}
 
 /// Every cluster of the run as a source, by name, seen from one destination; see the module docs.
 pub(super) struct SimSources {
@@ -133,13 +151,20 @@ impl Fetcher for SimFetcher {
             }
             copied = copied.max(batch.producer_id());
         }
-        if copied >= 0 {
-            let mut ids = self.copied_ids.lock().unwrap_or_else(PoisonError::into_inner);
-            let entry = ids
-                .entry((self.source_cluster_id.clone(), self.topic.clone()))
-                .or_insert(-1);
-            *entry = (*entry).max(copied);
-        }
+        // The source's report travels with its answer: an id it issued after this fetch is not in it.
+        let issued_below = match &self.source {
+            Some(node) => node.producer_ids_issued_below().await,
+            None => 0,
+        };
+        let mut ids = self.copied_ids.lock().unwrap_or_else(PoisonError::into_inner);
+        let entry = ids
+            .entry((self.source_cluster_id.clone(), self.topic.clone()))
+            .or_insert(SourceIds {
+                highest_copied: -1,
+                issued_below: 0,
+            });
+        entry.highest_copied = entry.highest_copied.max(copied);
+        entry.issued_below = entry.issued_below.max(issued_below);
         Ok(response)
     }
 
