@@ -328,7 +328,8 @@ impl FromStr for Topology {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Workload {
     /// What the seeds describe: producers on the source whose records are mirrored, then local producers on the
-    /// destination after failover; clients that move re-initialise against the destination.
+    /// destination after failover; clients that move re-initialise against the destination. Failovers are planned
+    /// (transactions end and the links catch up first), and half of them still find a transaction open at the cut.
     Seed,
     /// What the seeds do not discuss: idempotent producers that keep their source-issued id and epoch across
     /// failover, transactional ids that expire while idle, and applications under both error policies.
@@ -462,7 +463,9 @@ impl Builder {
     }
 
     /// Every open transaction of the clients on `clusters` ends (committed), then the links catch up: a
-    /// planned failover.
+    /// planned failover. In half the planned failovers a transaction is still open at the cut all the same (the
+    /// seed's STOPPING: "ABORT markers for ongoing transactions, then the barrier"): [`Self::straddle`] on each
+    /// cluster, whose second transaction stays open as the operator stops the link.
     fn settle(&mut self, clusters: &[&str]) {
         if self.workload == Workload::Unplanned {
             // The source is lost as it is: open transactions stay open, the link has copied what it has.
@@ -480,15 +483,27 @@ impl Builder {
         for client in transactional {
             self.steps.push(Step::EndTxn { client, commit: true });
         }
+        if self.rng.chance(50) {
+            for cluster in clusters {
+                self.straddle(cluster);
+            }
+        }
         self.steps.push(Step::Mirror);
     }
 
-    /// Just before `cluster` is lost, per topic with a transactional producer: that producer's transaction (T1)
-    /// is followed by a second producer's (T2), then T1 aborts and the links fetch. T1's records lie below the
-    /// source's last stable offset (T2's first offset) and its abort marker above it, so the link copies them
-    /// without their marker: the one case an LSO-bounded fetch cannot keep out, which STOPPING's cut to the LSO
-    /// removes. Then every idempotent producer writes three more batches, which the link never copies.
+    /// Just before `cluster` is lost: [`Self::straddle`], then every idempotent producer writes three more
+    /// batches, which the link never copies.
     fn straddle_the_lso(&mut self, cluster: &str) {
+        self.straddle(cluster);
+        self.unmirrored_writes(cluster);
+    }
+
+    /// Per topic of `cluster` with a transactional producer: that producer's transaction (T1) is followed by a
+    /// second producer's (T2), then T1 aborts and the links fetch. T1's records lie below the source's last
+    /// stable offset (T2's first offset) and its abort marker above it, so the link copies them without their
+    /// marker: the one case an LSO-bounded fetch cannot keep out, which STOPPING's stable cut keeps and aborts
+    /// (ADR 0045). T2 stays open.
+    fn straddle(&mut self, cluster: &str) {
         let mut firsts: Vec<(String, String)> = Vec::new();
         for (name, at, topic, transactional) in &self.clients {
             if at == cluster
@@ -514,7 +529,11 @@ impl Builder {
             });
             self.steps.push(Step::Mirror);
         }
-        // Then each idempotent producer still there writes once more: acknowledged, never mirrored.
+    }
+
+    /// Each idempotent producer on `cluster` writes three more batches: acknowledged, never mirrored (the source
+    /// is lost before the links fetch again).
+    fn unmirrored_writes(&mut self, cluster: &str) {
         let idempotent: Vec<String> = self
             .clients
             .iter()

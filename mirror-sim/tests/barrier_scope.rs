@@ -9,7 +9,7 @@ use mirror_sim::{generate, run_script, SimStorage, Strategy, Topology, Workload}
 #[test]
 fn under_writer_scope_a_failing_back_mirror_keeps_state_its_source_cleared_and_under_everywhere_it_does_not()
 {
-    let script = generate(Topology::Failback, Workload::Seed, 1, 30);
+    let script = generate(Topology::Failback, Workload::Seed, 4, 30);
     let (writer_findings, writer) = run_script(&script, Strategy::Barrier, &SimStorage::memory()).unwrap();
     let (everywhere_findings, everywhere) =
         run_script(&script, Strategy::BarrierEverywhere, &SimStorage::memory()).unwrap();
@@ -40,7 +40,7 @@ fn under_writer_scope_a_failing_back_mirror_keeps_state_its_source_cleared_and_u
 
 #[test]
 fn with_the_allocator_advanced_the_drift_is_producers_the_source_no_longer_knows() {
-    let script = generate(Topology::Failback, Workload::Seed, 1, 30);
+    let script = generate(Topology::Failback, Workload::Seed, 4, 30);
     let (findings, finished) = run_script(&script, Strategy::BarrierAdvance, &SimStorage::memory()).unwrap();
     assert_eq!(findings.anomalies.corruption(), 0, "{:?}", findings.notes);
     let drift = finished

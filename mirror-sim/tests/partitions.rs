@@ -9,7 +9,7 @@ mod common;
 
 use common::{end, idempotent, produce, script, start, stop, transactional};
 use mirror_sim::report::{run_matrix, MatrixOptions};
-use mirror_sim::{Mutation, SimStorage, Strategy, Topology};
+use mirror_sim::{Mutation, SimStorage, Strategy, Topology, Workload};
 use record_format::ControlRecord;
 
 const PARTITIONS: u32 = 3;
@@ -92,6 +92,19 @@ fn with_three_partitions_the_barrier_strategies_show_no_corruption_in_any_topolo
     ];
     let matrix = run_matrix(&options(barrier, Topology::ALL.to_vec(), None), &mut |_, _, _| {}).unwrap();
     for cell in &matrix.cells {
+        // Workload `beyond` (producers keep their ids across a failover) is outside the seeds' claims: there a
+        // kept id can collide under the barrier alone (the verdict's beyond lines); only the advance's claim,
+        // no shared id, is judged.
+        if cell.workload == Workload::Beyond {
+            if cell.strategy == Strategy::BarrierAdvance {
+                assert_eq!(
+                    cell.anomalies.shared_ids, 0,
+                    "{:?}: {:?}",
+                    cell.topology, cell.notes
+                );
+            }
+            continue;
+        }
         assert_eq!(
             cell.anomalies.corruption(),
             0,
