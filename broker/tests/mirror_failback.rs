@@ -350,3 +350,60 @@ async fn one_closed_connection_is_not_taken_as_never_mirrored() {
     assert_eq!(ask(&address).await, Some(7));
     peer.await.unwrap();
 }
+
+/// A source given as a bootstrap list whose first broker is down (issue 50, item 2): `create` describes it
+/// through the next address, and the link mirrors it to the end; a list that does not parse is refused at
+/// `create`, naming the bad entry, and no topic is made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_whose_first_bootstrap_address_is_down_mirrors_through_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a_address, a, stop_a, a_running) =
+        serve(config(&dir.path().join("a"), "cluster-a", &[(TOPIC, 1)])).await;
+    for sequence in 0..4 {
+        assert_eq!(produce(&a, 1, sequence * 5, 5).await, 0);
+    }
+    let (b_address, b, stop_b, b_running) = serve(config(&dir.path().join("b"), "cluster-b", &[])).await;
+    // A port nobody listens on: connections are refused.
+    let dead = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().to_string()
+    };
+    let refused = admin(
+        &b_address,
+        AdminRequest::Create {
+            link: "a-to-b".to_owned(),
+            source: format!("{a_address},"),
+            topics: vec![TOPIC.to_owned()],
+        },
+    )
+    .await;
+    assert!(!refused.ok, "{refused:?}");
+    let message = refused
+        .error
+        .as_ref()
+        .map(|error| error.message.clone())
+        .unwrap_or_default();
+    assert!(message.contains("empty entry"), "{message}");
+    assert!(
+        b.topic_partitions().await.is_empty(),
+        "nothing made for a refused create"
+    );
+
+    create_link(&b_address, &format!("{dead},{a_address}")).await;
+    let describe = AdminRequest::Describe {
+        link: "a-to-b".to_owned(),
+        topics: Vec::new(),
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mut answer = admin(&b_address, describe.clone()).await;
+    while !caught_up(&answer) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        answer = admin(&b_address, describe.clone()).await;
+    }
+    assert!(caught_up(&answer), "{answer:?}");
+    assert_eq!(log_bytes(&b).await, log_bytes(&a).await);
+    stop_b.send(()).unwrap();
+    b_running.await.unwrap();
+    stop_a.send(()).unwrap();
+    a_running.await.unwrap();
+}

@@ -2,10 +2,12 @@
 //! connection per source broker, whatever the number of partitions — and the Fetch that asks each broker for all
 //! the partitions it leads at once.
 //!
-//! A session starts with Metadata from the bootstrap broker: the source's cluster id (every answer carries it,
+//! A session starts with Metadata from any broker that answers ([`crate::bootstrap`]: the connections kept, the
+//! bootstrap list, then the brokers the last answer named): the source's cluster id (every answer carries it,
 //! and the mirror machine checks it on every fetch), its brokers and the leaders of the partitions asked about.
-//! A connection that fails, or a leadership error, ends the session; the next call opens a new one (the machine
-//! retries with backoff). Memory is bounded by the request: at most the round's `FetchLimits` (per partition and
+//! A topic or partition the answer gives an error for (deleted, no leader during an election) fails only its own
+//! partitions, with the error Kafka named; the others go on. A connection that fails, or a leadership error, ends
+//! the session; the next call opens a new one (the machine retries with backoff). Memory is bounded by the request: at most the round's `FetchLimits` (per partition and
 //! per answer, the latter never above [`MAX_RESPONSE_BYTES`]) plus one batch larger than the limit, which Kafka
 //! returns whole — checked against the size field before a byte of the answer is read.
 
@@ -24,6 +26,7 @@ use mirror_fsm::{
 };
 use record_format::{BatchBuffers, BatchIter, DecodeError, ErrorCategory, RecordBatch, SegmentError};
 
+use crate::bootstrap::{bootstrap_servers, in_order, metadata_from_any, Reach};
 use crate::connection::KafkaConnection;
 use crate::error::LinkError;
 use crate::fetcher::FetcherConfig;
@@ -45,12 +48,19 @@ const READ_COMMITTED: i8 = 1;
 pub const MAX_RESPONSE_BYTES: usize = 32 << 20;
 /// Kafka's `OFFSET_OUT_OF_RANGE`: the source holds no such offset (evidence for the resume check).
 const OFFSET_OUT_OF_RANGE: i16 = 1;
-/// Kafka's leadership errors: the partition moved, the session's metadata is stale.
-const LEADERSHIP_ERRORS: [i16; 3] = [
+/// The errors of a partition's Fetch answer that say the session's metadata is stale (the partition moved, or
+/// its topic changed): the next round asks for Metadata again, as Kafka's consumer does.
+const STALE_METADATA_ERRORS: [i16; 4] = [
+    3,  // UNKNOWN_TOPIC_OR_PARTITION
     6,  // NOT_LEADER_OR_FOLLOWER
     74, // FENCED_LEADER_EPOCH
     75, // UNKNOWN_LEADER_EPOCH
 ];
+
+/// Kafka's `UNKNOWN_TOPIC_OR_PARTITION`: a partition the answer does not hold.
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+/// Kafka's `LEADER_NOT_AVAILABLE`: a partition without a leader (an election under way).
+const LEADER_NOT_AVAILABLE: i16 = 5;
 
 /// A partition's key.
 type Partition = (String, i32);
@@ -62,6 +72,9 @@ pub struct SourceCluster {
     session: Option<Session>,
     /// Every topic asked about, so a new session's Metadata covers them all.
     topics: BTreeSet<String>,
+    /// The brokers the source's last Metadata answer named: where a new session asks when the bootstrap list
+    /// does not answer.
+    known_brokers: Vec<String>,
 }
 
 #[derive(Debug)]
@@ -71,8 +84,43 @@ struct Session {
     brokers: BTreeMap<i32, String>,
     /// Each partition's leader (node id).
     leaders: BTreeMap<Partition, i32>,
-    /// One connection per broker address (the bootstrap one under the bootstrap address).
+    /// One connection per broker address (a bootstrap one under its bootstrap address).
     connections: BTreeMap<String, KafkaConnection>,
+    /// Topics the answer gave an error for, with the error.
+    topic_errors: BTreeMap<String, i16>,
+    /// Partitions the answer gave an error for or no leader, with the error.
+    partition_errors: BTreeMap<Partition, i16>,
+}
+
+impl Session {
+    /// The address of `partition`'s leader, or why there is none: the error the source gave for its topic or for
+    /// it, `UNKNOWN_TOPIC_OR_PARTITION` when the answer left it out, a leader the answer did not name a broker for.
+    fn leader_address(&self, partition: &Partition) -> Result<String, LinkError> {
+        let what = format!("Metadata of {}-{}", partition.0, partition.1);
+        if let Some(&leader) = self.leaders.get(partition) {
+            return self
+                .brokers
+                .get(&leader)
+                .cloned()
+                .ok_or_else(|| LinkError::Kafka {
+                    what,
+                    code: LEADER_NOT_AVAILABLE,
+                    detail: format!(" (leader {leader} is not among the brokers the source named)"),
+                });
+        }
+        let (code, detail) = match (
+            self.topic_errors.get(&partition.0),
+            self.partition_errors.get(partition),
+        ) {
+            (Some(&code), _) => (code, " (for the topic)".to_owned()),
+            (None, Some(&code)) => (code, String::new()),
+            (None, None) => (
+                UNKNOWN_TOPIC_OR_PARTITION,
+                " (no such partition at the source)".to_owned(),
+            ),
+        };
+        Err(LinkError::Kafka { what, code, detail })
+    }
 }
 
 impl SourceCluster {
@@ -82,6 +130,7 @@ impl SourceCluster {
             config,
             session: None,
             topics: BTreeSet::new(),
+            known_brokers: Vec::new(),
         }
     }
 
@@ -97,7 +146,8 @@ impl SourceCluster {
             .saturating_add(1 << 16)
     }
 
-    /// The session, with the leaders of `partitions` known (Metadata asked again when one is not).
+    /// The session, Metadata asked again when the leader of one of `partitions` is not known; a partition still
+    /// without a leader after it is the caller's to report ([`Session::leader_address`]).
     async fn session(&mut self, partitions: &[Partition]) -> Result<&mut Session, LinkError> {
         let unknown = partitions.iter().any(|partition| {
             self.session
@@ -113,15 +163,6 @@ impl SourceCluster {
                 .map(|session| session.connections)
                 .unwrap_or_default();
             let session = self.open_session(connections).await?;
-            for partition in partitions {
-                if !session.leaders.contains_key(partition) {
-                    return Err(LinkError::Kafka {
-                        what: format!("Metadata of {}-{}", partition.0, partition.1),
-                        code: 3,
-                        detail: " (no such partition at the source)".to_owned(),
-                    });
-                }
-            }
             self.session = Some(session);
         }
         self.session
@@ -129,18 +170,22 @@ impl SourceCluster {
             .ok_or_else(|| LinkError::Refused("no session".to_owned()))
     }
 
-    /// Metadata for every topic asked about so far, through the bootstrap connection (kept, or opened).
+    /// Metadata for every topic asked about so far, from the first broker that answers: those `connections`
+    /// reach, the bootstrap list, the brokers the last answer named.
     async fn open_session(
         &mut self,
         mut connections: BTreeMap<String, KafkaConnection>,
     ) -> Result<Session, LinkError> {
-        let bootstrap = self.config.bootstrap.clone();
-        let mut connection = match connections.remove(&bootstrap) {
-            Some(connection) => connection,
-            None => self.connect(&bootstrap).await?,
+        let bootstrap = bootstrap_servers(&self.config.bootstrap)?;
+        let candidates = in_order(connections.keys(), &[&bootstrap, &self.known_brokers]);
+        let reach = Reach {
+            client_id: &self.config.client_id,
+            timeout: self.config.timeout,
+            response_bound: self.response_bound(MAX_RESPONSE_BYTES),
         };
-        let (metadata, cluster_id) = source_metadata(&mut connection, &self.topics, &bootstrap).await?;
-        let brokers = metadata
+        let (metadata, cluster_id, _answered) =
+            metadata_from_any(&candidates, &mut connections, &self.topics, &reach).await?;
+        let brokers: BTreeMap<i32, String> = metadata
             .brokers
             .iter()
             .map(|broker| {
@@ -150,33 +195,36 @@ impl SourceCluster {
                 )
             })
             .collect();
+        self.known_brokers = brokers.values().cloned().collect();
         let mut leaders = BTreeMap::new();
+        let mut topic_errors = BTreeMap::new();
+        let mut partition_errors = BTreeMap::new();
         for topic in &metadata.topics {
             let Some(name) = topic.name.as_ref() else {
                 continue;
             };
             if topic.error_code != 0 {
-                return Err(LinkError::Kafka {
-                    what: format!("topic {} at {bootstrap}", name.as_str()),
-                    code: topic.error_code,
-                    detail: String::new(),
-                });
+                topic_errors.insert(name.as_str().to_owned(), topic.error_code);
+                continue;
             }
             for partition in &topic.partitions {
-                if partition.error_code == 0 {
-                    leaders.insert(
-                        (name.as_str().to_owned(), partition.partition_index),
-                        partition.leader_id.0,
-                    );
+                let key = (name.as_str().to_owned(), partition.partition_index);
+                if partition.error_code != 0 {
+                    partition_errors.insert(key, partition.error_code);
+                } else if partition.leader_id.0 < 0 {
+                    partition_errors.insert(key, LEADER_NOT_AVAILABLE);
+                } else {
+                    leaders.insert(key, partition.leader_id.0);
                 }
             }
         }
-        connections.insert(bootstrap, connection);
         Ok(Session {
             cluster_id,
             brokers,
             leaders,
             connections,
+            topic_errors,
+            partition_errors,
         })
     }
 
@@ -202,10 +250,8 @@ impl SourceCluster {
         &mut self,
         partition: &Partition,
     ) -> Result<(&mut KafkaConnection, String), LinkError> {
-        let bootstrap = self.config.bootstrap.clone();
         let session = self.session(std::slice::from_ref(partition)).await?;
-        let leader = session.leaders.get(partition).copied().unwrap_or(-1);
-        let address = session.brokers.get(&leader).cloned().unwrap_or(bootstrap);
+        let address = session.leader_address(partition)?;
         let connection = self.connection_to(&address).await?;
         Ok((connection, address))
     }
@@ -228,15 +274,11 @@ impl SourceCluster {
             let session = self.open_session(BTreeMap::new()).await?;
             self.session = Some(session);
         }
-        let bootstrap = self.config.bootstrap.clone();
-        let mut addresses: BTreeSet<String> = self
+        let addresses: BTreeSet<String> = self
             .session
             .as_ref()
             .map(|session| session.brokers.values().cloned().collect())
             .unwrap_or_default();
-        if addresses.is_empty() {
-            addresses.insert(bootstrap);
-        }
         let mut offsets = Vec::new();
         for address in addresses {
             let connection = self.connection_to(&address).await?;
@@ -344,19 +386,19 @@ impl SourceCluster {
             return wanted.iter().map(|_| Err(error.clone())).collect();
         }
         let mut by_leader: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-        if let Some(session) = &self.session {
-            for (index, key) in keys.iter().enumerate() {
-                let leader = session.leaders.get(key).copied().unwrap_or(-1);
-                let address = session
-                    .brokers
-                    .get(&leader)
-                    .cloned()
-                    .unwrap_or_else(|| self.config.bootstrap.clone());
-                by_leader.entry(address).or_default().push(index);
-            }
-        }
         let mut answers: Vec<Option<Result<FetchedPartition, FetchError>>> =
             wanted.iter().map(|_| None).collect();
+        if let Some(session) = &self.session {
+            for (index, key) in keys.iter().enumerate() {
+                match session.leader_address(key) {
+                    Ok(address) => by_leader.entry(address).or_default().push(index),
+                    // This partition alone: its topic deleted, its leader being elected.
+                    Err(error) => {
+                        answers[index] = Some(Err(FetchError::new(error.to_string(), error.retryable())))
+                    }
+                }
+            }
+        }
         for (address, indexes) in by_leader {
             let asked: Vec<&PartitionFetch> = indexes.iter().map(|&index| &wanted[index]).collect();
             match self
@@ -451,7 +493,7 @@ impl SourceCluster {
                     ));
                 };
                 if data.error_code != 0 {
-                    stale |= LEADERSHIP_ERRORS.contains(&data.error_code);
+                    stale |= STALE_METADATA_ERRORS.contains(&data.error_code);
                     let error = LinkError::Kafka {
                         what: format!("{what} from {address}"),
                         code: data.error_code,

@@ -67,25 +67,102 @@ pub enum LinkError {
     /// The source's bytes cannot be mirrored (a malformed batch, offsets that go backwards).
     #[error("source data refused: {0}")]
     Refused(String),
+    /// A source address list that does not parse (`host:port[,host:port…]`).
+    #[error("source address {given:?}: {reason}")]
+    BadAddress {
+        /// The list as given.
+        given: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// No broker of the source answered: each address tried, with why (a bootstrap list, then the brokers the
+    /// last answer named).
+    #[error("no source broker answered {what}: {tried}")]
+    NoBrokerAnswered {
+        /// The request.
+        what: String,
+        /// Each address tried and its error, `; `-separated.
+        tried: String,
+    },
 }
 
-/// Kafka's name of an error code (`UNKNOWN_ERROR_CODE` for one this build does not know; the code follows it).
-fn kafka_error_name(code: i16) -> &'static str {
-    kafka_types::KafkaError::from_code(code).map_or("UNKNOWN_ERROR_CODE", kafka_types::KafkaError::name)
+/// Kafka's name of an error code a source sent (`UNKNOWN_ERROR_CODE` for one neither table knows; the code
+/// follows it): the broker's own errors by `kafka-types`' names, every other code Kafka defines by
+/// `kafka-protocol`'s table, its variant's name written as Kafka writes it (`NotLeaderOrFollower` →
+/// `NOT_LEADER_OR_FOLLOWER`).
+pub fn kafka_error_name(code: i16) -> String {
+    if let Some(known) = kafka_types::KafkaError::from_code(code) {
+        return known.name().to_owned();
+    }
+    match kafka_protocol::ResponseError::try_from_code(code) {
+        Some(kafka_protocol::ResponseError::Unknown(_)) | None => "UNKNOWN_ERROR_CODE".to_owned(),
+        Some(error) => screaming_snake(&error.to_string()),
+    }
+}
+
+/// `CamelCase` as `CAMEL_CASE`.
+fn screaming_snake(camel: &str) -> String {
+    let mut out = String::with_capacity(camel.len() + 8);
+    let mut previous_lower = false;
+    for character in camel.chars() {
+        if character.is_ascii_uppercase() && previous_lower {
+            out.push('_');
+        }
+        previous_lower = character.is_ascii_lowercase() || character.is_ascii_digit();
+        out.push(character.to_ascii_uppercase());
+    }
+    out
 }
 
 impl LinkError {
     /// Whether retrying (after reconnecting) can help.
     pub fn retryable(&self) -> bool {
         match self {
-            LinkError::Io { .. } | LinkError::Timeout { .. } | LinkError::Malformed { .. } => true,
+            LinkError::Io { .. }
+            | LinkError::Timeout { .. }
+            | LinkError::Malformed { .. }
+            | LinkError::NoBrokerAnswered { .. } => true,
             // NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION (metadata may lag),
             // REQUEST_TIMED_OUT, NETWORK_EXCEPTION, COORDINATOR/BROKER not available, KAFKA_STORAGE_ERROR,
             // UNKNOWN_LEADER_EPOCH, FENCED_LEADER_EPOCH, OFFSET_NOT_AVAILABLE.
             LinkError::Kafka { code, .. } => matches!(code, 3 | 5 | 6 | 7 | 13 | 15 | 56 | 74 | 76 | 78),
-            LinkError::ResponseTooLarge { .. } | LinkError::Unsupported { .. } | LinkError::Refused(_) => {
-                false
-            }
+            LinkError::ResponseTooLarge { .. }
+            | LinkError::Unsupported { .. }
+            | LinkError::Refused(_)
+            | LinkError::BadAddress { .. } => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails by panicking
+    use super::*;
+
+    #[test]
+    fn every_code_kafka_defines_is_named_as_kafka_names_it() {
+        for (code, name) in [
+            (1, "OFFSET_OUT_OF_RANGE"),
+            (3, "UNKNOWN_TOPIC_OR_PARTITION"),
+            (5, "LEADER_NOT_AVAILABLE"),
+            (6, "NOT_LEADER_OR_FOLLOWER"),
+            (7, "REQUEST_TIMED_OUT"),
+            (15, "COORDINATOR_NOT_AVAILABLE"),
+            (56, "KAFKA_STORAGE_ERROR"),
+            (74, "FENCED_LEADER_EPOCH"),
+            (75, "UNKNOWN_LEADER_EPOCH"),
+            (100, "UNKNOWN_TOPIC_ID"),
+        ] {
+            assert_eq!(kafka_error_name(code), name, "code {code}");
+        }
+        for code in -1..=120 {
+            let name = kafka_error_name(code);
+            assert!(
+                name.chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'),
+                "{code}: {name}"
+            );
+        }
+        assert_eq!(kafka_error_name(9_999), "UNKNOWN_ERROR_CODE");
     }
 }

@@ -2,6 +2,8 @@
 //! `mirror-fsm`'s [`Fetcher`](mirror_fsm::Fetcher) for one partition of any Kafka-compatible cluster —
 //! `mirrorlog serve` or Apache Kafka — so a `MirrorDriver` copies it batch for batch.
 //!
+//! - [`bootstrap`] — a source's address list (`host:port[,host:port…]`, as `bootstrap.servers`) and Metadata
+//!   from whichever of its brokers answers.
 //! - [`connection`] — [`KafkaConnection`]: one TCP connection to a broker, requests framed and answered in
 //!   order, every response's size checked against a bound before a byte of it is read into memory, every call
 //!   under a timeout.
@@ -25,6 +27,7 @@
 //!
 //! What it does not do yet: fetch sessions (KIP-227; every fetch is a full one).
 
+pub mod bootstrap;
 pub mod cluster;
 pub mod connection;
 pub mod error;

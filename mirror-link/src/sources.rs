@@ -12,7 +12,6 @@ use mirror_fsm::{
 use tokio::sync::Mutex;
 
 use crate::cluster::SourceCluster;
-use crate::connection::KafkaConnection;
 use crate::error::LinkError;
 use crate::fetcher::{FetcherConfig, KafkaFetcher};
 
@@ -49,16 +48,18 @@ impl KafkaSources {
         }))
     }
 
+    /// The source's cluster id and partition counts, from the first broker of `address` (a bootstrap list) that
+    /// answers.
     async fn metadata(&self, address: &str, topics: &[String]) -> Result<SourceDescription, LinkError> {
-        let mut connection = KafkaConnection::connect(
-            address,
-            &self.template.client_id,
-            self.template.timeout,
-            DESCRIBE_RESPONSE_BYTES,
-        )
-        .await?;
-        let (metadata, cluster_id) =
-            crate::cluster::source_metadata(&mut connection, topics, address).await?;
+        let candidates = crate::bootstrap::bootstrap_servers(address)?;
+        let reach = crate::bootstrap::Reach {
+            client_id: &self.template.client_id,
+            timeout: self.template.timeout,
+            response_bound: DESCRIBE_RESPONSE_BYTES,
+        };
+        let (metadata, cluster_id, address) =
+            crate::bootstrap::metadata_from_any(&candidates, &mut BTreeMap::new(), topics, &reach).await?;
+        let address = address.as_str();
         let what = format!("Metadata of {} at {address}", topics.join(", "));
         let mut partitions = BTreeMap::new();
         for wanted in topics {

@@ -45,7 +45,8 @@ enum Action {
     Create {
         #[command(flatten)]
         target: Target,
-        /// The source cluster's bootstrap address (`host:port`): any Kafka-compatible broker.
+        /// The source cluster's bootstrap addresses (`host:port[,host:port…]`, as Kafka's `bootstrap.servers`):
+        /// any Kafka-compatible brokers; a session asks the next one when one does not answer.
         #[arg(long)]
         source: String,
     },
@@ -54,7 +55,7 @@ enum Action {
     Reverse {
         #[command(flatten)]
         target: Target,
-        /// The source cluster's bootstrap address.
+        /// The source cluster's bootstrap addresses (`host:port[,host:port…]`).
         #[arg(long)]
         source: String,
     },

@@ -1,0 +1,335 @@
+//! A source of several brokers, as a Kafka cluster is (issue 50, item 2): the link reaches it through any address
+//! of its bootstrap list and, once the bootstrap brokers are gone, through the brokers its last answer named;
+//! follows a leader that moved after `NOT_LEADER_OR_FOLLOWER`; and a topic deleted at the source, or a partition
+//! without a leader, fails only its own partitions, with the error Kafka named.
+//!
+//! The source is a scripted cluster on loopback: each broker answers ApiVersions, Metadata and Fetch from one
+//! shared state the test changes (leaders, topics, brokers up or down). A broker that is down closes every
+//! connection, as a killed process's sockets do.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails by panicking
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use mirror_fsm::{FetchLimits, PartitionFetch};
+use mirror_link::{FetcherConfig, SourceCluster};
+use record_format::BatchBuilder;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const CLUSTER_ID: &str = "multi-broker-source";
+
+/// What the scripted cluster answers.
+#[derive(Debug, Default)]
+struct State {
+    /// Broker id → (address, up).
+    brokers: BTreeMap<i32, (String, bool)>,
+    /// Topic → its partitions' leaders (−1: none).
+    leaders: BTreeMap<String, Vec<i32>>,
+    /// Topics answered with this error.
+    topic_errors: BTreeMap<String, i16>,
+    /// Every partition holds one batch at offset 0.
+    batch: Bytes,
+}
+
+type Shared = Arc<Mutex<State>>;
+
+fn lock(state: &Shared) -> std::sync::MutexGuard<'_, State> {
+    state.lock().unwrap()
+}
+
+/// Starts `count` brokers (ids 1..=count) on loopback; every partition of `leaders` led as given.
+async fn cluster(count: i32, leaders: &[(&str, Vec<i32>)]) -> Shared {
+    let mut builder = BatchBuilder::new().base_offset(0);
+    builder.add(1_000, None, Some(b"value"), &[]);
+    let state: Shared = Arc::new(Mutex::new(State {
+        leaders: leaders
+            .iter()
+            .map(|(topic, leaders)| (topic.to_string(), leaders.clone()))
+            .collect(),
+        batch: builder.build().unwrap().into_bytes(),
+        ..State::default()
+    }));
+    for id in 1..=count {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        lock(&state).brokers.insert(id, (address, true));
+        let state = Arc::clone(&state);
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                if !up(&state, id) {
+                    continue; // a down broker closes what it accepts
+                }
+                tokio::spawn(serve(stream, Arc::clone(&state), id));
+            }
+        });
+    }
+    state
+}
+
+fn up(state: &Shared, id: i32) -> bool {
+    lock(state).brokers.get(&id).is_some_and(|(_, up)| *up)
+}
+
+fn address(state: &Shared, id: i32) -> String {
+    lock(state).brokers[&id].0.clone()
+}
+
+/// One connection: requests answered in order while the broker is up.
+async fn serve(mut stream: TcpStream, state: Shared, id: i32) {
+    loop {
+        let Ok(size) = stream.read_i32().await else {
+            return;
+        };
+        let mut request = vec![0u8; size as usize];
+        if stream.read_exact(&mut request).await.is_err() || !up(&state, id) {
+            return;
+        }
+        let key = i16::from_be_bytes([request[0], request[1]]);
+        let version = i16::from_be_bytes([request[2], request[3]]);
+        let api = ApiKey::try_from(key).unwrap();
+        let mut body = Bytes::from(request);
+        let header = RequestHeader::decode(&mut body, api.request_header_version(version)).unwrap();
+        let answer = match api {
+            ApiKey::ApiVersions => encode(&api_versions(), version),
+            ApiKey::Metadata => encode(&metadata(&state), version),
+            ApiKey::Fetch => {
+                let request = FetchRequest::decode(&mut body, version).unwrap();
+                encode(&fetch(&state, id, &request), version)
+            }
+            other => panic!("the scripted broker does not serve {other:?}"),
+        };
+        let mut head = BytesMut::new();
+        let mut response_header = ResponseHeader::default();
+        response_header.correlation_id = header.correlation_id;
+        response_header
+            .encode(&mut head, api.response_header_version(version))
+            .unwrap();
+        let size = (head.len() + answer.len()) as i32;
+        let mut frame = size.to_be_bytes().to_vec();
+        frame.extend_from_slice(&head);
+        frame.extend_from_slice(&answer);
+        if stream.write_all(&frame).await.is_err() {
+            return;
+        }
+    }
+}
+
+fn encode<T: Encodable>(message: &T, version: i16) -> BytesMut {
+    let mut out = BytesMut::new();
+    message.encode(&mut out, version).unwrap();
+    out
+}
+
+fn s(text: &str) -> StrBytes {
+    StrBytes::from_string(text.to_owned())
+}
+
+fn api_versions() -> ApiVersionsResponse {
+    let mut response = ApiVersionsResponse::default();
+    for (key, min, max) in [
+        (ApiKey::ApiVersions, 0, 0),
+        (ApiKey::Metadata, 2, 8),
+        (ApiKey::Fetch, 4, 11),
+    ] {
+        let mut api = ApiVersion::default();
+        api.api_key = key as i16;
+        api.min_version = min;
+        api.max_version = max;
+        response.api_keys.push(api);
+    }
+    response
+}
+
+fn metadata(state: &Shared) -> MetadataResponse {
+    let state = lock(state);
+    let mut response = MetadataResponse::default();
+    response.cluster_id = Some(s(CLUSTER_ID));
+    for (&id, (address, _)) in &state.brokers {
+        let (host, port) = address.rsplit_once(':').unwrap();
+        let mut broker = MetadataResponseBroker::default();
+        broker.node_id = BrokerId(id);
+        broker.host = s(host);
+        broker.port = port.parse().unwrap();
+        response.brokers.push(broker);
+    }
+    for (name, leaders) in &state.leaders {
+        let mut topic = MetadataResponseTopic::default();
+        topic.name = Some(TopicName(s(name)));
+        if let Some(&code) = state.topic_errors.get(name) {
+            topic.error_code = code;
+        } else {
+            for (index, &leader) in leaders.iter().enumerate() {
+                let mut partition = MetadataResponsePartition::default();
+                partition.partition_index = index as i32;
+                partition.leader_id = BrokerId(leader);
+                partition.error_code = if leader < 0 { 5 } else { 0 };
+                topic.partitions.push(partition);
+            }
+        }
+        response.topics.push(topic);
+    }
+    response
+}
+
+fn fetch(state: &Shared, id: i32, request: &FetchRequest) -> FetchResponse {
+    let state = lock(state);
+    let mut response = FetchResponse::default();
+    for asked in &request.topics {
+        let mut topic = FetchableTopicResponse::default();
+        topic.topic = asked.topic.clone();
+        for wanted in &asked.partitions {
+            let mut partition = PartitionData::default();
+            partition.partition_index = wanted.partition;
+            let leader = state
+                .leaders
+                .get(asked.topic.as_str())
+                .and_then(|leaders| leaders.get(wanted.partition as usize))
+                .copied();
+            if let Some(&code) = state.topic_errors.get(asked.topic.as_str()) {
+                partition.error_code = code;
+            } else if leader != Some(id) {
+                partition.error_code = 6; // NOT_LEADER_OR_FOLLOWER
+            } else {
+                partition.high_watermark = 1;
+                partition.last_stable_offset = 1;
+                partition.records = (wanted.fetch_offset == 0).then(|| state.batch.clone());
+            }
+            topic.partitions.push(partition);
+        }
+        response.responses.push(topic);
+    }
+    response
+}
+
+fn source(bootstrap: String) -> SourceCluster {
+    let mut config = FetcherConfig::new(bootstrap);
+    config.timeout = Duration::from_secs(5);
+    SourceCluster::new(config)
+}
+
+fn wanted(partitions: &[(&str, i32)]) -> Vec<PartitionFetch> {
+    partitions
+        .iter()
+        .map(|(topic, partition)| PartitionFetch {
+            topic: topic.to_string(),
+            partition: *partition,
+            offset: 0,
+        })
+        .collect()
+}
+
+/// One round; for each partition, its batch count or its error.
+async fn round(source: &mut SourceCluster, partitions: &[(&str, i32)]) -> Vec<Result<usize, String>> {
+    source
+        .fetch(&wanted(partitions), FetchLimits::single(1 << 20), 0)
+        .await
+        .into_iter()
+        .map(|answer| {
+            answer
+                .map(|fetched| fetched.response.batches.len())
+                .map_err(|error| format!("{error:?}"))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_source_is_reached_through_the_next_bootstrap_address_when_the_first_is_down() {
+    let state = cluster(2, &[("orders", vec![2])]).await;
+    lock(&state).brokers.get_mut(&1).unwrap().1 = false;
+    let mut source = source(format!("{},{}", address(&state, 1), address(&state, 2)));
+    assert_eq!(round(&mut source, &[("orders", 0)]).await, vec![Ok(1)]);
+    assert_eq!(source.cluster_id(), Some(CLUSTER_ID));
+}
+
+#[tokio::test]
+async fn when_every_bootstrap_broker_is_gone_the_session_reopens_through_a_broker_the_source_named() {
+    let state = cluster(3, &[("orders", vec![2])]).await;
+    let mut source = source(address(&state, 1));
+    assert_eq!(round(&mut source, &[("orders", 0)]).await, vec![Ok(1)]);
+    // The bootstrap broker dies and the leader moves: broker 2 says NOT_LEADER_OR_FOLLOWER, the session ends.
+    lock(&state).brokers.get_mut(&1).unwrap().1 = false;
+    lock(&state).leaders.insert("orders".into(), vec![3]);
+    let moved = round(&mut source, &[("orders", 0)]).await;
+    assert!(
+        moved[0]
+            .as_ref()
+            .unwrap_err()
+            .contains("NOT_LEADER_OR_FOLLOWER (6)"),
+        "{moved:?}"
+    );
+    // The next round asks brokers 2 and 3 (named by the last answer) and fetches from the new leader.
+    assert_eq!(round(&mut source, &[("orders", 0)]).await, vec![Ok(1)]);
+}
+
+#[tokio::test]
+async fn a_deleted_topic_fails_only_its_own_partitions_with_the_error_kafka_named() {
+    let state = cluster(2, &[("orders", vec![1, 2]), ("payments", vec![2])]).await;
+    let mut source = source(address(&state, 1));
+    let both = [("orders", 0), ("orders", 1), ("payments", 0)];
+    assert_eq!(round(&mut source, &both).await, vec![Ok(1), Ok(1), Ok(1)]);
+    lock(&state).topic_errors.insert("payments".into(), 3);
+    // The fetch of payments-0 hears UNKNOWN_TOPIC_OR_PARTITION, which makes the next round ask for Metadata
+    // again; from then on payments alone fails, with Kafka's error for the topic, retryable.
+    let first = round(&mut source, &both).await;
+    assert_eq!(first[..2], [Ok(1), Ok(1)], "{first:?}");
+    assert!(
+        first[2]
+            .as_ref()
+            .unwrap_err()
+            .contains("UNKNOWN_TOPIC_OR_PARTITION (3)"),
+        "{first:?}"
+    );
+    let answers = round(&mut source, &both).await;
+    assert_eq!(answers[..2], [Ok(1), Ok(1)], "{answers:?}");
+    let error = answers[2].as_ref().unwrap_err();
+    assert!(
+        error.contains("UNKNOWN_TOPIC_OR_PARTITION (3)") && error.contains("for the topic"),
+        "{error}"
+    );
+    assert!(error.contains("retryable: true"), "{error}");
+}
+
+#[tokio::test]
+async fn a_partition_without_a_leader_waits_with_leader_not_available_while_the_others_go_on() {
+    let state = cluster(2, &[("orders", vec![1, -1])]).await;
+    let mut source = source(address(&state, 2));
+    let answers = round(&mut source, &[("orders", 0), ("orders", 1)]).await;
+    assert_eq!(answers[0], Ok(1), "{answers:?}");
+    let error = answers[1].as_ref().unwrap_err();
+    assert!(error.contains("LEADER_NOT_AVAILABLE (5)"), "{error}");
+    assert!(error.contains("retryable: true"), "{error}");
+    // The election ends: the next round finds the leader.
+    lock(&state).leaders.insert("orders".into(), vec![1, 2]);
+    assert_eq!(
+        round(&mut source, &[("orders", 0), ("orders", 1)]).await,
+        vec![Ok(1), Ok(1)]
+    );
+}
+
+#[tokio::test]
+async fn a_source_none_of_whose_addresses_answers_names_each_one_tried() {
+    let state = cluster(2, &[("orders", vec![1])]).await;
+    for id in [1, 2] {
+        lock(&state).brokers.get_mut(&id).unwrap().1 = false;
+    }
+    let (first, second) = (address(&state, 1), address(&state, 2));
+    let mut source = source(format!("{first},{second}"));
+    let answers = round(&mut source, &[("orders", 0)]).await;
+    let error = answers[0].as_ref().unwrap_err();
+    assert!(error.contains("no source broker answered Metadata"), "{error}");
+    assert!(error.contains(&first) && error.contains(&second), "{error}");
+    assert!(error.contains("retryable: true"), "{error}");
+}
