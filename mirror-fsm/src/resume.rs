@@ -3,10 +3,15 @@
 //!
 //! The evidence is the source's own batches. A mirror holds the source's batches byte for byte at the same
 //! offsets, so "our batch at offset `o` is the source's batch at `o`" is checked by fetching from `o` and
-//! comparing the batches' identity ([`same_batch`]): offsets, partition leader epoch, producer id, epoch and base
-//! sequence, and the control and transactional flags. Not the CRC: Kafka's log cleaner rewrites a compacted batch's
-//! records but keeps these fields, and a batch the cleaner emptied away is no difference either (absence is never
-//! proof). What the comparison counts as proof:
+//! comparing the batches ([`same_batch`]): offsets, partition leader epoch, producer id, epoch and base sequence,
+//! the control and transactional flags, and the records — every record the source's batch holds must be ours at
+//! the same offset, with the same timestamp, key, value and headers. Not the CRC: Kafka's log cleaner drops records
+//! from a compacted batch (keeping its offsets and these fields, and the records it keeps unchanged), and a batch
+//! the cleaner emptied away is no difference either (absence is never proof). The header fields alone are not
+//! enough: two clusters' producers get the same ids from allocators that start at the same place, so after a
+//! failback two batches can share every header field and hold other records, and a COMMIT and an ABORT marker of
+//! one producer differ only in their record (the model check found this, ADR 0048). What the comparison counts as
+//! proof:
 //! - a batch of the source's at `o` whose identity differs from ours, or one that overlaps ours with other bounds;
 //! - the source answering that it holds no offset `o` (`OFFSET_OUT_OF_RANGE`) while its log starts at or below `o`:
 //!   its log now ends before records it served us (an unclean leader election, a topic recreated).
@@ -21,8 +26,9 @@
 
 use record_format::RecordBatch;
 
-/// Whether two batches are the same batch of one log: the fields Kafka's log cleaner keeps when it rewrites a
-/// batch (see the module docs).
+/// Whether two batches are the same batch of one log, as far as Kafka's log cleaner lets one tell: the fields it
+/// keeps when it rewrites a batch, and every record of `theirs` one of ours, unchanged (see the module docs). A
+/// batch whose records do not decode is not the same as anything.
 pub fn same_batch(ours: &RecordBatch, theirs: &RecordBatch) -> bool {
     ours.base_offset() == theirs.base_offset()
         && ours.last_offset() == theirs.last_offset()
@@ -32,6 +38,39 @@ pub fn same_batch(ours: &RecordBatch, theirs: &RecordBatch) -> bool {
         && ours.base_sequence() == theirs.base_sequence()
         && ours.is_control() == theirs.is_control()
         && ours.is_transactional() == theirs.is_transactional()
+        && records_kept_from(ours, theirs)
+}
+
+/// Whether every record of `theirs` is a record of `ours` at the same offset with the same timestamp, key, value
+/// and headers (what the cleaner leaves of a batch: some of its records, unchanged).
+fn records_kept_from(ours: &RecordBatch, theirs: &RecordBatch) -> bool {
+    let (Ok(ours), Ok(theirs)) = (ours.records(), theirs.records()) else {
+        return false;
+    };
+    let mut ours = ours.iter();
+    for kept in theirs.iter() {
+        let Ok(kept) = kept else {
+            return false;
+        };
+        let matching = loop {
+            match ours.next() {
+                Some(Ok(record)) if record.offset < kept.offset => continue,
+                Some(Ok(record)) => break Some(record),
+                Some(Err(_)) | None => break None,
+            }
+        };
+        let same = matching.is_some_and(|record| {
+            record.offset == kept.offset
+                && record.timestamp == kept.timestamp
+                && record.key == kept.key
+                && record.value == kept.value
+                && record.headers == kept.headers
+        });
+        if !same {
+            return false;
+        }
+    }
+    true
 }
 
 /// What the source's answer says about one of our batches.
@@ -119,20 +158,69 @@ mod tests {
         builder.build().unwrap()
     }
 
+    /// Three keyed records at 10, 11, 12.
+    fn keyed(values: [&[u8]; 3]) -> RecordBatch {
+        let mut builder = BatchBuilder::new().base_offset(10).producer(7, 0, 0);
+        for (index, value) in values.into_iter().enumerate() {
+            let key = [b'k', b'0' + index as u8];
+            builder.add(1_000 + index as i64, Some(&key), Some(value), &[]);
+        }
+        builder.build().unwrap()
+    }
+
+    /// What Kafka's cleaner leaves of `keyed`: the record at offset 11 only, unchanged (with `value`), the
+    /// batch's base and last offsets and its producer fields kept.
+    fn cleaned(value: &[u8]) -> RecordBatch {
+        let mut builder = BatchBuilder::new()
+            .base_offset(10)
+            .producer(7, 0, 0)
+            .base_timestamp(1_001)
+            .last_offset_delta(2);
+        builder.push(record_format::NewRecord {
+            attributes: 0,
+            timestamp_delta: 0,
+            offset_delta: 1,
+            key: Some(b"k1".to_vec().into()),
+            value: Some(value.to_vec().into()),
+            headers: Vec::new(),
+        });
+        builder.build().unwrap()
+    }
+
     #[test]
     fn a_batch_the_cleaner_rewrote_is_the_same_batch() {
-        let ours = batch(10, 3, 7);
-        // What Kafka's cleaner leaves of it: one record kept, the batch's first and last offsets kept.
-        let cleaned = {
-            let mut builder = BatchBuilder::new()
-                .base_offset(10)
-                .producer(7, 0, 0)
-                .last_offset_delta(2);
-            builder.add(1_000, None, Some(b"the latest value"), &[]);
-            builder.build().unwrap()
+        let ours = keyed([b"a", b"b", b"c"]);
+        let kept = cleaned(b"b");
+        assert_ne!(kept.as_bytes(), ours.as_bytes());
+        assert_eq!(compare(&ours, &[kept]), Probe::Agrees);
+    }
+
+    #[test]
+    fn a_batch_with_every_header_field_ours_and_other_records_differs() {
+        // Two clusters' producers with one id, epoch and sequence at the same offsets (after a failback).
+        assert_eq!(
+            compare(&keyed([b"a", b"b", b"c"]), &[keyed([b"a", b"X", b"c"])]),
+            Probe::Differs
+        );
+        // A "cleaned" batch whose kept record is not ours.
+        assert_eq!(
+            compare(&keyed([b"a", b"b", b"c"]), &[cleaned(b"X")]),
+            Probe::Differs
+        );
+    }
+
+    #[test]
+    fn a_commit_marker_and_an_abort_marker_of_one_producer_differ() {
+        let marker = |commit: bool| {
+            let placement = record_format::ControlBatchPlacement {
+                base_offset: 5,
+                partition_leader_epoch: 0,
+                timestamp: 1_000,
+            };
+            record_format::end_txn_marker_batch(commit, 7, 0, 0, placement).unwrap()
         };
-        assert_ne!(cleaned.as_bytes(), ours.as_bytes());
-        assert_eq!(compare(&ours, &[cleaned]), Probe::Agrees);
+        assert_eq!(compare(&marker(true), &[marker(true)]), Probe::Agrees);
+        assert_eq!(compare(&marker(true), &[marker(false)]), Probe::Differs);
     }
 
     #[test]

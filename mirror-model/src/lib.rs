@@ -12,7 +12,11 @@
 //!   actions in order, the events they report queued behind), one action per model step, so a crash can fall
 //!   between any two;
 //! - producers: per cluster an idempotent one and a transactional one (commits and aborts), writing while the
-//!   partition is writable.
+//!   partition is writable; every cluster's producers get the same two ids, as independent allocators that start
+//!   at the same place do (the seeds' premise), so a failed-over cluster's local producers reuse the ids of the
+//!   producers it mirrored;
+//! - the barrier scope of every cluster's producer state ([`MirrorModel::scope`]: writer, the default, or
+//!   everywhere).
 //!
 //! [`MirrorModel`] explores, up to its [`Bounds`], every interleaving of the writes, starts, fetches (one batch
 //! up to the source's last stable offset), failovers, driver steps and crashes of one [`Topology`], and checks
@@ -36,6 +40,14 @@ use stateright::{Expectation, Model, Property};
 
 /// The clusters, by index.
 pub const CLUSTERS: [&str; 3] = ["A", "B", "C"];
+
+/// The property of issue 49, item 4, judged under everywhere scope.
+pub const STRICT_SHARING: &str =
+    "no two producers share an id and epoch in a log without a barrier between them that the log's producer state applied";
+
+/// What writer scope reaches in failback and chain (reported with its example, not judged).
+pub const WRITER_SCOPE_FINDING: &str =
+    "(writer scope) a mirror holds two producers under one id and epoch with no barrier it applied between them";
 const A: usize = 0;
 const B: usize = 1;
 const C: usize = 2;
@@ -127,6 +139,9 @@ pub struct MirrorModel {
     pub bounds: Bounds,
     /// The deliberate bug ([`Mutant::None`]: the real system).
     pub mutant: Mutant,
+    /// Which barriers every cluster's producer state applies (writer: its own, mirrorlog's default and the seeds'
+    /// rule; everywhere: every barrier, the KIP prototype's).
+    pub scope: BarrierScope,
 }
 
 /// One step of the model; `usize` is the cluster.
@@ -383,31 +398,84 @@ fn short(text: &str) -> String {
     text[..cut].to_owned()
 }
 
-fn config(cluster: usize) -> PsmConfig {
+fn config(cluster: usize, scope: BarrierScope) -> PsmConfig {
     PsmConfig {
         cluster_id: Some(CLUSTERS[cluster].to_owned()),
-        barrier_scope: BarrierScope::Writer,
+        barrier_scope: scope,
         ..PsmConfig::default()
     }
 }
 
-/// The cluster's producers' ids.
-pub fn producers_of(cluster: usize) -> [i64; 2] {
-    let offset = 100 * cluster as i64;
-    [1000 + offset, 2000 + offset]
+/// The ids of every cluster's producers (idempotent, transactional): the same in every cluster, as each cluster's
+/// allocator starts at the same place.
+pub fn producers_of(_cluster: usize) -> [i64; 2] {
+    [1000, 2000]
 }
 
 /// Producer state rebuilt from `log` as recovery and followers do (REPLICATION), optionally without the barriers
 /// (the leader-only mutant's followers).
-fn rebuild(log: &[Bytes], cluster: usize, skip_barriers: bool) -> (ProducerStateManager, Vec<AbortedTxn>) {
+fn rebuild(
+    log: &[Bytes],
+    cluster: usize,
+    skip_barriers: bool,
+    scope: BarrierScope,
+) -> (ProducerStateManager, Vec<AbortedTxn>) {
     let batches: Vec<RecordBatch> = log
         .iter()
         .map(decode)
         .filter(|batch| !(skip_barriers && barrier_writer(batch).is_some()))
         .collect();
-    let replayed =
-        replay(ProducerStateManager::new(config(cluster)), &batches).expect("a log the model wrote replays");
+    let replayed = replay(ProducerStateManager::new(config(cluster, scope)), &batches)
+        .expect("a log the model wrote replays");
     (replayed.manager, replayed.aborted)
+}
+
+/// Whether `cluster`'s producer state applies a barrier written by `writer` under `scope` (untagged barriers
+/// apply everywhere, as `producer-state` reads them).
+fn applies(scope: BarrierScope, cluster: usize, writer: Option<&str>) -> bool {
+    scope == BarrierScope::Everywhere || writer.is_none_or(|writer| writer == CLUSTERS[cluster])
+}
+
+/// The first place in `cluster`'s log where a data batch follows another cluster's producer's batch under the
+/// same producer id and epoch with no barrier between them that this log's producer state applied; with
+/// `client_writes_only`, only where the later batch is this cluster's own client's write (the producer state a
+/// write is validated against). The writer of a batch is the cluster its value names.
+fn shared_without_applied_barrier(
+    log: &[Bytes],
+    cluster: usize,
+    scope: BarrierScope,
+    client_writes_only: bool,
+) -> Option<usize> {
+    let mut owner: BTreeMap<(i64, i16), usize> = BTreeMap::new();
+    for (offset, bytes) in log.iter().enumerate() {
+        let batch = decode(bytes);
+        if batch.is_control() {
+            if let Some(writer) = barrier_writer(&batch) {
+                if applies(scope, cluster, Some(writer.as_str()).filter(|w| !w.is_empty())) {
+                    owner.clear();
+                }
+            }
+            continue;
+        }
+        let writer = batch
+            .records()
+            .ok()
+            .and_then(|records| {
+                records
+                    .iter()
+                    .flatten()
+                    .find_map(|record| record.value.map(|v| v.to_vec()))
+            })
+            .and_then(|value| value.first().map(|byte| usize::from(*byte / 16)))
+            .unwrap_or(usize::MAX);
+        let key = (batch.producer_id(), batch.producer_epoch());
+        let judged = !client_writes_only || writer == cluster;
+        if judged && owner.get(&key).is_some_and(|&previous| previous != writer) {
+            return Some(offset);
+        }
+        owner.insert(key, writer);
+    }
+    None
 }
 
 fn data_batch(offset: i64, producer: i64, sequence: i32, transactional: bool, value: u8) -> Bytes {
@@ -448,13 +516,13 @@ fn committed_values(log: &[Bytes], lso: i64, aborted: &[AbortedTxn]) -> Vec<Vec<
 }
 
 impl World {
-    fn new(topology: Topology) -> Self {
+    fn new(topology: Topology, scope: BarrierScope) -> Self {
         let nodes = (0..topology.clusters())
             .map(|cluster| Node {
                 log: Vec::new(),
                 synced: 0,
                 high_watermark: 0,
-                psm: ProducerStateManager::new(config(cluster)),
+                psm: ProducerStateManager::new(config(cluster, scope)),
                 machine: MirrorPartition::new(MirrorState::never_mirrored()),
                 source: None,
                 actions: VecDeque::new(),
@@ -495,7 +563,21 @@ impl MirrorModel {
             topology,
             bounds,
             mutant,
+            scope: BarrierScope::Writer,
         }
+    }
+
+    /// The same model with every cluster's producer state applying barriers under `scope`.
+    pub fn with_scope(mut self, scope: BarrierScope) -> Self {
+        self.scope = scope;
+        self
+    }
+
+    /// Whether a cluster of this topology stores another cluster's barrier while it mirrors (failback: A mirrors
+    /// B's; chain: C mirrors B's), so that its producer state meets a barrier it does not apply under writer
+    /// scope.
+    fn mirrors_a_barrier(&self) -> bool {
+        matches!(self.topology, Topology::Failback | Topology::Chain)
     }
 
     fn handle(&self, node: &mut Node, event: Event) {
@@ -518,7 +600,7 @@ impl MirrorModel {
         node.log.truncate(keep);
         node.synced = node.synced.min(keep);
         node.high_watermark = node.high_watermark.min(keep as i64);
-        node.psm = rebuild(&node.log, cluster, false).0;
+        node.psm = rebuild(&node.log, cluster, false, self.scope).0;
     }
 
     /// As the driver does: an ABORT marker for each transaction still open (`mirror-fsm` builds them), then the
@@ -596,19 +678,23 @@ impl MirrorModel {
         Some(checked(Some(search.offset())))
     }
 
-    /// Whether cutting `cluster`'s log to `keep` batches removes one its source holds, the same batch at the same
-    /// offset.
+    /// Whether truncating `cluster`'s log to `keep` batches cuts inside the prefix its log shares with its
+    /// source's, byte for byte: a batch the source holds in the same history. A batch after the logs first part
+    /// is not one, even when its bytes match (two clusters' producers share ids, and markers at one offset can be
+    /// byte-identical in two histories).
     fn removes_a_batch_the_source_holds(world: &World, cluster: usize, keep: usize) -> bool {
         let node = &world.nodes[cluster];
         let Some(source) = node.source else {
             return false;
         };
         let held = &world.nodes[source].log;
-        node.log
+        let shared = node
+            .log
             .iter()
             .zip(held)
-            .skip(keep)
-            .any(|(ours, theirs)| mirror_fsm::resume::same_batch(&decode(ours), &decode(theirs)))
+            .take_while(|(ours, theirs)| ours == theirs)
+            .count();
+        keep < shared
     }
 
     /// Runs one of `cluster`'s actions as `mirror-fsm`'s driver does; returns the event it reports.
@@ -863,7 +949,7 @@ impl Model for MirrorModel {
     type Action = Step;
 
     fn init_states(&self) -> Vec<World> {
-        vec![World::new(self.topology)]
+        vec![World::new(self.topology, self.scope)]
     }
 
     fn actions(&self, world: &World, actions: &mut Vec<Step>) {
@@ -983,7 +1069,7 @@ impl Model for MirrorModel {
                 let node = &mut world.nodes[cluster];
                 node.log.truncate(node.synced);
                 node.high_watermark = node.high_watermark.min(node.log.len() as i64);
-                node.psm = rebuild(&node.log, cluster, false).0;
+                node.psm = rebuild(&node.log, cluster, false, self.scope).0;
                 node.actions.clear();
                 node.events.clear();
                 node.fetcher_running = false;
@@ -1012,7 +1098,7 @@ impl Model for MirrorModel {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        vec![
+        let mut properties = vec![
             Property::always(
                 "no alignment or retry removes a batch the source still holds",
                 |_: &MirrorModel, world: &World| {
@@ -1029,15 +1115,12 @@ impl Model for MirrorModel {
                         let Some(&barrier) = node.own_barriers(cluster).last() else {
                             return !node.stop_completed();
                         };
-                        let after: Vec<i64> = node.log[barrier..]
-                            .iter()
-                            .map(|bytes| decode(bytes).producer_id())
-                            .collect();
+                        // By offset, not id: the local producers reuse the mirrored producers' ids.
                         !node.stop_completed()
                             || node
                                 .psm
                                 .producers()
-                                .all(|entry| after.contains(&entry.producer_id))
+                                .all(|entry| entry.last_data_offset() > barrier as i64)
                     })
                 },
             ),
@@ -1047,7 +1130,7 @@ impl Model for MirrorModel {
                     let skip = model.mutant == Mutant::BarrierOnLeaderOnly;
                     world.nodes.iter().enumerate().all(|(cluster, node)| {
                         let live = StateSummary::of(&node.psm, &[], node.high_watermark);
-                        let (follower, _) = rebuild(&node.log, cluster, skip);
+                        let (follower, _) = rebuild(&node.log, cluster, skip, model.scope);
                         live == StateSummary::of(&follower, &[], node.high_watermark)
                     })
                 },
@@ -1118,13 +1201,13 @@ impl Model for MirrorModel {
             ),
             Property::always(
                 "read_committed never shows an aborted or uncommitted record",
-                |_: &MirrorModel, world: &World| {
+                |model: &MirrorModel, world: &World| {
                     let views: Vec<Vec<Vec<u8>>> = world
                         .nodes
                         .iter()
                         .enumerate()
                         .map(|(cluster, node)| {
-                            let (psm, aborted) = rebuild(&node.log, cluster, false);
+                            let (psm, aborted) = rebuild(&node.log, cluster, false, model.scope);
                             let lso = psm.log_last_stable_offset(node.high_watermark, 0);
                             committed_values(&node.log, lso, &aborted)
                         })
@@ -1150,10 +1233,43 @@ impl Model for MirrorModel {
                             .all(|node| !node.failed_over || node.stop_completed())
                 },
             ),
+            Property::always(
+                "a client's write meets no other producer's batches under its id and epoch since the last barrier its cluster applied",
+                |model: &MirrorModel, world: &World| {
+                    world.nodes.iter().enumerate().all(|(cluster, node)| {
+                        shared_without_applied_barrier(&node.log, cluster, model.scope, true).is_none()
+                    })
+                },
+            ),
             Property::sometimes("a failover completes", |_: &MirrorModel, world: &World| {
                 world.nodes.iter().any(Node::stop_completed)
             }),
-        ]
+        ];
+        // Issue 49, item 4: "no two producers share an id and epoch in a log without a barrier between them that
+        // the reader's producer state applied". Under everywhere scope it must hold in every log. Under writer scope
+        // a mirror does not apply the barrier of the cluster it mirrors (the seeds' failback rule), so where a
+        // topology makes one store another's barrier it is reachable: reported with its example, not judged (the
+        // judged form above is what a client meets; ADR 0048).
+        match (self.scope, self.mirrors_a_barrier()) {
+            (BarrierScope::Everywhere, _) => properties.push(Property::always(
+                STRICT_SHARING,
+                |model: &MirrorModel, world: &World| {
+                    world.nodes.iter().enumerate().all(|(cluster, node)| {
+                        shared_without_applied_barrier(&node.log, cluster, model.scope, false).is_none()
+                    })
+                },
+            )),
+            (BarrierScope::Writer, true) => properties.push(Property::sometimes(
+                WRITER_SCOPE_FINDING,
+                |model: &MirrorModel, world: &World| {
+                    world.nodes.iter().enumerate().any(|(cluster, node)| {
+                        shared_without_applied_barrier(&node.log, cluster, model.scope, false).is_some()
+                    })
+                },
+            )),
+            (BarrierScope::Writer, false) => {}
+        }
+        properties
     }
 }
 
@@ -1170,6 +1286,21 @@ pub struct CheckReport {
     pub elapsed: std::time::Duration,
     /// Each property that failed (an `always` violated, or a `sometimes` never seen), with the steps that show it.
     pub violations: Vec<(String, Vec<String>)>,
+    /// Each `sometimes` reached, with the shortest steps that reach it (a reported finding's example).
+    pub examples: Vec<(String, Vec<String>)>,
+}
+
+/// A path as steps: the start, then each action with the state it led to.
+fn steps_of(path: stateright::Path<World, Step>) -> Vec<String> {
+    let mut steps = Vec::new();
+    let mut states = path.clone().into_states().into_iter();
+    if let Some(state) = states.next() {
+        steps.push(format!("start: {state:?}"));
+    }
+    for (action, state) in path.into_actions().into_iter().zip(states) {
+        steps.push(format!("{action:?} -> {state:?}"));
+    }
+    steps
 }
 
 impl MirrorModel {
@@ -1183,25 +1314,18 @@ impl MirrorModel {
         }
         let checker = builder.spawn_bfs().join();
         let mut violations = Vec::new();
+        let mut examples = Vec::new();
         for property in self.properties() {
             let discovery = checker.discovery(property.name);
             match (&property.expectation, discovery) {
-                (Expectation::Sometimes, Some(_)) => {}
+                (Expectation::Sometimes, Some(path)) => {
+                    examples.push((property.name.to_owned(), steps_of(path)));
+                }
                 (Expectation::Sometimes, None) => {
                     violations.push((format!("never reached: {}", property.name), Vec::new()));
                 }
                 (_, None) => {}
-                (_, Some(path)) => {
-                    let mut steps = Vec::new();
-                    let mut states = path.clone().into_states().into_iter();
-                    if let Some(state) = states.next() {
-                        steps.push(format!("start: {state:?}"));
-                    }
-                    for (action, state) in path.into_actions().into_iter().zip(states) {
-                        steps.push(format!("{action:?} -> {state:?}"));
-                    }
-                    violations.push((property.name.to_owned(), steps));
-                }
+                (_, Some(path)) => violations.push((property.name.to_owned(), steps_of(path))),
             }
         }
         CheckReport {
@@ -1210,6 +1334,7 @@ impl MirrorModel {
             max_depth: checker.max_depth(),
             elapsed: started.elapsed(),
             violations,
+            examples,
         }
     }
 }

@@ -1,17 +1,23 @@
 //! `cargo xtask model [--topology NAME|all] [--depth N] [--source-writes N] [--local-writes N] [--crashes N]
-//! [--source-errors N] [--mutant NAME]`: runs the model check and prints the states explored, the time, and every
-//! violated property with the steps that show it. Exit status 0 when every property holds (for a mutant: when the checker found it),
+//! [--source-errors N] [--scope writer|everywhere] [--mutant NAME]`: runs the model check and prints the states
+//! explored, the time, every violated property with the steps that show it, and each reported finding with the
+//! shortest steps that reach it. Exit status 0 when every property holds (for a mutant: when the checker found it),
 //! 1 otherwise, 2 on a usage error.
 
 use std::process::ExitCode;
 
 use mirror_model::{Bounds, MirrorModel, Mutant, Topology};
+use producer_state::BarrierScope;
 
 const USAGE: &str = "usage: mirror-model [--topology active-passive|failback|chain|all] [--depth N] \
-    [--source-writes N] [--local-writes N] [--crashes N] [--source-errors N] \
+    [--source-writes N] [--local-writes N] [--crashes N] [--source-errors N] [--scope writer|everywhere] \
     [--mutant none|barrier-before-lso-cut|barrier-on-leader-only|last-mirrored-after-barrier|second-barrier-after-crash|truncate-on-retry]";
 
-fn parse(args: &[String]) -> Option<(Vec<Topology>, Bounds, usize, Mutant)> {
+/// What a run checks: topologies, bounds, depth, the mutant and the barrier scope.
+type Run = (Vec<Topology>, Bounds, usize, Mutant, BarrierScope);
+
+fn parse(args: &[String]) -> Option<Run> {
+    let mut scope = BarrierScope::Writer;
     let mut topologies = Topology::ALL.to_vec();
     let mut bounds = Bounds::default();
     let mut depth = 0;
@@ -36,6 +42,7 @@ fn parse(args: &[String]) -> Option<(Vec<Topology>, Bounds, usize, Mutant)> {
             "--local-writes" => bounds.local_writes = value.parse().ok()?,
             "--crashes" => bounds.crashes = value.parse().ok()?,
             "--source-errors" => bounds.source_errors = value.parse().ok()?,
+            "--scope" => scope = BarrierScope::parse(value)?,
             "--mutant" => {
                 mutant = match value.as_str() {
                     "none" => Mutant::None,
@@ -50,20 +57,22 @@ fn parse(args: &[String]) -> Option<(Vec<Topology>, Bounds, usize, Mutant)> {
             _ => return None,
         }
     }
-    Some((topologies, bounds, depth, mutant))
+    Some((topologies, bounds, depth, mutant, scope))
 }
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let Some((topologies, bounds, depth, mutant)) = parse(&args) else {
+    let Some((topologies, bounds, depth, mutant, scope)) = parse(&args) else {
         eprintln!("{USAGE}");
         return ExitCode::from(2);
     };
     let mut found_any = false;
     for topology in topologies {
-        let report = MirrorModel::new(topology, bounds, mutant).check(depth);
+        let report = MirrorModel::new(topology, bounds, mutant)
+            .with_scope(scope)
+            .check(depth);
         println!(
-            "{topology:?} ({mutant:?}; {} source writes, {} local writes, {} crashes, {} source errors, depth {}): {} \
+            "{topology:?} ({mutant:?}, {scope:?} scope; {} source writes, {} local writes, {} crashes, {} source errors, depth {}): {} \
              states ({} distinct), max depth {}, {:.2?}",
             bounds.source_writes,
             bounds.local_writes,
@@ -77,6 +86,16 @@ fn main() -> ExitCode {
         );
         if report.violations.is_empty() {
             println!("  every property holds");
+        }
+        for (finding, steps) in report
+            .examples
+            .iter()
+            .filter(|(name, _)| name == mirror_model::WRITER_SCOPE_FINDING)
+        {
+            println!("  REPORTED: {finding}");
+            for (number, step) in steps.iter().enumerate() {
+                println!("    {number:>2}. {step}");
+            }
         }
         for (property, steps) in &report.violations {
             found_any = true;
