@@ -210,6 +210,9 @@ fn print_link(link: &LinkStatus, out: &mut impl Write) -> std::io::Result<()> {
         "link {}: source {} (cluster {})",
         link.name, link.source, link.source_cluster_id
     )?;
+    for warning in &link.warnings {
+        writeln!(out, "  WARNING: {warning}")?;
+    }
     writeln!(
         out,
         "  {:<24} {:>9}  {:<14} {:>10} {:>13} {:>10} {:>8} {:>8} {:>8}  ERROR",

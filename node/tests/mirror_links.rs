@@ -696,3 +696,70 @@ async fn a_source_that_goes_away_leaves_the_lag_unknown_and_the_resumed_mirror_k
     assert_eq!(mirrored.len(), held.len() + 1);
     assert_eq!(mirrored[held.len()..], log_bytes(&source, 0).await[1..]);
 }
+
+/// In-process sources whose topics claim `extra` more partitions than they have (an operator added some at the
+/// source after the link was created).
+struct GrowingSources {
+    sources: NodeSources,
+    extra: std::sync::atomic::AtomicU32,
+}
+
+#[async_trait::async_trait]
+impl Sources for GrowingSources {
+    async fn describe(&self, address: &str, topics: &[String]) -> Result<SourceDescription, FetchError> {
+        let mut description = self.sources.describe(address, topics).await?;
+        let extra = self.extra.load(std::sync::atomic::Ordering::SeqCst);
+        for count in description.partitions.values_mut() {
+            *count += extra;
+        }
+        Ok(description)
+    }
+
+    fn fetcher(&self, address: &str, topic: &str, partition: i32) -> Box<dyn Fetcher> {
+        self.sources.fetcher(address, topic, partition)
+    }
+}
+
+/// Issue 50, item 2: a topic that gained partitions at the source is mirrored only in the partitions the link was
+/// created with; that is never silent. `describe` carries a warning naming the partitions not mirrored until the
+/// counts agree again.
+#[tokio::test]
+async fn a_topic_that_gains_partitions_at_the_source_is_a_link_warning_until_the_counts_agree() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = node_in(&dir.path().join("a"), "cluster-a", &[(TOPIC, 1)]).await;
+    let dest = node_in(&dir.path().join("b"), "cluster-b", &[]).await;
+    assert_eq!(produce(&source, 0, 1, 0, &["a"]).await, 0);
+    let sources = Arc::new(GrowingSources {
+        sources: NodeSources::new().with("a", source.clone()),
+        extra: std::sync::atomic::AtomicU32::new(0),
+    });
+    let mut links = MirrorLinks::open(&dest, sources.clone()).await.unwrap();
+    links.set_source_topic_check_interval_ms(Some(0));
+    assert!(links.handle(&dest, create("a-to-b", "a")).await.ok);
+    step_until_caught_up(&mut links, &dest, "a-to-b").await;
+    let warnings = |answer: AdminResponse| answer.links[0].warnings.clone();
+    let describe = || AdminRequest::Describe {
+        link: "a-to-b".to_owned(),
+        topics: Vec::new(),
+    };
+    assert!(warnings(links.handle(&dest, describe()).await).is_empty());
+
+    sources.extra.store(2, std::sync::atomic::Ordering::SeqCst);
+    links.step(&dest).await;
+    let found = warnings(links.handle(&dest, describe()).await);
+    assert_eq!(
+        found,
+        vec![format!(
+            "topic {TOPIC} has 3 partitions at the source and 1 here: partitions 1–2 are not mirrored"
+        )]
+    );
+    // The JSON answer carries it; an answer without warnings leaves the field out.
+    let json = serde_json::to_string(&links.handle(&dest, describe()).await).unwrap();
+    assert!(json.contains("\"warnings\":["), "{json}");
+
+    sources.extra.store(0, std::sync::atomic::Ordering::SeqCst);
+    links.step(&dest).await;
+    let answer = links.handle(&dest, describe()).await;
+    assert!(answer.links[0].warnings.is_empty(), "{answer:?}");
+    assert!(!serde_json::to_string(&answer).unwrap().contains("warnings"));
+}

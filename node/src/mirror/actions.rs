@@ -400,6 +400,7 @@ impl MirrorLinks {
         for key in &keys {
             self.partitions.remove(key);
         }
+        self.warnings.retain(|(name, _), _| *name != link.name);
         // A round fetched ahead from the source may name the deleted partitions: dropped, the next step fetches.
         if let Some((_, task)) = self.prefetched.remove(&link.source) {
             task.abort();
@@ -563,6 +564,7 @@ impl MirrorLinks {
             source: link.source.clone(),
             source_cluster_id: link.source_cluster_id.clone(),
             partitions,
+            warnings: self.warnings_of(&link.name),
         }
     }
 }

@@ -124,6 +124,10 @@ pub struct LinkStatus {
     pub source_cluster_id: String,
     /// Each partition of the topics asked about.
     pub partitions: Vec<PartitionStatus>,
+    /// What the link found at the source and cannot do yet, e.g. a topic that gained partitions there
+    /// (`source_topics`); absent when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// One mirrored partition.

@@ -147,6 +147,12 @@ pub struct MirrorLinks {
     pub(super) group_sync_due_ms: i64,
     /// How often they are copied (`None`: never).
     pub(super) group_sync_interval_ms: Option<i64>,
+    /// When the links' topics are next compared with the source's ([`super::source_topics`]).
+    pub(super) topic_check_due_ms: i64,
+    /// How often they are compared (`None`: never).
+    pub(super) topic_check_interval_ms: Option<i64>,
+    /// What the comparison found, by (link, topic).
+    pub(super) warnings: BTreeMap<(String, String), String>,
 }
 
 impl Drop for MirrorLinks {
@@ -182,6 +188,9 @@ impl MirrorLinks {
             stopping: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             group_sync_due_ms: 0,
             group_sync_interval_ms: Some(super::groups::GROUP_SYNC_INTERVAL_MS),
+            topic_check_due_ms: 0,
+            topic_check_interval_ms: Some(super::source_topics::SOURCE_TOPIC_CHECK_INTERVAL_MS),
+            warnings: BTreeMap::new(),
         };
         for link in links.links.clone() {
             for (topic, record) in &link.topics {
@@ -337,6 +346,7 @@ impl MirrorLinks {
             }
         }
         self.sync_group_offsets(node).await;
+        self.check_source_topics(node).await;
         for (key, mirrored) in &mut self.partitions {
             mirrored.log_changes(key);
         }

@@ -8,6 +8,8 @@
 //! - `actions` — the administration actions on them (create, reverse, list, describe, pause, resume, failover,
 //!   promote, delete).
 //! - [`local`] — [`NodeSources`]: other nodes of the process as sources (in-process fetchers).
+//! - [`groups`] — the sources' consumer group offsets, copied every few seconds.
+//! - [`source_topics`] — the source's topics watched: a partition count that changed there is a link warning.
 //! - [`admin`] — the administration requests and answers ([`AdminRequest`], [`AdminResponse`]).
 //! - [`error`] — [`MirrorError`] and its answer categories.
 
@@ -18,6 +20,7 @@ pub mod groups;
 pub mod links;
 pub mod local;
 pub mod registry;
+pub mod source_topics;
 
 pub use admin::{AdminFailure, AdminRequest, AdminResponse, LinkStatus, PartitionStatus};
 pub use error::MirrorError;
