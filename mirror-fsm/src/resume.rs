@@ -28,35 +28,56 @@ use record_format::RecordBatch;
 
 /// Whether two batches are the same batch of one log, as far as Kafka's log cleaner lets one tell: the fields it
 /// keeps when it rewrites a batch, and every record of `theirs` one of ours, unchanged (see the module docs). A
-/// batch whose records do not decode is not the same as anything.
+/// batch whose CRC fails or whose records do not decode is not the same as anything here; [`compare`] counts it as
+/// no evidence instead.
 pub fn same_batch(ours: &RecordBatch, theirs: &RecordBatch) -> bool {
-    ours.base_offset() == theirs.base_offset()
+    identity(ours, theirs) == Identity::Same
+}
+
+/// What comparing two batches found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Identity {
+    Same,
+    Different,
+    /// A CRC that fails or records that do not decode: nothing can be said (a corrupt answer is no proof).
+    Unreadable,
+}
+
+fn identity(ours: &RecordBatch, theirs: &RecordBatch) -> Identity {
+    let headers_agree = ours.base_offset() == theirs.base_offset()
         && ours.last_offset() == theirs.last_offset()
         && ours.partition_leader_epoch() == theirs.partition_leader_epoch()
         && ours.producer_id() == theirs.producer_id()
         && ours.producer_epoch() == theirs.producer_epoch()
         && ours.base_sequence() == theirs.base_sequence()
         && ours.is_control() == theirs.is_control()
-        && ours.is_transactional() == theirs.is_transactional()
-        && records_kept_from(ours, theirs)
+        && ours.is_transactional() == theirs.is_transactional();
+    if !headers_agree {
+        return Identity::Different;
+    }
+    if ours.verify_crc().is_err() || theirs.verify_crc().is_err() {
+        return Identity::Unreadable;
+    }
+    records_kept_from(ours, theirs)
 }
 
 /// Whether every record of `theirs` is a record of `ours` at the same offset with the same timestamp, key, value
 /// and headers (what the cleaner leaves of a batch: some of its records, unchanged).
-fn records_kept_from(ours: &RecordBatch, theirs: &RecordBatch) -> bool {
+fn records_kept_from(ours: &RecordBatch, theirs: &RecordBatch) -> Identity {
     let (Ok(ours), Ok(theirs)) = (ours.records(), theirs.records()) else {
-        return false;
+        return Identity::Unreadable;
     };
     let mut ours = ours.iter();
     for kept in theirs.iter() {
         let Ok(kept) = kept else {
-            return false;
+            return Identity::Unreadable;
         };
         let matching = loop {
             match ours.next() {
                 Some(Ok(record)) if record.offset < kept.offset => continue,
                 Some(Ok(record)) => break Some(record),
-                Some(Err(_)) | None => break None,
+                Some(Err(_)) => return Identity::Unreadable,
+                None => break None,
             }
         };
         let same = matching.is_some_and(|record| {
@@ -67,10 +88,10 @@ fn records_kept_from(ours: &RecordBatch, theirs: &RecordBatch) -> bool {
                 && record.headers == kept.headers
         });
         if !same {
-            return false;
+            return Identity::Different;
         }
     }
-    true
+    Identity::Same
 }
 
 /// What the source's answer says about one of our batches.
@@ -95,10 +116,12 @@ pub fn compare(ours: &RecordBatch, answer: &[RecordBatch]) -> Probe {
     if theirs.base_offset() > ours.last_offset() {
         // The source has nothing in our batch's range but holds what follows: a batch its cleaner removed.
         Probe::Agrees
-    } else if same_batch(ours, theirs) {
-        Probe::Agrees
     } else {
-        Probe::Differs
+        match identity(ours, theirs) {
+            Identity::Same => Probe::Agrees,
+            Identity::Different => Probe::Differs,
+            Identity::Unreadable => Probe::Unknown,
+        }
     }
 }
 
@@ -207,6 +230,16 @@ mod tests {
             compare(&keyed([b"a", b"b", b"c"]), &[cleaned(b"X")]),
             Probe::Differs
         );
+    }
+
+    #[test]
+    fn a_source_batch_whose_crc_fails_is_no_evidence() {
+        let ours = keyed([b"a", b"b", b"c"]);
+        let mut corrupt = ours.as_bytes().to_vec();
+        let last = corrupt.len() - 1;
+        corrupt[last] ^= 0xff; // a byte of the last record's value: header fields intact, CRC broken
+        let corrupt = RecordBatch::parse(corrupt.into()).unwrap();
+        assert_eq!(compare(&ours, &[corrupt]), Probe::Unknown);
     }
 
     #[test]

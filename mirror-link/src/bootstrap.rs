@@ -67,6 +67,8 @@ pub(crate) async fn metadata_from_any<'t>(
     reach: &Reach<'_>,
 ) -> Result<(MetadataResponse, String, String), LinkError> {
     let mut tried: Vec<String> = Vec::new();
+    // With no address to try, a later call may have some (the list is never empty; the brokers named may be).
+    let mut retryable = candidates.is_empty();
     for address in candidates {
         let mut connection = match connections.remove(address) {
             Some(connection) => connection,
@@ -76,6 +78,7 @@ pub(crate) async fn metadata_from_any<'t>(
                 {
                     Ok(connection) => connection,
                     Err(error) => {
+                        retryable |= error.retryable();
                         tried.push(error.to_string());
                         continue;
                     }
@@ -87,11 +90,15 @@ pub(crate) async fn metadata_from_any<'t>(
                 connections.insert(address.clone(), connection);
                 return Ok((metadata, cluster_id, address.clone()));
             }
-            Err(error) => tried.push(error.to_string()),
+            Err(error) => {
+                retryable |= error.retryable();
+                tried.push(error.to_string());
+            }
         }
     }
     Err(LinkError::NoBrokerAnswered {
         what: "Metadata".to_owned(),
+        retryable,
         tried: if tried.is_empty() {
             "no address to try".to_owned()
         } else {

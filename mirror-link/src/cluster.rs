@@ -57,6 +57,11 @@ const STALE_METADATA_ERRORS: [i16; 4] = [
     75, // UNKNOWN_LEADER_EPOCH
 ];
 
+/// The most brokers of the source's answer remembered for a new session (an answer is the source's input).
+const MAX_KNOWN_BROKERS: usize = 64;
+/// The most addresses one session's opening tries (each may cost a call's timeout).
+const MAX_CANDIDATES: usize = 16;
+
 /// Kafka's `UNKNOWN_TOPIC_OR_PARTITION`: a partition the answer does not hold.
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 /// Kafka's `LEADER_NOT_AVAILABLE`: a partition without a leader (an election under way).
@@ -149,11 +154,12 @@ impl SourceCluster {
     /// The session, Metadata asked again when the leader of one of `partitions` is not known; a partition still
     /// without a leader after it is the caller's to report ([`Session::leader_address`]).
     async fn session(&mut self, partitions: &[Partition]) -> Result<&mut Session, LinkError> {
-        let unknown = partitions.iter().any(|partition| {
-            self.session
-                .as_ref()
-                .is_none_or(|session| !session.leaders.contains_key(partition))
-        });
+        let unknown = self.session.is_none()
+            || partitions.iter().any(|partition| {
+                self.session
+                    .as_ref()
+                    .is_none_or(|session| !session.leaders.contains_key(partition))
+            });
         if unknown {
             self.topics
                 .extend(partitions.iter().map(|(topic, _)| topic.clone()));
@@ -177,7 +183,9 @@ impl SourceCluster {
         mut connections: BTreeMap<String, KafkaConnection>,
     ) -> Result<Session, LinkError> {
         let bootstrap = bootstrap_servers(&self.config.bootstrap)?;
-        let candidates = in_order(connections.keys(), &[&bootstrap, &self.known_brokers]);
+        let mut candidates = in_order(connections.keys(), &[&bootstrap, &self.known_brokers]);
+        // Each address costs up to a timeout: a session asks at most this many, the next call the rest again.
+        candidates.truncate(MAX_CANDIDATES);
         let reach = Reach {
             client_id: &self.config.client_id,
             timeout: self.config.timeout,
@@ -195,7 +203,7 @@ impl SourceCluster {
                 )
             })
             .collect();
-        self.known_brokers = brokers.values().cloned().collect();
+        self.known_brokers = brokers.values().take(MAX_KNOWN_BROKERS).cloned().collect();
         let mut leaders = BTreeMap::new();
         let mut topic_errors = BTreeMap::new();
         let mut partition_errors = BTreeMap::new();
@@ -211,7 +219,8 @@ impl SourceCluster {
                 let key = (name.as_str().to_owned(), partition.partition_index);
                 if partition.error_code != 0 {
                     partition_errors.insert(key, partition.error_code);
-                } else if partition.leader_id.0 < 0 {
+                } else if partition.leader_id.0 < 0 || !brokers.contains_key(&partition.leader_id.0) {
+                    // No leader, or one the answer names no broker for: asked again at the next call.
                     partition_errors.insert(key, LEADER_NOT_AVAILABLE);
                 } else {
                     leaders.insert(key, partition.leader_id.0);
@@ -238,11 +247,30 @@ impl SourceCluster {
         .await
     }
 
-    /// Ends the session after a failure (connections closed; the next call reconnects and checks the cluster id
-    /// again), as a retryable or final fetch error.
+    /// After a failure, as a retryable or final fetch error: a broken connection (I/O, a timeout, an answer that
+    /// could not be read) ends the session — connections closed, the next call reconnects and checks the cluster
+    /// id again; a stale-metadata answer makes the next call ask for Metadata again, on the connections it has; a
+    /// partition's own error leaves the session to the others.
     fn failed(&mut self, error: &LinkError) -> FetchError {
-        self.session = None;
+        match error {
+            LinkError::Kafka { code, .. } => {
+                if STALE_METADATA_ERRORS.contains(code) || *code == LEADER_NOT_AVAILABLE {
+                    self.forget_leaders();
+                }
+            }
+            LinkError::Refused(_) | LinkError::BadAddress { .. } => {}
+            _ => self.session = None,
+        }
         FetchError::new(error.to_string(), error.retryable())
+    }
+
+    /// Makes the next call ask for Metadata again, keeping the connections.
+    fn forget_leaders(&mut self) {
+        if let Some(session) = self.session.as_mut() {
+            session.leaders.clear();
+            session.topic_errors.clear();
+            session.partition_errors.clear();
+        }
     }
 
     /// The connection to `partition`'s leader (opened when first needed) and the broker's address.
@@ -401,10 +429,7 @@ impl SourceCluster {
         }
         for (address, indexes) in by_leader {
             let asked: Vec<&PartitionFetch> = indexes.iter().map(|&index| &wanted[index]).collect();
-            match self
-                .fetch_from(&address, &keys[indexes[0]], &asked, limits, max_wait_ms)
-                .await
-            {
+            match self.fetch_from(&address, &asked, limits, max_wait_ms).await {
                 Ok(results) => {
                     for (index, result) in indexes.into_iter().zip(results) {
                         answers[index] = Some(result);
@@ -426,16 +451,18 @@ impl SourceCluster {
             .collect()
     }
 
-    /// One Fetch to the broker at `address` (the leader of `first` and of every partition in `asked`).
+    /// One Fetch to the broker at `address` (the leader of every partition in `asked` when the round began).
     async fn fetch_from(
         &mut self,
         address: &str,
-        first: &Partition,
         asked: &[&PartitionFetch],
         limits: FetchLimits,
         max_wait_ms: i32,
     ) -> Result<Vec<Result<FetchedPartition, FetchError>>, LinkError> {
-        let (connection, _) = self.leader_connection(first).await?;
+        // The session the round was grouped under, or a new one if a failure ended it meanwhile: the partitions
+        // go to the broker the round found leading them (one that no longer does answers NOT_LEADER_OR_FOLLOWER).
+        self.session(&[]).await?;
+        let connection = self.connection_to(address).await?;
         let version = connection.version(ApiKey::Fetch, FETCH_VERSIONS)?;
         let per_partition = i32::try_from(limits.per_partition).unwrap_or(i32::MAX);
         let mut request = FetchRequest::default();
@@ -518,14 +545,15 @@ impl SourceCluster {
             })
             .collect();
         if stale {
-            // A partition moved: the next round asks for metadata again.
-            self.session = None;
+            // A partition moved: the next round asks for Metadata again, on the connections it has.
+            self.forget_leaders();
         }
         Ok(results)
     }
 
-    /// The source's cluster id as the session reports it, a session opened (and `topic`/`partition`'s leader
-    /// found) when there is none: a session ends at any failure, so a live one's id is the source's now.
+    /// The source's cluster id as the session reports it, a session opened (Metadata asked for `topic`/`partition`)
+    /// when there is none or its leader is not known: a session ends when a connection fails, so a live one's id
+    /// is the source's now. The partition itself may still have no leader; its fetch says so.
     pub async fn verified_cluster_id(&mut self, topic: &str, partition: i32) -> Result<String, FetchError> {
         match self.session(&[(topic.to_owned(), partition)]).await {
             Ok(session) => Ok(session.cluster_id.clone()),

@@ -83,6 +83,8 @@ pub enum LinkError {
         what: String,
         /// Each address tried and its error, `; `-separated.
         tried: String,
+        /// Whether any of those errors was one a retry can help (none: the source cannot be mirrored as it is).
+        retryable: bool,
     },
 }
 
@@ -118,10 +120,8 @@ impl LinkError {
     /// Whether retrying (after reconnecting) can help.
     pub fn retryable(&self) -> bool {
         match self {
-            LinkError::Io { .. }
-            | LinkError::Timeout { .. }
-            | LinkError::Malformed { .. }
-            | LinkError::NoBrokerAnswered { .. } => true,
+            LinkError::Io { .. } | LinkError::Timeout { .. } | LinkError::Malformed { .. } => true,
+            LinkError::NoBrokerAnswered { retryable, .. } => *retryable,
             // NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION (metadata may lag),
             // REQUEST_TIMED_OUT, NETWORK_EXCEPTION, COORDINATOR/BROKER not available, KAFKA_STORAGE_ERROR,
             // UNKNOWN_LEADER_EPOCH, FENCED_LEADER_EPOCH, OFFSET_NOT_AVAILABLE.

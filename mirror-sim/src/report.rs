@@ -53,6 +53,9 @@ pub const PREDICTIONS: [(Strategy, Topology, &str, &[Class]); 3] = [
 /// default scripts (a few hundred steps) in about 5 seconds for the whole matrix.
 pub const DEFAULT_SHRINK_BUDGET: usize = 300;
 
+/// Client operations per phase of each scenario by default (`--steps`).
+pub const DEFAULT_STEPS: usize = 30;
+
 /// How many seeds every claim is checked over by default (`--seeds`), from the printed seed on: about 14,000
 /// runs in memory, spread over the machine's cores.
 pub const DEFAULT_SEEDS: u64 = 200;
@@ -155,6 +158,7 @@ pub struct Claim {
     /// The evidence.
     pub evidence: String,
     /// The seeds it was judged over (besides the printed seed's cells, which the evidence names).
+    #[serde(default)]
     pub seeds: SeedRange,
 }
 
@@ -388,7 +392,7 @@ fn judged_over_seeds(
     (
         false,
         format!(
-            "{range}: {} of {} runs break it: {}{}; shrunk: `{}`",
+            "{range}: {} of {} runs break it: {}{}; shown by `{}`",
             breaking.len(),
             runs.len(),
             named.join("; "),

@@ -26,8 +26,9 @@ use crate::{Mutation, SimError};
 /// The most worker threads a pass starts.
 const MAX_WORKERS: usize = 8;
 
-/// A range of seeds, both ends included.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// A range of seeds, both ends included (the default, seed 0 alone, is what a report written before ranges
+/// existed reads as).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SeedRange {
     /// The first seed.
     pub first: u64,
@@ -81,6 +82,10 @@ pub struct SeedRun {
     pub strategy: Strategy,
     /// The seed its script was generated from.
     pub seed: u64,
+    /// Client operations per phase of its script.
+    pub steps: usize,
+    /// Partitions of every topic of its script.
+    pub partitions: u32,
     /// What the oracle counted.
     pub anomalies: Anomalies,
     /// Failed links, failed-over partitions left read-only, clients never acknowledged.
@@ -99,12 +104,21 @@ impl SeedRun {
         )
     }
 
-    /// The command that prints this run's cell with a shrunk reproduction.
+    /// The command that prints this run's cell (with a shrunk reproduction when an anomaly of (a)–(f) is what
+    /// breaks the claim), over that one seed.
     pub fn command(&self) -> String {
-        format!(
+        let mut command = format!(
             "mirrorlog simulate --seed {} --topology {} --strategy {}",
             self.seed, self.topology, self.strategy
-        )
+        );
+        if self.steps != crate::report::DEFAULT_STEPS {
+            command.push_str(&format!(" --steps {}", self.steps));
+        }
+        if self.partitions != 1 {
+            command.push_str(&format!(" --partitions {}", self.partitions));
+        }
+        command.push_str(" --seeds 1");
+        command
     }
 }
 
@@ -152,6 +166,8 @@ struct Job {
     topology: Topology,
     workload: Workload,
     seed: u64,
+    steps: usize,
+    partitions: u32,
     script: Script,
     strategies: Vec<Strategy>,
 }
@@ -175,6 +191,8 @@ pub fn run_pass(
                     topology,
                     workload,
                     seed,
+                    steps: options.steps,
+                    partitions: options.partitions,
                     script,
                     strategies,
                 });
@@ -266,6 +284,8 @@ fn run_job(job: &Job, mutation: Option<Mutation>) -> Result<Vec<SeedRun>, SimErr
             workload: job.workload,
             strategy,
             seed: job.seed,
+            steps: job.steps,
+            partitions: job.partitions,
             anomalies: findings.anomalies,
             unfinished,
         });

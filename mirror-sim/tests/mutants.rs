@@ -128,9 +128,9 @@ fn an_advance_past_copied_ids_only_fails_the_shared_id_claim_on_one_seed_of_the_
         "{shared:#?}"
     );
     assert!(
-        shared
-            .evidence
-            .contains("`mirrorlog simulate --seed 3 --topology failback --strategy barrier+advance`"),
+        shared.evidence.contains(
+            "`mirrorlog simulate --seed 3 --topology failback --strategy barrier+advance --seeds 1`"
+        ),
         "{shared:#?}"
     );
     options.mutation = None;

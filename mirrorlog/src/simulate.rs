@@ -24,7 +24,7 @@ pub struct SimulateArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Client operations per phase of each scenario (1 to 10,000: a script is generated whole before it runs).
-    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    #[arg(long, default_value_t = mirror_sim::report::DEFAULT_STEPS as u64, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub steps: u64,
     /// Seeds every claim is checked over, from `--seed` on (1 to 10,000; in memory, spread over the cores): a
     /// claim one of them breaks does not hold, and the verdict names that seed.

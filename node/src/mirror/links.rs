@@ -153,11 +153,16 @@ pub struct MirrorLinks {
     pub(super) topic_check_interval_ms: Option<i64>,
     /// What the comparison found, by (link, topic).
     pub(super) warnings: BTreeMap<(String, String), String>,
+    /// The comparison under way in a task of its own (fetch-ahead on).
+    pub(super) topic_check: Option<tokio::task::JoinHandle<super::source_topics::Found>>,
 }
 
 impl Drop for MirrorLinks {
     fn drop(&mut self) {
         for (_, (_, task)) in std::mem::take(&mut self.prefetched) {
+            task.abort();
+        }
+        if let Some(task) = self.topic_check.take() {
             task.abort();
         }
     }
@@ -191,6 +196,7 @@ impl MirrorLinks {
             topic_check_due_ms: 0,
             topic_check_interval_ms: Some(super::source_topics::SOURCE_TOPIC_CHECK_INTERVAL_MS),
             warnings: BTreeMap::new(),
+            topic_check: None,
         };
         for link in links.links.clone() {
             for (topic, record) in &link.topics {
