@@ -3,10 +3,12 @@
 //! [`MirrorService`] runs `node::mirror::MirrorLinks` on a thread of its own (a mirror `Fetcher` need not be
 //! `Send`): it steps the links — one fetch round per mirrored partition, sources reached over the Kafka protocol
 //! with `mirror-link`, one Fetch per source broker for all its partitions — and answers administration requests
-//! between steps, so an action never races a fetch. Its runtime has one worker thread beside it, where the next
-//! round is fetched while the links' thread writes this one (on the same thread the socket would wait for the
-//! write: a 1 MiB round went at half the speed). A round waits at the source
-//! up to [`MAX_IDLE`] for data (a long poll, holding no partition); a round that fails at once backs off.
+//! between steps, so an action never races a fetch. Rounds stay in flight (ADR 0049): each source's round is a
+//! task on the runtime's worker thread beside the links' thread, and a step applies only the rounds that have
+//! landed, so a slow or dead source delays neither another link nor an administration request. The service steps
+//! when a round lands, at once after a step that wrote, and at least every [`MAX_IDLE`] (FAILED partitions'
+//! retries fall due). A round waits at the source up to [`MAX_IDLE`] for data (a long poll, holding no partition);
+//! a failing source's partitions back off in their machines.
 //!
 //! **Wire form** (ADR 0040): a request on the private API key [`MIRROR_ADMIN_API_KEY`], version 0, request
 //! header v1 (key, version, correlation id, client id), whose body is one JSON `AdminRequest`; the answer is the
@@ -28,7 +30,7 @@ use crate::frame::Request;
 /// The private API key of mirror administration and its only version (defined where links ask peers too).
 pub use mirror_link::{MIRROR_ADMIN_API_KEY, MIRROR_ADMIN_VERSION};
 
-/// How long a round waits at the source for data, and the longest pause after rounds that failed at once.
+/// How long a round waits at the source for data, and the longest pause between two steps.
 pub const MAX_IDLE: Duration = Duration::from_millis(50);
 
 /// The pause when no partition is fetching at all.
@@ -114,6 +116,7 @@ async fn serve(
 ) {
     let mut links = match MirrorLinks::open(&node, sources).await {
         Ok(mut links) => {
+            links.set_rounds_in_flight(true);
             links.pause_between_stopping_steps(stopping_pause);
             links.watch_shutdown(shutting_down);
             Ok(links)
@@ -123,13 +126,11 @@ async fn serve(
             Err(error.to_string())
         }
     };
-    let mut pause = Duration::ZERO;
+    let landed = links.as_ref().ok().map(MirrorLinks::landed);
+    // When the next step is due: set after each step, so administration requests answered meanwhile never
+    // push it back.
+    let mut next_step = tokio::time::Instant::now();
     loop {
-        let wait = match &links {
-            Ok(links) if links.is_idle() => NOTHING_TO_FETCH,
-            Ok(_) => pause,
-            Err(_) => Duration::from_secs(3600),
-        };
         tokio::select! {
             biased;
             _ = stopped.changed() => return,
@@ -145,21 +146,38 @@ async fn serve(
                 };
                 let _ = command.reply.send(answer);
             }
-            // A zero wait does not go through the timer (its 1 ms granularity would cost every round a tick).
-            () = async { if !wait.is_zero() { tokio::time::sleep(wait).await } } => {
-                if let Ok(links) = &mut links {
-                    let started = std::time::Instant::now();
-                    let appended = links.step(&node).await;
-                    // A round that brought data, or waited at the source for it, goes again at once; one that
-                    // came back empty at once (a source refusing, every partition retrying later) backs off.
-                    pause = if appended > 0 || started.elapsed() >= MAX_IDLE / 2 {
-                        Duration::ZERO
-                    } else {
-                        (pause * 2).clamp(Duration::from_millis(1), MAX_IDLE)
-                    };
+            // A round or probe landed: step now.
+            () = async {
+                match &landed {
+                    Some(landed) => landed.notified().await,
+                    None => std::future::pending().await,
                 }
-            }
+            } => next_step = step(&node, &mut links).await,
+            // A step due now does not go through the timer (its 1 ms granularity would cost every round a tick).
+            () = async {
+                if next_step > tokio::time::Instant::now() {
+                    tokio::time::sleep_until(next_step).await;
+                }
+            } => next_step = step(&node, &mut links).await,
         }
+    }
+}
+
+/// One step of the links (rounds in flight: it applies what landed and never waits for a source); when the
+/// next is due: at once after a step that wrote (more may be waiting), after [`MAX_IDLE`] otherwise (FAILED
+/// partitions' retries fall due meanwhile; a landing steps sooner), after [`NOTHING_TO_FETCH`] when nothing
+/// fetches or retries.
+async fn step(node: &Node, links: &mut Result<MirrorLinks, String>) -> tokio::time::Instant {
+    let now = tokio::time::Instant::now();
+    let Ok(links) = links else {
+        return now + Duration::from_secs(3600);
+    };
+    if links.step(node).await > 0 {
+        now
+    } else if links.is_idle() {
+        now + NOTHING_TO_FETCH
+    } else {
+        now + MAX_IDLE
     }
 }
 

@@ -10,6 +10,10 @@
 //! mirrored — failed over, or paused — are not synced: from then on the group's offsets here are its own.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mirror_fsm::{FetchError, GroupOffset, Sources};
 
 use super::links::{log_end, MirrorLinks, PartitionKey};
 use crate::offsets::{Committed, OffsetEntry};
@@ -18,11 +22,28 @@ use crate::Node;
 /// How often a link copies its source's group offsets.
 pub const GROUP_SYNC_INTERVAL_MS: i64 = 5_000;
 
+/// Group offsets fetched from each source: the partitions asked for, and the source's answer.
+pub(super) type Fetched = Vec<(BTreeSet<PartitionKey>, Result<Vec<GroupOffset>, FetchError>)>;
+
+/// The most one source's group offsets may take when fetched by a task of their own.
+pub const GROUP_FETCH_DEADLINE: Duration = Duration::from_secs(10);
+
 impl MirrorLinks {
     /// Copies the source groups' offsets of every source once the interval has passed (one timer for all: the
     /// check is all a round pays in between); returns the offsets committed here. A source that cannot answer
-    /// is tried again at the next interval.
+    /// is tried again at the next interval. With rounds in flight the offsets are fetched by a task of their
+    /// own, each source under [`GROUP_FETCH_DEADLINE`], and committed by the step that finds it done.
     pub(super) async fn sync_group_offsets(&mut self, node: &Node) -> usize {
+        if let Some(task) = self.group_fetch.take() {
+            if !task.is_finished() {
+                self.group_fetch = Some(task);
+                return 0;
+            }
+            return match task.await {
+                Ok(fetched) => self.commit_group_offsets(node, fetched).await,
+                Err(_) => 0,
+            };
+        }
         let Some(interval) = self.group_sync_interval_ms else {
             return 0;
         };
@@ -31,6 +52,23 @@ impl MirrorLinks {
             return 0;
         }
         self.group_sync_due_ms = now.saturating_add(interval);
+        let wanted = self.mirrored_by_source();
+        let sources = Arc::clone(&self.sources);
+        if self.rounds_in_flight {
+            let landed = Arc::clone(&self.landed);
+            self.group_fetch = Some(tokio::spawn(async move {
+                let fetched = fetch_group_offsets(sources, wanted, Some(GROUP_FETCH_DEADLINE)).await;
+                landed.notify_one();
+                fetched
+            }));
+            return 0;
+        }
+        let fetched = fetch_group_offsets(sources, wanted, None).await;
+        self.commit_group_offsets(node, fetched).await
+    }
+
+    /// The partitions fetching now, by source.
+    fn mirrored_by_source(&self) -> BTreeMap<String, BTreeSet<PartitionKey>> {
         let mut by_source: BTreeMap<String, BTreeSet<PartitionKey>> = BTreeMap::new();
         for (key, mirrored) in &self.partitions {
             if mirrored.driver.fetching() {
@@ -40,21 +78,25 @@ impl MirrorLinks {
                     .insert(key.clone());
             }
         }
+        by_source
+    }
+
+    /// Commits here the fetched offsets of the partitions still fetching now (one failed over or paused since
+    /// the fetch keeps its own), each cut to our log end; the number committed.
+    async fn commit_group_offsets(&mut self, node: &Node, fetched: Fetched) -> usize {
         let mut committed = 0;
-        for (source, keys) in by_source {
-            let topics: Vec<String> = keys
-                .iter()
-                .map(|(topic, _)| topic.clone())
-                .collect::<BTreeSet<_>>()
-                .into_iter()
-                .collect();
-            let Ok(offsets) = self.sources.group_offsets(&source, &topics).await else {
+        for (keys, answer) in fetched {
+            let Ok(offsets) = answer else {
                 continue;
             };
             let mut entries = Vec::new();
             for offset in offsets {
                 let key = (offset.topic.clone(), offset.partition);
-                if !keys.contains(&key) || node.membership.has_members(&offset.group) {
+                let still_fetching = self
+                    .partitions
+                    .get(&key)
+                    .is_some_and(|mirrored| mirrored.driver.fetching());
+                if !keys.contains(&key) || !still_fetching || node.membership.has_members(&offset.group) {
                     continue;
                 }
                 let Some(end) = log_end(node, &key).await else {
@@ -87,4 +129,34 @@ impl MirrorLinks {
         }
         committed
     }
+}
+
+/// Asks each source for its groups' offsets on the topics of its partitions, each under `deadline` when one is
+/// given.
+async fn fetch_group_offsets(
+    sources: Arc<dyn Sources>,
+    wanted: BTreeMap<String, BTreeSet<PartitionKey>>,
+    deadline: Option<Duration>,
+) -> Fetched {
+    let mut fetched = Vec::with_capacity(wanted.len());
+    for (source, keys) in wanted {
+        let topics: Vec<String> = keys
+            .iter()
+            .map(|(topic, _)| topic.clone())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let asked = sources.group_offsets(&source, &topics);
+        let answer = match deadline {
+            Some(deadline) => tokio::time::timeout(deadline, asked).await.unwrap_or_else(|_| {
+                Err(FetchError::new(
+                    format!("no answer within {} ms", deadline.as_millis()),
+                    true,
+                ))
+            }),
+            None => asked.await,
+        };
+        fetched.push((keys, answer));
+    }
+    fetched
 }

@@ -9,6 +9,13 @@
 //!
 //! [`MirrorLinks`] is not `Send` (a `Fetcher` need not be): its owner runs it on one thread — `serve` gives it a
 //! thread of its own — and reaches it with messages.
+//!
+//! **Rounds in flight** (ADR 0049, [`MirrorLinks::set_rounds_in_flight`], as `serve` runs them): each source's
+//! round is a task of its own that the step never waits for — a step applies the rounds that have landed, starts
+//! the next round of each source whose round it applied, and returns; a slow or dead source holds up only its own
+//! partitions, never another link, nor an administration request answered between steps. The owner waits on
+//! [`MirrorLinks::landed`] for the next landing. A FAILED partition's retry asks its source on this thread, so it
+//! runs only once its source has proved it answers (`probes`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -41,6 +48,16 @@ type Prefetch = (
     Vec<PartitionFetch>,
     tokio::task::JoinHandle<Option<Vec<Result<FetchedPartition, FetchError>>>>,
 );
+
+/// What asking a source for a round now gave.
+enum RoundNow {
+    /// Its answers, one per partition asked.
+    Answers(Vec<Result<FetchedPartition, FetchError>>),
+    /// The round is in flight (rounds in flight): it is applied by the step that finds it landed.
+    InFlight,
+    /// The source cannot fetch several partitions in one request: each partition fetches on its own.
+    Unsupported,
+}
 
 /// A mirrored partition's topic and number.
 pub(super) type PartitionKey = (String, i32);
@@ -137,8 +154,16 @@ pub struct MirrorLinks {
     pub(super) fetch_ahead: bool,
     /// The rounds fetched ahead, by source.
     pub(super) prefetched: BTreeMap<String, Prefetch>,
-    /// Rounds stepped so far: which partition leads each source's request (they take turns).
-    pub(super) rounds: usize,
+    /// Rounds applied so far, by source: which partition leads its next request (they take turns).
+    pub(super) turns: BTreeMap<String, usize>,
+    /// Rounds in flight: a step applies the rounds that landed and never waits for the others (ADR 0049).
+    pub(super) rounds_in_flight: bool,
+    /// Told whenever a round or probe task ends: the owner's wake-up with rounds in flight.
+    pub(super) landed: Arc<tokio::sync::Notify>,
+    /// Whether each source answers, asked before its FAILED partitions are retried ([`super::probes`]).
+    pub(super) probes: BTreeMap<String, super::probes::Probe>,
+    /// The group offsets being fetched by a task of their own (rounds in flight; [`super::groups`]).
+    pub(super) group_fetch: Option<tokio::task::JoinHandle<super::groups::Fetched>>,
     /// A test fault every driver gets: a pause after each STOPPING action.
     pub(super) stopping_pause: Option<std::time::Duration>,
     /// Set when the owner shuts down: an action that waits (`promote`) gives up.
@@ -165,6 +190,12 @@ impl Drop for MirrorLinks {
         if let Some(task) = self.topic_check.take() {
             task.abort();
         }
+        if let Some(task) = self.group_fetch.take() {
+            task.abort();
+        }
+        for probe in self.probes.values_mut() {
+            probe.abort();
+        }
     }
 }
 
@@ -188,7 +219,11 @@ impl MirrorLinks {
             partitions: BTreeMap::new(),
             fetch_ahead: true,
             prefetched: BTreeMap::new(),
-            rounds: 0,
+            turns: BTreeMap::new(),
+            rounds_in_flight: false,
+            landed: Arc::new(tokio::sync::Notify::new()),
+            probes: BTreeMap::new(),
+            group_fetch: None,
             stopping_pause: None,
             stopping: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             group_sync_due_ms: 0,
@@ -215,10 +250,28 @@ impl MirrorLinks {
     pub fn set_fetch_ahead(&mut self, fetch_ahead: bool) {
         self.fetch_ahead = fetch_ahead;
         if !fetch_ahead {
+            self.rounds_in_flight = false;
             for (_, (_, task)) in std::mem::take(&mut self.prefetched) {
                 task.abort();
             }
         }
+    }
+
+    /// Whether rounds stay in flight across steps (off by default: each step then fetches every source's round
+    /// and waits for it, as a deterministic caller needs). On, a step applies only the rounds that have landed
+    /// and starts the next ones (see the module docs); the owner waits on [`MirrorLinks::landed`] between steps.
+    /// Turning it on turns fetch-ahead on.
+    pub fn set_rounds_in_flight(&mut self, in_flight: bool) {
+        self.rounds_in_flight = in_flight;
+        if in_flight {
+            self.fetch_ahead = true;
+        }
+    }
+
+    /// Told whenever a round or a probe in flight ends (a permit is kept when nobody waits): with rounds in
+    /// flight, the owner waits on it, or on its own timer, before the next step.
+    pub fn landed(&self) -> Arc<tokio::sync::Notify> {
+        Arc::clone(&self.landed)
     }
 
     /// How often the sources' consumer group offsets are copied (default [`super::groups::GROUP_SYNC_INTERVAL_MS`];
@@ -269,55 +322,68 @@ impl MirrorLinks {
     /// allows it ([`Sources::fetch_many`]), else partition by partition; then, when due, the sources' consumer
     /// group offsets are copied ([`super::groups`]). Returns the number of batches appended.
     pub async fn step(&mut self, node: &Node) -> usize {
+        let now = node.now_ms();
         let failed: Vec<PartitionKey> = self
             .partitions
             .iter()
             .filter(|(_, mirrored)| mirrored.driver.state().kind() == StateKind::Failed)
+            .filter(|(_, mirrored)| {
+                !self.rounds_in_flight
+                    || mirrored
+                        .driver
+                        .state()
+                        .failure()
+                        .is_some_and(|failure| failure.retryable && now >= failure.retry_at_ms)
+            })
             .map(|(key, _)| key.clone())
             .collect();
         let mut appended = 0;
         for key in failed {
-            appended += self.step_partition(node, &key).await;
-        }
-        let mut by_source: BTreeMap<String, Vec<(PartitionKey, i64)>> = BTreeMap::new();
-        for (key, mirrored) in &self.partitions {
-            if mirrored.driver.fetching() {
-                if let Some(end) = log_end(node, key).await {
-                    by_source
-                        .entry(mirrored.source.clone())
-                        .or_default()
-                        .push((key.clone(), end));
+            if self.rounds_in_flight {
+                let Some(source) = self.partitions.get(&key).map(|mirrored| mirrored.source.clone()) else {
+                    continue;
+                };
+                if !self.source_answers(&source, &key.0, now).await {
+                    continue;
                 }
             }
+            appended += self.step_partition(node, &key).await;
         }
-        let turn = self.rounds;
-        self.rounds = self.rounds.wrapping_add(1);
-        for (source, mut wanted) in by_source {
+        for (source, wanted) in self.wanted_by_source(node).await {
             let len = wanted.len();
-            wanted.rotate_left(turn % len);
-            let asked: Vec<PartitionFetch> = wanted
-                .iter()
-                .map(|((topic, partition), offset)| PartitionFetch {
-                    topic: topic.clone(),
-                    partition: *partition,
-                    offset: *offset,
-                })
-                .collect();
+            let turn = self.turns.get(&source).copied().unwrap_or(0);
+            let (wanted, asked) = rotated(wanted, turn);
             let answers = match self.prefetched.remove(&source) {
+                // Still at the source: its partitions wait for it, the other sources' go on.
+                Some((ahead, task)) if self.rounds_in_flight && !task.is_finished() => {
+                    self.prefetched.insert(source, (ahead, task));
+                    continue;
+                }
                 // The round fetched ahead asked for exactly this: its answers (a failed task counts as nothing).
-                Some((ahead, task)) if ahead == asked => task.await.ok().flatten(),
+                Some((ahead, task)) if ahead == asked => match task.await.ok().flatten() {
+                    Some(answers) => RoundNow::Answers(answers),
+                    None => RoundNow::Unsupported,
+                },
                 Some((_, task)) => {
                     task.abort();
-                    self.fetch_round(&source, &asked).await
+                    self.round_now(&source, asked.clone()).await
                 }
-                None => self.fetch_round(&source, &asked).await,
+                None => self.round_now(&source, asked.clone()).await,
             };
-            let Some(answers) = answers else {
-                for (key, _) in &wanted {
-                    appended += self.step_partition(node, key).await;
+            let answers = match answers {
+                RoundNow::Answers(answers) => answers,
+                RoundNow::InFlight => continue,
+                RoundNow::Unsupported => {
+                    for (key, _) in &wanted {
+                        appended += self.step_partition(node, key).await;
+                    }
+                    continue;
                 }
-                continue;
             };
+            self.turns.insert(source.clone(), turn.wrapping_add(1));
+            if answers.iter().any(Result::is_ok) {
+                self.source_answered(&source, now);
+            }
             // While this round is written, the next one is fetched from where it will leave each partition
             // (a prediction: if a write fails or the log moves otherwise, that answer is dropped unused).
             if self.fetch_ahead
@@ -339,16 +405,21 @@ impl MirrorLinks {
                     .collect();
                 // The next round's turn: the order this one's will have then.
                 next.rotate_left(1 % len);
-                let sources = Arc::clone(&self.sources);
-                let (address, wanted_next) = (source.clone(), next.clone());
-                let task =
-                    tokio::spawn(
-                        async move { sources.fetch_many(&address, &wanted_next, ROUND_LIMITS).await },
-                    );
-                self.prefetched.insert(source.clone(), (next, task));
+                self.launch(&source, next);
             }
             for ((key, offset), answer) in wanted.iter().zip(answers) {
                 appended += self.apply(node, key, *offset, answer).await;
+            }
+        }
+        if self.rounds_in_flight {
+            // Every source whose round was applied without one fetched ahead asks again at once, from where
+            // its partitions are now.
+            for (source, wanted) in self.wanted_by_source(node).await {
+                if !self.prefetched.contains_key(&source) {
+                    let turn = self.turns.get(&source).copied().unwrap_or(0);
+                    let (_, asked) = rotated(wanted, turn);
+                    self.launch(&source, asked);
+                }
             }
         }
         self.sync_group_offsets(node).await;
@@ -359,13 +430,46 @@ impl MirrorLinks {
         appended
     }
 
-    /// One round's fetch from `source`, now.
-    async fn fetch_round(
-        &self,
-        source: &str,
-        asked: &[PartitionFetch],
-    ) -> Option<Vec<Result<FetchedPartition, FetchError>>> {
-        self.sources.fetch_many(source, asked, ROUND_LIMITS).await
+    /// The fetching partitions with their log ends, by source.
+    async fn wanted_by_source(&self, node: &Node) -> BTreeMap<String, Vec<(PartitionKey, i64)>> {
+        let mut by_source: BTreeMap<String, Vec<(PartitionKey, i64)>> = BTreeMap::new();
+        for (key, mirrored) in &self.partitions {
+            if mirrored.driver.fetching() {
+                if let Some(end) = log_end(node, key).await {
+                    by_source
+                        .entry(mirrored.source.clone())
+                        .or_default()
+                        .push((key.clone(), end));
+                }
+            }
+        }
+        by_source
+    }
+
+    /// One round's fetch from `source`, now: fetched and waited for, or, with rounds in flight, started.
+    async fn round_now(&mut self, source: &str, asked: Vec<PartitionFetch>) -> RoundNow {
+        if self.rounds_in_flight {
+            self.launch(source, asked);
+            return RoundNow::InFlight;
+        }
+        match self.sources.fetch_many(source, &asked, ROUND_LIMITS).await {
+            Some(answers) => RoundNow::Answers(answers),
+            None => RoundNow::Unsupported,
+        }
+    }
+
+    /// Starts `asked` at `source` in a task of its own (the caller's runtime), which tells [`MirrorLinks::landed`]
+    /// when it ends.
+    fn launch(&mut self, source: &str, asked: Vec<PartitionFetch>) {
+        let sources = Arc::clone(&self.sources);
+        let landed = Arc::clone(&self.landed);
+        let (address, wanted) = (source.to_owned(), asked.clone());
+        let task = tokio::spawn(async move {
+            let answers = sources.fetch_many(&address, &wanted, ROUND_LIMITS).await;
+            landed.notify_one();
+            answers
+        });
+        self.prefetched.insert(source.to_owned(), (asked, task));
     }
 
     /// Applies one partition's answer of a multi-partition round; the batches appended.
@@ -502,6 +606,27 @@ impl MirrorLinks {
         }
         Ok(())
     }
+}
+
+/// A source's wanted partitions in the order of its `turn` (a different partition leads each round), and the
+/// round that asks for them.
+fn rotated(
+    mut wanted: Vec<(PartitionKey, i64)>,
+    turn: usize,
+) -> (Vec<(PartitionKey, i64)>, Vec<PartitionFetch>) {
+    if !wanted.is_empty() {
+        let len = wanted.len();
+        wanted.rotate_left(turn % len);
+    }
+    let asked = wanted
+        .iter()
+        .map(|((topic, partition), offset)| PartitionFetch {
+            topic: topic.clone(),
+            partition: *partition,
+            offset: *offset,
+        })
+        .collect();
+    (wanted, asked)
 }
 
 pub(super) async fn slot(

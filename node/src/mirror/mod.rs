@@ -8,6 +8,7 @@
 //! - `actions` — the administration actions on them (create, reverse, list, describe, pause, resume, failover,
 //!   promote, delete).
 //! - [`local`] — [`NodeSources`]: other nodes of the process as sources (in-process fetchers).
+//! - [`probes`] — whether a source answers, asked before its FAILED partitions are retried (rounds in flight).
 //! - [`groups`] — the sources' consumer group offsets, copied every few seconds.
 //! - [`source_topics`] — the source's topics watched: a partition count that changed there is a link warning.
 //! - [`admin`] — the administration requests and answers ([`AdminRequest`], [`AdminResponse`]).
@@ -19,6 +20,7 @@ pub mod error;
 pub mod groups;
 pub mod links;
 pub mod local;
+pub mod probes;
 pub mod registry;
 pub mod source_topics;
 
