@@ -55,11 +55,13 @@ pub struct MirrorService {
 }
 
 impl MirrorService {
-    /// Starts the thread: it opens the links recorded on `node` (resuming them) and serves until `stopped`.
-    /// `stopping_pause` is a test fault (`Faults::stopping_step_pause`).
+    /// Starts the thread: it opens the links recorded on `node` (resuming them) and serves until `stopped`. The
+    /// links compare their topics with the source's every `metadata_refresh`; `stopping_pause` is a test fault
+    /// (`Faults::stopping_step_pause`).
     pub fn start(
         node: Arc<Node>,
         sources: Arc<dyn Sources>,
+        metadata_refresh: Duration,
         stopping_pause: Option<Duration>,
         stopped: watch::Receiver<bool>,
     ) -> std::io::Result<Self> {
@@ -73,7 +75,17 @@ impl MirrorService {
         let flag = Arc::clone(&shutting_down);
         let thread = std::thread::Builder::new()
             .name("mirror-links".to_owned())
-            .spawn(move || runtime.block_on(serve(node, sources, stopping_pause, flag, receiver, stopped)))?;
+            .spawn(move || {
+                runtime.block_on(serve(
+                    node,
+                    sources,
+                    metadata_refresh,
+                    stopping_pause,
+                    flag,
+                    receiver,
+                    stopped,
+                ))
+            })?;
         Ok(MirrorService {
             commands,
             thread: Some(thread),
@@ -109,6 +121,7 @@ impl MirrorService {
 async fn serve(
     node: Arc<Node>,
     sources: Arc<dyn Sources>,
+    metadata_refresh: Duration,
     stopping_pause: Option<Duration>,
     shutting_down: Arc<AtomicBool>,
     mut commands: mpsc::Receiver<Command>,
@@ -117,6 +130,9 @@ async fn serve(
     let mut links = match MirrorLinks::open(&node, sources).await {
         Ok(mut links) => {
             links.set_rounds_in_flight(true);
+            links.set_source_topic_check_interval_ms(Some(
+                i64::try_from(metadata_refresh.as_millis()).unwrap_or(i64::MAX),
+            ));
             links.pause_between_stopping_steps(stopping_pause);
             links.watch_shutdown(shutting_down);
             Ok(links)

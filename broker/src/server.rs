@@ -106,6 +106,7 @@ impl Server {
             MirrorService::start(
                 self.node.clone(),
                 self.mirror_sources(),
+                self.config.mirror_metadata_refresh,
                 self.config.faults.stopping_step_pause,
                 stopped.clone(),
             )

@@ -7,7 +7,9 @@ driven by mirror-fsm's driver; `mirror-link/examples/mirror_once.rs`, named by M
 - once it is committed, a second run catches up and fails over: every batch of Kafka's log, then one
   MIRROR_PID_RESET barrier naming Kafka's cluster id as the source;
 - `mirrorlog serve` as the destination, administered with `mirrorlog mirror`: a Kafka topic of three partitions
-  (committed and aborted transactions) mirrored through one connection, byte for byte, then failed over.
+  (committed and aborted transactions) mirrored through one connection, byte for byte, then failed over;
+- partitions added to a Kafka topic (CreatePartitions, as `kafka-topics --alter --partitions`) are added to its
+  mirror topic and mirrored byte for byte, within the metadata refresh interval.
 """
 
 import json
@@ -128,11 +130,11 @@ MANY = "mirrored-many"
 MANY_PARTITIONS = 3
 
 
-def start_serve(data_dir: Path, cluster_id: str):
+def start_serve(data_dir: Path, cluster_id: str, *extra):
     """A `mirrorlog serve` on an ephemeral loopback port; (process, bootstrap)."""
     process = subprocess.Popen(
         [os.environ[bw.BIN_ENV], "serve", "--listen", "127.0.0.1:0", "--cluster-id", cluster_id,
-         "--data-dir", str(data_dir)],
+         "--data-dir", str(data_dir), *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )
@@ -202,6 +204,53 @@ def test_serve_mirrors_a_kafka_topic_of_several_partitions_and_fails_it_over_wit
         stopped = mirror_json("failover", dest, "--link", "from-kafka")
         for status in stopped["links"][0]["partitions"]:
             assert status["state"] == "STOPPED" and status["barrier_offset"] == status["log_end_offset"] - 1, status
+    finally:
+        process.terminate()
+        assert process.wait(30) == 0
+
+
+GROWN = "mirrored-grown"
+
+
+def caught_up(dest, link, partitions) -> list:
+    """Waits until `link` on `dest` has `partitions` partitions, all MIRRORING with no lag; their statuses."""
+    for _ in range(300):
+        statuses = mirror_json("describe", dest, "--link", link)["links"][0]["partitions"]
+        if len(statuses) == partitions and all(
+            p["state"] == "MIRRORING" and p["lag_offsets"] == 0 for p in statuses
+        ):
+            return statuses
+        time.sleep(0.2)
+    raise AssertionError(f"not caught up with {partitions} partitions: {statuses}")
+
+
+def test_partitions_added_to_a_kafka_topic_are_added_to_its_mirror_and_mirrored_byte_for_byte(source, tmp_path):
+    node, _ = source
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    admin.create_topics([NewTopic(GROWN, 2, 1)])[GROWN].result(30)
+    producer = Producer({"bootstrap.servers": node.bootstrap, "enable.idempotence": True})
+    for index in range(20):
+        producer.produce(GROWN, value=f"before {index}".encode(), partition=index % 2)
+    producer.flush(30)
+    process, dest = start_serve(tmp_path / "dest", "serve-grown", "--mirror-metadata-refresh-ms", "300")
+    try:
+        mirror_json("create", dest, "--link", "grown", "--source", node.bootstrap, "--topic", GROWN)
+        caught_up(dest, "grown", 2)
+        admin.create_partitions([NewPartitions(GROWN, 4)])[GROWN].result(30)
+        for index in range(40):
+            producer.produce(GROWN, value=f"after {index}".encode(), partition=index % 4)
+        producer.flush(30)
+        statuses = caught_up(dest, "grown", 4)
+        assert [p["partition"] for p in statuses] == [0, 1, 2, 3]
+        assert mirror_json("describe", dest, "--link", "grown")["links"][0].get("warnings") is None
+        for partition in range(4):
+            ours = bw.mirrorlog_json("dump", tmp_path / "dest" / f"{GROWN}-{partition}")
+            theirs = [b for segment in node.segments(GROWN, partition) for b in bw.mirrorlog_json("dump", segment)]
+            assert ours and ours == theirs, partition
+        assert read_committed(dest, GROWN, 4) == read_committed(node.bootstrap, GROWN, 4)
     finally:
         process.terminate()
         assert process.wait(30) == 0

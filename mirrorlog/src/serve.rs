@@ -63,6 +63,10 @@ pub struct ServeArgs {
     /// How often timed-out transactions are aborted and idle ids expired, in milliseconds.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
     housekeeping_interval_ms: u64,
+    /// How often mirror links compare their topics' partition counts with the source's and add the partitions the
+    /// source gained, in milliseconds (KIP-1279's `mirror.metadata.refresh.interval.ms`).
+    #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(100..=86_400_000))]
+    mirror_metadata_refresh_ms: u64,
     /// Test fault: the fraction (0–1) of produce responses lost after the records are appended (the connection
     /// closes instead of answering).
     #[arg(long, default_value_t = 0.0, value_parser = parse_fraction, hide = true)]
@@ -114,6 +118,7 @@ pub fn serve(args: ServeArgs) -> Result<(), CliError> {
     config.node.max_transaction_timeout_ms = args.max_transaction_timeout_ms;
     config.node.producer_id_expiration_ms = args.producer_id_expiration_ms;
     config.housekeeping_interval = Duration::from_millis(args.housekeeping_interval_ms);
+    config.mirror_metadata_refresh = Duration::from_millis(args.mirror_metadata_refresh_ms);
     config.faults = Faults {
         drop_produce_responses: args.fault_drop_produce_responses,
         stopping_step_pause: args

@@ -38,6 +38,9 @@ const CONSUMER_OFFSETS: &str = "__consumer_offsets";
 /// How many rounds a marker is re-sent before the transaction is left to housekeeping.
 const MARKER_ROUNDS: usize = 3;
 
+/// The most partitions a topic may have here.
+const MAX_PARTITIONS: u32 = 10_000;
+
 /// One partition's replicas (the leader, and the followers when the node has follower stores), or `None` once
 /// the node has closed it.
 pub type PartitionSlot = Mutex<Option<ReplicaSet>>;
@@ -315,7 +318,7 @@ impl Node {
         if name.starts_with("__") {
             return Err(KafkaError::InvalidTopic);
         }
-        if partitions == 0 || partitions > 10_000 {
+        if partitions == 0 || partitions > MAX_PARTITIONS {
             return Err(KafkaError::InvalidPartitions);
         }
         let mut topics = self.topics.write().await;
@@ -324,28 +327,72 @@ impl Node {
         }
         let mut logs = Vec::new();
         for partition in 0..partitions {
-            let id = PartitionId::new(name, partition).map_err(|_| KafkaError::InvalidTopic)?;
-            let created = match self.create_replicas(&id).await {
-                Ok(mut replicas) if read_only => replicas
-                    .leader
-                    .set_read_only(true)
-                    .await
-                    .map(|()| replicas)
-                    .map_err(NodeError::Log),
-                created => created,
-            };
-            match created {
-                Ok(replicas) => logs.push(Arc::new(Mutex::new(Some(replicas)))),
-                Err(error) => {
-                    // The client hears KAFKA_STORAGE_ERROR; the operator reads why (a full disk, a descriptor
-                    // limit with its numbers, …).
-                    eprintln!("mirrorlog: creating partition {id}: {error}");
-                    return Err(KafkaError::KafkaStorageError);
-                }
-            }
+            logs.push(self.create_partition(name, partition, read_only).await?);
         }
         topics.insert(name.to_owned(), logs);
         Ok(())
+    }
+
+    /// Adds partitions to the topic `name` until it has `partitions`. Counts only grow, as in Kafka's
+    /// CreatePartitions; the new partitions are created in order, each durably, so a crash part-way leaves a topic
+    /// of fewer partitions, never one with a gap.
+    pub async fn add_partitions(&self, name: &str, partitions: u32) -> Result<(), KafkaError> {
+        self.add_partitions_with(name, partitions, false).await
+    }
+
+    /// Like [`Self::add_partitions`], read-only from the start: a mirror link following its source's topic, which
+    /// gained partitions.
+    pub async fn add_read_only_partitions(&self, name: &str, partitions: u32) -> Result<(), KafkaError> {
+        self.add_partitions_with(name, partitions, true).await
+    }
+
+    async fn add_partitions_with(
+        &self,
+        name: &str,
+        partitions: u32,
+        read_only: bool,
+    ) -> Result<(), KafkaError> {
+        if partitions > MAX_PARTITIONS {
+            return Err(KafkaError::InvalidPartitions);
+        }
+        let mut topics = self.topics.write().await;
+        let logs = topics.get_mut(name).ok_or(KafkaError::UnknownTopicOrPartition)?;
+        let held = u32::try_from(logs.len()).unwrap_or(u32::MAX);
+        if partitions <= held {
+            return Err(KafkaError::InvalidPartitions);
+        }
+        for partition in held..partitions {
+            logs.push(self.create_partition(name, partition, read_only).await?);
+        }
+        Ok(())
+    }
+
+    /// Creates one partition of `name` (read-only from the start when `read_only`).
+    async fn create_partition(
+        &self,
+        name: &str,
+        partition: u32,
+        read_only: bool,
+    ) -> Result<Arc<PartitionSlot>, KafkaError> {
+        let id = PartitionId::new(name, partition).map_err(|_| KafkaError::InvalidTopic)?;
+        let created = match self.create_replicas(&id).await {
+            Ok(mut replicas) if read_only => replicas
+                .leader
+                .set_read_only(true)
+                .await
+                .map(|()| replicas)
+                .map_err(NodeError::Log),
+            created => created,
+        };
+        match created {
+            Ok(replicas) => Ok(Arc::new(Mutex::new(Some(replicas)))),
+            Err(error) => {
+                // The client hears KAFKA_STORAGE_ERROR; the operator reads why (a full disk, a descriptor
+                // limit with its numbers, …).
+                eprintln!("mirrorlog: creating partition {id}: {error}");
+                Err(KafkaError::KafkaStorageError)
+            }
+        }
     }
 
     /// A new partition's leader and followers.

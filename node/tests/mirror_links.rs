@@ -697,20 +697,22 @@ async fn a_source_that_goes_away_leaves_the_lag_unknown_and_the_resumed_mirror_k
     assert_eq!(mirrored[held.len()..], log_bytes(&source, 0).await[1..]);
 }
 
-/// In-process sources whose topics claim `extra` more partitions than they have (an operator added some at the
-/// source after the link was created).
-struct GrowingSources {
+/// In-process sources whose topics claim `claimed` partitions when it is not 0 (the topic deleted and created
+/// again with fewer at the source).
+struct ClaimingSources {
     sources: NodeSources,
-    extra: std::sync::atomic::AtomicU32,
+    claimed: std::sync::atomic::AtomicU32,
 }
 
 #[async_trait::async_trait]
-impl Sources for GrowingSources {
+impl Sources for ClaimingSources {
     async fn describe(&self, address: &str, topics: &[String]) -> Result<SourceDescription, FetchError> {
         let mut description = self.sources.describe(address, topics).await?;
-        let extra = self.extra.load(std::sync::atomic::Ordering::SeqCst);
-        for count in description.partitions.values_mut() {
-            *count += extra;
+        let claimed = self.claimed.load(std::sync::atomic::Ordering::SeqCst);
+        if claimed > 0 {
+            for count in description.partitions.values_mut() {
+                *count = claimed;
+            }
         }
         Ok(description)
     }
@@ -720,18 +722,18 @@ impl Sources for GrowingSources {
     }
 }
 
-/// Issue 50, item 2: a topic that gained partitions at the source is mirrored only in the partitions the link was
-/// created with; that is never silent. `describe` carries a warning naming the partitions not mirrored until the
-/// counts agree again.
+/// Issue 50, item 2 (KIP-1279's metadata refresh): partitions added to a topic at the source are added to its mirror
+/// topic, read-only, recorded in the link, and mirrored byte for byte; a count that went down at the source (the
+/// topic deleted and created again) is never followed: `describe` carries a warning until the counts agree again.
 #[tokio::test]
-async fn a_topic_that_gains_partitions_at_the_source_is_a_link_warning_until_the_counts_agree() {
+async fn partitions_added_at_the_source_are_mirrored_and_a_count_that_went_down_is_a_link_warning() {
     let dir = tempfile::tempdir().unwrap();
     let source = node_in(&dir.path().join("a"), "cluster-a", &[(TOPIC, 1)]).await;
     let dest = node_in(&dir.path().join("b"), "cluster-b", &[]).await;
     assert_eq!(produce(&source, 0, 1, 0, &["a"]).await, 0);
-    let sources = Arc::new(GrowingSources {
+    let sources = Arc::new(ClaimingSources {
         sources: NodeSources::new().with("a", source.clone()),
-        extra: std::sync::atomic::AtomicU32::new(0),
+        claimed: std::sync::atomic::AtomicU32::new(0),
     });
     let mut links = MirrorLinks::open(&dest, sources.clone()).await.unwrap();
     links.set_source_topic_check_interval_ms(Some(0));
@@ -744,8 +746,42 @@ async fn a_topic_that_gains_partitions_at_the_source_is_a_link_warning_until_the
     };
     assert!(warnings(links.handle(&dest, describe()).await).is_empty());
 
-    sources.extra.store(2, std::sync::atomic::Ordering::SeqCst);
+    // An operator adds two partitions at the source, and producers write to them.
+    source.add_partitions(TOPIC, 3).await.unwrap();
+    assert_eq!(produce(&source, 1, 2, 0, &["b", "c"]).await, 0);
+    assert_eq!(produce(&source, 2, 3, 0, &["d"]).await, 0);
     // The check runs in a task of its own: a later step applies what it found.
+    for _ in 0..100 {
+        links.step(&dest).await;
+        if partitions(&links.handle(&dest, describe()).await).len() == 3 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    step_until_caught_up(&mut links, &dest, "a-to-b").await;
+    assert_eq!(dest.topic_partitions().await.get(TOPIC), Some(&3));
+    for partition in 0..3 {
+        assert_eq!(
+            log_bytes(&dest, partition).await,
+            log_bytes(&source, partition).await,
+            "partition {partition}"
+        );
+    }
+    assert!(warnings(links.handle(&dest, describe()).await).is_empty());
+    // The new partitions are mirror partitions: clients cannot write to them.
+    assert_eq!(
+        produce(&dest, 2, 9, 0, &["local"]).await,
+        KafkaError::ReadOnlyTopic.code(),
+        "a mirror partition refuses produce"
+    );
+    // The link records the new count: a reopened node mirrors all three.
+    drop(links);
+    let mut links = MirrorLinks::open(&dest, sources.clone()).await.unwrap();
+    links.set_source_topic_check_interval_ms(Some(0));
+    assert_eq!(partitions(&links.handle(&dest, describe()).await).len(), 3);
+
+    // The topic is deleted and created again with one partition at the source: never followed, a warning.
+    sources.claimed.store(1, std::sync::atomic::Ordering::SeqCst);
     let mut found = Vec::new();
     for _ in 0..100 {
         links.step(&dest).await;
@@ -758,14 +794,20 @@ async fn a_topic_that_gains_partitions_at_the_source_is_a_link_warning_until_the
     assert_eq!(
         found,
         vec![format!(
-            "topic {TOPIC} has 3 partitions at the source and 1 here: partitions 1–2 are not mirrored"
+            "topic {TOPIC} has 1 partitions at the source and 3 here: the source's topic is not the one this link \
+             was created from"
         )]
+    );
+    assert_eq!(
+        dest.topic_partitions().await.get(TOPIC),
+        Some(&3),
+        "nothing removed"
     );
     // The JSON answer carries it; an answer without warnings leaves the field out.
     let json = serde_json::to_string(&links.handle(&dest, describe()).await).unwrap();
     assert!(json.contains("\"warnings\":["), "{json}");
 
-    sources.extra.store(0, std::sync::atomic::Ordering::SeqCst);
+    sources.claimed.store(0, std::sync::atomic::Ordering::SeqCst);
     let mut answer = links.handle(&dest, describe()).await;
     for _ in 0..100 {
         links.step(&dest).await;

@@ -1,10 +1,17 @@
-//! The source's topics watched while a link mirrors them (issue 50, item 2): every
+//! The source's topics watched while a link mirrors them (issue 50, item 2; KIP-1279's metadata refresh): every
 //! [`SOURCE_TOPIC_CHECK_INTERVAL_MS`] (or the interval the owner set) each still-mirrored topic is described at its
-//! link's source and its partition count compared with the link's. A topic that gained partitions at the source
-//! (an operator's `kafka-topics --alter --partitions`) is mirrored only in the partitions the link was created
-//! with; until links mirror added partitions too, the difference is never silent: `describe` carries a warning for
-//! the link, and `serve` logs it once (WARN). A count that went down (the topic deleted and created again) is
-//! reported the same way. A topic that stopped being mirrored (failed over, paused) loses its warning.
+//! link's source and its partition count compared with the link's.
+//!
+//! - **Partitions added at the source** (an operator's `kafka-topics --alter --partitions`) are added here too,
+//!   read-only, recorded in the link, and mirrored from the source's log start like a new link's — as long as no
+//!   partition of the topic has begun a failover, and the answer came from the link's own source cluster (its
+//!   cluster id). A partition is created before the link records it, so a crash in between leaves an empty
+//!   read-only partition the next check adopts. `serve` logs each growth (INFO). A growth that fails (storage) is a
+//!   link warning, tried again at the next check.
+//! - **A count that went down** (the topic deleted and created again at the source) is never followed: it is a
+//!   warning on the link in `describe` (JSON `warnings`), logged once at WARN.
+//!
+//! A topic that stopped being mirrored (failed over, paused) loses its warning.
 //!
 //! The check never holds the links up: with fetch-ahead on (as `serve` runs them) the descriptions are asked by a
 //! task of their own, each under [`DESCRIBE_DEADLINE`], and the next step that finds the task done applies them; a
@@ -16,9 +23,11 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mirror_fsm::Sources;
+use mirror_fsm::{Sources, StateKind};
 
+use super::error::MirrorError;
 use super::links::MirrorLinks;
+use super::registry::LinkRecord;
 use crate::Node;
 
 /// How often a link compares its topics' partition counts with the source's (KIP-1279 discusses 30 s for its
@@ -31,8 +40,9 @@ pub const DESCRIBE_DEADLINE: Duration = Duration::from_secs(15);
 /// One topic to compare: (link, source, topic, the link's partition count).
 type Asked = (String, String, String, u32);
 
-/// What a check found: each topic asked with the source's partition count (`None`: no answer).
-pub(super) type Found = Vec<(Asked, Option<u32>)>;
+/// What a check found: each topic asked with the answering source's cluster id and partition count (`None`: no
+/// answer).
+pub(super) type Found = Vec<(Asked, Option<(String, u32)>)>;
 
 impl MirrorLinks {
     /// Applies a finished background check, or starts one once the interval has passed (see the module docs).
@@ -43,7 +53,7 @@ impl MirrorLinks {
                 return;
             }
             if let Ok(found) = task.await {
-                self.apply_source_topics(found);
+                self.apply_source_topics(node, found).await;
             }
         }
         let Some(interval) = self.topic_check_interval_ms else {
@@ -64,7 +74,7 @@ impl MirrorLinks {
             )));
         } else {
             let found = describe_each(Arc::clone(&self.sources), asked, None).await;
-            self.apply_source_topics(found);
+            self.apply_source_topics(node, found).await;
         }
     }
 
@@ -98,39 +108,126 @@ impl MirrorLinks {
         asked
     }
 
-    /// Records a warning for each topic whose count at the source differs from the link's, and clears the
-    /// warning of each that agrees again; a topic without an answer keeps what it had.
-    fn apply_source_topics(&mut self, found: Found) {
-        for ((link, source, topic, ours), theirs) in found {
-            let Some(theirs) = theirs else {
+    /// Grows each topic whose count at the source went up (see the module docs) and records a warning for each
+    /// whose count went down or could not grow; clears the warning of each that agrees again. A topic without an
+    /// answer keeps what it had.
+    async fn apply_source_topics(&mut self, node: &Node, found: Found) {
+        for ((link, source, topic, ours), answer) in found {
+            let Some((cluster_id, theirs)) = answer else {
                 continue;
             };
-            let still_linked = self
+            let Some(record) = self
                 .links
                 .iter()
-                .any(|record| record.name == link && record.source == source);
+                .find(|record| record.name == link && record.source == source)
+                .cloned()
+            else {
+                self.warnings.remove(&(link, topic));
+                continue;
+            };
             let key = (link.clone(), topic.clone());
-            if !still_linked || theirs == ours {
+            // The link's count may have grown since the check was asked.
+            let ours = record.topics.get(&topic).map_or(ours, |topic| topic.partitions);
+            if theirs == ours {
                 self.warnings.remove(&key);
                 continue;
             }
-            let warning = if theirs > ours {
-                format!(
-                    "topic {topic} has {theirs} partitions at the source and {ours} here: partitions {ours}–{} are \
-                     not mirrored",
-                    theirs - 1
-                )
-            } else {
+            let warning = if theirs < ours {
                 format!(
                     "topic {topic} has {theirs} partitions at the source and {ours} here: the source's topic is not \
                      the one this link was created from"
                 )
+            } else if cluster_id != record.source_cluster_id {
+                format!(
+                    "topic {topic} has {theirs} partitions at {source} and {ours} here, but {source} is cluster \
+                     {cluster_id}, not the link's {}: nothing added",
+                    record.source_cluster_id
+                )
+            } else if let Some(blocker) = self.growth_blocker(&record, &topic) {
+                format!(
+                    "topic {topic} has {theirs} partitions at the source and {ours} here: partitions {ours}–{} are \
+                     not mirrored ({blocker})",
+                    theirs - 1
+                )
+            } else {
+                match self.grow_topic(node, &record, &topic, theirs).await {
+                    Ok(()) => {
+                        tracing::info!(
+                            link = %link,
+                            source = %source,
+                            "topic {topic} grew from {ours} to {theirs} partitions at the source: partitions \
+                             {ours}–{} added here and mirrored",
+                            theirs - 1
+                        );
+                        self.warnings.remove(&key);
+                        continue;
+                    }
+                    Err(error) => format!(
+                        "topic {topic} has {theirs} partitions at the source and {ours} here: adding partitions \
+                         {ours}–{} failed ({error}); tried again at the next check",
+                        theirs - 1
+                    ),
+                }
             };
             if self.warnings.get(&key) != Some(&warning) {
                 tracing::warn!(link = %link, source = %source, "{warning}");
                 self.warnings.insert(key, warning);
             }
         }
+    }
+
+    /// Why the link's `topic` cannot grow now, if it cannot: a failover asked for or begun on any of its
+    /// partitions (the topic is becoming this cluster's own).
+    fn growth_blocker(&self, link: &LinkRecord, topic: &str) -> Option<&'static str> {
+        let record = link.topics.get(topic)?;
+        let failing_over = record.failover_requested
+            || self.partitions.iter().any(|((name, _), mirrored)| {
+                let state = mirrored.driver.state();
+                name == topic
+                    && (matches!(state.kind(), StateKind::Stopping | StateKind::Stopped)
+                        || state.stop_step().is_some())
+            });
+        failing_over.then_some("a failover of the topic has begun")
+    }
+
+    /// Adds partitions up to `partitions` to the link's mirror topic `topic` (those the node holds already, from a
+    /// growth cut short, are kept), records the new count in the link, and starts each new partition's session.
+    async fn grow_topic(
+        &mut self,
+        node: &Node,
+        link: &LinkRecord,
+        topic: &str,
+        partitions: u32,
+    ) -> Result<(), MirrorError> {
+        let held = node.topic_partitions().await.get(topic).copied().unwrap_or(0);
+        if held < partitions as usize {
+            node.add_read_only_partitions(topic, partitions)
+                .await
+                .map_err(|error| MirrorError::Failed(format!("the node refused: {}", error.name())))?;
+        }
+        let mut recorded = self.links.clone();
+        let mut grown = None;
+        for record in &mut recorded {
+            if record.name == link.name {
+                if let Some(entry) = record.topics.get_mut(topic) {
+                    let before = entry.partitions;
+                    entry.partitions = partitions;
+                    let entry = *entry;
+                    grown = Some((record.clone(), before, entry));
+                }
+            }
+        }
+        let Some((record, before, entry)) = grown else {
+            return Ok(());
+        };
+        node.put_mirror_links(&recorded).await?;
+        self.links = recorded;
+        for partition in before..partitions {
+            let partition = i32::try_from(partition).unwrap_or(i32::MAX);
+            self.start_partition(node, &record, topic, partition, entry, true)
+                .await?;
+        }
+        Ok(())
     }
 
     /// The warnings recorded for the link `name`, in topic order.
@@ -160,9 +257,10 @@ async fn describe_each(sources: Arc<dyn Sources>, asked: Vec<Asked>, deadline: O
             Some(deadline) => tokio::time::timeout(deadline, described).await.ok(),
             None => Some(described.await),
         };
-        let count = answer
-            .and_then(Result::ok)
-            .and_then(|description| description.partitions.get(&entry.2).copied());
+        let count = answer.and_then(Result::ok).and_then(|description| {
+            let count = description.partitions.get(&entry.2).copied()?;
+            Some((description.cluster_id, count))
+        });
         found.push((entry, count));
     }
     found
