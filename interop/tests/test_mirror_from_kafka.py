@@ -240,6 +240,11 @@ def test_partitions_added_to_a_kafka_topic_are_added_to_its_mirror_and_mirrored_
         mirror_json("create", dest, "--link", "grown", "--source", node.bootstrap, "--topic", GROWN)
         caught_up(dest, "grown", 2)
         admin.create_partitions([NewPartitions(GROWN, 4)])[GROWN].result(30)
+        producer = Producer({"bootstrap.servers": node.bootstrap, "enable.idempotence": True})
+        for _ in range(150):
+            if len(producer.list_topics(GROWN, timeout=10).topics[GROWN].partitions) == 4:
+                break
+            time.sleep(0.2)
         for index in range(40):
             producer.produce(GROWN, value=f"after {index}".encode(), partition=index % 4)
         producer.flush(30)
@@ -251,6 +256,57 @@ def test_partitions_added_to_a_kafka_topic_are_added_to_its_mirror_and_mirrored_
             theirs = [b for segment in node.segments(GROWN, partition) for b in bw.mirrorlog_json("dump", segment)]
             assert ours and ours == theirs, partition
         assert read_committed(dest, GROWN, 4) == read_committed(node.bootstrap, GROWN, 4)
+    finally:
+        process.terminate()
+        assert process.wait(30) == 0
+
+
+RECREATED = "mirrored-recreated"
+
+
+def test_a_kafka_topic_deleted_and_created_again_fails_its_mirror_by_topic_id_and_nothing_is_truncated_or_appended(
+    source, tmp_path
+):
+    node, _ = source
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    admin.create_topics([NewTopic(RECREATED, 1, 1)])[RECREATED].result(30)
+    producer = Producer({"bootstrap.servers": node.bootstrap, "enable.idempotence": True})
+    for index in range(10):
+        producer.produce(RECREATED, value=f"first topic {index}".encode(), partition=0)
+    producer.flush(30)
+    process, dest = start_serve(tmp_path / "dest", "serve-recreated", "--mirror-metadata-refresh-ms", "300")
+    try:
+        mirror_json("create", dest, "--link", "recreated", "--source", node.bootstrap, "--topic", RECREATED)
+        caught_up(dest, "recreated", 1)
+        mirrored = bw.mirrorlog_json("dump", tmp_path / "dest" / f"{RECREATED}-0")
+        assert mirrored
+
+        admin.delete_topics([RECREATED])[RECREATED].result(30)
+        for _ in range(150):
+            if RECREATED not in admin.list_topics(timeout=10).topics:
+                break
+            time.sleep(0.2)
+        admin.create_topics([NewTopic(RECREATED, 1, 1)])[RECREATED].result(30)
+        # The new topic's log passes the mirror's log end, one batch per record: fetched by name at offset 10, a
+        # batch starting there would be appended.
+        other = Producer({"bootstrap.servers": node.bootstrap, "enable.idempotence": True})
+        for index in range(30):
+            other.produce(RECREATED, value=f"second topic {index}".encode(), partition=0)
+            other.flush(30)
+
+        for _ in range(300):
+            described = mirror_json("describe", dest, "--link", "recreated")["links"][0]
+            status = described["partitions"][0]
+            if status["state"] == "FAILED" and "deleted and created again" in (status["error"] or ""):
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError(f"the mirror did not fail on the new topic id: {described}")
+        assert "topic id" in status["error"], status
+        assert bw.mirrorlog_json("dump", tmp_path / "dest" / f"{RECREATED}-0") == mirrored
     finally:
         process.terminate()
         assert process.wait(30) == 0

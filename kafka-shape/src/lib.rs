@@ -112,6 +112,7 @@ const I8: Kind = Kind::Fixed(1);
 const I16: Kind = Kind::Fixed(2);
 const I32: Kind = Kind::Fixed(4);
 const I64: Kind = Kind::Fixed(8);
+const UUID: Kind = Kind::Fixed(16);
 const STRING: Kind = Kind::String { nullable: false };
 const NULLABLE_STRING: Kind = Kind::String { nullable: true };
 const BYTES: Kind = Kind::Bytes { nullable: false };
@@ -381,9 +382,11 @@ const METADATA_RESPONSE: &[Field] = &[
     since(2, NULLABLE_STRING), // cluster_id
     since(1, I32),             // controller_id
     all(array(&[
-        all(I16),     // error_code
-        all(STRING),  // name
-        since(1, I8), // is_internal
+        all(I16),                   // error_code
+        between(0, 11, STRING),     // name
+        since(12, NULLABLE_STRING), // name (null for a topic asked by id)
+        since(10, UUID),            // topic_id
+        since(1, I8),               // is_internal
         all(array(&[
             all(I16),         // error_code
             all(I32),         // partition_index
@@ -397,6 +400,10 @@ const METADATA_RESPONSE: &[Field] = &[
     ])),
     between(8, 10, I32), // cluster_authorized_operations
 ];
+
+/// The highest Metadata response version [`check_response`] walks (flexible from 9: topic ids from 10, a
+/// nullable topic name at 12).
+const METADATA_RESPONSE_HIGHEST: i16 = 12;
 
 const FETCH_RESPONSE: &[Field] = &[
     since(1, I32), // throttle_time_ms
@@ -456,8 +463,12 @@ const OFFSET_FETCH_RESPONSE: &[Field] = &[
     since(2, I16), // error_code
 ];
 
-/// The layout of a response body a client checks, for its non-flexible versions.
+/// The layout of a response body a client checks, for its non-flexible versions (Metadata's flexible ones too, up
+/// to [`METADATA_RESPONSE_HIGHEST`]).
 fn response_layout(key: ApiKey, version: i16) -> Option<&'static [Field]> {
+    if key == ApiKey::Metadata && (0..=METADATA_RESPONSE_HIGHEST).contains(&version) {
+        return Some(METADATA_RESPONSE);
+    }
     if key.response_header_version(version) >= 1 {
         return None;
     }
@@ -473,13 +484,13 @@ fn response_layout(key: ApiKey, version: i16) -> Option<&'static [Field]> {
 }
 
 /// Checks a response body (after its header) against the layout of `key` at `version`, as [`check`] checks a
-/// request: ApiVersions, Metadata, Fetch, ListOffsets, ListGroups and OffsetFetch at their non-flexible versions;
-/// anything else is [`ShapeError::Unsupported`].
+/// request: ApiVersions, Metadata, Fetch, ListOffsets, ListGroups and OffsetFetch at their non-flexible versions,
+/// Metadata up to v12; anything else is [`ShapeError::Unsupported`].
 pub fn check_response(key: ApiKey, version: i16, body: &[u8]) -> Result<(), ShapeError> {
     walk(
         response_layout(key, version).ok_or(ShapeError::Unsupported)?,
         version,
-        false,
+        key.response_header_version(version) >= 1,
         body,
     )
 }

@@ -94,6 +94,12 @@ pub trait Fetcher {
     /// anything on the source's word).
     async fn cluster_id(&mut self) -> Result<String, FetchError>;
 
+    /// Binds this fetcher to the id the mirrored topic had at the source when its link was created: from then on
+    /// [`Fetcher::cluster_id`] (the check that opens every preparation, before anything is truncated) fails, not
+    /// retryably, when the source's topic of that name has another id — it was deleted and created again, and its
+    /// log is not the one mirrored here. A fetcher that cannot see topic ids ignores it (the default).
+    fn expect_topic_id(&mut self, _topic_id: [u8; 16]) {}
+
     /// The source's last stable offset as its latest answer reported it, `None` before the first answer or when
     /// this fetcher does not know it: how far the mirror lags (`mirror describe`) and when it caught up
     /// (`mirror promote`).
@@ -103,12 +109,15 @@ pub trait Fetcher {
 }
 
 /// What a source cluster told about itself: its id and the partition count of each topic asked for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SourceDescription {
     /// The source's cluster id.
     pub cluster_id: String,
     /// Each topic asked for, with its partition count.
     pub partitions: BTreeMap<String, u32>,
+    /// Each topic's id, where the source has topic ids (Kafka 2.8 and later; a topic deleted and created again
+    /// under the same name has another). A source without them, or an all-zero id, leaves the topic out.
+    pub topic_ids: BTreeMap<String, [u8; 16]>,
 }
 
 /// The source clusters a node can mirror from, reached by address: what a mirror link needs to start (the
@@ -200,4 +209,37 @@ pub struct FetchedPartition {
     pub response: FetchResponse,
     /// The source's last stable offset for the partition in this answer.
     pub last_stable_offset: Option<i64>,
+}
+
+/// A topic id as Kafka prints it (`kafka-topics --describe`: URL-safe base64 without padding).
+pub fn topic_id_text(id: [u8; 16]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut text = String::with_capacity(22);
+    let mut bits: u32 = 0;
+    let mut held = 0;
+    for byte in id {
+        bits = (bits << 8) | u32::from(byte);
+        held += 8;
+        while held >= 6 {
+            held -= 6;
+            text.push(char::from(ALPHABET[((bits >> held) & 63) as usize]));
+        }
+    }
+    if held > 0 {
+        text.push(char::from(ALPHABET[((bits << (6 - held)) & 63) as usize]));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::topic_id_text;
+
+    #[test]
+    fn a_topic_id_prints_as_kafka_prints_it_url_safe_base64_without_padding() {
+        let counting: [u8; 16] = std::array::from_fn(|index| index as u8 + 1);
+        assert_eq!(topic_id_text(counting), "AQIDBAUGBwgJCgsMDQ4PEA");
+        assert_eq!(topic_id_text([0xff; 16]), "_____________________w");
+        assert_eq!(topic_id_text([0; 16]), "AAAAAAAAAAAAAAAAAAAAAA");
+    }
 }

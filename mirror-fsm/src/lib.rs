@@ -22,8 +22,8 @@ pub use driver::{last_mirrored_offset, MirrorDriver};
 pub use error::DriverError;
 pub use failover::{stop_all, StopJob};
 pub use fetcher::{
-    DetachedFetch, FetchError, FetchLimits, FetchResponse, FetchedPartition, Fetcher, GroupOffset,
-    PartitionFetch, SourceDescription, Sources,
+    topic_id_text, DetachedFetch, FetchError, FetchLimits, FetchResponse, FetchedPartition, Fetcher,
+    GroupOffset, PartitionFetch, SourceDescription, Sources,
 };
 pub use local::{shared, LocalFetcher, SharedLog};
 pub use machine::{

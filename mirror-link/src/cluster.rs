@@ -33,8 +33,8 @@ use crate::fetcher::FetcherConfig;
 
 /// Fetch versions the link speaks: 4 (record format v2, isolation levels) to 11 (the last without topic ids).
 const FETCH_VERSIONS: (i16, i16) = (4, 11);
-/// Metadata versions: 2 (the cluster id) to 8.
-const METADATA_VERSIONS: (i16, i16) = (2, 8);
+/// Metadata versions: 2 (the cluster id) to 12 (topic ids from 10).
+const METADATA_VERSIONS: (i16, i16) = (2, 12);
 /// ListOffsets versions: 1 (offsets, not lists) to 5.
 const LIST_OFFSETS_VERSIONS: (i16, i16) = (1, 5);
 /// ListGroups versions: 0 to 2 (the last before the flexible ones).
@@ -95,6 +95,8 @@ struct Session {
     topic_errors: BTreeMap<String, i16>,
     /// Partitions the answer gave an error for or no leader, with the error.
     partition_errors: BTreeMap<Partition, i16>,
+    /// Each topic's id, where the answer gave one (Metadata v10 and later, not all zero).
+    topic_ids: BTreeMap<String, [u8; 16]>,
 }
 
 impl Session {
@@ -207,6 +209,7 @@ impl SourceCluster {
         let mut leaders = BTreeMap::new();
         let mut topic_errors = BTreeMap::new();
         let mut partition_errors = BTreeMap::new();
+        let topic_ids = topic_ids(&metadata);
         for topic in &metadata.topics {
             let Some(name) = topic.name.as_ref() else {
                 continue;
@@ -234,6 +237,7 @@ impl SourceCluster {
             connections,
             topic_errors,
             partition_errors,
+            topic_ids,
         })
     }
 
@@ -551,14 +555,47 @@ impl SourceCluster {
         Ok(results)
     }
 
-    /// The source's cluster id as the session reports it, a session opened (Metadata asked for `topic`/`partition`)
-    /// when there is none or its leader is not known: a session ends when a connection fails, so a live one's id
-    /// is the source's now. The partition itself may still have no leader; its fetch says so.
-    pub async fn verified_cluster_id(&mut self, topic: &str, partition: i32) -> Result<String, FetchError> {
-        match self.session(&[(topic.to_owned(), partition)]).await {
-            Ok(session) => Ok(session.cluster_id.clone()),
+    /// The source's cluster id from Metadata asked now (for `topic`, with every topic asked about so far; the
+    /// session's connections kept and its leaders refreshed), checked against `expected_topic_id` when given: a
+    /// topic of that name with another id is a final error that names both ids. A preparation calls it before
+    /// anything is truncated, so nothing is ever truncated on the word of a recreated topic. The partition itself
+    /// may still have no leader; its fetch says so.
+    pub async fn verified_cluster_id(
+        &mut self,
+        topic: &str,
+        expected_topic_id: Option<[u8; 16]>,
+    ) -> Result<String, FetchError> {
+        match self.fresh_identity(topic).await {
+            Ok((cluster_id, Some(found))) if expected_topic_id.is_some_and(|expected| expected != found) => {
+                Err(FetchError::new(
+                    format!(
+                        "topic {topic} at the source (cluster {cluster_id}) has topic id {}, not {} as when this \
+                         link was created: it was deleted and created again, and its log is not the one mirrored \
+                         here; nothing was truncated or appended",
+                        mirror_fsm::topic_id_text(found),
+                        mirror_fsm::topic_id_text(expected_topic_id.unwrap_or_default()),
+                    ),
+                    false,
+                ))
+            }
+            Ok((cluster_id, _)) => Ok(cluster_id),
             Err(error) => Err(self.failed(&error)),
         }
+    }
+
+    /// The source's cluster id and `topic`'s id (`None`: the source has no ids, or not that topic now) from
+    /// Metadata asked now (the session's connections kept), so a preparation never trusts a remembered answer.
+    async fn fresh_identity(&mut self, topic: &str) -> Result<(String, Option<[u8; 16]>), LinkError> {
+        self.topics.insert(topic.to_owned());
+        let connections = self
+            .session
+            .take()
+            .map(|session| session.connections)
+            .unwrap_or_default();
+        let session = self.open_session(connections).await?;
+        let identity = (session.cluster_id.clone(), session.topic_ids.get(topic).copied());
+        self.session = Some(session);
+        Ok(identity)
     }
 
     /// The log start offset of `topic`/`partition` (ListOffsets, earliest).
@@ -605,6 +642,19 @@ impl SourceCluster {
             }),
         }
     }
+}
+
+/// The topic ids of a Metadata answer (v10 and later), all-zero ones left out.
+pub(crate) fn topic_ids(metadata: &MetadataResponse) -> BTreeMap<String, [u8; 16]> {
+    metadata
+        .topics
+        .iter()
+        .filter(|topic| !topic.topic_id.is_nil())
+        .filter_map(|topic| {
+            let name = topic.name.as_ref()?;
+            Some((name.as_str().to_owned(), *topic.topic_id.as_bytes()))
+        })
+        .collect()
 }
 
 /// Metadata of `topics` from the source broker on `connection` (at `address`), never creating a topic there (the

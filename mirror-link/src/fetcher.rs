@@ -52,6 +52,8 @@ pub struct KafkaFetcher {
     max_wait_ms: i32,
     /// The source's last stable offset in its latest fetch answer (−1 before the first).
     last_stable: Arc<AtomicI64>,
+    /// The topic's id at the source when the link was created ([`Fetcher::expect_topic_id`]).
+    expected_topic_id: Option<[u8; 16]>,
 }
 
 impl KafkaFetcher {
@@ -81,6 +83,7 @@ impl KafkaFetcher {
             partition,
             max_wait_ms: i32::try_from(max_wait.as_millis()).unwrap_or(i32::MAX),
             last_stable: Arc::new(AtomicI64::new(-1)),
+            expected_topic_id: None,
         }
     }
 
@@ -173,8 +176,12 @@ impl Fetcher for KafkaFetcher {
         self.cluster
             .lock()
             .await
-            .verified_cluster_id(&self.topic, self.partition)
+            .verified_cluster_id(&self.topic, self.expected_topic_id)
             .await
+    }
+
+    fn expect_topic_id(&mut self, topic_id: [u8; 16]) {
+        self.expected_topic_id = Some(topic_id);
     }
 
     fn source_last_stable_offset(&self) -> Option<i64> {

@@ -96,9 +96,14 @@ impl KafkaSources {
             }
             partitions.insert(wanted.clone(), count);
         }
+        let topic_ids = crate::cluster::topic_ids(&metadata)
+            .into_iter()
+            .filter(|(name, _)| partitions.contains_key(name))
+            .collect();
         Ok(SourceDescription {
             cluster_id,
             partitions,
+            topic_ids,
         })
     }
 }

@@ -183,6 +183,7 @@ impl MirrorLinks {
                         TopicRecord {
                             partitions,
                             failover_requested: false,
+                            source_topic_id: description.topic_ids.get(topic).copied(),
                         },
                     )
                 })

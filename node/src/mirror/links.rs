@@ -558,6 +558,9 @@ impl MirrorLinks {
         fresh: bool,
     ) -> Result<(), MirrorError> {
         let mut fetcher = self.sources.fetcher(&link.source, topic, partition);
+        if let Some(topic_id) = record.source_topic_id {
+            fetcher.expect_topic_id(topic_id);
+        }
         let slot = slot(node, topic, partition).await?;
         let now = node.now_ms();
         let mut guard = slot.lock().await;

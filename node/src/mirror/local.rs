@@ -56,9 +56,11 @@ pub async fn describe_node(
             .ok_or_else(|| FetchError::new(format!("topic {topic} does not exist at {address}"), false))?;
         partitions.insert(topic.clone(), u32::try_from(*count).unwrap_or(u32::MAX));
     }
+    // A node has no topic ids: the description leaves them out.
     Ok(SourceDescription {
         cluster_id: node.config().cluster_id.clone(),
         partitions,
+        topic_ids: BTreeMap::new(),
     })
 }
 

@@ -43,6 +43,41 @@ pub struct TopicRecord {
     /// An operator asked it to fail over (`mirror failover` or `promote`): its partitions go through STOPPING,
     /// also after a restart, and never start mirroring again under this link.
     pub failover_requested: bool,
+    /// The topic's id at the source when the link was created, where the source has topic ids (32 hex digits);
+    /// absent for a source without them, and in links recorded before ids were. Every preparation of a partition
+    /// checks it against the source's topic of that name (`Fetcher::expect_topic_id`).
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "topic_id_hex")]
+    pub source_topic_id: Option<[u8; 16]>,
+}
+
+/// A topic id in the registry: 32 lower-case hex digits.
+mod topic_id_hex {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(id: &Option<[u8; 16]>, serializer: S) -> Result<S::Ok, S::Error> {
+        match id {
+            Some(id) => {
+                serializer.serialize_str(&id.iter().map(|byte| format!("{byte:02x}")).collect::<String>())
+            }
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<[u8; 16]>, D::Error> {
+        let Some(text) = Option::<String>::deserialize(deserializer)? else {
+            return Ok(None);
+        };
+        let bad = || serde::de::Error::custom(format!("a topic id is 32 hex digits, not {text:?}"));
+        if text.len() != 32 || !text.is_ascii() {
+            return Err(bad());
+        }
+        let mut id = [0u8; 16];
+        for (index, byte) in id.iter_mut().enumerate() {
+            let digits = text.get(index * 2..index * 2 + 2).ok_or_else(bad)?;
+            *byte = u8::from_str_radix(digits, 16).map_err(|_| bad())?;
+        }
+        Ok(Some(id))
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -84,5 +119,35 @@ impl Node {
             return Err(NodeError::Mirror("the node is closed".to_owned()));
         };
         Ok(log.put_metadata(LINKS_KEY, &record).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // a test fails by panicking
+
+    use super::TopicRecord;
+
+    #[test]
+    fn a_topic_record_keeps_its_source_topic_id_as_hex_and_reads_records_written_without_one() {
+        let record = TopicRecord {
+            partitions: 3,
+            failover_requested: false,
+            source_topic_id: Some(std::array::from_fn(|index| index as u8 * 17)),
+        };
+        let json = serde_json::to_string(&record).unwrap();
+        assert!(
+            json.contains(r#""source_topic_id":"00112233445566778899aabbccddeeff""#),
+            "{json}"
+        );
+        assert_eq!(serde_json::from_str::<TopicRecord>(&json).unwrap(), record);
+        let older: TopicRecord =
+            serde_json::from_str(r#"{"partitions":2,"failover_requested":false}"#).unwrap();
+        assert_eq!(older.source_topic_id, None);
+        assert!(!serde_json::to_string(&older).unwrap().contains("source_topic_id"));
+        for bad in [r#""0011""#, r#""zz112233445566778899aabbccddeeff""#, "7"] {
+            let text = format!(r#"{{"partitions":2,"failover_requested":false,"source_topic_id":{bad}}}"#);
+            assert!(serde_json::from_str::<TopicRecord>(&text).is_err(), "{text}");
+        }
     }
 }

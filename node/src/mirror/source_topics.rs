@@ -23,7 +23,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mirror_fsm::{Sources, StateKind};
+use mirror_fsm::{topic_id_text, Event, Sources, StateKind};
 
 use super::error::MirrorError;
 use super::links::MirrorLinks;
@@ -40,9 +40,18 @@ pub const DESCRIBE_DEADLINE: Duration = Duration::from_secs(15);
 /// One topic to compare: (link, source, topic, the link's partition count).
 type Asked = (String, String, String, u32);
 
-/// What a check found: each topic asked with the answering source's cluster id and partition count (`None`: no
-/// answer).
-pub(super) type Found = Vec<(Asked, Option<(String, u32)>)>;
+/// What a check found: each topic asked with what the source answered (`None`: no answer).
+pub(super) type Found = Vec<(Asked, Option<Answer>)>;
+
+/// A source's answer for one topic.
+pub(super) struct Answer {
+    /// The answering cluster's id.
+    cluster_id: String,
+    /// The topic's partition count there.
+    partitions: u32,
+    /// The topic's id there, if the source has topic ids.
+    topic_id: Option<[u8; 16]>,
+}
 
 impl MirrorLinks {
     /// Applies a finished background check, or starts one once the interval has passed (see the module docs).
@@ -113,7 +122,12 @@ impl MirrorLinks {
     /// answer keeps what it had.
     async fn apply_source_topics(&mut self, node: &Node, found: Found) {
         for ((link, source, topic, ours), answer) in found {
-            let Some((cluster_id, theirs)) = answer else {
+            let Some(Answer {
+                cluster_id,
+                partitions: theirs,
+                topic_id,
+            }) = answer
+            else {
                 continue;
             };
             let Some(record) = self
@@ -126,6 +140,24 @@ impl MirrorLinks {
                 continue;
             };
             let key = (link.clone(), topic.clone());
+            let expected_id = record.topics.get(&topic).and_then(|topic| topic.source_topic_id);
+            if let Some((expected, found)) = expected_id
+                .zip(topic_id)
+                .filter(|(expected, found)| expected != found)
+            {
+                let warning = format!(
+                    "topic {topic} at the source has topic id {}, not {} as when this link was created: it was \
+                     deleted and created again; its partitions here are FAILED and keep what they mirrored",
+                    topic_id_text(found),
+                    topic_id_text(expected)
+                );
+                self.fail_topic(node, &topic, &warning).await;
+                if self.warnings.get(&key) != Some(&warning) {
+                    tracing::warn!(link = %link, source = %source, "{warning}");
+                    self.warnings.insert(key, warning);
+                }
+                continue;
+            }
             // The link's count may have grown since the check was asked.
             let ours = record.topics.get(&topic).map_or(ours, |topic| topic.partitions);
             if theirs == ours {
@@ -172,6 +204,42 @@ impl MirrorLinks {
             if self.warnings.get(&key) != Some(&warning) {
                 tracing::warn!(link = %link, source = %source, "{warning}");
                 self.warnings.insert(key, warning);
+            }
+        }
+    }
+
+    /// Fails every fetching partition of `topic`, not retryably, with `message` (its source's topic was replaced).
+    async fn fail_topic(&mut self, node: &Node, topic: &str, message: &str) {
+        let keys: Vec<_> = self
+            .partitions
+            .iter()
+            .filter(|((name, _), mirrored)| name == topic && mirrored.driver.fetching())
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in keys {
+            let Some(mirrored) = self.partitions.get_mut(&key) else {
+                continue;
+            };
+            let Ok(slot) = super::links::slot(node, &key.0, key.1).await else {
+                continue;
+            };
+            let mut guard = slot.lock().await;
+            let Ok(log) = super::links::leader(&mut guard, &key.0, key.1) else {
+                continue;
+            };
+            let failed = mirrored
+                .driver
+                .handle(
+                    log,
+                    mirrored.fetcher.as_mut(),
+                    Event::Error {
+                        message: message.to_owned(),
+                        retryable: false,
+                    },
+                )
+                .await;
+            if let Err(error) = failed {
+                mirrored.error = Some(error.to_string());
             }
         }
     }
@@ -257,11 +325,14 @@ async fn describe_each(sources: Arc<dyn Sources>, asked: Vec<Asked>, deadline: O
             Some(deadline) => tokio::time::timeout(deadline, described).await.ok(),
             None => Some(described.await),
         };
-        let count = answer.and_then(Result::ok).and_then(|description| {
-            let count = description.partitions.get(&entry.2).copied()?;
-            Some((description.cluster_id, count))
+        let answer = answer.and_then(Result::ok).and_then(|description| {
+            Some(Answer {
+                partitions: description.partitions.get(&entry.2).copied()?,
+                topic_id: description.topic_ids.get(&entry.2).copied(),
+                cluster_id: description.cluster_id,
+            })
         });
-        found.push((entry, count));
+        found.push((entry, answer));
     }
     found
 }
