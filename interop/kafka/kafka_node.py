@@ -182,6 +182,7 @@ class KafkaNode:
         jvm_options=BROKER_JVM_OPTIONS,
         log_level: str = "WARN",
         start_timeout: float = 120,
+        node_id: int = 1,
     ):
         if transaction_version not in (0, 1, 2):
             raise ValueError(f"transaction_version must be 0, 1 or 2, not {transaction_version}")
@@ -193,6 +194,11 @@ class KafkaNode:
         self.start_timeout = start_timeout
         self.properties = {**DEFAULT_PROPERTIES, **{k: str(v) for k, v in (properties or {}).items()}}
         self.port, self.controller_port = free_loopback_ports(2)
+        self.node_id = node_id
+        # How the node finds its controller quorum: alone by default (`--standalone`); a KafkaCluster sets the
+        # static voter set of all its nodes instead (and the cluster id they share).
+        self.quorum: dict[str, str] = {"controller.quorum.bootstrap.servers": f"127.0.0.1:{self.controller_port}"}
+        self.standalone = True
         self.cluster_id: str | None = None
         self.process: subprocess.Popen | None = None
         self.format_seconds: float | None = None
@@ -240,9 +246,10 @@ class KafkaNode:
     def __exit__(self, *exc_info):
         self.stop()
 
-    def start(self):
+    def start(self, wait: bool = True):
         """Formats the log directory when it has no meta.properties yet, launches the broker and waits until it
-        serves; raises KafkaNodeError (with the end of its output) when it exits or the timeout passes first."""
+        serves; raises KafkaNodeError (with the end of its output) when it exits or the timeout passes first.
+        `wait=False` only launches it (a cluster's nodes serve once a quorum of them runs: see `KafkaCluster`)."""
         if self.process is not None:
             raise KafkaNodeError("already running")
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -260,33 +267,41 @@ class KafkaNode:
                 stderr=subprocess.STDOUT,
             )
         _live_nodes.add(self)
+        self.launched_at = begun
+        if wait:
+            self.wait_started()
+
+    def wait_started(self):
+        """Waits until the launched broker serves (see `start`), then records what starting it cost."""
         try:
-            self.wait_until_serving(begun + self.start_timeout)
+            self.wait_until_serving(self.launched_at + self.start_timeout)
         except BaseException:
             self.kill()
             raise
-        self.start_seconds = time.monotonic() - begun
+        self.start_seconds = time.monotonic() - self.launched_at
         self.rss_kib = rss_kib(self.process.pid)
 
     def write_config(self):
         settings = {
             "process.roles": "broker,controller",
-            "node.id": "1",
+            "node.id": str(self.node_id),
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "inter.broker.listener.name": "PLAINTEXT",
             "controller.listener.names": "CONTROLLER",
-            "controller.quorum.bootstrap.servers": f"127.0.0.1:{self.controller_port}",
+            **self.quorum,
             "log.dirs": ",".join(str(d) for d in self.log_dirs),
             **self.properties,
         }
         self.config_path.write_text("".join(f"{key}={value}\n" for key, value in settings.items()), encoding="utf-8")
 
     def format(self):
-        """`StorageTool random-uuid`, then `StorageTool format --standalone --feature transaction.version=N`."""
+        """`StorageTool random-uuid` (unless the cluster id is set), then `StorageTool format --standalone --feature
+        transaction.version=N` (without `--standalone` for a member of a static voter set)."""
         begun = time.monotonic()
-        self.cluster_id = self.run_tool("kafka.tools.StorageTool", ["random-uuid"]).stdout.strip()
+        if self.cluster_id is None:
+            self.cluster_id = self.run_tool("kafka.tools.StorageTool", ["random-uuid"]).stdout.strip()
         self.run_tool(
             "kafka.tools.StorageTool",
             [
@@ -295,7 +310,7 @@ class KafkaNode:
                 self.cluster_id,
                 "--config",
                 self.config_path,
-                "--standalone",
+                *(["--standalone"] if self.standalone else []),
                 "--feature",
                 f"transaction.version={self.transaction_version}",
             ],
@@ -314,7 +329,7 @@ class KafkaNode:
                 features = api_versions(self.port)
                 if "metadata.version" not in features["finalized"]:
                     last_problem = "ApiVersions lists no finalized metadata.version yet"
-                elif 1 not in metadata_brokers(self.port):
+                elif self.node_id not in metadata_brokers(self.port):
                     last_problem = "Metadata does not list the broker yet (fenced)"
                 else:
                     return
