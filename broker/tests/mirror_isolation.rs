@@ -301,3 +301,82 @@ async fn a_slow_or_silent_source_delays_neither_another_links_records_nor_descri
         running.await.unwrap();
     }
 }
+
+/// A source that goes away (its port refuses connections) long enough for its partitions' backoff to grow, then
+/// comes back on the same address with its data, less one topic another link mirrored (deleted while it was
+/// down): a probe sees the source within its 2 s cap and the partition catches up; the deleted topic's link fails
+/// alone, naming Kafka's error — whether a source answers is never judged by one of its topics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_that_comes_back_without_one_topic_is_mirrored_again_within_seconds() {
+    let dir = tempfile::tempdir().unwrap();
+    // "a-gone" sorts first: its partition is the first FAILED one a step looks at.
+    let source_config = config(
+        &dir.path().join("source"),
+        "cluster-source",
+        &[("fast", 1), ("a-gone", 1)],
+    );
+    let (source_address, source, stop_source, source_running) = serve(source_config.clone(), None).await;
+    let (dest_address, dest, stop_dest, dest_running) =
+        serve(config(&dir.path().join("dest"), "cluster-dest", &[]), None).await;
+    create(&dest_address, "from-source", &source_address, "fast").await;
+    create(&dest_address, "from-gone", &source_address, "a-gone").await;
+    assert_eq!(produce(&source, "fast", 3).await, 0);
+    until_log_end(&dest, "fast", 3, Duration::from_secs(30)).await;
+
+    stop_source.send(()).unwrap();
+    source_running.await.unwrap();
+    drop(source);
+    let state = |answer: AdminResponse| answer.links[0].partitions[0].clone();
+    let describe = |link: &str| AdminRequest::Describe {
+        link: link.to_owned(),
+        topics: Vec::new(),
+    };
+    let started = Instant::now();
+    while state(admin(&dest_address, describe("from-source")).await).state != "FAILED" {
+        assert!(started.elapsed() < Duration::from_secs(30));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Away for 8 s: uncapped, the probes' backoff would have reached several seconds. Meanwhile an operator
+    // deletes the other topic's partition.
+    std::fs::remove_dir_all(dir.path().join("source").join("a-gone-0")).unwrap();
+    tokio::time::sleep(Duration::from_secs(8)).await;
+
+    let mut source_config = source_config;
+    source_config.topics.retain(|(name, _)| name != "a-gone");
+    let mut config = BrokerConfig::new(source_address.parse().unwrap(), source_config.storage.clone());
+    config.node = source_config;
+    let server = Server::bind(config).await.unwrap();
+    let source = server.node().clone();
+    let (stop_source, stopped) = tokio::sync::oneshot::channel::<()>();
+    let source_running = tokio::spawn(async move {
+        server
+            .run(async move {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+    });
+    let back = Instant::now();
+    assert_eq!(produce(&source, "fast", 2).await, 0);
+    until_log_end(&dest, "fast", 5, Duration::from_secs(30)).await;
+    println!("caught up {:?} after the source came back", back.elapsed());
+    assert!(back.elapsed() < Duration::from_secs(10), "{:?}", back.elapsed());
+    assert_eq!(log_bytes(&dest, "fast").await, log_bytes(&source, "fast").await);
+    let gone = loop {
+        let gone = state(admin(&dest_address, describe("from-gone")).await);
+        if gone
+            .error
+            .as_deref()
+            .is_some_and(|error| error.contains("UNKNOWN_TOPIC_OR_PARTITION"))
+        {
+            break gone;
+        }
+        assert!(back.elapsed() < Duration::from_secs(30), "{gone:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(gone.state, "FAILED", "{gone:?}");
+    for (stop, running) in [(stop_dest, dest_running), (stop_source, source_running)] {
+        stop.send(()).unwrap();
+        running.await.unwrap();
+    }
+}

@@ -132,12 +132,15 @@ MANY_PARTITIONS = 3
 
 def start_serve(data_dir: Path, cluster_id: str, *extra):
     """A `mirrorlog serve` on an ephemeral loopback port; (process, bootstrap)."""
-    process = subprocess.Popen(
-        [os.environ[bw.BIN_ENV], "serve", "--listen", "127.0.0.1:0", "--cluster-id", cluster_id,
-         "--data-dir", str(data_dir), *extra],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
+    data_dir.mkdir(parents=True, exist_ok=True)
+    # Its log (link and partition state changes, errors) beside its data, for a failing test to show.
+    with open(data_dir.parent / f"{data_dir.name}.serve.log", "ab") as log:
+        process = subprocess.Popen(
+            [os.environ[bw.BIN_ENV], "serve", "--listen", "127.0.0.1:0", "--cluster-id", cluster_id,
+             "--data-dir", str(data_dir), *extra],
+            stdout=subprocess.PIPE,
+            stderr=log,
+        )
     line = process.stdout.readline().decode()
     assert "listening on" in line, line
     return process, "127.0.0.1:" + line.rsplit(":", 1)[1].strip()

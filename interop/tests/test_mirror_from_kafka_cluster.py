@@ -4,6 +4,9 @@ producers write and brokers die (issue 50, item 6):
 - the broker leading partition 0 is killed (SIGKILL): the link moves that partition to its new leader and it
   keeps mirroring within seconds, the other partitions never stop; the broker comes back;
 - the first broker of the link's bootstrap list is killed: the link goes on through the others; it comes back;
+- a topic another link mirrors from the same cluster is deleted: that link's partition fails, naming Kafka's
+  error, and this link never stops;
+- the whole cluster is killed and started again with its data: the link resumes where it was;
 - once the producers stop, every partition catches up (lag 0) and holds exactly the batches of its leader's
   segments (`mirrorlog dump`: offsets, CRCs, producer fields) — nothing the source still has was truncated;
 - a failover writes one barrier per partition.
@@ -22,6 +25,7 @@ from test_mirror_from_kafka import caught_up, mirror_json, start_serve
 
 TOPIC = "replicated"
 PARTITIONS = 6
+DOOMED = "doomed"
 
 
 @pytest.fixture(scope="module")
@@ -106,10 +110,12 @@ def test_a_mirror_of_a_three_broker_cluster_survives_leader_and_bootstrap_kills_
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])[TOPIC].result(30)
+    for name, partitions in ((TOPIC, PARTITIONS), (DOOMED, 1)):
+        admin.create_topics([NewTopic(name, partitions, 3)])[name].result(30)
     process, dest = start_serve(tmp_path / "dest", "serve-of-a-cluster", "--mirror-metadata-refresh-ms", "1000")
     try:
         mirror_json("create", dest, "--link", "cluster", "--source", cluster.bootstrap, "--topic", TOPIC)
+        mirror_json("create", dest, "--link", "doomed", "--source", cluster.bootstrap, "--topic", DOOMED)
         with Writer(cluster.bootstrap) as writer:
             while writer.delivered < 500:
                 time.sleep(0.05)
@@ -120,8 +126,29 @@ def test_a_mirror_of_a_three_broker_cluster_survives_leader_and_bootstrap_kills_
             bootstrap_kill = kill_and_see_the_mirror_go_on(
                 cluster, admin, dest, bootstrap_first, led[0] if led else 0
             )
-            while writer.delivered < 3000:
+            admin.delete_topics([DOOMED])[DOOMED].result(30)
+            for _ in range(300):
+                doomed = mirror_json("describe", dest, "--link", "doomed")["links"][0]["partitions"][0]
+                if doomed["state"] == "FAILED":
+                    break
+                time.sleep(0.1)
+            else:
+                raise AssertionError(f"the mirror of a deleted topic did not fail: {doomed}")
+            assert "UNKNOWN_TOPIC" in doomed["error"], doomed
+            delivered = writer.delivered
+            before = [mirrored_end(dest, p) for p in range(PARTITIONS)]
+            while writer.delivered < delivered + 3000:
                 time.sleep(0.05)
+            for _ in range(300):
+                if all(mirrored_end(dest, p) > before[p] for p in range(PARTITIONS)):
+                    break
+                time.sleep(0.1)
+            else:
+                raise AssertionError("a deleted topic of another link stopped this one")
+        # The whole source goes down and comes back with its data; the writer meanwhile has stopped.
+        cluster.stop()
+        cluster.start()
+        restarted = time.monotonic()
         print(f"the mirror grew again {leader_kill:.1f}s after its leader's broker was killed and "
               f"{bootstrap_kill:.1f}s after the first bootstrap broker was; {writer.delivered} records")
         # Caught up with the source's high watermarks as a Kafka client reads them now, not only with the last
@@ -138,6 +165,7 @@ def test_a_mirror_of_a_three_broker_cluster_survives_leader_and_bootstrap_kills_
             time.sleep(0.1)
         else:
             raise AssertionError(f"the mirror ends at {statuses}, the source at {ends}")
+        print(f"caught up {time.monotonic() - restarted:.1f}s after the whole cluster served again")
         # Stopped cleanly, so every batch it wrote is in its files; then started again to fail over.
         process.terminate()
         assert process.wait(30) == 0

@@ -126,6 +126,7 @@ pub struct SourceDescription {
 #[async_trait]
 pub trait Sources: Send + Sync {
     /// Describes `topics` at the source `address` names; a topic the source does not have is an error naming it.
+    /// No topics asks whether the source answers at all (its cluster id, no partitions).
     async fn describe(&self, address: &str, topics: &[String]) -> Result<SourceDescription, FetchError>;
 
     /// A fetcher of `topic`/`partition` at `address` (it connects when first used).

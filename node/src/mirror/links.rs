@@ -328,6 +328,8 @@ impl MirrorLinks {
             .iter()
             .filter(|(_, mirrored)| mirrored.driver.state().kind() == StateKind::Failed)
             .filter(|(_, mirrored)| {
+                // With rounds in flight, a retry that is due waits for a sign of life from its source (`probes`);
+                // without, the machine alone decides when it is due.
                 !self.rounds_in_flight
                     || mirrored
                         .driver
@@ -343,7 +345,7 @@ impl MirrorLinks {
                 let Some(source) = self.partitions.get(&key).map(|mirrored| mirrored.source.clone()) else {
                     continue;
                 };
-                if !self.source_answers(&source, &key.0, now).await {
+                if !self.source_answers(&source, now).await {
                     continue;
                 }
             }

@@ -4,7 +4,10 @@
 //! probe did. A probe is one Metadata request ([`Sources::describe`] of the partition's topic) in a task of its
 //! own, under [`PROBE_DEADLINE`]; while it is out, or while the source's round is, the partition waits and the
 //! other links go on. A probe that fails is asked again after a backoff that grows with each failure in a row
-//! (the machine's, [`mirror_fsm::machine::backoff_ms`]); the partition keeps the failure it recorded until a retry runs.
+//! (the machine's, [`mirror_fsm::machine::backoff_ms`], capped at [`PROBE_MAX_BACKOFF_MS`], as Kafka's clients cap
+//! `reconnect.backoff.max.ms`); the partition keeps the failure it recorded until a retry runs, and its own
+//! backoff does not grow while no retry runs — so once the source is back, its partitions are retried within
+//! [`PROBE_MAX_BACKOFF_MS`] of a probe seeing it, however long it was away.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +19,9 @@ use super::links::MirrorLinks;
 
 /// The most a probe may take: past it the source counts as not answering.
 pub const PROBE_DEADLINE: Duration = Duration::from_secs(10);
+
+/// The longest wait between two probes of a source that does not answer.
+pub const PROBE_MAX_BACKOFF_MS: i64 = 2_000;
 
 /// How long an answer from a source lets its partitions be retried without a new probe.
 pub const ANSWER_FRESH_MS: i64 = 1_000;
@@ -51,10 +57,10 @@ impl MirrorLinks {
         probe.next_probe_ms = now;
     }
 
-    /// Whether a partition of `topic` at `source` may be retried now, on this thread: true when the source
+    /// Whether a partition at `source` may be retried now, on this thread: true when the source
     /// answered within [`ANSWER_FRESH_MS`]; otherwise false, with a probe started when none is out, the
     /// source's round is not in flight, and the backoff after the last failed probe is over.
-    pub(super) async fn source_answers(&mut self, source: &str, topic: &str, now: i64) -> bool {
+    pub(super) async fn source_answers(&mut self, source: &str, now: i64) -> bool {
         let round_in_flight = self
             .prefetched
             .get(source)
@@ -66,15 +72,18 @@ impl MirrorLinks {
                 return false;
             }
             // A finished task: this await does not wait.
-            match task.await.ok() {
+            let answer = task.await.ok();
+            tracing::debug!(source = %source, answered = ?answer.as_ref().map(Result::is_ok), "mirror source probe");
+            match answer {
                 Some(Ok(())) => {
                     probe.answered_at_ms = Some(now);
                     probe.failures = 0;
                 }
                 Some(Err(_)) | None => {
                     probe.failures = probe.failures.saturating_add(1);
-                    probe.next_probe_ms =
-                        now.saturating_add(mirror_fsm::machine::backoff_ms(probe.failures, now));
+                    let backoff =
+                        mirror_fsm::machine::backoff_ms(probe.failures, now).min(PROBE_MAX_BACKOFF_MS);
+                    probe.next_probe_ms = now.saturating_add(backoff);
                 }
             }
         }
@@ -87,9 +96,9 @@ impl MirrorLinks {
         if !round_in_flight && now >= probe.next_probe_ms {
             let sources: Arc<dyn Sources> = Arc::clone(&self.sources);
             let landed = Arc::clone(&self.landed);
-            let (address, topics) = (source.to_owned(), vec![topic.to_owned()]);
+            let address = source.to_owned();
             probe.task = Some(tokio::spawn(async move {
-                let answer = tokio::time::timeout(PROBE_DEADLINE, sources.describe(&address, &topics)).await;
+                let answer = tokio::time::timeout(PROBE_DEADLINE, sources.describe(&address, &[])).await;
                 landed.notify_one();
                 match answer {
                     Ok(Ok(_)) => Ok(()),
