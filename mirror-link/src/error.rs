@@ -122,10 +122,11 @@ impl LinkError {
         match self {
             LinkError::Io { .. } | LinkError::Timeout { .. } | LinkError::Malformed { .. } => true,
             LinkError::NoBrokerAnswered { retryable, .. } => *retryable,
-            // NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION (metadata may lag),
-            // REQUEST_TIMED_OUT, NETWORK_EXCEPTION, COORDINATOR/BROKER not available, KAFKA_STORAGE_ERROR,
-            // UNKNOWN_LEADER_EPOCH, FENCED_LEADER_EPOCH, OFFSET_NOT_AVAILABLE.
-            LinkError::Kafka { code, .. } => matches!(code, 3 | 5 | 6 | 7 | 13 | 15 | 56 | 74 | 76 | 78),
+            // UNKNOWN_TOPIC_OR_PARTITION (3, metadata may lag), LEADER_NOT_AVAILABLE (5), NOT_LEADER_OR_FOLLOWER
+            // (6), REQUEST_TIMED_OUT (7), BROKER_NOT_AVAILABLE (8), NETWORK_EXCEPTION (13),
+            // COORDINATOR_NOT_AVAILABLE (15), KAFKA_STORAGE_ERROR (56), FENCED_LEADER_EPOCH (74),
+            // UNKNOWN_LEADER_EPOCH (75), OFFSET_NOT_AVAILABLE (78).
+            LinkError::Kafka { code, .. } => matches!(code, 3 | 5 | 6 | 7 | 8 | 13 | 15 | 56 | 74 | 75 | 78),
             LinkError::ResponseTooLarge { .. }
             | LinkError::Unsupported { .. }
             | LinkError::Refused(_)
@@ -138,6 +139,21 @@ impl LinkError {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails by panicking
     use super::*;
+
+    #[test]
+    fn a_leader_epoch_error_is_retried_and_an_unsupported_compression_is_not() {
+        let kafka = |code| LinkError::Kafka {
+            what: "Fetch".to_owned(),
+            code,
+            detail: String::new(),
+        };
+        for code in [3, 5, 6, 7, 8, 13, 15, 56, 74, 75, 78] {
+            assert!(kafka(code).retryable(), "{}", kafka(code));
+        }
+        for code in [1, 2, 29, 76, 87] {
+            assert!(!kafka(code).retryable(), "{}", kafka(code));
+        }
+    }
 
     #[test]
     fn every_code_kafka_defines_is_named_as_kafka_names_it() {
