@@ -44,8 +44,20 @@ async fn serve(
     tokio::task::JoinHandle<()>,
 ) {
     let mut config = BrokerConfig::new("127.0.0.1:0".parse().unwrap(), node.storage.clone());
-    config.node = node;
     config.advertised = advertised.map(|address| (address.ip().to_string(), address.port()));
+    config.node = node;
+    serve_with(config).await
+}
+
+/// A `serve` broker as `config` says; see [`serve`].
+async fn serve_with(
+    config: BrokerConfig,
+) -> (
+    String,
+    Arc<Node>,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
     let server = Server::bind(config).await.unwrap();
     let address = server.local_addr().unwrap().to_string();
     let node = server.node().clone();
@@ -345,17 +357,7 @@ async fn a_source_that_comes_back_without_one_topic_is_mirrored_again_within_sec
     source_config.topics.retain(|(name, _)| name != "a-gone");
     let mut config = BrokerConfig::new(source_address.parse().unwrap(), source_config.storage.clone());
     config.node = source_config;
-    let server = Server::bind(config).await.unwrap();
-    let source = server.node().clone();
-    let (stop_source, stopped) = tokio::sync::oneshot::channel::<()>();
-    let source_running = tokio::spawn(async move {
-        server
-            .run(async move {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-    });
+    let (_, source, stop_source, source_running) = serve_with(config).await;
     let back = Instant::now();
     assert_eq!(produce(&source, "fast", 2).await, 0);
     until_log_end(&dest, "fast", 5, Duration::from_secs(30)).await;

@@ -165,13 +165,7 @@ impl SourceCluster {
         if unknown {
             self.topics
                 .extend(partitions.iter().map(|(topic, _)| topic.clone()));
-            let connections = self
-                .session
-                .take()
-                .map(|session| session.connections)
-                .unwrap_or_default();
-            let session = self.open_session(connections).await?;
-            self.session = Some(session);
+            self.refresh_session().await?;
         }
         self.session
             .as_mut()
@@ -587,15 +581,20 @@ impl SourceCluster {
     /// Metadata asked now (the session's connections kept), so a preparation never trusts a remembered answer.
     async fn fresh_identity(&mut self, topic: &str) -> Result<(String, Option<[u8; 16]>), LinkError> {
         self.topics.insert(topic.to_owned());
+        let session = self.refresh_session().await?;
+        Ok((session.cluster_id.clone(), session.topic_ids.get(topic).copied()))
+    }
+
+    /// A new session from Metadata asked now, keeping the old session's connections; the session is gone when no
+    /// broker answers.
+    async fn refresh_session(&mut self) -> Result<&Session, LinkError> {
         let connections = self
             .session
             .take()
             .map(|session| session.connections)
             .unwrap_or_default();
         let session = self.open_session(connections).await?;
-        let identity = (session.cluster_id.clone(), session.topic_ids.get(topic).copied());
-        self.session = Some(session);
-        Ok(identity)
+        Ok(self.session.insert(session))
     }
 
     /// The log start offset of `topic`/`partition` (ListOffsets, earliest).
