@@ -106,6 +106,24 @@ def kill_and_see_the_mirror_go_on(cluster, admin, dest, node_id: int, watched: i
     return grew_after
 
 
+def high_watermark_once_served(reader, partition, deadline_s=60.0):
+    """The partition's high watermark as a Kafka client reads it, asked again while a restarted cluster's new leader
+    answers OFFSET_NOT_AVAILABLE ("leader high watermark is not caught up") or another retriable error: that is
+    Kafka's own transient state after a whole-cluster restart, not an answer."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    deadline = time.monotonic() + deadline_s
+    while True:
+        try:
+            return reader.get_watermark_offsets(partition, timeout=30)[1]
+        except KafkaException as failure:
+            error = failure.args[0]
+            transient = error.retriable() or error.code() == KafkaError.OFFSET_NOT_AVAILABLE
+            if not transient or time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
+
+
 def test_a_mirror_of_a_three_broker_cluster_survives_leader_and_bootstrap_kills_byte_for_byte(cluster, tmp_path):
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -156,7 +174,7 @@ def test_a_mirror_of_a_three_broker_cluster_survives_leader_and_bootstrap_kills_
         from confluent_kafka import Consumer, TopicPartition
 
         reader = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "watermarks"})
-        ends = [reader.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30)[1] for p in range(PARTITIONS)]
+        ends = [high_watermark_once_served(reader, TopicPartition(TOPIC, p)) for p in range(PARTITIONS)]
         reader.close()
         for _ in range(600):
             statuses = caught_up(dest, "cluster", PARTITIONS)
