@@ -80,6 +80,8 @@ pub struct MirrorDriver {
     now_ms: i64,
     /// A test fault: a pause after each STOPPING action, so a test can kill the process in the middle of one.
     stopping_pause: Option<std::time::Duration>,
+    /// A deliberate bug (the simulator's oracle must catch it): a resumed session aligns again as a new one.
+    realign_on_retry: bool,
 }
 
 impl MirrorDriver {
@@ -105,6 +107,7 @@ impl MirrorDriver {
             fetcher_running: false,
             now_ms: 0,
             stopping_pause: None,
+            realign_on_retry: false,
         };
         driver.handle(log, fetcher, Event::Recovered { state }).await?;
         Ok(driver)
@@ -125,6 +128,15 @@ impl MirrorDriver {
     #[doc(hidden)]
     pub fn pause_between_stopping_steps(&mut self, pause: Option<std::time::Duration>) {
         self.stopping_pause = pause;
+    }
+
+    /// Deliberate bug, for the simulator's mutant only: a session that resumes after a transient error asks the
+    /// peer where to start as a new session does, and a peer with no answer (Apache Kafka, which never mirrored
+    /// from us) counts as "start over" — the log is emptied and copied again (what the retry did before ADR
+    /// 0046). Never set outside the simulator's mutant runs.
+    #[doc(hidden)]
+    pub fn realign_on_retry(&mut self, realign: bool) {
+        self.realign_on_retry = realign;
     }
 
     /// Handles an event and every event its actions report back.
@@ -308,6 +320,11 @@ impl MirrorDriver {
                     local_log_end: log.log_end_offset(),
                 }))
             }
+            Action::CheckPosition if self.realign_on_retry => {
+                realign_as_a_new_session(log, fetcher, &self.local_cluster_id)
+                    .await
+                    .map(Some)
+            }
             Action::CheckPosition => check_position(log, fetcher).await.map(Some),
             Action::TruncateTo { offset } => {
                 log.truncate_to(offset, self.now_ms).await?;
@@ -438,6 +455,27 @@ async fn check_position(log: &PartitionLog, fetcher: &mut dyn Fetcher) -> Result
         search.record(ours.base_offset(), ours.last_offset(), agrees);
     }
     Ok(checked(Some(search.offset())))
+}
+
+/// The retry of [`MirrorDriver::realign_on_retry`]'s deliberate bug: the peer's last mirrored offset (no answer:
+/// "never mirrored from us", so everything goes) taken as the first difference.
+async fn realign_as_a_new_session(
+    log: &PartitionLog,
+    fetcher: &mut dyn Fetcher,
+    local_cluster_id: &str,
+) -> Result<Event, Failed> {
+    let source_cluster_id = fetcher.cluster_id().await.map_err(Failed::from_fetch)?;
+    let peer = fetcher
+        .last_mirrored_offset(local_cluster_id)
+        .await
+        .map_err(Failed::from_fetch)?;
+    let source_log_start = fetcher.log_start_offset().await.map_err(Failed::from_fetch)?;
+    Ok(Event::PositionChecked {
+        source_cluster_id,
+        source_log_start,
+        local_log_end: log.log_end_offset(),
+        first_difference: Some(peer.unwrap_or(log.log_start_offset())),
+    })
 }
 
 /// Our batch holding `offset`.

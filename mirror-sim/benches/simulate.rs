@@ -56,6 +56,7 @@ fn main() {
         seeds: DEFAULT_SEEDS,
         mutation: None,
         partitions: 1,
+        network_faults: false,
     };
     let samples: Vec<Duration> = (0..3)
         .map(|_| {

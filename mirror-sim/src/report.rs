@@ -19,7 +19,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use crate::oracle::Anomalies;
-use crate::script::{generate, Script, Topology, Workload};
+use crate::script::{Script, Topology, Workload};
 use crate::seed_pass::{run_pass, PassOptions, SeedPass, SeedRange, SeedRun};
 use crate::shrink::{shrink, Class, Reproduction};
 use crate::strategy::Strategy;
@@ -86,6 +86,9 @@ pub struct MatrixOptions {
     pub seeds: u64,
     /// Partitions of every topic (see [`Script::partitions`]).
     pub partitions: u32,
+    /// Every script over an unreliable network: Kafka-like sources and seeded source faults
+    /// ([`Script::with_network_faults`]).
+    pub network_faults: bool,
 }
 
 /// One cell: a topology, a workload and a strategy.
@@ -130,6 +133,9 @@ pub struct Matrix {
     /// Partitions of every topic.
     #[serde(default = "one_partition", skip_serializing_if = "is_one_partition")]
     pub partitions: u32,
+    /// Every script ran over an unreliable network (absent: no).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub network_faults: bool,
     /// The backend's name.
     pub backend: String,
     /// Every cell, in run order.
@@ -183,7 +189,14 @@ pub fn scripts(options: &MatrixOptions) -> Vec<(Topology, Workload, Script)> {
             out.push((
                 topology,
                 workload,
-                generate(topology, workload, options.seed, options.steps).with_partitions(options.partitions),
+                crate::script::generate_with(
+                    topology,
+                    workload,
+                    options.seed,
+                    options.steps,
+                    options.partitions,
+                    options.network_faults,
+                ),
             ));
         }
     }
@@ -205,6 +218,7 @@ pub fn run_matrix(
         range,
         steps: options.steps,
         partitions: options.partitions,
+        network_faults: options.network_faults,
         mutation: options.mutation,
     };
     let (cells, pass) = std::thread::scope(|scope| {
@@ -242,6 +256,7 @@ pub fn run_matrix(
         seed: options.seed,
         steps: options.steps,
         partitions: options.partitions,
+        network_faults: options.network_faults,
         backend: options.storage.name().to_owned(),
         cells,
         seed_rates: rates,
@@ -645,11 +660,14 @@ fn render_seed_rates(out: &mut String, matrix: &Matrix) {
 /// reproductions, the verdict.
 pub fn render_text(matrix: &Matrix) -> String {
     let mut out = String::new();
-    let partitions = if matrix.partitions > 1 {
+    let mut partitions = if matrix.partitions > 1 {
         format!(", {} partitions per topic", matrix.partitions)
     } else {
         String::new()
     };
+    if matrix.network_faults {
+        partitions.push_str(", over an unreliable network (Kafka-like sources, source faults)");
+    }
     let _ = writeln!(
         out,
         "mirrorlog simulate: seed {}, {} operations per phase{partitions}, backend {}\n",
@@ -801,6 +819,7 @@ mod tests {
             seeds: 20,
             mutation: None,
             partitions: 1,
+            network_faults: false,
         }
     }
 

@@ -143,6 +143,64 @@ pub enum Step {
         /// The id to move past.
         past: i64,
     },
+    /// From now on `cluster` answers mirror links as Apache Kafka does: it never answers the private "last
+    /// mirrored" question (the link reads the closed connection as "never mirrored from us").
+    BehaveAsKafka {
+        /// The cluster.
+        cluster: String,
+    },
+    /// The next `count` requests mirror links send to `cluster` as their source meet `fault` (the network between
+    /// clusters, deterministic per seed).
+    SourceFault {
+        /// The source cluster.
+        cluster: String,
+        /// What goes wrong.
+        fault: SourceFault,
+        /// How many requests it hits (at least one).
+        count: u8,
+    },
+}
+
+/// What goes wrong with a request a mirror link sends to its source ([`Step::SourceFault`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SourceFault {
+    /// The connection is refused: the broker is down (a retryable error).
+    Refused,
+    /// The connection closes in the middle of the answer (a retryable error).
+    ClosedMidResponse,
+    /// The answer is NOT_LEADER_OR_FOLLOWER: the partition's leader moved to another broker (retryable; asked
+    /// again, the new leader answers).
+    LeaderMoved,
+    /// A fetch's answer is cut short: only its first batch arrives whole (the client drops the partial tail).
+    Truncated,
+    /// The answer arrives late: [`SourceFault::SLOW_MS`] pass on the simulated clock first.
+    Slow,
+}
+
+impl SourceFault {
+    /// Every fault, for generation.
+    pub const ALL: [SourceFault; 5] = [
+        SourceFault::Refused,
+        SourceFault::ClosedMidResponse,
+        SourceFault::LeaderMoved,
+        SourceFault::Truncated,
+        SourceFault::Slow,
+    ];
+
+    /// How late a [`SourceFault::Slow`] answer arrives.
+    pub const SLOW_MS: i64 = 5_000;
+
+    /// The name in scripts and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            SourceFault::Refused => "refused",
+            SourceFault::ClosedMidResponse => "closed-mid-response",
+            SourceFault::LeaderMoved => "leader-moved",
+            SourceFault::Truncated => "truncated",
+            SourceFault::Slow => "slow",
+        }
+    }
 }
 
 impl fmt::Display for Step {
@@ -212,6 +270,21 @@ impl fmt::Display for Step {
             Step::AdvanceIds { cluster, past } => {
                 write!(f, "{cluster}'s producer-id allocator moves past {past}")
             }
+            Step::BehaveAsKafka { cluster } => {
+                write!(
+                    f,
+                    "{cluster} answers mirror links as Apache Kafka does (no private question)"
+                )
+            }
+            Step::SourceFault {
+                cluster,
+                fault,
+                count,
+            } => write!(
+                f,
+                "the next {count} request(s) to {cluster} as a source: {}",
+                fault.name()
+            ),
         }
     }
 }
@@ -229,6 +302,9 @@ pub struct Script {
     /// The steps.
     pub steps: Vec<Step>,
 }
+
+/// How many requests one [`Step::SourceFault`] hits at most.
+pub const MAX_FAULT_COUNT: u8 = 3;
 
 /// The most partitions per topic a script may ask for.
 pub const MAX_PARTITIONS: u32 = 16;
@@ -249,6 +325,71 @@ impl Script {
             partitions: 1,
             steps,
         }
+    }
+
+    /// The same script over an unreliable network, deterministic per `seed` (issue 50): every cluster that is no
+    /// link's destination answers as Apache Kafka does ([`Step::BehaveAsKafka`]: a mirrorlog destination cannot be
+    /// one), and before some mirror rounds, starts and failovers a link's source meets a few
+    /// [`Step::SourceFault`]s. The script's own steps are unchanged and in order: only fault steps are added.
+    pub fn with_network_faults(mut self, seed: u64) -> Self {
+        let mut rng = SimRng::new(seed ^ 0xFA17_5EED_0BAD_CAFE);
+        let destinations: Vec<&String> = self
+            .steps
+            .iter()
+            .filter_map(|step| match step {
+                Step::Start { dest, .. } => Some(dest),
+                _ => None,
+            })
+            .collect();
+        let mut steps: Vec<Step> = self
+            .clusters
+            .iter()
+            .filter(|cluster| !destinations.contains(cluster))
+            .map(|cluster| Step::BehaveAsKafka {
+                cluster: cluster.clone(),
+            })
+            .collect();
+        // The links running as each step comes: (source, destination, topic).
+        let mut running: Vec<(String, String, String)> = Vec::new();
+        for step in std::mem::take(&mut self.steps) {
+            // A fault hits a source some link is about to ask: the one a start or failover names, or any running
+            // link's before a mirror round (a fault queued on a cluster nobody asks would wait for the next link).
+            let (odds, sources): (u64, Vec<String>) = match &step {
+                Step::Mirror => (40, running.iter().map(|(source, _, _)| source.clone()).collect()),
+                Step::Start { source, .. } => (25, vec![source.clone()]),
+                Step::Stop { dest, topic } => (
+                    25,
+                    running
+                        .iter()
+                        .filter(|(_, to, of)| to == dest && of == topic)
+                        .map(|(source, _, _)| source.clone())
+                        .collect(),
+                ),
+                _ => (0, Vec::new()),
+            };
+            if odds > 0 && rng.chance(odds) {
+                if let (Some(cluster), Some(fault)) =
+                    (rng.pick(&sources).cloned(), rng.pick(&SourceFault::ALL).copied())
+                {
+                    let count = 1 + rng.below(u64::from(MAX_FAULT_COUNT)) as u8;
+                    steps.push(Step::SourceFault {
+                        cluster,
+                        fault,
+                        count,
+                    });
+                }
+            }
+            match &step {
+                Step::Start { source, dest, topic } => {
+                    running.push((source.clone(), dest.clone(), topic.clone()));
+                }
+                Step::Stop { dest, topic } => running.retain(|(_, to, of)| !(to == dest && of == topic)),
+                _ => {}
+            }
+            steps.push(step);
+        }
+        self.steps = steps;
+        self
     }
 
     /// The same script with `partitions` partitions per topic (at least 1, at most [`MAX_PARTITIONS`]).
@@ -589,6 +730,24 @@ impl Builder {
         if self.workload == Workload::Beyond && self.rng.chance(50) {
             self.steps.push(Step::ExpireIds);
         }
+    }
+}
+
+/// [`generate`] with `partitions` per topic, over an unreliable network when `network_faults` is set (the
+/// faults drawn from the same seed: [`Script::with_network_faults`]).
+pub fn generate_with(
+    topology: Topology,
+    workload: Workload,
+    seed: u64,
+    steps: usize,
+    partitions: u32,
+    network_faults: bool,
+) -> Script {
+    let script = generate(topology, workload, seed, steps).with_partitions(partitions);
+    if network_faults {
+        script.with_network_faults(seed)
+    } else {
+        script
     }
 }
 

@@ -18,7 +18,7 @@ use std::sync::mpsc;
 use serde::{Deserialize, Serialize};
 
 use crate::oracle::Anomalies;
-use crate::script::{generate, Script, Topology, Workload};
+use crate::script::{Script, Topology, Workload};
 use crate::strategy::Strategy;
 use crate::world::SimStorage;
 use crate::{Mutation, SimError};
@@ -86,6 +86,8 @@ pub struct SeedRun {
     pub steps: usize,
     /// Partitions of every topic of its script.
     pub partitions: u32,
+    /// Its script ran over an unreliable network.
+    pub network_faults: bool,
     /// What the oracle counted.
     pub anomalies: Anomalies,
     /// Failed links, failed-over partitions left read-only, clients never acknowledged.
@@ -117,6 +119,9 @@ impl SeedRun {
         if self.partitions != 1 {
             command.push_str(&format!(" --partitions {}", self.partitions));
         }
+        if self.network_faults {
+            command.push_str(" --network-faults");
+        }
         command.push_str(" --seeds 1");
         command
     }
@@ -144,6 +149,8 @@ pub struct PassOptions<'a> {
     pub steps: usize,
     /// Partitions of every topic.
     pub partitions: u32,
+    /// Every script over an unreliable network (see [`crate::Script::with_network_faults`]).
+    pub network_faults: bool,
     /// A deliberate bug switched on in every run (the verdict's own tests).
     pub mutation: Option<Mutation>,
 }
@@ -168,6 +175,7 @@ struct Job {
     seed: u64,
     steps: usize,
     partitions: u32,
+    network_faults: bool,
     script: Script,
     strategies: Vec<Strategy>,
 }
@@ -185,14 +193,21 @@ pub fn run_pass(
                 if strategies.is_empty() {
                     continue;
                 }
-                let script =
-                    generate(topology, workload, seed, options.steps).with_partitions(options.partitions);
+                let script = crate::script::generate_with(
+                    topology,
+                    workload,
+                    seed,
+                    options.steps,
+                    options.partitions,
+                    options.network_faults,
+                );
                 jobs.push(Job {
                     topology,
                     workload,
                     seed,
                     steps: options.steps,
                     partitions: options.partitions,
+                    network_faults: options.network_faults,
                     script,
                     strategies,
                 });
@@ -286,6 +301,7 @@ fn run_job(job: &Job, mutation: Option<Mutation>) -> Result<Vec<SeedRun>, SimErr
             seed: job.seed,
             steps: job.steps,
             partitions: job.partitions,
+            network_faults: job.network_faults,
             anomalies: findings.anomalies,
             unfinished,
         });
@@ -315,6 +331,7 @@ mod tests {
             range: SeedRange::starting_at(1, 3),
             steps: 10,
             partitions: 1,
+            network_faults: false,
             mutation: None,
         };
         let pass = run_pass(&options, &mut |_, _| {}).unwrap();
@@ -327,7 +344,7 @@ mod tests {
             again.runs.iter().map(key).collect::<Vec<_>>()
         );
         let alone = &pass.runs[0];
-        let script = generate(alone.topology, alone.workload, alone.seed, 10);
+        let script = crate::script::generate(alone.topology, alone.workload, alone.seed, 10);
         let (findings, _) = crate::run_script(&script, alone.strategy, &SimStorage::memory()).unwrap();
         assert_eq!(findings.anomalies, alone.anomalies);
     }

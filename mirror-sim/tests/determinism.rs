@@ -16,6 +16,7 @@ fn options(seed: u64) -> MatrixOptions {
         seeds: 3,
         mutation: None,
         partitions: 1,
+        network_faults: false,
     }
 }
 

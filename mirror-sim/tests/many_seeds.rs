@@ -34,6 +34,7 @@ fn every_barrier_strategy_holds_the_barrier_claims_on_every_seed() {
         mutation: None,
         seeds: seeds(),
         partitions: 1,
+        network_faults: false,
     };
     let started = std::time::Instant::now();
     let matrix = run_matrix(&options, &mut |_, _, _| {}).unwrap();

@@ -21,6 +21,7 @@ fn options_in(mutation: Option<Mutation>, topology: Topology) -> MatrixOptions {
         seeds: 5,
         mutation,
         partitions: 1,
+        network_faults: false,
     }
 }
 

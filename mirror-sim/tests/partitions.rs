@@ -29,6 +29,7 @@ fn options(
         seeds: 3,
         mutation,
         partitions: PARTITIONS,
+        network_faults: false,
     }
 }
 

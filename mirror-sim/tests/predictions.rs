@@ -16,6 +16,7 @@ fn rates_over_100_seeds(strategy: Strategy, topology: Topology) -> mirror_sim::r
         seeds: 100,
         mutation: None,
         partitions: 1,
+        network_faults: false,
     };
     run_matrix(&options, &mut |_, _, _| {}).unwrap()
 }

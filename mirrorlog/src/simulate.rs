@@ -34,6 +34,11 @@ pub struct SimulateArgs {
     /// several, and each failover stops them all at once.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=i64::from(mirror_sim::script::MAX_PARTITIONS)))]
     pub partitions: u32,
+    /// Run every script over an unreliable network, the same for every strategy and drawn from each seed:
+    /// sources that answer as Apache Kafka does (no private question) and requests to them refused, closed in
+    /// the middle of an answer, answered NOT_LEADER_OR_FOLLOWER, cut short or late.
+    #[arg(long)]
+    pub network_faults: bool,
     /// A storage config: its backend, durability and options are used, and each run's stores go to a fresh
     /// directory inside its `data_dir` (default: fs, under the system's temporary directory).
     #[arg(long)]
@@ -114,6 +119,7 @@ pub fn simulate(args: SimulateArgs, out: &mut dyn Write) -> Result<Conclusion, C
         seeds: args.seeds,
         mutation: None,
         partitions: args.partitions,
+        network_faults: args.network_faults,
     };
     let total = (options.topologies.len() * Workload::ALL.len() * options.strategies.len()) as u64;
     let bar = indicatif::ProgressBar::new(total);
@@ -133,6 +139,7 @@ pub fn simulate(args: SimulateArgs, out: &mut dyn Write) -> Result<Conclusion, C
             "seed": options.seed,
             "steps": options.steps,
             "partitions": options.partitions,
+            "network_faults": options.network_faults,
             "scripts": mirror_sim::report::scripts(&options)
                 .into_iter()
                 .map(|(topology, workload, script)| serde_json::json!({

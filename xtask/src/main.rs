@@ -218,7 +218,8 @@ fn test() -> Result<(), String> {
     )?;
     run("cargo test --workspace", cargo().args(["test", "--workspace"]))?;
     run(
-        "the barrier claims over 1,000 seeds (release; mirror-sim/tests/many_seeds.rs)",
+        "the barrier claims over 1,000 seeds, over a reliable and an unreliable network (release; \
+         mirror-sim/tests/many_seeds.rs, network_faults.rs)",
         cargo()
             .args([
                 "test",
@@ -227,6 +228,8 @@ fn test() -> Result<(), String> {
                 "mirror-sim",
                 "--test",
                 "many_seeds",
+                "--test",
+                "network_faults",
                 "--",
                 "--nocapture",
             ])

@@ -17,6 +17,10 @@ use crate::SimError;
 
 /// The most rounds one mirror step runs on one destination before it calls the links stuck.
 const MAX_ROUNDS: usize = 100_000;
+/// The most retries one mirror step waits for on one destination after the network's faults.
+const MAX_RETRIES_AFTER_FAULTS: usize = 64;
+/// The most times the simulated operator sends a link's `create` that a faulty network kept from its source.
+const MAX_ADMIN_ATTEMPTS: usize = 8;
 
 impl World {
     pub(super) async fn start_link(&mut self, source: &str, dest: &str, topic: &str) -> Result<(), SimError> {
@@ -55,15 +59,34 @@ impl World {
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             ids.remove(&(source.to_owned(), topic.to_owned()));
         }
-        let answer = self.administer(dest, request).await?;
+        let faults_before = self.network.faults_met();
+        let mut answer = self.administer(dest, request.clone()).await?;
+        let mut attempts = 1;
+        // The source did not answer over a faulty network and nothing was created: the operator runs the same
+        // command again a second later.
+        while !answer.ok
+            && answer.links.is_empty()
+            && answer
+                .error
+                .as_ref()
+                .is_some_and(|error| error.category == "source")
+            && self.network.faults_met() > faults_before
+            && attempts < MAX_ADMIN_ATTEMPTS
+        {
+            self.clock.advance(super::STEP_MS);
+            answer = self.administer(dest, request.clone()).await?;
+            attempts += 1;
+        }
         if let Some(cluster) = self.clusters.get_mut(dest) {
             if cluster.node.topic_partitions().await.contains_key(topic) {
                 cluster.topics.insert(topic.to_owned());
             }
         }
-        if !answer.ok {
+        let transient = !answer.links.is_empty() && self.network.faults_met() > faults_before;
+        if !answer.ok && !transient {
             // PREPARING could not align the destination (e.g. with a position inside a batch), or the link was
-            // refused: judged as failed, not a crash of the simulation. A recorded link stays and retries.
+            // refused: judged as failed, not a crash of the simulation. A recorded link stays and retries. (One
+            // the network's faults failed retries too, and the mirror rounds judge where its retries end.)
             self.failed_links
                 .push(format!("{source} -> {dest} ({topic}): {}", refusal(&answer)));
         }
@@ -84,24 +107,39 @@ impl World {
                 (link.source.clone(), link.dest.clone(), link.topic.clone())
             };
             // Rounds until the destination's links have nothing more to copy (a destination with several links
-            // catches them all up at its first).
+            // catches them all up at its first). A partition that the network's faults failed waits for its
+            // retry: the clock moves to when it is due (bounded; only in a run whose network has faults, so that
+            // a run without any keeps its clock).
+            let (mut rounds, mut retries) = (0, 0);
+            loop {
+                let watched = self.watch_rewinds(&dest).await?;
+                let (appended, next_retry) = match self.links_of(&dest).await? {
+                    Some((node, links)) => (links.step(node).await, links.next_retry_at_ms()),
+                    None => break,
+                };
+                self.check_rewinds(watched).await?;
+                if appended > 0 {
+                    rounds += 1;
+                    if rounds == MAX_ROUNDS {
+                        return Err(SimError::Setup(format!(
+                            "the links into {dest} still copy after {MAX_ROUNDS} rounds"
+                        )));
+                    }
+                    continue;
+                }
+                match next_retry {
+                    Some(due) if self.network.faults_met() > 0 && retries < MAX_RETRIES_AFTER_FAULTS => {
+                        retries += 1;
+                        self.clock.advance_to(due);
+                    }
+                    _ => break,
+                }
+            }
             let partitions = self.partition_numbers();
             let failures: Vec<(i32, String)> = match self.links_of(&dest).await? {
-                Some((node, links)) => {
-                    let mut rounds = 0;
-                    while links.step(node).await > 0 {
-                        rounds += 1;
-                        if rounds == MAX_ROUNDS {
-                            return Err(SimError::Setup(format!(
-                                "the links into {dest} still copy after {MAX_ROUNDS} rounds"
-                            )));
-                        }
-                    }
-                    partitions
-                        .clone()
-                        .filter_map(|partition| Some((partition, links.failure(&topic, partition)?)))
-                        .collect()
-                }
+                Some((_, links)) => partitions
+                    .filter_map(|partition| Some((partition, links.failure(&topic, partition)?)))
+                    .collect(),
                 None => Vec::new(),
             };
             // A link that cannot go on — FAILED, or an error its retries meet every time (a destination aligned
@@ -259,6 +297,7 @@ impl World {
             std::collections::BTreeMap::new()
         };
         let (bound, strategy, mutation) = (self.fetch_bound, self.strategy, self.mutation);
+        let (network, clock) = (self.network.clone(), Arc::clone(&self.clock));
         let Some(state) = self.clusters.get_mut(cluster) else {
             return Ok(None);
         };
@@ -270,6 +309,8 @@ impl World {
                     bound,
                     strategy,
                     copied_ids: Arc::clone(&state.copied_ids),
+                    network: network.clone(),
+                    clock: Arc::clone(&clock),
                 };
                 let mut links = MirrorLinks::open(&state.node, Arc::new(sources))
                     .await
@@ -278,6 +319,7 @@ impl World {
                 // every round (the `NoOffsetSync` mutant: never).
                 links.set_fetch_ahead(false);
                 links.set_group_sync_interval_ms((mutation != Some(Mutation::NoOffsetSync)).then_some(0));
+                links.realign_on_retry(mutation == Some(Mutation::TruncateOnRetry));
                 empty.insert(links)
             }
         };

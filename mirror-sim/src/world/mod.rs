@@ -36,7 +36,9 @@ use crate::SimError;
 mod clients;
 mod coordinator;
 mod links;
+mod network;
 mod offsets;
+mod rewinds;
 mod sources;
 
 /// The simulated clock every node of a run reads: it moves a step at a time, and one millisecond on every
@@ -53,6 +55,11 @@ impl SimClock {
     /// Moves the clock forward by `ms`.
     fn advance(&self, ms: i64) {
         self.0.fetch_add(ms, Ordering::SeqCst);
+    }
+
+    /// Moves the clock forward to `ms` (never back).
+    fn advance_to(&self, ms: i64) {
+        self.0.fetch_max(ms, Ordering::SeqCst);
     }
 }
 
@@ -139,6 +146,10 @@ pub enum Mutation {
     LeaderOnlyBarrier,
     /// The links copy no consumer-group offsets: an application that moves finds no committed position.
     NoOffsetSync,
+    /// A session that resumes after a transient source error aligns again as a new one, and a source that never
+    /// answers the private question (Apache Kafka) counts as "never mirrored from us": the mirror is emptied and
+    /// copied again (issue 50's "a retry wipes the partition"; `MirrorDriver::realign_on_retry`).
+    TruncateOnRetry,
 }
 
 /// Refusals the clients heard, by Kafka error name (visible errors, not anomalies).
@@ -256,6 +267,8 @@ pub struct Finished {
     pub operations: u64,
     /// (cluster, topic, producer id) under which two or more real clients sent batches, with the clients.
     pub shared_ids: Vec<String>,
+    /// Requests mirror links sent that met one of the network's faults (0 without [`Step::SourceFault`]s).
+    pub faults_met: u64,
     /// Mirrors whose producer state differed from their source's as a planned failover began (caught up, same
     /// bytes): what the barrier's scope does to a cluster that stores another cluster's barrier. Reported, not
     /// an anomaly: a mirror validates nothing it stores, and its own barrier clears its state before it is
@@ -291,6 +304,8 @@ pub struct World {
     fetch_bound: FetchBound,
     /// The deliberate bug switched on, if any.
     mutation: Option<Mutation>,
+    /// The network between clusters: Kafka-like sources and the faults queued on each.
+    network: network::Network,
     /// The real clients that sent batches under each (cluster, topic, producer id).
     senders: BTreeMap<(String, String, i64), std::collections::BTreeSet<String>>,
 }
@@ -341,6 +356,7 @@ impl World {
             txn_owners: BTreeMap::new(),
             fetch_bound: FetchBound::LastStableOffset,
             mutation,
+            network: network::Network::default(),
         };
         if !(1..=crate::script::MAX_PARTITIONS).contains(&script.partitions) {
             // A replayed file says how many: run what it says, or say why not.
@@ -486,6 +502,12 @@ impl World {
                         .map_err(SimError::node)?;
                 }
             }
+            Step::BehaveAsKafka { cluster } => self.network.behave_as_kafka(cluster),
+            Step::SourceFault {
+                cluster,
+                fault,
+                count,
+            } => self.network.queue(cluster, *fault, *count),
         }
         self.abort_timed_out().await?;
         self.expire_producers().await;
@@ -820,12 +842,7 @@ impl World {
                     }
                     continue;
                 };
-                let mut expected = (*original).clone();
-                let mapped = self.strategy.map_producer_id(expected.producer_id());
-                if mapped != expected.producer_id() {
-                    expected.set_producer(mapped, expected.producer_epoch(), expected.base_sequence());
-                }
-                if expected.as_bytes() != batch.as_bytes() {
+                if self.as_mirrored(original).as_bytes() != batch.as_bytes() {
                     found.push(format!(
                         "{}/{}: mirror of {} differs from its source at offset {}",
                         link.dest,
@@ -839,6 +856,16 @@ impl World {
         }
         self.divergences.extend(found);
         Ok(())
+    }
+
+    /// `original` as a mirror of it holds it: after the strategy's producer-id transform.
+    fn as_mirrored(&self, original: &RecordBatch) -> RecordBatch {
+        let mut mirrored = original.clone();
+        let mapped = self.strategy.map_producer_id(mirrored.producer_id());
+        if mapped != mirrored.producer_id() {
+            mirrored.set_producer(mapped, mirrored.producer_epoch(), mirrored.base_sequence());
+        }
+        mirrored
     }
 
     /// Every batch of the leader log of a partition of `topic` on `cluster`.
@@ -949,6 +976,7 @@ impl World {
             last_stable_offsets,
             divergences: self.divergences,
             state_drift: self.state_drift,
+            faults_met: self.network.faults_met(),
             apps,
             client_errors: self.client_errors,
             failed_links: self.failed_links,

@@ -17,7 +17,8 @@ use mirror_fsm::{FetchError, FetchResponse, Fetcher, GroupOffset, SourceDescript
 use node::Node;
 use partition_log::Isolation;
 
-use super::FetchBound;
+use super::network::{Network, Passage};
+use super::{FetchBound, SimClock};
 use crate::strategy::Strategy;
 
 /// What a destination's links learnt about a source's producer ids, by (source cluster, topic).
@@ -48,6 +49,10 @@ pub(super) struct SimSources {
     pub(super) strategy: Strategy,
     /// Where this destination's fetchers record the ids they copied.
     pub(super) copied_ids: CopiedIds,
+    /// The network every request crosses.
+    pub(super) network: Network,
+    /// The run's clock (a slow answer moves it).
+    pub(super) clock: Arc<SimClock>,
 }
 
 fn unreachable(address: &str) -> FetchError {
@@ -62,6 +67,7 @@ fn retryable(error: impl std::fmt::Display) -> FetchError {
 impl Sources for SimSources {
     async fn describe(&self, address: &str, topics: &[String]) -> Result<SourceDescription, FetchError> {
         let node = self.nodes.get(address).ok_or_else(|| unreachable(address))?;
+        self.network.cross(address, "Metadata", &self.clock)?;
         node::mirror::describe_node(node, address, topics).await
     }
 
@@ -79,6 +85,8 @@ impl Sources for SimSources {
             bound: self.bound,
             strategy: self.strategy,
             copied_ids: Arc::clone(&self.copied_ids),
+            network: self.network.clone(),
+            clock: Arc::clone(&self.clock),
         })
     }
 }
@@ -92,9 +100,16 @@ pub(super) struct SimFetcher {
     bound: FetchBound,
     strategy: Strategy,
     copied_ids: CopiedIds,
+    network: Network,
+    clock: Arc<SimClock>,
 }
 
 impl SimFetcher {
+    /// The request named `what` crosses the network to the source.
+    fn cross(&self, what: &str) -> Result<Passage, FetchError> {
+        self.network.cross(&self.source_cluster_id, what, &self.clock)
+    }
+
     /// Runs `read` on the source's leader log, locked without waiting.
     async fn with_source<T>(
         &self,
@@ -130,7 +145,8 @@ impl Fetcher for SimFetcher {
             FetchBound::LastStableOffset => Isolation::ReadCommitted,
             FetchBound::HighWatermark => Isolation::ReadUncommitted,
         };
-        let fetched = self
+        let passage = self.cross("Fetch")?;
+        let mut fetched = self
             .with_source(async |source| {
                 source
                     .read(from_offset, max_bytes, isolation)
@@ -138,6 +154,10 @@ impl Fetcher for SimFetcher {
                     .map_err(FetchError::from_log_read)
             })
             .await?;
+        if passage == Passage::FirstBatchOnly && fetched.batches.len() > 1 {
+            fetched.batches.truncate(1);
+            fetched.buffers = record_format::BatchBuffers::new(Vec::new());
+        }
         let mut response = FetchResponse {
             source_cluster_id: self.source_cluster_id.clone(),
             batches: fetched.batches,
@@ -169,6 +189,12 @@ impl Fetcher for SimFetcher {
     }
 
     async fn last_mirrored_offset(&mut self, mirrored_from: &str) -> Result<Option<i64>, FetchError> {
+        self.cross("the last mirrored offset")?;
+        if self.network.is_kafka_like(&self.source_cluster_id) {
+            // Apache Kafka closes the connection on the private key; `mirror-link` reads that as "never mirrored
+            // from us" (a new session's alignment only: a resumed one compares batches instead).
+            return Ok(None);
+        }
         self.with_source(async |source| {
             mirror_fsm::last_mirrored_offset(source, mirrored_from)
                 .await
@@ -178,12 +204,14 @@ impl Fetcher for SimFetcher {
     }
 
     async fn log_start_offset(&mut self) -> Result<i64, FetchError> {
+        self.cross("ListOffsets")?;
         self.with_source(async |source| Ok(source.log_start_offset()))
             .await
     }
 
     async fn cluster_id(&mut self) -> Result<String, FetchError> {
         // Reachable or not, as a fetch finds it.
+        self.cross("Metadata")?;
         self.with_source(async |_| Ok(())).await?;
         Ok(self.source_cluster_id.clone())
     }

@@ -166,6 +166,8 @@ pub struct MirrorLinks {
     pub(super) group_fetch: Option<tokio::task::JoinHandle<super::groups::Fetched>>,
     /// A test fault every driver gets: a pause after each STOPPING action.
     pub(super) stopping_pause: Option<std::time::Duration>,
+    /// The simulator's "truncate on retry" mutant (`MirrorDriver::realign_on_retry`). Never set outside it.
+    pub(super) realign_on_retry: bool,
     /// Set when the owner shuts down: an action that waits (`promote`) gives up.
     pub(super) stopping: Arc<std::sync::atomic::AtomicBool>,
     /// When the sources' consumer group offsets are next copied ([`super::groups`]).
@@ -225,6 +227,7 @@ impl MirrorLinks {
             probes: BTreeMap::new(),
             group_fetch: None,
             stopping_pause: None,
+            realign_on_retry: false,
             stopping: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             group_sync_due_ms: 0,
             group_sync_interval_ms: Some(super::groups::GROUP_SYNC_INTERVAL_MS),
@@ -295,6 +298,27 @@ impl MirrorLinks {
         for mirrored in self.partitions.values_mut() {
             mirrored.driver.pause_between_stopping_steps(pause);
         }
+    }
+
+    /// Deliberate bug for the simulator's mutant: every driver realigns on a retry as a new session does (see
+    /// `MirrorDriver::realign_on_retry`). Never set outside it.
+    #[doc(hidden)]
+    pub fn realign_on_retry(&mut self, realign: bool) {
+        self.realign_on_retry = realign;
+        for mirrored in self.partitions.values_mut() {
+            mirrored.driver.realign_on_retry(realign);
+        }
+    }
+
+    /// The earliest time a FAILED partition's retry is due (retryable failures only): what a deterministic caller
+    /// (the simulator) moves its clock to when every link waits for a retry.
+    pub fn next_retry_at_ms(&self) -> Option<i64> {
+        self.partitions
+            .values()
+            .filter_map(|mirrored| mirrored.driver.state().failure())
+            .filter(|failure| failure.retryable)
+            .map(|failure| failure.retry_at_ms)
+            .min()
     }
 
     /// True when no partition is fetching (the caller may wait longer before the next step).
@@ -570,6 +594,7 @@ impl MirrorLinks {
         let mut driver =
             MirrorDriver::recover(log, fetcher.as_mut(), node.config().cluster_id.clone()).await?;
         driver.pause_between_stopping_steps(self.stopping_pause);
+        driver.realign_on_retry(self.realign_on_retry);
         driver
             .handle(log, fetcher.as_mut(), Event::Tick { now_ms: now })
             .await?;
