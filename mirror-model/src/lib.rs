@@ -142,6 +142,9 @@ pub struct MirrorModel {
     /// Which barriers every cluster's producer state applies (writer: its own, mirrorlog's default and the seeds'
     /// rule; everywhere: every barrier, the KIP prototype's).
     pub scope: BarrierScope,
+    /// Cluster A is an Apache Kafka cluster: it never answers the private "last mirrored" question, which the
+    /// link reads as "never mirrored from us" (only where A never mirrors: active-passive and chain).
+    pub kafka_origin: bool,
 }
 
 /// One step of the model; `usize` is the cluster.
@@ -564,7 +567,15 @@ impl MirrorModel {
             bounds,
             mutant,
             scope: BarrierScope::Writer,
+            kafka_origin: false,
         }
+    }
+
+    /// The same model with cluster A an Apache Kafka cluster ([`MirrorModel::kafka_origin`]); a topology in which
+    /// A mirrors (failback) keeps A a mirrorlog node, since only a mirrorlog node can be a destination.
+    pub fn with_kafka_origin(mut self) -> Self {
+        self.kafka_origin = self.topology != Topology::Failback;
+        self
     }
 
     /// The same model with every cluster's producer state applying barriers under `scope`.
@@ -721,7 +732,9 @@ impl MirrorModel {
         // The peer's answer (PREPARING) reads the source cluster's partition.
         let peer = world.nodes[cluster].source.map(|source| {
             let peer = &world.nodes[source];
-            (peer.last_mirrored.get(CLUSTERS[cluster]).copied(), peer.log.len())
+            let answered = !(self.kafka_origin && source == A);
+            let last_mirrored = peer.last_mirrored.get(CLUSTERS[cluster]).copied();
+            (last_mirrored.filter(|_| answered), peer.log.len())
         });
         let node = &mut world.nodes[cluster];
         let end = node.log.len() as i64;

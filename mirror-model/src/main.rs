@@ -1,5 +1,5 @@
 //! `cargo xtask model [--topology NAME|all] [--depth N] [--source-writes N] [--local-writes N] [--crashes N]
-//! [--source-errors N] [--scope writer|everywhere] [--mutant NAME]`: runs the model check and prints the states
+//! [--source-errors N] [--scope writer|everywhere] [--origin mirrorlog|kafka] [--mutant NAME]`: runs the model check and prints the states
 //! explored, the time, every violated property with the steps that show it, and each reported finding with the
 //! shortest steps that reach it. Exit status 0 when every property holds (for a mutant: when the checker found it),
 //! 1 otherwise, 2 on a usage error.
@@ -11,10 +11,10 @@ use producer_state::BarrierScope;
 
 const USAGE: &str = "usage: mirror-model [--topology active-passive|failback|chain|all] [--depth N] \
     [--source-writes N] [--local-writes N] [--crashes N] [--source-errors N] [--scope writer|everywhere] \
-    [--mutant none|barrier-before-lso-cut|barrier-on-leader-only|last-mirrored-after-barrier|second-barrier-after-crash|truncate-on-retry]";
+    [--origin mirrorlog|kafka] [--mutant none|barrier-before-lso-cut|barrier-on-leader-only|last-mirrored-after-barrier|second-barrier-after-crash|truncate-on-retry]";
 
-/// What a run checks: topologies, bounds, depth, the mutant and the barrier scope.
-type Run = (Vec<Topology>, Bounds, usize, Mutant, BarrierScope);
+/// What a run checks: topologies, bounds, depth, the mutant, the barrier scope and whether A is a Kafka cluster.
+type Run = (Vec<Topology>, Bounds, usize, Mutant, BarrierScope, bool);
 
 fn parse(args: &[String]) -> Option<Run> {
     let mut scope = BarrierScope::Writer;
@@ -22,6 +22,7 @@ fn parse(args: &[String]) -> Option<Run> {
     let mut bounds = Bounds::default();
     let mut depth = 0;
     let mut mutant = Mutant::None;
+    let mut kafka_origin = false;
     let mut pairs = args.chunks(2);
     for pair in &mut pairs {
         let [flag, value] = pair else {
@@ -43,6 +44,13 @@ fn parse(args: &[String]) -> Option<Run> {
             "--crashes" => bounds.crashes = value.parse().ok()?,
             "--source-errors" => bounds.source_errors = value.parse().ok()?,
             "--scope" => scope = BarrierScope::parse(value)?,
+            "--origin" => {
+                kafka_origin = match value.as_str() {
+                    "mirrorlog" => false,
+                    "kafka" => true,
+                    _ => return None,
+                }
+            }
             "--mutant" => {
                 mutant = match value.as_str() {
                     "none" => Mutant::None,
@@ -57,23 +65,26 @@ fn parse(args: &[String]) -> Option<Run> {
             _ => return None,
         }
     }
-    Some((topologies, bounds, depth, mutant, scope))
+    Some((topologies, bounds, depth, mutant, scope, kafka_origin))
 }
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let Some((topologies, bounds, depth, mutant, scope)) = parse(&args) else {
+    let Some((topologies, bounds, depth, mutant, scope, kafka_origin)) = parse(&args) else {
         eprintln!("{USAGE}");
         return ExitCode::from(2);
     };
     let mut found_any = false;
     for topology in topologies {
-        let report = MirrorModel::new(topology, bounds, mutant)
-            .with_scope(scope)
-            .check(depth);
+        let mut model = MirrorModel::new(topology, bounds, mutant).with_scope(scope);
+        if kafka_origin {
+            model = model.with_kafka_origin();
+        }
+        let report = model.check(depth);
         println!(
-            "{topology:?} ({mutant:?}, {scope:?} scope; {} source writes, {} local writes, {} crashes, {} source errors, depth {}): {} \
+            "{topology:?} ({mutant:?}, {scope:?} scope, {} origin; {} source writes, {} local writes, {} crashes, {} source errors, depth {}): {} \
              states ({} distinct), max depth {}, {:.2?}",
+            if model.kafka_origin { "Kafka" } else { "mirrorlog" },
             bounds.source_writes,
             bounds.local_writes,
             bounds.crashes,
