@@ -122,6 +122,16 @@ pub enum FetchBound {
     HighWatermark,
 }
 
+impl FetchBound {
+    /// The isolation a fetch up to this bound reads with.
+    fn isolation(self) -> partition_log::Isolation {
+        match self {
+            FetchBound::LastStableOffset => partition_log::Isolation::ReadCommitted,
+            FetchBound::HighWatermark => partition_log::Isolation::ReadUncommitted,
+        }
+    }
+}
+
 /// A deliberate bug the verdict's tests switch on, to show that the verdict notices it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Mutation {

@@ -2,7 +2,9 @@
 //! `node::mirror::MirrorLinks` reach their source clusters through — the same link code `mirrorlog serve` runs,
 //! with an in-process transport that applies the run's [`Strategy`] on the way.
 //!
-//! A [`SimFetcher`] reads the source node's leader log up to its last stable offset (or its high watermark under
+//! A mirror round is `serve`'s ([`SimSources::fetch_many`]: one request per source and round, answering every
+//! partition within the round's limits); the per-partition [`Fetcher`] answers the alignment questions and a
+//! partition's first fetch. A [`SimFetcher`] reads the source node's leader log up to its last stable offset (or its high watermark under
 //! [`FetchBound::HighWatermark`]), applies the strategy's producer-id transform to every batch it returns, and
 //! records the largest producer id it copied (for `barrier+advance`, which moves the destination's allocator past
 //! it at the failover). It takes the source partition's lock without waiting: a source being written is a
@@ -13,9 +15,11 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
-use mirror_fsm::{FetchError, FetchResponse, Fetcher, GroupOffset, SourceDescription, Sources};
+use mirror_fsm::{
+    FetchError, FetchLimits, FetchResponse, FetchedPartition, Fetcher, GroupOffset, PartitionFetch,
+    SourceDescription, Sources,
+};
 use node::Node;
-use partition_log::Isolation;
 
 use super::network::{Network, Passage};
 use super::{FetchBound, SimClock};
@@ -77,7 +81,60 @@ impl Sources for SimSources {
     }
 
     fn fetcher(&self, address: &str, topic: &str, partition: i32) -> Box<dyn Fetcher> {
-        Box::new(SimFetcher {
+        Box::new(self.sim_fetcher(address, topic, partition))
+    }
+
+    /// One round as `serve` fetches it: one Fetch request to the source (a simulated cluster is one broker), which
+    /// meets the network once — an error fails every partition of the round — and answers each partition within
+    /// `limits` (partitions after the round's total is spent come back empty; a first batch larger than the
+    /// limits comes whole, as Kafka sends it).
+    async fn fetch_many(
+        &self,
+        address: &str,
+        wanted: &[PartitionFetch],
+        limits: FetchLimits,
+    ) -> Option<Vec<Result<FetchedPartition, FetchError>>> {
+        let passage = match self.network.cross(address, "Fetch", &self.clock) {
+            Ok(passage) => passage,
+            Err(error) => return Some(wanted.iter().map(|_| Err(error.clone())).collect()),
+        };
+        let mut left = limits.total;
+        let mut answers = Vec::with_capacity(wanted.len());
+        for fetch in wanted {
+            let fetcher = self.sim_fetcher(address, &fetch.topic, fetch.partition);
+            let max_bytes = limits.per_partition.min(left);
+            let answer = if max_bytes == 0 {
+                Ok((
+                    FetchResponse {
+                        source_cluster_id: address.to_owned(),
+                        batches: Vec::new(),
+                        buffers: record_format::BatchBuffers::new(Vec::new()),
+                    },
+                    None,
+                ))
+            } else {
+                fetcher
+                    .read_at(fetch.offset, max_bytes, passage)
+                    .await
+                    .map(|(response, end)| (response, Some(end)))
+            };
+            answers.push(answer.map(|(response, last_stable_offset)| {
+                let bytes: usize = response.batches.iter().map(|batch| batch.as_bytes().len()).sum();
+                left = left.saturating_sub(bytes);
+                FetchedPartition {
+                    response,
+                    last_stable_offset,
+                }
+            }));
+        }
+        Some(answers)
+    }
+}
+
+impl SimSources {
+    /// The fetcher of one partition at `address`.
+    fn sim_fetcher(&self, address: &str, topic: &str, partition: i32) -> SimFetcher {
+        SimFetcher {
             source: self.nodes.get(address).cloned(),
             source_cluster_id: address.to_owned(),
             topic: topic.to_owned(),
@@ -87,7 +144,7 @@ impl Sources for SimSources {
             copied_ids: Arc::clone(&self.copied_ids),
             network: self.network.clone(),
             clock: Arc::clone(&self.clock),
-        })
+        }
     }
 }
 
@@ -138,20 +195,28 @@ impl SimFetcher {
     }
 }
 
-#[async_trait(?Send)]
-impl Fetcher for SimFetcher {
-    async fn fetch(&mut self, from_offset: i64, max_bytes: usize) -> Result<FetchResponse, FetchError> {
-        let isolation = match self.bound {
-            FetchBound::LastStableOffset => Isolation::ReadCommitted,
-            FetchBound::HighWatermark => Isolation::ReadUncommitted,
-        };
-        let passage = self.cross("Fetch")?;
-        let mut fetched = self
+impl SimFetcher {
+    /// One fetch from `from_offset`, the network already crossed (`passage`): the answer, with the producer-id
+    /// transform applied and the ids it copied recorded, and the source's bound (its last stable offset, or its
+    /// high watermark under [`FetchBound::HighWatermark`]) as the answer reports it.
+    async fn read_at(
+        &self,
+        from_offset: i64,
+        max_bytes: usize,
+        passage: Passage,
+    ) -> Result<(FetchResponse, i64), FetchError> {
+        let (isolation, bound) = (self.bound.isolation(), self.bound);
+        let (mut fetched, end) = self
             .with_source(async |source| {
-                source
+                let end = match bound {
+                    FetchBound::LastStableOffset => source.last_stable_offset(),
+                    FetchBound::HighWatermark => source.high_watermark(),
+                };
+                let fetched = source
                     .read(from_offset, max_bytes, isolation)
                     .await
-                    .map_err(FetchError::from_log_read)
+                    .map_err(FetchError::from_log_read)?;
+                Ok((fetched, end))
             })
             .await?;
         if passage == Passage::FirstBatchOnly && fetched.batches.len() > 1 {
@@ -185,7 +250,15 @@ impl Fetcher for SimFetcher {
             });
         entry.highest_copied = entry.highest_copied.max(copied);
         entry.issued_below = entry.issued_below.max(issued_below);
-        Ok(response)
+        Ok((response, end))
+    }
+}
+
+#[async_trait(?Send)]
+impl Fetcher for SimFetcher {
+    async fn fetch(&mut self, from_offset: i64, max_bytes: usize) -> Result<FetchResponse, FetchError> {
+        let passage = self.cross("Fetch")?;
+        Ok(self.read_at(from_offset, max_bytes, passage).await?.0)
     }
 
     async fn last_mirrored_offset(&mut self, mirrored_from: &str) -> Result<Option<i64>, FetchError> {
