@@ -6,11 +6,13 @@
 //! source's groups committed on mirrored partitions, so consumers resume there after a failover.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails by panicking
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use broker::{BrokerConfig, Server};
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{BufMut, BytesMut};
+use common::mirror::{admin, config, log_bytes, serve};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     offset_commit_request, offset_fetch_request, ApiVersionsResponse, GroupId, OffsetCommitRequest,
@@ -19,45 +21,11 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use mirror_link::{FetcherConfig, KafkaSources};
 use node::mirror::{AdminRequest, AdminResponse, MirrorLinks};
-use node::{Node, NodeConfig, SystemClock};
-use record_format::{BatchBuilder, RecordBatch};
-use storage_config::{Backend, StorageConfig};
+use node::{Node, SystemClock};
+use record_format::BatchBuilder;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const TOPIC: &str = "orders";
-
-fn config(dir: &std::path::Path, cluster_id: &str, topics: &[(&str, u32)]) -> NodeConfig {
-    let mut config = NodeConfig::new(StorageConfig::for_backend(Backend::Fs, dir));
-    config.cluster_id = cluster_id.to_owned();
-    config.topics = topics.iter().map(|(name, n)| ((*name).to_owned(), *n)).collect();
-    config
-}
-
-/// A `serve` node on an ephemeral loopback port; its address, its node and what stops it.
-async fn serve(
-    node: NodeConfig,
-) -> (
-    String,
-    Arc<Node>,
-    tokio::sync::oneshot::Sender<()>,
-    tokio::task::JoinHandle<()>,
-) {
-    let mut config = BrokerConfig::new("127.0.0.1:0".parse().unwrap(), node.storage.clone());
-    config.node = node;
-    let server = Server::bind(config).await.unwrap();
-    let address = server.local_addr().unwrap().to_string();
-    let node = server.node().clone();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(async move {
-        server
-            .run(async move {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-    });
-    (address, node, stop, running)
-}
 
 /// Produces one idempotent batch of `count` records to partition 0; the error code.
 async fn produce(node: &Node, producer_id: i64, sequence: i32, count: usize) -> i16 {
@@ -77,28 +45,6 @@ async fn produce(node: &Node, producer_id: i64, sequence: i32, count: usize) -> 
     request.topic_data = vec![topic];
     let response = node.produce(request, 8).await;
     response.responses[0].partition_responses[0].error_code
-}
-
-/// Every batch of partition 0's leader log, as bytes.
-async fn log_bytes(node: &Node) -> Vec<Bytes> {
-    let slot = node.partition(TOPIC, 0).await.unwrap();
-    let guard = slot.lock().await;
-    let log = &guard.as_ref().unwrap().leader;
-    let mut out = Vec::new();
-    let mut offset = log.log_start_offset();
-    while offset < log.log_end_offset() {
-        let batches = log.read_for_replica(offset, 1 << 20).await.unwrap();
-        let Some(last) = batches.last() else { break };
-        offset = last.next_offset();
-        out.extend(batches.into_iter().map(RecordBatch::into_bytes));
-    }
-    out
-}
-
-async fn admin(address: &str, request: AdminRequest) -> AdminResponse {
-    broker::mirror::call(address, &request, Duration::from_secs(30))
-        .await
-        .unwrap()
 }
 
 /// Creates the link `a-to-b` on the destination at `b_address`, mirroring `TOPIC` from `a_address`.
@@ -140,13 +86,14 @@ fn caught_up(answer: &AdminResponse) -> bool {
 async fn a_failback_from_a_serve_node_fetches_only_what_it_wrote_after_the_cut() {
     let dir = tempfile::tempdir().unwrap();
     let a_config = config(&dir.path().join("a"), "cluster-a", &[(TOPIC, 1)]);
-    let (a_address, a, stop_a, a_running) = serve(a_config.clone()).await;
+    let (a_address, a, stop_a, a_running) = serve(a_config.clone(), None).await;
     for sequence in 0..20 {
         assert_eq!(produce(&a, 1, sequence * 5, 5).await, 0);
     }
 
     // B mirrors A, fails over, and takes writes of its own.
-    let (b_address, b, stop_b, b_running) = serve(config(&dir.path().join("b"), "cluster-b", &[])).await;
+    let (b_address, b, stop_b, b_running) =
+        serve(config(&dir.path().join("b"), "cluster-b", &[]), None).await;
     create_link(&b_address, &a_address).await;
     let describe = |link: &str| AdminRequest::Describe {
         link: link.to_owned(),
@@ -159,7 +106,7 @@ async fn a_failback_from_a_serve_node_fetches_only_what_it_wrote_after_the_cut()
     for sequence in 0..3 {
         assert_eq!(produce(&b, 9, sequence * 2, 2).await, 0);
     }
-    let b_batches = log_bytes(&b).await.len();
+    let b_batches = log_bytes(&b, TOPIC, 0).await.len();
     assert_eq!(b_batches, 20 + 1 + 3, "A's batches, the barrier, B's own");
 
     // A comes back (its links run here, counted) and mirrors from B over the protocol.
@@ -194,7 +141,11 @@ async fn a_failback_from_a_serve_node_fetches_only_what_it_wrote_after_the_cut()
             break;
         }
     }
-    assert_eq!(log_bytes(&a).await, log_bytes(&b).await, "A holds B's log");
+    assert_eq!(
+        log_bytes(&a, TOPIC, 0).await,
+        log_bytes(&b, TOPIC, 0).await,
+        "A holds B's log"
+    );
     assert_eq!(
         appended, 4,
         "aligned at B's cut: only B's barrier and its three batches were fetched, not A's twenty again"
@@ -240,12 +191,13 @@ async fn committed(node: &Node, group: &str) -> (i64, Option<String>) {
 async fn the_destination_carries_the_source_groups_offsets_over_and_keeps_them_after_failover() {
     let dir = tempfile::tempdir().unwrap();
     let (a_address, a, stop_a, a_running) =
-        serve(config(&dir.path().join("a"), "cluster-a", &[(TOPIC, 1)])).await;
+        serve(config(&dir.path().join("a"), "cluster-a", &[(TOPIC, 1)]), None).await;
     for sequence in 0..20 {
         assert_eq!(produce(&a, 1, sequence * 5, 5).await, 0);
     }
     commit(&a, "readers", 60).await;
-    let (b_address, b, stop_b, b_running) = serve(config(&dir.path().join("b"), "cluster-b", &[])).await;
+    let (b_address, b, stop_b, b_running) =
+        serve(config(&dir.path().join("b"), "cluster-b", &[]), None).await;
     create_link(&b_address, &a_address).await;
     // The link copies the source's groups every few seconds.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
@@ -358,11 +310,12 @@ async fn one_closed_connection_is_not_taken_as_never_mirrored() {
 async fn a_link_whose_first_bootstrap_address_is_down_mirrors_through_the_next() {
     let dir = tempfile::tempdir().unwrap();
     let (a_address, a, stop_a, a_running) =
-        serve(config(&dir.path().join("a"), "cluster-a", &[(TOPIC, 1)])).await;
+        serve(config(&dir.path().join("a"), "cluster-a", &[(TOPIC, 1)]), None).await;
     for sequence in 0..4 {
         assert_eq!(produce(&a, 1, sequence * 5, 5).await, 0);
     }
-    let (b_address, b, stop_b, b_running) = serve(config(&dir.path().join("b"), "cluster-b", &[])).await;
+    let (b_address, b, stop_b, b_running) =
+        serve(config(&dir.path().join("b"), "cluster-b", &[]), None).await;
     // A port nobody listens on: connections are refused.
     let dead = {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -401,7 +354,7 @@ async fn a_link_whose_first_bootstrap_address_is_down_mirrors_through_the_next()
         answer = admin(&b_address, describe.clone()).await;
     }
     assert!(caught_up(&answer), "{answer:?}");
-    assert_eq!(log_bytes(&b).await, log_bytes(&a).await);
+    assert_eq!(log_bytes(&b, TOPIC, 0).await, log_bytes(&a, TOPIC, 0).await);
     stop_b.send(()).unwrap();
     b_running.await.unwrap();
     stop_a.send(()).unwrap();

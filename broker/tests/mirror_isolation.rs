@@ -11,67 +11,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use broker::{BrokerConfig, Server};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{ProduceRequest, TopicName};
-use kafka_protocol::protocol::StrBytes;
+mod common;
+
+use broker::BrokerConfig;
+use common::mirror::*;
 use node::mirror::{AdminRequest, AdminResponse};
-use node::{Node, NodeConfig};
-use record_format::{BatchBuilder, RecordBatch};
-use storage_config::{Backend, StorageConfig};
+use node::Node;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 /// How long the slow source's proxy holds each answer.
 const SLOW: Duration = Duration::from_secs(4);
-
-fn config(dir: &std::path::Path, cluster_id: &str, topics: &[(&str, u32)]) -> NodeConfig {
-    let mut config = NodeConfig::new(StorageConfig::for_backend(Backend::Fs, dir));
-    config.cluster_id = cluster_id.to_owned();
-    config.topics = topics.iter().map(|(name, n)| ((*name).to_owned(), *n)).collect();
-    config
-}
-
-/// A `serve` node on an ephemeral loopback port, advertising `advertised` when given (else its own address): its
-/// address, its node, what stops it and its task.
-async fn serve(
-    node: NodeConfig,
-    advertised: Option<std::net::SocketAddr>,
-) -> (
-    String,
-    Arc<Node>,
-    tokio::sync::oneshot::Sender<()>,
-    tokio::task::JoinHandle<()>,
-) {
-    let mut config = BrokerConfig::new("127.0.0.1:0".parse().unwrap(), node.storage.clone());
-    config.advertised = advertised.map(|address| (address.ip().to_string(), address.port()));
-    config.node = node;
-    serve_with(config).await
-}
-
-/// A `serve` broker as `config` says; see [`serve`].
-async fn serve_with(
-    config: BrokerConfig,
-) -> (
-    String,
-    Arc<Node>,
-    tokio::sync::oneshot::Sender<()>,
-    tokio::task::JoinHandle<()>,
-) {
-    let server = Server::bind(config).await.unwrap();
-    let address = server.local_addr().unwrap().to_string();
-    let node = server.node().clone();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(async move {
-        server
-            .run(async move {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-    });
-    (address, node, stop, running)
-}
 
 /// A TCP proxy on `listener` to `upstream` that holds every chunk of the upstream's answers for the delay in
 /// `delay_ms` (read at each chunk, so it can change while connections are open).
@@ -107,82 +57,6 @@ fn delaying_proxy(listener: TcpListener, upstream: String, delay_ms: Arc<AtomicU
     });
 }
 
-/// Produces one batch of `count` records to partition 0 of `topic`; the error code.
-async fn produce(node: &Node, topic: &str, count: usize) -> i16 {
-    let mut builder = BatchBuilder::new();
-    for index in 0..count {
-        builder.add(0, None, Some(format!("record {index}").as_bytes()), &[]);
-    }
-    let mut data = PartitionProduceData::default();
-    data.index = 0;
-    data.records = Some(builder.build().unwrap().into_bytes());
-    let mut produced = TopicProduceData::default();
-    produced.name = TopicName(StrBytes::from_string(topic.to_owned()));
-    produced.partition_data = vec![data];
-    let mut request = ProduceRequest::default();
-    request.acks = -1;
-    request.timeout_ms = 10_000;
-    request.topic_data = vec![produced];
-    let response = node.produce(request, 8).await;
-    response.responses[0].partition_responses[0].error_code
-}
-
-/// Partition 0 of `topic`: its log end.
-async fn log_end(node: &Node, topic: &str) -> i64 {
-    let slot = node.partition(topic, 0).await.unwrap();
-    let guard = slot.lock().await;
-    guard.as_ref().unwrap().leader.log_end_offset()
-}
-
-/// Every batch of partition 0 of `topic`, as bytes.
-async fn log_bytes(node: &Node, topic: &str) -> Vec<bytes::Bytes> {
-    let slot = node.partition(topic, 0).await.unwrap();
-    let guard = slot.lock().await;
-    let log = &guard.as_ref().unwrap().leader;
-    let mut out = Vec::new();
-    let mut offset = log.log_start_offset();
-    while offset < log.log_end_offset() {
-        let batches = log.read_for_replica(offset, 1 << 20).await.unwrap();
-        let Some(last) = batches.last() else { break };
-        offset = last.next_offset();
-        out.extend(batches.into_iter().map(RecordBatch::into_bytes));
-    }
-    out
-}
-
-async fn admin(address: &str, request: AdminRequest) -> AdminResponse {
-    broker::mirror::call(address, &request, Duration::from_secs(60))
-        .await
-        .unwrap()
-}
-
-async fn create(dest: &str, link: &str, source: &str, topic: &str) {
-    let created = admin(
-        dest,
-        AdminRequest::Create {
-            link: link.to_owned(),
-            source: source.to_owned(),
-            topics: vec![topic.to_owned()],
-        },
-    )
-    .await;
-    assert!(created.ok, "{created:?}");
-}
-
-/// Waits (polling, up to `within`) until `node`'s partition 0 of `topic` reaches `end`; how long it took.
-async fn until_log_end(node: &Node, topic: &str, end: i64, within: Duration) -> Duration {
-    let started = Instant::now();
-    while log_end(node, topic).await < end {
-        assert!(
-            started.elapsed() < within,
-            "{topic} did not reach offset {end} within {within:?} (it is at {})",
-            log_end(node, topic).await
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    started.elapsed()
-}
-
 /// Five times: two records produced at the healthy source, how long they took to reach the destination, and how
 /// long `describe` of each link and `list` took to answer there. `end` is the healthy topic's log end before.
 async fn healthy_link_meanwhile(
@@ -194,9 +68,9 @@ async fn healthy_link_meanwhile(
     let mut arrivals = Vec::new();
     let mut answers = Vec::new();
     for round in 0..5 {
-        assert_eq!(produce(healthy, "fast", 2).await, 0);
+        assert_eq!(produce_records(healthy, "fast", 0, 2).await, 0);
         let end = end + 2 * (round + 1);
-        arrivals.push(until_log_end(dest, "fast", end, Duration::from_secs(60)).await);
+        arrivals.push(until_log_end(dest, "fast", 0, end, Duration::from_secs(60)).await);
         for request in [
             AdminRequest::Describe {
                 link: "from-healthy".to_owned(),
@@ -240,14 +114,14 @@ async fn a_slow_or_silent_source_delays_neither_another_links_records_nor_descri
         serve(config(&dir.path().join("dest"), "cluster-dest", &[]), None).await;
     create(&dest_address, "from-healthy", &healthy_address, "fast").await;
     create(&dest_address, "from-slow", &proxy, "slow").await;
-    assert_eq!(produce(&healthy, "fast", 3).await, 0);
-    assert_eq!(produce(&slow, "slow", 3).await, 0);
-    until_log_end(&dest, "fast", 3, Duration::from_secs(30)).await;
-    until_log_end(&dest, "slow", 3, Duration::from_secs(30)).await;
+    assert_eq!(produce_records(&healthy, "fast", 0, 3).await, 0);
+    assert_eq!(produce_records(&slow, "slow", 0, 3).await, 0);
+    until_log_end(&dest, "fast", 0, 3, Duration::from_secs(30)).await;
+    until_log_end(&dest, "slow", 0, 3, Duration::from_secs(30)).await;
 
     // Every answer read from here on is held, the one to the round now in flight included.
     delay_ms.store(SLOW.as_millis() as u64, Ordering::Relaxed);
-    assert_eq!(produce(&slow, "slow", 1).await, 0);
+    assert_eq!(produce_records(&slow, "slow", 0, 1).await, 0);
 
     let (arrivals, answers) = healthy_link_meanwhile(&healthy, &dest, &dest_address, 3).await;
     let slowest_arrival = arrivals.iter().max().copied().unwrap_or_default();
@@ -265,7 +139,7 @@ async fn a_slow_or_silent_source_delays_neither_another_links_records_nor_descri
     );
 
     // The slow link still mirrors, at its source's pace.
-    until_log_end(&dest, "slow", 4, Duration::from_secs(60)).await;
+    until_log_end(&dest, "slow", 0, 4, Duration::from_secs(60)).await;
 
     // The source stops answering at all: its round times out and its partition fails, saying why, while the
     // healthy link goes on as before; its retries wait for probes, which run apart.
@@ -299,10 +173,16 @@ async fn a_slow_or_silent_source_delays_neither_another_links_records_nor_descri
     // The source answers again: a probe sees it, the partition is retried and catches up; both mirrors are
     // byte-identical to their sources.
     delay_ms.store(0, Ordering::Relaxed);
-    assert_eq!(produce(&slow, "slow", 2).await, 0);
-    until_log_end(&dest, "slow", 6, Duration::from_secs(90)).await;
-    assert_eq!(log_bytes(&dest, "fast").await, log_bytes(&healthy, "fast").await);
-    assert_eq!(log_bytes(&dest, "slow").await, log_bytes(&slow, "slow").await);
+    assert_eq!(produce_records(&slow, "slow", 0, 2).await, 0);
+    until_log_end(&dest, "slow", 0, 6, Duration::from_secs(90)).await;
+    assert_eq!(
+        log_bytes(&dest, "fast", 0).await,
+        log_bytes(&healthy, "fast", 0).await
+    );
+    assert_eq!(
+        log_bytes(&dest, "slow", 0).await,
+        log_bytes(&slow, "slow", 0).await
+    );
 
     for (stop, running) in [
         (stop_dest, dest_running),
@@ -332,8 +212,8 @@ async fn a_source_that_comes_back_without_one_topic_is_mirrored_again_within_sec
         serve(config(&dir.path().join("dest"), "cluster-dest", &[]), None).await;
     create(&dest_address, "from-source", &source_address, "fast").await;
     create(&dest_address, "from-gone", &source_address, "a-gone").await;
-    assert_eq!(produce(&source, "fast", 3).await, 0);
-    until_log_end(&dest, "fast", 3, Duration::from_secs(30)).await;
+    assert_eq!(produce_records(&source, "fast", 0, 3).await, 0);
+    until_log_end(&dest, "fast", 0, 3, Duration::from_secs(30)).await;
 
     stop_source.send(()).unwrap();
     source_running.await.unwrap();
@@ -359,11 +239,14 @@ async fn a_source_that_comes_back_without_one_topic_is_mirrored_again_within_sec
     config.node = source_config;
     let (_, source, stop_source, source_running) = serve_with(config).await;
     let back = Instant::now();
-    assert_eq!(produce(&source, "fast", 2).await, 0);
-    until_log_end(&dest, "fast", 5, Duration::from_secs(30)).await;
+    assert_eq!(produce_records(&source, "fast", 0, 2).await, 0);
+    until_log_end(&dest, "fast", 0, 5, Duration::from_secs(30)).await;
     println!("caught up {:?} after the source came back", back.elapsed());
     assert!(back.elapsed() < Duration::from_secs(10), "{:?}", back.elapsed());
-    assert_eq!(log_bytes(&dest, "fast").await, log_bytes(&source, "fast").await);
+    assert_eq!(
+        log_bytes(&dest, "fast", 0).await,
+        log_bytes(&source, "fast", 0).await
+    );
     let gone = loop {
         let gone = state(admin(&dest_address, describe("from-gone")).await);
         if gone

@@ -5,6 +5,8 @@
 
 use std::time::{Duration, Instant};
 
+pub mod mirror;
+
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
