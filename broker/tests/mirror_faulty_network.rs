@@ -191,7 +191,7 @@ async fn a_mirror_over_a_faulty_network_catches_up_byte_for_byte_without_truncat
     }
     let caught_up = spent.elapsed();
     println!(
-        "{} faults on {} connections over {:.1?}; {batches} batches; caught up {caught_up:.1?} after the last fault",
+        "{} faults on {} connections over {:.1?}; {batches} batches; caught up {caught_up:.1?} after the writer stopped, the plan spent",
         met.faults.load(Ordering::SeqCst),
         met.connections.load(Ordering::SeqCst),
         spent - started
