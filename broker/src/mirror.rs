@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use mirror_fsm::Sources;
-use node::mirror::{AdminRequest, AdminResponse, MirrorLinks};
+use node::mirror::{AdminRequest, AdminResponse, MirrorLinks, SourceAnswer};
 use node::Node;
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -143,6 +143,9 @@ async fn serve(
         }
     };
     let landed = links.as_ref().ok().map(MirrorLinks::landed);
+    // A `create` or `reverse` asks its source in a task of its own and comes back here with the answer: a slow or
+    // silent source holds up no other link meanwhile.
+    let (described, mut answered) = mpsc::unbounded_channel::<(Command, SourceAnswer)>();
     // When the next step is due: set after each step, so administration requests answered meanwhile never
     // push it back.
     let mut next_step = tokio::time::Instant::now();
@@ -153,12 +156,29 @@ async fn serve(
             command = commands.recv() => {
                 let Some(command) = command else { return };
                 let answer = match &mut links {
-                    Ok(links) => links.handle(&node, command.request).await,
+                    Ok(links) => match links.source_question(&command.request) {
+                        Some((sources, source, topics)) => {
+                            let described = described.clone();
+                            tokio::spawn(async move {
+                                let answer = sources.describe(&source, &topics).await;
+                                let _ = described.send((command, SourceAnswer::Given(answer)));
+                            });
+                            continue;
+                        }
+                        None => links.handle(&node, command.request).await,
+                    },
                     Err(error) => AdminResponse::failed(
                         "storage",
                         format!("the mirror links could not be opened: {error}"),
                         Vec::new(),
                     ),
+                };
+                let _ = command.reply.send(answer);
+            }
+            Some((command, answer)) = answered.recv() => {
+                let answer = match &mut links {
+                    Ok(links) => links.handle_answered(&node, command.request, answer).await,
+                    Err(error) => AdminResponse::failed("storage", error.clone(), Vec::new()),
                 };
                 let _ = command.reply.send(answer);
             }

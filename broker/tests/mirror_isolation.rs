@@ -265,3 +265,75 @@ async fn a_source_that_comes_back_without_one_topic_is_mirrored_again_within_sec
         running.await.unwrap();
     }
 }
+
+/// A `create` against a source that accepts connections and never answers: the source is asked in a task of its
+/// own, so while the create waits out its deadline the other link's records keep arriving and `list` answers at
+/// once; then the create is refused, naming the source, and nothing was created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_against_a_silent_source_holds_up_no_other_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let (healthy_address, healthy, stop_healthy, healthy_running) = serve(
+        config(&dir.path().join("healthy"), "cluster-healthy", &[("fast", 1)]),
+        None,
+    )
+    .await;
+    let (dest_address, dest, stop_dest, dest_running) =
+        serve(config(&dir.path().join("dest"), "cluster-dest", &[]), None).await;
+    create(&dest_address, "from-healthy", &healthy_address, "fast").await;
+    // A source that takes connections and answers nothing: what a hung broker looks like.
+    let silent = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent_address = silent.local_addr().unwrap().to_string();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((connection, _)) = silent.accept().await {
+            held.push(connection);
+        }
+    });
+    let request = AdminRequest::Create {
+        link: "from-silent".to_owned(),
+        source: silent_address.clone(),
+        topics: vec!["slow".to_owned()],
+    };
+    let (dest_for_create, asked) = (dest_address.clone(), Instant::now());
+    let creating = tokio::spawn(async move { admin(&dest_for_create, request).await });
+
+    let mut arrivals = Vec::new();
+    let mut answers = Vec::new();
+    let mut end = 0;
+    while !creating.is_finished() {
+        assert_eq!(produce_records(&healthy, "fast", 0, 2).await, 0);
+        end += 2;
+        arrivals.push(until_log_end(&dest, "fast", 0, end, Duration::from_secs(60)).await);
+        let listed = Instant::now();
+        let answer = admin(&dest_address, AdminRequest::List).await;
+        answers.push(listed.elapsed());
+        assert!(answer.ok, "{answer:?}");
+    }
+    let refused = creating.await.unwrap();
+    let waited = asked.elapsed();
+    arrivals.sort();
+    answers.sort();
+    println!(
+        "create against a silent source refused after {waited:.1?}; meanwhile {} arrivals (median {:?}, max {:?}), \
+         list answered in median {:?}, max {:?}",
+        arrivals.len(),
+        arrivals[arrivals.len() / 2],
+        arrivals.last().unwrap(),
+        answers[answers.len() / 2],
+        answers.last().unwrap()
+    );
+    assert!(!refused.ok && refused.links.is_empty(), "{refused:?}");
+    let error = refused.error.unwrap();
+    assert_eq!(error.category, "source", "{error:?}");
+    assert!(error.message.contains(&silent_address), "{error:?}");
+    // The create waited for its source (seconds); the other link and `list` did not wait for the create.
+    assert!(waited > SLOW / 2, "the silent source answered? {waited:?}");
+    let slowest = arrivals.iter().chain(&answers).max().copied().unwrap_or_default();
+    assert!(
+        slowest < SLOW / 2,
+        "while a create waited for a silent source: {arrivals:?} {answers:?}"
+    );
+    let listed = admin(&dest_address, AdminRequest::List).await;
+    assert_eq!(listed.links.len(), 1, "{listed:?}");
+    stop_all(vec![(stop_dest, dest_running), (stop_healthy, healthy_running)]).await;
+}

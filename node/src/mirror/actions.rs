@@ -4,9 +4,13 @@
 //! operator asked (the registry first, for a failover) and sends the machine its event.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
-use mirror_fsm::{stop_all, transition_allowed, Event, EventKind, MirrorState, StateKind, StopJob};
+use mirror_fsm::{
+    stop_all, transition_allowed, Event, EventKind, FetchError, MirrorState, SourceDescription, Sources,
+    StateKind, StopJob,
+};
 
 use super::admin::{AdminRequest, AdminResponse, LinkStatus, PartitionStatus};
 use super::error::MirrorError;
@@ -23,15 +27,52 @@ const PROMOTE_POLL: Duration = Duration::from_millis(10);
 /// The longest link name (a topic name's limit in Kafka).
 const MAX_NAME_CHARS: usize = 249;
 
+/// What a `create` or `reverse` learnt of its source before it reached the links: `serve` asks in a task of its
+/// own ([`MirrorLinks::source_question`]), so that a slow or silent source holds up no other link while it is
+/// asked; a deterministic caller (the simulator) lets the action ask.
+#[derive(Debug)]
+pub enum SourceAnswer {
+    /// The action asks the source itself.
+    Ask,
+    /// The source's description of the request's topics, asked before.
+    Given(Result<SourceDescription, FetchError>),
+}
+
 impl MirrorLinks {
     /// Answers an administration request.
     pub async fn handle(&mut self, node: &Node, request: AdminRequest) -> AdminResponse {
+        self.handle_answered(node, request, SourceAnswer::Ask).await
+    }
+
+    /// The question a `create` or `reverse` asks its source (its address and topics) and the sources to ask it
+    /// of; `None` for every other request.
+    pub fn source_question(&self, request: &AdminRequest) -> Option<(Arc<dyn Sources>, String, Vec<String>)> {
+        match request {
+            AdminRequest::Create { source, topics, .. } | AdminRequest::Reverse { source, topics, .. } => {
+                let topics: BTreeSet<String> = topics.iter().cloned().collect();
+                Some((
+                    Arc::clone(&self.sources),
+                    source.clone(),
+                    topics.into_iter().collect(),
+                ))
+            }
+            _ => None,
+        }
+    }
+
+    /// Answers an administration request whose source was asked before ([`SourceAnswer`]).
+    pub async fn handle_answered(
+        &mut self,
+        node: &Node,
+        request: AdminRequest,
+        answer: SourceAnswer,
+    ) -> AdminResponse {
         let outcome = match request {
             AdminRequest::Create { link, source, topics } => {
-                self.create(node, link, source, topics, false).await
+                self.create(node, link, source, topics, false, answer).await
             }
             AdminRequest::Reverse { link, source, topics } => {
-                self.create(node, link, source, topics, true).await
+                self.create(node, link, source, topics, true, answer).await
             }
             AdminRequest::List => {
                 let mut statuses = Vec::new();
@@ -90,6 +131,7 @@ impl MirrorLinks {
         source: String,
         topics: Vec<String>,
         reverse: bool,
+        answer: SourceAnswer,
     ) -> Outcome {
         let no_status = |error: MirrorError| (error, Vec::new());
         check_name(&name).map_err(no_status)?;
@@ -113,7 +155,11 @@ impl MirrorLinks {
             }
         }
         let wanted: Vec<String> = topics.iter().cloned().collect();
-        let description = self.sources.describe(&source, &wanted).await.map_err(|error| {
+        let described = match answer {
+            SourceAnswer::Ask => self.sources.describe(&source, &wanted).await,
+            SourceAnswer::Given(described) => described,
+        };
+        let description = described.map_err(|error| {
             no_status(MirrorError::Source {
                 address: source.clone(),
                 error,

@@ -24,6 +24,7 @@ pub mod probes;
 pub mod registry;
 pub mod source_topics;
 
+pub use actions::SourceAnswer;
 pub use admin::{AdminFailure, AdminRequest, AdminResponse, LinkStatus, PartitionStatus};
 pub use error::MirrorError;
 pub use links::MirrorLinks;
