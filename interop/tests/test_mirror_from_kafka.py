@@ -216,13 +216,19 @@ GROWN = "mirrored-grown"
 
 
 def caught_up(dest, link, partitions) -> list:
-    """Waits until `link` on `dest` has `partitions` partitions, all MIRRORING with no lag; their statuses."""
+    """Waits until `link` on `dest` has `partitions` partitions, all MIRRORING with no lag, twice in a row at the
+    same log ends (lag is measured against the last answer that landed, which can predate the source's last
+    writes by a round); their statuses."""
+    previous = None
     for _ in range(300):
         statuses = mirror_json("describe", dest, "--link", link)["links"][0]["partitions"]
-        if len(statuses) == partitions and all(
+        done = len(statuses) == partitions and all(
             p["state"] == "MIRRORING" and p["lag_offsets"] == 0 for p in statuses
-        ):
+        )
+        ends = [p["log_end_offset"] for p in statuses] if done else None
+        if done and ends == previous:
             return statuses
+        previous = ends
         time.sleep(0.2)
     raise AssertionError(f"not caught up with {partitions} partitions: {statuses}")
 

@@ -20,6 +20,26 @@ pub enum KafkaError {
     CorruptMessage,
     /// 3: the topic or partition does not exist here.
     UnknownTopicOrPartition,
+    /// 5: a partition has no leader (an election is under way).
+    LeaderNotAvailable,
+    /// 6: this broker does not lead the partition (its leadership moved).
+    NotLeaderOrFollower,
+    /// 7: the broker did not complete the request in time.
+    RequestTimedOut,
+    /// 8: the broker is not available (shutting down, or not yet up).
+    BrokerNotAvailable,
+    /// 13: the broker lost its connection to another while answering.
+    NetworkException,
+    /// 15: the coordinator is not available (loading, or moving).
+    CoordinatorNotAvailable,
+    /// 74: the request named a leader epoch older than the broker's.
+    FencedLeaderEpoch,
+    /// 75: the request named a leader epoch newer than the broker knows.
+    UnknownLeaderEpoch,
+    /// 78: the leader's high watermark is not caught up yet (after an election).
+    OffsetNotAvailable,
+    /// 100: no topic has this id here (deleted, or created again).
+    UnknownTopicId,
     /// 10: a batch is larger than `message.max.bytes` allows.
     MessageTooLarge,
     /// 21: a produce's `acks` is not −1, 0 or 1.
@@ -109,12 +129,18 @@ pub enum ClientErrorClass {
 
 impl KafkaError {
     /// Every error, in code order.
-    pub const ALL: [KafkaError; 40] = [
+    pub const ALL: [KafkaError; 50] = [
         KafkaError::UnknownServerError,
         KafkaError::OffsetOutOfRange,
         KafkaError::CorruptMessage,
         KafkaError::UnknownTopicOrPartition,
+        KafkaError::LeaderNotAvailable,
+        KafkaError::NotLeaderOrFollower,
+        KafkaError::RequestTimedOut,
+        KafkaError::BrokerNotAvailable,
         KafkaError::MessageTooLarge,
+        KafkaError::NetworkException,
+        KafkaError::CoordinatorNotAvailable,
         KafkaError::InvalidTopic,
         KafkaError::InvalidRequiredAcks,
         KafkaError::IllegalGeneration,
@@ -142,19 +168,23 @@ impl KafkaError {
         KafkaError::UnknownProducerId,
         KafkaError::NonEmptyGroup,
         KafkaError::GroupIdNotFound,
+        KafkaError::FencedLeaderEpoch,
+        KafkaError::UnknownLeaderEpoch,
+        KafkaError::OffsetNotAvailable,
         KafkaError::MemberIdRequired,
         KafkaError::GroupMaxSizeReached,
         KafkaError::FencedInstanceId,
         KafkaError::InvalidRecord,
         KafkaError::UnstableOffsetCommit,
         KafkaError::ProducerFenced,
+        KafkaError::UnknownTopicId,
         KafkaError::TransactionAbortable,
         KafkaError::ReadOnlyTopic,
     ];
 
     /// The wire code.
     #[inline]
-    pub fn code(self) -> i16 {
+    pub const fn code(self) -> i16 {
         match self {
             KafkaError::UnknownServerError => -1,
             KafkaError::OffsetOutOfRange => 1,
@@ -163,6 +193,16 @@ impl KafkaError {
             KafkaError::InvalidRequiredAcks => 21,
             KafkaError::InvalidTimestamp => 32,
             KafkaError::UnknownTopicOrPartition => 3,
+            KafkaError::LeaderNotAvailable => 5,
+            KafkaError::NotLeaderOrFollower => 6,
+            KafkaError::RequestTimedOut => 7,
+            KafkaError::BrokerNotAvailable => 8,
+            KafkaError::NetworkException => 13,
+            KafkaError::CoordinatorNotAvailable => 15,
+            KafkaError::FencedLeaderEpoch => 74,
+            KafkaError::UnknownLeaderEpoch => 75,
+            KafkaError::OffsetNotAvailable => 78,
+            KafkaError::UnknownTopicId => 100,
             KafkaError::InvalidTopic => 17,
             KafkaError::UnsupportedVersion => 35,
             KafkaError::TopicAlreadyExists => 36,
@@ -209,6 +249,16 @@ impl KafkaError {
             KafkaError::InvalidRequiredAcks => "INVALID_REQUIRED_ACKS",
             KafkaError::InvalidTimestamp => "INVALID_TIMESTAMP",
             KafkaError::UnknownTopicOrPartition => "UNKNOWN_TOPIC_OR_PARTITION",
+            KafkaError::LeaderNotAvailable => "LEADER_NOT_AVAILABLE",
+            KafkaError::NotLeaderOrFollower => "NOT_LEADER_OR_FOLLOWER",
+            KafkaError::RequestTimedOut => "REQUEST_TIMED_OUT",
+            KafkaError::BrokerNotAvailable => "BROKER_NOT_AVAILABLE",
+            KafkaError::NetworkException => "NETWORK_EXCEPTION",
+            KafkaError::CoordinatorNotAvailable => "COORDINATOR_NOT_AVAILABLE",
+            KafkaError::FencedLeaderEpoch => "FENCED_LEADER_EPOCH",
+            KafkaError::UnknownLeaderEpoch => "UNKNOWN_LEADER_EPOCH",
+            KafkaError::OffsetNotAvailable => "OFFSET_NOT_AVAILABLE",
+            KafkaError::UnknownTopicId => "UNKNOWN_TOPIC_ID",
             KafkaError::InvalidTopic => "INVALID_TOPIC_EXCEPTION",
             KafkaError::UnsupportedVersion => "UNSUPPORTED_VERSION",
             KafkaError::TopicAlreadyExists => "TOPIC_ALREADY_EXISTS",
@@ -271,6 +321,18 @@ impl KafkaError {
             | KafkaError::KafkaStorageError
             | KafkaError::UnknownTopicOrPartition
             | KafkaError::CorruptMessage => ClientErrorClass::Retriable,
+            // Leadership, availability and metadata that lag (Kafka's retriable and invalid-metadata
+            // exceptions): refresh metadata, back off and send again.
+            KafkaError::LeaderNotAvailable
+            | KafkaError::NotLeaderOrFollower
+            | KafkaError::RequestTimedOut
+            | KafkaError::BrokerNotAvailable
+            | KafkaError::NetworkException
+            | KafkaError::CoordinatorNotAvailable
+            | KafkaError::FencedLeaderEpoch
+            | KafkaError::UnknownLeaderEpoch
+            | KafkaError::OffsetNotAvailable
+            | KafkaError::UnknownTopicId => ClientErrorClass::Retriable,
             // A produce that was not attempted because another part of the request failed.
             KafkaError::OperationNotAttempted => ClientErrorClass::Abortable,
             // Answers of requests the produce path never sends; a client reports them to its caller.
@@ -329,6 +391,16 @@ mod tests {
             ("OFFSET_OUT_OF_RANGE", 1),
             ("CORRUPT_MESSAGE", 2),
             ("UNKNOWN_TOPIC_OR_PARTITION", 3),
+            ("LEADER_NOT_AVAILABLE", 5),
+            ("NOT_LEADER_OR_FOLLOWER", 6),
+            ("REQUEST_TIMED_OUT", 7),
+            ("BROKER_NOT_AVAILABLE", 8),
+            ("NETWORK_EXCEPTION", 13),
+            ("COORDINATOR_NOT_AVAILABLE", 15),
+            ("FENCED_LEADER_EPOCH", 74),
+            ("UNKNOWN_LEADER_EPOCH", 75),
+            ("OFFSET_NOT_AVAILABLE", 78),
+            ("UNKNOWN_TOPIC_ID", 100),
             ("INVALID_TOPIC_EXCEPTION", 17),
             ("UNSUPPORTED_VERSION", 35),
             ("TOPIC_ALREADY_EXISTS", 36),

@@ -29,6 +29,7 @@ use record_format::{BatchBuffers, BatchIter, DecodeError, ErrorCategory, RecordB
 use crate::bootstrap::{bootstrap_servers, in_order, metadata_from_any, Reach};
 use crate::connection::KafkaConnection;
 use crate::error::LinkError;
+use kafka_types::KafkaError;
 use crate::fetcher::FetcherConfig;
 
 /// Fetch versions the link speaks: 4 (record format v2, isolation levels) to 11 (the last without topic ids).
@@ -47,14 +48,14 @@ const READ_COMMITTED: i8 = 1;
 /// The most one Fetch answer may carry (Kafka's `fetch.max.bytes` default is 50 MiB).
 pub const MAX_RESPONSE_BYTES: usize = 32 << 20;
 /// Kafka's `OFFSET_OUT_OF_RANGE`: the source holds no such offset (evidence for the resume check).
-const OFFSET_OUT_OF_RANGE: i16 = 1;
+const OFFSET_OUT_OF_RANGE: i16 = KafkaError::OffsetOutOfRange.code();
 /// The errors of a partition's Fetch answer that say the session's metadata is stale (the partition moved, or
 /// its topic changed): the next round asks for Metadata again, as Kafka's consumer does.
 const STALE_METADATA_ERRORS: [i16; 4] = [
-    3,  // UNKNOWN_TOPIC_OR_PARTITION
-    6,  // NOT_LEADER_OR_FOLLOWER
-    74, // FENCED_LEADER_EPOCH
-    75, // UNKNOWN_LEADER_EPOCH
+    KafkaError::UnknownTopicOrPartition.code(),
+    KafkaError::NotLeaderOrFollower.code(),
+    KafkaError::FencedLeaderEpoch.code(),
+    KafkaError::UnknownLeaderEpoch.code(),
 ];
 
 /// The most brokers of the source's answer remembered for a new session (an answer is the source's input).
@@ -63,9 +64,9 @@ const MAX_KNOWN_BROKERS: usize = 64;
 const MAX_CANDIDATES: usize = 16;
 
 /// Kafka's `UNKNOWN_TOPIC_OR_PARTITION`: a partition the answer does not hold.
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = KafkaError::UnknownTopicOrPartition.code();
 /// Kafka's `LEADER_NOT_AVAILABLE`: a partition without a leader (an election under way).
-const LEADER_NOT_AVAILABLE: i16 = 5;
+const LEADER_NOT_AVAILABLE: i16 = KafkaError::LeaderNotAvailable.code();
 
 /// A partition's key.
 type Partition = (String, i32);

@@ -1,5 +1,7 @@
 //! The link's error enum.
 
+use kafka_types::KafkaError;
+
 /// Why a call to the source failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -122,11 +124,25 @@ impl LinkError {
         match self {
             LinkError::Io { .. } | LinkError::Timeout { .. } | LinkError::Malformed { .. } => true,
             LinkError::NoBrokerAnswered { retryable, .. } => *retryable,
-            // UNKNOWN_TOPIC_OR_PARTITION (3, metadata may lag), LEADER_NOT_AVAILABLE (5), NOT_LEADER_OR_FOLLOWER
-            // (6), REQUEST_TIMED_OUT (7), BROKER_NOT_AVAILABLE (8), NETWORK_EXCEPTION (13),
-            // COORDINATOR_NOT_AVAILABLE (15), KAFKA_STORAGE_ERROR (56), FENCED_LEADER_EPOCH (74),
-            // UNKNOWN_LEADER_EPOCH (75), OFFSET_NOT_AVAILABLE (78).
-            LinkError::Kafka { code, .. } => matches!(code, 3 | 5 | 6 | 7 | 8 | 13 | 15 | 56 | 74 | 75 | 78),
+            // An unknown partition (metadata may lag), leadership or availability moving, a storage error: what
+            // a Kafka consumer retries after refreshing its metadata. Anything else (a code this project does
+            // not name included) is not retried.
+            LinkError::Kafka { code, .. } => KafkaError::from_code(*code).is_some_and(|error| {
+                matches!(
+                    error,
+                    KafkaError::UnknownTopicOrPartition
+                        | KafkaError::LeaderNotAvailable
+                        | KafkaError::NotLeaderOrFollower
+                        | KafkaError::RequestTimedOut
+                        | KafkaError::BrokerNotAvailable
+                        | KafkaError::NetworkException
+                        | KafkaError::CoordinatorNotAvailable
+                        | KafkaError::KafkaStorageError
+                        | KafkaError::FencedLeaderEpoch
+                        | KafkaError::UnknownLeaderEpoch
+                        | KafkaError::OffsetNotAvailable
+                )
+            }),
             LinkError::ResponseTooLarge { .. }
             | LinkError::Unsupported { .. }
             | LinkError::Refused(_)

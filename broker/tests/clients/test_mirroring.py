@@ -50,13 +50,20 @@ def partitions_of(answer):
 
 
 def wait_caught_up(dest, link, timeout_s=90):
-    """Describes the link until every partition is MIRRORING with no lag behind the source's LSO."""
+    """Describes the link until every partition is MIRRORING with no lag behind the source's LSO, twice in a row
+    at the same log ends. Lag is measured against the last answer that landed: a round fetched just before the
+    source's last writes lands with lag 0 and the rounds after it bring the rest, so one describe alone can
+    catch the mirror between two rounds."""
     deadline = time.monotonic() + timeout_s
+    previous = None
     while True:
         _, answer, _ = mirror("describe", dest, "--link", link)
         partitions = partitions_of(answer)
-        if all(p["state"] == "MIRRORING" and p["lag_offsets"] == 0 for p in partitions):
+        caught_up = all(p["state"] == "MIRRORING" and p["lag_offsets"] == 0 for p in partitions)
+        ends = [p["log_end_offset"] for p in partitions] if caught_up else None
+        if caught_up and ends == previous:
             return partitions
+        previous = ends
         assert time.monotonic() < deadline, f"not caught up: {partitions}"
         time.sleep(0.2)
 
