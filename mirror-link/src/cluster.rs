@@ -29,8 +29,8 @@ use record_format::{BatchBuffers, BatchIter, DecodeError, ErrorCategory, RecordB
 use crate::bootstrap::{bootstrap_servers, in_order, metadata_from_any, Reach};
 use crate::connection::KafkaConnection;
 use crate::error::LinkError;
-use kafka_types::KafkaError;
 use crate::fetcher::FetcherConfig;
+use kafka_types::KafkaError;
 
 /// Fetch versions the link speaks: 4 (record format v2, isolation levels) to 11 (the last without topic ids).
 const FETCH_VERSIONS: (i16, i16) = (4, 11);
