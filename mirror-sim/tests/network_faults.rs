@@ -106,6 +106,22 @@ fn every_barrier_strategy_holds_the_barrier_claims_on_every_seed_over_an_unrelia
 }
 
 #[test]
+fn a_seed_over_an_unreliable_network_gives_the_same_run_twice() {
+    for topology in [Topology::Failback, Topology::Chain5, Topology::Random] {
+        let script = generate_with(topology, Workload::Unplanned, 3, 30, 2, true);
+        let (first, first_end) = run(&script, Strategy::Barrier);
+        let (second, second_end) = run(&script, Strategy::Barrier);
+        assert_eq!(first.notes, second.notes, "{topology}");
+        assert_eq!(first.anomalies, second.anomalies, "{topology}");
+        assert_eq!(first_end.faults_met, second_end.faults_met, "{topology}");
+        assert_eq!(
+            first_end.logs, second_end.logs,
+            "{topology}: the logs, byte for byte"
+        );
+    }
+}
+
+#[test]
 fn the_faults_of_a_seed_reach_the_links_and_every_link_recovers_from_them() {
     let mut met = 0;
     for seed in 1..=5 {
