@@ -167,18 +167,14 @@ async fn serve(
                         }
                         None => links.handle(&node, command.request).await,
                     },
-                    Err(error) => AdminResponse::failed(
-                        "storage",
-                        format!("the mirror links could not be opened: {error}"),
-                        Vec::new(),
-                    ),
+                    Err(error) => not_opened(error),
                 };
                 let _ = command.reply.send(answer);
             }
             Some((command, answer)) = answered.recv() => {
                 let answer = match &mut links {
                     Ok(links) => links.handle_answered(&node, command.request, answer).await,
-                    Err(error) => AdminResponse::failed("storage", error.clone(), Vec::new()),
+                    Err(error) => not_opened(error),
                 };
                 let _ = command.reply.send(answer);
             }
@@ -197,6 +193,15 @@ async fn serve(
             } => next_step = step(&node, &mut links).await,
         }
     }
+}
+
+/// The answer to every request while the links could not be opened.
+fn not_opened(error: &str) -> AdminResponse {
+    AdminResponse::failed(
+        "storage",
+        format!("the mirror links could not be opened: {error}"),
+        Vec::new(),
+    )
 }
 
 /// One step of the links (rounds in flight: it applies what landed and never waits for a source); when the

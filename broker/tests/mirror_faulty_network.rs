@@ -57,11 +57,17 @@ struct Met {
     planned_ended: AtomicUsize,
 }
 
-/// Reads one answer frame (size and body) from `upstream`; `None` when it closed.
+/// The largest answer frame the proxy relays (the link asks for at most 32 MiB).
+const MAX_FRAME_BYTES: usize = 64 << 20;
+
+/// Reads one answer frame (size and body) from `upstream`; `None` when it closed or announced a size out of
+/// bounds (the connection is then closed).
 async fn frame(upstream: &mut tokio::net::tcp::OwnedReadHalf) -> Option<Vec<u8>> {
     let size = upstream.read_i32().await.ok()?;
     let mut frame = size.to_be_bytes().to_vec();
-    let body = usize::try_from(size).ok()?;
+    let body = usize::try_from(size)
+        .ok()
+        .filter(|body| *body <= MAX_FRAME_BYTES)?;
     frame.resize(4 + body, 0);
     upstream.read_exact(&mut frame[4..]).await.ok()?;
     Some(frame)

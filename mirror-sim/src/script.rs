@@ -327,24 +327,28 @@ impl Script {
         }
     }
 
+    /// Every cluster some [`Step::Start`] of the script makes a link's destination.
+    pub fn destinations(&self) -> std::collections::BTreeSet<&str> {
+        self.steps
+            .iter()
+            .filter_map(|step| match step {
+                Step::Start { dest, .. } => Some(dest.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The same script over an unreliable network, deterministic per `seed` (issue 50): every cluster that is no
     /// link's destination answers as Apache Kafka does ([`Step::BehaveAsKafka`]: a mirrorlog destination cannot be
     /// one), and before some mirror rounds, starts and failovers a link's source meets a few
     /// [`Step::SourceFault`]s. The script's own steps are unchanged and in order: only fault steps are added.
     pub fn with_network_faults(mut self, seed: u64) -> Self {
         let mut rng = SimRng::new(seed ^ 0xFA17_5EED_0BAD_CAFE);
-        let destinations: Vec<&String> = self
-            .steps
-            .iter()
-            .filter_map(|step| match step {
-                Step::Start { dest, .. } => Some(dest),
-                _ => None,
-            })
-            .collect();
+        let destinations = self.destinations();
         let mut steps: Vec<Step> = self
             .clusters
             .iter()
-            .filter(|cluster| !destinations.contains(cluster))
+            .filter(|cluster| !destinations.contains(cluster.as_str()))
             .map(|cluster| Step::BehaveAsKafka {
                 cluster: cluster.clone(),
             })
