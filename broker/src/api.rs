@@ -112,6 +112,12 @@ pub enum Decoded {
     AddOffsetsToTxn(AddOffsetsToTxnRequest),
     /// DeleteRecords.
     DeleteRecords(DeleteRecordsRequest),
+    /// DescribeConfigs.
+    DescribeConfigs(DescribeConfigsRequest),
+    /// AlterConfigs.
+    AlterConfigs(AlterConfigsRequest),
+    /// IncrementalAlterConfigs.
+    IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
     /// EndTxn.
     EndTxn(EndTxnRequest),
     /// ApiVersions at a version the broker does not serve: answered in v0 with UNSUPPORTED_VERSION.
@@ -172,6 +178,9 @@ pub fn decode(request: &Request) -> Result<Decoded, RequestError> {
         ApiKey::AddOffsetsToTxn => decode!(AddOffsetsToTxn),
         ApiKey::EndTxn => decode!(EndTxn),
         ApiKey::DeleteRecords => decode!(DeleteRecords),
+        ApiKey::DescribeConfigs => decode!(DescribeConfigs),
+        ApiKey::AlterConfigs => decode!(AlterConfigs),
+        ApiKey::IncrementalAlterConfigs => decode!(IncrementalAlterConfigs),
         other => return Err(RequestError::UnknownApi(other as i16)),
     })
 }
@@ -255,6 +264,18 @@ pub async fn handle_from(
         Decoded::DeleteRecords(request) => {
             frame(key, version, id, &node.delete_records(request, version).await)
         }
+        Decoded::DescribeConfigs(request) => {
+            frame(key, version, id, &node.describe_configs(request, version).await)
+        }
+        Decoded::AlterConfigs(request) => {
+            frame(key, version, id, &node.alter_configs(request, version).await)
+        }
+        Decoded::IncrementalAlterConfigs(request) => frame(
+            key,
+            version,
+            id,
+            &node.incremental_alter_configs(request, version).await,
+        ),
     }
 }
 

@@ -36,6 +36,9 @@ pub const ADVERTISED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::EndTxn, 0, 2),
     (ApiKey::TxnOffsetCommit, 0, 3),
     (ApiKey::DeleteRecords, 0, 1),
+    (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
 ];
 
 /// The advertised range of `key`, if the broker serves it.

@@ -708,6 +708,155 @@ async fn scenario(key: ApiKey, version: i16) {
                 .collect();
             assert_eq!(groups, vec![("group", "consumer")]);
         }
+        ApiKey::DescribeConfigs => {
+            let mut request = DescribeConfigsRequest::default();
+            request.include_synonyms = true;
+            request.include_documentation = version >= 3;
+            for (resource_type, name) in [(2, TOPIC), (2, "missing"), (4, "0"), (4, "7")] {
+                let mut resource = describe_configs_request::DescribeConfigsResource::default();
+                resource.resource_type = resource_type;
+                resource.resource_name = s(name);
+                resource.configuration_keys = None;
+                request.resources.push(resource);
+            }
+            let response: DescribeConfigsResponse = call(b, key, version, &request).await.expect("answered");
+            let codes: Vec<i16> = response.results.iter().map(|r| r.error_code).collect();
+            assert_eq!(codes, vec![0, 3, 0, 42], "v{version}");
+            let retention = response.results[0]
+                .configs
+                .iter()
+                .find(|c| c.name.as_str() == "retention.ms")
+                .expect("retention.ms described");
+            assert_eq!(retention.value.as_deref(), Some("604800000"));
+            assert_eq!(retention.config_source, 5);
+            // log.retention.ms, its primary broker synonym, has no default of its own: Kafka lists none.
+            assert!(retention.synonyms.is_empty(), "v{version}");
+            let segment = response.results[0]
+                .configs
+                .iter()
+                .find(|c| c.name.as_str() == "segment.bytes")
+                .expect("segment.bytes described");
+            assert_eq!(segment.synonyms.len(), 1, "v{version}");
+            assert_eq!(retention.config_type, if version >= 3 { 5 } else { 0 });
+            if version >= 3 {
+                assert!(retention
+                    .documentation
+                    .as_deref()
+                    .is_some_and(|doc| !doc.is_empty()));
+            }
+            assert!(response.results[2]
+                .configs
+                .iter()
+                .any(|c| c.name.as_str() == "message.max.bytes" && c.read_only));
+        }
+        ApiKey::AlterConfigs => {
+            let alter = |configs: &[(&str, Option<&str>)], validate_only: bool| {
+                let mut resource = alter_configs_request::AlterConfigsResource::default();
+                resource.resource_type = 2;
+                resource.resource_name = s(TOPIC);
+                resource.configs = configs
+                    .iter()
+                    .map(|&(name, value)| {
+                        let mut config = alter_configs_request::AlterableConfig::default();
+                        config.name = s(name);
+                        config.value = value.map(s);
+                        config
+                    })
+                    .collect();
+                let mut request = AlterConfigsRequest::default();
+                request.resources = vec![resource];
+                request.validate_only = validate_only;
+                request
+            };
+            let refused: AlterConfigsResponse = call(
+                b,
+                key,
+                version,
+                &alter(&[("cleanup.policy", Some("bogus"))], false),
+            )
+            .await
+            .expect("answered");
+            assert_eq!(refused.responses[0].error_code, 40, "v{version}");
+            assert!(refused.responses[0]
+                .error_message
+                .as_deref()
+                .is_some_and(|message| message.contains("cleanup.policy")));
+            let checked: AlterConfigsResponse = call(
+                b,
+                key,
+                version,
+                &alter(&[("max.message.bytes", Some("100"))], true),
+            )
+            .await
+            .expect("answered");
+            assert_eq!(checked.responses[0].error_code, 0);
+            let plain = produce_request(None, -1, vec![(TOPIC, 0, batch(None, false, 5))]);
+            assert_eq!(
+                produce(b, max(ApiKey::Produce), &plain).await,
+                vec![0],
+                "validate_only changed nothing"
+            );
+            let altered: AlterConfigsResponse = call(
+                b,
+                key,
+                version,
+                &alter(&[("max.message.bytes", Some("100"))], false),
+            )
+            .await
+            .expect("answered");
+            assert_eq!(altered.responses[0].error_code, 0);
+            assert_eq!(
+                produce(b, max(ApiKey::Produce), &plain).await,
+                vec![10],
+                "MESSAGE_TOO_LARGE"
+            );
+        }
+        ApiKey::IncrementalAlterConfigs => {
+            let alter = |name: &str, operation: i8, value: Option<&str>| {
+                let mut config = incremental_alter_configs_request::AlterableConfig::default();
+                config.name = s(name);
+                config.config_operation = operation;
+                config.value = value.map(s);
+                let mut resource = incremental_alter_configs_request::AlterConfigsResource::default();
+                resource.resource_type = 2;
+                resource.resource_name = s(TOPIC);
+                resource.configs = vec![config];
+                let mut request = IncrementalAlterConfigsRequest::default();
+                request.resources = vec![resource];
+                request
+            };
+            let appended: IncrementalAlterConfigsResponse =
+                call(b, key, version, &alter("cleanup.policy", 2, Some("compact")))
+                    .await
+                    .expect("answered");
+            assert_eq!(appended.responses[0].error_code, 0, "v{version}");
+            let refused: IncrementalAlterConfigsResponse =
+                call(b, key, version, &alter("retention.mss", 0, Some("1")))
+                    .await
+                    .expect("answered");
+            assert_eq!(refused.responses[0].error_code, 40);
+            let set: IncrementalAlterConfigsResponse =
+                call(b, key, version, &alter("max.message.bytes", 0, Some("100")))
+                    .await
+                    .expect("answered");
+            assert_eq!(set.responses[0].error_code, 0);
+            let plain = produce_request(None, -1, vec![(TOPIC, 0, batch(None, false, 5))]);
+            assert_eq!(
+                produce(b, max(ApiKey::Produce), &plain).await,
+                vec![10],
+                "MESSAGE_TOO_LARGE"
+            );
+            let deleted: IncrementalAlterConfigsResponse =
+                call(b, key, version, &alter("max.message.bytes", 1, None))
+                    .await
+                    .expect("answered");
+            assert_eq!(deleted.responses[0].error_code, 0);
+            assert_eq!(
+                produce(b, max(ApiKey::Produce), &plain).await,
+                vec![0],
+                "the broker's limit again"
+            );
+        }
         other => panic!("{other:?} is advertised but this test has no scenario for it: add one"),
     }
     broker.close().await.expect("close");

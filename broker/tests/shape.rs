@@ -261,6 +261,54 @@ fn sample(key: ApiKey, version: i16) -> BytesMut {
             }
             request.encode(&mut out, version)
         }
+        ApiKey::DescribeConfigs => {
+            let mut named = describe_configs_request::DescribeConfigsResource::default();
+            named.resource_type = 2;
+            named.resource_name = s("orders");
+            named.configuration_keys = Some(vec![s("retention.ms"), s("cleanup.policy")]);
+            let mut all = describe_configs_request::DescribeConfigsResource::default();
+            all.resource_type = 4;
+            all.resource_name = s("0");
+            all.configuration_keys = None;
+            let mut request = DescribeConfigsRequest::default();
+            request.resources = vec![named, all];
+            request.include_synonyms = true;
+            request.include_documentation = version >= 3;
+            request.encode(&mut out, version)
+        }
+        ApiKey::AlterConfigs => {
+            let mut set = alter_configs_request::AlterableConfig::default();
+            set.name = s("retention.ms");
+            set.value = Some(s("1000"));
+            let mut null = alter_configs_request::AlterableConfig::default();
+            null.name = s("cleanup.policy");
+            null.value = None;
+            let mut resource = alter_configs_request::AlterConfigsResource::default();
+            resource.resource_type = 2;
+            resource.resource_name = s("orders");
+            resource.configs = vec![set, null];
+            let mut request = AlterConfigsRequest::default();
+            request.resources = vec![resource.clone(), resource];
+            request.validate_only = true;
+            request.encode(&mut out, version)
+        }
+        ApiKey::IncrementalAlterConfigs => {
+            let mut set = incremental_alter_configs_request::AlterableConfig::default();
+            set.name = s("cleanup.policy");
+            set.config_operation = 2;
+            set.value = Some(s("compact"));
+            let mut delete = incremental_alter_configs_request::AlterableConfig::default();
+            delete.name = s("retention.ms");
+            delete.config_operation = 1;
+            delete.value = None;
+            let mut resource = incremental_alter_configs_request::AlterConfigsResource::default();
+            resource.resource_type = 2;
+            resource.resource_name = s("orders");
+            resource.configs = vec![set, delete];
+            let mut request = IncrementalAlterConfigsRequest::default();
+            request.resources = vec![resource.clone(), resource];
+            request.encode(&mut out, version)
+        }
         other => panic!("no sample for {other:?}"),
     };
     if let Err(error) = result {

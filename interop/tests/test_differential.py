@@ -121,7 +121,32 @@ def auto_created_topic_first_answer(kafka: dict, serve: dict) -> None:
             serve_topic.update(error="auto-created", partitions="auto-created")
 
 
-KNOWN_DIFFERENCES = {"metadata_every_version": auto_created_topic_first_answer}
+def min_insync_replicas_cluster_default(kafka: dict, serve: dict) -> None:
+    """docs/kafka-differences.md, "min.insync.replicas is a cluster default on Kafka": a KRaft cluster formatted by
+    Kafka 4.1 records `min.insync.replicas=1` as a dynamic cluster-wide default, so DescribeConfigs gives the topic
+    config source DYNAMIC_DEFAULT_BROKER_CONFIG (3) and two synonyms; serve has no dynamic broker configs and
+    answers Kafka's default (5) with one. Same value. Checked, then set aside."""
+    for kafka_step, serve_step in zip(kafka["observations"], serve["observations"]):
+        for kafka_result, serve_result in zip(kafka_step["seen"], serve_step["seen"]):
+            for kafka_entry, serve_entry in zip(kafka_result["entries"], serve_result["entries"]):
+                if kafka_entry["name"] != "min.insync.replicas":
+                    continue
+                assert kafka_entry["value"] == serve_entry["value"] == "1", (kafka_entry, serve_entry)
+                assert kafka_entry["source"] == 3 and kafka_entry["synonyms"] == [
+                    ["min.insync.replicas", "1", 3],
+                    ["min.insync.replicas", "1", 5],
+                ], kafka_entry
+                assert serve_entry["source"] == 5 and serve_entry["synonyms"] == [
+                    ["min.insync.replicas", "1", 5]
+                ], serve_entry
+                for entry in (kafka_entry, serve_entry):
+                    entry.update(source="cluster default", synonyms="cluster default")
+
+
+KNOWN_DIFFERENCES = {
+    "metadata_every_version": auto_created_topic_first_answer,
+    "describe_configs_every_version": min_insync_replicas_cluster_default,
+}
 
 
 # -- the comparison -------------------------------------------------------------------------------------------

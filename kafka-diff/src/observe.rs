@@ -48,8 +48,8 @@ fn batch(session: &mut Session, batch: &RecordBatch) -> Value {
     };
     let mut records = records;
     let mut max_timestamp = json!(batch.max_timestamp());
-    if batch.is_control() {
-        // A marker carries the broker's clock when it was written.
+    if batch.is_control() || attributes.timestamp_type() == record_format::TimestampType::LogAppendTime {
+        // A marker, and a batch of a LogAppendTime topic, carry the broker's clock when it was written.
         max_timestamp = json!("broker clock");
         for record in &mut records {
             if let Some(timestamp) = record.get_mut("timestamp") {

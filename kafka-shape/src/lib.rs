@@ -141,6 +141,12 @@ const fn values(of: &'static Field) -> Kind {
 }
 const INT32S: Kind = values(&all(I32));
 const STRINGS: Kind = values(&all(STRING));
+/// A nullable array of strings.
+const NULLABLE_STRINGS: Kind = Kind::Array {
+    nullable: true,
+    structs: false,
+    of: std::slice::from_ref(&all(STRING)),
+};
 
 const PRODUCE: &[Field] = &[
     since(3, NULLABLE_STRING), // transactional_id
@@ -330,6 +336,34 @@ const DELETE_RECORDS: &[Field] = &[
     all(I32), // timeout_ms
 ];
 
+const DESCRIBE_CONFIGS: &[Field] = &[
+    all(array(&[
+        all(I8),               // resource_type
+        all(STRING),           // resource_name
+        all(NULLABLE_STRINGS), // configuration_keys
+    ])),
+    since(1, I8), // include_synonyms
+    since(3, I8), // include_documentation
+];
+
+const ALTER_CONFIGS: &[Field] = &[
+    all(array(&[
+        all(I8),                                          // resource_type
+        all(STRING),                                      // resource_name
+        all(array(&[all(STRING), all(NULLABLE_STRING)])), // configs: name, value
+    ])),
+    all(I8), // validate_only
+];
+
+const INCREMENTAL_ALTER_CONFIGS: &[Field] = &[
+    all(array(&[
+        all(I8),                                                   // resource_type
+        all(STRING),                                               // resource_name
+        all(array(&[all(STRING), all(I8), all(NULLABLE_STRING)])), // configs: name, operation, value
+    ])),
+    all(I8), // validate_only
+];
+
 const END_TXN: &[Field] = &[all(STRING), all(I64), all(I16), all(I8)];
 
 const TXN_OFFSET_COMMIT: &[Field] = &[
@@ -517,6 +551,9 @@ fn layout(key: ApiKey) -> Option<(&'static [Field], i16)> {
         ApiKey::AddPartitionsToTxn => (ADD_PARTITIONS_TO_TXN, 2),
         ApiKey::AddOffsetsToTxn => (ADD_OFFSETS_TO_TXN, 2),
         ApiKey::DeleteRecords => (DELETE_RECORDS, 1),
+        ApiKey::DescribeConfigs => (DESCRIBE_CONFIGS, 4),
+        ApiKey::AlterConfigs => (ALTER_CONFIGS, 2),
+        ApiKey::IncrementalAlterConfigs => (INCREMENTAL_ALTER_CONFIGS, 1),
         ApiKey::EndTxn => (END_TXN, 2),
         ApiKey::TxnOffsetCommit => (TXN_OFFSET_COMMIT, 3),
         ApiKey::ApiVersions => (API_VERSIONS, 3),

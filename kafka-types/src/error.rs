@@ -44,6 +44,8 @@ pub enum KafkaError {
     MessageTooLarge,
     /// 21: a produce's `acks` is not −1, 0 or 1.
     InvalidRequiredAcks,
+    /// 40: a config name or value is not acceptable (CreateTopics, AlterConfigs, IncrementalAlterConfigs).
+    InvalidConfig,
     /// 32: a record's timestamp is further from the broker's clock than the topic allows.
     InvalidTimestamp,
     /// 17: the topic name is not acceptable (e.g. an internal name).
@@ -129,7 +131,7 @@ pub enum ClientErrorClass {
 
 impl KafkaError {
     /// Every error, in code order.
-    pub const ALL: [KafkaError; 50] = [
+    pub const ALL: [KafkaError; 51] = [
         KafkaError::UnknownServerError,
         KafkaError::OffsetOutOfRange,
         KafkaError::CorruptMessage,
@@ -154,6 +156,7 @@ impl KafkaError {
         KafkaError::TopicAlreadyExists,
         KafkaError::InvalidPartitions,
         KafkaError::InvalidReplicationFactor,
+        KafkaError::InvalidConfig,
         KafkaError::InvalidRequest,
         KafkaError::OutOfOrderSequenceNumber,
         KafkaError::DuplicateSequenceNumber,
@@ -191,6 +194,7 @@ impl KafkaError {
             KafkaError::CorruptMessage => 2,
             KafkaError::MessageTooLarge => 10,
             KafkaError::InvalidRequiredAcks => 21,
+            KafkaError::InvalidConfig => 40,
             KafkaError::InvalidTimestamp => 32,
             KafkaError::UnknownTopicOrPartition => 3,
             KafkaError::LeaderNotAvailable => 5,
@@ -247,6 +251,7 @@ impl KafkaError {
             KafkaError::CorruptMessage => "CORRUPT_MESSAGE",
             KafkaError::MessageTooLarge => "MESSAGE_TOO_LARGE",
             KafkaError::InvalidRequiredAcks => "INVALID_REQUIRED_ACKS",
+            KafkaError::InvalidConfig => "INVALID_CONFIG",
             KafkaError::InvalidTimestamp => "INVALID_TIMESTAMP",
             KafkaError::UnknownTopicOrPartition => "UNKNOWN_TOPIC_OR_PARTITION",
             KafkaError::LeaderNotAvailable => "LEADER_NOT_AVAILABLE",
@@ -341,7 +346,8 @@ impl KafkaError {
             | KafkaError::UnsupportedVersion
             | KafkaError::TopicAlreadyExists
             | KafkaError::InvalidPartitions
-            | KafkaError::InvalidReplicationFactor => ClientErrorClass::Fatal,
+            | KafkaError::InvalidReplicationFactor
+            | KafkaError::InvalidConfig => ClientErrorClass::Fatal,
             // A transactional offset commit whose group moved on (KIP-447): the transaction must abort.
             KafkaError::IllegalGeneration | KafkaError::UnknownMemberId | KafkaError::RebalanceInProgress => {
                 ClientErrorClass::Abortable
@@ -406,6 +412,7 @@ mod tests {
             ("TOPIC_ALREADY_EXISTS", 36),
             ("INVALID_PARTITIONS", 37),
             ("INVALID_REPLICATION_FACTOR", 38),
+            ("INVALID_CONFIG", 40),
             ("ILLEGAL_GENERATION", 22),
             ("INCONSISTENT_GROUP_PROTOCOL", 23),
             ("INVALID_GROUP_ID", 24),

@@ -26,8 +26,10 @@ pub mod membership;
 pub mod mirror;
 pub mod node;
 pub mod offsets;
+mod topic_configs;
 
 pub use clock::{Clock, SystemClock};
 pub use config::NodeConfig;
 pub use error::NodeError;
 pub use node::{DeliveredMarker, Node, PartitionSlot, TXN_STATE_PARTITION};
+pub use topic_configs::ConfigRefusal;

@@ -22,11 +22,13 @@ use partition_log::{LogConfig, PartitionLog, ReplicaSet};
 use producer_state::{PsmConfig, StateSummary};
 use storage::{PartitionId, Storage};
 use tokio::sync::{watch, Mutex, RwLock};
+use topic_config::Overrides;
 use txn_coordinator::{CoordinatorConfig, DurableCoordinator, MarkerFailure, MarkerRequest, Outcome};
 
 use crate::config::NodeConfig;
 use crate::mirror::registry::MIRROR_LINKS_PARTITION;
 use crate::offsets::{GroupOffsets, OFFSETS_PARTITION};
+use crate::topic_configs::{TopicConfigs, TOPIC_CONFIGS_PARTITION};
 use crate::{Clock, NodeError};
 
 /// The internal partition holding the transaction coordinator's log.
@@ -72,7 +74,7 @@ pub struct Node {
     log_config: LogConfig,
     /// The followers' configuration: the leader's, with `NodeConfig::follower_cluster_id` when it is set.
     follower_log_config: LogConfig,
-    topics: RwLock<BTreeMap<String, Vec<Arc<PartitionSlot>>>>,
+    pub(crate) topics: RwLock<BTreeMap<String, Vec<Arc<PartitionSlot>>>>,
     pub(crate) coordinator: Mutex<DurableCoordinator>,
     /// The coordinator's epoch: it grows each time the coordinator is reloaded from its log.
     coordinator_epoch: AtomicI32,
@@ -83,6 +85,9 @@ pub struct Node {
     pub(crate) membership: crate::membership::Membership,
     /// The internal partition whose metadata holds the mirror links (`crate::mirror::registry`).
     pub(crate) mirror_registry: Mutex<Option<PartitionLog>>,
+    /// Topics' config overrides and the settings produce enforces (`crate::topic_configs`). Locked after
+    /// `topics` where both are held.
+    pub(crate) topic_configs: RwLock<TopicConfigs>,
     appended: watch::Sender<u64>,
     /// Partitions whose storage opening repaired something (a torn tail cut, a segment dropped, an index
     /// rebuilt, …), with what it did.
@@ -151,7 +156,14 @@ impl Node {
             follower_partitions.push(store.list().await?.into_iter().collect::<BTreeSet<_>>());
         }
         for id in storage.list().await? {
-            if [TXN_STATE_PARTITION, OFFSETS_PARTITION, MIRROR_LINKS_PARTITION].contains(&id.topic()) {
+            if [
+                TXN_STATE_PARTITION,
+                OFFSETS_PARTITION,
+                MIRROR_LINKS_PARTITION,
+                TOPIC_CONFIGS_PARTITION,
+            ]
+            .contains(&id.topic())
+            {
                 internal.insert(id.topic().to_owned(), id);
                 continue;
             }
@@ -217,10 +229,18 @@ impl Node {
             now,
         )
         .await?;
+        let (topic_config_store, _) = PartitionLog::open(
+            open_internal(TOPIC_CONFIGS_PARTITION).await?,
+            log_config.clone(),
+            now,
+        )
+        .await?;
+        let topic_configs = TopicConfigs::open(topic_config_store, &config).await?;
         let membership = crate::membership::Membership::restore(offsets.stored_groups().clone(), now);
         let (appended, _) = watch::channel(0);
         let broker = Node {
             mirror_registry: Mutex::new(Some(mirror_registry)),
+            topic_configs: RwLock::new(topic_configs),
             clock,
             advertised,
             storage,
@@ -298,15 +318,28 @@ impl Node {
             .collect()
     }
 
-    /// Creates a topic with `partitions` partitions.
+    /// Creates a topic with `partitions` partitions and Kafka's default configs.
     pub async fn create_topic(&self, name: &str, partitions: u32) -> Result<(), KafkaError> {
-        self.create_topic_with(name, partitions, false).await
+        self.create_topic_with(name, partitions, false, Overrides::default())
+            .await
+    }
+
+    /// Creates a topic with `partitions` partitions and the config `overrides` (recorded before any partition
+    /// exists: see `crate::topic_configs`).
+    pub async fn create_topic_with_configs(
+        &self,
+        name: &str,
+        partitions: u32,
+        overrides: Overrides,
+    ) -> Result<(), KafkaError> {
+        self.create_topic_with(name, partitions, false, overrides).await
     }
 
     /// Creates a topic whose partitions are read-only from the start (durably, before any client can see the
     /// topic): a mirror topic, which its mirror link then aligns and fills.
     pub async fn create_read_only_topic(&self, name: &str, partitions: u32) -> Result<(), KafkaError> {
-        self.create_topic_with(name, partitions, true).await
+        self.create_topic_with(name, partitions, true, Overrides::default())
+            .await
     }
 
     async fn create_topic_with(
@@ -314,6 +347,7 @@ impl Node {
         name: &str,
         partitions: u32,
         read_only: bool,
+        overrides: Overrides,
     ) -> Result<(), KafkaError> {
         if name.starts_with("__") {
             return Err(KafkaError::InvalidTopic);
@@ -324,6 +358,11 @@ impl Node {
         let mut topics = self.topics.write().await;
         if topics.contains_key(name) {
             return Err(KafkaError::TopicAlreadyExists);
+        }
+        PartitionId::new(name, 0).map_err(|_| KafkaError::InvalidTopic)?;
+        if let Err(error) = self.topic_configs.write().await.put(name, overrides).await {
+            eprintln!("mirrorlog: recording the configs of topic {name}: {error}");
+            return Err(KafkaError::KafkaStorageError);
         }
         let mut logs = Vec::new();
         for partition in 0..partitions {
@@ -728,6 +767,9 @@ impl Node {
                     }
                 }
             }
+        }
+        if let Err(error) = self.topic_configs.write().await.close().await {
+            first_error.get_or_insert(error);
         }
         if let Some(registry) = self.mirror_registry.lock().await.take() {
             if let Err(error) = registry.close().await {

@@ -538,6 +538,20 @@ impl RecordBatch {
         });
     }
 
+    /// Stamps the batch with the broker's clock, as a topic with `message.timestamp.type=LogAppendTime` does:
+    /// the timestamp-type attribute set, `maxTimestamp` = `now_ms`, the CRC recomputed (records' own timestamp
+    /// deltas are left as they are; readers take the batch's). Check the client's CRC first: this one replaces it.
+    pub fn set_log_append_time(&mut self, now_ms: i64) {
+        self.edit(|buf| {
+            let attributes =
+                u16::from_be_bytes([buf[offsets::ATTRIBUTES], buf[offsets::ATTRIBUTES + 1]]) | 0x08;
+            buf[offsets::ATTRIBUTES..offsets::ATTRIBUTES + 2].copy_from_slice(&attributes.to_be_bytes());
+            buf[offsets::MAX_TIMESTAMP..offsets::MAX_TIMESTAMP + 8].copy_from_slice(&now_ms.to_be_bytes());
+            let crc = crate::crc::crc32c(&buf[offsets::ATTRIBUTES..]);
+            buf[offsets::CRC..offsets::CRC + 4].copy_from_slice(&crc.to_be_bytes());
+        });
+    }
+
     fn edit(&mut self, change: impl FnOnce(&mut [u8])) {
         let bytes = std::mem::take(&mut self.buf);
         let mut owned: BytesMut = bytes

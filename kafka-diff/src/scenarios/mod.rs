@@ -6,6 +6,7 @@
 //! (API, version) pair against both brokers; the others pin one behaviour each at the highest version.
 
 mod admin;
+mod configs;
 mod fetch;
 mod groups;
 mod offsets;
@@ -45,6 +46,9 @@ pub const VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::EndTxn, 0, 2),
     (ApiKey::TxnOffsetCommit, 0, 3),
     (ApiKey::DeleteRecords, 0, 1),
+    (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
 ];
 
 /// The versions of `key` the scenarios drive (none for an API the table does not name).
@@ -90,6 +94,11 @@ scenarios! {
     admin::metadata_empty_topic_list => "Metadata v1+ naming no topic (an empty list, not null)",
     admin::create_topics_every_version => "CreateTopics at every version: a new topic, an existing one, no partitions, replication 3, an invalid name, validate_only",
     admin::find_coordinator_every_version => "FindCoordinator at every version: a group, a transactional id (v1+), an unknown key type",
+    configs::create_topics_with_configs => "CreateTopics with configs: accepted ones, then an unknown name, a wrong type, out of range, a bad list value, a null value",
+    configs::describe_configs_every_version => "DescribeConfigs at every version: every config of a topic with overrides (values, sources, synonyms, types), named keys, an unknown and an invalid topic, broker ids",
+    configs::alter_configs_every_version => "AlterConfigs at every version: overrides replaced, validate_only, a bad value, an unknown topic, read back",
+    configs::incremental_alter_configs_every_version => "IncrementalAlterConfigs at every version: SET, DELETE, APPEND, SUBTRACT, a null SET, APPEND to a non-list, an unknown topic, read back",
+    configs::topic_configs_applied => "max.message.bytes, message.timestamp.after.max.ms and message.timestamp.type=LogAppendTime set on topics: what a produce and a fetch see",
     produce::produce_every_version => "Produce at every version, acks=all, then what a fetch returns",
     produce::produce_acks => "acks 0, 1 and all: what is stored and what the end offset says",
     produce::produce_codecs => "a batch in each codec (none, gzip, snappy, lz4, zstd), read back",

@@ -7,10 +7,13 @@ use kafka_protocol::messages::metadata_response::{
 };
 use kafka_protocol::messages::*;
 
-use kafka_types::{KafkaError, NO_ERROR};
+use kafka_types::KafkaError;
+
+use topic_config::Overrides;
 
 use super::str_bytes;
 use crate::node::Node;
+use crate::ConfigRefusal;
 
 /// Metadata: this node (node 0) leads every partition. Named topics that do not exist are created when the
 /// node auto-creates topics and the request allows it (v4+; always before v4, as Kafka did).
@@ -87,7 +90,8 @@ pub async fn metadata(node: &Node, request: MetadataRequest, version: i16) -> Me
     response
 }
 
-/// CreateTopics: one replica (this node); replica assignments are refused.
+/// CreateTopics: one replica (this node); replica assignments are refused; configs are checked (crate
+/// `topic-config`) and recorded with the topic.
 pub async fn create_topics(node: &Node, request: CreateTopicsRequest, _version: i16) -> CreateTopicsResponse {
     let mut response = CreateTopicsResponse::default();
     for topic in request.topics {
@@ -97,19 +101,28 @@ pub async fn create_topics(node: &Node, request: CreateTopicsRequest, _version: 
             -1 => Ok(node.config.default_partitions),
             n => u32::try_from(n).map_err(|_| KafkaError::InvalidPartitions),
         };
-        let outcome = if !matches!(topic.replication_factor, -1 | 1) {
-            Err(KafkaError::InvalidReplicationFactor)
+        let overrides = Overrides::from_pairs(
+            topic
+                .configs
+                .iter()
+                .map(|config| (config.name.as_str(), config.value.as_deref())),
+        );
+        let outcome: Result<(), ConfigRefusal> = if !matches!(topic.replication_factor, -1 | 1) {
+            Err(KafkaError::InvalidReplicationFactor.into())
         } else if !topic.assignments.is_empty() {
-            Err(KafkaError::InvalidRequest)
-        } else if request.validate_only {
-            partitions.map(|_| ())
+            Err(KafkaError::InvalidRequest.into())
         } else {
-            match partitions {
-                Ok(partitions) => node.create_topic(topic.name.as_str(), partitions).await,
-                Err(error) => Err(error),
+            match (partitions, overrides) {
+                (Err(error), _) => Err(error.into()),
+                (Ok(_), Err(error)) => Err(error.into()),
+                (Ok(_), Ok(_)) if request.validate_only => Ok(()),
+                (Ok(partitions), Ok(overrides)) => node
+                    .create_topic_with_configs(topic.name.as_str(), partitions, overrides)
+                    .await
+                    .map_err(ConfigRefusal::from),
             }
         };
-        result.error_code = outcome.err().map_or(NO_ERROR, KafkaError::code);
+        (result.error_code, result.error_message) = super::configs::answer_of(outcome);
         response.topics.push(result);
     }
     response

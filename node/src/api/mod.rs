@@ -3,6 +3,7 @@
 //! returns the response value; framing, shape checks and encoding are the wire front end's.
 
 mod admin;
+mod configs;
 mod delete;
 mod fetch;
 mod groups;
@@ -29,6 +30,29 @@ impl Node {
     /// CreateTopics (one replica).
     pub async fn create_topics(&self, request: CreateTopicsRequest, version: i16) -> CreateTopicsResponse {
         admin::create_topics(self, request, version).await
+    }
+
+    /// DescribeConfigs: topics' configs with their sources, and the broker's settings.
+    pub async fn describe_configs(
+        &self,
+        request: DescribeConfigsRequest,
+        version: i16,
+    ) -> DescribeConfigsResponse {
+        configs::describe_configs(self, request, version).await
+    }
+
+    /// AlterConfigs: replaces topics' config overrides.
+    pub async fn alter_configs(&self, request: AlterConfigsRequest, version: i16) -> AlterConfigsResponse {
+        configs::alter_configs(self, request, version).await
+    }
+
+    /// IncrementalAlterConfigs: changes topics' config overrides one operation at a time.
+    pub async fn incremental_alter_configs(
+        &self,
+        request: IncrementalAlterConfigsRequest,
+        version: i16,
+    ) -> IncrementalAlterConfigsResponse {
+        configs::incremental_alter_configs(self, request, version).await
     }
 
     /// FindCoordinator: this node coordinates every group and transactional id.

@@ -169,7 +169,7 @@ impl From<KafkaError> for Refusal {
     }
 }
 
-/// One partition's append.
+/// One partition's append, under its topic's settings (`max.message.bytes`, the timestamp bounds and type).
 async fn append(
     node: &Node,
     (topic, partition): (&str, i32),
@@ -180,6 +180,7 @@ async fn append(
         .partition(topic, partition)
         .await
         .ok_or(KafkaError::UnknownTopicOrPartition)?;
+    let settings = node.topic_settings(topic).await;
     let records = records.ok_or(KafkaError::InvalidRecord)?;
     let mut batches = Vec::new();
     // Length and magic here; the CRC and record checks are `append_as_leader`'s (once).
@@ -198,7 +199,7 @@ async fn append(
     }
     if batches
         .iter()
-        .any(|batch| batch.size() > node.config().max_message_bytes)
+        .any(|batch| batch.size() > settings.max_message_bytes)
     {
         return Err(KafkaError::MessageTooLarge.into());
     }
@@ -210,14 +211,25 @@ async fn append(
     let mut guard = slot.lock().await;
     let replicas = guard.as_mut().ok_or(KafkaError::KafkaStorageError)?;
     let log_start_offset = replicas.leader.log_start_offset();
-    if let Some(batch) = batches.first() {
-        let far = records_far_from_now(node, batch);
-        if !far.is_empty() {
-            return Err(Refusal {
-                error: KafkaError::InvalidTimestamp,
-                log_start_offset,
-                record_errors: far,
-            });
+    let mut log_append_time = None;
+    if let Some(batch) = batches.first_mut() {
+        if settings.log_append_time {
+            // The broker's clock replaces the producer's; the client's CRC is checked before the batch is
+            // re-stamped (a corrupt batch stays corrupt, for the log to refuse).
+            if !batch.is_control() && batch.verify_crc().is_ok() {
+                let now = node.now_ms();
+                batch.set_log_append_time(now);
+                log_append_time = Some(now);
+            }
+        } else {
+            let far = records_far_from_now(node, &settings, batch);
+            if !far.is_empty() {
+                return Err(Refusal {
+                    error: KafkaError::InvalidTimestamp,
+                    log_start_offset,
+                    record_errors: far,
+                });
+            }
         }
     }
     let outcome = replicas
@@ -228,7 +240,7 @@ async fn append(
     Ok(Appended {
         base_offset: outcome.first_offset,
         log_start_offset: replicas.leader.log_start_offset(),
-        log_append_time: outcome.original_max_timestamp.unwrap_or(-1),
+        log_append_time: outcome.original_max_timestamp.or(log_append_time).unwrap_or(-1),
         to_acknowledge: slot.clone(),
     })
 }
@@ -237,9 +249,12 @@ async fn append(
 /// `message.timestamp.after.max.ms` or further behind than `message.timestamp.before.max.ms` allow (Kafka's
 /// record validation). Control batches and LogAppendTime batches carry no client timestamp to check; records that
 /// do not decode are left to the log's own checks.
-fn records_far_from_now(node: &Node, batch: &record_format::RecordBatch) -> Vec<i32> {
-    let config = node.config();
-    let (ahead, behind) = (config.max_timestamp_ahead_ms, config.max_timestamp_behind_ms);
+fn records_far_from_now(
+    node: &Node,
+    settings: &topic_config::TopicSettings,
+    batch: &record_format::RecordBatch,
+) -> Vec<i32> {
+    let (ahead, behind) = (settings.timestamp_after_max_ms, settings.timestamp_before_max_ms);
     if batch.is_control() || batch.attributes().timestamp_type() != TimestampType::CreateTime {
         return Vec::new();
     }

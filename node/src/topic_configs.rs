@@ -1,0 +1,287 @@
+//! Topics' config overrides, durable: one JSON record in the metadata of the internal partition
+//! [`TOPIC_CONFIGS_PARTITION`], rewritten whole (atomically and durably, as every metadata record is) when a topic
+//! is created with overrides or its configs are altered. What each config means and which values are accepted is
+//! crate `topic-config`'s; this module keeps the overrides and the settings the produce path enforces
+//! ([`TopicSettings`], computed once per change, read per produce).
+//!
+//! A topic's record is written **before** its partitions are created, so a topic is never seen without its
+//! configs; a record left by a creation that crashed before its partitions names a topic that does not exist,
+//! which nothing reads, and the next creation of that name writes its own.
+
+use std::collections::BTreeMap;
+
+use kafka_types::KafkaError;
+use partition_log::PartitionLog;
+use serde::{Deserialize, Serialize};
+use topic_config::{BrokerSettings, ConfigError, Described, Overrides, TopicSettings};
+
+use crate::config::NodeConfig;
+use crate::{Node, NodeError};
+
+/// The internal partition holding the record.
+pub const TOPIC_CONFIGS_PARTITION: &str = "__mirrorlog_topic_configs";
+
+/// The metadata key of the record.
+const CONFIGS_KEY: &str = "topic.configs";
+
+/// The record's format version.
+const FORMAT_VERSION: u32 = 1;
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Record {
+    version: u32,
+    /// Topic → config name → value, for topics with at least one override.
+    topics: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+/// The overrides of every topic, their store, and the broker settings topics fall back to.
+#[derive(Debug)]
+pub(crate) struct TopicConfigs {
+    store: Option<PartitionLog>,
+    overrides: BTreeMap<String, Overrides>,
+    settings: BTreeMap<String, TopicSettings>,
+    broker: BrokerSettings,
+    /// The settings of a topic without overrides.
+    defaults: TopicSettings,
+}
+
+impl TopicConfigs {
+    /// Reads the record from `store`; a stored override this build refuses is an error naming it.
+    pub(crate) async fn open(store: PartitionLog, config: &NodeConfig) -> Result<Self, NodeError> {
+        let broker = broker_settings(config);
+        let mut overrides = BTreeMap::new();
+        if let Some(bytes) = store.metadata(CONFIGS_KEY).await? {
+            let record: Record = serde_json::from_slice(&bytes).map_err(|error| NodeError::Topic {
+                name: TOPIC_CONFIGS_PARTITION.to_owned(),
+                reason: format!("the topic config record is corrupt: {error}"),
+            })?;
+            if record.version != FORMAT_VERSION {
+                return Err(NodeError::Topic {
+                    name: TOPIC_CONFIGS_PARTITION.to_owned(),
+                    reason: format!(
+                        "the topic config record has format version {}, this build reads {FORMAT_VERSION}",
+                        record.version
+                    ),
+                });
+            }
+            for (topic, map) in record.topics {
+                let checked = Overrides::from_stored(map).map_err(|error| NodeError::Topic {
+                    name: topic.clone(),
+                    reason: format!("its stored config is refused by this build: {error}"),
+                })?;
+                overrides.insert(topic, checked);
+            }
+        }
+        let defaults = Overrides::default().settings(&broker);
+        let settings = overrides
+            .iter()
+            .map(|(topic, overrides)| (topic.clone(), overrides.settings(&broker)))
+            .collect();
+        Ok(TopicConfigs {
+            store: Some(store),
+            overrides,
+            settings,
+            broker,
+            defaults,
+        })
+    }
+
+    /// The settings the produce path enforces on `topic`.
+    pub(crate) fn settings(&self, topic: &str) -> TopicSettings {
+        self.settings.get(topic).copied().unwrap_or(self.defaults)
+    }
+
+    /// The overrides of `topic` (none recorded: empty).
+    pub(crate) fn overrides(&self, topic: &str) -> Overrides {
+        self.overrides.get(topic).cloned().unwrap_or_default()
+    }
+
+    /// The broker settings topics fall back to.
+    pub(crate) fn broker(&self) -> &BrokerSettings {
+        &self.broker
+    }
+
+    /// Records `overrides` as `topic`'s (durable when this returns; nothing written when nothing changes).
+    pub(crate) async fn put(&mut self, topic: &str, overrides: Overrides) -> Result<(), NodeError> {
+        let held = self.overrides.get(topic);
+        if held == Some(&overrides) || (held.is_none() && overrides.as_map().is_empty()) {
+            return Ok(());
+        }
+        let mut topics: BTreeMap<String, BTreeMap<String, String>> = self
+            .overrides
+            .iter()
+            .filter(|(name, _)| name.as_str() != topic)
+            .map(|(name, overrides)| (name.clone(), overrides.as_map().clone()))
+            .collect();
+        if !overrides.as_map().is_empty() {
+            topics.insert(topic.to_owned(), overrides.as_map().clone());
+        }
+        let record = serde_json::to_vec(&Record {
+            version: FORMAT_VERSION,
+            topics,
+        })
+        .map_err(|error| NodeError::Topic {
+            name: topic.to_owned(),
+            reason: format!("cannot encode the topic config record: {error}"),
+        })?;
+        let store = self.store.as_mut().ok_or_else(|| NodeError::Topic {
+            name: topic.to_owned(),
+            reason: "the node is closed".to_owned(),
+        })?;
+        store.put_metadata(CONFIGS_KEY, &record).await?;
+        for (name, value) in overrides.kept_not_enforced() {
+            tracing::warn!(
+                topic,
+                config = name,
+                value,
+                "recorded; serve keeps data without deleting, compacting or rolling by it yet"
+            );
+        }
+        if overrides.as_map().is_empty() {
+            self.overrides.remove(topic);
+            self.settings.remove(topic);
+        } else {
+            self.settings
+                .insert(topic.to_owned(), overrides.settings(&self.broker));
+            self.overrides.insert(topic.to_owned(), overrides);
+        }
+        Ok(())
+    }
+
+    /// Closes the store.
+    pub(crate) async fn close(&mut self) -> Result<(), NodeError> {
+        match self.store.take() {
+            Some(store) => Ok(store.close().await?),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The broker settings `serve` was given that differ from Kafka's defaults, by Kafka's broker config name.
+fn broker_settings(config: &NodeConfig) -> BrokerSettings {
+    let defaults = NodeConfig::new(config.storage.clone());
+    let mut settings = BrokerSettings::new();
+    if config.max_message_bytes != defaults.max_message_bytes {
+        settings.insert(
+            "message.max.bytes".to_owned(),
+            config.max_message_bytes.to_string(),
+        );
+    }
+    if config.max_timestamp_ahead_ms != defaults.max_timestamp_ahead_ms {
+        settings.insert(
+            "log.message.timestamp.after.max.ms".to_owned(),
+            config.max_timestamp_ahead_ms.to_string(),
+        );
+    }
+    if config.max_timestamp_behind_ms != defaults.max_timestamp_behind_ms {
+        settings.insert(
+            "log.message.timestamp.before.max.ms".to_owned(),
+            config.max_timestamp_behind_ms.to_string(),
+        );
+    }
+    settings
+}
+
+/// Why a config request was refused: the Kafka error and the message beside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigRefusal {
+    /// The error code's error.
+    pub error: KafkaError,
+    /// What the answer's `error_message` says.
+    pub message: Option<String>,
+}
+
+impl From<KafkaError> for ConfigRefusal {
+    fn from(error: KafkaError) -> Self {
+        ConfigRefusal { error, message: None }
+    }
+}
+
+impl From<ConfigError> for ConfigRefusal {
+    fn from(error: ConfigError) -> Self {
+        let kafka = match error {
+            ConfigError::NullSet(_) | ConfigError::UnknownOperation { .. } => KafkaError::InvalidRequest,
+            _ => KafkaError::InvalidConfig,
+        };
+        ConfigRefusal {
+            error: kafka,
+            message: Some(error.to_string()),
+        }
+    }
+}
+
+impl Node {
+    /// The settings the produce path enforces on `topic` (Kafka's defaults and the broker's for a topic without
+    /// overrides).
+    pub async fn topic_settings(&self, topic: &str) -> TopicSettings {
+        self.topic_configs.read().await.settings(topic)
+    }
+
+    /// Every config of the topic `topic` (or those in `keys`) with its value and source.
+    pub async fn describe_topic_configs(
+        &self,
+        topic: &str,
+        keys: Option<&[&str]>,
+    ) -> Result<Vec<Described>, ConfigRefusal> {
+        check_topic_name(topic)?;
+        if !self.topics.read().await.contains_key(topic) {
+            // Kafka answers an unknown topic here without a message.
+            return Err(ConfigRefusal {
+                error: KafkaError::UnknownTopicOrPartition,
+                message: Some(String::new()),
+            });
+        }
+        let configs = self.topic_configs.read().await;
+        Ok(configs.overrides(topic).describe(configs.broker(), keys))
+    }
+
+    /// Replaces the overrides of `topic` with what `alter` makes of them (durable when this returns); with
+    /// `validate_only`, only checks.
+    pub async fn alter_topic_configs(
+        &self,
+        topic: &str,
+        alter: impl FnOnce(&Overrides) -> Result<Overrides, ConfigError>,
+        validate_only: bool,
+    ) -> Result<(), ConfigRefusal> {
+        check_topic_name(topic)?;
+        let topics = self.topics.read().await;
+        let mut configs = self.topic_configs.write().await;
+        // The configs are checked first, as Kafka checks them before it looks for the topic.
+        let altered = alter(&configs.overrides(topic))?;
+        if !topics.contains_key(topic) {
+            return Err(ConfigRefusal {
+                error: KafkaError::UnknownTopicOrPartition,
+                message: Some(format!("The topic '{topic}' does not exist.")),
+            });
+        }
+        if validate_only {
+            return Ok(());
+        }
+        configs.put(topic, altered).await.map_err(|error| {
+            eprintln!("mirrorlog: recording the configs of topic {topic}: {error}");
+            ConfigRefusal::from(KafkaError::KafkaStorageError)
+        })
+    }
+}
+
+/// An empty or invalid topic name is INVALID_TOPIC_EXCEPTION, saying why as Kafka says it.
+fn check_topic_name(topic: &str) -> Result<(), ConfigRefusal> {
+    let why = if topic.is_empty() {
+        "the empty string is not allowed".to_owned()
+    } else if topic == "." || topic == ".." {
+        format!("'{topic}' is not allowed")
+    } else if topic.len() > 249 {
+        format!("the length of '{topic}' is longer than the max allowed length 249")
+    } else if !topic
+        .bytes()
+        .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'-'))
+    {
+        format!("'{topic}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'")
+    } else {
+        return Ok(());
+    };
+    Err(ConfigRefusal {
+        error: KafkaError::InvalidTopic,
+        message: Some(format!("Topic name is invalid: {why}")),
+    })
+}
