@@ -118,6 +118,12 @@ pub enum Decoded {
     AlterConfigs(AlterConfigsRequest),
     /// IncrementalAlterConfigs.
     IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
+    /// DescribeProducers.
+    DescribeProducers(DescribeProducersRequest),
+    /// ListTransactions.
+    ListTransactions(ListTransactionsRequest),
+    /// DescribeTransactions.
+    DescribeTransactions(DescribeTransactionsRequest),
     /// EndTxn.
     EndTxn(EndTxnRequest),
     /// ApiVersions at a version the broker does not serve: answered in v0 with UNSUPPORTED_VERSION.
@@ -181,6 +187,9 @@ pub fn decode(request: &Request) -> Result<Decoded, RequestError> {
         ApiKey::DescribeConfigs => decode!(DescribeConfigs),
         ApiKey::AlterConfigs => decode!(AlterConfigs),
         ApiKey::IncrementalAlterConfigs => decode!(IncrementalAlterConfigs),
+        ApiKey::DescribeProducers => decode!(DescribeProducers),
+        ApiKey::ListTransactions => decode!(ListTransactions),
+        ApiKey::DescribeTransactions => decode!(DescribeTransactions),
         other => return Err(RequestError::UnknownApi(other as i16)),
     })
 }
@@ -275,6 +284,18 @@ pub async fn handle_from(
             version,
             id,
             &node.incremental_alter_configs(request, version).await,
+        ),
+        Decoded::DescribeProducers(request) => {
+            frame(key, version, id, &node.describe_producers(request, version).await)
+        }
+        Decoded::ListTransactions(request) => {
+            frame(key, version, id, &node.list_transactions(request, version).await)
+        }
+        Decoded::DescribeTransactions(request) => frame(
+            key,
+            version,
+            id,
+            &node.describe_transactions(request, version).await,
         ),
     }
 }

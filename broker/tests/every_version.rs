@@ -857,6 +857,84 @@ async fn scenario(key: ApiKey, version: i16) {
                 "the broker's limit again"
             );
         }
+        ApiKey::DescribeProducers => {
+            let (id, epoch) = open_transaction(b, "open").await;
+            let mut topic = describe_producers_request::TopicRequest::default();
+            topic.name = topic_name(TOPIC);
+            topic.partition_indexes = vec![0, 1, 7];
+            let mut request = DescribeProducersRequest::default();
+            request.topics = vec![topic];
+            let response: DescribeProducersResponse =
+                call(b, key, version, &request).await.expect("answered");
+            let partitions = &response.topics[0].partitions;
+            let codes: Vec<i16> = partitions.iter().map(|p| p.error_code).collect();
+            assert_eq!(codes, vec![0, 0, 3]);
+            let producer = &partitions[0].active_producers[0];
+            assert_eq!(
+                (
+                    producer.producer_id.0,
+                    producer.producer_epoch,
+                    producer.last_sequence
+                ),
+                (id, i32::from(epoch), 0)
+            );
+            assert_eq!(
+                producer.current_txn_start_offset, 0,
+                "the open transaction starts at offset 0"
+            );
+            assert!(partitions[1].active_producers.is_empty());
+        }
+        ApiKey::ListTransactions => {
+            open_transaction(b, "open").await;
+            let ended = open_transaction(b, "ended").await;
+            let response: EndTxnResponse = call(
+                b,
+                ApiKey::EndTxn,
+                max(ApiKey::EndTxn),
+                &end_txn_request("ended", ended.0, ended.1, true),
+            )
+            .await
+            .expect("answered");
+            assert_eq!(response.error_code, 0);
+            let mut request = ListTransactionsRequest::default();
+            request.state_filters = vec![s("Ongoing"), s("NoSuchState")];
+            request.duration_filter = -1;
+            let response: ListTransactionsResponse = call(b, key, version, &request).await.expect("answered");
+            let listed: Vec<(&str, &str)> = response
+                .transaction_states
+                .iter()
+                .map(|t| (t.transactional_id.as_str(), t.transaction_state.as_str()))
+                .collect();
+            assert_eq!(listed, vec![("open", "Ongoing")], "v{version}");
+            assert_eq!(response.unknown_state_filters, vec![s("NoSuchState")]);
+            let response: ListTransactionsResponse =
+                call(b, key, version, &ListTransactionsRequest::default())
+                    .await
+                    .expect("answered");
+            assert_eq!(response.transaction_states.len(), 2, "no filter lists both");
+        }
+        ApiKey::DescribeTransactions => {
+            let (id, _) = open_transaction(b, "open").await;
+            let mut request = DescribeTransactionsRequest::default();
+            request.transactional_ids = vec![TransactionalId(s("open")), TransactionalId(s("unknown"))];
+            let response: DescribeTransactionsResponse =
+                call(b, key, version, &request).await.expect("answered");
+            let open = &response.transaction_states[0];
+            assert_eq!((open.error_code, open.transaction_state.as_str()), (0, "Ongoing"));
+            assert_eq!((open.producer_id.0, open.transaction_timeout_ms), (id, 60_000));
+            assert_eq!(open.topics.len(), 1);
+            assert_eq!(
+                (
+                    open.topics[0].topic.as_str(),
+                    open.topics[0].partitions.as_slice()
+                ),
+                (TOPIC, &[0][..])
+            );
+            assert_eq!(
+                response.transaction_states[1].error_code, 105,
+                "TRANSACTIONAL_ID_NOT_FOUND"
+            );
+        }
         other => panic!("{other:?} is advertised but this test has no scenario for it: add one"),
     }
     broker.close().await.expect("close");

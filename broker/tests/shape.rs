@@ -309,6 +309,28 @@ fn sample(key: ApiKey, version: i16) -> BytesMut {
             request.resources = vec![resource.clone(), resource];
             request.encode(&mut out, version)
         }
+        ApiKey::DescribeProducers => {
+            let mut named = describe_producers_request::TopicRequest::default();
+            named.name = topic("orders");
+            named.partition_indexes = vec![0, 1, 2];
+            let mut request = DescribeProducersRequest::default();
+            request.topics = vec![named.clone(), named];
+            request.encode(&mut out, version)
+        }
+        ApiKey::ListTransactions => {
+            let mut request = ListTransactionsRequest::default();
+            request.state_filters = vec![s("Ongoing"), s("PrepareCommit")];
+            request.producer_id_filters = vec![ProducerId(7), ProducerId(9)];
+            if version >= 1 {
+                request.duration_filter = 60_000;
+            }
+            request.encode(&mut out, version)
+        }
+        ApiKey::DescribeTransactions => {
+            let mut request = DescribeTransactionsRequest::default();
+            request.transactional_ids = vec![TransactionalId(s("tx")), TransactionalId(s("other"))];
+            request.encode(&mut out, version)
+        }
         other => panic!("no sample for {other:?}"),
     };
     if let Err(error) = result {

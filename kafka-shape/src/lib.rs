@@ -364,6 +364,20 @@ const INCREMENTAL_ALTER_CONFIGS: &[Field] = &[
     all(I8), // validate_only
 ];
 
+const DESCRIBE_PRODUCERS: &[Field] = &[all(array(&[
+    all(STRING), // name
+    all(INT32S), // partition_indexes
+]))];
+
+const LIST_TRANSACTIONS: &[Field] = &[
+    all(STRINGS),              // state_filters
+    all(values(&all(I64))),    // producer_id_filters
+    since(1, I64),             // duration_filter
+    since(2, NULLABLE_STRING), // transactional_id_pattern
+];
+
+const DESCRIBE_TRANSACTIONS: &[Field] = &[all(STRINGS)]; // transactional_ids
+
 const END_TXN: &[Field] = &[all(STRING), all(I64), all(I16), all(I8)];
 
 const TXN_OFFSET_COMMIT: &[Field] = &[
@@ -554,6 +568,9 @@ fn layout(key: ApiKey) -> Option<(&'static [Field], i16)> {
         ApiKey::DescribeConfigs => (DESCRIBE_CONFIGS, 4),
         ApiKey::AlterConfigs => (ALTER_CONFIGS, 2),
         ApiKey::IncrementalAlterConfigs => (INCREMENTAL_ALTER_CONFIGS, 1),
+        ApiKey::DescribeProducers => (DESCRIBE_PRODUCERS, 0),
+        ApiKey::ListTransactions => (LIST_TRANSACTIONS, 2),
+        ApiKey::DescribeTransactions => (DESCRIBE_TRANSACTIONS, 0),
         ApiKey::EndTxn => (END_TXN, 2),
         ApiKey::TxnOffsetCommit => (TXN_OFFSET_COMMIT, 3),
         ApiKey::ApiVersions => (API_VERSIONS, 3),

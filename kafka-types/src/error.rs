@@ -110,6 +110,8 @@ pub enum KafkaError {
     InvalidRecord,
     /// 90: another producer with the same transactional id took over.
     ProducerFenced,
+    /// 105: the coordinator holds no such transactional id (DescribeTransactions).
+    TransactionalIdNotFound,
     /// 120: the transaction must be aborted.
     TransactionAbortable,
     /// 134 (KIP-1279 prototype, provisional): the topic is a mirror and refuses client writes.
@@ -131,7 +133,7 @@ pub enum ClientErrorClass {
 
 impl KafkaError {
     /// Every error, in code order.
-    pub const ALL: [KafkaError; 51] = [
+    pub const ALL: [KafkaError; 52] = [
         KafkaError::UnknownServerError,
         KafkaError::OffsetOutOfRange,
         KafkaError::CorruptMessage,
@@ -181,6 +183,7 @@ impl KafkaError {
         KafkaError::UnstableOffsetCommit,
         KafkaError::ProducerFenced,
         KafkaError::UnknownTopicId,
+        KafkaError::TransactionalIdNotFound,
         KafkaError::TransactionAbortable,
         KafkaError::ReadOnlyTopic,
     ];
@@ -238,6 +241,7 @@ impl KafkaError {
             KafkaError::UnknownProducerId => 59,
             KafkaError::InvalidRecord => 87,
             KafkaError::ProducerFenced => 90,
+            KafkaError::TransactionalIdNotFound => 105,
             KafkaError::TransactionAbortable => 120,
             KafkaError::ReadOnlyTopic => 134,
         }
@@ -295,6 +299,7 @@ impl KafkaError {
             KafkaError::UnknownProducerId => "UNKNOWN_PRODUCER_ID",
             KafkaError::InvalidRecord => "INVALID_RECORD",
             KafkaError::ProducerFenced => "PRODUCER_FENCED",
+            KafkaError::TransactionalIdNotFound => "TRANSACTIONAL_ID_NOT_FOUND",
             KafkaError::TransactionAbortable => "TRANSACTION_ABORTABLE",
             KafkaError::ReadOnlyTopic => "READ_ONLY_TOPIC",
         }
@@ -347,7 +352,8 @@ impl KafkaError {
             | KafkaError::TopicAlreadyExists
             | KafkaError::InvalidPartitions
             | KafkaError::InvalidReplicationFactor
-            | KafkaError::InvalidConfig => ClientErrorClass::Fatal,
+            | KafkaError::InvalidConfig
+            | KafkaError::TransactionalIdNotFound => ClientErrorClass::Fatal,
             // A transactional offset commit whose group moved on (KIP-447): the transaction must abort.
             KafkaError::IllegalGeneration | KafkaError::UnknownMemberId | KafkaError::RebalanceInProgress => {
                 ClientErrorClass::Abortable
@@ -435,6 +441,7 @@ mod tests {
             ("INVALID_RECORD", 87),
             ("PRODUCER_FENCED", 90),
             ("READ_ONLY_TOPIC", 134),
+            ("TRANSACTIONAL_ID_NOT_FOUND", 105),
         ];
         for (name, code) in expected {
             let error = KafkaError::from_name(name).unwrap();

@@ -829,12 +829,13 @@ impl Coordinator {
 }
 
 /// Prepare* → `done`: the transaction's partitions are cleared, and a version-2 rotation takes effect (the
-/// client continues with the next producer id at epoch 0; the exhausted epoch stays as the last one it saw).
+/// client continues with the next producer id at epoch 0; the exhausted epoch stays as the last one it saw). The
+/// start time stays, as Kafka keeps it in the completed state (DescribeTransactions shows it, and the record
+/// carries it).
 fn complete(txn: &mut TxnMetadata, done: TxnState, now_ms: i64) {
     txn.state = done;
     txn.partitions.clear();
     txn.pending_markers.clear();
-    txn.txn_start_ms = None;
     txn.last_update_ms = now_ms;
     if let Some(rotated) = txn.next_producer_id.take() {
         txn.last_producer_id = Some(txn.producer_id);

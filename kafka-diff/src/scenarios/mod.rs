@@ -9,6 +9,7 @@ mod admin;
 mod configs;
 mod fetch;
 mod groups;
+mod inspect;
 mod offsets;
 mod produce;
 mod txn;
@@ -49,6 +50,9 @@ pub const VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::DescribeProducers, 0, 0),
+    (ApiKey::ListTransactions, 0, 1),
+    (ApiKey::DescribeTransactions, 0, 0),
 ];
 
 /// The versions of `key` the scenarios drive (none for an API the table does not name).
@@ -99,6 +103,9 @@ scenarios! {
     configs::alter_configs_every_version => "AlterConfigs at every version: overrides replaced, validate_only, a bad value, an unknown topic, read back",
     configs::incremental_alter_configs_every_version => "IncrementalAlterConfigs at every version: SET, DELETE, APPEND, SUBTRACT, a null SET, APPEND to a non-list, an unknown topic, read back",
     configs::topic_configs_applied => "max.message.bytes, message.timestamp.after.max.ms and message.timestamp.type=LogAppendTime set on topics: what a produce and a fetch see",
+    inspect::describe_producers_every_version => "DescribeProducers at every version: an idempotent producer, a transaction open then committed, an unknown partition and topic",
+    inspect::list_transactions_every_version => "ListTransactions at every version: all, by state (with an unknown one), by producer id, by duration (v1)",
+    inspect::describe_transactions_every_version => "DescribeTransactions at every version: an open transaction, a committed one, an unknown id",
     produce::produce_every_version => "Produce at every version, acks=all, then what a fetch returns",
     produce::produce_acks => "acks 0, 1 and all: what is stored and what the end offset says",
     produce::produce_codecs => "a batch in each codec (none, gzip, snappy, lz4, zstd), read back",

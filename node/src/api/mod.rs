@@ -7,6 +7,7 @@ mod configs;
 mod delete;
 mod fetch;
 mod groups;
+mod inspect;
 mod membership;
 mod produce;
 mod txn;
@@ -53,6 +54,33 @@ impl Node {
         version: i16,
     ) -> IncrementalAlterConfigsResponse {
         configs::incremental_alter_configs(self, request, version).await
+    }
+
+    /// DescribeProducers: each partition's active producers.
+    pub async fn describe_producers(
+        &self,
+        request: DescribeProducersRequest,
+        version: i16,
+    ) -> DescribeProducersResponse {
+        inspect::describe_producers(self, request, version).await
+    }
+
+    /// ListTransactions: the coordinator's transactional ids, filtered.
+    pub async fn list_transactions(
+        &self,
+        request: ListTransactionsRequest,
+        version: i16,
+    ) -> ListTransactionsResponse {
+        inspect::list_transactions(self, request, version).await
+    }
+
+    /// DescribeTransactions: named transactional ids' state and open transaction.
+    pub async fn describe_transactions(
+        &self,
+        request: DescribeTransactionsRequest,
+        version: i16,
+    ) -> DescribeTransactionsResponse {
+        inspect::describe_transactions(self, request, version).await
     }
 
     /// FindCoordinator: this node coordinates every group and transactional id.
