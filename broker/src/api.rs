@@ -118,6 +118,12 @@ pub enum Decoded {
     AlterConfigs(AlterConfigsRequest),
     /// IncrementalAlterConfigs.
     IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
+    /// DeleteTopics.
+    DeleteTopics(DeleteTopicsRequest),
+    /// CreatePartitions.
+    CreatePartitions(CreatePartitionsRequest),
+    /// DescribeCluster.
+    DescribeCluster(DescribeClusterRequest),
     /// DescribeProducers.
     DescribeProducers(DescribeProducersRequest),
     /// ListTransactions.
@@ -187,6 +193,9 @@ pub fn decode(request: &Request) -> Result<Decoded, RequestError> {
         ApiKey::DescribeConfigs => decode!(DescribeConfigs),
         ApiKey::AlterConfigs => decode!(AlterConfigs),
         ApiKey::IncrementalAlterConfigs => decode!(IncrementalAlterConfigs),
+        ApiKey::DeleteTopics => decode!(DeleteTopics),
+        ApiKey::CreatePartitions => decode!(CreatePartitions),
+        ApiKey::DescribeCluster => decode!(DescribeCluster),
         ApiKey::DescribeProducers => decode!(DescribeProducers),
         ApiKey::ListTransactions => decode!(ListTransactions),
         ApiKey::DescribeTransactions => decode!(DescribeTransactions),
@@ -285,6 +294,15 @@ pub async fn handle_from(
             id,
             &node.incremental_alter_configs(request, version).await,
         ),
+        Decoded::DeleteTopics(request) => {
+            frame(key, version, id, &node.delete_topics(request, version).await)
+        }
+        Decoded::CreatePartitions(request) => {
+            frame(key, version, id, &node.create_partitions(request, version).await)
+        }
+        Decoded::DescribeCluster(request) => {
+            frame(key, version, id, &node.describe_cluster(request, version))
+        }
         Decoded::DescribeProducers(request) => {
             frame(key, version, id, &node.describe_producers(request, version).await)
         }

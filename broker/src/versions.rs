@@ -42,6 +42,9 @@ pub const ADVERTISED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::ListTransactions, 0, 1),
     (ApiKey::DescribeTransactions, 0, 0),
+    (ApiKey::DeleteTopics, 1, 5),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::DescribeCluster, 0, 2),
 ];
 
 /// The advertised range of `key`, if the broker serves it.

@@ -935,6 +935,67 @@ async fn scenario(key: ApiKey, version: i16) {
                 "TRANSACTIONAL_ID_NOT_FOUND"
             );
         }
+        ApiKey::DeleteTopics => {
+            let plain = produce_request(None, -1, vec![(TOPIC, 0, batch(None, false, 5))]);
+            assert_eq!(produce(b, max(ApiKey::Produce), &plain).await, vec![0]);
+            let mut request = DeleteTopicsRequest::default();
+            request.topic_names = vec![topic_name(TOPIC), topic_name("missing")];
+            request.timeout_ms = 10_000;
+            let response: DeleteTopicsResponse = call(b, key, version, &request).await.expect("answered");
+            let codes: Vec<i16> = response.responses.iter().map(|r| r.error_code).collect();
+            assert_eq!(codes, vec![0, 3], "v{version}");
+            assert_eq!(
+                produce(b, max(ApiKey::Produce), &plain).await,
+                vec![3],
+                "the topic is gone"
+            );
+            assert!(b.partition(TOPIC, 0).await.is_none());
+        }
+        ApiKey::CreatePartitions => {
+            let grow = |name: &str, count: i32, validate_only: bool| {
+                let mut topic = create_partitions_request::CreatePartitionsTopic::default();
+                topic.name = topic_name(name);
+                topic.count = count;
+                topic.assignments = None;
+                let mut request = CreatePartitionsRequest::default();
+                request.topics = vec![topic];
+                request.timeout_ms = 10_000;
+                request.validate_only = validate_only;
+                request
+            };
+            let codes = |response: &CreatePartitionsResponse| -> Vec<i16> {
+                response.results.iter().map(|r| r.error_code).collect()
+            };
+            let checked: CreatePartitionsResponse = call(b, key, version, &grow(TOPIC, 4, true))
+                .await
+                .expect("answered");
+            assert_eq!(codes(&checked), vec![0]);
+            assert!(
+                b.partition(TOPIC, 2).await.is_none(),
+                "validate_only adds nothing"
+            );
+            let grown: CreatePartitionsResponse = call(b, key, version, &grow(TOPIC, 4, false))
+                .await
+                .expect("answered");
+            assert_eq!(codes(&grown), vec![0], "v{version}");
+            assert!(b.partition(TOPIC, 3).await.is_some());
+            let shrunk: CreatePartitionsResponse = call(b, key, version, &grow(TOPIC, 3, false))
+                .await
+                .expect("answered");
+            assert_eq!(codes(&shrunk), vec![37], "INVALID_PARTITIONS");
+            let missing: CreatePartitionsResponse = call(b, key, version, &grow("missing", 3, false))
+                .await
+                .expect("answered");
+            assert_eq!(codes(&missing), vec![3]);
+        }
+        ApiKey::DescribeCluster => {
+            let mut request = DescribeClusterRequest::default();
+            request.endpoint_type = 1; // brokers (the default, and the only type before v1)
+            let response: DescribeClusterResponse = call(b, key, version, &request).await.expect("answered");
+            assert_eq!(response.error_code, 0);
+            assert_eq!(response.brokers.len(), 1);
+            assert_eq!(response.controller_id.0, 0);
+        }
         other => panic!("{other:?} is advertised but this test has no scenario for it: add one"),
     }
     broker.close().await.expect("close");

@@ -331,6 +331,35 @@ fn sample(key: ApiKey, version: i16) -> BytesMut {
             request.transactional_ids = vec![TransactionalId(s("tx")), TransactionalId(s("other"))];
             request.encode(&mut out, version)
         }
+        ApiKey::DeleteTopics => {
+            let mut request = DeleteTopicsRequest::default();
+            request.topic_names = vec![topic("orders"), topic("other")];
+            request.timeout_ms = 30_000;
+            request.encode(&mut out, version)
+        }
+        ApiKey::CreatePartitions => {
+            let mut grown = create_partitions_request::CreatePartitionsTopic::default();
+            grown.name = topic("orders");
+            grown.count = 4;
+            let mut assignment = create_partitions_request::CreatePartitionsAssignment::default();
+            assignment.broker_ids = vec![BrokerId(0)];
+            grown.assignments = Some(vec![assignment]);
+            let mut request = CreatePartitionsRequest::default();
+            request.topics = vec![grown.clone(), grown];
+            request.validate_only = true;
+            request.encode(&mut out, version)
+        }
+        ApiKey::DescribeCluster => {
+            let mut request = DescribeClusterRequest::default();
+            request.include_cluster_authorized_operations = true;
+            if version >= 1 {
+                request.endpoint_type = 1;
+            }
+            if version >= 2 {
+                request.include_fenced_brokers = true;
+            }
+            request.encode(&mut out, version)
+        }
         other => panic!("no sample for {other:?}"),
     };
     if let Err(error) = result {

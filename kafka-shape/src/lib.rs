@@ -378,6 +378,28 @@ const LIST_TRANSACTIONS: &[Field] = &[
 
 const DESCRIBE_TRANSACTIONS: &[Field] = &[all(STRINGS)]; // transactional_ids
 
+const DELETE_TOPICS: &[Field] = &[
+    between(0, 5, STRINGS),                              // topic_names
+    since(6, array(&[all(NULLABLE_STRING), all(UUID)])), // topics: name, topic_id
+    all(I32),                                            // timeout_ms
+];
+
+const CREATE_PARTITIONS: &[Field] = &[
+    all(array(&[
+        all(STRING),                         // name
+        all(I32),                            // count
+        all(nullable_array(&[all(INT32S)])), // assignments: broker_ids
+    ])),
+    all(I32), // timeout_ms
+    all(I8),  // validate_only
+];
+
+const DESCRIBE_CLUSTER: &[Field] = &[
+    all(I8),      // include_cluster_authorized_operations
+    since(1, I8), // endpoint_type
+    since(2, I8), // include_fenced_brokers
+];
+
 const END_TXN: &[Field] = &[all(STRING), all(I64), all(I16), all(I8)];
 
 const TXN_OFFSET_COMMIT: &[Field] = &[
@@ -568,6 +590,9 @@ fn layout(key: ApiKey) -> Option<(&'static [Field], i16)> {
         ApiKey::DescribeConfigs => (DESCRIBE_CONFIGS, 4),
         ApiKey::AlterConfigs => (ALTER_CONFIGS, 2),
         ApiKey::IncrementalAlterConfigs => (INCREMENTAL_ALTER_CONFIGS, 1),
+        ApiKey::DeleteTopics => (DELETE_TOPICS, 6),
+        ApiKey::CreatePartitions => (CREATE_PARTITIONS, 3),
+        ApiKey::DescribeCluster => (DESCRIBE_CLUSTER, 2),
         ApiKey::DescribeProducers => (DESCRIBE_PRODUCERS, 0),
         ApiKey::ListTransactions => (LIST_TRANSACTIONS, 2),
         ApiKey::DescribeTransactions => (DESCRIBE_TRANSACTIONS, 0),

@@ -92,6 +92,8 @@ pub enum KafkaError {
     DuplicateSequenceNumber,
     /// 47: the producer's epoch is older than the stored one.
     InvalidProducerEpoch,
+    /// 44: the broker's policy refuses the request (e.g. deleting a topic a mirror link holds).
+    PolicyViolation,
     /// 42: the request is malformed (e.g. an empty transactional id).
     InvalidRequest,
     /// 48: the append is inconsistent with the producer's transaction state.
@@ -112,6 +114,8 @@ pub enum KafkaError {
     ProducerFenced,
     /// 105: the coordinator holds no such transactional id (DescribeTransactions).
     TransactionalIdNotFound,
+    /// 114: DescribeCluster asked a broker for the controllers' endpoints.
+    MismatchedEndpointType,
     /// 120: the transaction must be aborted.
     TransactionAbortable,
     /// 134 (KIP-1279 prototype, provisional): the topic is a mirror and refuses client writes.
@@ -133,7 +137,7 @@ pub enum ClientErrorClass {
 
 impl KafkaError {
     /// Every error, in code order.
-    pub const ALL: [KafkaError; 52] = [
+    pub const ALL: [KafkaError; 54] = [
         KafkaError::UnknownServerError,
         KafkaError::OffsetOutOfRange,
         KafkaError::CorruptMessage,
@@ -160,6 +164,7 @@ impl KafkaError {
         KafkaError::InvalidReplicationFactor,
         KafkaError::InvalidConfig,
         KafkaError::InvalidRequest,
+        KafkaError::PolicyViolation,
         KafkaError::OutOfOrderSequenceNumber,
         KafkaError::DuplicateSequenceNumber,
         KafkaError::InvalidProducerEpoch,
@@ -184,6 +189,7 @@ impl KafkaError {
         KafkaError::ProducerFenced,
         KafkaError::UnknownTopicId,
         KafkaError::TransactionalIdNotFound,
+        KafkaError::MismatchedEndpointType,
         KafkaError::TransactionAbortable,
         KafkaError::ReadOnlyTopic,
     ];
@@ -198,6 +204,7 @@ impl KafkaError {
             KafkaError::MessageTooLarge => 10,
             KafkaError::InvalidRequiredAcks => 21,
             KafkaError::InvalidConfig => 40,
+            KafkaError::PolicyViolation => 44,
             KafkaError::InvalidTimestamp => 32,
             KafkaError::UnknownTopicOrPartition => 3,
             KafkaError::LeaderNotAvailable => 5,
@@ -242,6 +249,7 @@ impl KafkaError {
             KafkaError::InvalidRecord => 87,
             KafkaError::ProducerFenced => 90,
             KafkaError::TransactionalIdNotFound => 105,
+            KafkaError::MismatchedEndpointType => 114,
             KafkaError::TransactionAbortable => 120,
             KafkaError::ReadOnlyTopic => 134,
         }
@@ -256,6 +264,7 @@ impl KafkaError {
             KafkaError::MessageTooLarge => "MESSAGE_TOO_LARGE",
             KafkaError::InvalidRequiredAcks => "INVALID_REQUIRED_ACKS",
             KafkaError::InvalidConfig => "INVALID_CONFIG",
+            KafkaError::PolicyViolation => "POLICY_VIOLATION",
             KafkaError::InvalidTimestamp => "INVALID_TIMESTAMP",
             KafkaError::UnknownTopicOrPartition => "UNKNOWN_TOPIC_OR_PARTITION",
             KafkaError::LeaderNotAvailable => "LEADER_NOT_AVAILABLE",
@@ -300,6 +309,7 @@ impl KafkaError {
             KafkaError::InvalidRecord => "INVALID_RECORD",
             KafkaError::ProducerFenced => "PRODUCER_FENCED",
             KafkaError::TransactionalIdNotFound => "TRANSACTIONAL_ID_NOT_FOUND",
+            KafkaError::MismatchedEndpointType => "MISMATCHED_ENDPOINT_TYPE",
             KafkaError::TransactionAbortable => "TRANSACTION_ABORTABLE",
             KafkaError::ReadOnlyTopic => "READ_ONLY_TOPIC",
         }
@@ -353,7 +363,9 @@ impl KafkaError {
             | KafkaError::InvalidPartitions
             | KafkaError::InvalidReplicationFactor
             | KafkaError::InvalidConfig
-            | KafkaError::TransactionalIdNotFound => ClientErrorClass::Fatal,
+            | KafkaError::PolicyViolation
+            | KafkaError::TransactionalIdNotFound
+            | KafkaError::MismatchedEndpointType => ClientErrorClass::Fatal,
             // A transactional offset commit whose group moved on (KIP-447): the transaction must abort.
             KafkaError::IllegalGeneration | KafkaError::UnknownMemberId | KafkaError::RebalanceInProgress => {
                 ClientErrorClass::Abortable
@@ -419,6 +431,7 @@ mod tests {
             ("INVALID_PARTITIONS", 37),
             ("INVALID_REPLICATION_FACTOR", 38),
             ("INVALID_CONFIG", 40),
+            ("POLICY_VIOLATION", 44),
             ("ILLEGAL_GENERATION", 22),
             ("INCONSISTENT_GROUP_PROTOCOL", 23),
             ("INVALID_GROUP_ID", 24),

@@ -26,6 +26,7 @@ pub mod membership;
 pub mod mirror;
 pub mod node;
 pub mod offsets;
+mod topic_admin;
 mod topic_configs;
 
 pub use clock::{Clock, SystemClock};

@@ -41,7 +41,7 @@ const CONSUMER_OFFSETS: &str = "__consumer_offsets";
 const MARKER_ROUNDS: usize = 3;
 
 /// The most partitions a topic may have here.
-const MAX_PARTITIONS: u32 = 10_000;
+pub(crate) const MAX_PARTITIONS: u32 = 10_000;
 
 /// One partition's replicas (the leader, and the followers when the node has follower stores), or `None` once
 /// the node has closed it.
@@ -68,9 +68,9 @@ pub struct Node {
     clock: Arc<dyn Clock>,
     /// Host and port Metadata and FindCoordinator answer.
     pub(crate) advertised: (String, i32),
-    storage: Box<dyn Storage>,
+    pub(crate) storage: Box<dyn Storage>,
     /// One store per follower replica (empty: the leader is the only replica).
-    follower_stores: Vec<Box<dyn Storage>>,
+    pub(crate) follower_stores: Vec<Box<dyn Storage>>,
     log_config: LogConfig,
     /// The followers' configuration: the leader's, with `NodeConfig::follower_cluster_id` when it is set.
     follower_log_config: LogConfig,
@@ -257,6 +257,24 @@ impl Node {
             config,
             repairs,
         };
+        // Deletions a crash interrupted are finished before anything is served.
+        let interrupted: Vec<String> = broker
+            .topic_configs
+            .read()
+            .await
+            .deleting()
+            .iter()
+            .cloned()
+            .collect();
+        for name in interrupted {
+            let slots = broker.topics.write().await.remove(&name).unwrap_or_default();
+            for slot in &slots {
+                drop(slot.lock().await.take());
+            }
+            broker
+                .finish_deletion(&name, u32::try_from(slots.len()).unwrap_or(u32::MAX))
+                .await?;
+        }
         for (name, partitions) in broker.config.topics.clone() {
             match broker.create_topic(&name, partitions).await {
                 Ok(()) | Err(KafkaError::TopicAlreadyExists) => {}

@@ -8,7 +8,7 @@
 //! configs; a record left by a creation that crashed before its partitions names a topic that does not exist,
 //! which nothing reads, and the next creation of that name writes its own.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kafka_types::KafkaError;
 use partition_log::PartitionLog;
@@ -32,6 +32,10 @@ struct Record {
     version: u32,
     /// Topic → config name → value, for topics with at least one override.
     topics: BTreeMap<String, BTreeMap<String, String>>,
+    /// Topics whose deletion was decided and may not be finished (their partitions are deleted from the highest
+    /// down, so what is left is always partitions 0..k; the next open finishes the job).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    deleting: BTreeSet<String>,
 }
 
 /// The overrides of every topic, their store, and the broker settings topics fall back to.
@@ -43,6 +47,8 @@ pub(crate) struct TopicConfigs {
     broker: BrokerSettings,
     /// The settings of a topic without overrides.
     defaults: TopicSettings,
+    /// Topics being deleted (see [`Record::deleting`]).
+    deleting: BTreeSet<String>,
 }
 
 impl TopicConfigs {
@@ -50,6 +56,7 @@ impl TopicConfigs {
     pub(crate) async fn open(store: PartitionLog, config: &NodeConfig) -> Result<Self, NodeError> {
         let broker = broker_settings(config);
         let mut overrides = BTreeMap::new();
+        let mut deleting = BTreeSet::new();
         if let Some(bytes) = store.metadata(CONFIGS_KEY).await? {
             let record: Record = serde_json::from_slice(&bytes).map_err(|error| NodeError::Topic {
                 name: TOPIC_CONFIGS_PARTITION.to_owned(),
@@ -64,6 +71,7 @@ impl TopicConfigs {
                     ),
                 });
             }
+            deleting = record.deleting;
             for (topic, map) in record.topics {
                 let checked = Overrides::from_stored(map).map_err(|error| NodeError::Topic {
                     name: topic.clone(),
@@ -83,7 +91,13 @@ impl TopicConfigs {
             settings,
             broker,
             defaults,
+            deleting,
         })
+    }
+
+    /// Topics whose deletion may not be finished.
+    pub(crate) fn deleting(&self) -> &BTreeSet<String> {
+        &self.deleting
     }
 
     /// The settings the produce path enforces on `topic`.
@@ -107,6 +121,35 @@ impl TopicConfigs {
         if held == Some(&overrides) || (held.is_none() && overrides.as_map().is_empty()) {
             return Ok(());
         }
+        let deleting = self.deleting.clone();
+        self.write(topic, &overrides, &deleting).await?;
+        self.log_kept(topic, &overrides);
+        self.keep(topic, overrides);
+        Ok(())
+    }
+
+    /// Records that `topic` is being deleted (`deleting`) or is gone (not): its overrides go with it. Durable when
+    /// this returns.
+    pub(crate) async fn mark_deletion(&mut self, topic: &str, deleting: bool) -> Result<(), NodeError> {
+        let mut set = self.deleting.clone();
+        if deleting {
+            set.insert(topic.to_owned());
+        } else {
+            set.remove(topic);
+        }
+        self.write(topic, &Overrides::default(), &set).await?;
+        self.keep(topic, Overrides::default());
+        self.deleting = set;
+        Ok(())
+    }
+
+    /// Writes the record with `topic`'s overrides replaced by `overrides` and the deletions `deleting`.
+    async fn write(
+        &mut self,
+        topic: &str,
+        overrides: &Overrides,
+        deleting: &BTreeSet<String>,
+    ) -> Result<(), NodeError> {
         let mut topics: BTreeMap<String, BTreeMap<String, String>> = self
             .overrides
             .iter()
@@ -119,6 +162,7 @@ impl TopicConfigs {
         let record = serde_json::to_vec(&Record {
             version: FORMAT_VERSION,
             topics,
+            deleting: deleting.clone(),
         })
         .map_err(|error| NodeError::Topic {
             name: topic.to_owned(),
@@ -129,6 +173,11 @@ impl TopicConfigs {
             reason: "the node is closed".to_owned(),
         })?;
         store.put_metadata(CONFIGS_KEY, &record).await?;
+        Ok(())
+    }
+
+    /// One WARN line per override `serve` keeps without enforcing it yet.
+    fn log_kept(&self, topic: &str, overrides: &Overrides) {
         for (name, value) in overrides.kept_not_enforced() {
             tracing::warn!(
                 topic,
@@ -137,6 +186,10 @@ impl TopicConfigs {
                 "recorded; serve keeps data without deleting, compacting or rolling by it yet"
             );
         }
+    }
+
+    /// Holds `overrides` as `topic`'s in memory (after the record was written).
+    fn keep(&mut self, topic: &str, overrides: Overrides) {
         if overrides.as_map().is_empty() {
             self.overrides.remove(topic);
             self.settings.remove(topic);
@@ -145,7 +198,6 @@ impl TopicConfigs {
                 .insert(topic.to_owned(), overrides.settings(&self.broker));
             self.overrides.insert(topic.to_owned(), overrides);
         }
-        Ok(())
     }
 
     /// Closes the store.

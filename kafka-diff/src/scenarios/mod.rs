@@ -12,6 +12,7 @@ mod groups;
 mod inspect;
 mod offsets;
 mod produce;
+mod topics;
 mod txn;
 
 use kafka_protocol::messages::*;
@@ -53,6 +54,9 @@ pub const VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::ListTransactions, 0, 1),
     (ApiKey::DescribeTransactions, 0, 0),
+    (ApiKey::DeleteTopics, 1, 5),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::DescribeCluster, 0, 2),
 ];
 
 /// The versions of `key` the scenarios drive (none for an API the table does not name).
@@ -106,6 +110,9 @@ scenarios! {
     inspect::describe_producers_every_version => "DescribeProducers at every version: an idempotent producer, a transaction open then committed, an unknown partition and topic",
     inspect::list_transactions_every_version => "ListTransactions at every version: all, by state (with an unknown one), by producer id, by duration (v1)",
     inspect::describe_transactions_every_version => "DescribeTransactions at every version: an open transaction, a committed one, an unknown id",
+    topics::delete_topics_every_version => "DeleteTopics at every version: a topic with records and an unknown one; Metadata after; the name created again",
+    topics::create_partitions_every_version => "CreatePartitions at every version: validate_only, grown by one, the same count, fewer, an unknown topic; Metadata and a produce after",
+    topics::describe_cluster_every_version => "DescribeCluster at every version: brokers, controller, authorized operations; controller endpoints (v1+)",
     produce::produce_every_version => "Produce at every version, acks=all, then what a fetch returns",
     produce::produce_acks => "acks 0, 1 and all: what is stored and what the end offset says",
     produce::produce_codecs => "a batch in each codec (none, gzip, snappy, lz4, zstd), read back",

@@ -10,6 +10,7 @@ mod groups;
 mod inspect;
 mod membership;
 mod produce;
+mod topics;
 mod txn;
 
 use kafka_protocol::messages::*;
@@ -54,6 +55,25 @@ impl Node {
         version: i16,
     ) -> IncrementalAlterConfigsResponse {
         configs::incremental_alter_configs(self, request, version).await
+    }
+
+    /// DeleteTopics: topics deleted with their data.
+    pub async fn delete_topics(&self, request: DeleteTopicsRequest, version: i16) -> DeleteTopicsResponse {
+        topics::delete_topics(self, request, version).await
+    }
+
+    /// CreatePartitions: topics grown.
+    pub async fn create_partitions(
+        &self,
+        request: CreatePartitionsRequest,
+        version: i16,
+    ) -> CreatePartitionsResponse {
+        topics::create_partitions(self, request, version).await
+    }
+
+    /// DescribeCluster: this broker.
+    pub fn describe_cluster(&self, request: DescribeClusterRequest, version: i16) -> DescribeClusterResponse {
+        topics::describe_cluster(self, request, version)
     }
 
     /// DescribeProducers: each partition's active producers.

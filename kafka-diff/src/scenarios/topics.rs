@@ -1,0 +1,151 @@
+//! DeleteTopics, CreatePartitions and DescribeCluster. Kafka applies a deletion or a new partition count through
+//! its controller and its metadata follows a moment later: the scenarios wait, unobserved, until Metadata shows
+//! the change, then observe what a client sees.
+
+use kafka_protocol::messages::*;
+use serde_json::json;
+
+use super::{ask, create_topic, fresh_topic, produce_plain, versions};
+use crate::error::DiffError;
+use crate::observe;
+use crate::requests::{self, topic_name};
+use crate::session::Session;
+
+/// Waits (unobserved) until Metadata answers `topic` as `ready` says, up to 30 s; then observes it as `step`.
+async fn metadata_once(
+    session: &mut Session,
+    topic: &str,
+    step: &str,
+    ready: impl Fn(&metadata_response::MetadataResponseTopic) -> bool,
+) -> Result<(), DiffError> {
+    let request = requests::metadata(Some(&[topic]), false);
+    for _attempt in 0..300 {
+        let answer: MetadataResponse = ask(session, ApiKey::Metadata, &request).await?;
+        if answer.topics.iter().all(&ready) {
+            session.observe(step, observe::metadata(&answer, |_| true));
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    Err(DiffError::Setup(format!(
+        "{topic}: Metadata did not settle in 30 s"
+    )))
+}
+
+pub async fn delete_topics_every_version(session: &mut Session) -> Result<(), DiffError> {
+    let missing = session.topic("missing");
+    for version in versions(ApiKey::DeleteTopics) {
+        let topic = fresh_topic(session, &format!("v{version}"), 2).await?;
+        produce_plain(session, &format!("v{version} produce"), &topic, 0, "a", 3).await?;
+        let mut request = DeleteTopicsRequest::default();
+        request.topic_names = vec![topic_name(&topic), topic_name(&missing)];
+        request.timeout_ms = 30_000;
+        let answer: DeleteTopicsResponse = session.call(ApiKey::DeleteTopics, version, &request).await?;
+        let mut seen: Vec<_> = answer
+            .responses
+            .iter()
+            .map(|r| json!([r.name.as_ref().map(|n| n.as_str()), r.error_code]))
+            .collect();
+        observe::sort_by_partition(&mut seen);
+        session.observe(&format!("v{version}"), json!(seen));
+        metadata_once(session, &topic, &format!("v{version} gone"), |t| {
+            t.error_code != 0
+        })
+        .await?;
+        // The name again: a new, empty topic.
+        create_topic(session, &topic, 1).await?;
+        produce_plain(
+            session,
+            &format!("v{version} produce to the new topic"),
+            &topic,
+            0,
+            "b",
+            1,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+pub async fn create_partitions_every_version(session: &mut Session) -> Result<(), DiffError> {
+    let topic = fresh_topic(session, "t", 1).await?;
+    let missing = session.topic("missing");
+    let mut count = 1;
+    for version in versions(ApiKey::CreatePartitions) {
+        let grow = |name: &str, count: i32, validate_only: bool| {
+            let mut grown = create_partitions_request::CreatePartitionsTopic::default();
+            grown.name = topic_name(name);
+            grown.count = count;
+            grown.assignments = None;
+            let mut request = CreatePartitionsRequest::default();
+            request.topics = vec![grown];
+            request.timeout_ms = 30_000;
+            request.validate_only = validate_only;
+            request
+        };
+        let steps = [
+            ("checked only", grow(&topic, count + 5, true)),
+            ("grown by one", grow(&topic, count + 1, false)),
+            ("the same count", grow(&topic, count + 1, false)),
+            ("fewer", grow(&topic, count, false)),
+            ("an unknown topic", grow(&missing, 3, false)),
+        ];
+        for (step, request) in steps {
+            let answer: CreatePartitionsResponse =
+                session.call(ApiKey::CreatePartitions, version, &request).await?;
+            let seen: Vec<_> = answer
+                .results
+                .iter()
+                .map(|r| json!({ "error": r.error_code, "message": r.error_message.as_deref() }))
+                .collect();
+            session.observe(&format!("v{version} {step}"), json!(seen));
+        }
+        count += 1;
+        let expected = usize::try_from(count).unwrap_or(0);
+        metadata_once(session, &topic, &format!("v{version} read back"), |t| {
+            t.partitions.len() == expected
+        })
+        .await?;
+        produce_plain(
+            session,
+            &format!("v{version} produce to the new partition"),
+            &topic,
+            count - 1,
+            "c",
+            1,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+pub async fn describe_cluster_every_version(session: &mut Session) -> Result<(), DiffError> {
+    for version in versions(ApiKey::DescribeCluster) {
+        let mut request = DescribeClusterRequest::default();
+        request.include_cluster_authorized_operations = false;
+        let answer: DescribeClusterResponse =
+            session.call(ApiKey::DescribeCluster, version, &request).await?;
+        let controller_is_a_broker = answer.brokers.iter().any(|b| b.broker_id == answer.controller_id);
+        session.observe(
+            &format!("v{version}"),
+            json!({
+                "error": answer.error_code,
+                "endpoint_type": answer.endpoint_type,
+                "brokers": answer.brokers.len(),
+                "fenced": answer.brokers.iter().filter(|b| b.is_fenced).count(),
+                "controller is a broker": controller_is_a_broker,
+                "authorized operations": answer.cluster_authorized_operations,
+            }),
+        );
+        if version >= 1 {
+            request.endpoint_type = 2;
+            let answer: DescribeClusterResponse =
+                session.call(ApiKey::DescribeCluster, version, &request).await?;
+            session.observe(
+                &format!("v{version} controllers"),
+                json!({ "error": answer.error_code, "message": answer.error_message.as_deref() }),
+            );
+        }
+    }
+    Ok(())
+}

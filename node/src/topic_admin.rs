@@ -1,0 +1,202 @@
+//! Deleting topics and growing them: what DeleteTopics and CreatePartitions ask.
+//!
+//! A deletion is decided durably before anything is removed: the topic is named in the topic-config record's
+//! `deleting` set (`crate::topic_configs`), then it leaves the topic map (requests in flight on its partitions find
+//! no log), then each partition's storage is deleted, **highest partition first** so that whatever a crash leaves
+//! is partitions 0..k, which the next open deletes before it serves, and finally the name leaves the set. A topic
+//! that belongs to a mirror link is neither deleted nor grown: the link owns it (`mirrorlog mirror delete` first).
+
+use kafka_types::KafkaError;
+use storage::PartitionId;
+
+use crate::{ConfigRefusal, Node, NodeError};
+
+impl Node {
+    /// Deletes the topic `name` and its data. Durable when this returns; the storage of every partition is gone.
+    pub async fn delete_topic(&self, name: &str) -> Result<(), ConfigRefusal> {
+        self.refuse_if_mirrored(name).await?;
+        let slots = {
+            let mut topics = self.topics.write().await;
+            if !topics.contains_key(name) {
+                return Err(KafkaError::UnknownTopicOrPartition.into());
+            }
+            if let Err(error) = self.topic_configs.write().await.mark_deletion(name, true).await {
+                eprintln!("mirrorlog: recording the deletion of topic {name}: {error}");
+                return Err(KafkaError::KafkaStorageError.into());
+            }
+            topics.remove(name).unwrap_or_default()
+        };
+        // Requests holding a slot see no log from here on.
+        for slot in &slots {
+            drop(slot.lock().await.take());
+        }
+        let count = u32::try_from(slots.len()).unwrap_or(u32::MAX);
+        if let Err(error) = self.finish_deletion(name, count).await {
+            // The record still names the topic: the next open finishes the deletion.
+            eprintln!("mirrorlog: deleting topic {name}: {error}");
+            return Err(KafkaError::KafkaStorageError.into());
+        }
+        Ok(())
+    }
+
+    /// Deletes the storage of partitions `count - 1` down to 0 of `name` (on the leader's store and every
+    /// follower's), then clears the deletion from the record.
+    pub(crate) async fn finish_deletion(&self, name: &str, count: u32) -> Result<(), NodeError> {
+        for partition in (0..count).rev() {
+            let id = PartitionId::new(name, partition)?;
+            for store in std::iter::once(&self.storage).chain(&self.follower_stores) {
+                if store.list().await?.contains(&id) {
+                    store.delete(&id).await?;
+                }
+            }
+        }
+        self.topic_configs.write().await.mark_deletion(name, false).await
+    }
+
+    /// Adds partitions to `name` until it has `count` (CreatePartitions); `validate_only` checks only.
+    pub async fn grow_topic(&self, name: &str, count: i32, validate_only: bool) -> Result<(), ConfigRefusal> {
+        self.refuse_if_mirrored(name).await?;
+        let held = self
+            .topic_partitions()
+            .await
+            .get(name)
+            .copied()
+            .ok_or(KafkaError::UnknownTopicOrPartition)?;
+        let held = i64::try_from(held).unwrap_or(i64::MAX);
+        let invalid = |message: String| ConfigRefusal {
+            error: KafkaError::InvalidPartitions,
+            message: Some(message),
+        };
+        if i64::from(count) == held {
+            return Err(invalid(format!("Topic already has {held} partition(s).")));
+        }
+        if i64::from(count) < held {
+            return Err(invalid(format!(
+                "The topic {name} currently has {held} partition(s); {count} would not be an increase."
+            )));
+        }
+        let count = u32::try_from(count).map_err(|_| KafkaError::InvalidPartitions)?;
+        if validate_only {
+            return if count > crate::node::MAX_PARTITIONS {
+                Err(KafkaError::InvalidPartitions.into())
+            } else {
+                Ok(())
+            };
+        }
+        self.add_partitions(name, count)
+            .await
+            .map_err(ConfigRefusal::from)
+    }
+
+    /// POLICY_VIOLATION for a topic a mirror link holds.
+    async fn refuse_if_mirrored(&self, name: &str) -> Result<(), ConfigRefusal> {
+        let links = self.mirror_links().await.map_err(|error| {
+            eprintln!("mirrorlog: reading the mirror links: {error}");
+            ConfigRefusal::from(KafkaError::KafkaStorageError)
+        })?;
+        match links.iter().find(|link| link.topics.contains_key(name)) {
+            Some(link) => Err(ConfigRefusal {
+                error: KafkaError::PolicyViolation,
+                message: Some(format!(
+                    "topic {name} belongs to mirror link {}: delete the link first (mirrorlog mirror delete)",
+                    link.name
+                )),
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails by panicking
+
+    use std::collections::BTreeMap;
+
+    use storage_config::{Backend, StorageConfig};
+
+    use crate::mirror::registry::{LinkRecord, TopicRecord};
+    use crate::{Node, NodeConfig};
+
+    async fn open(dir: &std::path::Path) -> Node {
+        let config = NodeConfig::new(StorageConfig::for_backend(Backend::Fs, dir));
+        Node::open(config, ("localhost".to_owned(), 9092)).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_deletion_a_crash_interrupted_is_finished_at_the_next_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = open(dir.path()).await;
+        node.create_topic("doomed", 3).await.unwrap();
+        node.create_topic("kept", 1).await.unwrap();
+        // The deletion was decided and partition 2 deleted when the process died.
+        node.topic_configs
+            .write()
+            .await
+            .mark_deletion("doomed", true)
+            .await
+            .unwrap();
+        let slots = node.topics.write().await.remove("doomed").unwrap();
+        for slot in &slots {
+            drop(slot.lock().await.take());
+        }
+        let last = storage::PartitionId::new("doomed", 2).unwrap();
+        node.storage.delete(&last).await.unwrap();
+        node.close().await.unwrap();
+
+        let node = open(dir.path()).await;
+        let topics = node.topic_partitions().await;
+        assert_eq!(topics.keys().collect::<Vec<_>>(), ["kept"]);
+        assert!(node.topic_configs.read().await.deleting().is_empty());
+        let left: Vec<_> = node
+            .storage
+            .list()
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|id| id.topic() == "doomed")
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+        // The name can be used again, for an empty topic.
+        node.create_topic("doomed", 1).await.unwrap();
+        assert_eq!(
+            node.partition("doomed", 0)
+                .await
+                .unwrap()
+                .lock()
+                .await
+                .as_ref()
+                .unwrap()
+                .leader
+                .log_end_offset(),
+            0
+        );
+        node.close().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_topic_a_mirror_link_holds_is_neither_deleted_nor_grown() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = open(dir.path()).await;
+        node.create_topic("mirrored", 1).await.unwrap();
+        let record = TopicRecord {
+            partitions: 1,
+            failover_requested: false,
+            source_topic_id: None,
+        };
+        node.put_mirror_links(&[LinkRecord {
+            name: "from-a".to_owned(),
+            source: "127.0.0.1:9".to_owned(),
+            source_cluster_id: "a".to_owned(),
+            topics: BTreeMap::from([("mirrored".to_owned(), record)]),
+        }])
+        .await
+        .unwrap();
+        let refused = node.delete_topic("mirrored").await.unwrap_err();
+        assert_eq!(refused.error, kafka_types::KafkaError::PolicyViolation);
+        assert!(refused.message.unwrap().contains("from-a"));
+        assert!(node.grow_topic("mirrored", 2, false).await.is_err());
+        assert!(node.partition("mirrored", 0).await.is_some());
+        node.close().await.unwrap();
+    }
+}
