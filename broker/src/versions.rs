@@ -16,7 +16,7 @@ use kafka_protocol::messages::ApiKey;
 pub const ADVERTISED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 8),
     (ApiKey::Fetch, 4, 11),
-    (ApiKey::ListOffsets, 1, 5),
+    (ApiKey::ListOffsets, 1, 8),
     (ApiKey::Metadata, 1, 8),
     (ApiKey::OffsetCommit, 2, 8),
     (ApiKey::OffsetFetch, 1, 8),

@@ -570,7 +570,7 @@ fn layout(key: ApiKey) -> Option<(&'static [Field], i16)> {
     Some(match key {
         ApiKey::Produce => (PRODUCE, 8),
         ApiKey::Fetch => (FETCH, 11),
-        ApiKey::ListOffsets => (LIST_OFFSETS, 5),
+        ApiKey::ListOffsets => (LIST_OFFSETS, 8),
         ApiKey::Metadata => (METADATA, 8),
         ApiKey::OffsetCommit => (OFFSET_COMMIT, 8),
         ApiKey::OffsetFetch => (OFFSET_FETCH, 8),

@@ -8,7 +8,7 @@ use super::{
 };
 use crate::error::DiffError;
 use crate::observe;
-use crate::requests::{self, BASE_TIMESTAMP};
+use crate::requests::{self, BatchSpec, BASE_TIMESTAMP};
 use crate::session::Session;
 
 /// Fills `topic`/0 with a plain batch, a committed transaction, an aborted one and another plain batch.
@@ -122,6 +122,10 @@ pub async fn list_offsets_every_version(session: &mut Session) -> Result<(), Dif
     let topic = fresh_topic(session, "t", 1).await?;
     produce_plain(session, "first", &topic, 0, "a", 3).await?;
     produce_plain(session, "second", &topic, 0, "b", 3).await?;
+    // Older than the batches before it: the largest timestamp is not the last record's.
+    let mut older = BatchSpec::plain("c", 2);
+    older.base_timestamp = Some(BASE_TIMESTAMP - 100);
+    super::produce_observed(session, "older", None, vec![(topic.as_str(), 0, older)]).await?;
     let times = [
         -2,
         -1,
@@ -132,6 +136,10 @@ pub async fn list_offsets_every_version(session: &mut Session) -> Result<(), Dif
         4_000_000_000_000,
     ];
     for version in versions(ApiKey::ListOffsets) {
+        let mut times = times.to_vec();
+        // v7 asks for the largest timestamp (-3), v8 for the earliest local offset (-4).
+        times.extend((version >= 7).then_some(-3));
+        times.extend((version >= 8).then_some(-4));
         let parts: Vec<(&str, i32, i64)> = times.iter().map(|&time| (topic.as_str(), 0, time)).collect();
         let levels: &[i8] = if version >= 2 { &[0, 1] } else { &[0] };
         for &isolation in levels {

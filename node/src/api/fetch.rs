@@ -181,8 +181,19 @@ pub async fn list_offsets(node: &Node, request: ListOffsetsRequest, version: i16
                                 Isolation::ReadUncommitted => log.high_watermark(),
                             };
                             match partition.timestamp {
+                                // Earliest, and (v8+, KIP-1005) earliest *local*: the same without tiered storage.
                                 -2 => answer.offset = log.log_start_offset(),
+                                -4 if version >= 8 => answer.offset = log.log_start_offset(),
                                 -1 => answer.offset = upper,
+                                // v7+ (KIP-734): the record with the largest timestamp.
+                                -3 if version >= 7 => match max_timestamp(log, upper).await {
+                                    Ok(Some((offset, found))) => {
+                                        answer.offset = offset;
+                                        answer.timestamp = found;
+                                    }
+                                    Ok(None) => {}
+                                    Err(code) => answer.error_code = code,
+                                },
                                 timestamp if timestamp >= 0 => match search(log, timestamp, upper).await {
                                     Ok(Some((offset, found))) => {
                                         answer.offset = offset;
@@ -191,8 +202,7 @@ pub async fn list_offsets(node: &Node, request: ListOffsetsRequest, version: i16
                                     Ok(None) => {}
                                     Err(code) => answer.error_code = code,
                                 },
-                                // -3 (max timestamp) and the tiered-storage specials are newer than the
-                                // versions served; Kafka answers any of them at these versions so.
+                                // A special newer than the request's version, or a tiered-storage one not served.
                                 _ => answer.error_code = KafkaError::UnsupportedVersion.code(),
                             }
                             // From v4 (an older response that sets the field does not encode), and only beside an
@@ -209,6 +219,39 @@ pub async fn list_offsets(node: &Node, request: ListOffsetsRequest, version: i16
         response.topics.push(topic_response);
     }
     response
+}
+
+/// The record below `upper` with the largest timestamp (the first of equals): `(offset, its timestamp)`. A scan
+/// of the log, as `search` is (a time index is not kept yet).
+async fn max_timestamp(log: &partition_log::PartitionLog, upper: i64) -> Result<Option<(i64, i64)>, i16> {
+    let mut best: Option<(i64, i64)> = None;
+    let mut offset = log.log_start_offset();
+    while offset < upper {
+        let batches = log
+            .read_for_replica(offset, SEARCH_READ_BYTES)
+            .await
+            .map_err(|error| log_error(&error).code())?;
+        let Some(last) = batches.last() else {
+            break;
+        };
+        offset = last.next_offset();
+        for batch in &batches {
+            let beaten = best.is_some_and(|(_, held)| batch.max_timestamp() <= held);
+            if batch.is_control() || batch.base_offset() >= upper || beaten {
+                continue;
+            }
+            let records = batch.records().map_err(|_| KafkaError::InvalidRecord.code())?;
+            for record in records.iter() {
+                let record = record.map_err(|_| KafkaError::InvalidRecord.code())?;
+                let record_timestamp = record.timestamp;
+                let record_offset = batch.base_offset().saturating_add(i64::from(record.offset_delta));
+                if record_offset < upper && best.is_none_or(|(_, held)| record_timestamp > held) {
+                    best = Some((record_offset, record_timestamp));
+                }
+            }
+        }
+    }
+    Ok(best)
 }
 
 /// The first record below `upper` with a timestamp at or after `timestamp`: `(offset, its timestamp)`.
@@ -234,7 +277,7 @@ async fn search(
             let records = batch.records().map_err(|_| KafkaError::InvalidRecord.code())?;
             for record in records.iter() {
                 let record = record.map_err(|_| KafkaError::InvalidRecord.code())?;
-                let record_timestamp = batch.base_timestamp().saturating_add(record.timestamp_delta);
+                let record_timestamp = record.timestamp;
                 let record_offset = batch.base_offset().saturating_add(i64::from(record.offset_delta));
                 if record_timestamp >= timestamp && record_offset < upper {
                     return Ok(Some((record_offset, record_timestamp)));
