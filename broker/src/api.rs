@@ -124,6 +124,8 @@ pub enum Decoded {
     CreatePartitions(CreatePartitionsRequest),
     /// DescribeCluster.
     DescribeCluster(DescribeClusterRequest),
+    /// WriteTxnMarkers.
+    WriteTxnMarkers(WriteTxnMarkersRequest),
     /// DescribeProducers.
     DescribeProducers(DescribeProducersRequest),
     /// ListTransactions.
@@ -196,6 +198,7 @@ pub fn decode(request: &Request) -> Result<Decoded, RequestError> {
         ApiKey::DeleteTopics => decode!(DeleteTopics),
         ApiKey::CreatePartitions => decode!(CreatePartitions),
         ApiKey::DescribeCluster => decode!(DescribeCluster),
+        ApiKey::WriteTxnMarkers => decode!(WriteTxnMarkers),
         ApiKey::DescribeProducers => decode!(DescribeProducers),
         ApiKey::ListTransactions => decode!(ListTransactions),
         ApiKey::DescribeTransactions => decode!(DescribeTransactions),
@@ -302,6 +305,9 @@ pub async fn handle_from(
         }
         Decoded::DescribeCluster(request) => {
             frame(key, version, id, &node.describe_cluster(request, version))
+        }
+        Decoded::WriteTxnMarkers(request) => {
+            frame(key, version, id, &node.write_txn_markers(request, version).await)
         }
         Decoded::DescribeProducers(request) => {
             frame(key, version, id, &node.describe_producers(request, version).await)

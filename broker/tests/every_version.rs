@@ -996,6 +996,50 @@ async fn scenario(key: ApiKey, version: i16) {
             assert_eq!(response.brokers.len(), 1);
             assert_eq!(response.controller_id.0, 0);
         }
+        ApiKey::WriteTxnMarkers => {
+            let (id, epoch) = open_transaction(b, "hanging").await;
+            let lso = |b| async move {
+                let mut partition = list_offsets_request::ListOffsetsPartition::default();
+                partition.timestamp = -1;
+                let mut topic = list_offsets_request::ListOffsetsTopic::default();
+                topic.name = topic_name(TOPIC);
+                topic.partitions = vec![partition];
+                let mut request = ListOffsetsRequest::default();
+                request.isolation_level = 1;
+                request.topics = vec![topic];
+                let response: ListOffsetsResponse =
+                    call(b, ApiKey::ListOffsets, max(ApiKey::ListOffsets), &request)
+                        .await
+                        .expect("answered");
+                response.topics[0].partitions[0].offset
+            };
+            assert_eq!(lso(b).await, 0, "the open transaction holds the LSO");
+            let mut marker = write_txn_markers_request::WritableTxnMarker::default();
+            marker.producer_id = ProducerId(id);
+            marker.producer_epoch = epoch;
+            marker.transaction_result = false;
+            marker.coordinator_epoch = 0;
+            for (name, index) in [(TOPIC, 0), ("missing", 0)] {
+                let mut topic = write_txn_markers_request::WritableTxnMarkerTopic::default();
+                topic.name = topic_name(name);
+                topic.partition_indexes = vec![index];
+                marker.topics.push(topic);
+            }
+            let mut request = WriteTxnMarkersRequest::default();
+            request.markers = vec![marker];
+            let response: WriteTxnMarkersResponse = call(b, key, version, &request).await.expect("answered");
+            let codes: Vec<i16> = response.markers[0]
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                .collect();
+            assert_eq!(codes, vec![0, 3]);
+            assert_eq!(
+                lso(b).await,
+                2,
+                "the abort marker (offset 1) closed the transaction"
+            );
+        }
         other => panic!("{other:?} is advertised but this test has no scenario for it: add one"),
     }
     broker.close().await.expect("close");

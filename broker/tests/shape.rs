@@ -360,6 +360,19 @@ fn sample(key: ApiKey, version: i16) -> BytesMut {
             }
             request.encode(&mut out, version)
         }
+        ApiKey::WriteTxnMarkers => {
+            let mut written = write_txn_markers_request::WritableTxnMarkerTopic::default();
+            written.name = topic("orders");
+            written.partition_indexes = vec![0, 1];
+            let mut marker = write_txn_markers_request::WritableTxnMarker::default();
+            marker.producer_id = ProducerId(7);
+            marker.producer_epoch = 3;
+            marker.coordinator_epoch = 5;
+            marker.topics = vec![written.clone(), written];
+            let mut request = WriteTxnMarkersRequest::default();
+            request.markers = vec![marker.clone(), marker];
+            request.encode(&mut out, version)
+        }
         other => panic!("no sample for {other:?}"),
     };
     if let Err(error) = result {

@@ -400,6 +400,17 @@ const DESCRIBE_CLUSTER: &[Field] = &[
     since(2, I8), // include_fenced_brokers
 ];
 
+const WRITE_TXN_MARKERS: &[Field] = &[all(array(&[
+    all(I64), // producer_id
+    all(I16), // producer_epoch
+    all(I8),  // transaction_result
+    all(array(&[
+        all(STRING), // name
+        all(INT32S), // partition_indexes
+    ])),
+    all(I32), // coordinator_epoch
+]))];
+
 const END_TXN: &[Field] = &[all(STRING), all(I64), all(I16), all(I8)];
 
 const TXN_OFFSET_COMMIT: &[Field] = &[
@@ -593,6 +604,7 @@ fn layout(key: ApiKey) -> Option<(&'static [Field], i16)> {
         ApiKey::DeleteTopics => (DELETE_TOPICS, 6),
         ApiKey::CreatePartitions => (CREATE_PARTITIONS, 3),
         ApiKey::DescribeCluster => (DESCRIBE_CLUSTER, 2),
+        ApiKey::WriteTxnMarkers => (WRITE_TXN_MARKERS, 1),
         ApiKey::DescribeProducers => (DESCRIBE_PRODUCERS, 0),
         ApiKey::ListTransactions => (LIST_TRANSACTIONS, 2),
         ApiKey::DescribeTransactions => (DESCRIBE_TRANSACTIONS, 0),

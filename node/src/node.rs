@@ -578,24 +578,27 @@ impl Node {
         )
         .await;
         match written {
-            Ok(_) => {
-                replicas
-                    .leader
-                    .flush_acknowledged()
-                    .await
-                    .map_err(|_| MarkerFailure::Retriable)?;
-                replicas
-                    .replicate(timestamp)
-                    .await
-                    .map_err(|_| MarkerFailure::Retriable)?;
-                drop(guard);
-                self.notify_appended();
-                Ok(())
-            }
+            Ok(_) => self
+                .acknowledge_marker(replicas, timestamp)
+                .await
+                .map_err(|_| MarkerFailure::Retriable),
             Err(error) => Err(error
                 .kafka_error()
                 .map_or(MarkerFailure::Retriable, MarkerFailure::of)),
         }
+    }
+
+    /// Makes a marker just appended to `replicas`' leader as durable as acknowledged writes are, replicated (the
+    /// high watermark moves past it), and wakes long-polling fetches.
+    pub(crate) async fn acknowledge_marker(
+        &self,
+        replicas: &mut ReplicaSet,
+        timestamp: i64,
+    ) -> Result<(), partition_log::LogError> {
+        replicas.leader.flush_acknowledged().await?;
+        replicas.replicate(timestamp).await?;
+        self.notify_appended();
+        Ok(())
     }
 
     async fn record_delivered(&self, marker: &MarkerRequest, timestamp: i64, refused: Option<KafkaError>) {

@@ -231,3 +231,47 @@ pub async fn describe_transactions_every_version(session: &mut Session) -> Resul
     }
     Ok(())
 }
+
+/// A transaction a client closes with WriteTxnMarkers, as `kafka-transactions abort` closes a hanging one: the
+/// producer's id and epoch as DescribeProducers shows them, then what each isolation level reads.
+pub async fn write_txn_markers_every_version(session: &mut Session) -> Result<(), DiffError> {
+    let topic = fresh_topic(session, "t", 1).await?;
+    for version in versions(ApiKey::WriteTxnMarkers) {
+        let txn = session.transactional_id(&format!("hanging-v{version}"));
+        let (producer_id, epoch) = open_transaction(session, &txn, &[(topic.as_str(), 0)], 2).await?;
+        let mut marker = write_txn_markers_request::WritableTxnMarker::default();
+        marker.producer_id = ProducerId(producer_id);
+        marker.producer_epoch = epoch;
+        marker.transaction_result = false;
+        marker.coordinator_epoch = 0;
+        for (name, index) in [(topic.as_str(), 0), (topic.as_str(), 9)] {
+            let mut written = write_txn_markers_request::WritableTxnMarkerTopic::default();
+            written.name = topic_name(name);
+            written.partition_indexes = vec![index];
+            marker.topics.push(written);
+        }
+        let mut request = WriteTxnMarkersRequest::default();
+        request.markers = vec![marker];
+        let answer: WriteTxnMarkersResponse =
+            session.call(ApiKey::WriteTxnMarkers, version, &request).await?;
+        let codes: Vec<(i32, i16)> = answer
+            .markers
+            .iter()
+            .flat_map(|m| {
+                m.topics
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|p| (p.partition_index, p.error_code)))
+            })
+            .collect();
+        session.observe(&format!("v{version} abort"), json!(codes));
+        super::wait_for_markers(session, &[(topic.as_str(), 0)]).await?;
+        super::fetch_observed(
+            session,
+            &format!("v{version} read_committed"),
+            1,
+            &[(topic.as_str(), 0, 0)],
+        )
+        .await?;
+    }
+    Ok(())
+}

@@ -57,6 +57,7 @@ pub const VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteTopics, 1, 5),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::DescribeCluster, 0, 2),
+    (ApiKey::WriteTxnMarkers, 1, 1),
 ];
 
 /// The versions of `key` the scenarios drive (none for an API the table does not name).
@@ -109,6 +110,7 @@ scenarios! {
     configs::topic_configs_applied => "max.message.bytes, message.timestamp.after.max.ms and message.timestamp.type=LogAppendTime set on topics: what a produce and a fetch see",
     inspect::describe_producers_every_version => "DescribeProducers at every version: an idempotent producer, a transaction open then committed, an unknown partition and topic",
     inspect::list_transactions_every_version => "ListTransactions at every version: all, by state (with an unknown one), by producer id, by duration (v1)",
+    inspect::write_txn_markers_every_version => "WriteTxnMarkers at every version: a client aborts an open transaction itself (kafka-transactions abort), an unknown partition; what read_committed reads after",
     inspect::describe_transactions_every_version => "DescribeTransactions at every version: an open transaction, a committed one, an unknown id",
     topics::delete_topics_every_version => "DeleteTopics at every version: a topic with records and an unknown one; Metadata after; the name created again",
     topics::create_partitions_every_version => "CreatePartitions at every version: validate_only, grown by one, the same count, fewer, an unknown topic; Metadata and a produce after",

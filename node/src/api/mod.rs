@@ -8,6 +8,7 @@ mod delete;
 mod fetch;
 mod groups;
 mod inspect;
+mod markers;
 mod membership;
 mod produce;
 mod topics;
@@ -74,6 +75,15 @@ impl Node {
     /// DescribeCluster: this broker.
     pub fn describe_cluster(&self, request: DescribeClusterRequest, version: i16) -> DescribeClusterResponse {
         topics::describe_cluster(self, request, version)
+    }
+
+    /// WriteTxnMarkers: markers a client writes (`kafka-transactions abort`).
+    pub async fn write_txn_markers(
+        &self,
+        request: WriteTxnMarkersRequest,
+        version: i16,
+    ) -> WriteTxnMarkersResponse {
+        markers::write_txn_markers(self, request, version).await
     }
 
     /// DescribeProducers: each partition's active producers.
