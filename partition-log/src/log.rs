@@ -327,10 +327,10 @@ impl PartitionLog {
         .await
     }
 
-    /// Writes a transaction marker (COORDINATOR origin) for `producer_id`, unless the producer has no open
-    /// transaction here: then the marker was written already (a coordinator re-sends the markers of a
-    /// transaction it was completing when it restarts, without knowing which arrived) and appending it again
-    /// would change nothing but add a control batch. Returns `None` when it skipped the marker.
+    /// Writes a transaction marker (COORDINATOR origin) for `producer_id`, as Kafka's leader does: always, also
+    /// when the producer has no open transaction here — a partition the transaction added but never wrote gets
+    /// its marker (Kafka's log holds it, at an offset consumers see), and a marker a restarted coordinator sends
+    /// again is appended again (no open transaction: it changes no producer state, LSO or aborted index).
     ///
     /// A read-only (mirror) partition refuses it with [`LogError::ReadOnlyTopic`], as it refuses a client: its
     /// transactions are its source's, decided by the source's markers or by STOPPING's. A local transaction it
@@ -343,18 +343,11 @@ impl PartitionLog {
         producer_epoch: i16,
         coordinator_epoch: i32,
         timestamp: i64,
-    ) -> Result<Option<AppendOutcome>> {
+    ) -> Result<AppendOutcome> {
         if self.read_only {
             return Err(LogError::ReadOnlyTopic {
                 partition: self.id().clone(),
             });
-        }
-        let open = self
-            .psm
-            .producer(producer_id)
-            .is_some_and(|entry| entry.current_txn_first_offset.is_some());
-        if !open {
-            return Ok(None);
         }
         let placement = record_format::ControlBatchPlacement {
             base_offset: self.log_end_offset(),
@@ -374,7 +367,6 @@ impl PartitionLog {
         })?;
         self.append_as_leader(vec![marker], AppendOrigin::Coordinator, TransactionVersion::V0)
             .await
-            .map(Some)
     }
 
     /// Appends as a follower or mirror (REPLICATION origin): offsets and bytes are kept; the first batch must

@@ -155,6 +155,7 @@ scenarios! {
     txn::end_txn_without_partitions => "EndTxn commit and abort of a transaction that added nothing",
     txn::end_txn_retried_and_reversed => "EndTxn commit sent again after it completed, then an abort of the committed transaction",
     txn::init_producer_id_bump_with_current_epoch => "InitProducerId v3+ naming the producer's current id and epoch (KIP-360), for a transactional and an idempotent producer",
+    txn::transaction_with_an_unwritten_partition => "a transaction adds two partitions, writes one, commits: what each partition holds after",
     txn::end_txn_unknown_transactional_id => "EndTxn for a transactional id never initialised",
     txn::add_partitions_unknown_topic => "AddPartitionsToTxn naming a known and an unknown topic",
     txn::add_partitions_wrong_producer_id => "AddPartitionsToTxn with a producer id the transactional id does not hold",

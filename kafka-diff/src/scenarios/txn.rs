@@ -6,8 +6,9 @@ use kafka_protocol::messages::*;
 use serde_json::json;
 
 use super::{
-    add_partitions_at, ask, end_txn_at, find_coordinator, fresh_topic, init_transactional, open_transaction,
-    produce_at, produce_observed, produce_plain, read_back, top, versions, wait_for_markers,
+    add_partitions_at, ask, end_txn_at, fetch_observed, find_coordinator, fresh_topic, init_transactional,
+    open_transaction, produce_at, produce_observed, produce_plain, read_back, top, versions,
+    wait_for_markers,
 };
 use crate::error::DiffError;
 use crate::observe;
@@ -172,6 +173,37 @@ pub async fn end_txn_without_partitions(session: &mut Session) -> Result<(), Dif
         let request = requests::end_txn(&txn, producer, committed);
         let answer: EndTxnResponse = ask(session, ApiKey::EndTxn, &request).await?;
         session.observe(&format!("committed {committed}"), json!(answer.error_code));
+    }
+    Ok(())
+}
+
+/// A partition added to a transaction that wrote nothing to it: does the commit leave a marker in it?
+pub async fn transaction_with_an_unwritten_partition(session: &mut Session) -> Result<(), DiffError> {
+    let topic = fresh_topic(session, "t", 2).await?;
+    let txn = session.transactional_id("txn");
+    let producer = init_transactional(session, &txn, 60_000).await?;
+    let both = [(topic.as_str(), 0), (topic.as_str(), 1)];
+    add_partitions_at(session, top(ApiKey::AddPartitionsToTxn), &txn, producer, &both).await?;
+    produce_observed(
+        session,
+        "written to partition 0 only",
+        Some(&txn),
+        vec![(
+            topic.as_str(),
+            0,
+            BatchSpec::plain("a", 1).by(producer, 0).in_transaction(),
+        )],
+    )
+    .await?;
+    end_txn_at(session, top(ApiKey::EndTxn), &txn, producer, true, &both).await?;
+    for partition in [0, 1] {
+        fetch_observed(
+            session,
+            &format!("partition {partition}"),
+            0,
+            &[(topic.as_str(), partition, 0)],
+        )
+        .await?;
     }
     Ok(())
 }
