@@ -126,6 +126,8 @@ pub enum Decoded {
     DescribeCluster(DescribeClusterRequest),
     /// WriteTxnMarkers.
     WriteTxnMarkers(WriteTxnMarkersRequest),
+    /// OffsetDelete.
+    OffsetDelete(OffsetDeleteRequest),
     /// DescribeProducers.
     DescribeProducers(DescribeProducersRequest),
     /// ListTransactions.
@@ -199,6 +201,7 @@ pub fn decode(request: &Request) -> Result<Decoded, RequestError> {
         ApiKey::CreatePartitions => decode!(CreatePartitions),
         ApiKey::DescribeCluster => decode!(DescribeCluster),
         ApiKey::WriteTxnMarkers => decode!(WriteTxnMarkers),
+        ApiKey::OffsetDelete => decode!(OffsetDelete),
         ApiKey::DescribeProducers => decode!(DescribeProducers),
         ApiKey::ListTransactions => decode!(ListTransactions),
         ApiKey::DescribeTransactions => decode!(DescribeTransactions),
@@ -308,6 +311,9 @@ pub async fn handle_from(
         }
         Decoded::WriteTxnMarkers(request) => {
             frame(key, version, id, &node.write_txn_markers(request, version).await)
+        }
+        Decoded::OffsetDelete(request) => {
+            frame(key, version, id, &node.offset_delete(request, version).await)
         }
         Decoded::DescribeProducers(request) => {
             frame(key, version, id, &node.describe_producers(request, version).await)

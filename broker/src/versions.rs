@@ -46,6 +46,7 @@ pub const ADVERTISED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::DescribeCluster, 0, 2),
     (ApiKey::WriteTxnMarkers, 1, 1),
+    (ApiKey::OffsetDelete, 0, 0),
 ];
 
 /// The advertised range of `key`, if the broker serves it.

@@ -1040,6 +1040,63 @@ async fn scenario(key: ApiKey, version: i16) {
                 "the abort marker (offset 1) closed the transaction"
             );
         }
+        ApiKey::OffsetDelete => {
+            let mut committed = Vec::new();
+            for index in [0, 1] {
+                let mut partition = offset_commit_request::OffsetCommitRequestPartition::default();
+                partition.partition_index = index;
+                partition.committed_offset = 42;
+                committed.push(partition);
+            }
+            let mut topic = offset_commit_request::OffsetCommitRequestTopic::default();
+            topic.name = topic_name(TOPIC);
+            topic.partitions = committed;
+            let mut commit = OffsetCommitRequest::default();
+            commit.group_id = GroupId(s("group"));
+            commit.generation_id_or_member_epoch = -1;
+            commit.topics = vec![topic];
+            let response: OffsetCommitResponse =
+                call(b, ApiKey::OffsetCommit, max(ApiKey::OffsetCommit), &commit)
+                    .await
+                    .expect("answered");
+            assert_eq!(response.topics[0].partitions[0].error_code, 0);
+            let delete = |group: &str| {
+                let mut partition = offset_delete_request::OffsetDeleteRequestPartition::default();
+                partition.partition_index = 0;
+                let mut topic = offset_delete_request::OffsetDeleteRequestTopic::default();
+                topic.name = topic_name(TOPIC);
+                topic.partitions = vec![partition];
+                let mut request = OffsetDeleteRequest::default();
+                request.group_id = GroupId(s(group));
+                request.topics = vec![topic];
+                request
+            };
+            let response: OffsetDeleteResponse =
+                call(b, key, version, &delete("group")).await.expect("answered");
+            assert_eq!(response.error_code, 0);
+            assert_eq!(response.topics[0].partitions[0].error_code, 0);
+            let response: OffsetDeleteResponse =
+                call(b, key, version, &delete("unknown")).await.expect("answered");
+            assert_eq!(response.error_code, 69, "GROUP_ID_NOT_FOUND");
+            let mut fetched = offset_fetch_request::OffsetFetchRequestTopic::default();
+            fetched.name = topic_name(TOPIC);
+            fetched.partition_indexes = vec![0, 1];
+            let mut fetch = OffsetFetchRequest::default();
+            fetch.group_id = GroupId(s("group"));
+            fetch.topics = Some(vec![fetched]);
+            let response: OffsetFetchResponse =
+                call(b, ApiKey::OffsetFetch, 7, &fetch).await.expect("answered");
+            let offsets: Vec<i64> = response.topics[0]
+                .partitions
+                .iter()
+                .map(|p| p.committed_offset)
+                .collect();
+            assert_eq!(
+                offsets,
+                vec![-1, 42],
+                "partition 0's offset deleted, partition 1's kept"
+            );
+        }
         other => panic!("{other:?} is advertised but this test has no scenario for it: add one"),
     }
     broker.close().await.expect("close");

@@ -373,6 +373,17 @@ fn sample(key: ApiKey, version: i16) -> BytesMut {
             request.markers = vec![marker.clone(), marker];
             request.encode(&mut out, version)
         }
+        ApiKey::OffsetDelete => {
+            let mut partition = offset_delete_request::OffsetDeleteRequestPartition::default();
+            partition.partition_index = 3;
+            let mut deleted = offset_delete_request::OffsetDeleteRequestTopic::default();
+            deleted.name = topic("orders");
+            deleted.partitions = vec![partition.clone(), partition];
+            let mut request = OffsetDeleteRequest::default();
+            request.group_id = GroupId(s("group"));
+            request.topics = vec![deleted.clone(), deleted];
+            request.encode(&mut out, version)
+        }
         other => panic!("no sample for {other:?}"),
     };
     if let Err(error) = result {

@@ -411,6 +411,14 @@ const WRITE_TXN_MARKERS: &[Field] = &[all(array(&[
     all(I32), // coordinator_epoch
 ]))];
 
+const OFFSET_DELETE: &[Field] = &[
+    all(STRING), // group_id
+    all(array(&[
+        all(STRING),             // name
+        all(array(&[all(I32)])), // partitions: partition_index
+    ])),
+];
+
 const END_TXN: &[Field] = &[all(STRING), all(I64), all(I16), all(I8)];
 
 const TXN_OFFSET_COMMIT: &[Field] = &[
@@ -605,6 +613,7 @@ fn layout(key: ApiKey) -> Option<(&'static [Field], i16)> {
         ApiKey::CreatePartitions => (CREATE_PARTITIONS, 3),
         ApiKey::DescribeCluster => (DESCRIBE_CLUSTER, 2),
         ApiKey::WriteTxnMarkers => (WRITE_TXN_MARKERS, 1),
+        ApiKey::OffsetDelete => (OFFSET_DELETE, 0),
         ApiKey::DescribeProducers => (DESCRIBE_PRODUCERS, 0),
         ApiKey::ListTransactions => (LIST_TRANSACTIONS, 2),
         ApiKey::DescribeTransactions => (DESCRIBE_TRANSACTIONS, 0),

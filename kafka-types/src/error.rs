@@ -80,6 +80,8 @@ pub enum KafkaError {
     GroupMaxSizeReached,
     /// 82: another member took over the static member's `group.instance.id`.
     FencedInstanceId,
+    /// 86: OffsetDelete of a partition of a topic the group's members subscribe to.
+    GroupSubscribedToTopic,
     /// 88: a transaction's offsets for the partition are pending (OffsetFetch with `require_stable`): retry.
     UnstableOffsetCommit,
     /// 55: the request was not attempted because another part of it failed.
@@ -137,7 +139,7 @@ pub enum ClientErrorClass {
 
 impl KafkaError {
     /// Every error, in code order.
-    pub const ALL: [KafkaError; 54] = [
+    pub const ALL: [KafkaError; 55] = [
         KafkaError::UnknownServerError,
         KafkaError::OffsetOutOfRange,
         KafkaError::CorruptMessage,
@@ -184,6 +186,7 @@ impl KafkaError {
         KafkaError::MemberIdRequired,
         KafkaError::GroupMaxSizeReached,
         KafkaError::FencedInstanceId,
+        KafkaError::GroupSubscribedToTopic,
         KafkaError::InvalidRecord,
         KafkaError::UnstableOffsetCommit,
         KafkaError::ProducerFenced,
@@ -233,6 +236,7 @@ impl KafkaError {
             KafkaError::MemberIdRequired => 79,
             KafkaError::GroupMaxSizeReached => 81,
             KafkaError::UnstableOffsetCommit => 88,
+            KafkaError::GroupSubscribedToTopic => 86,
             KafkaError::FencedInstanceId => 82,
             KafkaError::OperationNotAttempted => 55,
             KafkaError::KafkaStorageError => 56,
@@ -293,6 +297,7 @@ impl KafkaError {
             KafkaError::MemberIdRequired => "MEMBER_ID_REQUIRED",
             KafkaError::GroupMaxSizeReached => "GROUP_MAX_SIZE_REACHED",
             KafkaError::UnstableOffsetCommit => "UNSTABLE_OFFSET_COMMIT",
+            KafkaError::GroupSubscribedToTopic => "GROUP_SUBSCRIBED_TO_TOPIC",
             KafkaError::FencedInstanceId => "FENCED_INSTANCE_ID",
             KafkaError::OperationNotAttempted => "OPERATION_NOT_ATTEMPTED",
             KafkaError::KafkaStorageError => "KAFKA_STORAGE_ERROR",
@@ -378,7 +383,8 @@ impl KafkaError {
             | KafkaError::NonEmptyGroup
             | KafkaError::GroupIdNotFound
             | KafkaError::GroupMaxSizeReached
-            | KafkaError::FencedInstanceId => ClientErrorClass::Fatal,
+            | KafkaError::FencedInstanceId
+            | KafkaError::GroupSubscribedToTopic => ClientErrorClass::Fatal,
             // A client bug (a timeout above the maximum, an empty transactional id): retrying cannot help.
             KafkaError::InvalidRequest | KafkaError::InvalidTransactionTimeout => ClientErrorClass::Fatal,
             // A mirror partition stays read-only until failover; retrying against it cannot succeed.
@@ -443,6 +449,7 @@ mod tests {
             ("MEMBER_ID_REQUIRED", 79),
             ("GROUP_MAX_SIZE_REACHED", 81),
             ("UNSTABLE_OFFSET_COMMIT", 88),
+            ("GROUP_SUBSCRIBED_TO_TOPIC", 86),
             ("FENCED_INSTANCE_ID", 82),
             ("OUT_OF_ORDER_SEQUENCE_NUMBER", 45),
             ("INVALID_PRODUCER_EPOCH", 47),

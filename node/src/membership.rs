@@ -933,6 +933,29 @@ impl Membership {
         })
     }
 
+    /// The topics a group's members subscribe to, for OffsetDelete: `None` for a group without members here;
+    /// `Some(None)` when they cannot be told (a protocol type other than `consumer`, or a member's subscription that
+    /// does not read), which OffsetDelete takes as "subscribed to everything".
+    pub fn subscribed_topics(&self, group_id: &str) -> Option<Option<std::collections::BTreeSet<String>>> {
+        let groups = self.groups();
+        let group = groups.get(group_id).filter(|group| !group.members.is_empty())?;
+        if group.protocol_type.as_deref() != Some("consumer") {
+            return Some(None);
+        }
+        let mut topics = std::collections::BTreeSet::new();
+        for member in group.members.values() {
+            let metadata = match &group.protocol {
+                Some(chosen) => member.protocols.iter().find(|(name, _)| name == chosen),
+                None => member.protocols.first(),
+            };
+            match metadata.and_then(|(_, bytes)| subscription_topics(bytes)) {
+                Some(subscribed) => topics.extend(subscribed),
+                None => return Some(None),
+            }
+        }
+        Some(Some(topics))
+    }
+
     /// Every group that has or had members: (id, protocol type, state).
     pub fn list(&self) -> Vec<(String, String, GroupState)> {
         self.groups()
@@ -1257,5 +1280,56 @@ mod tests {
             (stored.len(), stored[0].1.generation, stored[0].1.members.len()),
             (1, 2, 0)
         );
+    }
+}
+
+/// The topics of a consumer's subscription (Kafka's `ConsumerProtocolSubscription`, any version: a version, then
+/// the topic names; what follows is not read). `None` when the bytes do not hold one; every length is checked
+/// against the bytes left.
+fn subscription_topics(bytes: &[u8]) -> Option<Vec<String>> {
+    let (_version, rest) = bytes.split_first_chunk::<2>()?;
+    let (count, mut rest) = rest.split_first_chunk::<4>()?;
+    let count = usize::try_from(i32::from_be_bytes(*count)).ok()?;
+    // Every name takes at least its 2-byte length.
+    if count > rest.len() / 2 {
+        return None;
+    }
+    let mut topics = Vec::with_capacity(count);
+    for _ in 0..count {
+        let (length, after) = rest.split_first_chunk::<2>()?;
+        let length = usize::try_from(i16::from_be_bytes(*length)).ok()?;
+        let name = after.get(..length)?;
+        topics.push(String::from_utf8(name.to_vec()).ok()?);
+        rest = after.get(length..)?;
+    }
+    Some(topics)
+}
+
+#[cfg(test)]
+mod subscription_tests {
+    #![allow(clippy::unwrap_used)] // a test fails by panicking
+
+    use super::subscription_topics;
+
+    #[test]
+    fn a_consumer_subscription_reads_its_topics_and_a_lying_count_reads_none() {
+        let mut bytes = vec![0, 3, 0, 0, 0, 2];
+        for topic in ["orders", "payments"] {
+            bytes.extend_from_slice(&(topic.len() as i16).to_be_bytes());
+            bytes.extend_from_slice(topic.as_bytes());
+        }
+        bytes.extend_from_slice(&[0xff, 0xff, 0xff, 0xff]); // user data: null; the rest is not read
+        assert_eq!(subscription_topics(&bytes).unwrap(), ["orders", "payments"]);
+        assert_eq!(
+            subscription_topics(&[0, 0, 0x7f, 0xff, 0xff, 0xff]),
+            None,
+            "two billion topics in 6 bytes"
+        );
+        assert_eq!(
+            subscription_topics(&[0, 0, 0, 0, 0, 1, 0, 9, b'a']),
+            None,
+            "a name past the end"
+        );
+        assert_eq!(subscription_topics(&[0]), None);
     }
 }

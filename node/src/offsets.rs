@@ -64,6 +64,17 @@ enum OffsetRecord {
     Staged { producer_id: i64, entry: OffsetEntry },
     /// DeleteGroups: every committed offset of the group goes, and its stored membership.
     DeleteGroup { group: String },
+    /// OffsetDelete (one group, some partitions) or a topic's deletion (every group, every partition): the
+    /// committed offsets named go.
+    DeleteOffsets {
+        /// The group; every group when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        group: Option<String>,
+        topic: String,
+        /// The partitions; every partition when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        partitions: Option<Vec<i32>>,
+    },
     /// A group's membership as last stored.
     Group { group: String, stored: StoredGroup },
     /// A transaction's marker reached the `__consumer_offsets` partition `offsets_partition`.
@@ -181,6 +192,22 @@ impl GroupOffsets {
         .await
     }
 
+    /// Forgets committed offsets, durably: `group`'s (every group's when `None`) on `topic`'s `partitions`
+    /// (every partition when `None`).
+    pub async fn delete_offsets(
+        &mut self,
+        group: Option<&str>,
+        topic: &str,
+        partitions: Option<Vec<i32>>,
+    ) -> Result<(), NodeError> {
+        self.write(vec![OffsetRecord::DeleteOffsets {
+            group: group.map(str::to_owned),
+            topic: topic.to_owned(),
+            partitions,
+        }])
+        .await
+    }
+
     /// Whether `group` has a committed offset (a range lookup, not a scan).
     pub fn has_group(&self, group: &str) -> bool {
         self.committed
@@ -289,6 +316,20 @@ impl GroupOffsets {
             }
             OffsetRecord::Group { group, stored } => {
                 self.groups.insert(group, stored);
+            }
+            OffsetRecord::DeleteOffsets {
+                group,
+                topic,
+                partitions,
+            } => {
+                self.committed.retain(|(g, t, p), _| {
+                    let named = group.as_ref().is_none_or(|group| group == g)
+                        && *t == topic
+                        && partitions
+                            .as_ref()
+                            .is_none_or(|partitions| partitions.contains(p));
+                    !named
+                });
             }
             OffsetRecord::End {
                 producer_id,

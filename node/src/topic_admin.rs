@@ -5,6 +5,7 @@
 //! no log), then each partition's storage is deleted, **highest partition first** so that whatever a crash leaves
 //! is partitions 0..k, which the next open deletes before it serves, and finally the name leaves the set. A topic
 //! that belongs to a mirror link is neither deleted nor grown: the link owns it (`mirrorlog mirror delete` first).
+//! Every group's committed offsets on a deleted topic go with it, as Kafka's group coordinator drops them.
 
 use kafka_types::KafkaError;
 use storage::PartitionId;
@@ -50,6 +51,8 @@ impl Node {
                 }
             }
         }
+        // Kafka's group coordinator forgets the deleted partitions' committed offsets.
+        self.offsets.lock().await.delete_offsets(None, name, None).await?;
         self.topic_configs.write().await.mark_deletion(name, false).await
     }
 
@@ -171,6 +174,39 @@ mod tests {
                 .log_end_offset(),
             0
         );
+        node.close().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_deleted_topics_committed_offsets_go_with_it_and_other_topics_keep_theirs() {
+        use crate::offsets::{Committed, OffsetEntry};
+        let dir = tempfile::tempdir().unwrap();
+        let node = open(dir.path()).await;
+        node.create_topic("doomed", 2).await.unwrap();
+        node.create_topic("kept", 1).await.unwrap();
+        let entry = |topic: &str, partition| OffsetEntry {
+            group: "readers".to_owned(),
+            topic: topic.to_owned(),
+            partition,
+            committed: Committed {
+                offset: 7,
+                metadata: None,
+            },
+        };
+        node.offsets
+            .lock()
+            .await
+            .commit(vec![entry("doomed", 0), entry("doomed", 1), entry("kept", 0)])
+            .await
+            .unwrap();
+        node.delete_topic("doomed").await.unwrap();
+        node.close().await.unwrap();
+        let node = open(dir.path()).await;
+        let offsets = node.offsets.lock().await;
+        assert!(offsets.committed("readers", "doomed", 0).is_none());
+        assert!(offsets.committed("readers", "doomed", 1).is_none());
+        assert_eq!(offsets.committed("readers", "kept", 0).map(|c| c.offset), Some(7));
+        drop(offsets);
         node.close().await.unwrap();
     }
 

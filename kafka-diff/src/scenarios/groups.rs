@@ -528,3 +528,113 @@ pub async fn delete_groups_every_version(session: &mut Session) -> Result<(), Di
     }
     Ok(())
 }
+
+/// OffsetDelete's per-partition errors, keyed `topic/partition`, and the top-level error.
+fn offset_delete_answer(answer: &OffsetDeleteResponse, names: &[(&str, &str)]) -> serde_json::Value {
+    let mut partitions = std::collections::BTreeMap::new();
+    for topic in &answer.topics {
+        let name = names
+            .iter()
+            .find(|(actual, _)| *actual == topic.name.as_str())
+            .map_or(topic.name.as_str(), |(_, role)| role);
+        for partition in &topic.partitions {
+            partitions.insert(
+                format!("{name}/{}", partition.partition_index),
+                partition.error_code,
+            );
+        }
+    }
+    json!({ "error": answer.error_code, "partitions": partitions })
+}
+
+pub async fn offset_delete_every_version(session: &mut Session) -> Result<(), DiffError> {
+    let topic = fresh_topic(session, "t", 2).await?;
+    for version in versions(ApiKey::OffsetDelete) {
+        let simple = session.transactional_id(&format!("simple-v{version}"));
+        let group = session.transactional_id(&format!("group-v{version}"));
+        let nobody = session.transactional_id(&format!("nobody-v{version}"));
+        for id in [&simple, &group, &nobody] {
+            find_coordinator(session, id, 0).await?;
+        }
+        for (id, parts) in [
+            (&simple, vec![(topic.as_str(), 0, 5), (topic.as_str(), 1, 6)]),
+            (&group, vec![(topic.as_str(), 0, 8)]),
+        ] {
+            let commit = requests::offset_commit(id, &parts);
+            let committed: OffsetCommitResponse = session
+                .call(ApiKey::OffsetCommit, top(ApiKey::OffsetCommit), &commit)
+                .await?;
+            let codes: Vec<i16> = committed
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                .collect();
+            session.observe(&format!("v{version}: commit"), json!(codes));
+        }
+        let (member, _) = join(session, &format!("v{version}"), &group, top(ApiKey::JoinGroup)).await?;
+        let names = [
+            (topic.as_str(), "t"),
+            (TOPIC, "subscribed"),
+            ("offset-delete-unknown", "unknown"),
+        ];
+        let delete = |id: &str, parts: &[(&str, i32)]| {
+            let mut request = OffsetDeleteRequest::default();
+            request.group_id = GroupId(s(id));
+            request.topics = parts
+                .iter()
+                .map(|&(name, index)| {
+                    let mut partition = offset_delete_request::OffsetDeleteRequestPartition::default();
+                    partition.partition_index = index;
+                    let mut topic = offset_delete_request::OffsetDeleteRequestTopic::default();
+                    topic.name = requests::topic_name(name);
+                    topic.partitions = vec![partition];
+                    topic
+                })
+                .collect();
+            request
+        };
+        let steps = [
+            (
+                "offsets only",
+                delete(&simple, &[(topic.as_str(), 0), ("offset-delete-unknown", 0)]),
+            ),
+            (
+                "a member subscribed",
+                delete(&group, &[(TOPIC, 0), (topic.as_str(), 0)]),
+            ),
+            ("never seen", delete(&nobody, &[(topic.as_str(), 0)])),
+        ];
+        for (step, request) in steps {
+            let answer: OffsetDeleteResponse = session.call(ApiKey::OffsetDelete, version, &request).await?;
+            session.observe(
+                &format!("v{version}: {step}"),
+                offset_delete_answer(&answer, &names),
+            );
+        }
+        for (role, id, partitions) in [
+            ("offsets only", &simple, &[0, 1][..]),
+            ("a member subscribed", &group, &[0][..]),
+        ] {
+            let fetch =
+                requests::offset_fetch(id, Some(&[(&topic, partitions)]), false, top(ApiKey::OffsetFetch));
+            let fetched: OffsetFetchResponse = session
+                .call(ApiKey::OffsetFetch, top(ApiKey::OffsetFetch), &fetch)
+                .await?;
+            let offsets: Vec<i64> = crate::observe::fetched_offsets(&fetched)
+                .1
+                .iter()
+                .map(|p| p.2)
+                .collect();
+            session.observe(&format!("v{version}: {role}, offsets after"), json!(offsets));
+        }
+        let leave_version = top(ApiKey::LeaveGroup);
+        let _: LeaveGroupResponse = session
+            .call(
+                ApiKey::LeaveGroup,
+                leave_version,
+                &leave_request(&group, &member, leave_version),
+            )
+            .await?;
+    }
+    Ok(())
+}

@@ -58,6 +58,7 @@ pub const VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::DescribeCluster, 0, 2),
     (ApiKey::WriteTxnMarkers, 1, 1),
+    (ApiKey::OffsetDelete, 0, 0),
 ];
 
 /// The versions of `key` the scenarios drive (none for an API the table does not name).
@@ -174,6 +175,7 @@ scenarios! {
     groups::group_every_version => "a group member's life at every JoinGroup, SyncGroup, Heartbeat and LeaveGroup version: join, sync as leader, heartbeats, commits, leave",
     groups::group_refusals => "a short session timeout, an unknown member id, no common protocol, a stale generation, unknown members",
     groups::transactional_offsets_checked_against_the_group => "TxnOffsetCommit v3 (KIP-447) from an unknown member, at a stale generation, from the current member",
+    groups::offset_delete_every_version => "OffsetDelete at every version: a group with only offsets, one whose member subscribes to a topic, one never seen; what OffsetFetch says after",
     groups::delete_groups_every_version => "DeleteGroups at every version: a group with a member, emptied, one with only committed offsets, one never seen",
     groups::describe_and_list_groups_every_version => "DescribeGroups and ListGroups at every version: a stable group, an unknown one, the group emptied by its member's leave",
 }

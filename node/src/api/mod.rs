@@ -10,6 +10,7 @@ mod groups;
 mod inspect;
 mod markers;
 mod membership;
+mod offset_delete;
 mod produce;
 mod topics;
 mod txn;
@@ -84,6 +85,11 @@ impl Node {
         version: i16,
     ) -> WriteTxnMarkersResponse {
         markers::write_txn_markers(self, request, version).await
+    }
+
+    /// OffsetDelete: a group's committed offsets on some partitions forgotten.
+    pub async fn offset_delete(&self, request: OffsetDeleteRequest, version: i16) -> OffsetDeleteResponse {
+        offset_delete::offset_delete(self, request, version).await
     }
 
     /// DescribeProducers: each partition's active producers.
