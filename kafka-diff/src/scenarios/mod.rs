@@ -24,42 +24,9 @@ use crate::observe;
 use crate::requests::{self, BatchSpec};
 use crate::session::Session;
 
-/// The (API, lowest, highest) versions the scenarios drive.
-pub const VERSIONS: &[(ApiKey, i16, i16)] = &[
-    (ApiKey::Produce, 3, 8),
-    (ApiKey::Fetch, 4, 11),
-    (ApiKey::ListOffsets, 1, 8),
-    (ApiKey::Metadata, 1, 8),
-    (ApiKey::OffsetCommit, 2, 8),
-    (ApiKey::OffsetFetch, 1, 8),
-    (ApiKey::FindCoordinator, 0, 4),
-    (ApiKey::JoinGroup, 0, 8),
-    (ApiKey::SyncGroup, 0, 5),
-    (ApiKey::Heartbeat, 0, 4),
-    (ApiKey::LeaveGroup, 0, 5),
-    (ApiKey::DescribeGroups, 0, 5),
-    (ApiKey::ListGroups, 0, 5),
-    (ApiKey::DeleteGroups, 0, 2),
-    (ApiKey::ApiVersions, 0, 3),
-    (ApiKey::CreateTopics, 2, 4),
-    (ApiKey::InitProducerId, 0, 4),
-    (ApiKey::AddPartitionsToTxn, 0, 2),
-    (ApiKey::AddOffsetsToTxn, 0, 2),
-    (ApiKey::EndTxn, 0, 2),
-    (ApiKey::TxnOffsetCommit, 0, 3),
-    (ApiKey::DeleteRecords, 0, 1),
-    (ApiKey::DescribeConfigs, 1, 4),
-    (ApiKey::AlterConfigs, 0, 2),
-    (ApiKey::IncrementalAlterConfigs, 0, 1),
-    (ApiKey::DescribeProducers, 0, 0),
-    (ApiKey::ListTransactions, 0, 1),
-    (ApiKey::DescribeTransactions, 0, 0),
-    (ApiKey::DeleteTopics, 1, 5),
-    (ApiKey::CreatePartitions, 0, 3),
-    (ApiKey::DescribeCluster, 0, 2),
-    (ApiKey::WriteTxnMarkers, 1, 1),
-    (ApiKey::OffsetDelete, 0, 0),
-];
+/// The (API, lowest, highest) versions the scenarios drive: the ones `mirrorlog serve` advertises (one table,
+/// `broker::versions`), all of which Apache Kafka 4.1 serves too.
+pub const VERSIONS: &[(ApiKey, i16, i16)] = broker::versions::ADVERTISED;
 
 /// The versions of `key` the scenarios drive (none for an API the table does not name).
 pub fn versions(key: ApiKey) -> std::ops::RangeInclusive<i16> {

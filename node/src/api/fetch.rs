@@ -221,10 +221,30 @@ pub async fn list_offsets(node: &Node, request: ListOffsetsRequest, version: i16
     response
 }
 
-/// The record below `upper` with the largest timestamp (the first of equals): `(offset, its timestamp)`. A scan
-/// of the log, as `search` is (a time index is not kept yet).
-async fn max_timestamp(log: &partition_log::PartitionLog, upper: i64) -> Result<Option<(i64, i64)>, i16> {
-    let mut best: Option<(i64, i64)> = None;
+/// What a scan over the records below an offset is told to do next.
+enum Scan {
+    /// Read this batch's records (or go on to the next record).
+    Go,
+    /// Skip this batch.
+    Skip,
+    /// Stop the scan.
+    Stop,
+}
+
+/// What a scan shows its visitor: a batch (before its records), or one record's `(offset, timestamp)`.
+enum Seen<'a> {
+    Batch(&'a RecordBatch),
+    Record(i64, i64),
+}
+
+/// Visits the data records below `upper` from the log start, in order: `visit` sees each batch first (and decides
+/// whether its records are read), then each record's offset and the timestamp it carries (a LogAppendTime batch's
+/// records carry its time), and may stop the scan. Reads [`SEARCH_READ_BYTES`] at a time.
+async fn scan_records(
+    log: &partition_log::PartitionLog,
+    upper: i64,
+    mut visit: impl FnMut(Seen<'_>) -> Scan,
+) -> Result<(), i16> {
     let mut offset = log.log_start_offset();
     while offset < upper {
         let batches = log
@@ -236,21 +256,45 @@ async fn max_timestamp(log: &partition_log::PartitionLog, upper: i64) -> Result<
         };
         offset = last.next_offset();
         for batch in &batches {
-            let beaten = best.is_some_and(|(_, held)| batch.max_timestamp() <= held);
-            if batch.is_control() || batch.base_offset() >= upper || beaten {
+            if batch.is_control() || batch.base_offset() >= upper {
                 continue;
             }
+            match visit(Seen::Batch(batch)) {
+                Scan::Go => {}
+                Scan::Skip => continue,
+                Scan::Stop => return Ok(()),
+            }
             let records = batch.records().map_err(|_| KafkaError::InvalidRecord.code())?;
-            for record in records.iter() {
-                let record = record.map_err(|_| KafkaError::InvalidRecord.code())?;
-                let record_timestamp = record.timestamp;
-                let record_offset = batch.base_offset().saturating_add(i64::from(record.offset_delta));
-                if record_offset < upper && best.is_none_or(|(_, held)| record_timestamp > held) {
-                    best = Some((record_offset, record_timestamp));
+            for one in records.iter() {
+                let one = one.map_err(|_| KafkaError::InvalidRecord.code())?;
+                let record_offset = batch.base_offset().saturating_add(i64::from(one.offset_delta));
+                if record_offset >= upper {
+                    break;
+                }
+                if let Scan::Stop = visit(Seen::Record(record_offset, one.timestamp)) {
+                    return Ok(());
                 }
             }
         }
     }
+    Ok(())
+}
+
+/// The record below `upper` with the largest timestamp (the first of equals): `(offset, its timestamp)`. A scan
+/// of the log, as `search` is (a time index is not kept yet).
+async fn max_timestamp(log: &partition_log::PartitionLog, upper: i64) -> Result<Option<(i64, i64)>, i16> {
+    let mut best: Option<(i64, i64)> = None;
+    scan_records(log, upper, |seen| match seen {
+        Seen::Batch(batch) if best.is_some_and(|(_, held)| batch.max_timestamp() <= held) => Scan::Skip,
+        Seen::Batch(_) => Scan::Go,
+        Seen::Record(offset, timestamp) => {
+            if best.is_none_or(|(_, held)| timestamp > held) {
+                best = Some((offset, timestamp));
+            }
+            Scan::Go
+        }
+    })
+    .await?;
     Ok(best)
 }
 
@@ -260,32 +304,18 @@ async fn search(
     timestamp: i64,
     upper: i64,
 ) -> Result<Option<(i64, i64)>, i16> {
-    let mut offset = log.log_start_offset();
-    while offset < upper {
-        let batches = log
-            .read_for_replica(offset, SEARCH_READ_BYTES)
-            .await
-            .map_err(|error| log_error(&error).code())?;
-        let Some(last) = batches.last() else {
-            break;
-        };
-        offset = last.next_offset();
-        for batch in &batches {
-            if batch.is_control() || batch.max_timestamp() < timestamp || batch.base_offset() >= upper {
-                continue;
-            }
-            let records = batch.records().map_err(|_| KafkaError::InvalidRecord.code())?;
-            for record in records.iter() {
-                let record = record.map_err(|_| KafkaError::InvalidRecord.code())?;
-                let record_timestamp = record.timestamp;
-                let record_offset = batch.base_offset().saturating_add(i64::from(record.offset_delta));
-                if record_timestamp >= timestamp && record_offset < upper {
-                    return Ok(Some((record_offset, record_timestamp)));
-                }
-            }
+    let mut found = None;
+    scan_records(log, upper, |seen| match seen {
+        Seen::Batch(batch) if batch.max_timestamp() < timestamp => Scan::Skip,
+        Seen::Batch(_) => Scan::Go,
+        Seen::Record(offset, record_timestamp) if record_timestamp >= timestamp => {
+            found = Some((offset, record_timestamp));
+            Scan::Stop
         }
-    }
-    Ok(None)
+        Seen::Record(..) => Scan::Go,
+    })
+    .await?;
+    Ok(found)
 }
 
 #[cfg(test)]
