@@ -1,6 +1,6 @@
 """Apache Kafka 4.1's own command-line tools against `mirrorlog serve` and against Kafka: the same session of
-`kafka-topics`, `kafka-configs`, `kafka-transactions`, `kafka-get-offsets`, `kafka-cluster` and
-`kafka-producer-perf-test` on each broker, every command's exit status and output compared once the broker's
+`kafka-topics`, `kafka-configs`, `kafka-transactions`, `kafka-get-offsets`, `kafka-cluster`,
+`kafka-consumer-groups` and `kafka-producer-perf-test` on each broker, every command's exit status and output compared once the broker's
 identity is masked (broker ids, cluster id, producer ids, broker-clock times, topic ids).
 
 What the comparison masks besides identities, and why, is in docs/kafka-differences.md ("Kafka's tools"):
@@ -24,6 +24,8 @@ TXN = "tools-txn"
 TOPICS = "org.apache.kafka.tools.TopicCommand"
 CONFIGS = "kafka.admin.ConfigCommand"
 TRANSACTIONS = "org.apache.kafka.tools.TransactionsCommand"
+GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+GROUP = "tools-readers"
 
 
 def session(bootstrap: str) -> list[tuple[str, list[str]]]:
@@ -56,6 +58,13 @@ def session(bootstrap: str) -> list[tuple[str, list[str]]]:
         (TRANSACTIONS, server + ["find-hanging", "--topic", SINGLE]),
         ("org.apache.kafka.tools.GetOffsetShell", server + ["--topic-partitions", f"{TOPIC}:0-3,{SINGLE}:0"]),
         ("org.apache.kafka.tools.ClusterTool", ["cluster-id"] + server),
+        (GROUPS, server + ["--reset-offsets", "--to-earliest", "--execute", "--group", GROUP, "--topic", SINGLE]),
+        (GROUPS, server + ["--describe", "--group", GROUP]),
+        (GROUPS, server + ["--reset-offsets", "--to-latest", "--execute", "--group", GROUP, "--topic", SINGLE]),
+        (GROUPS, server + ["--describe", "--group", GROUP, "--offsets"]),
+        (GROUPS, server + ["--delete-offsets", "--group", GROUP, "--topic", SINGLE]),
+        (GROUPS, server + ["--describe", "--group", GROUP, "--offsets"]),
+        (GROUPS, server + ["--delete", "--group", GROUP]),
         (TOPICS, server + ["--delete", "--topic", TOPIC]),
         (TOPICS, server + ["--list"]),
     ]
@@ -167,3 +176,7 @@ def test_the_session_did_what_an_operator_meant(sessions):
     assert any(TXN in line and "CompleteCommit" in line for line in listing["out"]), listing
     offsets = next(step for command, step in by_command.items() if command.startswith("GetOffsetShell"))
     assert offsets["out"][-1] == f"{SINGLE}:0:51", "50 records and the commit marker"
+    described = [step for step in sessions["serve"] if step["command"].startswith("ConsumerGroupCommand") and "--describe" in step["command"]]
+    assert any(line.split()[:4] == [GROUP, SINGLE, "0", "51"] for line in described[1]["out"]), described[1]
+    deleted = next(step for step in sessions["serve"] if "--delete-offsets" in step["command"])
+    assert any("Successful" in line for line in deleted["out"]), deleted

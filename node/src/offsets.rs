@@ -96,6 +96,10 @@ pub struct GroupOffsets {
     committed: BTreeMap<Key, Committed>,
     staged: BTreeMap<i64, Vec<OffsetEntry>>,
     groups: BTreeMap<String, StoredGroup>,
+    /// Groups whose committed offsets were deleted (OffsetDelete, a topic's deletion): they still exist, empty,
+    /// as Kafka's coordinator keeps them, until DeleteGroups (Kafka's periodic cleanup of empty groups is not
+    /// done).
+    emptied: std::collections::BTreeSet<String>,
 }
 
 impl std::fmt::Debug for GroupOffsets {
@@ -121,6 +125,7 @@ impl GroupOffsets {
             committed: BTreeMap::new(),
             staged: BTreeMap::new(),
             groups: BTreeMap::new(),
+            emptied: std::collections::BTreeSet::new(),
         };
         let mut offset = store.storage.log_start_offset();
         while offset < store.storage.log_end_offset() {
@@ -208,19 +213,22 @@ impl GroupOffsets {
         .await
     }
 
-    /// Whether `group` has a committed offset (a range lookup, not a scan).
+    /// Whether `group` has a committed offset (a range lookup, not a scan), or had some that were deleted.
     pub fn has_group(&self, group: &str) -> bool {
-        self.committed
-            .range((group.to_owned(), String::new(), i32::MIN)..)
-            .next()
-            .is_some_and(|((g, _, _), _)| g == group)
+        self.emptied.contains(group)
+            || self
+                .committed
+                .range((group.to_owned(), String::new(), i32::MIN)..)
+                .next()
+                .is_some_and(|((g, _, _), _)| g == group)
     }
 
-    /// Every group with a committed offset.
+    /// Every group with a committed offset, or whose offsets were deleted.
     pub fn groups(&self) -> std::collections::BTreeSet<&str> {
         self.committed
             .keys()
             .map(|(group, _, _)| group.as_str())
+            .chain(self.emptied.iter().map(String::as_str))
             .collect()
     }
 
@@ -313,6 +321,7 @@ impl GroupOffsets {
             OffsetRecord::DeleteGroup { group } => {
                 self.committed.retain(|(g, _, _), _| *g != group);
                 self.groups.remove(&group);
+                self.emptied.remove(&group);
             }
             OffsetRecord::Group { group, stored } => {
                 self.groups.insert(group, stored);
@@ -322,14 +331,20 @@ impl GroupOffsets {
                 topic,
                 partitions,
             } => {
+                let emptied = &mut self.emptied;
                 self.committed.retain(|(g, t, p), _| {
                     let named = group.as_ref().is_none_or(|group| group == g)
                         && *t == topic
                         && partitions
                             .as_ref()
                             .is_none_or(|partitions| partitions.contains(p));
+                    if named {
+                        emptied.insert(g.clone());
+                    }
                     !named
                 });
+                // A group OffsetDelete names exists afterwards, even if it held nothing to delete.
+                emptied.extend(group);
             }
             OffsetRecord::End {
                 producer_id,

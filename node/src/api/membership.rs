@@ -274,7 +274,7 @@ pub async fn delete_groups(node: &Node, request: &DeleteGroupsRequest) -> Delete
         let mut result = delete_groups_response::DeletableGroupResult::default();
         result.group_id = group_id.clone();
         let mut offsets = node.offsets.lock().await;
-        let has_offsets = !offsets.group(group).is_empty();
+        let has_offsets = offsets.has_group(group);
         result.error_code = match node.membership.delete(group) {
             Err(error) => error.code(),
             Ok(false) if !has_offsets => KafkaError::GroupIdNotFound.code(),
