@@ -124,6 +124,8 @@ pub enum Decoded {
     CreatePartitions(CreatePartitionsRequest),
     /// DescribeCluster.
     DescribeCluster(DescribeClusterRequest),
+    /// DescribeLogDirs.
+    DescribeLogDirs(DescribeLogDirsRequest),
     /// WriteTxnMarkers.
     WriteTxnMarkers(WriteTxnMarkersRequest),
     /// OffsetDelete.
@@ -200,6 +202,7 @@ pub fn decode(request: &Request) -> Result<Decoded, RequestError> {
         ApiKey::DeleteTopics => decode!(DeleteTopics),
         ApiKey::CreatePartitions => decode!(CreatePartitions),
         ApiKey::DescribeCluster => decode!(DescribeCluster),
+        ApiKey::DescribeLogDirs => decode!(DescribeLogDirs),
         ApiKey::WriteTxnMarkers => decode!(WriteTxnMarkers),
         ApiKey::OffsetDelete => decode!(OffsetDelete),
         ApiKey::DescribeProducers => decode!(DescribeProducers),
@@ -308,6 +311,9 @@ pub async fn handle_from(
         }
         Decoded::DescribeCluster(request) => {
             frame(key, version, id, &node.describe_cluster(request, version))
+        }
+        Decoded::DescribeLogDirs(request) => {
+            frame(key, version, id, &node.describe_log_dirs(request, version).await)
         }
         Decoded::WriteTxnMarkers(request) => {
             frame(key, version, id, &node.write_txn_markers(request, version).await)

@@ -21,6 +21,8 @@ pub struct BrokerConfig {
     /// How often timed-out transactions are aborted and idle ids expired
     /// (`transaction.abort.timed.out.transaction.cleanup.interval.ms`, scaled down).
     pub housekeeping_interval: Duration,
+    /// How often retention deletes what topics no longer keep (`log.retention.check.interval.ms`; 5 minutes).
+    pub retention_check_interval: Duration,
     /// How often mirror links compare their topics with the source's and add the partitions the source gained
     /// (KIP-1279's `mirror.metadata.refresh.interval.ms`; 30 s).
     pub mirror_metadata_refresh: Duration,
@@ -47,6 +49,7 @@ impl BrokerConfig {
             node: NodeConfig::new(storage),
             max_request_bytes: 100 << 20,
             housekeeping_interval: Duration::from_secs(10),
+            retention_check_interval: Duration::from_secs(300),
             mirror_metadata_refresh: Duration::from_millis(
                 node::mirror::source_topics::SOURCE_TOPIC_CHECK_INTERVAL_MS.unsigned_abs(),
             ),

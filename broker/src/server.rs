@@ -102,6 +102,11 @@ impl Server {
             stopped.clone(),
         ));
         let group_timers = tokio::spawn(group_timers(self.node.clone(), stopped.clone()));
+        let retention = tokio::spawn(retention(
+            self.node.clone(),
+            self.config.retention_check_interval,
+            stopped.clone(),
+        ));
         let mirror = Arc::new(
             MirrorService::start(
                 self.node.clone(),
@@ -158,6 +163,7 @@ impl Server {
         while connections.join_next().await.is_some() {}
         let _ = housekeeping.await;
         let _ = group_timers.await;
+        let _ = retention.await;
         if let Some(mirror) = Arc::into_inner(mirror) {
             mirror.join().await;
         }
@@ -184,6 +190,22 @@ async fn housekeeping(node: Arc<Node>, every: Duration, mut stopped: watch::Rece
             _ = interval.tick() => {
                 if let Err(error) = node.housekeeping().await {
                     eprintln!("mirrorlog serve: housekeeping failed: {error}");
+                }
+            }
+            _ = stopped.changed() => return,
+        }
+    }
+}
+
+/// Retention, every `every` (Kafka's `log.retention.check.interval.ms`), starting one interval after start-up as
+/// Kafka's log manager does. What it deletes and what fails are logged by the node.
+async fn retention(node: Arc<Node>, every: Duration, mut stopped: watch::Receiver<bool>) {
+    let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {
+                if let Err(error) = node.apply_retention().await {
+                    eprintln!("mirrorlog serve: retention failed: {error}");
                 }
             }
             _ = stopped.changed() => return,

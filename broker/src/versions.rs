@@ -45,6 +45,7 @@ pub const ADVERTISED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteTopics, 1, 5),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::DescribeCluster, 0, 2),
+    (ApiKey::DescribeLogDirs, 1, 4),
     (ApiKey::WriteTxnMarkers, 1, 1),
     (ApiKey::OffsetDelete, 0, 0),
 ];

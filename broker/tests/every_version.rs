@@ -996,6 +996,39 @@ async fn scenario(key: ApiKey, version: i16) {
             assert_eq!(response.brokers.len(), 1);
             assert_eq!(response.controller_id.0, 0);
         }
+        ApiKey::DescribeLogDirs => {
+            let mut every = DescribeLogDirsRequest::default();
+            every.topics = None; // null: every topic
+            let all: DescribeLogDirsResponse = call(b, key, version, &every).await.expect("answered");
+            assert_eq!(all.results.len(), 1, "one log directory");
+            let dir = &all.results[0];
+            assert_eq!(dir.error_code, 0);
+            assert!(!dir.log_dir.is_empty());
+            assert!(
+                dir.topics.iter().any(|topic| topic.name.0.as_str() == TOPIC),
+                "v{version}"
+            );
+            if version >= 4 {
+                let known = dir.total_bytes >= dir.usable_bytes && dir.usable_bytes >= 0;
+                let memory =
+                    dir.log_dir.as_str() == "memory" && (dir.total_bytes, dir.usable_bytes) == (-1, -1);
+                assert!(known || memory, "v{version}: {dir:?}");
+            }
+            let mut asked = describe_log_dirs_request::DescribableLogDirTopic::default();
+            asked.topic = topic_name(TOPIC);
+            asked.partitions = vec![0, 99];
+            let mut missing = describe_log_dirs_request::DescribableLogDirTopic::default();
+            missing.topic = topic_name("missing");
+            missing.partitions = vec![0];
+            let mut request = DescribeLogDirsRequest::default();
+            request.topics = Some(vec![asked, missing]);
+            let some: DescribeLogDirsResponse = call(b, key, version, &request).await.expect("answered");
+            let topics = &some.results[0].topics;
+            assert_eq!(topics.len(), 1, "the missing topic is left out");
+            let partitions: Vec<i32> = topics[0].partitions.iter().map(|p| p.partition_index).collect();
+            assert_eq!(partitions, [0], "the missing partition is left out");
+            assert!(topics[0].partitions[0].partition_size >= 0);
+        }
         ApiKey::WriteTxnMarkers => {
             let (id, epoch) = open_transaction(b, "hanging").await;
             let lso = |b| async move {

@@ -360,6 +360,14 @@ fn sample(key: ApiKey, version: i16) -> BytesMut {
             }
             request.encode(&mut out, version)
         }
+        ApiKey::DescribeLogDirs => {
+            let mut asked = describe_log_dirs_request::DescribableLogDirTopic::default();
+            asked.topic = topic("orders");
+            asked.partitions = vec![0, 1];
+            let mut request = DescribeLogDirsRequest::default();
+            request.topics = Some(vec![asked]);
+            request.encode(&mut out, version)
+        }
         ApiKey::WriteTxnMarkers => {
             let mut written = write_txn_markers_request::WritableTxnMarkerTopic::default();
             written.name = topic("orders");

@@ -1,6 +1,7 @@
 """Apache Kafka 4.1's own command-line tools against `mirrorlog serve` and against Kafka: the same session of
 `kafka-topics`, `kafka-configs`, `kafka-transactions`, `kafka-get-offsets`, `kafka-cluster`,
-`kafka-consumer-groups` and `kafka-producer-perf-test` on each broker, every command's exit status and output compared once the broker's
+`kafka-consumer-groups`, `kafka-log-dirs` and `kafka-producer-perf-test` on each broker — retention too: a topic
+altered to `retention.ms=1000` loses its records on both — every command's exit status and output compared once the broker's
 identity is masked (broker ids, cluster id, producer ids, broker-clock times, topic ids).
 
 What the comparison masks besides identities, and why, is in docs/kafka-differences.md ("Kafka's tools"):
@@ -26,6 +27,12 @@ CONFIGS = "kafka.admin.ConfigCommand"
 TRANSACTIONS = "org.apache.kafka.tools.TransactionsCommand"
 GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 GROUP = "tools-readers"
+LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"
+OFFSETS = "org.apache.kafka.tools.GetOffsetShell"
+# A pseudo-tool: polls kafka-get-offsets for SINGLE's earliest offset until retention moved it (30 s at most).
+RETENTION_DONE = "retention-done"
+# How often both brokers run retention in this session (Kafka's log.retention.check.interval.ms).
+RETENTION_CHECK_MS = 500
 
 
 def session(bootstrap: str) -> list[tuple[str, list[str]]]:
@@ -65,6 +72,11 @@ def session(bootstrap: str) -> list[tuple[str, list[str]]]:
         (GROUPS, server + ["--delete-offsets", "--group", GROUP, "--topic", SINGLE]),
         (GROUPS, server + ["--describe", "--group", GROUP, "--offsets"]),
         (GROUPS, server + ["--delete", "--group", GROUP]),
+        (LOG_DIRS, server + ["--describe", "--topic-list", SINGLE]),
+        (CONFIGS, server + ["--alter", "--entity-type", "topics", "--entity-name", SINGLE,
+                           "--add-config", "retention.ms=1000"]),
+        (RETENTION_DONE, server + ["--topic-partitions", f"{SINGLE}:0", "--time", "-2"]),
+        (LOG_DIRS, server + ["--describe", "--topic-list", SINGLE]),
         (TOPICS, server + ["--delete", "--topic", TOPIC]),
         (TOPICS, server + ["--list"]),
     ]
@@ -88,6 +100,12 @@ def masked(tool: str, args: list[str], text: str) -> list[str]:
         line = re.sub(r"(Leader|Replicas|Isr): \d+", r"\1: <broker>", line)
         line = re.sub(r"for broker \d+", "for broker <broker>", line)
         line = re.sub(r"Cluster ID: \S+", "Cluster ID: <cluster>", line)
+        if tool == LOG_DIRS:
+            # The directory is each broker's own; a partition's size depends on how the producer batched.
+            line = re.sub(r'"logDir":"[^"]*"', '"logDir":"<dir>"', line)
+            line = re.sub(r'"broker":\d+', '"broker":<broker>', line)
+            line = re.sub(r"from brokers \d+", "from brokers <broker>", line)
+            line = re.sub(r'"size":[1-9]\d*', '"size":<bytes>', line)
         # Tables of kafka-transactions: every number of 6 digits or more is a producer id or a time; the
         # coordinator column is a broker id.
         line = re.sub(r"\b\d{6,}\b", "<n>", line)
@@ -113,10 +131,23 @@ def masked(tool: str, args: list[str], text: str) -> list[str]:
     return lines
 
 
+def earliest_moved(args: list[str]):
+    """kafka-get-offsets' answer once the earliest offset is no longer 0 (or the last answer after 30 s)."""
+    deadline = time.monotonic() + 30
+    while True:
+        done = run_kafka_tool(OFFSETS, args, check=False, timeout=120)
+        if done.returncode != 0 or not done.stdout.strip().endswith(":0") or time.monotonic() > deadline:
+            return done
+        time.sleep(RETENTION_CHECK_MS / 1000)
+
+
 def run_session(bootstrap: str) -> list[dict]:
     seen = []
     for tool, args in session(bootstrap):
-        done = run_kafka_tool(tool, args, check=False, timeout=120)
+        if tool == RETENTION_DONE:
+            done = earliest_moved(args)
+        else:
+            done = run_kafka_tool(tool, args, check=False, timeout=120)
         seen.append(
             {
                 "command": f"{tool.rsplit('.', 1)[-1]} {' '.join(a for a in args if a != bootstrap and 'bootstrap.servers' not in a)}",
@@ -134,12 +165,13 @@ def sessions(tmp_path_factory):
     require_jars_and_binary()
     root = tmp_path_factory.mktemp("kafka-tools")
     out = {}
-    with Serve(root / "serve", 1 << 30, 4096) as serve:
+    with Serve(root / "serve", 1 << 30, 4096, "--log-retention-check-interval-ms", str(RETENTION_CHECK_MS)) as serve:
         started = time.monotonic()
         out["serve"] = run_session(serve.bootstrap)
         TIMINGS["kafka tools: the session against serve"] = time.monotonic() - started
     # serve speaks transaction version 1 (no epoch bump per transaction): so does this Kafka.
-    node = KafkaNode(root / "kafka", transaction_version=1)
+    node = KafkaNode(root / "kafka", transaction_version=1,
+                     properties={"log.retention.check.interval.ms": RETENTION_CHECK_MS})
     node.start()
     STARTED.append(node)
     try:
@@ -170,7 +202,8 @@ def test_the_session_did_what_an_operator_meant(sessions):
     assert created["exit"] == 0 and created["out"] == ["Created topic tools-orders."], created
     refused = next(step for command, step in by_command.items() if "tools-refused" in command)
     assert refused["exit"] != 0 and any("cleanup.policy" in line for line in refused["err"]), refused
-    described = [step for command, step in by_command.items() if "--describe --topic" in command]
+    described = [step for command, step in by_command.items()
+                 if command.startswith("TopicCommand") and "--describe --topic" in command]
     assert any("PartitionCount: 4" in line for line in described[-1]["out"]), described
     listing = next(step for command, step in by_command.items() if command.endswith(" list"))
     assert any(TXN in line and "CompleteCommit" in line for line in listing["out"]), listing
@@ -180,3 +213,8 @@ def test_the_session_did_what_an_operator_meant(sessions):
     assert any(line.split()[:4] == [GROUP, SINGLE, "0", "51"] for line in described[1]["out"]), described[1]
     deleted = next(step for step in sessions["serve"] if "--delete-offsets" in step["command"])
     assert any("Successful" in line for line in deleted["out"]), deleted
+    dirs = [step for step in sessions["serve"] if step["command"].startswith("LogDirsCommand")]
+    assert '"size":<bytes>' in dirs[0]["out"][-1], dirs[0]
+    retained = next(step for step in sessions["serve"] if step["command"].startswith(RETENTION_DONE))
+    assert retained["out"] == [f"{SINGLE}:0:51"], "retention.ms=1000 deleted every record, the marker too"
+    assert '"size":0' in dirs[1]["out"][-1], dirs[1]

@@ -400,6 +400,11 @@ const DESCRIBE_CLUSTER: &[Field] = &[
     since(2, I8), // include_fenced_brokers
 ];
 
+const DESCRIBE_LOG_DIRS: &[Field] = &[all(nullable_array(&[
+    all(STRING), // topic
+    all(INT32S), // partitions
+]))];
+
 const WRITE_TXN_MARKERS: &[Field] = &[all(array(&[
     all(I64), // producer_id
     all(I16), // producer_epoch
@@ -612,6 +617,7 @@ fn layout(key: ApiKey) -> Option<(&'static [Field], i16)> {
         ApiKey::DeleteTopics => (DELETE_TOPICS, 6),
         ApiKey::CreatePartitions => (CREATE_PARTITIONS, 3),
         ApiKey::DescribeCluster => (DESCRIBE_CLUSTER, 2),
+        ApiKey::DescribeLogDirs => (DESCRIBE_LOG_DIRS, 4),
         ApiKey::WriteTxnMarkers => (WRITE_TXN_MARKERS, 1),
         ApiKey::OffsetDelete => (OFFSET_DELETE, 0),
         ApiKey::DescribeProducers => (DESCRIBE_PRODUCERS, 0),

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use common::{all_batches, cluster_config, memory_log, LogFetcher};
 use mirror_fsm::{DetachedFetch, FetchError, FetchResponse, Fetcher, StateKind};
-use partition_log::PartitionLog;
+use partition_log::{LogConfig, PartitionLog};
 use producer_state::{AppendOrigin, BarrierScope, TransactionVersion};
 use record_format::{BatchBuilder, RecordBatch};
 use storage::{PartitionId, Storage};
@@ -51,7 +51,12 @@ async fn fill(source: &mut PartitionLog, mib: usize) {
 async fn fs_log(fs: &SimFs, cluster_id: &str, topic: &str) -> PartitionLog {
     let store = FsStorage::open_on(FsConfig::new("/data"), Arc::new(fs.clone())).unwrap();
     let storage = store.create(&PartitionId::new(topic, 0).unwrap()).await.unwrap();
-    let config = cluster_config(cluster_id, BarrierScope::Writer);
+    // Kafka's segment size: the scenario suite's 1 KiB segments would roll a new segment (files created and
+    // synced) at every range, which is not what these tests count.
+    let config = LogConfig {
+        segment_bytes: 1 << 30,
+        ..cluster_config(cluster_id, BarrierScope::Writer)
+    };
     PartitionLog::open(storage, config, 0).await.unwrap().0
 }
 

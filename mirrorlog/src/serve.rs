@@ -63,6 +63,17 @@ pub struct ServeArgs {
     /// How often timed-out transactions are aborted and idle ids expired, in milliseconds.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
     housekeeping_interval_ms: u64,
+    /// How long a topic without its own `retention.ms` keeps data, in milliseconds (`log.retention.ms`; −1:
+    /// forever). Default: Kafka's 7 days.
+    #[arg(long, default_value_t = 604_800_000, value_parser = clap::value_parser!(i64).range(-1..), allow_negative_numbers = true)]
+    log_retention_ms: i64,
+    /// The bytes a partition of a topic without its own `retention.bytes` may hold before its oldest segments
+    /// are deleted (`log.retention.bytes`; −1: no bound, Kafka's default).
+    #[arg(long, default_value_t = -1, value_parser = clap::value_parser!(i64).range(-1..), allow_negative_numbers = true)]
+    log_retention_bytes: i64,
+    /// How often retention runs, in milliseconds (`log.retention.check.interval.ms`).
+    #[arg(long, default_value_t = 300_000, value_parser = clap::value_parser!(u64).range(100..=86_400_000))]
+    log_retention_check_interval_ms: u64,
     /// How often mirror links compare their topics' partition counts with the source's and add the partitions the
     /// source gained, in milliseconds (KIP-1279's `mirror.metadata.refresh.interval.ms`).
     #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(100..=86_400_000))]
@@ -118,6 +129,9 @@ pub fn serve(args: ServeArgs) -> Result<(), CliError> {
     config.node.max_transaction_timeout_ms = args.max_transaction_timeout_ms;
     config.node.producer_id_expiration_ms = args.producer_id_expiration_ms;
     config.housekeeping_interval = Duration::from_millis(args.housekeeping_interval_ms);
+    config.node.log_retention_ms = args.log_retention_ms;
+    config.node.log_retention_bytes = args.log_retention_bytes;
+    config.retention_check_interval = Duration::from_millis(args.log_retention_check_interval_ms);
     config.mirror_metadata_refresh = Duration::from_millis(args.mirror_metadata_refresh_ms);
     config.faults = Faults {
         drop_produce_responses: args.fault_drop_produce_responses,

@@ -31,6 +31,12 @@ pub struct NodeConfig {
     pub max_timestamp_ahead_ms: i64,
     /// `message.timestamp.before.max.ms`: how far behind it (Kafka's default: no limit).
     pub max_timestamp_behind_ms: i64,
+    /// `log.retention.ms`: how long a topic without its own `retention.ms` keeps data (Kafka's default: 7 days,
+    /// `log.retention.hours=168`; negative: forever).
+    pub log_retention_ms: i64,
+    /// `log.retention.bytes`: the size a partition of a topic without its own `retention.bytes` may grow to
+    /// (negative: no bound, Kafka's default).
+    pub log_retention_bytes: i64,
     /// Which producers a `MIRROR_PID_RESET` barrier clears (the KIP's rule by default; the simulator compares
     /// the alternatives).
     pub barrier_scope: BarrierScope,
@@ -59,6 +65,8 @@ impl NodeConfig {
             max_message_bytes: 1_048_588,
             max_timestamp_ahead_ms: 3_600_000,
             max_timestamp_behind_ms: i64::MAX,
+            log_retention_ms: 604_800_000,
+            log_retention_bytes: -1,
             barrier_scope: PsmConfig::default().barrier_scope,
             record_delivered_markers: false,
             follower_cluster_id: None,

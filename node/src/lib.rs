@@ -26,6 +26,7 @@ pub mod membership;
 pub mod mirror;
 pub mod node;
 pub mod offsets;
+mod retention;
 mod topic_admin;
 mod topic_configs;
 
@@ -33,4 +34,5 @@ pub use clock::{Clock, SystemClock};
 pub use config::NodeConfig;
 pub use error::NodeError;
 pub use node::{DeliveredMarker, Node, PartitionSlot, TXN_STATE_PARTITION};
+pub use retention::RetentionDeleted;
 pub use topic_configs::ConfigRefusal;

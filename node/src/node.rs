@@ -65,7 +65,7 @@ pub struct DeliveredMarker {
 /// One cluster node; see the module docs.
 pub struct Node {
     pub(crate) config: NodeConfig,
-    clock: Arc<dyn Clock>,
+    pub(crate) clock: Arc<dyn Clock>,
     /// Host and port Metadata and FindCoordinator answer.
     pub(crate) advertised: (String, i32),
     pub(crate) storage: Box<dyn Storage>,

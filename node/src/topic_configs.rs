@@ -231,6 +231,15 @@ fn broker_settings(config: &NodeConfig) -> BrokerSettings {
             config.max_timestamp_behind_ms.to_string(),
         );
     }
+    if config.log_retention_ms != defaults.log_retention_ms {
+        settings.insert("log.retention.ms".to_owned(), config.log_retention_ms.to_string());
+    }
+    if config.log_retention_bytes != defaults.log_retention_bytes {
+        settings.insert(
+            "log.retention.bytes".to_owned(),
+            config.log_retention_bytes.to_string(),
+        );
+    }
     settings
 }
 

@@ -10,7 +10,8 @@
 pub mod executor;
 
 use partition_log::{
-    AppendOutcome, Isolation, LogConfig, LogError, PartitionLog, RecoveryReport, ReplicaSet,
+    AppendOutcome, Isolation, LogConfig, LogError, PartitionLog, RecoveryReport, ReplicaSet, RetentionBreach,
+    RetentionPolicy,
 };
 use producer_state::{AppendOrigin, BarrierScope, PsmConfig, TransactionVersion};
 use record_format::control::{end_txn_marker_batch, mirror_pid_reset_batch, ControlBatchPlacement};
@@ -534,6 +535,164 @@ pub async fn retention_deletes_snapshots_but_keeps_producers(backend: &dyn Backe
     assert_eq!(log.producer_state().producer_count(), 0);
 }
 
+/// A one-record batch from producer `pid` with a 200-byte value and `timestamp`.
+fn stamped(pid: i64, epoch: i16, sequence: i32, timestamp: i64) -> RecordBatch {
+    let mut builder = BatchBuilder::new().producer(pid, epoch, sequence);
+    builder.add(timestamp, None, Some(&[b'v'; 200]), &[]);
+    builder.build().unwrap()
+}
+
+/// testRetentionByTime / testSizeBasedLogRetention (UnifiedLogTest): retention deletes the oldest whole units —
+/// those whose newest record is older than `retention.ms`, then those beyond `retention.bytes` — never what is not
+/// yet below the high watermark; producers stay, and a recovery after it rebuilds the same producer state.
+pub async fn time_and_size_retention_delete_the_oldest_units(backend: &dyn Backend) {
+    let config = config(BarrierScope::Writer);
+    let mut log = create_log(backend, 0, config.clone()).await;
+    for i in 0..40 {
+        let batch = stamped(i64::from(i % 3), 0, i / 3, 100_000 + 1_000 * i64::from(i));
+        produce(&mut log, batch).await.unwrap();
+    }
+    settle(&mut log);
+    // The batch at offset 20 is newest at 120,000: it is exactly retention.ms old and stays, as all after it.
+    let policy = RetentionPolicy::from_kafka(10_000, -1);
+    let retained = log
+        .apply_retention(policy, 130_000)
+        .await
+        .unwrap()
+        .expect("expired units");
+    assert_eq!(retained.breach, RetentionBreach::Time);
+    let start = log.log_start_offset();
+    assert_eq!(retained.log_start_offset, start);
+    assert!(start > 0 && start <= 20, "log start {start}");
+    assert_eq!(
+        log.read(20, 1, Isolation::ReadUncommitted).await.unwrap().batches[0].base_offset(),
+        20
+    );
+    assert_eq!(
+        log.apply_retention(policy, 130_000).await.unwrap(),
+        None,
+        "nothing more is due"
+    );
+    assert_eq!(log.producer_state().producer_count(), 3);
+
+    let size = log.size_bytes().await.unwrap();
+    let bound = size / 2;
+    let retained = log
+        .apply_retention(RetentionPolicy::from_kafka(-1, bound as i64), 0)
+        .await
+        .unwrap()
+        .expect("units beyond retention.bytes");
+    assert_eq!(retained.breach, RetentionBreach::Size);
+    let left = log.size_bytes().await.unwrap();
+    assert!(
+        left >= bound && left < size,
+        "{left} bytes left of {size}, bound {bound}"
+    );
+    assert_eq!(left, size - retained.bytes);
+
+    // Nothing above the high watermark goes, however old.
+    let end = log.log_end_offset();
+    for i in 40..45 {
+        produce(&mut log, stamped(7, 0, i - 40, 1_000)).await.unwrap();
+    }
+    log.apply_retention(RetentionPolicy::from_kafka(0, 0), i64::MAX)
+        .await
+        .unwrap();
+    assert!(log.log_start_offset() <= end);
+    assert_eq!(log.log_end_offset(), end + 5);
+
+    settle(&mut log);
+    let live = log.summary().await.unwrap();
+    let (mut log, _) = crash_and_reopen(backend, log, config).await;
+    settle(&mut log);
+    assert_eq!(log.summary().await.unwrap(), live, "recovery after retention");
+}
+
+/// ADR 0054: retention deletes a unit holding a `MIRROR_PID_RESET` barrier like any other, and the barrier's
+/// effect outlives it: the mirrored producers it cleared stay cleared, live and after a recovery, and the local
+/// producer that reused a mirrored id keeps its own state.
+pub async fn retention_past_a_barrier_keeps_its_effect(backend: &dyn Backend) {
+    let config = config(BarrierScope::Writer);
+    let mut log = create_log(backend, 0, config.clone()).await;
+    let mut mirrored = vec![stamped(5, 3, 0, 1_000), data(6, 0, 0, 1, true)];
+    mirrored[1].set_base_offset(1);
+    log.append_as_follower(mirrored).await.unwrap();
+    let barrier_offset = log.log_end_offset();
+    coordinate(&mut log, barrier("source", Some(LOCAL_CLUSTER)))
+        .await
+        .unwrap();
+    // Local writes after the failover: old enough to expire with the barrier, then recent ones.
+    for sequence in 0..10 {
+        produce(&mut log, stamped(5, 0, sequence, 3_000)).await.unwrap();
+    }
+    for sequence in 10..20 {
+        produce(&mut log, stamped(5, 0, sequence, 1_000_000))
+            .await
+            .unwrap();
+    }
+    settle(&mut log);
+    let before = log.producer_state().producer_count();
+    log.apply_retention(RetentionPolicy::from_kafka(10_000, -1), 500_000)
+        .await
+        .unwrap()
+        .expect("the units up to the recent writes expired");
+    assert!(log.log_start_offset() > barrier_offset, "the barrier's unit went");
+    assert!(
+        log.aborted_transactions().await.unwrap().is_empty(),
+        "the aborted entry went below the start"
+    );
+    assert_eq!(log.producer_state().producer_count(), before);
+    let live = log.summary().await.unwrap();
+    let (mut log, _) = crash_and_reopen(backend, log, config).await;
+    settle(&mut log);
+    assert_eq!(log.summary().await.unwrap(), live);
+    // Producer 5 is the local one (epoch 0, next sequence 20), not the mirrored one of epoch 3; 6 is gone.
+    assert_eq!(
+        log.producer_state().producer(5).map(|entry| entry.producer_epoch),
+        Some(0)
+    );
+    assert!(log.producer_state().producer(6).is_none());
+    let next = produce(&mut log, stamped(5, 0, 20, 1_000_001)).await.unwrap();
+    assert!(!next.duplicate);
+    assert!(log.producer_state().ongoing_transactions().is_empty());
+}
+
+/// testSegmentRollingByTime (LogSegmentTest): a segment rolls once a batch's timestamp is more than `segment.ms`
+/// after its first batch's — measured between record timestamps, so a log of equal old timestamps never rolls by
+/// time — and by `segment.bytes`; each roll takes a producer snapshot at the new segment's base.
+pub async fn segments_roll_by_record_time_and_by_size(backend: &dyn Backend) {
+    let mut log = create_log(backend, 0, config(BarrierScope::Writer)).await;
+    log.set_segment_policy(1 << 30, Some(1_000));
+    for sequence in 0..5 {
+        produce(&mut log, stamped(1, 0, sequence, 0)).await.unwrap();
+    }
+    assert!(
+        log.snapshot_offsets().is_empty(),
+        "equal timestamps: {:?}",
+        log.snapshot_offsets()
+    );
+    produce(&mut log, stamped(1, 0, 5, 1_000)).await.unwrap();
+    assert!(
+        log.snapshot_offsets().is_empty(),
+        "exactly segment.ms later does not roll"
+    );
+    produce(&mut log, stamped(1, 0, 6, 1_001)).await.unwrap();
+    assert_eq!(log.snapshot_offsets(), [6], "rolled before the batch at 6");
+    produce(&mut log, stamped(1, 0, 7, 1_500)).await.unwrap();
+    assert_eq!(
+        log.snapshot_offsets(),
+        [6],
+        "the new segment's age counts from 1,001"
+    );
+    log.set_segment_policy(1, None);
+    produce(&mut log, stamped(1, 0, 8, 0)).await.unwrap();
+    assert_eq!(
+        log.snapshot_offsets(),
+        [6, 8],
+        "segment.bytes of 1: every append rolls"
+    );
+}
+
 /// testPeriodicProducerIdExpiration: producers idle for the expiration time go, those in a transaction stay.
 pub async fn idle_producers_expire_on_schedule(backend: &dyn Backend) {
     let mut config = config(BarrierScope::Writer);
@@ -835,6 +994,9 @@ macro_rules! kafka_semantics_suite {
             map_end_offset_moves_with_non_idempotent_data,
             snapshot_is_taken_on_roll,
             retention_deletes_snapshots_but_keeps_producers,
+            time_and_size_retention_delete_the_oldest_units,
+            segments_roll_by_record_time_and_by_size,
+            retention_past_a_barrier_keeps_its_effect,
             idle_producers_expire_on_schedule,
             truncation_rebuilds_producer_state,
             truncation_below_the_first_unstable_offset,

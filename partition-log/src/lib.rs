@@ -11,7 +11,7 @@
 //! - **read-only mode** for mirrored partitions: CLIENT appends fail with [`LogError::ReadOnlyTopic`];
 //! - **high watermark, first unstable offset and LSO**, and fetches by [`Isolation`] level;
 //! - **segments and snapshots**: a logical segment rolls by size and each roll takes a producer snapshot, as does
-//!   a clean close; retention by log start offset; producer expiration driven by an explicit `now`;
+//!   a clean close; retention by time, size and log start offset ([`retention`]); producer expiration driven by an explicit `now`;
 //! - **truncation** and **recovery** rebuild producer state as Kafka's `rebuildProducerState` does: the latest
 //!   readable snapshot, then the log replayed with REPLICATION origin, barriers applied by the same rule as live
 //!   appends;
@@ -25,12 +25,14 @@ pub mod error;
 pub mod fetch;
 pub mod log;
 pub mod replication;
+pub mod retention;
 
 pub use config::LogConfig;
 pub use error::LogError;
 pub use fetch::{FetchResult, Isolation};
 pub use log::{AppendOutcome, PartitionLog, RecoveryReport};
 pub use replication::{batches_from, common_prefix_end, ReplicaSet};
+pub use retention::{Retained, RetentionBreach, RetentionPolicy};
 
 /// Shorthand for this crate's results.
 pub type Result<T, E = LogError> = std::result::Result<T, E>;

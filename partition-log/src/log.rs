@@ -27,6 +27,7 @@ use storage::{Durability, PartitionId, PartitionStorage};
 use crate::config::LogConfig;
 use crate::error::LogError;
 use crate::fetch::{FetchResult, Isolation};
+use crate::retention::{Retained, RetentionPolicy, RetentionWalk};
 use crate::Result;
 
 const CLEAN_SHUTDOWN_KEY: &str = "log.clean-shutdown";
@@ -35,6 +36,8 @@ const READ_ONLY_KEY: &str = "log.read-only";
 
 /// How many bytes recovery reads at a time.
 const REPLAY_READ_BYTES: usize = 4 << 20;
+/// Retention units asked from storage per page.
+const RETENTION_PAGE_UNITS: usize = 256;
 
 /// What an append did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,6 +91,11 @@ pub struct PartitionLog {
     read_only: bool,
     /// Bytes appended since the last roll (the logical segment's size).
     segment_size: u64,
+    /// `segment.ms`: the age at which the active segment rolls (`None`: only by size).
+    segment_ms: Option<i64>,
+    /// What the active segment's age is measured from: the largest timestamp of its first batch (Kafka's
+    /// `rollingBasedTimestamp`); after an open, of the first batch appended since.
+    segment_started_ms: Option<i64>,
     /// Set when derived state fell behind the records (see the module docs).
     offline: Option<String>,
     /// How many times this log was cut back since it was opened (replicas compare it to find divergence).
@@ -144,6 +152,8 @@ impl PartitionLog {
             high_watermark: storage.log_start_offset(),
             read_only,
             segment_size: 0,
+            segment_ms: None,
+            segment_started_ms: None,
             offline: None,
             truncations: 0,
             storage,
@@ -239,6 +249,11 @@ impl PartitionLog {
         let mut summary = StateSummary::of(&self.psm, &aborted, self.high_watermark);
         summary.last_stable_offset = self.last_stable_offset();
         Ok(summary)
+    }
+
+    /// The bytes the log holds (what `retention.bytes` bounds, what DescribeLogDirs reports).
+    pub async fn size_bytes(&self) -> Result<u64> {
+        Ok(self.storage.size_bytes().await?)
     }
 
     /// Every aborted-transaction index entry of the log.
@@ -426,11 +441,17 @@ impl PartitionLog {
             AppendDecision::Append(plan) => plan,
         };
         let size: u64 = batches.iter().map(|batch| batch.size() as u64).sum();
-        if self.segment_size > 0 && self.segment_size.saturating_add(size) > self.config.segment_bytes {
+        if self.segment_size > 0
+            && (self.segment_size.saturating_add(size) > self.config.segment_bytes
+                || self.segment_aged_by(batches))
+        {
             // Boxed: a roll is rare, and its future would otherwise make every append's future larger.
             Box::pin(self.roll()).await?;
         }
         self.storage.append_with_buffers(batches, buffers).await?;
+        if self.segment_size == 0 {
+            self.segment_started_ms = Some(first.max_timestamp());
+        }
         self.segment_size = self.segment_size.saturating_add(size);
         let effects = self.psm.commit(plan);
         for entry in &effects.aborted_index {
@@ -452,12 +473,34 @@ impl PartitionLog {
         })
     }
 
-    /// Rolls the logical segment: producer state snapshotted at the log end (kafka-semantics §7.3).
+    /// Rolls the segment: producer state snapshotted at the log end (kafka-semantics §7.3) and the storage's
+    /// active unit ended there (a new segment for storage-fs).
     pub async fn roll(&mut self) -> Result<()> {
         self.check_online()?;
         self.snapshot_log_end().await?;
+        self.storage.roll_segment().await?;
         self.segment_size = 0;
+        self.segment_started_ms = None;
         Ok(())
+    }
+
+    /// Whether appending `batches` rolls the active segment by `segment.ms` (Kafka's `LogSegment.shouldRoll`):
+    /// their largest timestamp is more than `segment.ms` after the segment's first batch's. Measured between
+    /// record timestamps, not against the clock, as Kafka does, so a log of old timestamps does not roll on every
+    /// append.
+    fn segment_aged_by(&self, batches: &[RecordBatch]) -> bool {
+        let (Some(segment_ms), Some(started)) = (self.segment_ms, self.segment_started_ms) else {
+            return false;
+        };
+        let newest = batches.iter().map(RecordBatch::max_timestamp).max().unwrap_or(-1);
+        started >= 0 && i128::from(newest) - i128::from(started) > i128::from(segment_ms)
+    }
+
+    /// Sets when segments roll: `segment.bytes` and `segment.ms` of the partition's topic (the storage's own
+    /// segment size, for storage-fs, still bounds a segment from above).
+    pub fn set_segment_policy(&mut self, segment_bytes: u64, segment_ms: Option<i64>) {
+        self.config.segment_bytes = segment_bytes.max(1);
+        self.segment_ms = segment_ms;
     }
 
     /// Makes appended records durable to the given level.
@@ -589,6 +632,45 @@ impl PartitionLog {
         Ok(start)
     }
 
+    /// Applies `policy` at `now_ms` (Kafka's `deleteOldSegments` for `cleanup.policy=delete`, see
+    /// [`crate::retention`]): the oldest units past `retention.ms` or beyond `retention.bytes` go and the log start
+    /// moves past them. Returns what went, if anything. Reads the units page by page (memory bounded by a page).
+    pub async fn apply_retention(
+        &mut self,
+        policy: RetentionPolicy,
+        now_ms: i64,
+    ) -> Result<Option<Retained>> {
+        self.check_online()?;
+        if policy.keeps_everything() || self.log_start_offset() >= self.high_watermark {
+            return Ok(None);
+        }
+        let size = match policy.retention_bytes {
+            Some(_) => self.storage.size_bytes().await?,
+            None => 0,
+        };
+        let mut walk = RetentionWalk::new(policy, now_ms, self.high_watermark, self.log_end_offset(), size);
+        let mut from = self.log_start_offset();
+        'pages: while !walk.done() && from < self.log_end_offset() {
+            let page = self.storage.segments(from, RETENTION_PAGE_UNITS).await?;
+            let Some(last) = page.last() else { break };
+            let next = last.next_offset;
+            for unit in &page {
+                if !walk.visit(unit) {
+                    break 'pages;
+                }
+            }
+            if next <= from {
+                break;
+            }
+            from = next;
+        }
+        let Some(retained) = walk.finish() else {
+            return Ok(None);
+        };
+        self.delete_records_before(retained.log_start_offset).await?;
+        Ok(Some(retained))
+    }
+
     /// Removes every batch at or after `offset` (a batch boundary) and rebuilds producer state up to it (spec
     /// §7.5). At or below the log start the log is emptied and restarts at `offset`. Returns whether anything was
     /// cut.
@@ -605,6 +687,7 @@ impl PartitionLog {
         self.truncations += 1;
         self.rebuild_producer_state(now_ms).await?;
         self.segment_size = 0;
+        self.segment_started_ms = None;
         let high_watermark = self.high_watermark.min(self.log_end_offset());
         self.set_high_watermark(high_watermark);
         Ok(true)
@@ -627,6 +710,7 @@ impl PartitionLog {
         }
         self.psm.reset_at(offset);
         self.segment_size = 0;
+        self.segment_started_ms = None;
         self.set_high_watermark(offset);
         Ok(())
     }

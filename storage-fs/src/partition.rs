@@ -7,7 +7,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use record_format::{AbortedTxn, BatchBuffers, RecordBatch};
 use storage::partition::select_aborted;
-use storage::{BlockingPartition, Durability, OpenMode, OpenReport, PartitionId, StorageError};
+use storage::{
+    BlockingPartition, Durability, OpenMode, OpenReport, PartitionId, SegmentSummary, StorageError,
+};
 
 use crate::files::{
     append_durably, classify, cut_durably, offset_file, sync_dir, write_atomically, DirEntry, METADATA_FILE,
@@ -470,7 +472,44 @@ impl BlockingPartition for FsPartition {
         self.empty_at(offset)
     }
 
+    fn segments(&self, from_offset: i64, max: usize) -> Result<Vec<SegmentSummary>, StorageError> {
+        let first = self
+            .segments
+            .range(..=from_offset)
+            .next_back()
+            .map_or(from_offset, |(&base, _)| base);
+        Ok(self
+            .segments
+            .range(first..)
+            .take(max)
+            .map(|(_, segment)| SegmentSummary {
+                base_offset: segment.base_offset,
+                next_offset: segment.next_offset,
+                size_bytes: segment.size,
+                max_timestamp: segment.max_timestamp(),
+            })
+            .collect())
+    }
+
+    fn size_bytes(&self) -> Result<u64, StorageError> {
+        Ok(self.segments.values().map(|segment| segment.size).sum())
+    }
+
+    fn roll_segment(&mut self) -> Result<(), StorageError> {
+        let log_end = self.log_end_offset();
+        if self.active().first_batch_offset.is_some() {
+            self.roll(log_end)?;
+        }
+        Ok(())
+    }
+
     fn delete_before(&mut self, offset: i64) -> Result<(), StorageError> {
+        // Retention that reaches the log end takes the active segment too: a new empty one starts at the log end
+        // first (Kafka rolls before it deletes an expired active segment), so the old one's files can go.
+        let log_end = self.log_end_offset();
+        if offset == log_end && self.active().first_batch_offset.is_some() {
+            self.roll(log_end)?;
+        }
         self.log_start = offset;
         self.metadata
             .insert(LOG_START_KEY.into(), offset.to_be_bytes().to_vec());

@@ -830,6 +830,11 @@ impl Segment {
         &self.index
     }
 
+    /// The largest timestamp of its batches (−1 when it holds none): what time retention compares.
+    pub fn max_timestamp(&self) -> i64 {
+        self.max_timestamp
+    }
+
     /// The time index (for tests and tools).
     pub fn time_index(&self) -> &[TimeEntry] {
         &self.time_index

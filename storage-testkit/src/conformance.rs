@@ -382,6 +382,102 @@ pub async fn delete_before_moves_the_log_start(backend: &dyn Backend) {
     assert!(read_all(partition.as_ref()).await.is_empty());
 }
 
+/// Every retention unit from `from`, oldest first, paged as retention pages them.
+async fn all_units(partition: &dyn PartitionStorage, from: i64) -> Vec<storage::SegmentSummary> {
+    let mut units = Vec::new();
+    let mut offset = from;
+    while offset < partition.log_end_offset() {
+        let page = partition.segments(offset, 3).await.unwrap();
+        assert!(!page.is_empty(), "no unit holds {offset}, below the log end");
+        offset = page.last().unwrap().next_offset;
+        units.extend(page);
+    }
+    units
+}
+
+fn bytes_of(batches: &[RecordBatch]) -> u64 {
+    batches.iter().map(|batch| batch.size() as u64).sum()
+}
+
+/// The retention units cover the log oldest first, each with the bytes and the largest timestamp of the batches
+/// it holds, and the log's size follows appends, retention, truncation and a reopen.
+pub async fn retention_units_cover_the_log_and_its_size_follows_every_change(backend: &dyn Backend) {
+    let (store, mut partition) = fresh(backend).await;
+    let batches = run_of_batches(0, 60);
+    partition.append(&batches).await.unwrap();
+    assert_eq!(partition.size_bytes().await.unwrap(), bytes_of(&batches));
+    let units = all_units(partition.as_ref(), 0).await;
+    let mut previous_end = 0;
+    for unit in &units {
+        assert_eq!(unit.base_offset, previous_end, "units are contiguous: {units:?}");
+        let inside: Vec<RecordBatch> = batches
+            .iter()
+            .filter(|batch| (unit.base_offset..unit.next_offset).contains(&batch.base_offset()))
+            .cloned()
+            .collect();
+        assert_eq!(unit.size_bytes, bytes_of(&inside), "{unit:?}");
+        let newest = inside.iter().map(RecordBatch::max_timestamp).max().unwrap_or(-1);
+        assert_eq!(unit.max_timestamp, newest, "{unit:?}");
+        previous_end = unit.next_offset;
+    }
+    assert_eq!(previous_end, partition.log_end_offset());
+    // The unit holding an offset is listed first.
+    let middle = batches[30].base_offset() + 1;
+    let holding = partition.segments(middle, 1).await.unwrap();
+    assert!(holding[0].base_offset <= middle && middle < holding[0].next_offset);
+
+    // Retention at a unit boundary removes exactly the units below it.
+    let cut = units[units.len() / 3].next_offset;
+    partition.delete_before(cut).await.unwrap();
+    let kept: Vec<RecordBatch> = batches
+        .iter()
+        .filter(|b| b.base_offset() >= cut)
+        .cloned()
+        .collect();
+    assert_eq!(partition.size_bytes().await.unwrap(), bytes_of(&kept));
+    assert_eq!(all_units(partition.as_ref(), cut).await[0].base_offset, cut);
+
+    let more = run_of_batches(partition.log_end_offset(), 5);
+    partition.append(&more).await.unwrap();
+    let end = more[2].base_offset();
+    partition.truncate_to(end).await.unwrap();
+    let mut expected = bytes_of(&kept) + bytes_of(&more[..2]);
+    assert_eq!(partition.size_bytes().await.unwrap(), expected);
+
+    // A roll starts a new unit at the log end; a second roll with nothing appended adds no empty one.
+    let rolled_at = partition.log_end_offset();
+    partition.roll_segment().await.unwrap();
+    partition.roll_segment().await.unwrap();
+    let one = run_of_batches(rolled_at, 1);
+    partition.append(&one).await.unwrap();
+    let last_units = partition.segments(rolled_at, 10).await.unwrap();
+    assert_eq!(last_units.len(), 1, "{last_units:?}");
+    assert_eq!(
+        (last_units[0].base_offset, last_units[0].next_offset),
+        (rolled_at, one[0].next_offset())
+    );
+    assert!(
+        partition.segments(rolled_at - 1, 1).await.unwrap()[0].next_offset <= rolled_at,
+        "the unit before the roll ends there"
+    );
+    expected += bytes_of(&one);
+
+    partition.flush(Durability::Sync).await.unwrap();
+    drop(partition);
+    let mut partition = store.open(&pid()).await.unwrap();
+    assert_eq!(partition.size_bytes().await.unwrap(), expected, "after a reopen");
+
+    // Retention up to the log end leaves no bytes, and no unit, behind.
+    let end = partition.log_end_offset();
+    partition.delete_before(end).await.unwrap();
+    expected = 0;
+    assert_eq!(partition.size_bytes().await.unwrap(), expected);
+    assert!(partition.segments(end, 10).await.unwrap().is_empty());
+    let after = run_of_batches(end, 2);
+    partition.append(&after).await.unwrap();
+    assert_eq!(partition.size_bytes().await.unwrap(), bytes_of(&after));
+}
+
 /// Snapshots are stored by offset and found at or below an offset.
 pub async fn snapshots_round_trip(backend: &dyn Backend) {
     let (_store, mut partition) = fresh(backend).await;
@@ -704,6 +800,7 @@ macro_rules! conformance_suite {
             truncation_inside_a_batch_is_refused,
             truncate_fully_restarts_the_log,
             delete_before_moves_the_log_start,
+            retention_units_cover_the_log_and_its_size_follows_every_change,
             snapshots_round_trip,
             aborted_txn_index_collects_and_orders,
             metadata_round_trips,

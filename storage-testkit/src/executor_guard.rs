@@ -188,6 +188,17 @@ impl BlockingPartition for Guarded {
     fn read(&self, from_offset: i64, max_bytes: usize) -> storage::Result<Vec<RecordBatch>> {
         self.inner.read(from_offset, max_bytes)
     }
+    fn segments(&self, from_offset: i64, max: usize) -> storage::Result<Vec<storage::SegmentSummary>> {
+        self.inner.segments(from_offset, max)
+    }
+
+    fn size_bytes(&self) -> storage::Result<u64> {
+        self.inner.size_bytes()
+    }
+
+    fn roll_segment(&mut self) -> storage::Result<()> {
+        self.inner.roll_segment()
+    }
 
     fn read_with_buffers(
         &self,

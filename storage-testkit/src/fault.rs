@@ -106,6 +106,16 @@ impl PartitionStorage for FaultyPartition {
     async fn read(&self, from_offset: i64, max_bytes: usize) -> Result<Vec<RecordBatch>> {
         self.inner.read(from_offset, max_bytes).await
     }
+    async fn segments(&self, from_offset: i64, max: usize) -> Result<Vec<storage::SegmentSummary>> {
+        self.inner.segments(from_offset, max).await
+    }
+    async fn size_bytes(&self) -> Result<u64> {
+        self.inner.size_bytes().await
+    }
+    async fn roll_segment(&mut self) -> Result<()> {
+        self.write(false)?;
+        self.inner.roll_segment().await
+    }
     async fn truncate_to(&mut self, offset: i64) -> Result<()> {
         self.write(false)?;
         self.inner.truncate_to(offset).await

@@ -132,6 +132,15 @@ impl BlockingPartition for FaultyBlockingPartition {
     fn read(&self, from_offset: i64, max_bytes: usize) -> storage::Result<Vec<RecordBatch>> {
         self.inner.read(from_offset, max_bytes)
     }
+    fn segments(&self, from_offset: i64, max: usize) -> storage::Result<Vec<storage::SegmentSummary>> {
+        self.inner.segments(from_offset, max)
+    }
+    fn size_bytes(&self) -> storage::Result<u64> {
+        self.inner.size_bytes()
+    }
+    fn roll_segment(&mut self) -> storage::Result<()> {
+        self.inner.roll_segment()
+    }
     fn truncate_to(&mut self, offset: i64) -> storage::Result<()> {
         self.inner.truncate_to(offset)
     }

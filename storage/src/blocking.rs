@@ -22,6 +22,7 @@ use record_format::{AbortedTxn, BatchBuffers, RecordBatch};
 use crate::id::PartitionId;
 use crate::partition::Durability;
 use crate::report::OpenReport;
+use crate::segments::{SegmentSummary, UNIT_SCAN_BYTES};
 use crate::Result;
 
 /// How a partition is opened.
@@ -105,10 +106,36 @@ pub trait BlockingPartition: Send + 'static {
     ) -> Result<(Vec<RecordBatch>, BatchBuffers)> {
         Ok((self.read(from_offset, max_bytes)?, BatchBuffers::default()))
     }
+    /// Up to `max` retention units ([`SegmentSummary`]), oldest first, from the one holding `from_offset`
+    /// (inside `[log_start, log_end)`). By default each batch is a unit, listed by reading the batches.
+    fn segments(&self, from_offset: i64, max: usize) -> Result<Vec<SegmentSummary>> {
+        let batches = self.read(from_offset, UNIT_SCAN_BYTES)?;
+        Ok(batches.iter().take(max).map(SegmentSummary::of_batch).collect())
+    }
+    /// The bytes the log holds (what `retention.bytes` bounds). By default every unit is listed.
+    fn size_bytes(&self) -> Result<u64> {
+        let mut total = 0u64;
+        let mut from = self.log_start_offset();
+        while from < self.log_end_offset() {
+            let units = self.segments(from, usize::MAX)?;
+            let Some(last) = units.last() else { break };
+            from = last.next_offset.max(from + 1);
+            total = units
+                .iter()
+                .fold(total, |sum, unit| sum.saturating_add(unit.size_bytes));
+        }
+        Ok(total)
+    }
     /// Cuts the log at `offset` (strictly inside the log); fails if a batch straddles it.
     fn truncate_to(&mut self, offset: i64) -> Result<()>;
     /// Empties the log (and its index) and restarts it at `offset`.
     fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<()>;
+    /// Ends the active retention unit at the log end, so the next append starts a new one (Kafka's segment roll).
+    /// A backend with segments starts a new one when the active one holds batches; one without (each batch its
+    /// own unit) has nothing to do, the default.
+    fn roll_segment(&mut self) -> Result<()> {
+        Ok(())
+    }
     /// Moves the log start forward to `offset`; batches wholly below it may be dropped.
     fn delete_before(&mut self, offset: i64) -> Result<()>;
     /// Makes appended data durable to the given level.

@@ -17,6 +17,7 @@ use crate::partition::{
     Durability, Truncation,
 };
 use crate::report::OpenReport;
+use crate::segments::SegmentSummary;
 use crate::Result;
 
 /// A backend partition behind the contract's checks; see the module docs.
@@ -142,6 +143,26 @@ impl Checked {
             return Ok((Vec::new(), BatchBuffers::default()));
         }
         self.inner.read_with_buffers(from_offset, max_bytes)
+    }
+
+    /// See [`crate::PartitionStorage::segments`].
+    pub fn segments(&self, from_offset: i64, max: usize) -> Result<Vec<SegmentSummary>> {
+        check_read_offset(from_offset, self.log_start_offset(), self.log_end_offset())?;
+        if from_offset == self.log_end_offset() || max == 0 {
+            return Ok(Vec::new());
+        }
+        self.inner.segments(from_offset, max)
+    }
+
+    /// See [`crate::PartitionStorage::size_bytes`].
+    pub fn size_bytes(&self) -> Result<u64> {
+        self.inner.size_bytes()
+    }
+
+    /// See [`crate::PartitionStorage::roll_segment`].
+    pub fn roll_segment(&mut self) -> Result<()> {
+        self.writable()?;
+        self.write(|inner| inner.roll_segment())
     }
 
     /// See [`crate::PartitionStorage::truncate_to`].

@@ -30,7 +30,7 @@
 //! shared by its partitions) until the database is opened again (a new [`StorePoison`]); opening a partition does
 //! not clear it.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -221,6 +221,9 @@ pub struct KvPartition<K: OrderedKv> {
     /// Appended batches not yet written to the database, in offset order (see the module docs). A `RefCell`
     /// because reads write them too; the partition is used by one caller at a time.
     unwritten: RefCell<Unwritten>,
+    /// The bytes of the stored batches, once asked ([`BlockingPartition::size_bytes`] scans the batches the first
+    /// time; appends, retention and truncations keep it after).
+    size: Cell<Option<u64>>,
 }
 
 /// Appended batches held in memory, and their bytes.
@@ -256,6 +259,7 @@ impl<K: OrderedKv> KvPartition<K> {
             log_start: 0,
             log_end: 0,
             unwritten: RefCell::default(),
+            size: Cell::new(None),
         })
     }
 
@@ -275,6 +279,7 @@ impl<K: OrderedKv> KvPartition<K> {
             log_start,
             log_end,
             unwritten: RefCell::default(),
+            size: Cell::new(None),
         })
     }
 
@@ -322,6 +327,22 @@ impl<K: OrderedKv> KvPartition<K> {
             return Ok(());
         }
         self.write(Vec::new(), false)
+    }
+
+    /// The bytes of the stored batches whose keys lie in `[lower, upper)` (`upper: None`: to the end).
+    fn stored_bytes(&self, lower: &[u8], upper: Option<&[u8]>) -> Result<u64> {
+        let mut total = 0u64;
+        self.kv.scan(
+            KeyRange {
+                upper,
+                ..KeyRange::from(Space::Batches, lower)
+            },
+            &mut |_key, value| {
+                total = total.saturating_add(value.len() as u64);
+                Ok(true)
+            },
+        )?;
+        Ok(total)
     }
 
     /// Base and last offset of the last batch starting at or before `offset`.
@@ -392,6 +413,10 @@ impl<K: OrderedKv> BlockingPartition for KvPartition<K> {
             }
             unwritten.bytes < WRITE_BEHIND_BYTES
         };
+        if let Some(size) = self.size.get() {
+            let adding = batches.iter().map(|batch| batch.size() as u64).sum::<u64>();
+            self.size.set(Some(size.saturating_add(adding)));
+        }
         if !held {
             self.write_unwritten()?;
         }
@@ -434,8 +459,20 @@ impl<K: OrderedKv> BlockingPartition for KvPartition<K> {
         Ok(out)
     }
 
+    fn size_bytes(&self) -> Result<u64> {
+        if let Some(size) = self.size.get() {
+            return Ok(size);
+        }
+        self.write_unwritten()?;
+        let size = self.stored_bytes(&[], None)?;
+        self.size.set(Some(size));
+        Ok(size)
+    }
+
     fn truncate_to(&mut self, offset: i64) -> Result<()> {
         self.write_unwritten()?;
+        // Truncations are rare: the size is counted again when next asked.
+        self.size.set(None);
         if let Some((base, last)) = self.batch_at_or_before(offset - 1)? {
             if last >= offset {
                 return Err(StorageError::NotABatchBoundary {
@@ -459,6 +496,7 @@ impl<K: OrderedKv> BlockingPartition for KvPartition<K> {
         // The held batches are cut with the rest: dropped, not written and then deleted (a database that turns a
         // range deletion into removals of the keys it already holds, sled, would keep them).
         *self.unwritten.get_mut() = Unwritten::default();
+        self.size.set(Some(0));
         let mut ops = vec![
             KvOp::DeleteRange(Space::Batches, Vec::new(), None),
             KvOp::DeleteRange(Space::Aborted, Vec::new(), None),
@@ -477,6 +515,10 @@ impl<K: OrderedKv> BlockingPartition for KvPartition<K> {
             Some((base, last)) if last >= offset => base,
             _ => offset,
         };
+        let size_after = match self.size.get() {
+            Some(size) => Some(size.saturating_sub(self.stored_bytes(&[], Some(&offset_key(keep_from)))?)),
+            None => None,
+        };
         let mut ops = vec![KvOp::DeleteRange(
             Space::Batches,
             Vec::new(),
@@ -485,6 +527,7 @@ impl<K: OrderedKv> BlockingPartition for KvPartition<K> {
         ops.extend(Self::bounds(offset, self.log_end));
         self.write(ops, true)?;
         self.log_start = offset;
+        self.size.set(size_after);
         Ok(())
     }
 

@@ -32,6 +32,7 @@ pub mod memory;
 pub mod offload;
 pub mod partition;
 pub mod report;
+pub mod segments;
 
 pub use blocking::{BlockingPartition, BlockingStore, OpenMode};
 pub use error::StorageError;
@@ -40,6 +41,7 @@ pub use memory::MemoryStorage;
 pub use partition::{Durability, PartitionStorage, Storage};
 pub use record_format::AbortedTxn;
 pub use report::OpenReport;
+pub use segments::SegmentSummary;
 
 /// Shorthand for this crate's results.
 pub type Result<T, E = StorageError> = std::result::Result<T, E>;

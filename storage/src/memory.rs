@@ -142,6 +142,11 @@ impl BlockingPartition for MemoryPartition {
         Ok(self.data().batches.read_plan(from_offset, max_bytes))
     }
 
+    fn size_bytes(&self) -> Result<u64> {
+        let data = self.data();
+        Ok(data.batches.iter().map(|(_, _, size, _)| size as u64).sum())
+    }
+
     fn truncate_to(&mut self, offset: i64) -> Result<()> {
         let mut data = self.data();
         data.batches.check_boundary(offset)?;

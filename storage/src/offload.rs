@@ -34,6 +34,7 @@ use crate::error::StorageError;
 use crate::id::PartitionId;
 use crate::partition::{Durability, PartitionStorage, Storage};
 use crate::report::OpenReport;
+use crate::segments::SegmentSummary;
 use crate::Result;
 
 /// Runs `work` on tokio's blocking pool when inside a runtime (and `inline` is false), else right here.
@@ -241,6 +242,19 @@ impl PartitionStorage for OffloadedPartition {
     ) -> Result<(Vec<RecordBatch>, BatchBuffers)> {
         self.read_call(move |checked| checked.read_with_buffers(from_offset, max_bytes))
             .await
+    }
+
+    async fn segments(&self, from_offset: i64, max: usize) -> Result<Vec<SegmentSummary>> {
+        self.read_call(move |checked| checked.segments(from_offset, max))
+            .await
+    }
+
+    async fn size_bytes(&self) -> Result<u64> {
+        self.read_call(|checked| checked.size_bytes()).await
+    }
+
+    async fn roll_segment(&mut self) -> Result<()> {
+        self.call(|checked| checked.roll_segment()).await
     }
 
     async fn truncate_to(&mut self, offset: i64) -> Result<()> {

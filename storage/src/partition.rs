@@ -9,6 +9,7 @@ use record_format::{AbortedTxn, BatchBuffers, RecordBatch};
 use crate::error::StorageError;
 use crate::id::PartitionId;
 use crate::report::OpenReport;
+use crate::segments::SegmentSummary;
 use crate::Result;
 
 /// How far `flush` pushes appended data.
@@ -70,6 +71,14 @@ pub trait PartitionStorage: Send + Sync {
     ) -> Result<(Vec<RecordBatch>, BatchBuffers)> {
         Ok((self.read(from_offset, max_bytes).await?, BatchBuffers::default()))
     }
+    /// Up to `max` retention units ([`SegmentSummary`]), oldest first, from the one holding `from_offset`
+    /// (`from_offset == log_end_offset`: none; outside the log: an error).
+    async fn segments(&self, from_offset: i64, max: usize) -> Result<Vec<SegmentSummary>>;
+    /// The bytes the log holds (what `retention.bytes` bounds).
+    async fn size_bytes(&self) -> Result<u64>;
+    /// Ends the active retention unit at the log end (Kafka's segment roll; nothing to do for a backend whose
+    /// units are batches).
+    async fn roll_segment(&mut self) -> Result<()>;
     /// Removes every batch at or after `offset` (a batch boundary) and the index entries ending there or later.
     /// At or below the log start the log is emptied and starts at `offset`.
     async fn truncate_to(&mut self, offset: i64) -> Result<()>;

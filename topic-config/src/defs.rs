@@ -286,7 +286,7 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = &[
         synonyms: &["log.retention.bytes"],
         primary_has_default: true,
         doc: "The size a partition may grow to before its oldest segments are deleted (-1: no limit).",
-        effect: KEPT,
+        effect: Effect::Applied,
     },
     ConfigDef {
         name: "retention.ms",
@@ -296,7 +296,7 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = &[
         synonyms: &["log.retention.ms", "log.retention.minutes", "log.retention.hours"],
         primary_has_default: false,
         doc: "How long a segment is kept after its newest record before it is deleted (-1: forever).",
-        effect: KEPT,
+        effect: Effect::Applied,
     },
     ConfigDef {
         name: "segment.bytes",
@@ -306,7 +306,7 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = &[
         synonyms: &["log.segment.bytes"],
         primary_has_default: true,
         doc: "The size at which a new segment is started.",
-        effect: KEPT,
+        effect: Effect::Applied,
     },
     ConfigDef {
         name: "segment.index.bytes",
@@ -336,7 +336,7 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = &[
         synonyms: &["log.roll.ms", "log.roll.hours"],
         primary_has_default: false,
         doc: "The age at which a new segment is started even if the active one is not full.",
-        effect: KEPT,
+        effect: Effect::Applied,
     },
     ConfigDef {
         name: "unclean.leader.election.enable",

@@ -88,9 +88,9 @@ pub enum Check {
 pub enum Effect {
     /// Enforced: produce and fetch behave as Kafka's do under it.
     Applied,
-    /// Accepted, stored and described; it bounds how long data may stay or how segments are laid out, and `serve`
-    /// does not yet delete, compact or roll by it (data is kept longer than asked, never lost). `serve` logs a
-    /// line each time such a value is set.
+    /// Accepted, stored and described; it governs compaction or how segments are laid out, and `serve` does not
+    /// yet compact or roll by it (data is kept longer than asked, never lost). `serve` logs a line each time such
+    /// a value is set.
     KeptNotEnforced,
     /// Accepted: it governs replication between brokers, which a one-replica node has none of (as Kafka does with
     /// one replica: `min.insync.replicas` counts at most the replication factor).
@@ -492,7 +492,16 @@ impl Overrides {
         let timestamp_type = definition("message.timestamp.type")
             .map(|def| self.value(def, broker))
             .unwrap_or_default();
+        let cleanup_policy = definition("cleanup.policy")
+            .map(|def| self.value(def, broker))
+            .unwrap_or_default();
+        let delete_by_retention = list_items(&cleanup_policy).any(|item| item == "delete");
         TopicSettings {
+            delete_by_retention,
+            retention_ms: number("retention.ms", 604_800_000),
+            retention_bytes: number("retention.bytes", -1),
+            segment_bytes: u64::try_from(number("segment.bytes", 1 << 30)).unwrap_or(1 << 30),
+            segment_ms: number("segment.ms", 604_800_000),
             max_message_bytes: usize::try_from(number("max.message.bytes", 1_048_588)).unwrap_or(0),
             timestamp_after_max_ms: number("message.timestamp.after.max.ms", 3_600_000),
             timestamp_before_max_ms: number("message.timestamp.before.max.ms", i64::MAX),
@@ -514,6 +523,16 @@ impl Overrides {
 /// What the node enforces for one topic (the [`Effect::Applied`] configs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TopicSettings {
+    /// `cleanup.policy` includes `delete`: retention deletes old data.
+    pub delete_by_retention: bool,
+    /// `retention.ms` (negative: forever).
+    pub retention_ms: i64,
+    /// `retention.bytes` (negative: no bound).
+    pub retention_bytes: i64,
+    /// `segment.bytes`: the size at which a segment rolls.
+    pub segment_bytes: u64,
+    /// `segment.ms`: the age at which a segment holding data rolls.
+    pub segment_ms: i64,
     /// `max.message.bytes`: the largest batch a produce may write.
     pub max_message_bytes: usize,
     /// `message.timestamp.after.max.ms`.

@@ -201,6 +201,46 @@ fn settings_follow_the_overrides_and_the_broker() {
     let settings = overrides.settings(&broker);
     assert_eq!(settings.max_message_bytes, 100);
     assert!(settings.log_append_time);
+    assert_eq!(settings.retention_ms, 60_000);
     let kept: Vec<_> = overrides.kept_not_enforced().collect();
-    assert_eq!(kept, [("retention.ms", "60000")], "segment.ms is its default");
+    assert!(
+        kept.is_empty(),
+        "retention.ms is applied, segment.ms is its default: {kept:?}"
+    );
+}
+
+#[test]
+fn retention_settings_come_from_the_topic_then_the_broker_and_compact_alone_deletes_nothing() {
+    let defaults = Overrides::default().settings(&BrokerSettings::new());
+    assert!(defaults.delete_by_retention);
+    assert_eq!(
+        (defaults.retention_ms, defaults.retention_bytes),
+        (604_800_000, -1)
+    );
+    let broker: BrokerSettings = [
+        ("log.retention.ms".to_owned(), "1000".to_owned()),
+        ("log.retention.bytes".to_owned(), "5000".to_owned()),
+    ]
+    .into();
+    let from_broker = Overrides::default().settings(&broker);
+    assert_eq!(
+        (from_broker.retention_ms, from_broker.retention_bytes),
+        (1000, 5000)
+    );
+    let compact = Overrides::from_pairs([
+        ("cleanup.policy", Some("compact")),
+        ("retention.bytes", Some("10")),
+    ])
+    .unwrap();
+    let settings = compact.settings(&broker);
+    assert!(!settings.delete_by_retention);
+    assert_eq!(settings.retention_bytes, 10);
+    let kept: Vec<_> = compact.kept_not_enforced().collect();
+    assert_eq!(
+        kept,
+        [("cleanup.policy", "compact")],
+        "compaction is not done yet: said so"
+    );
+    let both = Overrides::from_pairs([("cleanup.policy", Some("compact, delete"))]).unwrap();
+    assert!(both.settings(&broker).delete_by_retention);
 }

@@ -83,6 +83,7 @@ scenarios! {
     topics::delete_topics_every_version => "DeleteTopics at every version: a topic with records and an unknown one; Metadata after; the name created again",
     topics::create_partitions_every_version => "CreatePartitions at every version: validate_only, grown by one, the same count, fewer, an unknown topic; Metadata and a produce after",
     topics::describe_cluster_every_version => "DescribeCluster at every version: brokers, controller, authorized operations; controller endpoints (v1+)",
+    topics::describe_log_dirs_every_version => "DescribeLogDirs at every version: the partitions asked (missing ones left out), their sizes and lag; then every topic",
     produce::produce_every_version => "Produce at every version, acks=all, then what a fetch returns",
     produce::produce_acks => "acks 0, 1 and all: what is stored and what the end offset says",
     produce::produce_codecs => "a batch in each codec (none, gzip, snappy, lz4, zstd), read back",

@@ -1,4 +1,4 @@
-//! DeleteTopics, CreatePartitions and DescribeCluster. Kafka applies a deletion or a new partition count through
+//! DeleteTopics, CreatePartitions, DescribeCluster and DescribeLogDirs. Kafka applies a deletion or a new partition count through
 //! its controller and its metadata follows a moment later: the scenarios wait, unobserved, until Metadata shows
 //! the change, then observe what a client sees.
 
@@ -146,6 +146,62 @@ pub async fn describe_cluster_every_version(session: &mut Session) -> Result<(),
                 json!({ "error": answer.error_code, "message": answer.error_message.as_deref() }),
             );
         }
+    }
+    Ok(())
+}
+
+pub async fn describe_log_dirs_every_version(session: &mut Session) -> Result<(), DiffError> {
+    let topic = fresh_topic(session, "dirs", 2).await?;
+    produce_plain(session, "produce", &topic, 0, "a", 3).await?;
+    let missing = session.topic("missing");
+    for version in versions(ApiKey::DescribeLogDirs) {
+        let mut asked = describe_log_dirs_request::DescribableLogDirTopic::default();
+        asked.topic = topic_name(&topic);
+        asked.partitions = vec![0, 1, 7];
+        let mut absent = describe_log_dirs_request::DescribableLogDirTopic::default();
+        absent.topic = topic_name(&missing);
+        absent.partitions = vec![0];
+        let mut request = DescribeLogDirsRequest::default();
+        request.topics = Some(vec![asked, absent]);
+        let answer: DescribeLogDirsResponse =
+            session.call(ApiKey::DescribeLogDirs, version, &request).await?;
+        let results: Vec<serde_json::Value> = answer
+            .results
+            .iter()
+            .map(|dir| {
+                json!({
+                    "error": dir.error_code,
+                    "absolute log dir": dir.log_dir.starts_with('/'),
+                    "volume known": dir.total_bytes >= dir.usable_bytes && dir.usable_bytes >= 0,
+                    "topics": dir.topics.iter().map(|t| {
+                        // Kafka lists partitions in its hash map's order: the order carries no meaning.
+                        let mut partitions: Vec<_> = t.partitions.iter().map(|p| {
+                            (p.partition_index, p.partition_size, p.offset_lag, p.is_future_key)
+                        }).collect();
+                        partitions.sort_unstable();
+                        json!({ "asked": t.name.0.as_str() == topic, "partitions": partitions })
+                    }).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        session.observe(
+            &format!("v{version}"),
+            json!({ "error": answer.error_code, "results": results }),
+        );
+        request.topics = None;
+        let every: DescribeLogDirsResponse = session.call(ApiKey::DescribeLogDirs, version, &request).await?;
+        let listed: Vec<serde_json::Value> = every
+            .results
+            .iter()
+            .flat_map(|dir| dir.topics.iter())
+            .filter(|t| t.name.0.as_str() == topic)
+            .map(|t| {
+                let mut indexes: Vec<i32> = t.partitions.iter().map(|p| p.partition_index).collect();
+                indexes.sort_unstable();
+                json!(indexes)
+            })
+            .collect();
+        session.observe(&format!("v{version} every topic"), json!({ "ours": listed }));
     }
     Ok(())
 }

@@ -8,6 +8,7 @@ mod delete;
 mod fetch;
 mod groups;
 mod inspect;
+mod log_dirs;
 mod markers;
 mod membership;
 mod offset_delete;
@@ -71,6 +72,15 @@ impl Node {
         version: i16,
     ) -> CreatePartitionsResponse {
         topics::create_partitions(self, request, version).await
+    }
+
+    /// DescribeLogDirs: the data directory, the size of each partition asked for.
+    pub async fn describe_log_dirs(
+        &self,
+        request: DescribeLogDirsRequest,
+        version: i16,
+    ) -> DescribeLogDirsResponse {
+        log_dirs::describe_log_dirs(self, request, version).await
     }
 
     /// DescribeCluster: this broker.

@@ -211,6 +211,9 @@ async fn append(
     let mut guard = slot.lock().await;
     let replicas = guard.as_mut().ok_or(KafkaError::KafkaStorageError)?;
     let log_start_offset = replicas.leader.log_start_offset();
+    replicas
+        .leader
+        .set_segment_policy(settings.segment_bytes, Some(settings.segment_ms));
     let mut log_append_time = None;
     if let Some(batch) = batches.first_mut() {
         if settings.log_append_time {

@@ -1,0 +1,251 @@
+//! Retention through the node: topics' `retention.ms` / `retention.bytes` and the broker's `log.retention.*`
+//! move the log start of each partition, as ListOffsets and Fetch then see it, and the deletion is durable.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails by panicking
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use node::{Clock, Node, NodeConfig};
+use record_format::BatchBuilder;
+use storage_config::{Backend, StorageConfig};
+use topic_config::ConfigSource;
+
+fn s(text: &str) -> StrBytes {
+    StrBytes::from_string(text.to_owned())
+}
+
+/// A clock the test moves.
+#[derive(Debug, Default)]
+struct TestClock(AtomicI64);
+
+impl Clock for TestClock {
+    fn now_ms(&self) -> i64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// The storage under test: a backend, and for storage-fs the segment size (`None`: Kafka's 1 GiB).
+#[derive(Debug, Clone, Copy)]
+struct Store(Backend, Option<u64>);
+
+impl Store {
+    fn config(self, dir: &std::path::Path) -> StorageConfig {
+        let mut config = StorageConfig::for_backend(self.0, dir);
+        if let StorageConfig::Fs(options) = &mut config {
+            options.segment_bytes = self.1;
+        }
+        config
+    }
+}
+
+async fn open(
+    dir: &std::path::Path,
+    store: Store,
+    clock: Arc<TestClock>,
+    tune: impl Fn(&mut NodeConfig),
+) -> Node {
+    let mut config = NodeConfig::new(store.config(dir));
+    tune(&mut config);
+    let storage = config.storage.open().unwrap();
+    Node::open_on(config, ("localhost".to_owned(), 9092), storage, clock)
+        .await
+        .unwrap()
+}
+
+fn create(name: &str, configs: &[(&str, &str)]) -> CreateTopicsRequest {
+    let mut topic = create_topics_request::CreatableTopic::default();
+    topic.name = TopicName(s(name));
+    topic.num_partitions = 1;
+    topic.replication_factor = 1;
+    topic.configs = configs
+        .iter()
+        .map(|&(name, value)| {
+            let mut config = create_topics_request::CreatableTopicConfig::default();
+            config.name = s(name);
+            config.value = Some(s(value));
+            config
+        })
+        .collect();
+    let mut request = CreateTopicsRequest::default();
+    request.topics = vec![topic];
+    request
+}
+
+/// Produces one 1 KiB record with `timestamp`; returns its offset.
+async fn produce(node: &Node, topic: &str, timestamp: i64) -> i64 {
+    let mut builder = BatchBuilder::new();
+    builder.add(timestamp, None, Some(&[b'x'; 1024]), &[]);
+    let mut partition = produce_request::PartitionProduceData::default();
+    partition.records = Some(builder.build().unwrap().as_bytes().clone());
+    let mut data = produce_request::TopicProduceData::default();
+    data.name = TopicName(s(topic));
+    data.partition_data = vec![partition];
+    let mut request = ProduceRequest::default();
+    request.acks = -1;
+    request.topic_data = vec![data];
+    let response = node.produce(request, 8).await;
+    let answer = &response.responses[0].partition_responses[0];
+    assert_eq!(answer.error_code, 0, "{topic}");
+    answer.base_offset
+}
+
+/// ListOffsets' answer for `timestamp` (−2: earliest, −1: latest).
+async fn list_offset(node: &Node, topic: &str, timestamp: i64) -> i64 {
+    let mut partition = list_offsets_request::ListOffsetsPartition::default();
+    partition.timestamp = timestamp;
+    let mut wanted = list_offsets_request::ListOffsetsTopic::default();
+    wanted.name = TopicName(s(topic));
+    wanted.partitions = vec![partition];
+    let mut request = ListOffsetsRequest::default();
+    request.replica_id = BrokerId(-1);
+    request.topics = vec![wanted];
+    let response = node.list_offsets(request, 7).await;
+    let answer = &response.topics[0].partitions[0];
+    assert_eq!(answer.error_code, 0, "{topic}");
+    answer.offset
+}
+
+async fn fetch_error(node: &Node, topic: &str, offset: i64) -> i16 {
+    let mut partition = fetch_request::FetchPartition::default();
+    partition.fetch_offset = offset;
+    partition.partition_max_bytes = 1 << 20;
+    let mut wanted = fetch_request::FetchTopic::default();
+    wanted.topic = TopicName(s(topic));
+    wanted.partitions = vec![partition];
+    let mut request = FetchRequest::default();
+    request.max_bytes = 1 << 20;
+    request.topics = vec![wanted];
+    let response = node.fetch(request, 12).await;
+    response.responses[0].partitions[0].error_code
+}
+
+const MINUTE: i64 = 60_000;
+
+#[tokio::test]
+async fn expired_data_goes_by_the_topics_retention_and_the_deletion_survives_a_restart() {
+    // Each record batch is about 1.1 KiB: 2 KiB segments hold one or two; a 1 GiB segment holds them all.
+    for (store, size_deletes) in [
+        (Store(Backend::Fs, Some(2048)), true),
+        (Store(Backend::Sled, None), true),
+        (Store(Backend::Fs, None), false),
+    ] {
+        let backend = store;
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(TestClock::default());
+        let node = open(dir.path(), store, clock.clone(), |_| {}).await;
+        for (topic, configs) in [
+            ("short", vec![("retention.ms", "60000")]),
+            (
+                "compacted",
+                vec![("retention.ms", "60000"), ("cleanup.policy", "compact")],
+            ),
+            ("bounded", vec![("retention.bytes", "3000")]),
+            // segment.ms of a minute: segments [0, 1], [2, 3], [4] on any backend, so size retention deletes the
+            // first (2.2 KiB of the 2.5 KiB too many) and keeps the second.
+            (
+                "rolled",
+                vec![("segment.ms", "60000"), ("retention.bytes", "3000")],
+            ),
+            ("kept", vec![]),
+        ] {
+            assert_eq!(
+                node.create_topics(create(topic, &configs), 4).await.topics[0].error_code,
+                0
+            );
+            for minute in 0..5 {
+                produce(&node, topic, minute * MINUTE).await;
+            }
+        }
+        clock.0.store(10 * MINUTE, Ordering::SeqCst);
+        let deleted = node.apply_retention().await.unwrap();
+        let mut topics: Vec<&str> = deleted.iter().map(|d| d.partition.topic()).collect();
+        topics.sort_unstable();
+        let expected: &[&str] = if size_deletes {
+            &["bounded", "rolled", "short"]
+        } else {
+            &["rolled", "short"]
+        };
+        assert_eq!(topics, expected, "{backend:?}");
+
+        assert_eq!(
+            list_offset(&node, "short", -2).await,
+            5,
+            "{backend:?}: everything expired"
+        );
+        assert_eq!(list_offset(&node, "short", -1).await, 5);
+        assert_eq!(
+            fetch_error(&node, "short", 0).await,
+            1,
+            "OFFSET_OUT_OF_RANGE below the log start"
+        );
+        assert_eq!(
+            list_offset(&node, "compacted", -2).await,
+            0,
+            "compact alone deletes nothing"
+        );
+        assert_eq!(list_offset(&node, "kept", -2).await, 0, "7 days have not passed");
+        let bounded_start = list_offset(&node, "bounded", -2).await;
+        if size_deletes {
+            assert!(
+                (1..=3).contains(&bounded_start),
+                "{backend:?}: at least 3000 bytes stay: {bounded_start}"
+            );
+        } else {
+            assert_eq!(
+                bounded_start, 0,
+                "a segment is kept whole while deleting it would leave too little"
+            );
+        }
+        assert_eq!(list_offset(&node, "rolled", -2).await, 2, "{backend:?}");
+        assert_eq!(
+            produce(&node, "short", 10 * MINUTE).await,
+            5,
+            "offsets go on from the log end"
+        );
+        assert!(
+            node.apply_retention().await.unwrap().is_empty(),
+            "nothing more is due"
+        );
+        node.close().await.unwrap();
+        drop(node); // an embedded database opens once per directory
+
+        let node = open(dir.path(), store, clock.clone(), |_| {}).await;
+        assert_eq!(list_offset(&node, "short", -2).await, 5, "{backend:?}: durable");
+        assert_eq!(list_offset(&node, "bounded", -2).await, bounded_start);
+        node.close().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn the_brokers_log_retention_applies_to_topics_without_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(TestClock::default());
+    let store = Store(Backend::Fs, None);
+    let node = open(dir.path(), store, clock.clone(), |config| {
+        config.log_retention_ms = MINUTE
+    })
+    .await;
+    node.create_topics(create("plain", &[]), 4).await;
+    node.create_topics(create("own", &[("retention.ms", "-1")]), 4)
+        .await;
+    for topic in ["plain", "own"] {
+        produce(&node, topic, 0).await;
+    }
+    let described = node
+        .describe_topic_configs("plain", Some(&["retention.ms"]))
+        .await
+        .unwrap();
+    assert_eq!(described[0].value.value, "60000");
+    assert_eq!(described[0].value.source, ConfigSource::StaticBroker);
+    clock.0.store(2 * MINUTE, Ordering::SeqCst);
+    node.apply_retention().await.unwrap();
+    assert_eq!(list_offset(&node, "plain", -2).await, 1);
+    assert_eq!(
+        list_offset(&node, "own", -2).await,
+        0,
+        "retention.ms=-1 keeps data forever"
+    );
+    node.close().await.unwrap();
+}
