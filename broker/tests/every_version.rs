@@ -261,11 +261,19 @@ async fn scenario(key: ApiKey, version: i16) {
                 topic(TOPIC, 1, 1),
                 topic("zero", 0, 1),
                 topic("replicated", 1, 3),
-                topic("__internal", 1, 1),
+                topic("__cluster_metadata", 1, 1),
+                topic("__transaction_state", 1, 1),
+                topic("__mirrorlog_group_offsets", 1, 1),
+                topic("__double_underscored", 1, 1),
             ];
             let response: CreateTopicsResponse = call(b, key, version, &request).await.expect("answered");
             let codes: Vec<i16> = response.topics.iter().map(|t| t.error_code).collect();
-            assert_eq!(codes, vec![0, 36, 37, 38, 17], "v{version}");
+            // Kafka's internal names and serve's own are refused (INVALID_REQUEST); other `__` names are topics.
+            assert_eq!(codes, vec![0, 36, 37, 38, 42, 42, 42, 0], "v{version}");
+            assert_eq!(
+                response.topics[4].error_message.as_deref(),
+                Some("Creation of internal topic __cluster_metadata is prohibited.")
+            );
             request.validate_only = true;
             request.topics = vec![topic("checked", 1, 1)];
             let response: CreateTopicsResponse = call(b, key, version, &request).await.expect("answered");

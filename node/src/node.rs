@@ -34,6 +34,20 @@ use crate::{Clock, NodeError};
 /// The internal partition holding the transaction coordinator's log.
 pub const TXN_STATE_PARTITION: &str = "__transaction_state";
 
+/// Why a topic may not be created under `name`, if it may not: Kafka's internal topic names (serve keeps that
+/// state in internal logs of its own, one of them under `__transaction_state`) and the names of serve's own
+/// internal logs (`__mirrorlog_…`). Any other name beginning with `__` is a topic like any other, as in Kafka.
+pub fn reserved_topic_name(name: &str) -> Option<String> {
+    const KAFKA_INTERNAL: [&str; 4] = [
+        "__cluster_metadata",
+        "__consumer_offsets",
+        "__share_group_state",
+        TXN_STATE_PARTITION,
+    ];
+    (KAFKA_INTERNAL.contains(&name) || name.starts_with("__mirrorlog_"))
+        .then(|| format!("Creation of internal topic {name} is prohibited."))
+}
+
 /// The topic transaction markers name for group offsets (Kafka's).
 const CONSUMER_OFFSETS: &str = "__consumer_offsets";
 
@@ -367,8 +381,8 @@ impl Node {
         read_only: bool,
         overrides: Overrides,
     ) -> Result<(), KafkaError> {
-        if name.starts_with("__") {
-            return Err(KafkaError::InvalidTopic);
+        if reserved_topic_name(name).is_some() {
+            return Err(KafkaError::InvalidRequest);
         }
         if partitions == 0 || partitions > MAX_PARTITIONS {
             return Err(KafkaError::InvalidPartitions);

@@ -107,7 +107,14 @@ pub async fn create_topics(node: &Node, request: CreateTopicsRequest, _version: 
                 .iter()
                 .map(|config| (config.name.as_str(), config.value.as_deref())),
         );
-        let outcome: Result<(), ConfigRefusal> = if !matches!(topic.replication_factor, -1 | 1) {
+        let outcome: Result<(), ConfigRefusal> = if let Some(message) =
+            crate::node::reserved_topic_name(topic.name.as_str())
+        {
+            Err(ConfigRefusal {
+                error: KafkaError::InvalidRequest,
+                message: Some(message),
+            })
+        } else if !matches!(topic.replication_factor, -1 | 1) {
             Err(KafkaError::InvalidReplicationFactor.into())
         } else if !topic.assignments.is_empty() {
             Err(KafkaError::InvalidRequest.into())
