@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import both_ways as bw
-from kafka_node import LIBS_ENV, KafkaNode
+from kafka_node import LIBS_ENV, KafkaNode, run_kafka_tool
 
 TOPIC = "mirrored"
 MIRROR_ONCE_ENV = "MIRRORLOG_MIRROR_ONCE"
@@ -170,6 +170,15 @@ def read_committed(bootstrap, topic, partitions):
     return sorted(out)
 
 
+def describe_producers(bootstrap, topic, partition) -> list[list[str]]:
+    """`kafka-transactions describe-producers`: the table's rows (header first), cells stripped."""
+    done = run_kafka_tool(
+        "org.apache.kafka.tools.TransactionsCommand",
+        ["--bootstrap-server", bootstrap, "describe-producers", "--topic", topic, "--partition", str(partition)],
+    )
+    return [[cell.strip() for cell in line.split("\t")] for line in done.stdout.splitlines() if "\t" in line]
+
+
 def test_serve_mirrors_a_kafka_topic_of_several_partitions_and_fails_it_over_with_mirror_commands(source, tmp_path):
     node, _ = source
     from confluent_kafka import Producer
@@ -204,9 +213,18 @@ def test_serve_mirrors_a_kafka_topic_of_several_partitions_and_fails_it_over_wit
             ours = bw.mirrorlog_json("dump", tmp_path / "dest" / f"{MANY}-{partition}")
             theirs = [b for segment in node.segments(MANY, partition) for b in bw.mirrorlog_json("dump", segment)]
             assert ours == theirs
+        # The operator's view of the barrier (issue 51): while mirroring, `kafka-transactions describe-producers`
+        # shows on the mirror exactly the producer state Kafka shows for its partition (the same producer id,
+        # epoch, coordinator epoch, last sequence and time); after the failover, the barrier has cleared it.
+        before = describe_producers(dest, MANY, 0)
+        assert before == describe_producers(node.bootstrap, MANY, 0)
+        assert len(before) == 2 and before[0][0] == "ProducerId", before
         stopped = mirror_json("failover", dest, "--link", "from-kafka")
         for status in stopped["links"][0]["partitions"]:
             assert status["state"] == "STOPPED" and status["barrier_offset"] == status["log_end_offset"] - 1, status
+        after = describe_producers(dest, MANY, 0)
+        assert after == [before[0]], after
+        assert describe_producers(node.bootstrap, MANY, 0) == before, "the source keeps its producer"
     finally:
         process.terminate()
         assert process.wait(30) == 0
