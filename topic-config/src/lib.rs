@@ -496,8 +496,10 @@ impl Overrides {
             .map(|def| self.value(def, broker))
             .unwrap_or_default();
         let delete_by_retention = list_items(&cleanup_policy).any(|item| item == "delete");
+        let compacted = list_items(&cleanup_policy).any(|item| item == "compact");
         TopicSettings {
             delete_by_retention,
+            compacted,
             retention_ms: number("retention.ms", 604_800_000),
             retention_bytes: number("retention.bytes", -1),
             segment_bytes: u64::try_from(number("segment.bytes", 1 << 30)).unwrap_or(1 << 30),
@@ -525,6 +527,8 @@ impl Overrides {
 pub struct TopicSettings {
     /// `cleanup.policy` includes `delete`: retention deletes old data.
     pub delete_by_retention: bool,
+    /// `cleanup.policy` includes `compact`: every record needs a key (Kafka refuses keyless ones).
+    pub compacted: bool,
     /// `retention.ms` (negative: forever).
     pub retention_ms: i64,
     /// `retention.bytes` (negative: no bound).

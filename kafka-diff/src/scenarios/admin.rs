@@ -103,7 +103,11 @@ pub async fn create_topics_every_version(session: &mut Session) -> Result<(), Di
             requests::creatable(&session.topic(&format!("replicated-v{version}")), 1, 3),
             requests::creatable("bad/name", 1, 1),
             // A name beginning with `__` is a topic like any other; only internal names are refused.
-            requests::creatable(&format!("__{}", session.topic(&format!("dunder-v{version}"))), 1, 1),
+            requests::creatable(
+                &format!("__{}", session.topic(&format!("dunder-v{version}"))),
+                1,
+                1,
+            ),
             requests::creatable("__cluster_metadata", 1, 1),
         ];
         let answer: CreateTopicsResponse = session.call(ApiKey::CreateTopics, version, &request).await?;

@@ -485,3 +485,30 @@ pub async fn topic_configs_applied(session: &mut Session) -> Result<(), DiffErro
     )
     .await
 }
+
+pub async fn compacted_topics_refuse_records_without_a_key(session: &mut Session) -> Result<(), DiffError> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_millis() as i64);
+    for policy in ["compact", "compact,delete", "delete"] {
+        let topic = topic_with(
+            session,
+            &policy.replace(',', "-"),
+            &[("cleanup.policy", Some(policy))],
+        )
+        .await?;
+        // Every third record of a batch has no key (records 2 and 5 of six).
+        let mut far = BatchSpec::plain("far", 3);
+        far.base_timestamp = Some(now + 2 * 3_600_000);
+        for (step, spec) in [
+            ("six records, two without a key", BatchSpec::plain("mixed", 6)),
+            ("two records with keys", BatchSpec::plain("keyed", 2)),
+            ("three records two hours ahead, the last without a key", far),
+        ] {
+            let request = requests::produce(None, -1, vec![(topic.as_str(), 0, spec.build()?)]);
+            let answer: ProduceResponse = ask(session, ApiKey::Produce, &request).await?;
+            session.observe(&format!("{policy}: {step}"), crate::observe::produce(&answer));
+        }
+    }
+    Ok(())
+}

@@ -76,6 +76,7 @@ scenarios! {
     configs::alter_configs_every_version => "AlterConfigs at every version: overrides replaced, validate_only, a bad value, an unknown topic, read back",
     configs::incremental_alter_configs_every_version => "IncrementalAlterConfigs at every version: SET, DELETE, APPEND, SUBTRACT, a null SET, APPEND to a non-list, an unknown topic, read back",
     configs::topic_configs_applied => "max.message.bytes, message.timestamp.after.max.ms and message.timestamp.type=LogAppendTime set on topics: what a produce and a fetch see",
+    configs::compacted_topics_refuse_records_without_a_key => "a compacted topic refuses a batch holding records without a key (INVALID_RECORD naming them), the timestamp check beside it; compact,delete too; delete accepts them",
     inspect::describe_producers_every_version => "DescribeProducers at every version: an idempotent producer, a transaction open then committed, an unknown partition and topic",
     inspect::list_transactions_every_version => "ListTransactions at every version: all, by state (with an unknown one), by producer id, by duration (v1)",
     inspect::write_txn_markers_every_version => "WriteTxnMarkers at every version: a client aborts an open transaction itself (kafka-transactions abort), an unknown partition; what read_committed reads after",

@@ -155,7 +155,8 @@ struct Appended {
 struct Refusal {
     error: KafkaError,
     log_start_offset: i64,
-    /// The batch-relative indexes of the records that caused it (INVALID_TIMESTAMP), as Kafka lists them.
+    /// The batch-relative indexes of the records that caused it (INVALID_TIMESTAMP, INVALID_RECORD), as Kafka
+    /// lists them.
     record_errors: Vec<i32>,
 }
 
@@ -216,6 +217,35 @@ async fn append(
         .set_segment_policy(settings.segment_bytes, Some(settings.segment_ms));
     let mut log_append_time = None;
     if let Some(batch) = batches.first_mut() {
+        // Kafka's record validation, each record's first error only: a key (compacted topics), then the
+        // timestamp; INVALID_TIMESTAMP if any record's first error is its timestamp, else INVALID_RECORD.
+        let keyless = if settings.compacted {
+            records_without_key(batch)
+        } else {
+            Vec::new()
+        };
+        let far: Vec<i32> = if settings.log_append_time {
+            Vec::new()
+        } else {
+            records_far_from_now(node, &settings, batch)
+                .into_iter()
+                .filter(|index| !keyless.contains(index))
+                .collect()
+        };
+        if !keyless.is_empty() || !far.is_empty() {
+            let error = if far.is_empty() {
+                KafkaError::InvalidRecord
+            } else {
+                KafkaError::InvalidTimestamp
+            };
+            let mut record_errors: Vec<i32> = keyless.into_iter().chain(far).collect();
+            record_errors.sort_unstable();
+            return Err(Refusal {
+                error,
+                log_start_offset,
+                record_errors,
+            });
+        }
         if settings.log_append_time {
             // The broker's clock replaces the producer's; the client's CRC is checked before the batch is
             // re-stamped (a corrupt batch stays corrupt, for the log to refuse).
@@ -223,15 +253,6 @@ async fn append(
                 let now = node.now_ms();
                 batch.set_log_append_time(now);
                 log_append_time = Some(now);
-            }
-        } else {
-            let far = records_far_from_now(node, &settings, batch);
-            if !far.is_empty() {
-                return Err(Refusal {
-                    error: KafkaError::InvalidTimestamp,
-                    log_start_offset,
-                    record_errors: far,
-                });
             }
         }
     }
@@ -281,6 +302,29 @@ fn records_far_from_now(
         .filter_map(|(index, record)| {
             let record = record.ok()?;
             too_far(record.timestamp).then(|| i32::try_from(index).unwrap_or(i32::MAX))
+        })
+        .collect()
+}
+
+/// The indexes of a batch's records without a key: a compacted topic refuses them (Kafka's
+/// "Compacted topic cannot accept message without key"). Control batches are not looked into (the log refuses a
+/// client's); a batch whose CRC fails is left to the log (CORRUPT_MESSAGE).
+fn records_without_key(batch: &record_format::RecordBatch) -> Vec<i32> {
+    if batch.is_control() || batch.verify_crc().is_err() {
+        return Vec::new();
+    }
+    let Ok(records) = batch.records() else {
+        return Vec::new();
+    };
+    records
+        .iter()
+        .enumerate()
+        .filter_map(|(index, record)| {
+            let record = record.ok()?;
+            record
+                .key
+                .is_none()
+                .then(|| i32::try_from(index).unwrap_or(i32::MAX))
         })
         .collect()
 }
