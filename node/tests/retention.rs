@@ -73,10 +73,10 @@ fn create(name: &str, configs: &[(&str, &str)]) -> CreateTopicsRequest {
     request
 }
 
-/// Produces one 1 KiB record with `timestamp`; returns its offset.
+/// Produces one keyed 1 KiB record with `timestamp`; returns its offset.
 async fn produce(node: &Node, topic: &str, timestamp: i64) -> i64 {
     let mut builder = BatchBuilder::new();
-    builder.add(timestamp, None, Some(&[b'x'; 1024]), &[]);
+    builder.add(timestamp, Some(b"key"), Some(&[b'x'; 1024]), &[]);
     let mut partition = produce_request::PartitionProduceData::default();
     partition.records = Some(builder.build().unwrap().as_bytes().clone());
     let mut data = produce_request::TopicProduceData::default();
