@@ -14,7 +14,9 @@ use mirror_fsm::{
 
 use super::admin::{AdminRequest, AdminResponse, LinkStatus, PartitionStatus};
 use super::error::MirrorError;
-use super::links::{leader, log_end, slot, wrote, MirrorLinks, Mirrored, PartitionKey};
+use super::links::{
+    leader, log_end, log_end_and_truncations, slot, wrote, MirrorLinks, Mirrored, PartitionKey,
+};
 use super::registry::{LinkRecord, TopicRecord};
 use crate::Node;
 
@@ -550,7 +552,7 @@ impl MirrorLinks {
             }
             for partition in 0..record.partitions as i32 {
                 let key = (topic.clone(), partition);
-                let end = log_end(node, &key).await.unwrap_or(-1);
+                let (end, truncations) = log_end_and_truncations(node, &key).await.unwrap_or((-1, 0));
                 let Some(mirrored) = self.partitions.get(&key) else {
                     partitions.push(PartitionStatus {
                         topic: topic.clone(),
@@ -562,6 +564,7 @@ impl MirrorLinks {
                         lag_offsets: None,
                         lag_ms: None,
                         barrier_offset: None,
+                        truncations,
                         error: Some("not started".to_owned()),
                     });
                     continue;
@@ -599,6 +602,7 @@ impl MirrorLinks {
                         }
                     }),
                     barrier_offset: barrier,
+                    truncations,
                     error: state
                         .failure()
                         .map(|failure| failure.message.clone())

@@ -152,6 +152,11 @@ pub struct PartitionStatus {
     pub lag_ms: Option<i64>,
     /// Where the barrier is, once a failover stopped the partition.
     pub barrier_offset: Option<i64>,
+    /// How many times the partition's log was cut back since `serve` started: aligning a new mirror's empty log
+    /// with its source counts once; any later cut removed batches the mirror held (a failback's alignment, or a
+    /// source that proved the logs diverged). A retry after a transient fault never cuts (issue 50).
+    #[serde(default)]
+    pub truncations: u64,
     /// The latest error (a FAILED partition's failure, or a fetch that failed and is retried).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

@@ -682,9 +682,16 @@ pub(super) fn leader<'a>(
 
 /// Where a partition's log ends (`None`: missing or closed).
 pub(super) async fn log_end(node: &Node, key: &PartitionKey) -> Option<i64> {
+    log_end_and_truncations(node, key).await.map(|(end, _)| end)
+}
+
+/// Where the partition's log ends, and how many times it was cut back since the node opened it.
+pub(super) async fn log_end_and_truncations(node: &Node, key: &PartitionKey) -> Option<(i64, u64)> {
     let slot = node.partition(&key.0, key.1).await?;
     let guard = slot.lock().await;
-    guard.as_ref().map(|replicas| replicas.leader.log_end_offset())
+    guard
+        .as_ref()
+        .map(|replicas| (replicas.leader.log_end_offset(), replicas.leader.truncations()))
 }
 
 /// After a driver wrote: replication moves the high watermark, long polls wake.
