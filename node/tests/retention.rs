@@ -249,3 +249,33 @@ async fn the_brokers_log_retention_applies_to_topics_without_their_own() {
     );
     node.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_search_by_timestamp_skips_the_segments_that_end_before_it_and_finds_the_first_record_reaching_it()
+{
+    for store in [Store(Backend::Fs, Some(2048)), Store(Backend::Memory, None)] {
+        let dir = tempfile::tempdir().unwrap();
+        let node = open(dir.path(), store, Arc::new(TestClock::default()), |_| {}).await;
+        node.create_topics(create("timed", &[]), 4).await;
+        // Offsets 0..10 at minutes 0..10, except offset 6, stamped back at minute 1 (timestamps out of order).
+        for offset in 0..10 {
+            let minute = if offset == 6 { 1 } else { offset };
+            assert_eq!(produce(&node, "timed", minute * MINUTE).await, offset);
+        }
+        for (target, expected) in [
+            (0, 0),
+            (MINUTE, 1),
+            (MINUTE + 1, 2),
+            (5 * MINUTE + 1, 7),
+            (9 * MINUTE, 9),
+            (9 * MINUTE + 1, -1),
+        ] {
+            assert_eq!(
+                list_offset(&node, "timed", target).await,
+                expected,
+                "{store:?} at {target}"
+            );
+        }
+        node.close().await.unwrap();
+    }
+}

@@ -251,6 +251,12 @@ impl PartitionLog {
         Ok(summary)
     }
 
+    /// Up to `max` of the log's retention units ([`storage::SegmentSummary`]: storage-fs's segments, else
+    /// batches) from the one holding `from_offset`: what retention deletes, and what a search by timestamp skips.
+    pub async fn segments(&self, from_offset: i64, max: usize) -> Result<Vec<storage::SegmentSummary>> {
+        Ok(self.storage.segments(from_offset, max).await?)
+    }
+
     /// The bytes the log holds (what `retention.bytes` bounds, what DescribeLogDirs reports).
     pub async fn size_bytes(&self) -> Result<u64> {
         Ok(self.storage.size_bytes().await?)

@@ -242,10 +242,11 @@ enum Seen<'a> {
 /// records carry its time), and may stop the scan. Reads [`SEARCH_READ_BYTES`] at a time.
 async fn scan_records(
     log: &partition_log::PartitionLog,
+    from: i64,
     upper: i64,
     mut visit: impl FnMut(Seen<'_>) -> Scan,
 ) -> Result<(), i16> {
-    let mut offset = log.log_start_offset();
+    let mut offset = from.max(log.log_start_offset());
     while offset < upper {
         let batches = log
             .read_for_replica(offset, SEARCH_READ_BYTES)
@@ -284,7 +285,7 @@ async fn scan_records(
 /// of the log, as `search` is (a time index is not kept yet).
 async fn max_timestamp(log: &partition_log::PartitionLog, upper: i64) -> Result<Option<(i64, i64)>, i16> {
     let mut best: Option<(i64, i64)> = None;
-    scan_records(log, upper, |seen| match seen {
+    scan_records(log, log.log_start_offset(), upper, |seen| match seen {
         Seen::Batch(batch) if best.is_some_and(|(_, held)| batch.max_timestamp() <= held) => Scan::Skip,
         Seen::Batch(_) => Scan::Go,
         Seen::Record(offset, timestamp) => {
@@ -298,14 +299,48 @@ async fn max_timestamp(log: &partition_log::PartitionLog, upper: i64) -> Result<
     Ok(best)
 }
 
+/// Retention units asked per page when a search skips units.
+const SEARCH_UNITS_PER_PAGE: usize = 256;
+
+/// Where a search for `timestamp` starts: the first retention unit (a storage-fs segment, or a batch) whose largest
+/// timestamp reaches it — every unit before holds only older records, as Kafka's time index lets it skip
+/// segments. `None` when no unit below `upper` does.
+async fn first_unit_reaching(
+    log: &partition_log::PartitionLog,
+    timestamp: i64,
+    upper: i64,
+) -> Result<Option<i64>, i16> {
+    let mut from = log.log_start_offset();
+    while from < upper.min(log.log_end_offset()) {
+        let units = log
+            .segments(from, SEARCH_UNITS_PER_PAGE)
+            .await
+            .map_err(|error| log_error(&error).code())?;
+        let Some(last) = units.last() else {
+            return Ok(None);
+        };
+        if let Some(unit) = units.iter().find(|unit| unit.max_timestamp >= timestamp) {
+            return Ok((unit.base_offset < upper).then_some(unit.base_offset.max(from)));
+        }
+        if last.next_offset <= from {
+            return Ok(None);
+        }
+        from = last.next_offset;
+    }
+    Ok(None)
+}
+
 /// The first record below `upper` with a timestamp at or after `timestamp`: `(offset, its timestamp)`.
 async fn search(
     log: &partition_log::PartitionLog,
     timestamp: i64,
     upper: i64,
 ) -> Result<Option<(i64, i64)>, i16> {
+    let Some(from) = first_unit_reaching(log, timestamp, upper).await? else {
+        return Ok(None);
+    };
     let mut found = None;
-    scan_records(log, upper, |seen| match seen {
+    scan_records(log, from, upper, |seen| match seen {
         Seen::Batch(batch) if batch.max_timestamp() < timestamp => Scan::Skip,
         Seen::Batch(_) => Scan::Go,
         Seen::Record(offset, record_timestamp) if record_timestamp >= timestamp => {
