@@ -371,6 +371,33 @@ impl BatchBuilder {
         self
     }
 
+    /// Keeps the records whose `keep` entry is true (a log cleaner's rewrite, on a builder made by
+    /// [`Self::from_batch`]): offset deltas and `lastOffsetDelta` stay as they were, so every kept record keeps its offset and the batch its last offset and sequence range;
+    /// the record count follows the records kept; the base timestamp becomes the first kept record's (each delta
+    /// rebased on it), and a CreateTime batch's maximum timestamp is the kept records' (a LogAppendTime batch keeps
+    /// its own). Entries beyond `keep`'s length are dropped.
+    pub fn retain_records(&mut self, keep: &[bool]) {
+        let base = self.base_timestamp.unwrap_or(NO_TIMESTAMP);
+        let mut kept: Vec<NewRecord> = std::mem::take(&mut self.records)
+            .into_iter()
+            .zip(keep)
+            .filter_map(|(record, &keep)| keep.then_some(record))
+            .collect();
+        let new_base = kept
+            .first()
+            .map_or(base, |first| base.wrapping_add(first.timestamp_delta));
+        for record in &mut kept {
+            let absolute = base.wrapping_add(record.timestamp_delta);
+            record.timestamp_delta = absolute.wrapping_sub(new_base);
+        }
+        self.records = kept;
+        self.record_count = None;
+        self.base_timestamp = Some(new_base);
+        if self.attributes.timestamp_type() != TimestampType::LogAppendTime {
+            self.max_timestamp = None;
+        }
+    }
+
     /// The records added so far.
     pub fn records(&self) -> &[NewRecord] {
         &self.records

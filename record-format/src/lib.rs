@@ -29,6 +29,7 @@ pub mod batch;
 pub mod buffers;
 pub mod builder;
 pub mod checked;
+pub mod compact;
 pub mod compression;
 pub mod control;
 pub mod crc;
@@ -43,6 +44,7 @@ pub use batch::{Attributes, RecordBatch, TimestampType};
 pub use buffers::BatchBuffers;
 pub use builder::{BatchBuilder, NewHeader, NewRecord};
 pub use checked::{CrcCheckError, CrcCheckedBatches, SharedCrcCheck};
+pub use compact::{filter_batch, FilterError, Filtered};
 pub use compression::{Compression, DecodeLimits};
 pub use control::{
     check_records, end_txn_marker_batch, mirror_pid_reset_batch, visit_records, ControlBatchPlacement,
