@@ -88,7 +88,12 @@ mod tests {
         for index in 0..5u8 {
             let key = [b'k', index];
             let value = [b'v', index];
-            builder.add(1_000 + i64::from(index) * 10, Some(&key), Some(&value), &[("h", Some(b"x"))]);
+            builder.add(
+                1_000 + i64::from(index) * 10,
+                Some(&key),
+                Some(&value),
+                &[("h", Some(b"x"))],
+            );
         }
         builder.build().unwrap()
     }
@@ -121,23 +126,40 @@ mod tests {
                 "{compression:?}"
             );
             assert_eq!(filtered.base_offset(), 100);
-            assert_eq!(filtered.last_offset(), 104, "the last offset stays: the sequence range does");
+            assert_eq!(
+                filtered.last_offset(),
+                104,
+                "the last offset stays: the sequence range does"
+            );
             assert_eq!(filtered.record_count(), 2);
             assert_eq!(
-                (filtered.producer_id(), filtered.producer_epoch(), filtered.base_sequence()),
+                (
+                    filtered.producer_id(),
+                    filtered.producer_epoch(),
+                    filtered.base_sequence()
+                ),
                 (42, 3, 10)
             );
             assert_eq!(filtered.partition_leader_epoch(), 7);
             assert_eq!(filtered.attributes(), original.attributes());
-            assert_eq!((filtered.base_timestamp(), filtered.max_timestamp()), (1_010, 1_030));
+            assert_eq!(
+                (filtered.base_timestamp(), filtered.max_timestamp()),
+                (1_010, 1_030)
+            );
         }
     }
 
     #[test]
     fn a_batch_keeps_its_bytes_when_every_record_stays_and_goes_when_none_does() {
         let original = batch(Compression::Lz4);
-        assert_eq!(filter_batch(&original, |_| true, false).unwrap(), Filtered::Unchanged);
-        assert_eq!(filter_batch(&original, |_| false, false).unwrap(), Filtered::Removed);
+        assert_eq!(
+            filter_batch(&original, |_| true, false).unwrap(),
+            Filtered::Unchanged
+        );
+        assert_eq!(
+            filter_batch(&original, |_| false, false).unwrap(),
+            Filtered::Removed
+        );
     }
 
     #[test]
@@ -149,7 +171,10 @@ mod tests {
         empty.verify_crc().unwrap();
         assert_eq!(empty.record_count(), 0);
         assert_eq!((empty.base_offset(), empty.last_offset()), (100, 104));
-        assert_eq!((empty.producer_id(), empty.producer_epoch(), empty.base_sequence()), (42, 3, 10));
+        assert_eq!(
+            (empty.producer_id(), empty.producer_epoch(), empty.base_sequence()),
+            (42, 3, 10)
+        );
         assert!(empty.is_transactional());
         assert_eq!(empty.attributes().compression_id(), Compression::None.id());
         assert_eq!((empty.base_timestamp(), empty.max_timestamp()), (1_040, 1_040));

@@ -12,8 +12,8 @@ use storage::{
 };
 
 use crate::files::{
-    append_durably, classify, cut_durably, offset_file, sync_dir, write_atomically, DirEntry, METADATA_FILE,
-    SNAPSHOT_SUFFIX,
+    append_durably, classify, cut_durably, offset_file, sync_dir, write_atomically, DirEntry, LOG_SUFFIX,
+    METADATA_FILE, SNAPSHOT_SUFFIX,
 };
 use crate::metadata;
 use crate::segment::Segment;
@@ -276,6 +276,36 @@ impl FsPartition {
         Ok(())
     }
 
+    /// Rewrites the inactive segment at `base` to hold `batches` (a cleaner's rewrite): its new `.log` is written
+    /// beside it and renamed over it (atomic: a crash leaves the old file or the new one, and a `.tmp` the next open
+    /// removes), then the segment is opened again, which rebuilds its offset and time indexes from the new file;
+    /// its `.txnindex` stays as it is (the aborted transactions it names are still the partition's).
+    fn rewrite_segment(&mut self, base: i64, batches: &[&RecordBatch]) -> Result<(), StorageError> {
+        let bytes: Vec<u8> = batches
+            .iter()
+            .flat_map(|batch| batch.as_bytes().iter().copied())
+            .collect();
+        if let Some(old) = self.segments.get_mut(&base) {
+            old.write_pending_indexes()?;
+        }
+        write_atomically(
+            self.vfs.as_ref(),
+            &offset_file(&self.dir, base, LOG_SUFFIX),
+            &bytes,
+        )?;
+        // The old segment's handles go (its files are the new one's now), then the segment is read again.
+        self.segments.remove(&base);
+        let (segment, _recovery) = Segment::open(
+            &self.vfs,
+            &self.dir,
+            base,
+            self.config.index_interval_bytes,
+            OpenMode::ReadWrite,
+        )?;
+        self.segments.insert(base, segment);
+        Ok(())
+    }
+
     fn needs_roll(segment: &Segment, batch: &RecordBatch, segment_bytes: u64) -> bool {
         segment.first_batch_offset.is_some()
             && (segment.size + batch.size() as u64 > segment_bytes
@@ -493,6 +523,28 @@ impl BlockingPartition for FsPartition {
 
     fn size_bytes(&self) -> Result<u64, StorageError> {
         Ok(self.segments.values().map(|segment| segment.size).sum())
+    }
+
+    fn replace_batches(&mut self, from: i64, to: i64, batches: &[RecordBatch]) -> Result<(), StorageError> {
+        let invalid = |reason: &str| StorageError::InvalidRewrite {
+            from,
+            to,
+            reason: reason.to_owned(),
+        };
+        let active = self.segments.keys().next_back().copied().unwrap_or(0);
+        if !self.segments.contains_key(&from) || !(self.segments.contains_key(&to) && to <= active) {
+            return Err(invalid("storage-fs rewrites whole segments below the active one"));
+        }
+        let bases: Vec<i64> = self.segments.range(from..to).map(|(&base, _)| base).collect();
+        for (index, &base) in bases.iter().enumerate() {
+            let end = bases.get(index + 1).copied().unwrap_or(to);
+            let inside: Vec<&RecordBatch> = batches
+                .iter()
+                .filter(|batch| (base..end).contains(&batch.base_offset()))
+                .collect();
+            self.rewrite_segment(base, &inside)?;
+        }
+        Ok(())
     }
 
     fn roll_segment(&mut self) -> Result<(), StorageError> {

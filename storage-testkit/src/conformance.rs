@@ -478,6 +478,74 @@ pub async fn retention_units_cover_the_log_and_its_size_follows_every_change(bac
     assert_eq!(partition.size_bytes().await.unwrap(), bytes_of(&after));
 }
 
+/// A log cleaner's rewrite of a range of whole units: the batches kept (one of them with fewer records) are read
+/// back at their own offsets, a read from a removed offset gets the next batch kept, the size follows, and all of
+/// it survives a reopen; a rewrite outside the log, or with a batch outside its range, is refused.
+pub async fn a_cleaners_rewrite_keeps_offsets_and_survives_a_reopen(backend: &dyn Backend) {
+    let (store, mut partition) = fresh(backend).await;
+    let batches = run_of_batches(0, 60);
+    partition.append(&batches).await.unwrap();
+    partition.roll_segment().await.unwrap();
+    let tail = run_of_batches(partition.log_end_offset(), 3);
+    partition.append(&tail).await.unwrap();
+    let units = all_units(partition.as_ref(), 0).await;
+    // From the first unit to a unit boundary below the active unit, about two thirds in.
+    let to = units[units.len() * 2 / 3].base_offset;
+    let (from, end) = (units[0].base_offset, partition.log_end_offset());
+    let range: Vec<&RecordBatch> = batches.iter().filter(|b| b.base_offset() < to).collect();
+    let mut kept: Vec<RecordBatch> = range.iter().step_by(2).map(|b| (*b).clone()).collect();
+    let several = kept.iter().position(|b| b.record_count() > 1).unwrap();
+    let record_format::Filtered::Rebuilt(fewer) =
+        record_format::filter_batch(&kept[several], |record| record.offset_delta == 0, false).unwrap()
+    else {
+        panic!("one record kept");
+    };
+    kept[several] = fewer;
+
+    let too_far = run_of_batches(to, 1);
+    for (rewrite_from, rewrite_to, with) in [(from, to, &too_far), (to, from, &kept), (from, end + 1, &kept)]
+    {
+        assert!(
+            matches!(
+                partition.replace_batches(rewrite_from, rewrite_to, with).await,
+                Err(StorageError::InvalidRewrite { .. })
+            ),
+            "[{rewrite_from}, {rewrite_to})"
+        );
+    }
+    partition.replace_batches(from, to, &kept).await.unwrap();
+    let rest: Vec<RecordBatch> = batches
+        .iter()
+        .filter(|b| b.base_offset() >= to)
+        .chain(&tail)
+        .cloned()
+        .collect();
+    let expected: Vec<RecordBatch> = kept.iter().chain(&rest).cloned().collect();
+    assert_same(&read_all(partition.as_ref()).await, &expected);
+    assert_eq!(
+        (partition.log_start_offset(), partition.log_end_offset()),
+        (0, end)
+    );
+    let removed = range[1].base_offset();
+    let read = partition.read(removed, 1).await.unwrap();
+    assert_eq!(
+        read[0].base_offset(),
+        range[2].base_offset(),
+        "a removed offset reads the next batch kept"
+    );
+    assert_eq!(partition.size_bytes().await.unwrap(), bytes_of(&expected));
+
+    partition.flush(Durability::Sync).await.unwrap();
+    drop(partition);
+    let partition = store.open(&pid()).await.unwrap();
+    assert_same(&read_all(partition.as_ref()).await, &expected);
+    assert_eq!(
+        partition.size_bytes().await.unwrap(),
+        bytes_of(&expected),
+        "after a reopen"
+    );
+}
+
 /// Snapshots are stored by offset and found at or below an offset.
 pub async fn snapshots_round_trip(backend: &dyn Backend) {
     let (_store, mut partition) = fresh(backend).await;
@@ -801,6 +869,7 @@ macro_rules! conformance_suite {
             truncate_fully_restarts_the_log,
             delete_before_moves_the_log_start,
             retention_units_cover_the_log_and_its_size_follows_every_change,
+            a_cleaners_rewrite_keeps_offsets_and_survives_a_reopen,
             snapshots_round_trip,
             aborted_txn_index_collects_and_orders,
             metadata_round_trips,

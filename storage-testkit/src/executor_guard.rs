@@ -200,6 +200,10 @@ impl BlockingPartition for Guarded {
         self.inner.roll_segment()
     }
 
+    fn replace_batches(&mut self, from: i64, to: i64, batches: &[RecordBatch]) -> storage::Result<()> {
+        self.inner.replace_batches(from, to, batches)
+    }
+
     fn read_with_buffers(
         &self,
         from_offset: i64,

@@ -116,6 +116,10 @@ impl PartitionStorage for FaultyPartition {
         self.write(false)?;
         self.inner.roll_segment().await
     }
+    async fn replace_batches(&mut self, from: i64, to: i64, batches: &[RecordBatch]) -> Result<()> {
+        self.write(false)?;
+        self.inner.replace_batches(from, to, batches).await
+    }
     async fn truncate_to(&mut self, offset: i64) -> Result<()> {
         self.write(false)?;
         self.inner.truncate_to(offset).await

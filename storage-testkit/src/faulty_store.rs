@@ -141,6 +141,9 @@ impl BlockingPartition for FaultyBlockingPartition {
     fn roll_segment(&mut self) -> storage::Result<()> {
         self.inner.roll_segment()
     }
+    fn replace_batches(&mut self, from: i64, to: i64, batches: &[RecordBatch]) -> storage::Result<()> {
+        self.inner.replace_batches(from, to, batches)
+    }
     fn truncate_to(&mut self, offset: i64) -> storage::Result<()> {
         self.inner.truncate_to(offset)
     }

@@ -136,6 +136,11 @@ pub trait BlockingPartition: Send + 'static {
     fn roll_segment(&mut self) -> Result<()> {
         Ok(())
     }
+    /// Replaces the batches whose base offsets lie in `[from, to)` with `batches` (a log cleaner's rewrite; the
+    /// wrapper checks the range lies in the log and `batches` inside it, ascending). storage-fs needs `from` and
+    /// `to` at segment bases below the active segment and rewrites one segment at a time, each atomically; the
+    /// others rewrite the range atomically. Offsets never change: each batch holds offsets the range held.
+    fn replace_batches(&mut self, from: i64, to: i64, batches: &[RecordBatch]) -> Result<()>;
     /// Moves the log start forward to `offset`; batches wholly below it may be dropped.
     fn delete_before(&mut self, offset: i64) -> Result<()>;
     /// Makes appended data durable to the given level.

@@ -13,8 +13,8 @@ use record_format::{AbortedTxn, BatchBuffers, RecordBatch};
 use crate::blocking::{BlockingPartition, OpenMode};
 use crate::error::StorageError;
 use crate::partition::{
-    check_aborted_txn, check_append, check_delete_before, check_metadata_key, check_read_offset, truncation,
-    Durability, Truncation,
+    check_aborted_txn, check_append, check_delete_before, check_metadata_key, check_read_offset,
+    check_rewrite, truncation, Durability, Truncation,
 };
 use crate::report::OpenReport;
 use crate::segments::SegmentSummary;
@@ -157,6 +157,13 @@ impl Checked {
     /// See [`crate::PartitionStorage::size_bytes`].
     pub fn size_bytes(&self) -> Result<u64> {
         self.inner.size_bytes()
+    }
+
+    /// See [`crate::PartitionStorage::replace_batches`].
+    pub fn replace_batches(&mut self, from: i64, to: i64, batches: &[RecordBatch]) -> Result<()> {
+        self.writable()?;
+        check_rewrite(from, to, self.log_end_offset(), batches)?;
+        self.write(|inner| inner.replace_batches(from, to, batches))
     }
 
     /// See [`crate::PartitionStorage::roll_segment`].

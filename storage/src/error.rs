@@ -125,6 +125,17 @@ pub enum StorageError {
     /// The configuration is not valid.
     #[error("invalid storage configuration: {0}")]
     Config(String),
+    /// A cleaner's rewrite that does not fit the log: a range outside it or not on unit boundaries, or a batch
+    /// outside the range or out of order.
+    #[error("cannot rewrite offsets [{from}, {to}): {reason}")]
+    InvalidRewrite {
+        /// The range's start.
+        from: i64,
+        /// The range's end.
+        to: i64,
+        /// What is wrong.
+        reason: String,
+    },
 }
 
 impl StorageError {

@@ -508,6 +508,28 @@ impl<K: OrderedKv> BlockingPartition for KvPartition<K> {
         Ok(())
     }
 
+    fn replace_batches(&mut self, from: i64, to: i64, batches: &[RecordBatch]) -> Result<()> {
+        // Held appends first (a range deletion in sled removes only the keys the database already holds), then one
+        // synced write: the old batches of the range go and the new ones come together.
+        self.write_unwritten()?;
+        let mut ops = vec![KvOp::DeleteRange(
+            Space::Batches,
+            offset_key(from).to_vec(),
+            Some(offset_key(to).to_vec()),
+        )];
+        ops.extend(batches.iter().map(|batch| {
+            KvOp::Put(
+                Space::Batches,
+                offset_key(batch.base_offset()).to_vec(),
+                batch.as_bytes().clone(),
+            )
+        }));
+        self.write(ops, true)?;
+        // Counted again when next asked.
+        self.size.set(None);
+        Ok(())
+    }
+
     fn delete_before(&mut self, offset: i64) -> Result<()> {
         self.write_unwritten()?;
         // Batches wholly below the new start go; one straddling it stays readable.

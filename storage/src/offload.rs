@@ -253,6 +253,12 @@ impl PartitionStorage for OffloadedPartition {
         self.read_call(|checked| checked.size_bytes()).await
     }
 
+    async fn replace_batches(&mut self, from: i64, to: i64, batches: &[RecordBatch]) -> Result<()> {
+        let batches = batches.to_vec();
+        self.call(move |checked| checked.replace_batches(from, to, &batches))
+            .await
+    }
+
     async fn roll_segment(&mut self) -> Result<()> {
         self.call(|checked| checked.roll_segment()).await
     }

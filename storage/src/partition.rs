@@ -79,6 +79,9 @@ pub trait PartitionStorage: Send + Sync {
     /// Ends the active retention unit at the log end (Kafka's segment roll; nothing to do for a backend whose
     /// units are batches).
     async fn roll_segment(&mut self) -> Result<()>;
+    /// Replaces the batches whose base offsets lie in `[from, to)` with `batches`: a log cleaner's rewrite, offsets
+    /// unchanged (see [`crate::BlockingPartition::replace_batches`] for the units storage-fs needs).
+    async fn replace_batches(&mut self, from: i64, to: i64, batches: &[RecordBatch]) -> Result<()>;
     /// Removes every batch at or after `offset` (a batch boundary) and the index entries ending there or later.
     /// At or below the log start the log is emptied and starts at `offset`.
     async fn truncate_to(&mut self, offset: i64) -> Result<()>;
@@ -318,6 +321,29 @@ pub fn check_delete_before(offset: i64, log_start: i64, log_end: i64) -> Result<
         });
     }
     Ok(offset > log_start)
+}
+
+/// Checks a cleaner's rewrite: `[from, to)` inside `[log_start_floor, log_end]` and non-empty, each batch inside it,
+/// offsets growing.
+pub fn check_rewrite(from: i64, to: i64, log_end: i64, batches: &[RecordBatch]) -> Result<()> {
+    let invalid = |reason: String| StorageError::InvalidRewrite { from, to, reason };
+    if from >= to || to > log_end {
+        return Err(invalid(format!(
+            "the range must be non-empty and end at or before the log end {log_end}"
+        )));
+    }
+    let mut next = from;
+    for batch in batches {
+        if batch.base_offset() < next || batch.last_offset() >= to {
+            return Err(invalid(format!(
+                "batch {}..={} is outside the range or out of order",
+                batch.base_offset(),
+                batch.last_offset()
+            )));
+        }
+        next = batch.next_offset();
+    }
+    Ok(())
 }
 
 /// Checks a read's start offset against the log bounds.
