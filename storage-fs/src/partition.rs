@@ -532,7 +532,7 @@ impl BlockingPartition for FsPartition {
             reason: reason.to_owned(),
         };
         let active = self.segments.keys().next_back().copied().unwrap_or(0);
-        if !self.segments.contains_key(&from) || !(self.segments.contains_key(&to) && to <= active) {
+        if !(self.segments.contains_key(&from) && self.segments.contains_key(&to) && to <= active) {
             return Err(invalid("storage-fs rewrites whole segments below the active one"));
         }
         let bases: Vec<i64> = self.segments.range(from..to).map(|(&base, _)| base).collect();
