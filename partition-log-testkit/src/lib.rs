@@ -10,8 +10,8 @@
 pub mod executor;
 
 use partition_log::{
-    AppendOutcome, Isolation, LogConfig, LogError, PartitionLog, RecoveryReport, ReplicaSet, RetentionBreach,
-    RetentionPolicy,
+    AppendOutcome, CompactionPolicy, Isolation, LogConfig, LogError, PartitionLog, RecoveryReport,
+    ReplicaSet, RetentionBreach, RetentionPolicy,
 };
 use producer_state::{AppendOrigin, BarrierScope, PsmConfig, TransactionVersion};
 use record_format::control::{end_txn_marker_batch, mirror_pid_reset_batch, ControlBatchPlacement};
@@ -693,6 +693,181 @@ pub async fn segments_roll_by_record_time_and_by_size(backend: &dyn Backend) {
     );
 }
 
+/// A keyed one-record batch from producer `pid` (−1: none) at `sequence`, `value` `None` for a tombstone.
+fn keyed(pid: i64, sequence: i32, key: &str, value: Option<&str>, transactional: bool) -> RecordBatch {
+    let mut builder = BatchBuilder::new()
+        .producer(pid, 0, sequence)
+        .transactional(transactional);
+    builder.add(1_000, Some(key.as_bytes()), value.map(str::as_bytes), &[]);
+    builder.build().unwrap()
+}
+
+/// Every record of the log as (offset, key, value), control batches left out.
+async fn records_of(log: &PartitionLog) -> Vec<(i64, Option<Vec<u8>>, Option<Vec<u8>>)> {
+    let mut out = Vec::new();
+    let mut offset = log.log_start_offset();
+    while offset < log.log_end_offset() {
+        let batches = log.read_for_replica(offset, 1 << 20).await.unwrap();
+        let Some(last) = batches.last() else { break };
+        offset = last.next_offset();
+        for batch in batches.iter().filter(|batch| !batch.is_control()) {
+            for record in batch.records().unwrap().iter() {
+                let record = record.unwrap();
+                out.push((
+                    record.offset,
+                    record.key.map(<[u8]>::to_vec),
+                    record.value.map(<[u8]>::to_vec),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// LogCleanerTest (testCleanSegments, testAbortedTransactionsRemovedAfterCleaning, testProducerIdsRetained…):
+/// a compaction pass keeps the latest record of each key at its own offset, removes the records of aborted
+/// transactions and the superseded ones, keeps every control batch and each producer's last batch, leaves the
+/// active unit alone, and leaves producer state as it was — live, after a recovery from snapshots, and rebuilt
+/// from the compacted log alone.
+pub async fn compaction_keeps_the_latest_record_of_each_key_and_producer_state(backend: &dyn Backend) {
+    let config = config(BarrierScope::Writer);
+    let mut log = create_log(backend, 0, config.clone()).await;
+    // Producer 1 (idempotent) writes keys k0..k4 over and over; producer 2's transaction aborts; 3's commits.
+    for sequence in 0..20 {
+        let key = format!("k{}", sequence % 5);
+        let value = format!("v{sequence}");
+        produce(&mut log, keyed(1, sequence, &key, Some(&value), false))
+            .await
+            .unwrap();
+    }
+    produce(&mut log, keyed(2, 0, "k0", Some("aborted"), true))
+        .await
+        .unwrap();
+    coordinate(&mut log, marker(false, 2, 0, 0)).await.unwrap();
+    produce(&mut log, keyed(3, 0, "k1", Some("committed"), true))
+        .await
+        .unwrap();
+    coordinate(&mut log, marker(true, 3, 0, 0)).await.unwrap();
+    produce(&mut log, keyed(-1, -1, "k2", None, false)).await.unwrap(); // a tombstone
+    log.roll().await.unwrap();
+    produce(&mut log, keyed(1, 20, "k3", Some("latest"), false))
+        .await
+        .unwrap(); // the active unit, alone
+    settle(&mut log);
+    let before = records_of(&log).await;
+    let live = log.summary().await.unwrap();
+    let end = log.log_end_offset();
+
+    let cleaned = log
+        .clean(CompactionPolicy::default(), 2_000)
+        .await
+        .unwrap()
+        .expect("everything below the active unit is dirty");
+    assert!(
+        cleaned.records_removed > 0 && cleaned.bytes_after < cleaned.bytes_before,
+        "{cleaned:?}"
+    );
+    assert_eq!(cleaned.to, end - 1, "everything but the active unit: {cleaned:?}");
+    assert_eq!(log.log_end_offset(), end);
+    let after = records_of(&log).await;
+    // What stays: per key its latest record below the pass's end, and everything from the end on.
+    let mut expected = Vec::new();
+    for (index, record) in before.iter().enumerate() {
+        let aborted = record.2.as_deref() == Some(b"aborted".as_slice());
+        let superseded = before[index + 1..].iter().any(|later| {
+            later.1 == record.1 && later.0 < cleaned.to && later.2.as_deref() != Some(b"aborted".as_slice())
+        });
+        if record.0 >= cleaned.to || (!aborted && !superseded) {
+            expected.push(record.clone());
+        }
+    }
+    assert_eq!(after, expected);
+    assert!(after
+        .iter()
+        .any(|(_, _, value)| value.as_deref() == Some(b"committed".as_slice())));
+    assert!(!after
+        .iter()
+        .any(|(_, _, value)| value.as_deref() == Some(b"aborted".as_slice())));
+    assert_eq!(log.summary().await.unwrap(), live, "producer state untouched");
+    assert_eq!(
+        log.clean(CompactionPolicy::default(), 2_000).await.unwrap(),
+        None,
+        "nothing dirty is left"
+    );
+
+    // Recovery from snapshots, then a rebuild from the compacted log alone, find the same producers.
+    let (log, _) = crash_and_reopen(backend, log, config.clone()).await;
+    let id = log.id().clone();
+    drop(log);
+    let store = backend.store().await;
+    let mut storage = store.open(&id).await.unwrap();
+    for offset in storage.snapshot_offsets().await.unwrap() {
+        storage.delete_snapshot(offset).await.unwrap();
+    }
+    let (mut log, _) = PartitionLog::open(storage, config, 0).await.unwrap();
+    settle(&mut log);
+    let rebuilt = log.summary().await.unwrap();
+    assert_eq!(
+        rebuilt.producers, live.producers,
+        "rebuilt from the compacted log alone"
+    );
+    assert_eq!(records_of(&log).await, after);
+}
+
+/// ADR 0055: the cleaner keeps a `MIRROR_PID_RESET` barrier (a control batch) where it is, so producer state
+/// rebuilt from the compacted log alone applies it as the live log did: the mirrored producers it cleared stay
+/// cleared, the local producer that reused a mirrored id keeps its own state.
+pub async fn compaction_keeps_a_barrier_and_its_effect(backend: &dyn Backend) {
+    let config = config(BarrierScope::Writer);
+    let mut log = create_log(backend, 0, config.clone()).await;
+    let mut mirrored = keyed(5, 0, "k", Some("mirrored"), false);
+    mirrored.set_base_offset(0);
+    log.append_as_follower(vec![mirrored]).await.unwrap();
+    coordinate(&mut log, barrier("source", Some(LOCAL_CLUSTER)))
+        .await
+        .unwrap();
+    for sequence in 0..5 {
+        produce(&mut log, keyed(5, sequence, "k", Some("local"), false))
+            .await
+            .unwrap();
+    }
+    log.roll().await.unwrap();
+    produce(&mut log, keyed(9, 0, "other", Some("active"), false))
+        .await
+        .unwrap();
+    settle(&mut log);
+    let live = log.summary().await.unwrap();
+    log.clean(CompactionPolicy::default(), 2_000)
+        .await
+        .unwrap()
+        .expect("dirty");
+    let batches = partition_log::batches_from(&log, 0).await.unwrap();
+    assert!(
+        batches
+            .iter()
+            .any(|batch| batch.base_offset() == 1 && batch.is_control()),
+        "the barrier stays at 1"
+    );
+    assert_eq!(
+        records_of(&log)
+            .await
+            .iter()
+            .filter(|r| r.1.as_deref() == Some(b"k".as_slice()))
+            .count(),
+        1
+    );
+    let id = log.id().clone();
+    drop(log);
+    let store = backend.store().await;
+    let mut storage = store.open(&id).await.unwrap();
+    for offset in storage.snapshot_offsets().await.unwrap() {
+        storage.delete_snapshot(offset).await.unwrap();
+    }
+    let (mut log, _) = PartitionLog::open(storage, config, 0).await.unwrap();
+    settle(&mut log);
+    assert_eq!(log.summary().await.unwrap().producers, live.producers);
+}
+
 /// testPeriodicProducerIdExpiration: producers idle for the expiration time go, those in a transaction stay.
 pub async fn idle_producers_expire_on_schedule(backend: &dyn Backend) {
     let mut config = config(BarrierScope::Writer);
@@ -996,6 +1171,8 @@ macro_rules! kafka_semantics_suite {
             retention_deletes_snapshots_but_keeps_producers,
             time_and_size_retention_delete_the_oldest_units,
             segments_roll_by_record_time_and_by_size,
+            compaction_keeps_the_latest_record_of_each_key_and_producer_state,
+            compaction_keeps_a_barrier_and_its_effect,
             retention_past_a_barrier_keeps_its_effect,
             idle_producers_expire_on_schedule,
             truncation_rebuilds_producer_state,

@@ -65,6 +65,12 @@ pub enum LogError {
         /// What is wrong.
         reason: String,
     },
+    /// The log cleaner cannot make progress (its offset map cannot hold one unit's keys) or read what it cleans.
+    #[error("cannot compact the log: {reason}")]
+    Compaction {
+        /// Why.
+        reason: String,
+    },
     /// An earlier failure left the log's derived state behind its records (Kafka takes the log directory
     /// offline); reopen the log to recover.
     #[error("the log is offline after an earlier failure ({reason}); reopen it to recover")]

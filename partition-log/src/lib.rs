@@ -20,6 +20,7 @@
 //! The Kafka-semantics scenario suite every storage backend runs lives in `partition-log-testkit`.
 //! The crate never names a backend: it works on `Box<dyn PartitionStorage>`.
 
+pub mod cleaner;
 pub mod config;
 pub mod error;
 pub mod fetch;
@@ -27,6 +28,7 @@ pub mod log;
 pub mod replication;
 pub mod retention;
 
+pub use cleaner::{Cleaned, CompactionPolicy};
 pub use config::LogConfig;
 pub use error::LogError;
 pub use fetch::{FetchResult, Isolation};

@@ -21,9 +21,10 @@ use producer_state::{
     AppendDecision, AppendOrigin, ProducerStateManager, Reload, ReloadReport, ReloadStep, StateSummary,
     TransactionVersion,
 };
-use record_format::{AbortedTxn, BatchBuffers, CrcCheckedBatches, OffsetDeltas, RecordBatch};
+use record_format::{AbortedTxn, BatchBuffers, CrcCheckedBatches, Filtered, OffsetDeltas, RecordBatch};
 use storage::{Durability, PartitionId, PartitionStorage};
 
+use crate::cleaner::{clean_batch, Cleaned, CompactionPolicy, OffsetMap};
 use crate::config::LogConfig;
 use crate::error::LogError;
 use crate::fetch::{FetchResult, Isolation};
@@ -33,6 +34,10 @@ use crate::Result;
 const CLEAN_SHUTDOWN_KEY: &str = "log.clean-shutdown";
 const HIGH_WATERMARK_KEY: &str = "log.high-watermark";
 const READ_ONLY_KEY: &str = "log.read-only";
+/// Where the last compaction pass ended: the log before it is clean, after it dirty.
+const CLEANER_OFFSET_KEY: &str = "log.cleaner-offset";
+/// Rewritten bytes gathered before the storage writes them (a unit always whole).
+const CLEANER_GROUP_BYTES: usize = 8 << 20;
 
 /// How many bytes recovery reads at a time.
 const REPLAY_READ_BYTES: usize = 4 << 20;
@@ -675,6 +680,195 @@ impl PartitionLog {
         };
         self.delete_records_before(retained.log_start_offset).await?;
         Ok(Some(retained))
+    }
+
+    /// Compacts the log (`cleanup.policy=compact`, [`crate::cleaner`]): one pass from the log start to the first
+    /// uncleanable offset, if enough of it is dirty. A mirror partition (read-only) is not compacted: its source
+    /// compacts its own log, and the mirror holds what it fetched.
+    pub async fn clean(&mut self, policy: CompactionPolicy, now_ms: i64) -> Result<Option<Cleaned>> {
+        self.check_online()?;
+        let (start, end) = (self.log_start_offset(), self.log_end_offset());
+        if self.read_only || start >= end {
+            return Ok(None);
+        }
+        let checkpoint =
+            match self.storage.metadata(CLEANER_OFFSET_KEY).await? {
+                Some(bytes) => i64::from_be_bytes(bytes.as_slice().try_into().map_err(|_| {
+                    LogError::CorruptMetadata {
+                        key: CLEANER_OFFSET_KEY,
+                        reason: format!("{} bytes, not 8", bytes.len()),
+                    }
+                })?),
+                None => start,
+            }
+            .clamp(start, end);
+        let upper = self
+            .first_unstable_offset()
+            .unwrap_or(self.high_watermark)
+            .min(self.high_watermark);
+        let active_base = self
+            .storage
+            .segments(end - 1, 1)
+            .await?
+            .first()
+            .map_or(end, |unit| unit.base_offset);
+        let young_after = now_ms.saturating_sub(policy.min_compaction_lag_ms);
+        // The cleanable units: from the log start's to the first that is active, above the stable offsets or young.
+        let (mut from, mut to, mut total, mut dirty) = (None, start, 0u64, 0u64);
+        let mut at = start;
+        'walk: while at < end {
+            let page = self.storage.segments(at, RETENTION_PAGE_UNITS).await?;
+            let Some(last) = page.last().map(|unit| unit.next_offset) else {
+                break;
+            };
+            for unit in &page {
+                if unit.base_offset >= active_base
+                    || unit.next_offset > upper
+                    || unit.max_timestamp > young_after
+                {
+                    to = unit.base_offset;
+                    break 'walk;
+                }
+                from.get_or_insert(unit.base_offset);
+                total = total.saturating_add(unit.size_bytes);
+                if unit.next_offset > checkpoint {
+                    dirty = dirty.saturating_add(unit.size_bytes);
+                }
+                to = unit.next_offset;
+            }
+            if last <= at {
+                break;
+            }
+            at = last;
+        }
+        let Some(from) = from else { return Ok(None) };
+        if to <= checkpoint || total == 0 || (dirty as f64) < policy.min_cleanable_dirty_ratio * total as f64
+        {
+            return Ok(None);
+        }
+        let aborted = self.storage.aborted_txns(from, to).await?;
+        // The offset map over the dirty part; where the keys overflow it, the pass ends at that unit.
+        let mut map = OffsetMap::default();
+        let mut offset = checkpoint.max(from);
+        'map: while offset < to {
+            let batches = self.storage.read(offset, REPLAY_READ_BYTES).await?;
+            let Some(next) = batches.last().map(RecordBatch::next_offset) else {
+                break;
+            };
+            for batch in batches.iter().filter(|batch| batch.base_offset() < to) {
+                if batch.is_control() || crate::cleaner::aborted(batch, &aborted) {
+                    continue;
+                }
+                let fits = map
+                    .add(batch, policy.offset_map_bytes)
+                    .map_err(|error| LogError::Compaction {
+                        reason: format!("batch at offset {}: {error}", batch.base_offset()),
+                    })?;
+                if !fits {
+                    let holder = self.storage.segments(batch.base_offset(), 1).await?;
+                    to = holder
+                        .first()
+                        .map_or(batch.base_offset(), |unit| unit.base_offset);
+                    if to <= checkpoint {
+                        return Err(LogError::Compaction {
+                            reason: format!(
+                                "the offset map ({} bytes) cannot hold the keys of the unit at offset {to}",
+                                policy.offset_map_bytes
+                            ),
+                        });
+                    }
+                    break 'map;
+                }
+            }
+            offset = next;
+        }
+        let last_batches: BTreeSet<(i64, i64)> = self
+            .psm
+            .producers()
+            .filter_map(|entry| {
+                entry
+                    .batches
+                    .iter()
+                    .next_back()
+                    .map(|last| (entry.producer_id, last.last_offset))
+            })
+            .collect();
+        let tombstones_expire_before = now_ms.saturating_sub(policy.delete_retention_ms);
+        let mut cleaned = Cleaned {
+            from,
+            to,
+            keys: map.len() as u64,
+            ..Cleaned::default()
+        };
+        // The rewrite, unit by unit, written in groups of whole units.
+        let (mut group, mut group_from, mut group_bytes, mut group_changed) =
+            (Vec::new(), from, 0usize, false);
+        let mut at = from;
+        while at < to {
+            let units = self.storage.segments(at, RETENTION_PAGE_UNITS).await?;
+            let Some(last) = units.last().map(|unit| unit.next_offset) else {
+                break;
+            };
+            for unit in units.iter().filter(|unit| unit.base_offset < to) {
+                if group_bytes >= CLEANER_GROUP_BYTES {
+                    if group_changed {
+                        self.storage
+                            .replace_batches(group_from, unit.base_offset, &group)
+                            .await?;
+                    }
+                    (group, group_from, group_bytes, group_changed) =
+                        (Vec::new(), unit.base_offset, 0, false);
+                }
+                let mut offset = unit.base_offset.max(start);
+                while offset < unit.next_offset {
+                    let batches = self.storage.read(offset, REPLAY_READ_BYTES).await?;
+                    let Some(next) = batches.last().map(RecordBatch::next_offset) else {
+                        break;
+                    };
+                    for batch in batches
+                        .iter()
+                        .filter(|batch| batch.base_offset() < unit.next_offset)
+                    {
+                        cleaned.bytes_before += batch.size() as u64;
+                        let (filtered, removed) =
+                            clean_batch(batch, &map, &aborted, &last_batches, tombstones_expire_before)
+                                .map_err(|error| LogError::Compaction {
+                                    reason: format!("batch at offset {}: {error}", batch.base_offset()),
+                                })?;
+                        cleaned.records_removed += removed;
+                        let kept = match filtered {
+                            Filtered::Unchanged => Some(batch.clone()),
+                            Filtered::Rebuilt(rebuilt) => {
+                                group_changed = true;
+                                Some(rebuilt)
+                            }
+                            Filtered::Removed => {
+                                group_changed = true;
+                                cleaned.batches_removed += 1;
+                                None
+                            }
+                        };
+                        if let Some(kept) = kept {
+                            cleaned.bytes_after += kept.size() as u64;
+                            group_bytes += kept.size();
+                            group.push(kept);
+                        }
+                    }
+                    offset = next;
+                }
+            }
+            if last <= at {
+                break;
+            }
+            at = last;
+        }
+        if group_changed {
+            self.storage.replace_batches(group_from, to, &group).await?;
+        }
+        self.storage
+            .put_metadata(CLEANER_OFFSET_KEY, &to.to_be_bytes())
+            .await?;
+        Ok(Some(cleaned))
     }
 
     /// Removes every batch at or after `offset` (a batch boundary) and rebuilds producer state up to it (spec

@@ -1,0 +1,262 @@
+//! Compaction (`cleanup.policy=compact`): Kafka's log cleaner rules for one partition (ADR 0055).
+//!
+//! A pass cleans the log from its start up to the **first uncleanable offset**: the high watermark, the first
+//! unstable offset (an open transaction's records are not decided yet), the active unit (the last segment, or the
+//! last batch where units are batches) and the first unit holding a record younger than `min.compaction.lag.ms`.
+//! It runs only when the **dirty** part — written since the last pass, whose end is the checkpoint
+//! `log.cleaner-offset` — is at least `min.cleanable.dirty.ratio` of the cleanable bytes.
+//!
+//! 1. **Offset map**: each key's latest offset in the dirty part (records of aborted transactions and control
+//!    batches left out), bounded by `offset_map_bytes`: when the keys do not fit, the pass stops at the unit
+//!    where they overflowed, as Kafka's cleaner does with its dedupe buffer.
+//! 2. **Rewrite** of every unit from the log start to there ([`record_format::filter_batch`]): a record stays when
+//!    no later record has its key; a tombstone (null value) also goes once its batch is older than
+//!    `delete.retention.ms`; a record without a key goes (Kafka refuses them on compacted topics); the records of
+//!    aborted transactions go. Control batches — commit and abort markers, and `MIRROR_PID_RESET` barriers — all
+//!    stay (ADR 0055: Kafka removes a marker once its transaction's records are gone; keeping it costs a few bytes
+//!    and keeps every rule that reads markers exact). The last batch of each producer the producer state knows
+//!    stays, empty if none of its records does, so idempotence survives. Offsets never change.
+//! 3. The checkpoint moves to the end of the pass.
+//!
+//! Producer state, snapshots and the aborted-transaction index are not touched: every producer's last batch is
+//! still there, and a snapshot stands for offsets that did not move.
+
+use std::collections::{BTreeSet, HashMap};
+
+use record_format::{filter_batch, AbortedTxn, Filtered, RecordBatch};
+
+/// What the topic's configs ask of compaction.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CompactionPolicy {
+    /// `min.cleanable.dirty.ratio`: the dirty share of the cleanable bytes a pass waits for.
+    pub min_cleanable_dirty_ratio: f64,
+    /// `min.compaction.lag.ms`: how long a record stays uncompacted.
+    pub min_compaction_lag_ms: i64,
+    /// `delete.retention.ms`: how long a tombstone stays once written.
+    pub delete_retention_ms: i64,
+    /// The most bytes the offset map may hold (keys and their offsets; Kafka's `log.cleaner.dedupe.buffer.size`).
+    pub offset_map_bytes: usize,
+}
+
+impl Default for CompactionPolicy {
+    /// Kafka's defaults (the dedupe buffer: 128 MiB shared by its cleaner threads; here 64 MiB per pass).
+    fn default() -> Self {
+        CompactionPolicy {
+            min_cleanable_dirty_ratio: 0.5,
+            min_compaction_lag_ms: 0,
+            delete_retention_ms: 86_400_000,
+            offset_map_bytes: 64 << 20,
+        }
+    }
+}
+
+/// What a pass did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Cleaned {
+    /// The offsets rewritten: `[from, to)`.
+    pub from: i64,
+    /// The end of the pass (the new checkpoint).
+    pub to: i64,
+    /// Bytes of the range before the pass.
+    pub bytes_before: u64,
+    /// Bytes of the range after it.
+    pub bytes_after: u64,
+    /// Records removed.
+    pub records_removed: u64,
+    /// Batches removed whole.
+    pub batches_removed: u64,
+    /// Distinct keys of the dirty part (the offset map's entries).
+    pub keys: u64,
+}
+
+/// Bytes one key costs the offset map besides its own (its offset, the map's entry and allocation).
+pub(crate) const MAP_ENTRY_OVERHEAD: usize = 48;
+
+/// The offset map: each key's latest offset in the dirty part.
+#[derive(Debug, Default)]
+pub(crate) struct OffsetMap {
+    latest: HashMap<Vec<u8>, i64>,
+    bytes: usize,
+}
+
+impl OffsetMap {
+    /// Records `batch`'s keys; false (nothing recorded from it) when they would pass `limit` bytes.
+    pub(crate) fn add(
+        &mut self,
+        batch: &RecordBatch,
+        limit: usize,
+    ) -> Result<bool, record_format::DecodeError> {
+        let records = batch.records()?;
+        let mut fresh = 0usize;
+        let mut keys = Vec::new();
+        for record in records.iter() {
+            let record = record?;
+            if let Some(key) = record.key {
+                if !self.latest.contains_key(key) {
+                    fresh = fresh.saturating_add(key.len() + MAP_ENTRY_OVERHEAD);
+                }
+                keys.push((key.to_vec(), record.offset));
+            }
+        }
+        if self.bytes.saturating_add(fresh) > limit {
+            return Ok(false);
+        }
+        self.bytes = self.bytes.saturating_add(fresh);
+        for (key, offset) in keys {
+            self.latest.insert(key, offset);
+        }
+        Ok(true)
+    }
+
+    /// True when a later record has `key`.
+    pub(crate) fn superseded(&self, key: &[u8], offset: i64) -> bool {
+        self.latest.get(key).is_some_and(|&latest| latest > offset)
+    }
+
+    /// Keys held.
+    pub(crate) fn len(&self) -> usize {
+        self.latest.len()
+    }
+}
+
+/// Whether `batch` holds records of an aborted transaction, by the aborted-transaction index.
+pub(crate) fn aborted(batch: &RecordBatch, aborted: &[AbortedTxn]) -> bool {
+    batch.is_transactional()
+        && !batch.is_control()
+        && aborted.iter().any(|entry| {
+            entry.producer_id == batch.producer_id()
+                && entry.first_offset <= batch.base_offset()
+                && batch.last_offset() < entry.last_offset
+        })
+}
+
+/// The cleaner's rules for one batch (module docs): what becomes of it.
+pub(crate) fn clean_batch(
+    batch: &RecordBatch,
+    map: &OffsetMap,
+    aborted_txns: &[AbortedTxn],
+    last_batches: &BTreeSet<(i64, i64)>,
+    tombstones_expire_before_ms: i64,
+) -> Result<(Filtered, u64), record_format::FilterError> {
+    if batch.is_control() {
+        return Ok((Filtered::Unchanged, 0));
+    }
+    let retain_empty =
+        batch.producer_id() >= 0 && last_batches.contains(&(batch.producer_id(), batch.last_offset()));
+    let drop_all = aborted(batch, aborted_txns);
+    let tombstones_expired = batch.max_timestamp() < tombstones_expire_before_ms;
+    let mut removed = 0u64;
+    let filtered = filter_batch(
+        batch,
+        |record| {
+            let keep = !drop_all
+                && record.key.is_some_and(|key| !map.superseded(key, record.offset))
+                && !(record.value.is_none() && tombstones_expired);
+            if !keep {
+                removed += 1;
+            }
+            keep
+        },
+        retain_empty,
+    )?;
+    Ok((filtered, removed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use record_format::BatchBuilder;
+
+    fn batch(base: i64, pid: i64, records: &[(Option<&str>, Option<&str>)]) -> RecordBatch {
+        let mut builder = BatchBuilder::new().base_offset(base);
+        if pid >= 0 {
+            builder = builder.producer(pid, 0, base as i32);
+        }
+        for (key, value) in records {
+            builder.add(1_000, key.map(str::as_bytes), value.map(str::as_bytes), &[]);
+        }
+        builder.build().unwrap()
+    }
+
+    fn keys(filtered: &Filtered, original: &RecordBatch) -> Vec<i64> {
+        let batch = match filtered {
+            Filtered::Unchanged => original,
+            Filtered::Rebuilt(batch) => batch,
+            Filtered::Removed => return Vec::new(),
+        };
+        batch
+            .records()
+            .unwrap()
+            .iter()
+            .map(|r| r.unwrap().offset)
+            .collect()
+    }
+
+    #[test]
+    fn the_latest_record_of_each_key_stays_and_keyless_records_and_old_tombstones_go() {
+        let first = batch(
+            0,
+            -1,
+            &[(Some("a"), Some("1")), (Some("b"), Some("1")), (None, Some("x"))],
+        );
+        let second = batch(3, -1, &[(Some("a"), Some("2")), (Some("c"), None)]);
+        let mut map = OffsetMap::default();
+        assert!(map.add(&first, usize::MAX).unwrap());
+        assert!(map.add(&second, usize::MAX).unwrap());
+        assert_eq!(map.len(), 3);
+        let none = BTreeSet::new();
+        let (cleaned, removed) = clean_batch(&first, &map, &[], &none, 0).unwrap();
+        assert_eq!(
+            (keys(&cleaned, &first), removed),
+            (vec![1], 2),
+            "a superseded, the keyless record gone"
+        );
+        let (kept, _) = clean_batch(&second, &map, &[], &none, 0).unwrap();
+        assert_eq!(kept, Filtered::Unchanged, "a young tombstone stays");
+        let (expired, _) = clean_batch(&second, &map, &[], &none, 2_000).unwrap();
+        assert_eq!(keys(&expired, &second), [3], "an old tombstone goes");
+    }
+
+    #[test]
+    fn aborted_records_go_but_a_producers_last_batch_stays_empty() {
+        let mut data = BatchBuilder::new()
+            .base_offset(10)
+            .producer(7, 0, 0)
+            .transactional(true);
+        data.add(1_000, Some(b"k"), Some(b"v"), &[]);
+        let data = data.build().unwrap();
+        let entry = AbortedTxn {
+            producer_id: 7,
+            first_offset: 10,
+            last_offset: 11,
+            last_stable_offset: 10,
+        };
+        let map = OffsetMap::default();
+        let (gone, removed) = clean_batch(&data, &map, &[entry], &BTreeSet::new(), 0).unwrap();
+        assert_eq!((gone, removed), (Filtered::Removed, 1));
+        let last = BTreeSet::from([(7, 10)]);
+        let (empty, _) = clean_batch(&data, &map, &[entry], &last, 0).unwrap();
+        let Filtered::Rebuilt(empty) = empty else {
+            panic!("kept")
+        };
+        assert_eq!(
+            (empty.record_count(), empty.producer_id(), empty.last_offset()),
+            (0, 7, 10)
+        );
+    }
+
+    #[test]
+    fn the_offset_map_refuses_a_batch_whose_keys_pass_its_bound() {
+        let mut map = OffsetMap::default();
+        let one = batch(0, -1, &[(Some("key-one"), Some("v"))]);
+        assert!(map.add(&one, 100).unwrap());
+        let two = batch(1, -1, &[(Some("key-two"), Some("v"))]);
+        assert!(!map.add(&two, 100).unwrap(), "2 × (7 + 48) bytes do not fit 100");
+        assert_eq!(map.len(), 1);
+        assert!(
+            map.add(&batch(2, -1, &[(Some("key-one"), Some("w"))]), 100)
+                .unwrap(),
+            "a known key costs nothing"
+        );
+    }
+}
