@@ -21,6 +21,8 @@ pub struct BrokerConfig {
     /// How often timed-out transactions are aborted and idle ids expired
     /// (`transaction.abort.timed.out.transaction.cleanup.interval.ms`, scaled down).
     pub housekeeping_interval: Duration,
+    /// How long the log cleaner waits between rounds of compaction passes (`log.cleaner.backoff.ms`; 15 s).
+    pub cleaner_backoff: Duration,
     /// How often retention deletes what topics no longer keep (`log.retention.check.interval.ms`; 5 minutes).
     pub retention_check_interval: Duration,
     /// How often mirror links compare their topics with the source's and add the partitions the source gained
@@ -50,6 +52,7 @@ impl BrokerConfig {
             max_request_bytes: 100 << 20,
             housekeeping_interval: Duration::from_secs(10),
             retention_check_interval: Duration::from_secs(300),
+            cleaner_backoff: Duration::from_secs(15),
             mirror_metadata_refresh: Duration::from_millis(
                 node::mirror::source_topics::SOURCE_TOPIC_CHECK_INTERVAL_MS.unsigned_abs(),
             ),

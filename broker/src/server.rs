@@ -107,6 +107,11 @@ impl Server {
             self.config.retention_check_interval,
             stopped.clone(),
         ));
+        let cleaner = tokio::spawn(cleaner(
+            self.node.clone(),
+            self.config.cleaner_backoff,
+            stopped.clone(),
+        ));
         let mirror = Arc::new(
             MirrorService::start(
                 self.node.clone(),
@@ -164,6 +169,7 @@ impl Server {
         let _ = housekeeping.await;
         let _ = group_timers.await;
         let _ = retention.await;
+        let _ = cleaner.await;
         if let Some(mirror) = Arc::into_inner(mirror) {
             mirror.join().await;
         }
@@ -206,6 +212,23 @@ async fn retention(node: Arc<Node>, every: Duration, mut stopped: watch::Receive
             _ = interval.tick() => {
                 if let Err(error) = node.apply_retention().await {
                     eprintln!("mirrorlog serve: retention failed: {error}");
+                }
+            }
+            _ = stopped.changed() => return,
+        }
+    }
+}
+
+/// The log cleaner: a round of the compaction passes that are due, then `backoff` (Kafka's
+/// `log.cleaner.backoff.ms`). What it does and what fails are logged by the node.
+async fn cleaner(node: Arc<Node>, backoff: Duration, mut stopped: watch::Receiver<bool>) {
+    let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + backoff, backoff);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {
+                if let Err(error) = node.compact_topics().await {
+                    eprintln!("mirrorlog serve: compaction failed: {error}");
                 }
             }
             _ = stopped.changed() => return,

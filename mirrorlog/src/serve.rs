@@ -71,6 +71,9 @@ pub struct ServeArgs {
     /// are deleted (`log.retention.bytes`; −1: no bound, Kafka's default).
     #[arg(long, default_value_t = -1, value_parser = clap::value_parser!(i64).range(-1..), allow_negative_numbers = true)]
     log_retention_bytes: i64,
+    /// How long the log cleaner waits between rounds of compaction, in milliseconds (`log.cleaner.backoff.ms`).
+    #[arg(long, default_value_t = 15_000, value_parser = clap::value_parser!(u64).range(100..=86_400_000))]
+    log_cleaner_backoff_ms: u64,
     /// How often retention runs, in milliseconds (`log.retention.check.interval.ms`).
     #[arg(long, default_value_t = 300_000, value_parser = clap::value_parser!(u64).range(100..=86_400_000))]
     log_retention_check_interval_ms: u64,
@@ -132,6 +135,7 @@ pub fn serve(args: ServeArgs) -> Result<(), CliError> {
     config.node.log_retention_ms = args.log_retention_ms;
     config.node.log_retention_bytes = args.log_retention_bytes;
     config.retention_check_interval = Duration::from_millis(args.log_retention_check_interval_ms);
+    config.cleaner_backoff = Duration::from_millis(args.log_cleaner_backoff_ms);
     config.mirror_metadata_refresh = Duration::from_millis(args.mirror_metadata_refresh_ms);
     config.faults = Faults {
         drop_produce_responses: args.fault_drop_produce_responses,

@@ -20,6 +20,7 @@
 
 mod api;
 pub mod clock;
+mod compaction;
 pub mod config;
 mod error;
 pub mod membership;
@@ -31,6 +32,7 @@ mod topic_admin;
 mod topic_configs;
 
 pub use clock::{Clock, SystemClock};
+pub use compaction::Compacted;
 pub use config::NodeConfig;
 pub use error::NodeError;
 pub use node::{DeliveredMarker, Node, PartitionSlot, TXN_STATE_PARTITION};

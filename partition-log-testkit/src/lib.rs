@@ -868,6 +868,70 @@ pub async fn compaction_keeps_a_barrier_and_its_effect(backend: &dyn Backend) {
     assert_eq!(log.summary().await.unwrap().producers, live.producers);
 }
 
+/// LogCleanerManagerTest (testCleanableOffsetsForShortTime, testLogsWithSegmentsToDeleteShouldNotConsiderCleanupPolicy
+/// …): a pass waits until the dirty part reaches `min.cleanable.dirty.ratio`, or its oldest record passes
+/// `max.compaction.lag.ms`; records younger than `min.compaction.lag.ms` are not cleanable.
+pub async fn compaction_waits_for_the_dirty_ratio_or_the_compaction_lags(backend: &dyn Backend) {
+    let mut log = create_log(backend, 0, config(BarrierScope::Writer)).await;
+    for index in 0..10 {
+        produce(
+            &mut log,
+            keyed(-1, -1, &format!("k{index}"), Some("first"), false),
+        )
+        .await
+        .unwrap();
+    }
+    log.roll().await.unwrap();
+    produce(&mut log, keyed(-1, -1, "active", Some("v"), false))
+        .await
+        .unwrap();
+    settle(&mut log);
+    let young = CompactionPolicy {
+        min_compaction_lag_ms: 10_000,
+        ..CompactionPolicy::default()
+    };
+    assert_eq!(
+        log.clean(young, 2_000).await.unwrap(),
+        None,
+        "every record is younger than the lag"
+    );
+    let first = log
+        .clean(CompactionPolicy::default(), 2_000)
+        .await
+        .unwrap()
+        .expect("all dirty");
+    assert_eq!(first.records_removed, 0, "ten keys, one record each");
+    for index in 0..2 {
+        produce(
+            &mut log,
+            keyed(-1, -1, &format!("k{index}"), Some("second"), false),
+        )
+        .await
+        .unwrap();
+    }
+    log.roll().await.unwrap();
+    produce(&mut log, keyed(-1, -1, "active", Some("w"), false))
+        .await
+        .unwrap();
+    settle(&mut log);
+    // Three dirty batches of thirteen: under the ratio.
+    assert_eq!(log.clean(CompactionPolicy::default(), 2_000).await.unwrap(), None);
+    let overdue = CompactionPolicy {
+        max_compaction_lag_ms: 500,
+        ..CompactionPolicy::default()
+    };
+    let second = log
+        .clean(overdue, 2_000)
+        .await
+        .unwrap()
+        .expect("the dirty part is overdue");
+    // The record superseding the old `active` one is in the active unit, which the map does not read.
+    assert_eq!(second.records_removed, 2, "k0 and k1 superseded");
+    let values: Vec<_> = records_of(&log).await.into_iter().filter_map(|r| r.2).collect();
+    assert_eq!(values.iter().filter(|v| v.as_slice() == b"second").count(), 2);
+    assert_eq!(values.iter().filter(|v| v.as_slice() == b"first").count(), 8);
+}
+
 /// testPeriodicProducerIdExpiration: producers idle for the expiration time go, those in a transaction stay.
 pub async fn idle_producers_expire_on_schedule(backend: &dyn Backend) {
     let mut config = config(BarrierScope::Writer);
@@ -1173,6 +1237,7 @@ macro_rules! kafka_semantics_suite {
             segments_roll_by_record_time_and_by_size,
             compaction_keeps_the_latest_record_of_each_key_and_producer_state,
             compaction_keeps_a_barrier_and_its_effect,
+            compaction_waits_for_the_dirty_ratio_or_the_compaction_lags,
             retention_past_a_barrier_keeps_its_effect,
             idle_producers_expire_on_schedule,
             truncation_rebuilds_producer_state,

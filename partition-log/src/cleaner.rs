@@ -32,6 +32,10 @@ pub struct CompactionPolicy {
     pub min_cleanable_dirty_ratio: f64,
     /// `min.compaction.lag.ms`: how long a record stays uncompacted.
     pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: once the oldest dirty unit's newest record is older than this, a pass runs
+    /// whatever the dirty ratio (Kafka measures from the unit's first record; the newest is what a unit
+    /// summary carries, so the deadline here can come later, by at most the unit's time span).
+    pub max_compaction_lag_ms: i64,
     /// `delete.retention.ms`: how long a tombstone stays once written.
     pub delete_retention_ms: i64,
     /// The most bytes the offset map may hold (keys and their offsets; Kafka's `log.cleaner.dedupe.buffer.size`).
@@ -44,6 +48,7 @@ impl Default for CompactionPolicy {
         CompactionPolicy {
             min_cleanable_dirty_ratio: 0.5,
             min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
             delete_retention_ms: 86_400_000,
             offset_map_bytes: 64 << 20,
         }

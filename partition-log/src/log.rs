@@ -715,6 +715,7 @@ impl PartitionLog {
         let young_after = now_ms.saturating_sub(policy.min_compaction_lag_ms);
         // The cleanable units: from the log start's to the first that is active, above the stable offsets or young.
         let (mut from, mut to, mut total, mut dirty) = (None, start, 0u64, 0u64);
+        let mut oldest_dirty: Option<i64> = None;
         let mut at = start;
         'walk: while at < end {
             let page = self.storage.segments(at, RETENTION_PAGE_UNITS).await?;
@@ -733,6 +734,7 @@ impl PartitionLog {
                 total = total.saturating_add(unit.size_bytes);
                 if unit.next_offset > checkpoint {
                     dirty = dirty.saturating_add(unit.size_bytes);
+                    oldest_dirty.get_or_insert(unit.max_timestamp);
                 }
                 to = unit.next_offset;
             }
@@ -742,8 +744,11 @@ impl PartitionLog {
             at = last;
         }
         let Some(from) = from else { return Ok(None) };
-        if to <= checkpoint || total == 0 || (dirty as f64) < policy.min_cleanable_dirty_ratio * total as f64
-        {
+        let overdue = oldest_dirty.is_some_and(|newest| {
+            i128::from(now_ms) - i128::from(newest) > i128::from(policy.max_compaction_lag_ms)
+        });
+        let dirty_enough = (dirty as f64) >= policy.min_cleanable_dirty_ratio * total as f64;
+        if to <= checkpoint || total == 0 || !(dirty_enough || overdue) {
             return Ok(None);
         }
         let aborted = self.storage.aborted_txns(from, to).await?;

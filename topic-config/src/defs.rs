@@ -18,7 +18,7 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = &[
         synonyms: &["log.cleanup.policy"],
         primary_has_default: true,
         doc: "What happens to old segments: `delete` removes them past retention, `compact` keeps the last record of each key; both may be given.",
-        effect: KEPT,
+        effect: Effect::Applied,
     },
     ConfigDef {
         name: "compression.gzip.level",
@@ -70,7 +70,7 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = &[
         synonyms: &["log.cleaner.delete.retention.ms"],
         primary_has_default: true,
         doc: "How long a tombstone stays in a compacted topic after the cleaner reaches it.",
-        effect: KEPT,
+        effect: Effect::Applied,
     },
     ConfigDef {
         name: "file.delete.delay.ms",
@@ -164,9 +164,7 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = &[
         synonyms: &["log.cleaner.max.compaction.lag.ms"],
         primary_has_default: true,
         doc: "The longest a record may stay uncompacted in a compacted topic.",
-        effect: Effect::DefaultOnly(
-            "serve has no log cleaner yet, so it cannot promise a deadline for compaction",
-        ),
+        effect: Effect::Applied,
     },
     ConfigDef {
         name: "max.message.bytes",
@@ -216,7 +214,7 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = &[
         synonyms: &["log.cleaner.min.cleanable.ratio"],
         primary_has_default: true,
         doc: "The share of a compacted log not yet cleaned above which the cleaner cleans it.",
-        effect: KEPT,
+        effect: Effect::Applied,
     },
     ConfigDef {
         name: "min.compaction.lag.ms",
@@ -226,7 +224,7 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = &[
         synonyms: &["log.cleaner.min.compaction.lag.ms"],
         primary_has_default: true,
         doc: "The shortest time a record stays uncompacted.",
-        effect: KEPT,
+        effect: Effect::Applied,
     },
     ConfigDef {
         name: "min.insync.replicas",

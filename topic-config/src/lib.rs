@@ -502,6 +502,12 @@ impl Overrides {
             compacted,
             retention_ms: number("retention.ms", 604_800_000),
             retention_bytes: number("retention.bytes", -1),
+            min_cleanable_dirty_ratio: definition("min.cleanable.dirty.ratio")
+                .and_then(|def| self.value(def, broker).trim().parse::<f64>().ok())
+                .unwrap_or(0.5),
+            min_compaction_lag_ms: number("min.compaction.lag.ms", 0),
+            max_compaction_lag_ms: number("max.compaction.lag.ms", i64::MAX),
+            delete_retention_ms: number("delete.retention.ms", 86_400_000),
             segment_bytes: u64::try_from(number("segment.bytes", 1 << 30)).unwrap_or(1 << 30),
             segment_ms: number("segment.ms", 604_800_000),
             max_message_bytes: usize::try_from(number("max.message.bytes", 1_048_588)).unwrap_or(0),
@@ -523,7 +529,7 @@ impl Overrides {
 }
 
 /// What the node enforces for one topic (the [`Effect::Applied`] configs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TopicSettings {
     /// `cleanup.policy` includes `delete`: retention deletes old data.
     pub delete_by_retention: bool,
@@ -533,6 +539,14 @@ pub struct TopicSettings {
     pub retention_ms: i64,
     /// `retention.bytes` (negative: no bound).
     pub retention_bytes: i64,
+    /// `min.cleanable.dirty.ratio`.
+    pub min_cleanable_dirty_ratio: f64,
+    /// `min.compaction.lag.ms`.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`.
+    pub max_compaction_lag_ms: i64,
+    /// `delete.retention.ms`.
+    pub delete_retention_ms: i64,
     /// `segment.bytes`: the size at which a segment rolls.
     pub segment_bytes: u64,
     /// `segment.ms`: the age at which a segment holding data rolls.

@@ -1,5 +1,6 @@
-//! Retention through the node: topics' `retention.ms` / `retention.bytes` and the broker's `log.retention.*`
-//! move the log start of each partition, as ListOffsets and Fetch then see it, and the deletion is durable.
+//! Retention and compaction through the node: topics' `retention.ms` / `retention.bytes` and the broker's
+//! `log.retention.*` move the log start of each partition, as ListOffsets and Fetch then see it, and the deletion is
+//! durable; a compacted topic keeps the latest record of each key, durably.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails by panicking
 
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -75,8 +76,13 @@ fn create(name: &str, configs: &[(&str, &str)]) -> CreateTopicsRequest {
 
 /// Produces one keyed 1 KiB record with `timestamp`; returns its offset.
 async fn produce(node: &Node, topic: &str, timestamp: i64) -> i64 {
+    produce_keyed(node, topic, timestamp, "key", &[b'x'; 1024]).await
+}
+
+/// Produces one record; returns its offset.
+async fn produce_keyed(node: &Node, topic: &str, timestamp: i64, key: &str, value: &[u8]) -> i64 {
     let mut builder = BatchBuilder::new();
-    builder.add(timestamp, Some(b"key"), Some(&[b'x'; 1024]), &[]);
+    builder.add(timestamp, Some(key.as_bytes()), Some(value), &[]);
     let mut partition = produce_request::PartitionProduceData::default();
     partition.records = Some(builder.build().unwrap().as_bytes().clone());
     let mut data = produce_request::TopicProduceData::default();
@@ -105,6 +111,46 @@ async fn list_offset(node: &Node, topic: &str, timestamp: i64) -> i64 {
     let answer = &response.topics[0].partitions[0];
     assert_eq!(answer.error_code, 0, "{topic}");
     answer.offset
+}
+
+/// Every record Fetch returns from `offset` on, as (offset, key, value).
+async fn fetch_all(node: &Node, topic: &str) -> Vec<(i64, String, String)> {
+    let mut out = Vec::new();
+    let mut offset = list_offset(node, topic, -2).await;
+    let end = list_offset(node, topic, -1).await;
+    while offset < end {
+        let mut partition = fetch_request::FetchPartition::default();
+        partition.fetch_offset = offset;
+        partition.partition_max_bytes = 1 << 20;
+        let mut wanted = fetch_request::FetchTopic::default();
+        wanted.topic = TopicName(s(topic));
+        wanted.partitions = vec![partition];
+        let mut request = FetchRequest::default();
+        request.max_bytes = 1 << 20;
+        request.topics = vec![wanted];
+        let response = node.fetch(request, 12).await;
+        let records = response.responses[0].partitions[0]
+            .records
+            .clone()
+            .unwrap_or_default();
+        let mut progressed = false;
+        for batch in record_format::BatchIter::unverified(records) {
+            let batch = batch.unwrap().batch;
+            offset = batch.next_offset();
+            progressed = true;
+            for record in batch.records().unwrap().iter() {
+                let record = record.unwrap();
+                let text =
+                    |bytes: Option<&[u8]>| String::from_utf8_lossy(bytes.unwrap_or_default()).into_owned();
+                out.push((record.offset, text(record.key), text(record.value)));
+            }
+        }
+        assert!(
+            progressed,
+            "a fetch at {offset} below the end {end} returned nothing"
+        );
+    }
+    out
 }
 
 async fn fetch_error(node: &Node, topic: &str, offset: i64) -> i16 {
@@ -276,6 +322,74 @@ async fn a_search_by_timestamp_skips_the_segments_that_end_before_it_and_finds_t
                 "{store:?} at {target}"
             );
         }
+        node.close().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_compacted_topic_keeps_the_latest_record_of_each_key_at_its_offset_across_a_restart() {
+    for store in [Store(Backend::Fs, Some(2048)), Store(Backend::Sled, None)] {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(TestClock::default());
+        let node = open(dir.path(), store, clock.clone(), |_| {}).await;
+        for (topic, policy) in [
+            ("table", "compact"),
+            ("table-expiring", "compact,delete"),
+            ("plain", "delete"),
+        ] {
+            let configs = [("cleanup.policy", policy), ("segment.bytes", "1048576")];
+            assert_eq!(
+                node.create_topics(create(topic, &configs), 4).await.topics[0].error_code,
+                0
+            );
+            // Keys k0..k4, four rounds: offsets 0..20, then one more record the active unit keeps.
+            for round in 0..4 {
+                for key in 0..5 {
+                    // About 650 bytes a batch: a 2 KiB segment holds three.
+                    let value = format!("round {round} {}", ".".repeat(600));
+                    produce_keyed(&node, topic, MINUTE, &format!("k{key}"), value.as_bytes()).await;
+                }
+            }
+            produce_keyed(&node, topic, MINUTE, "k0", b"active").await;
+        }
+        clock.0.store(2 * MINUTE, Ordering::SeqCst);
+        let before = fetch_all(&node, "plain").await;
+        let done = node.compact_topics().await.unwrap();
+        let mut topics: Vec<&str> = done.iter().map(|d| d.partition.topic()).collect();
+        topics.sort_unstable();
+        assert_eq!(topics, ["table", "table-expiring"], "{store:?}");
+        assert!(
+            node.compact_topics().await.unwrap().is_empty(),
+            "nothing is dirty any more"
+        );
+        let expected: Vec<(i64, String, String)> = (15..20)
+            .map(|offset| {
+                (
+                    offset,
+                    format!("k{}", offset - 15),
+                    format!("round 3 {}", ".".repeat(600)),
+                )
+            })
+            .chain([(20, "k0".to_owned(), "active".to_owned())])
+            .collect();
+        for topic in ["table", "table-expiring"] {
+            let records = fetch_all(&node, topic).await;
+            // Each key's last record at its own offset; on storage-fs the active segment may hold more.
+            assert!(records.ends_with(&expected), "{store:?} {topic}: {records:?}");
+            assert_eq!(list_offset(&node, topic, -1).await, 21);
+        }
+        assert_eq!(
+            fetch_all(&node, "plain").await,
+            before,
+            "a delete topic is not compacted"
+        );
+        node.close().await.unwrap();
+        drop(node);
+        let node = open(dir.path(), store, clock.clone(), |_| {}).await;
+        assert!(
+            fetch_all(&node, "table").await.ends_with(&expected),
+            "{store:?}: durable"
+        );
         node.close().await.unwrap();
     }
 }
