@@ -633,12 +633,20 @@ impl Node {
         std::mem::take(&mut *self.delivered.lock().await)
     }
 
-    /// Periodic work: abort transactions past their timeout, expire idle transactional ids and producers.
+    /// Periodic work: abort transactions past their timeout, expire idle transactional ids and producers, and
+    /// rewrite the group offset log as its live state when it is due.
     pub async fn housekeeping(&self) -> Result<(), NodeError> {
         self.abort_timed_out_transactions().await?;
         self.expire_transactional_ids().await?;
         self.expire_producers().await;
+        self.compact_offsets().await?;
         Ok(())
+    }
+
+    /// Rewrites the group offset log as its live state once it holds enough history (`offsets::GroupOffsets::
+    /// snapshot_if_due`), so that a start replays state, not history.
+    pub async fn compact_offsets(&self) -> Result<bool, NodeError> {
+        self.offsets.lock().await.snapshot_if_due().await
     }
 
     /// Aborts every transaction past its timeout (markers written) and returns their transactional ids.

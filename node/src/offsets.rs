@@ -6,6 +6,14 @@
 //! metadata records), for a restarted node to restore. Each change is one record batch of JSON records in the
 //! internal partition [`OFFSETS_PARTITION`]; opening replays them.
 //!
+//! **The log holds live state, not history** (ADR 0055): once it holds more records than a threshold
+//! ([`SNAPSHOT_MIN_RECORDS`], or twice the last snapshot), the store writes its whole state again after a
+//! `SnapshotStart` record — committed offsets, staged ones, stored groups, emptied groups — closes it with a
+//! `SnapshotEnd` record, and only then moves the log start to the `SnapshotStart`: what Kafka's cleaner does for
+//! `__consumer_offsets`, as a rewrite of the live state. A start replays the snapshot and what followed it. A
+//! snapshot a crash cut short (no `SnapshotEnd` before the log end) is closed at open by a `SnapshotAbandoned`
+//! record, written before anything else: on every later replay its records build a state that is dropped.
+//!
 //! Transactional commits follow Kafka's rule: staged per producer id, they become visible when the COMMIT
 //! marker for the group's `__consumer_offsets` partition arrives and are dropped on ABORT. Staging and ending are
 //! records too, so a crash between the coordinator's PrepareCommit and its markers loses nothing: the
@@ -26,6 +34,12 @@ use crate::{Clock, NodeError};
 pub const OFFSETS_PARTITION: &str = "__mirrorlog_group_offsets";
 
 const READ_BYTES: usize = 1 << 20;
+
+/// The fewest records since the last snapshot that make the store write a new one.
+pub const SNAPSHOT_MIN_RECORDS: u64 = 100_000;
+
+/// Records of a snapshot per batch.
+const SNAPSHOT_RECORDS_PER_BATCH: usize = 10_000;
 
 /// The largest record a group's stored membership may take (JSON). Kafka refuses group metadata larger than
 /// the offsets topic's largest message (about 1 MiB, binary) and fails the SyncGroup; this bound is the JSON
@@ -83,6 +97,14 @@ enum OffsetRecord {
         offsets_partition: u32,
         commit: bool,
     },
+    /// A snapshot of the whole state begins: the records up to [`OffsetRecord::SnapshotEnd`] are the state.
+    SnapshotStart,
+    /// A group whose offsets were all deleted and that still exists (part of a snapshot).
+    Emptied { group: String },
+    /// The snapshot is complete.
+    SnapshotEnd,
+    /// The snapshot begun before was cut short by a crash: its records are not the state.
+    SnapshotAbandoned,
 }
 
 type Key = (String, String, i32);
@@ -100,6 +122,20 @@ pub struct GroupOffsets {
     /// as Kafka's coordinator keeps them, until DeleteGroups (Kafka's periodic cleanup of empty groups is not
     /// done).
     emptied: std::collections::BTreeSet<String>,
+    /// Records in the log from its start (replayed at open, written since).
+    records: u64,
+    /// Records of the last snapshot (0: none).
+    snapshot_records: u64,
+}
+
+/// The state a snapshot being replayed builds, until its end makes it the store's.
+#[derive(Default)]
+struct Replayed {
+    committed: BTreeMap<Key, Committed>,
+    staged: BTreeMap<i64, Vec<OffsetEntry>>,
+    groups: BTreeMap<String, StoredGroup>,
+    emptied: std::collections::BTreeSet<String>,
+    records: u64,
 }
 
 impl std::fmt::Debug for GroupOffsets {
@@ -126,7 +162,11 @@ impl GroupOffsets {
             staged: BTreeMap::new(),
             groups: BTreeMap::new(),
             emptied: std::collections::BTreeSet::new(),
+            records: 0,
+            snapshot_records: 0,
         };
+        // A snapshot being read: its records build a state of their own, which becomes the store's at its end.
+        let mut snapshot: Option<Replayed> = None;
         let mut offset = store.storage.log_start_offset();
         while offset < store.storage.log_end_offset() {
             let batches = store.storage.read(offset, READ_BYTES).await?;
@@ -142,11 +182,129 @@ impl GroupOffsets {
                     let record = record.map_err(|e| corrupt(&e))?;
                     let value = record.value.unwrap_or_default();
                     let record: OffsetRecord = serde_json::from_slice(value).map_err(|e| corrupt(&e))?;
-                    store.apply(record);
+                    store.records += 1;
+                    store.replay(record, &mut snapshot);
                 }
             }
         }
+        if snapshot.is_some() {
+            // Closed before anything else is written, so no record of the store's can follow it unclosed.
+            store.write(vec![OffsetRecord::SnapshotAbandoned]).await?;
+            store.storage.flush(Durability::Sync).await?;
+        }
         Ok(store)
+    }
+
+    /// Replays one record: into the snapshot being read, if one is, else into the store.
+    fn replay(&mut self, record: OffsetRecord, snapshot: &mut Option<Replayed>) {
+        match (record, snapshot.as_mut()) {
+            (OffsetRecord::SnapshotStart, _) => *snapshot = Some(Replayed::default()),
+            (OffsetRecord::SnapshotEnd, Some(_)) => {
+                if let Some(done) = snapshot.take() {
+                    self.committed = done.committed;
+                    self.staged = done.staged;
+                    self.groups = done.groups;
+                    self.emptied = done.emptied;
+                    self.snapshot_records = done.records + 2;
+                }
+            }
+            (OffsetRecord::SnapshotEnd | OffsetRecord::SnapshotAbandoned, None) => {}
+            (OffsetRecord::SnapshotAbandoned, Some(_)) => *snapshot = None,
+            (OffsetRecord::Commit(entry), Some(state)) => {
+                state.records += 1;
+                state
+                    .committed
+                    .insert((entry.group, entry.topic, entry.partition), entry.committed);
+            }
+            (OffsetRecord::Staged { producer_id, entry }, Some(state)) => {
+                state.records += 1;
+                state.staged.entry(producer_id).or_default().push(entry);
+            }
+            (OffsetRecord::Group { group, stored }, Some(state)) => {
+                state.records += 1;
+                state.groups.insert(group, stored);
+            }
+            (OffsetRecord::Emptied { group }, Some(state)) => {
+                state.records += 1;
+                state.emptied.insert(group);
+            }
+            (record, Some(_)) => {
+                // A record a snapshot never holds (a deletion, a transaction's end): the snapshot before it was
+                // not a whole one. Its records are dropped; the store's state is what came before it.
+                *snapshot = None;
+                self.apply(record);
+            }
+            (record, None) => self.apply(record),
+        }
+    }
+
+    /// How many records the log holds from its start (what a start replays).
+    pub fn log_records(&self) -> u64 {
+        self.records
+    }
+
+    /// Writes the whole state as a snapshot when the log has grown past the threshold (module docs), then moves
+    /// the log start to it; returns whether it did. Storage-fs starts a new segment for it, so the old segments
+    /// can go whole. The node's housekeeping calls it, off the request path.
+    pub async fn snapshot_if_due(&mut self) -> Result<bool, NodeError> {
+        let threshold = SNAPSHOT_MIN_RECORDS.max(self.snapshot_records.saturating_mul(2));
+        if self.records < threshold {
+            return Ok(false);
+        }
+        let mut state: Vec<OffsetRecord> = Vec::new();
+        for ((group, topic, partition), committed) in &self.committed {
+            state.push(OffsetRecord::Commit(OffsetEntry {
+                group: group.clone(),
+                topic: topic.clone(),
+                partition: *partition,
+                committed: committed.clone(),
+            }));
+        }
+        for (producer_id, entries) in &self.staged {
+            for entry in entries {
+                state.push(OffsetRecord::Staged {
+                    producer_id: *producer_id,
+                    entry: entry.clone(),
+                });
+            }
+        }
+        for (group, stored) in &self.groups {
+            state.push(OffsetRecord::Group {
+                group: group.clone(),
+                stored: stored.clone(),
+            });
+        }
+        for group in &self.emptied {
+            state.push(OffsetRecord::Emptied { group: group.clone() });
+        }
+        self.storage.roll_segment().await?;
+        let start = self.storage.log_end_offset();
+        let count = state.len() as u64;
+        self.append(&[OffsetRecord::SnapshotStart]).await?;
+        for chunk in state.chunks(SNAPSHOT_RECORDS_PER_BATCH) {
+            self.append(chunk).await?;
+        }
+        self.append(&[OffsetRecord::SnapshotEnd]).await?;
+        self.storage.flush(Durability::Sync).await?;
+        self.storage.delete_before(start).await?;
+        self.records = count + 2;
+        self.snapshot_records = count + 2;
+        Ok(true)
+    }
+
+    /// Appends `records` as one batch (not yet flushed).
+    async fn append(&mut self, records: &[OffsetRecord]) -> Result<(), NodeError> {
+        let now_ms = self.clock.now_ms();
+        let mut builder = BatchBuilder::new().base_offset(self.storage.log_end_offset());
+        for record in records {
+            let value = serde_json::to_vec(record).map_err(|e| NodeError::Offsets(e.to_string()))?;
+            builder.add(now_ms, None, Some(&value), &[]);
+        }
+        let batch = builder
+            .build()
+            .map_err(|e| NodeError::Offsets(format!("cannot encode a batch: {e}")))?;
+        self.storage.append(&[batch]).await?;
+        Ok(())
     }
 
     /// The committed offset of a group's partition.
@@ -292,17 +450,9 @@ impl GroupOffsets {
         if records.is_empty() {
             return Ok(());
         }
-        let now_ms = self.clock.now_ms();
-        let mut builder = BatchBuilder::new().base_offset(self.storage.log_end_offset());
-        for record in &records {
-            let value = serde_json::to_vec(record).map_err(|e| NodeError::Offsets(e.to_string()))?;
-            builder.add(now_ms, None, Some(&value), &[]);
-        }
-        let batch = builder
-            .build()
-            .map_err(|e| NodeError::Offsets(format!("cannot encode a batch: {e}")))?;
-        self.storage.append(&[batch]).await?;
+        self.append(&records).await?;
         self.storage.flush(self.durability).await?;
+        self.records += records.len() as u64;
         for record in records {
             self.apply(record);
         }
@@ -346,6 +496,10 @@ impl GroupOffsets {
                 // A group OffsetDelete names exists afterwards, even if it held nothing to delete.
                 emptied.extend(group);
             }
+            OffsetRecord::Emptied { group } => {
+                self.emptied.insert(group);
+            }
+            OffsetRecord::SnapshotStart | OffsetRecord::SnapshotEnd | OffsetRecord::SnapshotAbandoned => {}
             OffsetRecord::End {
                 producer_id,
                 offsets_partition,
@@ -449,5 +603,137 @@ mod tests {
         offsets.commit(vec![entry("ab"), entry("abc")]).await.unwrap();
         assert!(offsets.has_group("ab") && offsets.has_group("abc"));
         assert!(!offsets.has_group("a") && !offsets.has_group("abcd") && !offsets.has_group(""));
+    }
+
+    fn commit_of(group: &str, partition: i32, offset: i64) -> OffsetEntry {
+        OffsetEntry {
+            group: group.to_owned(),
+            topic: "orders".to_owned(),
+            partition,
+            committed: Committed {
+                offset,
+                metadata: Some(format!("at {offset}")),
+            },
+        }
+    }
+
+    async fn reopen(storage: &MemoryStorage) -> GroupOffsets {
+        let id = PartitionId::new(OFFSETS_PARTITION, 0).unwrap();
+        GroupOffsets::open(
+            storage.open(&id).await.unwrap(),
+            Durability::Sync,
+            Arc::new(crate::SystemClock),
+        )
+        .await
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_log_of_history_is_rewritten_as_its_live_state_and_a_start_replays_only_that() {
+        let storage = MemoryStorage::new();
+        let id = PartitionId::new(OFFSETS_PARTITION, 0).unwrap();
+        let mut offsets = GroupOffsets::open(
+            storage.create(&id).await.unwrap(),
+            Durability::Sync,
+            Arc::new(crate::SystemClock),
+        )
+        .await
+        .unwrap();
+        // 120,000 commits of 100 partitions, 1,000 per call; a transaction staged, a group stored, one emptied.
+        for round in 0..120 {
+            let entries = (0..1_000)
+                .map(|n| commit_of("readers", n % 100, round * 1_000 + i64::from(n)))
+                .collect();
+            offsets.commit(entries).await.unwrap();
+        }
+        offsets
+            .stage(7, vec![commit_of("txn-readers", 0, 5)])
+            .await
+            .unwrap();
+        offsets
+            .store_groups(vec![("readers".to_owned(), group(2, 10))])
+            .await
+            .unwrap();
+        offsets.commit(vec![commit_of("gone", 0, 1)]).await.unwrap();
+        offsets
+            .delete_offsets(Some("gone"), "orders", None)
+            .await
+            .unwrap();
+        assert!(offsets.log_records() > SNAPSHOT_MIN_RECORDS);
+        let live = (
+            offsets.committed.clone(),
+            offsets.staged.clone(),
+            offsets.groups.clone(),
+            offsets.emptied.clone(),
+        );
+
+        assert!(offsets.snapshot_if_due().await.unwrap());
+        assert!(!offsets.snapshot_if_due().await.unwrap(), "not due again at once");
+        // 100 committed offsets, one staged, one group, one emptied group, and the two bounds.
+        assert_eq!(offsets.log_records(), 105);
+        offsets.close().await.unwrap();
+
+        let mut reopened = reopen(&storage).await;
+        assert_eq!(reopened.log_records(), 105, "a start replays the live state only");
+        let state = (
+            reopened.committed.clone(),
+            reopened.staged.clone(),
+            reopened.groups.clone(),
+            reopened.emptied.clone(),
+        );
+        assert_eq!(state, live);
+        assert_eq!(
+            reopened.committed("readers", "orders", 99).map(|c| c.offset),
+            Some(119_999)
+        );
+        // The staged transaction still commits after the snapshot.
+        reopened
+            .end(
+                7,
+                txn_coordinator::offsets_partition_for("txn-readers")
+                    .unwrap()
+                    .partition(),
+                true,
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            reopened.committed("txn-readers", "orders", 0).map(|c| c.offset),
+            Some(5)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_snapshot_a_crash_cut_short_is_ignored_and_what_followed_it_is_kept() {
+        let storage = MemoryStorage::new();
+        let id = PartitionId::new(OFFSETS_PARTITION, 0).unwrap();
+        let mut offsets = GroupOffsets::open(
+            storage.create(&id).await.unwrap(),
+            Durability::Sync,
+            Arc::new(crate::SystemClock),
+        )
+        .await
+        .unwrap();
+        offsets.commit(vec![commit_of("readers", 0, 1)]).await.unwrap();
+        // A snapshot's first records, then no end: the process died while writing it.
+        offsets
+            .append(&[
+                OffsetRecord::SnapshotStart,
+                OffsetRecord::Commit(commit_of("readers", 0, 999)),
+            ])
+            .await
+            .unwrap();
+        offsets.storage.flush(Durability::Sync).await.unwrap();
+        drop(offsets);
+        let mut reopened = reopen(&storage).await;
+        assert_eq!(
+            reopened.committed("readers", "orders", 0).map(|c| c.offset),
+            Some(1)
+        );
+        reopened.commit(vec![commit_of("readers", 1, 2)]).await.unwrap();
+        reopened.close().await.unwrap();
+        let again = reopen(&storage).await;
+        assert_eq!(again.committed("readers", "orders", 0).map(|c| c.offset), Some(1));
+        assert_eq!(again.committed("readers", "orders", 1).map(|c| c.offset), Some(2));
     }
 }
