@@ -96,21 +96,33 @@ impl Server {
     pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) -> Result<(), BrokerError> {
         let (stop, stopped) = watch::channel(false);
         let mut connections = JoinSet::new();
-        let housekeeping = tokio::spawn(housekeeping(
+        // Timed-out transactions, idle ids and producers, the offset log's rewrite.
+        let housekeeping = tokio::spawn(periodic(
             self.node.clone(),
             self.config.housekeeping_interval,
+            FirstRun::AtStart,
+            "housekeeping",
             stopped.clone(),
+            |node| async move { node.housekeeping().await },
         ));
         let group_timers = tokio::spawn(group_timers(self.node.clone(), stopped.clone()));
-        let retention = tokio::spawn(retention(
+        // Retention (`log.retention.check.interval.ms`) and the log cleaner (`log.cleaner.backoff.ms`); what they
+        // delete and what fails are logged by the node.
+        let retention = tokio::spawn(periodic(
             self.node.clone(),
             self.config.retention_check_interval,
+            FirstRun::AfterOneInterval,
+            "retention",
             stopped.clone(),
+            |node| async move { node.apply_retention().await.map(drop) },
         ));
-        let cleaner = tokio::spawn(cleaner(
+        let cleaner = tokio::spawn(periodic(
             self.node.clone(),
             self.config.cleaner_backoff,
+            FirstRun::AfterOneInterval,
+            "compaction",
             stopped.clone(),
+            |node| async move { node.compact_topics().await.map(drop) },
         ));
         let mirror = Arc::new(
             MirrorService::start(
@@ -189,46 +201,38 @@ impl Server {
     }
 }
 
-async fn housekeeping(node: Arc<Node>, every: Duration, mut stopped: watch::Receiver<bool>) {
-    let mut interval = tokio::time::interval(every);
-    loop {
-        tokio::select! {
-            _ = interval.tick() => {
-                if let Err(error) = node.housekeeping().await {
-                    eprintln!("mirrorlog serve: housekeeping failed: {error}");
-                }
-            }
-            _ = stopped.changed() => return,
-        }
-    }
+/// When a periodic task first runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FirstRun {
+    /// At start-up.
+    AtStart,
+    /// One interval after start-up (Kafka's log manager starts retention and the cleaner so).
+    AfterOneInterval,
 }
 
-/// Retention, every `every` (Kafka's `log.retention.check.interval.ms`), starting one interval after start-up as
-/// Kafka's log manager does. What it deletes and what fails are logged by the node.
-async fn retention(node: Arc<Node>, every: Duration, mut stopped: watch::Receiver<bool>) {
-    let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-    loop {
-        tokio::select! {
-            _ = interval.tick() => {
-                if let Err(error) = node.apply_retention().await {
-                    eprintln!("mirrorlog serve: retention failed: {error}");
-                }
-            }
-            _ = stopped.changed() => return,
-        }
-    }
-}
-
-/// The log cleaner: a round of the compaction passes that are due, then `backoff` (Kafka's
-/// `log.cleaner.backoff.ms`). What it does and what fails are logged by the node.
-async fn cleaner(node: Arc<Node>, backoff: Duration, mut stopped: watch::Receiver<bool>) {
-    let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + backoff, backoff);
+/// Runs `job` on `node` every `every` until the server stops (a run that overruns delays the next, none is
+/// skipped in a burst); a failure is written to stderr as `what failed: …` and the task goes on.
+async fn periodic<F>(
+    node: Arc<Node>,
+    every: Duration,
+    first: FirstRun,
+    what: &'static str,
+    mut stopped: watch::Receiver<bool>,
+    mut job: impl FnMut(Arc<Node>) -> F,
+) where
+    F: std::future::Future<Output = Result<(), node::NodeError>>,
+{
+    let start = match first {
+        FirstRun::AtStart => tokio::time::Instant::now(),
+        FirstRun::AfterOneInterval => tokio::time::Instant::now() + every,
+    };
+    let mut interval = tokio::time::interval_at(start, every);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = interval.tick() => {
-                if let Err(error) = node.compact_topics().await {
-                    eprintln!("mirrorlog serve: compaction failed: {error}");
+                if let Err(error) = job(node.clone()).await {
+                    eprintln!("mirrorlog serve: {what} failed: {error}");
                 }
             }
             _ = stopped.changed() => return,

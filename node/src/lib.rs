@@ -23,6 +23,7 @@ pub mod clock;
 mod compaction;
 pub mod config;
 mod error;
+mod log_passes;
 pub mod membership;
 pub mod mirror;
 pub mod node;

@@ -617,6 +617,12 @@ mod tests {
         }
     }
 
+    async fn fresh(storage: &MemoryStorage) -> GroupOffsets {
+        let id = PartitionId::new(OFFSETS_PARTITION, 0).unwrap();
+        storage.create(&id).await.unwrap();
+        reopen(storage).await
+    }
+
     async fn reopen(storage: &MemoryStorage) -> GroupOffsets {
         let id = PartitionId::new(OFFSETS_PARTITION, 0).unwrap();
         GroupOffsets::open(
@@ -631,14 +637,7 @@ mod tests {
     #[tokio::test]
     async fn a_log_of_history_is_rewritten_as_its_live_state_and_a_start_replays_only_that() {
         let storage = MemoryStorage::new();
-        let id = PartitionId::new(OFFSETS_PARTITION, 0).unwrap();
-        let mut offsets = GroupOffsets::open(
-            storage.create(&id).await.unwrap(),
-            Durability::Sync,
-            Arc::new(crate::SystemClock),
-        )
-        .await
-        .unwrap();
+        let mut offsets = fresh(&storage).await;
         // 120,000 commits of 100 partitions, 1,000 per call; a transaction staged, a group stored, one emptied.
         for round in 0..120 {
             let entries = (0..1_000)
@@ -706,14 +705,7 @@ mod tests {
     #[tokio::test]
     async fn a_snapshot_a_crash_cut_short_is_ignored_and_what_followed_it_is_kept() {
         let storage = MemoryStorage::new();
-        let id = PartitionId::new(OFFSETS_PARTITION, 0).unwrap();
-        let mut offsets = GroupOffsets::open(
-            storage.create(&id).await.unwrap(),
-            Durability::Sync,
-            Arc::new(crate::SystemClock),
-        )
-        .await
-        .unwrap();
+        let mut offsets = fresh(&storage).await;
         offsets.commit(vec![commit_of("readers", 0, 1)]).await.unwrap();
         // A snapshot's first records, then no end: the process died while writing it.
         offsets

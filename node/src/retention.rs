@@ -25,59 +25,38 @@ impl Node {
     /// skipped (its error is the first one returned once every other partition had its turn).
     pub async fn apply_retention(&self) -> Result<Vec<RetentionDeleted>, NodeError> {
         let now = self.clock.now_ms();
-        let topics: Vec<(String, Vec<std::sync::Arc<crate::PartitionSlot>>)> = self
-            .topics
-            .read()
-            .await
-            .iter()
-            .map(|(name, slots)| (name.clone(), slots.clone()))
-            .collect();
-        let mut deleted = Vec::new();
-        let mut first_error = None;
-        for (topic, slots) in topics {
-            let settings = self.topic_settings(&topic).await;
-            let policy = RetentionPolicy::from_kafka(settings.retention_ms, settings.retention_bytes);
-            let delete = settings.delete_by_retention && !policy.keeps_everything();
-            for slot in slots {
-                let mut guard = slot.lock().await;
-                let Some(replicas) = guard.as_mut() else { continue };
-                let logs = std::iter::once(&mut replicas.leader).chain(replicas.followers.iter_mut());
-                for (replica, log) in logs.enumerate() {
+        let done = self
+            .each_replica("retention", |log, settings| {
+                Box::pin(async move {
                     // A mirror's and a follower's appends do not pass the produce path: their segments learn the
                     // topic's segment.bytes / segment.ms here.
                     log.set_segment_policy(settings.segment_bytes, Some(settings.segment_ms));
-                    if !delete {
-                        continue;
+                    let policy = RetentionPolicy::from_kafka(settings.retention_ms, settings.retention_bytes);
+                    if !settings.delete_by_retention || policy.keeps_everything() {
+                        return Ok(None);
                     }
-                    match log.apply_retention(policy, now).await {
-                        Ok(Some(retained)) => {
-                            tracing::info!(
-                                partition = %log.id(),
-                                replica,
-                                units = retained.units,
-                                bytes = retained.bytes,
-                                log_start_offset = retained.log_start_offset,
-                                breach = ?retained.breach,
-                                "retention deleted the oldest data"
-                            );
-                            deleted.push(RetentionDeleted {
-                                partition: log.id().clone(),
-                                replica,
-                                retained,
-                            });
-                        }
-                        Ok(None) => {}
-                        Err(error) => {
-                            tracing::warn!(partition = %log.id(), replica, %error, "retention failed");
-                            first_error.get_or_insert(NodeError::Log(error));
-                        }
-                    }
+                    log.apply_retention(policy, now).await
+                })
+            })
+            .await?;
+        Ok(done
+            .into_iter()
+            .map(|(partition, replica, retained)| {
+                tracing::info!(
+                    %partition,
+                    replica,
+                    units = retained.units,
+                    bytes = retained.bytes,
+                    log_start_offset = retained.log_start_offset,
+                    breach = ?retained.breach,
+                    "retention deleted the oldest data"
+                );
+                RetentionDeleted {
+                    partition,
+                    replica,
+                    retained,
                 }
-            }
-        }
-        match first_error {
-            Some(error) => Err(error),
-            None => Ok(deleted),
-        }
+            })
+            .collect())
     }
 }

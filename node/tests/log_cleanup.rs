@@ -119,20 +119,8 @@ async fn fetch_all(node: &Node, topic: &str) -> Vec<(i64, String, String)> {
     let mut offset = list_offset(node, topic, -2).await;
     let end = list_offset(node, topic, -1).await;
     while offset < end {
-        let mut partition = fetch_request::FetchPartition::default();
-        partition.fetch_offset = offset;
-        partition.partition_max_bytes = 1 << 20;
-        let mut wanted = fetch_request::FetchTopic::default();
-        wanted.topic = TopicName(s(topic));
-        wanted.partitions = vec![partition];
-        let mut request = FetchRequest::default();
-        request.max_bytes = 1 << 20;
-        request.topics = vec![wanted];
-        let response = node.fetch(request, 12).await;
-        let records = response.responses[0].partitions[0]
-            .records
-            .clone()
-            .unwrap_or_default();
+        let response = fetch(node, topic, offset).await;
+        let records = response.records.unwrap_or_default();
         let mut progressed = false;
         for batch in record_format::BatchIter::unverified(records) {
             let batch = batch.unwrap().batch;
@@ -153,7 +141,8 @@ async fn fetch_all(node: &Node, topic: &str) -> Vec<(i64, String, String)> {
     out
 }
 
-async fn fetch_error(node: &Node, topic: &str, offset: i64) -> i16 {
+/// Fetch's answer for `topic`'s partition 0 from `offset`.
+async fn fetch(node: &Node, topic: &str, offset: i64) -> fetch_response::PartitionData {
     let mut partition = fetch_request::FetchPartition::default();
     partition.fetch_offset = offset;
     partition.partition_max_bytes = 1 << 20;
@@ -163,8 +152,12 @@ async fn fetch_error(node: &Node, topic: &str, offset: i64) -> i16 {
     let mut request = FetchRequest::default();
     request.max_bytes = 1 << 20;
     request.topics = vec![wanted];
-    let response = node.fetch(request, 12).await;
-    response.responses[0].partitions[0].error_code
+    let mut response = node.fetch(request, 12).await;
+    response.responses.remove(0).partitions.remove(0)
+}
+
+async fn fetch_error(node: &Node, topic: &str, offset: i64) -> i16 {
+    fetch(node, topic, offset).await.error_code
 }
 
 const MINUTE: i64 = 60_000;

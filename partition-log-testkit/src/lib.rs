@@ -70,6 +70,23 @@ pub async fn crash_and_reopen(
     PartitionLog::open(storage, config, 0).await.unwrap()
 }
 
+/// Drops `log` (a crash), deletes every producer snapshot of its partition and opens it again: what a recovery
+/// rebuilds from the log alone.
+pub async fn reopen_without_snapshots(
+    backend: &dyn Backend,
+    log: PartitionLog,
+    config: LogConfig,
+) -> (PartitionLog, RecoveryReport) {
+    let id = log.id().clone();
+    drop(log);
+    let store = backend.store().await;
+    let mut storage = store.open(&id).await.unwrap();
+    for offset in storage.snapshot_offsets().await.unwrap() {
+        storage.delete_snapshot(offset).await.unwrap();
+    }
+    PartitionLog::open(storage, config, 0).await.unwrap()
+}
+
 /// Closes `log` cleanly and opens it again.
 pub async fn close_and_reopen(
     backend: &dyn Backend,
@@ -364,14 +381,7 @@ pub async fn recovery_applies_barriers_like_live_appends(backend: &dyn Backend) 
     let live = log.summary().await.unwrap();
     // Drop every snapshot so recovery replays the barrier itself.
     let (log, _) = crash_and_reopen(backend, log, config.clone()).await;
-    let id = log.id().clone();
-    drop(log);
-    let store = backend.store().await;
-    let mut storage = store.open(&id).await.unwrap();
-    for offset in storage.snapshot_offsets().await.unwrap() {
-        storage.delete_snapshot(offset).await.unwrap();
-    }
-    let (mut log, report) = PartitionLog::open(storage, config, 0).await.unwrap();
+    let (mut log, report) = reopen_without_snapshots(backend, log, config).await;
     assert_eq!(report.snapshot_offset, None);
     assert_eq!(report.batches_replayed, 3);
     settle(&mut log);
@@ -797,14 +807,7 @@ pub async fn compaction_keeps_the_latest_record_of_each_key_and_producer_state(b
 
     // Recovery from snapshots, then a rebuild from the compacted log alone, find the same producers.
     let (log, _) = crash_and_reopen(backend, log, config.clone()).await;
-    let id = log.id().clone();
-    drop(log);
-    let store = backend.store().await;
-    let mut storage = store.open(&id).await.unwrap();
-    for offset in storage.snapshot_offsets().await.unwrap() {
-        storage.delete_snapshot(offset).await.unwrap();
-    }
-    let (mut log, _) = PartitionLog::open(storage, config, 0).await.unwrap();
+    let (mut log, _) = reopen_without_snapshots(backend, log, config).await;
     settle(&mut log);
     let rebuilt = log.summary().await.unwrap();
     assert_eq!(
@@ -856,14 +859,7 @@ pub async fn compaction_keeps_a_barrier_and_its_effect(backend: &dyn Backend) {
             .count(),
         1
     );
-    let id = log.id().clone();
-    drop(log);
-    let store = backend.store().await;
-    let mut storage = store.open(&id).await.unwrap();
-    for offset in storage.snapshot_offsets().await.unwrap() {
-        storage.delete_snapshot(offset).await.unwrap();
-    }
-    let (mut log, _) = PartitionLog::open(storage, config, 0).await.unwrap();
+    let (mut log, _) = reopen_without_snapshots(backend, log, config).await;
     settle(&mut log);
     assert_eq!(log.summary().await.unwrap().producers, live.producers);
 }
@@ -873,19 +869,20 @@ pub async fn compaction_keeps_a_barrier_and_its_effect(backend: &dyn Backend) {
 /// `max.compaction.lag.ms`; records younger than `min.compaction.lag.ms` are not cleanable.
 pub async fn compaction_waits_for_the_dirty_ratio_or_the_compaction_lags(backend: &dyn Backend) {
     let mut log = create_log(backend, 0, config(BarrierScope::Writer)).await;
-    for index in 0..10 {
-        produce(
-            &mut log,
-            keyed(-1, -1, &format!("k{index}"), Some("first"), false),
-        )
-        .await
-        .unwrap();
+    // Keys k0..k(keys-1) valued `value`, then a roll and one record alone in the active unit.
+    async fn write_round(log: &mut PartitionLog, keys: usize, value: &str, active: &str) {
+        for index in 0..keys {
+            produce(log, keyed(-1, -1, &format!("k{index}"), Some(value), false))
+                .await
+                .unwrap();
+        }
+        log.roll().await.unwrap();
+        produce(log, keyed(-1, -1, "active", Some(active), false))
+            .await
+            .unwrap();
+        settle(log);
     }
-    log.roll().await.unwrap();
-    produce(&mut log, keyed(-1, -1, "active", Some("v"), false))
-        .await
-        .unwrap();
-    settle(&mut log);
+    write_round(&mut log, 10, "first", "v").await;
     let young = CompactionPolicy {
         min_compaction_lag_ms: 10_000,
         ..CompactionPolicy::default()
@@ -901,19 +898,7 @@ pub async fn compaction_waits_for_the_dirty_ratio_or_the_compaction_lags(backend
         .unwrap()
         .expect("all dirty");
     assert_eq!(first.records_removed, 0, "ten keys, one record each");
-    for index in 0..2 {
-        produce(
-            &mut log,
-            keyed(-1, -1, &format!("k{index}"), Some("second"), false),
-        )
-        .await
-        .unwrap();
-    }
-    log.roll().await.unwrap();
-    produce(&mut log, keyed(-1, -1, "active", Some("w"), false))
-        .await
-        .unwrap();
-    settle(&mut log);
+    write_round(&mut log, 2, "second", "w").await;
     // Three dirty batches of thirteen: under the ratio.
     assert_eq!(log.clean(CompactionPolicy::default(), 2_000).await.unwrap(), None);
     let overdue = CompactionPolicy {

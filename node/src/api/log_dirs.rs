@@ -23,13 +23,7 @@ pub async fn describe_log_dirs(
             .map(|topic| (topic.topic.to_string(), topic.partitions))
             .collect()
     });
-    let topics: Vec<_> = node
-        .topics
-        .read()
-        .await
-        .iter()
-        .map(|(name, slots)| (name.clone(), slots.clone()))
-        .collect();
+    let topics = node.topic_slots().await;
     let mut result = describe_log_dirs_response::DescribeLogDirsResult::default();
     for (name, slots) in topics {
         let asked = match &wanted {

@@ -289,7 +289,15 @@ fn records_far_from_now(
     if behind == i64::MAX && !too_far(batch.max_timestamp()) {
         return Vec::new();
     }
-    // Kafka checks the CRC first: a corrupt batch is CORRUPT_MESSAGE (the log's answer), whatever its timestamps.
+    records_where(batch, |record| too_far(record.timestamp))
+}
+
+/// The indexes of `batch`'s records for which `refused` holds. Kafka checks the CRC first: a corrupt batch (or
+/// one whose records do not decode) is left to the log, which answers CORRUPT_MESSAGE or INVALID_RECORD.
+fn records_where(
+    batch: &record_format::RecordBatch,
+    mut refused: impl FnMut(&record_format::Record<'_>) -> bool,
+) -> Vec<i32> {
     if batch.verify_crc().is_err() {
         return Vec::new();
     }
@@ -301,7 +309,7 @@ fn records_far_from_now(
         .enumerate()
         .filter_map(|(index, record)| {
             let record = record.ok()?;
-            too_far(record.timestamp).then(|| i32::try_from(index).unwrap_or(i32::MAX))
+            refused(&record).then(|| i32::try_from(index).unwrap_or(i32::MAX))
         })
         .collect()
 }
@@ -310,23 +318,10 @@ fn records_far_from_now(
 /// "Compacted topic cannot accept message without key"). Control batches are not looked into (the log refuses a
 /// client's); a batch whose CRC fails is left to the log (CORRUPT_MESSAGE).
 fn records_without_key(batch: &record_format::RecordBatch) -> Vec<i32> {
-    if batch.is_control() || batch.verify_crc().is_err() {
+    if batch.is_control() {
         return Vec::new();
     }
-    let Ok(records) = batch.records() else {
-        return Vec::new();
-    };
-    records
-        .iter()
-        .enumerate()
-        .filter_map(|(index, record)| {
-            let record = record.ok()?;
-            record
-                .key
-                .is_none()
-                .then(|| i32::try_from(index).unwrap_or(i32::MAX))
-        })
-        .collect()
+    records_where(batch, |record| record.key.is_none())
 }
 
 /// Kafka's transaction verification (KIP-890 part 1), before the log is touched: the coordinator's
