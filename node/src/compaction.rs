@@ -1,13 +1,13 @@
 //! Compaction for the topics a node serves: Kafka's log cleaner threads, as a task. Every partition of a topic
 //! whose `cleanup.policy` includes `compact` gets a pass when it is due (`partition_log::cleaner`, ADR 0055): its
 //! dirty part reached `min.cleanable.dirty.ratio` or passed `max.compaction.lag.ms`. One partition at a time, on
-//! the leader and each follower; a pass holds its partition's lock while it runs (a produce or fetch on that
-//! partition waits for it; the others do not), which ADR 0055 lists as what is left to do.
+//! the leader and each follower; a pass holds its partition's lock only to plan and to write its rewrite, and
+//! reads and rewrites in between without it.
 
-use partition_log::{Cleaned, CompactionPolicy};
+use partition_log::{CleanStep, Cleaned, CompactionPolicy, LogError, PartitionLog, ReplicaSet};
 use storage::PartitionId;
 
-use crate::{Node, NodeError};
+use crate::{Node, NodeError, PartitionSlot};
 
 /// What one pass did to one replica of one partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,44 +23,111 @@ pub struct Compacted {
 impl Node {
     /// Runs the compaction passes that are due now; returns what they did. A partition that fails is logged and
     /// skipped (its error is the first one returned once every other partition had its turn).
+    ///
+    /// Each pass takes its partition's lock twice, briefly: to plan (where the log stands) and to write the
+    /// rewrite; it reads and rewrites in between without it, so produce and fetch on the partition go on
+    /// (`partition_log::cleaner`, ADR 0055).
     pub async fn compact_topics(&self) -> Result<Vec<Compacted>, NodeError> {
         let now = self.clock.now_ms();
-        let done = self
-            .each_replica("compaction", |log, settings| {
-                Box::pin(async move {
-                    if !settings.compacted {
-                        return Ok(None);
+        let mut done = Vec::new();
+        let mut first_error = None;
+        for (topic, slots) in self.topic_slots().await {
+            let settings = self.topic_settings(&topic).await;
+            if !settings.compacted {
+                continue;
+            }
+            let policy = CompactionPolicy {
+                min_cleanable_dirty_ratio: settings.min_cleanable_dirty_ratio,
+                min_compaction_lag_ms: settings.min_compaction_lag_ms,
+                max_compaction_lag_ms: settings.max_compaction_lag_ms,
+                delete_retention_ms: settings.delete_retention_ms,
+                ..CompactionPolicy::default()
+            };
+            for slot in slots {
+                let replicas = match slot.lock().await.as_ref() {
+                    Some(replicas) => 1 + replicas.followers.len(),
+                    None => continue,
+                };
+                for replica in 0..replicas {
+                    match compact_replica(&slot, replica, policy, now).await {
+                        Ok(Some((partition, cleaned))) => {
+                            tracing::info!(
+                                %partition,
+                                replica,
+                                from = cleaned.from,
+                                to = cleaned.to,
+                                bytes_before = cleaned.bytes_before,
+                                bytes_after = cleaned.bytes_after,
+                                records_removed = cleaned.records_removed,
+                                "compacted"
+                            );
+                            done.push(Compacted {
+                                partition,
+                                replica,
+                                cleaned,
+                            });
+                        }
+                        Ok(None) => {}
+                        Err(error) => {
+                            tracing::warn!(topic, replica, %error, "compaction failed");
+                            first_error.get_or_insert(NodeError::Log(error));
+                        }
                     }
-                    let policy = CompactionPolicy {
-                        min_cleanable_dirty_ratio: settings.min_cleanable_dirty_ratio,
-                        min_compaction_lag_ms: settings.min_compaction_lag_ms,
-                        max_compaction_lag_ms: settings.max_compaction_lag_ms,
-                        delete_retention_ms: settings.delete_retention_ms,
-                        ..CompactionPolicy::default()
-                    };
-                    log.clean(policy, now).await
-                })
-            })
-            .await?;
-        Ok(done
-            .into_iter()
-            .map(|(partition, replica, cleaned)| {
-                tracing::info!(
-                    %partition,
-                    replica,
-                    from = cleaned.from,
-                    to = cleaned.to,
-                    bytes_before = cleaned.bytes_before,
-                    bytes_after = cleaned.bytes_after,
-                    records_removed = cleaned.records_removed,
-                    "compacted"
-                );
-                Compacted {
-                    partition,
-                    replica,
-                    cleaned,
                 }
-            })
-            .collect())
+            }
+        }
+        match first_error {
+            Some(error) => Err(error),
+            None => Ok(done),
+        }
+    }
+}
+
+/// One replica's pass: planned and written under the partition's lock, prepared without it.
+async fn compact_replica(
+    slot: &PartitionSlot,
+    replica: usize,
+    policy: CompactionPolicy,
+    now: i64,
+) -> Result<Option<(PartitionId, Cleaned)>, LogError> {
+    let (plan, reader, partition) = {
+        let guard = slot.lock().await;
+        let Some(log) = guard.as_ref().and_then(|replicas| replica_log(replicas, replica)) else {
+            return Ok(None);
+        };
+        (log.plan_clean(policy, now).await?, log.reader(), log.id().clone())
+    };
+    let Some(plan) = plan else { return Ok(None) };
+    let Some(mut work) = plan.prepare(reader.as_ref()).await? else {
+        return Ok(None);
+    };
+    // Written a group at a time, the partition's lock taken for each: a produce waits for one group at most.
+    loop {
+        let mut guard = slot.lock().await;
+        let Some(log) = guard
+            .as_mut()
+            .and_then(|replicas| replica_log_mut(replicas, replica))
+        else {
+            return Ok(None);
+        };
+        match log.apply_clean_step(&mut work).await? {
+            CleanStep::More => {}
+            CleanStep::Done(cleaned) => return Ok(Some((partition, cleaned))),
+            CleanStep::Dropped => return Ok(None),
+        }
+    }
+}
+
+fn replica_log(replicas: &ReplicaSet, replica: usize) -> Option<&PartitionLog> {
+    match replica {
+        0 => Some(&replicas.leader),
+        n => replicas.followers.get(n - 1),
+    }
+}
+
+fn replica_log_mut(replicas: &mut ReplicaSet, replica: usize) -> Option<&mut PartitionLog> {
+    match replica {
+        0 => Some(&mut replicas.leader),
+        n => replicas.followers.get_mut(n - 1),
     }
 }

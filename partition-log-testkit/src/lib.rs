@@ -917,6 +917,80 @@ pub async fn compaction_waits_for_the_dirty_ratio_or_the_compaction_lags(backend
     assert_eq!(values.iter().filter(|v| v.as_slice() == b"first").count(), 8);
 }
 
+/// A pass prepares its rewrite through a reader while the log goes on taking appends (what the node does with
+/// the partition unlocked); its rewrite then lands below them. A pass whose log was cut back, or whose log start
+/// moved, between its plan and its write is dropped: nothing is written.
+pub async fn a_compaction_pass_prepares_while_the_log_takes_appends_and_is_dropped_if_the_log_moved(
+    backend: &dyn Backend,
+) {
+    let mut log = create_log(backend, 0, config(BarrierScope::Writer)).await;
+    for round in 0..3 {
+        for key in 0..4 {
+            let value = format!("round {round}");
+            produce(&mut log, keyed(-1, -1, &format!("k{key}"), Some(&value), false))
+                .await
+                .unwrap();
+        }
+    }
+    log.roll().await.unwrap();
+    produce(&mut log, keyed(-1, -1, "active", Some("v"), false))
+        .await
+        .unwrap();
+    settle(&mut log);
+    let policy = CompactionPolicy::default();
+
+    let plan = log.plan_clean(policy, 2_000).await.unwrap().expect("dirty");
+    let reader = log.reader();
+    // Produce goes on while the pass reads.
+    for key in 0..3 {
+        produce(&mut log, keyed(-1, -1, &format!("late{key}"), Some("x"), false))
+            .await
+            .unwrap();
+    }
+    settle(&mut log);
+    let work = plan.prepare(reader.as_ref()).await.unwrap().expect("a rewrite");
+    let cleaned = log.apply_clean(work).await.unwrap().expect("written");
+    assert_eq!(cleaned.records_removed, 8, "two superseded rounds of four keys");
+    let values: Vec<String> = records_of(&log)
+        .await
+        .into_iter()
+        .map(|record| String::from_utf8(record.2.unwrap()).unwrap())
+        .collect();
+    assert_eq!(
+        values,
+        ["round 2", "round 2", "round 2", "round 2", "v", "x", "x", "x"]
+    );
+
+    // The log start moves between the plan and the write: the pass is dropped.
+    for key in 0..4 {
+        produce(
+            &mut log,
+            keyed(-1, -1, &format!("k{key}"), Some("round 3"), false),
+        )
+        .await
+        .unwrap();
+    }
+    log.roll().await.unwrap();
+    produce(&mut log, keyed(-1, -1, "active", Some("w"), false))
+        .await
+        .unwrap();
+    settle(&mut log);
+    let before = records_of(&log).await;
+    let plan = log.plan_clean(policy, 2_000).await.unwrap().expect("dirty again");
+    let work = plan
+        .prepare(log.reader().as_ref())
+        .await
+        .unwrap()
+        .expect("a rewrite");
+    log.delete_records_before(before[0].0 + 1).await.unwrap();
+    assert_eq!(log.apply_clean(work).await.unwrap(), None, "dropped");
+    assert_eq!(
+        records_of(&log).await,
+        before[1..],
+        "nothing rewritten, only the deleted record gone"
+    );
+}
+
 /// testPeriodicProducerIdExpiration: producers idle for the expiration time go, those in a transaction stay.
 pub async fn idle_producers_expire_on_schedule(backend: &dyn Backend) {
     let mut config = config(BarrierScope::Writer);
@@ -1223,6 +1297,7 @@ macro_rules! kafka_semantics_suite {
             compaction_keeps_the_latest_record_of_each_key_and_producer_state,
             compaction_keeps_a_barrier_and_its_effect,
             compaction_waits_for_the_dirty_ratio_or_the_compaction_lags,
+            a_compaction_pass_prepares_while_the_log_takes_appends_and_is_dropped_if_the_log_moved,
             retention_past_a_barrier_keeps_its_effect,
             idle_producers_expire_on_schedule,
             truncation_rebuilds_producer_state,

@@ -20,10 +20,30 @@
 //!
 //! Producer state, snapshots and the aborted-transaction index are not touched: every producer's last batch is
 //! still there, and a snapshot stands for offsets that did not move.
+//!
+//! **A pass in three steps**, so that the partition is not held while it reads: [`crate::PartitionLog::plan_clean`]
+//! notes where the log stands (quick, with the log), [`CleanPlan::prepare`] reads through a
+//! [`storage::PartitionReader`] and rewrites in memory — the heavy part, without the log: produce and fetch go on
+//! — and [`crate::PartitionLog::apply_clean`] writes the rewrite, with the log again, unless the log was cut back
+//! or its start moved meanwhile. A pass rewrites at most [`PASS_REWRITE_BYTES`] of kept batches; the next pass
+//! goes on from its end.
 
 use std::collections::{BTreeSet, HashMap};
 
 use record_format::{filter_batch, AbortedTxn, Filtered, RecordBatch};
+use storage::PartitionReader;
+
+use crate::error::LogError;
+use crate::Result;
+
+/// The most bytes of kept batches one pass holds before it writes them (its memory bound besides the map).
+pub const PASS_REWRITE_BYTES: usize = 64 << 20;
+/// Rewritten bytes gathered into one storage rewrite, one step of writing a pass (a unit always whole).
+const GROUP_BYTES: usize = 1 << 20;
+/// Units asked from storage per page.
+const UNITS_PER_PAGE: usize = 256;
+/// Bytes read per call.
+const READ_BYTES: usize = 4 << 20;
 
 /// What the topic's configs ask of compaction.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -125,7 +145,7 @@ impl OffsetMap {
 }
 
 /// Whether `batch` holds records of an aborted transaction, by the aborted-transaction index.
-pub(crate) fn aborted(batch: &RecordBatch, aborted: &[AbortedTxn]) -> bool {
+pub(crate) fn aborted_txn(batch: &RecordBatch, aborted: &[AbortedTxn]) -> bool {
     batch.is_transactional()
         && !batch.is_control()
         && aborted.iter().any(|entry| {
@@ -148,7 +168,7 @@ pub(crate) fn clean_batch(
     }
     let retain_empty =
         batch.producer_id() >= 0 && last_batches.contains(&(batch.producer_id(), batch.last_offset()));
-    let drop_all = aborted(batch, aborted_txns);
+    let drop_all = aborted_txn(batch, aborted_txns);
     let tombstones_expired = batch.max_timestamp() < tombstones_expire_before_ms;
     let mut removed = 0u64;
     let filtered = filter_batch(
@@ -165,6 +185,219 @@ pub(crate) fn clean_batch(
         retain_empty,
     )?;
     Ok((filtered, removed))
+}
+
+/// Where the log stood when a pass began ([`crate::PartitionLog::plan_clean`]).
+#[derive(Debug, Clone)]
+pub struct CleanPlan {
+    pub(crate) policy: CompactionPolicy,
+    pub(crate) now_ms: i64,
+    pub(crate) log_start: i64,
+    pub(crate) log_end: i64,
+    /// Where the last pass ended.
+    pub(crate) checkpoint: i64,
+    /// The stable bound: the high watermark, or the first unstable offset below it.
+    pub(crate) upper: i64,
+    /// The base of the active unit.
+    pub(crate) active_base: i64,
+    /// (producer id, last offset) of each producer's last batch.
+    pub(crate) last_batches: BTreeSet<(i64, i64)>,
+    /// The log's truncation count then: if it moved, the pass is dropped.
+    pub(crate) truncations: u64,
+}
+
+/// A pass's rewrite, ready to be written ([`crate::PartitionLog::apply_clean`]).
+#[derive(Debug)]
+pub struct CleanWork {
+    pub(crate) plan: CleanPlan,
+    /// Each a range of whole units and its kept batches, in offset order; written one per step.
+    pub(crate) rewrites: std::collections::VecDeque<(i64, i64, Vec<RecordBatch>)>,
+    pub(crate) cleaned: Cleaned,
+}
+
+/// What one step of writing a pass did ([`crate::PartitionLog::apply_clean_step`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CleanStep {
+    /// A group of units was rewritten; more remain.
+    More,
+    /// Every group was written and the checkpoint moved: the pass is done.
+    Done(Cleaned),
+    /// The log was cut back, or its start moved, since the plan: the rest of the pass is dropped.
+    Dropped,
+}
+
+fn failed(what: &str, offset: i64, error: impl std::fmt::Display) -> LogError {
+    LogError::Compaction {
+        reason: format!("{what} at offset {offset}: {error}"),
+    }
+}
+
+impl CleanPlan {
+    /// The heavy step of a pass, through `reader` (the log need not be held): which units are cleanable and
+    /// whether enough of them is dirty; the offset map; every unit from the log start rewritten, up to
+    /// [`PASS_REWRITE_BYTES`] kept. `None` when no pass is due.
+    pub async fn prepare(self, reader: &dyn PartitionReader) -> Result<Option<CleanWork>> {
+        let policy = self.policy;
+        let young_after = self.now_ms.saturating_sub(policy.min_compaction_lag_ms);
+        // The cleanable units: from the log start's to the first that is active, above the stable offsets or young.
+        let (mut from, mut to, mut total, mut dirty) = (None, self.log_start, 0u64, 0u64);
+        let mut oldest_dirty: Option<i64> = None;
+        let mut at = self.log_start;
+        'walk: while at < self.log_end {
+            let page = reader.segments(at, UNITS_PER_PAGE).await?;
+            let Some(last) = page.last().map(|unit| unit.next_offset) else {
+                break;
+            };
+            for unit in &page {
+                if unit.base_offset >= self.active_base
+                    || unit.next_offset > self.upper
+                    || unit.max_timestamp > young_after
+                {
+                    to = unit.base_offset;
+                    break 'walk;
+                }
+                from.get_or_insert(unit.base_offset);
+                total = total.saturating_add(unit.size_bytes);
+                if unit.next_offset > self.checkpoint {
+                    dirty = dirty.saturating_add(unit.size_bytes);
+                    oldest_dirty.get_or_insert(unit.max_timestamp);
+                }
+                to = unit.next_offset;
+            }
+            if last <= at {
+                break;
+            }
+            at = last;
+        }
+        let Some(from) = from else { return Ok(None) };
+        let overdue = oldest_dirty.is_some_and(|newest| {
+            i128::from(self.now_ms) - i128::from(newest) > i128::from(policy.max_compaction_lag_ms)
+        });
+        let dirty_enough = (dirty as f64) >= policy.min_cleanable_dirty_ratio * total as f64;
+        if to <= self.checkpoint || total == 0 || !(dirty_enough || overdue) {
+            return Ok(None);
+        }
+        let aborted = reader.aborted_txns(from, to).await?;
+        // The offset map over the dirty part; where the keys overflow it, the pass ends at that unit.
+        let mut map = OffsetMap::default();
+        let mut offset = self.checkpoint.max(from);
+        'map: while offset < to {
+            let batches = reader.read(offset, READ_BYTES).await?;
+            let Some(next) = batches.last().map(RecordBatch::next_offset) else {
+                break;
+            };
+            for batch in batches.iter().filter(|batch| batch.base_offset() < to) {
+                if batch.is_control() || aborted_txn(batch, &aborted) {
+                    continue;
+                }
+                let fits = map
+                    .add(batch, policy.offset_map_bytes)
+                    .map_err(|error| failed("batch", batch.base_offset(), error))?;
+                if !fits {
+                    let holder = reader.segments(batch.base_offset(), 1).await?;
+                    to = holder
+                        .first()
+                        .map_or(batch.base_offset(), |unit| unit.base_offset);
+                    if to <= self.checkpoint {
+                        return Err(LogError::Compaction {
+                            reason: format!(
+                                "the offset map ({} bytes) cannot hold the keys of the unit at offset {to}",
+                                policy.offset_map_bytes
+                            ),
+                        });
+                    }
+                    break 'map;
+                }
+            }
+            offset = next;
+        }
+        let tombstones_expire_before = self.now_ms.saturating_sub(policy.delete_retention_ms);
+        let mut cleaned = Cleaned {
+            from,
+            to,
+            keys: map.len() as u64,
+            ..Cleaned::default()
+        };
+        // The rewrite, unit by unit, gathered in groups of whole units; a pass stops at a unit boundary once it
+        // holds PASS_REWRITE_BYTES (the checkpoint then says where the next one goes on).
+        let mut rewrites = std::collections::VecDeque::new();
+        let (mut group, mut group_from, mut group_bytes, mut group_changed) =
+            (Vec::new(), from, 0usize, false);
+        let mut held = 0usize;
+        let mut at = from;
+        'rewrite: while at < to {
+            let units = reader.segments(at, UNITS_PER_PAGE).await?;
+            let Some(last) = units.last().map(|unit| unit.next_offset) else {
+                break;
+            };
+            for unit in units.iter().filter(|unit| unit.base_offset < to) {
+                if group_bytes >= GROUP_BYTES || held >= PASS_REWRITE_BYTES {
+                    if group_changed {
+                        rewrites.push_back((group_from, unit.base_offset, std::mem::take(&mut group)));
+                    }
+                    (group, group_from, group_bytes, group_changed) =
+                        (Vec::new(), unit.base_offset, 0, false);
+                    if held >= PASS_REWRITE_BYTES {
+                        cleaned.to = unit.base_offset;
+                        break 'rewrite;
+                    }
+                }
+                let mut offset = unit.base_offset.max(self.log_start);
+                while offset < unit.next_offset {
+                    let batches = reader.read(offset, READ_BYTES).await?;
+                    let Some(next) = batches.last().map(RecordBatch::next_offset) else {
+                        break;
+                    };
+                    for batch in batches
+                        .iter()
+                        .filter(|batch| batch.base_offset() < unit.next_offset)
+                    {
+                        cleaned.bytes_before += batch.size() as u64;
+                        let (filtered, removed) = clean_batch(
+                            batch,
+                            &map,
+                            &aborted,
+                            &self.last_batches,
+                            tombstones_expire_before,
+                        )
+                        .map_err(|error| failed("batch", batch.base_offset(), error))?;
+                        cleaned.records_removed += removed;
+                        let kept = match filtered {
+                            Filtered::Unchanged => Some(batch.clone()),
+                            Filtered::Rebuilt(rebuilt) => {
+                                group_changed = true;
+                                Some(rebuilt)
+                            }
+                            Filtered::Removed => {
+                                group_changed = true;
+                                cleaned.batches_removed += 1;
+                                None
+                            }
+                        };
+                        if let Some(kept) = kept {
+                            cleaned.bytes_after += kept.size() as u64;
+                            group_bytes += kept.size();
+                            held += kept.size();
+                            group.push(kept);
+                        }
+                    }
+                    offset = next;
+                }
+            }
+            if last <= at {
+                break;
+            }
+            at = last;
+        }
+        if group_changed && group_from < cleaned.to {
+            rewrites.push_back((group_from, cleaned.to, group));
+        }
+        Ok(Some(CleanWork {
+            plan: self,
+            rewrites,
+            cleaned,
+        }))
+    }
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ pub mod log;
 pub mod replication;
 pub mod retention;
 
-pub use cleaner::{Cleaned, CompactionPolicy};
+pub use cleaner::{CleanPlan, CleanStep, CleanWork, Cleaned, CompactionPolicy};
 pub use config::LogConfig;
 pub use error::LogError;
 pub use fetch::{FetchResult, Isolation};

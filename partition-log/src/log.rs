@@ -21,10 +21,10 @@ use producer_state::{
     AppendDecision, AppendOrigin, ProducerStateManager, Reload, ReloadReport, ReloadStep, StateSummary,
     TransactionVersion,
 };
-use record_format::{AbortedTxn, BatchBuffers, CrcCheckedBatches, Filtered, OffsetDeltas, RecordBatch};
+use record_format::{AbortedTxn, BatchBuffers, CrcCheckedBatches, OffsetDeltas, RecordBatch};
 use storage::{Durability, PartitionId, PartitionStorage};
 
-use crate::cleaner::{clean_batch, Cleaned, CompactionPolicy, OffsetMap};
+use crate::cleaner::{CleanPlan, CleanStep, CleanWork, Cleaned, CompactionPolicy};
 use crate::config::LogConfig;
 use crate::error::LogError;
 use crate::fetch::{FetchResult, Isolation};
@@ -36,8 +36,6 @@ const HIGH_WATERMARK_KEY: &str = "log.high-watermark";
 const READ_ONLY_KEY: &str = "log.read-only";
 /// Where the last compaction pass ended: the log before it is clean, after it dirty.
 const CLEANER_OFFSET_KEY: &str = "log.cleaner-offset";
-/// Rewritten bytes gathered before the storage writes them (a unit always whole).
-const CLEANER_GROUP_BYTES: usize = 8 << 20;
 
 /// How many bytes recovery reads at a time.
 const REPLAY_READ_BYTES: usize = 4 << 20;
@@ -683,9 +681,32 @@ impl PartitionLog {
     }
 
     /// Compacts the log (`cleanup.policy=compact`, [`crate::cleaner`]): one pass from the log start to the first
-    /// uncleanable offset, if enough of it is dirty. A mirror partition (read-only) is not compacted: its source
-    /// compacts its own log, and the mirror holds what it fetched.
+    /// uncleanable offset, if enough of it is dirty — [`Self::plan_clean`], then [`CleanPlan::prepare`] through
+    /// the log's own reader, then [`Self::apply_clean`], all under this `&mut` borrow. A caller that must not
+    /// hold the log meanwhile (the node, which locks a partition per request) runs the three steps itself and
+    /// prepares with the log unlocked.
     pub async fn clean(&mut self, policy: CompactionPolicy, now_ms: i64) -> Result<Option<Cleaned>> {
+        let Some(plan) = self.plan_clean(policy, now_ms).await? else {
+            return Ok(None);
+        };
+        let reader = self.storage.reader();
+        let Some(work) = plan.prepare(reader.as_ref()).await? else {
+            return Ok(None);
+        };
+        self.apply_clean(work).await
+    }
+
+    /// A read-only view of the log's storage that does not borrow the log: what [`CleanPlan::prepare`] reads
+    /// through while the log goes on serving.
+    pub fn reader(&self) -> Box<dyn storage::PartitionReader> {
+        self.storage.reader()
+    }
+
+    /// The first step of a compaction pass, quick: where the log stands (its bounds, the cleaner's checkpoint,
+    /// the stable and active bounds, each producer's last batch). `None` when nothing can be cleaned. A mirror
+    /// partition (read-only) is not compacted: its source compacts its own log, and the mirror holds what it
+    /// fetched.
+    pub async fn plan_clean(&self, policy: CompactionPolicy, now_ms: i64) -> Result<Option<CleanPlan>> {
         self.check_online()?;
         let (start, end) = (self.log_start_offset(), self.log_end_offset());
         if self.read_only || start >= end {
@@ -712,82 +733,7 @@ impl PartitionLog {
             .await?
             .first()
             .map_or(end, |unit| unit.base_offset);
-        let young_after = now_ms.saturating_sub(policy.min_compaction_lag_ms);
-        // The cleanable units: from the log start's to the first that is active, above the stable offsets or young.
-        let (mut from, mut to, mut total, mut dirty) = (None, start, 0u64, 0u64);
-        let mut oldest_dirty: Option<i64> = None;
-        let mut at = start;
-        'walk: while at < end {
-            let page = self.storage.segments(at, RETENTION_PAGE_UNITS).await?;
-            let Some(last) = page.last().map(|unit| unit.next_offset) else {
-                break;
-            };
-            for unit in &page {
-                if unit.base_offset >= active_base
-                    || unit.next_offset > upper
-                    || unit.max_timestamp > young_after
-                {
-                    to = unit.base_offset;
-                    break 'walk;
-                }
-                from.get_or_insert(unit.base_offset);
-                total = total.saturating_add(unit.size_bytes);
-                if unit.next_offset > checkpoint {
-                    dirty = dirty.saturating_add(unit.size_bytes);
-                    oldest_dirty.get_or_insert(unit.max_timestamp);
-                }
-                to = unit.next_offset;
-            }
-            if last <= at {
-                break;
-            }
-            at = last;
-        }
-        let Some(from) = from else { return Ok(None) };
-        let overdue = oldest_dirty.is_some_and(|newest| {
-            i128::from(now_ms) - i128::from(newest) > i128::from(policy.max_compaction_lag_ms)
-        });
-        let dirty_enough = (dirty as f64) >= policy.min_cleanable_dirty_ratio * total as f64;
-        if to <= checkpoint || total == 0 || !(dirty_enough || overdue) {
-            return Ok(None);
-        }
-        let aborted = self.storage.aborted_txns(from, to).await?;
-        // The offset map over the dirty part; where the keys overflow it, the pass ends at that unit.
-        let mut map = OffsetMap::default();
-        let mut offset = checkpoint.max(from);
-        'map: while offset < to {
-            let batches = self.storage.read(offset, REPLAY_READ_BYTES).await?;
-            let Some(next) = batches.last().map(RecordBatch::next_offset) else {
-                break;
-            };
-            for batch in batches.iter().filter(|batch| batch.base_offset() < to) {
-                if batch.is_control() || crate::cleaner::aborted(batch, &aborted) {
-                    continue;
-                }
-                let fits = map
-                    .add(batch, policy.offset_map_bytes)
-                    .map_err(|error| LogError::Compaction {
-                        reason: format!("batch at offset {}: {error}", batch.base_offset()),
-                    })?;
-                if !fits {
-                    let holder = self.storage.segments(batch.base_offset(), 1).await?;
-                    to = holder
-                        .first()
-                        .map_or(batch.base_offset(), |unit| unit.base_offset);
-                    if to <= checkpoint {
-                        return Err(LogError::Compaction {
-                            reason: format!(
-                                "the offset map ({} bytes) cannot hold the keys of the unit at offset {to}",
-                                policy.offset_map_bytes
-                            ),
-                        });
-                    }
-                    break 'map;
-                }
-            }
-            offset = next;
-        }
-        let last_batches: BTreeSet<(i64, i64)> = self
+        let last_batches = self
             .psm
             .producers()
             .filter_map(|entry| {
@@ -798,82 +744,51 @@ impl PartitionLog {
                     .map(|last| (entry.producer_id, last.last_offset))
             })
             .collect();
-        let tombstones_expire_before = now_ms.saturating_sub(policy.delete_retention_ms);
-        let mut cleaned = Cleaned {
-            from,
-            to,
-            keys: map.len() as u64,
-            ..Cleaned::default()
-        };
-        // The rewrite, unit by unit, written in groups of whole units.
-        let (mut group, mut group_from, mut group_bytes, mut group_changed) =
-            (Vec::new(), from, 0usize, false);
-        let mut at = from;
-        while at < to {
-            let units = self.storage.segments(at, RETENTION_PAGE_UNITS).await?;
-            let Some(last) = units.last().map(|unit| unit.next_offset) else {
-                break;
-            };
-            for unit in units.iter().filter(|unit| unit.base_offset < to) {
-                if group_bytes >= CLEANER_GROUP_BYTES {
-                    if group_changed {
-                        self.storage
-                            .replace_batches(group_from, unit.base_offset, &group)
-                            .await?;
-                    }
-                    (group, group_from, group_bytes, group_changed) =
-                        (Vec::new(), unit.base_offset, 0, false);
-                }
-                let mut offset = unit.base_offset.max(start);
-                while offset < unit.next_offset {
-                    let batches = self.storage.read(offset, REPLAY_READ_BYTES).await?;
-                    let Some(next) = batches.last().map(RecordBatch::next_offset) else {
-                        break;
-                    };
-                    for batch in batches
-                        .iter()
-                        .filter(|batch| batch.base_offset() < unit.next_offset)
-                    {
-                        cleaned.bytes_before += batch.size() as u64;
-                        let (filtered, removed) =
-                            clean_batch(batch, &map, &aborted, &last_batches, tombstones_expire_before)
-                                .map_err(|error| LogError::Compaction {
-                                    reason: format!("batch at offset {}: {error}", batch.base_offset()),
-                                })?;
-                        cleaned.records_removed += removed;
-                        let kept = match filtered {
-                            Filtered::Unchanged => Some(batch.clone()),
-                            Filtered::Rebuilt(rebuilt) => {
-                                group_changed = true;
-                                Some(rebuilt)
-                            }
-                            Filtered::Removed => {
-                                group_changed = true;
-                                cleaned.batches_removed += 1;
-                                None
-                            }
-                        };
-                        if let Some(kept) = kept {
-                            cleaned.bytes_after += kept.size() as u64;
-                            group_bytes += kept.size();
-                            group.push(kept);
-                        }
-                    }
-                    offset = next;
-                }
+        Ok(Some(CleanPlan {
+            policy,
+            now_ms,
+            log_start: start,
+            log_end: end,
+            checkpoint,
+            upper,
+            active_base,
+            last_batches,
+            truncations: self.truncations,
+        }))
+    }
+
+    /// The last step of a compaction pass: writes what [`CleanPlan::prepare`] rewrote and moves the checkpoint —
+    /// unless the log moved under it meanwhile (cut back, or its start moved by retention or DeleteRecords): the
+    /// pass is then dropped (`None`) and the next one starts again. Appends meanwhile do not matter: they land
+    /// after the pass's range.
+    pub async fn apply_clean(&mut self, mut work: CleanWork) -> Result<Option<Cleaned>> {
+        loop {
+            match self.apply_clean_step(&mut work).await? {
+                CleanStep::More => {}
+                CleanStep::Done(cleaned) => return Ok(Some(cleaned)),
+                CleanStep::Dropped => return Ok(None),
             }
-            if last <= at {
-                break;
-            }
-            at = last;
         }
-        if group_changed {
-            self.storage.replace_batches(group_from, to, &group).await?;
+    }
+
+    /// One step of [`Self::apply_clean`]: the next group of rewritten units (at most a few MiB), or, once none is
+    /// left, the checkpoint. A caller that holds the log per step (the node) lets produce and fetch in between.
+    /// Groups written before a step that finds the log moved stay: each is a valid rewrite of its own units, and
+    /// the checkpoint, not moved, makes the next pass do the rest again.
+    pub async fn apply_clean_step(&mut self, work: &mut CleanWork) -> Result<CleanStep> {
+        self.check_online()?;
+        let plan = &work.plan;
+        if self.truncations != plan.truncations || self.log_start_offset() != plan.log_start {
+            return Ok(CleanStep::Dropped);
+        }
+        if let Some((from, to, batches)) = work.rewrites.pop_front() {
+            self.storage.replace_batches(from, to, &batches).await?;
+            return Ok(CleanStep::More);
         }
         self.storage
-            .put_metadata(CLEANER_OFFSET_KEY, &to.to_be_bytes())
+            .put_metadata(CLEANER_OFFSET_KEY, &work.cleaned.to.to_be_bytes())
             .await?;
-        Ok(Some(cleaned))
+        Ok(CleanStep::Done(work.cleaned))
     }
 
     /// Removes every batch at or after `offset` (a batch boundary) and rebuilds producer state up to it (spec

@@ -87,6 +87,9 @@ impl FaultyPartition {
 
 #[async_trait]
 impl PartitionStorage for FaultyPartition {
+    fn reader(&self) -> Box<dyn storage::PartitionReader> {
+        self.inner.reader()
+    }
     fn id(&self) -> &PartitionId {
         self.inner.id()
     }

@@ -32,7 +32,7 @@ use crate::blocking::{BlockingStore, OpenMode};
 use crate::checked::Checked;
 use crate::error::StorageError;
 use crate::id::PartitionId;
-use crate::partition::{Durability, PartitionStorage, Storage};
+use crate::partition::{Durability, PartitionReader, PartitionStorage, Storage};
 use crate::report::OpenReport;
 use crate::segments::SegmentSummary;
 use crate::Result;
@@ -198,13 +198,62 @@ impl OffloadedPartition {
         &self,
         work: impl FnOnce(&Checked) -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        let shared = self.shared.clone();
-        offload(self.cheap_reads, move || work(&lock(&shared))).await
+        read_on(&self.shared, self.cheap_reads, work).await
+    }
+}
+
+/// A read of `shared`, on the caller's thread when `cheap`, else on the blocking pool.
+async fn read_on<T: Send + 'static>(
+    shared: &Arc<Mutex<Checked>>,
+    cheap: bool,
+    work: impl FnOnce(&Checked) -> Result<T> + Send + 'static,
+) -> Result<T> {
+    let shared = shared.clone();
+    offload(cheap, move || work(&lock(&shared))).await
+}
+
+/// An [`OffloadedPartition`]'s reader: the same backend partition, its calls made as the handle's reads are.
+struct OffloadedReader {
+    shared: Arc<Mutex<Checked>>,
+    cheap_reads: bool,
+}
+
+impl OffloadedReader {
+    async fn read_call<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Checked) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        read_on(&self.shared, self.cheap_reads, work).await
+    }
+}
+
+#[async_trait]
+impl PartitionReader for OffloadedReader {
+    async fn read(&self, from_offset: i64, max_bytes: usize) -> Result<Vec<RecordBatch>> {
+        self.read_call(move |checked| checked.read(from_offset, max_bytes))
+            .await
+    }
+
+    async fn segments(&self, from_offset: i64, max: usize) -> Result<Vec<SegmentSummary>> {
+        self.read_call(move |checked| checked.segments(from_offset, max))
+            .await
+    }
+
+    async fn aborted_txns(&self, from_offset: i64, upper_bound: i64) -> Result<Vec<AbortedTxn>> {
+        self.read_call(move |checked| checked.aborted_txns(from_offset, upper_bound))
+            .await
     }
 }
 
 #[async_trait]
 impl PartitionStorage for OffloadedPartition {
+    fn reader(&self) -> Box<dyn PartitionReader> {
+        Box::new(OffloadedReader {
+            shared: self.shared.clone(),
+            cheap_reads: self.cheap_reads,
+        })
+    }
+
     fn id(&self) -> &PartitionId {
         &self.id
     }

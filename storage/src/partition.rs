@@ -39,9 +39,24 @@ pub trait Storage: Send + Sync {
     async fn delete(&self, id: &PartitionId) -> Result<()>;
 }
 
+/// A read-only view of a partition that does not borrow its handle ([`PartitionStorage::reader`]): a log cleaner
+/// reads through one outside the partition's lock while the handle goes on appending. Each call sees the log as
+/// it is then (reads are checked against the current bounds).
+#[async_trait]
+pub trait PartitionReader: Send + Sync {
+    /// As [`PartitionStorage::read`].
+    async fn read(&self, from_offset: i64, max_bytes: usize) -> Result<Vec<RecordBatch>>;
+    /// As [`PartitionStorage::segments`].
+    async fn segments(&self, from_offset: i64, max: usize) -> Result<Vec<SegmentSummary>>;
+    /// As [`PartitionStorage::aborted_txns`].
+    async fn aborted_txns(&self, from_offset: i64, upper_bound: i64) -> Result<Vec<AbortedTxn>>;
+}
+
 /// One partition: its log, producer snapshots, aborted-transaction index and metadata.
 #[async_trait]
 pub trait PartitionStorage: Send + Sync {
+    /// A read-only view of this partition that does not borrow the handle (see [`PartitionReader`]).
+    fn reader(&self) -> Box<dyn PartitionReader>;
     /// Which partition.
     fn id(&self) -> &PartitionId;
     /// First offset still readable.
