@@ -386,3 +386,40 @@ async fn a_compacted_topic_keeps_the_latest_record_of_each_key_at_its_offset_acr
         node.close().await.unwrap();
     }
 }
+
+#[tokio::test]
+async fn a_corrupt_keyless_batch_on_a_compacted_topic_is_corrupt_message_not_a_record_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = open(
+        dir.path(),
+        Store(Backend::Fs, None),
+        Arc::new(TestClock::default()),
+        |_| {},
+    )
+    .await;
+    node.create_topics(create("table", &[("cleanup.policy", "compact")]), 4)
+        .await;
+    let mut builder = BatchBuilder::new();
+    builder.add(1_000, None, Some(b"no key"), &[]);
+    let mut bytes = builder.build().unwrap().as_bytes().to_vec();
+    // The value's last byte (the record ends with it and an empty header count): the record still decodes,
+    // keyless, and only the CRC, which covers it, says the batch is corrupt.
+    let last = bytes.len() - 2;
+    bytes[last] ^= 0x01;
+    let mut partition = produce_request::PartitionProduceData::default();
+    partition.records = Some(bytes.into());
+    let mut data = produce_request::TopicProduceData::default();
+    data.name = TopicName(s("table"));
+    data.partition_data = vec![partition];
+    let mut request = ProduceRequest::default();
+    request.acks = -1;
+    request.topic_data = vec![data];
+    let response = node.produce(request, 8).await;
+    let answer = &response.responses[0].partition_responses[0];
+    assert_eq!(
+        answer.error_code, 2,
+        "CORRUPT_MESSAGE, as Kafka checks the CRC first"
+    );
+    assert!(answer.record_errors.is_empty());
+    node.close().await.unwrap();
+}

@@ -293,25 +293,28 @@ fn records_far_from_now(
 }
 
 /// The indexes of `batch`'s records for which `refused` holds. Kafka checks the CRC first: a corrupt batch (or
-/// one whose records do not decode) is left to the log, which answers CORRUPT_MESSAGE or INVALID_RECORD.
+/// one whose records do not decode) is left to the log, which answers CORRUPT_MESSAGE or INVALID_RECORD. The CRC
+/// is checked here only when a record is refused — the common batch, all of whose records pass, has its CRC
+/// checked once, by the log.
 fn records_where(
     batch: &record_format::RecordBatch,
     mut refused: impl FnMut(&record_format::Record<'_>) -> bool,
 ) -> Vec<i32> {
-    if batch.verify_crc().is_err() {
-        return Vec::new();
-    }
     let Ok(records) = batch.records() else {
         return Vec::new();
     };
-    records
+    let found: Vec<i32> = records
         .iter()
         .enumerate()
         .filter_map(|(index, record)| {
             let record = record.ok()?;
             refused(&record).then(|| i32::try_from(index).unwrap_or(i32::MAX))
         })
-        .collect()
+        .collect();
+    if found.is_empty() || batch.verify_crc().is_err() {
+        return Vec::new();
+    }
+    found
 }
 
 /// The indexes of a batch's records without a key: a compacted topic refuses them (Kafka's
