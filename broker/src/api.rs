@@ -10,10 +10,11 @@
 //! can retry with a version from the list.
 
 use bytes::Bytes;
+use kafka_auth::Principal;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable};
-use node::Node;
+use node::{Endpoint, Node};
 
 use crate::frame::{encode_response, Request};
 use crate::versions::ADVERTISED;
@@ -138,6 +139,14 @@ pub enum Decoded {
     DescribeTransactions(DescribeTransactionsRequest),
     /// EndTxn.
     EndTxn(EndTxnRequest),
+    /// SaslHandshake (on a connection that is not authenticating: ILLEGAL_SASL_STATE).
+    SaslHandshake(SaslHandshakeRequest),
+    /// SaslAuthenticate (likewise).
+    SaslAuthenticate(SaslAuthenticateRequest),
+    /// DescribeUserScramCredentials.
+    DescribeUserScramCredentials(DescribeUserScramCredentialsRequest),
+    /// AlterUserScramCredentials.
+    AlterUserScramCredentials(AlterUserScramCredentialsRequest),
     /// ApiVersions at a version the broker does not serve: answered in v0 with UNSUPPORTED_VERSION.
     UnsupportedApiVersions,
 }
@@ -208,23 +217,47 @@ pub fn decode(request: &Request) -> Result<Decoded, RequestError> {
         ApiKey::DescribeProducers => decode!(DescribeProducers),
         ApiKey::ListTransactions => decode!(ListTransactions),
         ApiKey::DescribeTransactions => decode!(DescribeTransactions),
+        ApiKey::SaslHandshake => decode!(SaslHandshake),
+        ApiKey::SaslAuthenticate => decode!(SaslAuthenticate),
+        ApiKey::DescribeUserScramCredentials => decode!(DescribeUserScramCredentials),
+        ApiKey::AlterUserScramCredentials => decode!(AlterUserScramCredentials),
         other => return Err(RequestError::UnknownApi(other as i16)),
     })
 }
 
-/// Serves one request from a caller whose address is not known (a consumer group shows its members' host as
-/// `/unknown`).
-pub async fn handle(node: &Node, request: &Request) -> Result<Reply, RequestError> {
-    handle_from(node, request, None).await
+/// Who sent a request, and through which listener.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// The client's address (a consumer group shows its members' host from it).
+    pub peer: Option<std::net::IpAddr>,
+    /// The address of the listener it came in on: what Metadata, DescribeCluster and FindCoordinator answer.
+    pub endpoint: Endpoint,
+    /// Who it authenticated as (`User:ANONYMOUS` on a PLAINTEXT listener).
+    pub principal: Principal,
 }
 
-/// Serves one request from the client at `peer`.
-pub async fn handle_from(
-    node: &Node,
-    request: &Request,
-    peer: Option<std::net::IpAddr>,
-) -> Result<Reply, RequestError> {
+impl Caller {
+    /// An anonymous caller of unknown address on the node's first listener.
+    pub fn anonymous(node: &Node) -> Self {
+        Caller {
+            peer: None,
+            endpoint: node.advertised().clone(),
+            principal: Principal::anonymous(),
+        }
+    }
+}
+
+/// Serves one request from an anonymous caller whose address is not known (a consumer group shows its members'
+/// host as `/unknown`).
+pub async fn handle(node: &Node, request: &Request) -> Result<Reply, RequestError> {
+    handle_from(node, request, &Caller::anonymous(node)).await
+}
+
+/// Serves one request from `caller` (authenticated already, if its listener authenticates).
+pub async fn handle_from(node: &Node, request: &Request, caller: &Caller) -> Result<Reply, RequestError> {
     let decoded = decode(request)?;
+    let peer = caller.peer;
+    let endpoint = &caller.endpoint;
     let (version, id) = (request.version, request.correlation_id);
     let key = request.key().unwrap_or(ApiKey::ApiVersions);
     match decoded {
@@ -234,13 +267,18 @@ pub async fn handle_from(
             frame(ApiKey::ApiVersions, 0, id, &response)
         }
         Decoded::ApiVersions => frame(key, version, id, &api_versions()),
-        Decoded::Metadata(request) => frame(key, version, id, &node.metadata(request, version).await),
+        Decoded::Metadata(request) => {
+            frame(key, version, id, &node.metadata(request, version, endpoint).await)
+        }
         Decoded::CreateTopics(request) => {
             frame(key, version, id, &node.create_topics(request, version).await)
         }
-        Decoded::FindCoordinator(request) => {
-            frame(key, version, id, &node.find_coordinator(request, version).await)
-        }
+        Decoded::FindCoordinator(request) => frame(
+            key,
+            version,
+            id,
+            &node.find_coordinator(request, version, endpoint).await,
+        ),
         Decoded::Produce(request) => {
             let acks = request.acks;
             let response = node.produce(request, version).await;
@@ -309,9 +347,12 @@ pub async fn handle_from(
         Decoded::CreatePartitions(request) => {
             frame(key, version, id, &node.create_partitions(request, version).await)
         }
-        Decoded::DescribeCluster(request) => {
-            frame(key, version, id, &node.describe_cluster(request, version))
-        }
+        Decoded::DescribeCluster(request) => frame(
+            key,
+            version,
+            id,
+            &node.describe_cluster(request, version, endpoint),
+        ),
         Decoded::DescribeLogDirs(request) => {
             frame(key, version, id, &node.describe_log_dirs(request, version).await)
         }
@@ -327,6 +368,32 @@ pub async fn handle_from(
         Decoded::ListTransactions(request) => {
             frame(key, version, id, &node.list_transactions(request, version).await)
         }
+        Decoded::SaslHandshake(_) => {
+            // As Kafka's request handler answers a handshake on a connection that is not authenticating.
+            let mut response = SaslHandshakeResponse::default();
+            response.error_code = kafka_types::KafkaError::IllegalSaslState.code();
+            frame(key, version, id, &response)
+        }
+        Decoded::SaslAuthenticate(_) => {
+            let mut response = SaslAuthenticateResponse::default();
+            response.error_code = kafka_types::KafkaError::IllegalSaslState.code();
+            response.error_message = Some(kafka_protocol::protocol::StrBytes::from_static_str(
+                "SaslAuthenticate request received after successful authentication",
+            ));
+            frame(key, version, id, &response)
+        }
+        Decoded::DescribeUserScramCredentials(request) => frame(
+            key,
+            version,
+            id,
+            &node.describe_user_scram_credentials(request, version).await,
+        ),
+        Decoded::AlterUserScramCredentials(request) => frame(
+            key,
+            version,
+            id,
+            &node.alter_user_scram_credentials(request, version).await,
+        ),
         Decoded::DescribeTransactions(request) => frame(
             key,
             version,

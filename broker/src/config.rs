@@ -4,16 +4,24 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use node::NodeConfig;
+
+use crate::listener::ListenerConfig;
+use crate::sasl::SaslMechanism;
+use crate::tls::TlsConfig;
 use storage_config::StorageConfig;
 
 /// A broker's settings; [`BrokerConfig::new`] gives Kafka's defaults where Kafka has one.
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
-    /// Where to listen (loopback by default: there is no authentication and no TLS).
-    pub listen: SocketAddr,
-    /// The host and port Metadata and FindCoordinator answer (Kafka's `advertised.listeners`); `None`: the
-    /// address listened on.
-    pub advertised: Option<(String, u16)>,
+    /// Where to listen and how (Kafka's `listeners` and `advertised.listeners`): one listener per security
+    /// protocol at most, the first answering requests that name no listener.
+    pub listeners: Vec<ListenerConfig>,
+    /// The certificate and key of SSL and SASL_SSL listeners, and the CA of client certificates.
+    pub tls: Option<TlsConfig>,
+    /// The mechanisms SASL listeners offer (Kafka's `sasl.enabled.mechanisms`; all three by default).
+    pub sasl_mechanisms: Vec<SaslMechanism>,
+    /// How long a connection may take to finish its TLS handshake and SASL authentication before it is closed.
+    pub authentication_timeout: Duration,
     /// The node behind the listener: cluster id, storage, topics, Kafka's broker settings.
     pub node: NodeConfig,
     /// The largest request accepted (`socket.request.max.bytes`); a larger frame closes the connection.
@@ -43,11 +51,13 @@ pub struct Faults {
 }
 
 impl BrokerConfig {
-    /// A broker on `listen` over `storage`, with Kafka's defaults.
+    /// A broker with one PLAINTEXT listener on `listen` over `storage`, with Kafka's defaults.
     pub fn new(listen: SocketAddr, storage: StorageConfig) -> Self {
         BrokerConfig {
-            listen,
-            advertised: None,
+            listeners: vec![ListenerConfig::plaintext(listen)],
+            tls: None,
+            sasl_mechanisms: SaslMechanism::ALL.to_vec(),
+            authentication_timeout: Duration::from_secs(10),
             node: NodeConfig::new(storage),
             max_request_bytes: 100 << 20,
             housekeeping_interval: Duration::from_secs(10),

@@ -12,6 +12,13 @@ pub enum BrokerError {
         /// Why.
         source: std::io::Error,
     },
+    /// The listeners, TLS or SASL settings contradict each other (a TLS listener without a certificate, two
+    /// listeners of one protocol, …).
+    #[error("listeners: {0}")]
+    Listeners(String),
+    /// The TLS certificate, key or client CA could not be loaded.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
     /// The storage configuration could not be opened.
     #[error("storage: {0}")]
     Config(#[from] storage_config::ConfigError),

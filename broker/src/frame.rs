@@ -21,10 +21,12 @@ const MIN_REQUEST_BYTES: usize = 10;
 #[derive(Debug, thiserror::Error)]
 pub enum FrameError {
     /// The size field is negative, smaller than a header, or above the limit.
-    #[error("a frame of {size} bytes (accepted: {MIN_REQUEST_BYTES}..={max})")]
+    #[error("a frame of {size} bytes (accepted: {min}..={max})")]
     BadSize {
         /// The size field.
         size: i64,
+        /// The smallest accepted.
+        min: usize,
         /// The limit.
         max: usize,
     },
@@ -44,9 +46,26 @@ pub enum FrameError {
     Header(String),
 }
 
-/// Reads one frame; `None` when the peer closed the connection between frames.
+/// Reads one request frame; `None` when the peer closed the connection between frames.
 pub async fn read_frame<R: AsyncRead + Unpin>(
     reader: &mut R,
+    max: usize,
+) -> Result<Option<Bytes>, FrameError> {
+    read_sized(reader, MIN_REQUEST_BYTES, max).await
+}
+
+/// Reads one raw SASL token frame (after a SaslHandshake v0: a size, then the token, no request header).
+pub async fn read_sasl_token<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    max: usize,
+) -> Result<Option<Bytes>, FrameError> {
+    read_sized(reader, 0, max).await
+}
+
+/// Reads a size-prefixed frame of `min..=max` bytes.
+async fn read_sized<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    min: usize,
     max: usize,
 ) -> Result<Option<Bytes>, FrameError> {
     let mut size = [0u8; 4];
@@ -63,8 +82,8 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
         got += n;
     }
     let size = i64::from(i32::from_be_bytes(size));
-    if size < MIN_REQUEST_BYTES as i64 || size > max as i64 {
-        return Err(FrameError::BadSize { size, max });
+    if size < min as i64 || size > max as i64 {
+        return Err(FrameError::BadSize { size, min, max });
     }
     let size = size as usize;
     // Room for a typical request up front; a larger one grows as its bytes arrive (never from the size field

@@ -15,20 +15,30 @@
 //! - [`mirror`] — the node's mirror links on their own thread, and mirror administration on a private API key.
 //! - `api` — decoding, dispatch to the node, ApiVersions, the response frame.
 //!
-//! There is no authentication and no TLS: the broker listens on loopback unless told otherwise.
+//! - [`listener`] — Kafka's listener URLs and security protocols; [`tls`] — rustls for SSL and SASL_SSL
+//!   listeners and the principal of a client certificate; [`sasl`] — SaslHandshake / SaslAuthenticate with PLAIN
+//!   and SCRAM against the node's stored credentials, nothing else served before authentication.
+//!
+//! There are no ACLs yet: an authenticated (or PLAINTEXT) connection may send every request.
 
 mod api;
 pub mod config;
 mod error;
 pub mod frame;
+pub mod listener;
 pub mod mirror;
+pub mod sasl;
 pub mod server;
+pub mod tls;
 /// The shape check every request body passes before it is decoded (`kafka-shape`).
 pub use kafka_shape as shape;
 pub mod versions;
 
-pub use api::{decode, handle, handle_from, Decoded, Reply, RequestError};
+pub use api::{decode, handle, handle_from, Caller, Decoded, Reply, RequestError};
 pub use config::{BrokerConfig, Faults};
 pub use error::BrokerError;
+pub use listener::{ListenerConfig, SecurityProtocol};
 pub use node::{Node, NodeConfig};
+pub use sasl::SaslMechanism;
 pub use server::Server;
+pub use tls::TlsConfig;

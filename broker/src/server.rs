@@ -1,4 +1,5 @@
-//! The server: the accept loop, one task per connection answering its requests strictly in order (a long-poll
+//! The server: one accept task per listener, one task per connection (a TLS handshake and a SASL exchange first,
+//! where the listener asks for them) answering its requests strictly in order (a long-poll
 //! fetch holds back the requests behind it, as in Kafka, where a connection has one request in flight), the
 //! housekeeping task, and graceful shutdown.
 
@@ -8,16 +9,20 @@ use std::sync::Arc;
 
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt;
+use kafka_auth::Principal;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
 
-use node::Node;
+use node::{Endpoint, Node};
 
-use crate::api::{self, Reply};
-use crate::frame::{parse_request, read_frame};
+use crate::api::{self, Caller, Reply};
+use crate::frame::{parse_request, read_frame, read_sasl_token};
+use crate::listener::SecurityProtocol;
 use crate::mirror::{MirrorService, MIRROR_ADMIN_API_KEY};
+use crate::sasl::{self, SaslExchange, MAX_RECEIVE_BEFORE_AUTHENTICATION};
 use crate::{BrokerConfig, BrokerError};
 
 /// How long the accept loop waits after a failed accept (out of descriptors) before it tries again.
@@ -28,9 +33,26 @@ const EMFILE: i32 = 24;
 
 /// A failed accept is logged at most once per this interval.
 const ACCEPT_ERROR_LOG_INTERVAL: Duration = Duration::from_secs(10);
+/// One bound listener.
+struct BoundListener {
+    socket: TcpListener,
+    /// The address bound (the port chosen when the config said 0).
+    local: SocketAddr,
+    context: Arc<ListenerContext>,
+}
+
+/// What a connection needs to know about the listener it came in on.
+struct ListenerContext {
+    protocol: SecurityProtocol,
+    /// What Metadata, DescribeCluster and FindCoordinator answer on this listener.
+    endpoint: Endpoint,
+    /// The TLS acceptor of SSL and SASL_SSL listeners.
+    tls: Option<TlsAcceptor>,
+}
+
 /// A bound, opened broker, ready to serve.
 pub struct Server {
-    listener: TcpListener,
+    listeners: Vec<BoundListener>,
     config: Arc<BrokerConfig>,
     node: Arc<Node>,
 }
@@ -42,7 +64,7 @@ impl std::fmt::Debug for Server {
 }
 
 impl Server {
-    /// Binds the listen address and opens the broker's storage (recovering it).
+    /// Binds the listeners and opens the broker's storage (recovering it).
     pub async fn bind(config: BrokerConfig) -> Result<Self, BrokerError> {
         let storage = config.node.storage.open()?;
         Self::bind_on(config, storage).await
@@ -53,26 +75,50 @@ impl Server {
         config: BrokerConfig,
         storage: Box<dyn storage::Storage>,
     ) -> Result<Self, BrokerError> {
-        let address = config.listen;
-        let listener = TcpListener::bind(address)
-            .await
-            .map_err(|source| BrokerError::Listen { address, source })?;
-        let local = listener
-            .local_addr()
-            .map_err(|source| BrokerError::Listen { address, source })?;
-        let advertised = config
-            .advertised
-            .clone()
-            .unwrap_or_else(|| (local.ip().to_string(), local.port()));
+        let tls = check_listeners(&config)?;
+        let mut listeners = Vec::with_capacity(config.listeners.len());
+        for listener in &config.listeners {
+            let address = listener.bind;
+            let socket = TcpListener::bind(address)
+                .await
+                .map_err(|source| BrokerError::Listen { address, source })?;
+            let local = socket
+                .local_addr()
+                .map_err(|source| BrokerError::Listen { address, source })?;
+            let (host, port) = listener
+                .advertised
+                .clone()
+                .unwrap_or_else(|| (local.ip().to_string(), local.port()));
+            listeners.push(BoundListener {
+                socket,
+                local,
+                context: Arc::new(ListenerContext {
+                    protocol: listener.protocol,
+                    endpoint: Endpoint {
+                        host,
+                        port: i32::from(port),
+                    },
+                    tls: listener
+                        .protocol
+                        .tls()
+                        .then(|| tls.clone().map(TlsAcceptor::from))
+                        .flatten(),
+                }),
+            });
+        }
+        let first = listeners
+            .first()
+            .map(|listener| listener.context.endpoint.clone())
+            .ok_or_else(|| BrokerError::Listeners("no listener".to_owned()))?;
         let node = Node::open_on(
             config.node.clone(),
-            (advertised.0, i32::from(advertised.1)),
+            (first.host, first.port),
             storage,
             Arc::new(node::SystemClock),
         )
         .await?;
         Ok(Server {
-            listener,
+            listeners,
             config: Arc::new(config),
             node: Arc::new(node),
         })
@@ -83,12 +129,20 @@ impl Server {
         &self.node
     }
 
-    /// The address it listens on (the port chosen when the config said 0).
+    /// The address of the first listener (the port chosen when the config said 0).
     pub fn local_addr(&self) -> Result<SocketAddr, BrokerError> {
-        let address = self.config.listen;
-        self.listener
-            .local_addr()
-            .map_err(|source| BrokerError::Listen { address, source })
+        self.listeners
+            .first()
+            .map(|listener| listener.local)
+            .ok_or_else(|| BrokerError::Listeners("no listener".to_owned()))
+    }
+
+    /// The address of the listener of `protocol`, if there is one.
+    pub fn listener_addr(&self, protocol: SecurityProtocol) -> Option<SocketAddr> {
+        self.listeners
+            .iter()
+            .find(|listener| listener.context.protocol == protocol)
+            .map(|listener| listener.local)
     }
 
     /// Serves until `shutdown` resolves, then stops accepting, lets each connection finish the request it is
@@ -135,44 +189,37 @@ impl Server {
             .map_err(BrokerError::MirrorThread)?,
         );
         let drop_counter = Arc::new(AtomicU64::new(0));
+        // One accept task per listener; the connections they accept are served here, so that shutdown waits for
+        // every one.
+        let (accepted_tx, mut accepted) = mpsc::channel(ACCEPT_QUEUE);
+        let mut acceptors = JoinSet::new();
+        for listener in self.listeners {
+            acceptors.spawn(accept_loop(listener, accepted_tx.clone(), stopped.clone()));
+        }
+        drop(accepted_tx);
         tokio::pin!(shutdown);
-        let mut last_accept_error = None;
         loop {
             tokio::select! {
                 () = &mut shutdown => break,
-                accepted = self.listener.accept() => match accepted {
-                    Ok((stream, _peer)) => {
-                        let _ = stream.set_nodelay(true);
-                        connections.spawn(serve_connection(
-                            self.node.clone(),
-                            self.config.clone(),
-                            stream,
-                            stopped.clone(),
-                            drop_counter.clone(),
-                            mirror.clone(),
-                        ));
-                    }
-                    Err(error) => {
-                        // Out of descriptors (EMFILE) or memory: say so, and wait instead of spinning on a
-                        // listener that fails at once.
-                        let now = std::time::Instant::now();
-                        if last_accept_error.is_none_or(|at: std::time::Instant| now - at >= ACCEPT_ERROR_LOG_INTERVAL) {
-                            let hint = if error.raw_os_error() == Some(EMFILE) {
-                                " (the process's open-file limit: raise `ulimit -n`)"
-                            } else {
-                                ""
-                            };
-                            eprintln!("mirrorlog serve: cannot accept a connection: {error}{hint}");
-                            last_accept_error = Some(now);
-                        }
-                        tokio::time::sleep(ACCEPT_RETRY).await;
-                    }
-                },
+                Some((stream, listener)) = accepted.recv() => {
+                    connections.spawn(open_connection(
+                        Connection {
+                            node: self.node.clone(),
+                            config: self.config.clone(),
+                            listener,
+                            stopped: stopped.clone(),
+                            drop_counter: drop_counter.clone(),
+                            mirror: mirror.clone(),
+                        },
+                        stream,
+                    ));
+                }
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
             }
         }
-        drop(self.listener);
         let _ = stop.send(true);
+        while acceptors.join_next().await.is_some() {}
+        drop(accepted);
         // A connection waiting for an administration answer (a promote) must not hold the shutdown back.
         mirror.shut_down();
         // Nor a JoinGroup waiting for a rebalance.
@@ -186,6 +233,76 @@ impl Server {
             mirror.join().await;
         }
         Ok(self.node.close().await?)
+    }
+}
+
+/// Refuses listener settings that cannot be honoured, and loads TLS when a listener needs it.
+fn check_listeners(config: &BrokerConfig) -> Result<Option<Arc<rustls::ServerConfig>>, BrokerError> {
+    let refuse = |reason: String| Err(BrokerError::Listeners(reason));
+    if config.listeners.is_empty() {
+        return refuse("no listener".to_owned());
+    }
+    for (index, listener) in config.listeners.iter().enumerate() {
+        if config.listeners[..index]
+            .iter()
+            .any(|other| other.protocol == listener.protocol)
+        {
+            return refuse(format!(
+                "two {} listeners (one listener per security protocol)",
+                listener.protocol
+            ));
+        }
+    }
+    let wants_tls = config.listeners.iter().any(|listener| listener.protocol.tls());
+    let wants_sasl = config.listeners.iter().any(|listener| listener.protocol.sasl());
+    if wants_sasl && config.sasl_mechanisms.is_empty() {
+        return refuse("a SASL listener with no SASL mechanism enabled".to_owned());
+    }
+    match (&config.tls, wants_tls) {
+        (Some(tls), true) => Ok(Some(tls.server_config()?)),
+        (None, false) => Ok(None),
+        (None, true) => refuse("an SSL or SASL_SSL listener needs a TLS certificate and key".to_owned()),
+        (Some(_), false) => refuse("a TLS certificate is set but no listener is SSL or SASL_SSL".to_owned()),
+    }
+}
+
+/// How many accepted connections may wait to be started (the accept tasks wait when it is full).
+const ACCEPT_QUEUE: usize = 128;
+
+/// Accepts connections on one listener until the server stops.
+async fn accept_loop(
+    listener: BoundListener,
+    accepted: mpsc::Sender<(TcpStream, Arc<ListenerContext>)>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let mut last_accept_error = None;
+    loop {
+        tokio::select! {
+            _ = stopped.changed() => return,
+            result = listener.socket.accept() => match result {
+                Ok((stream, _peer)) => {
+                    let _ = stream.set_nodelay(true);
+                    if accepted.send((stream, listener.context.clone())).await.is_err() {
+                        return;
+                    }
+                }
+                Err(error) => {
+                    // Out of descriptors (EMFILE) or memory: say so, and wait instead of spinning on a listener
+                    // that fails at once.
+                    let now = std::time::Instant::now();
+                    if last_accept_error.is_none_or(|at: std::time::Instant| now - at >= ACCEPT_ERROR_LOG_INTERVAL) {
+                        let hint = if error.raw_os_error() == Some(EMFILE) {
+                            " (the process's open-file limit: raise `ulimit -n`)"
+                        } else {
+                            ""
+                        };
+                        eprintln!("mirrorlog serve: cannot accept a connection: {error}{hint}");
+                        last_accept_error = Some(now);
+                    }
+                    tokio::time::sleep(ACCEPT_RETRY).await;
+                }
+            },
+        }
     }
 }
 
@@ -254,17 +371,139 @@ async fn group_timers(node: Arc<Node>, mut stopped: watch::Receiver<bool>) {
     }
 }
 
-/// Serves one connection's requests in order until it closes, a request cannot be read, or the server stops.
-async fn serve_connection(
+/// What every connection shares with the server.
+struct Connection {
     node: Arc<Node>,
     config: Arc<BrokerConfig>,
-    mut stream: TcpStream,
-    mut stopped: watch::Receiver<bool>,
+    listener: Arc<ListenerContext>,
+    stopped: watch::Receiver<bool>,
     drop_counter: Arc<AtomicU64>,
     mirror: Arc<MirrorService>,
-) {
-    let max = config.max_request_bytes;
+}
+
+/// How long a connection whose authentication failed waits before it is closed (Kafka's
+/// `connection.failed.authentication.delay.ms`: a client retrying at once is slowed down).
+const FAILED_AUTHENTICATION_DELAY: Duration = Duration::from_millis(100);
+
+/// Runs the TLS handshake (on SSL and SASL_SSL listeners), then serves the connection.
+async fn open_connection(connection: Connection, stream: TcpStream) {
     let peer = stream.peer_addr().ok().map(|address| address.ip());
+    let caller = Caller {
+        peer,
+        endpoint: connection.listener.endpoint.clone(),
+        principal: Principal::anonymous(),
+    };
+    let Some(acceptor) = connection.listener.tls.clone() else {
+        return serve_connection(connection, stream, caller).await;
+    };
+    let deadline = connection.config.authentication_timeout;
+    match tokio::time::timeout(deadline, acceptor.accept(stream)).await {
+        Ok(Ok(stream)) => {
+            let principal = crate::tls::principal_of(stream.get_ref().1.peer_certificates());
+            serve_connection(connection, stream, Caller { principal, ..caller }).await;
+        }
+        Ok(Err(error)) => log_closed(peer, &format!("TLS handshake failed: {error}")),
+        Err(_) => log_closed(peer, &format!("no TLS handshake within {deadline:?}")),
+    }
+}
+
+fn log_closed(peer: Option<std::net::IpAddr>, reason: &str) {
+    match peer {
+        Some(peer) => eprintln!("mirrorlog serve: closing a connection from {peer}: {reason}"),
+        None => eprintln!("mirrorlog serve: closing a connection: {reason}"),
+    }
+}
+
+/// Authenticates the connection on a SASL listener (nothing else is served before), then serves its requests in
+/// order until it closes, a request cannot be read, or the server stops.
+async fn serve_connection<S>(connection: Connection, mut stream: S, mut caller: Caller)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    if connection.listener.protocol.sasl() {
+        let deadline = connection.config.authentication_timeout;
+        let mut stopped = connection.stopped.clone();
+        let authenticated = tokio::select! {
+            result = tokio::time::timeout(deadline, authenticate(&connection, &mut stream, &caller)) => match result {
+                Ok(Ok(principal)) => principal,
+                Ok(Err(reason)) => return log_closed(caller.peer, &reason),
+                Err(_) => return log_closed(caller.peer, &format!("no SASL authentication within {deadline:?}")),
+            },
+            _ = stopped.changed() => return,
+        };
+        caller.principal = authenticated;
+    }
+    serve_requests(connection, stream, caller).await
+}
+
+/// Runs the SASL exchange; the principal it authenticated, or why the connection closes.
+async fn authenticate<S>(
+    connection: &Connection,
+    stream: &mut S,
+    caller: &Caller,
+) -> Result<Principal, String>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    let node = &connection.node;
+    let mut exchange = SaslExchange::new(connection.config.sasl_mechanisms.clone());
+    loop {
+        let raw = exchange.expects_raw_token();
+        let frame = if raw {
+            read_sasl_token(stream, MAX_RECEIVE_BEFORE_AUTHENTICATION).await
+        } else {
+            read_frame(stream, MAX_RECEIVE_BEFORE_AUTHENTICATION).await
+        };
+        let frame = match frame {
+            Ok(Some(frame)) => frame,
+            Ok(None) => return Err("the client closed the connection before authenticating".to_owned()),
+            Err(error) => return Err(format!("before authentication: {error}")),
+        };
+        let outcome = if raw {
+            exchange.raw_token(node, &frame).await
+        } else {
+            let request = parse_request(frame).map_err(|error| format!("before authentication: {error}"))?;
+            exchange.request(node, &request, caller).await
+        };
+        match outcome {
+            sasl::Outcome::Reply(answer) => send(stream, &answer).await?,
+            sasl::Outcome::Authenticated(answer, principal) => {
+                if let Some(answer) = answer {
+                    send(stream, &answer).await?;
+                }
+                return Ok(principal);
+            }
+            sasl::Outcome::Close(answer, reason) => {
+                if let Some(answer) = answer {
+                    send(stream, &answer).await?;
+                    tokio::time::sleep(FAILED_AUTHENTICATION_DELAY).await;
+                }
+                return Err(reason);
+            }
+        }
+    }
+}
+
+/// Writes a frame and flushes it (a TLS stream holds written bytes until flushed).
+async fn send<S: AsyncWrite + Unpin>(stream: &mut S, frame: &[u8]) -> Result<(), String> {
+    stream.write_all(frame).await.map_err(|error| error.to_string())?;
+    stream.flush().await.map_err(|error| error.to_string())
+}
+
+/// Serves an open (authenticated, where the listener authenticates) connection's requests in order.
+async fn serve_requests<S>(connection: Connection, mut stream: S, caller: Caller)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    let Connection {
+        node,
+        config,
+        mut stopped,
+        drop_counter,
+        mirror,
+        ..
+    } = connection;
+    let max = config.max_request_bytes;
     loop {
         let frame = tokio::select! {
             frame = read_frame(&mut stream, max) => frame,
@@ -281,7 +520,7 @@ async fn serve_connection(
         if request.api_key == MIRROR_ADMIN_API_KEY {
             match crate::mirror::answer(&mirror, &request).await {
                 Ok(response) => {
-                    if stream.write_all(&response).await.is_err() {
+                    if send(&mut stream, &response).await.is_err() {
                         return;
                     }
                 }
@@ -292,14 +531,14 @@ async fn serve_connection(
             }
             continue;
         }
-        match api::handle_from(&node, &request, peer).await {
+        match api::handle_from(&node, &request, &caller).await {
             Ok(Reply::Frame(response)) => {
                 if request.api_key == 0 && drop_this_response(&config, &drop_counter) {
                     // Test fault: the records are appended, the acknowledgement is lost.
                     eprintln!("mirrorlog serve: fault: dropped a produce response");
                     return;
                 }
-                if stream.write_all(&response).await.is_err() {
+                if send(&mut stream, &response).await.is_err() {
                     return;
                 }
             }

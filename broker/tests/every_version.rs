@@ -1138,6 +1138,85 @@ async fn scenario(key: ApiKey, version: i16) {
                 "partition 0's offset deleted, partition 1's kept"
             );
         }
+        ApiKey::SaslHandshake => {
+            // In process (no SASL listener): as Kafka answers a handshake outside an authentication.
+            let mut request = SaslHandshakeRequest::default();
+            request.mechanism = s("SCRAM-SHA-512");
+            let response: SaslHandshakeResponse = call(b, key, version, &request).await.expect("answered");
+            assert_eq!(response.error_code, 34, "ILLEGAL_SASL_STATE");
+        }
+        ApiKey::SaslAuthenticate => {
+            let mut request = SaslAuthenticateRequest::default();
+            request.auth_bytes = Bytes::from_static(b"n,,n=alice,r=abc");
+            let response: SaslAuthenticateResponse = call(b, key, version, &request).await.expect("answered");
+            assert_eq!(response.error_code, 34, "ILLEGAL_SASL_STATE");
+        }
+        ApiKey::AlterUserScramCredentials => {
+            let upsert = |name: &str, mechanism: i8, iterations: i32| {
+                let mut upsertion = alter_user_scram_credentials_request::ScramCredentialUpsertion::default();
+                upsertion.name = s(name);
+                upsertion.mechanism = mechanism;
+                upsertion.iterations = iterations;
+                upsertion.salt = Bytes::from_static(b"salt");
+                upsertion.salted_password = Bytes::from_static(&[7; 32]);
+                upsertion
+            };
+            let mut request = AlterUserScramCredentialsRequest::default();
+            request.upsertions = vec![
+                upsert("alice", 1, 4096),
+                upsert("bob", 3, 4096),
+                upsert("carol", 2, 100),
+                upsert("dave", 2, 8192),
+                upsert("dave", 2, 8192),
+            ];
+            let mut deletion = alter_user_scram_credentials_request::ScramCredentialDeletion::default();
+            deletion.name = s("erin");
+            deletion.mechanism = 1;
+            request.deletions = vec![deletion];
+            let response: AlterUserScramCredentialsResponse =
+                call(b, key, version, &request).await.expect("answered");
+            let codes: Vec<(&str, i16)> = response
+                .results
+                .iter()
+                .map(|result| (result.user.as_str(), result.error_code))
+                .collect();
+            assert_eq!(
+                codes,
+                vec![("erin", 91), ("alice", 0), ("bob", 33), ("carol", 93), ("dave", 92)],
+                "RESOURCE_NOT_FOUND, ok, UNSUPPORTED_SASL_MECHANISM, UNACCEPTABLE_CREDENTIAL, DUPLICATE_RESOURCE"
+            );
+            let described: DescribeUserScramCredentialsResponse = call(
+                b,
+                ApiKey::DescribeUserScramCredentials,
+                0,
+                &DescribeUserScramCredentialsRequest::default(),
+            )
+            .await
+            .expect("answered");
+            let users: Vec<&str> = described
+                .results
+                .iter()
+                .map(|result| result.user.as_str())
+                .collect();
+            assert_eq!(users, vec!["alice"], "only alice's change applied");
+        }
+        ApiKey::DescribeUserScramCredentials => {
+            let mut request = DescribeUserScramCredentialsRequest::default();
+            let name = |text: &str| {
+                let mut user = describe_user_scram_credentials_request::UserName::default();
+                user.name = s(text);
+                user
+            };
+            request.users = Some(vec![name("nobody"), name("twice"), name("twice")]);
+            let response: DescribeUserScramCredentialsResponse =
+                call(b, key, version, &request).await.expect("answered");
+            let codes: Vec<(&str, i16)> = response
+                .results
+                .iter()
+                .map(|result| (result.user.as_str(), result.error_code))
+                .collect();
+            assert_eq!(codes, vec![("nobody", 91), ("twice", 92)]);
+        }
         other => panic!("{other:?} is advertised but this test has no scenario for it: add one"),
     }
     broker.close().await.expect("close");

@@ -392,6 +392,38 @@ fn sample(key: ApiKey, version: i16) -> BytesMut {
             request.topics = vec![deleted.clone(), deleted];
             request.encode(&mut out, version)
         }
+        ApiKey::SaslHandshake => {
+            let mut request = SaslHandshakeRequest::default();
+            request.mechanism = s("SCRAM-SHA-256");
+            request.encode(&mut out, version)
+        }
+        ApiKey::SaslAuthenticate => {
+            let mut request = SaslAuthenticateRequest::default();
+            request.auth_bytes = bytes::Bytes::from_static(b"n,,n=alice,r=abc");
+            request.encode(&mut out, version)
+        }
+        ApiKey::DescribeUserScramCredentials => {
+            let mut user = describe_user_scram_credentials_request::UserName::default();
+            user.name = s("alice");
+            let mut request = DescribeUserScramCredentialsRequest::default();
+            request.users = Some(vec![user.clone(), user]);
+            request.encode(&mut out, version)
+        }
+        ApiKey::AlterUserScramCredentials => {
+            let mut deletion = alter_user_scram_credentials_request::ScramCredentialDeletion::default();
+            deletion.name = s("bob");
+            deletion.mechanism = 2;
+            let mut upsertion = alter_user_scram_credentials_request::ScramCredentialUpsertion::default();
+            upsertion.name = s("alice");
+            upsertion.mechanism = 1;
+            upsertion.iterations = 4096;
+            upsertion.salt = bytes::Bytes::from_static(b"salt");
+            upsertion.salted_password = bytes::Bytes::from_static(&[1; 32]);
+            let mut request = AlterUserScramCredentialsRequest::default();
+            request.deletions = vec![deletion];
+            request.upsertions = vec![upsertion.clone(), upsertion];
+            request.encode(&mut out, version)
+        }
         other => panic!("no sample for {other:?}"),
     };
     if let Err(error) = result {

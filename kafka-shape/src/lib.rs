@@ -364,6 +364,23 @@ const INCREMENTAL_ALTER_CONFIGS: &[Field] = &[
     all(I8), // validate_only
 ];
 
+const SASL_HANDSHAKE: &[Field] = &[all(STRING)]; // mechanism
+
+const SASL_AUTHENTICATE: &[Field] = &[all(BYTES)]; // auth_bytes
+
+const DESCRIBE_USER_SCRAM_CREDENTIALS: &[Field] = &[all(nullable_array(&[all(STRING)]))]; // users: name
+
+const ALTER_USER_SCRAM_CREDENTIALS: &[Field] = &[
+    all(array(&[all(STRING), all(I8)])), // deletions: name, mechanism
+    all(array(&[
+        all(STRING), // name
+        all(I8),     // mechanism
+        all(I32),    // iterations
+        all(BYTES),  // salt
+        all(BYTES),  // salted_password
+    ])),
+];
+
 const DESCRIBE_PRODUCERS: &[Field] = &[all(array(&[
     all(STRING), // name
     all(INT32S), // partition_indexes
@@ -626,6 +643,10 @@ fn layout(key: ApiKey) -> Option<(&'static [Field], i16)> {
         ApiKey::EndTxn => (END_TXN, 2),
         ApiKey::TxnOffsetCommit => (TXN_OFFSET_COMMIT, 3),
         ApiKey::ApiVersions => (API_VERSIONS, 3),
+        ApiKey::SaslHandshake => (SASL_HANDSHAKE, 1),
+        ApiKey::SaslAuthenticate => (SASL_AUTHENTICATE, 2),
+        ApiKey::DescribeUserScramCredentials => (DESCRIBE_USER_SCRAM_CREDENTIALS, 0),
+        ApiKey::AlterUserScramCredentials => (ALTER_USER_SCRAM_CREDENTIALS, 0),
         _ => return None,
     })
 }

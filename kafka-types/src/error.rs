@@ -120,6 +120,18 @@ pub enum KafkaError {
     MismatchedEndpointType,
     /// 120: the transaction must be aborted.
     TransactionAbortable,
+    /// 33: the SASL mechanism the client asked for is not enabled on the listener.
+    UnsupportedSaslMechanism,
+    /// 34: a SASL request out of its place in the exchange (or on a listener without SASL).
+    IllegalSaslState,
+    /// 58: the credentials were refused (the message never says whether the user or the password was wrong).
+    SaslAuthenticationFailed,
+    /// 91: the named resource (a user's credential) does not exist.
+    ResourceNotFound,
+    /// 92: one request names the same resource twice.
+    DuplicateResource,
+    /// 93: a credential below the accepted bounds (an empty user, too few or too many iterations).
+    UnacceptableCredential,
     /// 134 (KIP-1279 prototype, provisional): the topic is a mirror and refuses client writes.
     ReadOnlyTopic,
 }
@@ -139,7 +151,7 @@ pub enum ClientErrorClass {
 
 impl KafkaError {
     /// Every error, in code order.
-    pub const ALL: [KafkaError; 55] = [
+    pub const ALL: [KafkaError; 61] = [
         KafkaError::UnknownServerError,
         KafkaError::OffsetOutOfRange,
         KafkaError::CorruptMessage,
@@ -195,6 +207,12 @@ impl KafkaError {
         KafkaError::MismatchedEndpointType,
         KafkaError::TransactionAbortable,
         KafkaError::ReadOnlyTopic,
+        KafkaError::UnsupportedSaslMechanism,
+        KafkaError::IllegalSaslState,
+        KafkaError::SaslAuthenticationFailed,
+        KafkaError::ResourceNotFound,
+        KafkaError::DuplicateResource,
+        KafkaError::UnacceptableCredential,
     ];
 
     /// The wire code.
@@ -256,6 +274,12 @@ impl KafkaError {
             KafkaError::MismatchedEndpointType => 114,
             KafkaError::TransactionAbortable => 120,
             KafkaError::ReadOnlyTopic => 134,
+            KafkaError::UnsupportedSaslMechanism => 33,
+            KafkaError::IllegalSaslState => 34,
+            KafkaError::SaslAuthenticationFailed => 58,
+            KafkaError::ResourceNotFound => 91,
+            KafkaError::DuplicateResource => 92,
+            KafkaError::UnacceptableCredential => 93,
         }
     }
 
@@ -317,6 +341,12 @@ impl KafkaError {
             KafkaError::MismatchedEndpointType => "MISMATCHED_ENDPOINT_TYPE",
             KafkaError::TransactionAbortable => "TRANSACTION_ABORTABLE",
             KafkaError::ReadOnlyTopic => "READ_ONLY_TOPIC",
+            KafkaError::UnsupportedSaslMechanism => "UNSUPPORTED_SASL_MECHANISM",
+            KafkaError::IllegalSaslState => "ILLEGAL_SASL_STATE",
+            KafkaError::SaslAuthenticationFailed => "SASL_AUTHENTICATION_FAILED",
+            KafkaError::ResourceNotFound => "RESOURCE_NOT_FOUND",
+            KafkaError::DuplicateResource => "DUPLICATE_RESOURCE",
+            KafkaError::UnacceptableCredential => "UNACCEPTABLE_CREDENTIAL",
         }
     }
 
@@ -371,6 +401,13 @@ impl KafkaError {
             | KafkaError::PolicyViolation
             | KafkaError::TransactionalIdNotFound
             | KafkaError::MismatchedEndpointType => ClientErrorClass::Fatal,
+            // Authentication and credential administration: the client's configuration must change.
+            KafkaError::UnsupportedSaslMechanism
+            | KafkaError::IllegalSaslState
+            | KafkaError::SaslAuthenticationFailed
+            | KafkaError::ResourceNotFound
+            | KafkaError::DuplicateResource
+            | KafkaError::UnacceptableCredential => ClientErrorClass::Fatal,
             // A transactional offset commit whose group moved on (KIP-447): the transaction must abort.
             KafkaError::IllegalGeneration | KafkaError::UnknownMemberId | KafkaError::RebalanceInProgress => {
                 ClientErrorClass::Abortable

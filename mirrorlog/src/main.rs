@@ -7,6 +7,8 @@
 //! - `mirrorlog serve` runs a Kafka wire-protocol broker that real clients produce to and consume from.
 //! - `mirrorlog mirror create | reverse | list | describe | pause | resume | failover | promote` administers a
 //!   `serve` destination's mirror links.
+//! - `mirrorlog users add` stores a user's SCRAM credential (password from standard input) for `serve`'s SASL
+//!   listeners.
 //! - `mirrorlog simulate` runs the multi-cluster simulator's topology × strategy matrix (exit 0 iff the seeds'
 //!   claims hold, 1 when one does not, 3 when the selection checks none).
 //!
@@ -22,6 +24,7 @@ mod psm_script;
 mod replay;
 mod serve;
 mod simulate;
+mod users;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -96,6 +99,9 @@ enum Command {
     /// Administer a destination's mirror links (create, reverse, list, describe, pause, resume, failover,
     /// promote) over its Kafka port; exit 0 only when the action completed.
     Mirror(mirror::MirrorArgs),
+    /// Manage SASL/SCRAM users in a stopped node's store (`users add`: the first administrator; later users over
+    /// the wire with `kafka-configs --entity-type users`).
+    Users(users::UsersArgs),
 }
 
 /// `--barrier-scope` values.
@@ -200,6 +206,11 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Mirror(args) => {
             let stdout = std::io::stdout();
             mirror::mirror(args, &mut stdout.lock())
+        }
+        Command::Users(args) => {
+            let stdin = std::io::stdin();
+            users::users(args, &mut stdin.lock())?;
+            Ok(ExitCode::SUCCESS)
         }
         Command::Simulate(args) => {
             let stdout = std::io::stdout();

@@ -1,10 +1,9 @@
 //! `mirrorlog serve`: runs the Kafka wire-protocol broker (crate `broker`) until SIGTERM or Ctrl-C.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use broker::{BrokerConfig, Faults, Server};
+use broker::{BrokerConfig, Faults, ListenerConfig, SaslMechanism, SecurityProtocol, Server, TlsConfig};
 use storage_config::StorageConfig;
 
 use crate::error::CliError;
@@ -15,13 +14,33 @@ pub struct ServeArgs {
     /// Storage config (TOML); default: the fs backend under --data-dir.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Address to listen on. There is no authentication and no TLS: keep it on loopback.
-    #[arg(long, default_value = "127.0.0.1:9092")]
-    listen: SocketAddr,
-    /// The HOST:PORT clients are told to connect to (Metadata, FindCoordinator), when it is not the listen
-    /// address — a proxy or a NAT in front of the broker (Kafka's `advertised.listeners`).
-    #[arg(long, value_parser = parse_advertised)]
-    advertised_listener: Option<(String, u16)>,
+    /// A listener, as Kafka's `listeners` names it: PLAINTEXT://HOST:PORT, SSL://…, SASL_PLAINTEXT://… or
+    /// SASL_SSL://… (repeatable, one per protocol; a bare HOST:PORT is PLAINTEXT). A PLAINTEXT listener has no
+    /// authentication: keep it on loopback.
+    #[arg(long = "listen", default_value = "127.0.0.1:9092")]
+    listeners: Vec<ListenerConfig>,
+    /// The address clients are told to connect to on a listener (Metadata, FindCoordinator), when it is not the
+    /// listen address — a proxy or a NAT in front of the broker (Kafka's `advertised.listeners`):
+    /// PROTOCOL://HOST:PORT (repeatable), or HOST:PORT for the first listener.
+    #[arg(long = "advertised-listener", value_parser = parse_advertised)]
+    advertised_listeners: Vec<(Option<SecurityProtocol>, String, u16)>,
+    /// The server certificate chain of SSL and SASL_SSL listeners (PEM, leaf first).
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The server's private key (PEM).
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// CA certificates (PEM) client certificates must chain to: every TLS client must present one, and on an SSL
+    /// listener its subject is its principal (`User:CN=…`; Kafka's `ssl.client.auth=required`).
+    #[arg(long, requires = "tls_cert")]
+    tls_client_ca: Option<PathBuf>,
+    /// The SASL mechanisms SASL listeners offer, comma-separated (Kafka's `sasl.enabled.mechanisms`; default:
+    /// PLAIN,SCRAM-SHA-256,SCRAM-SHA-512).
+    #[arg(long, value_delimiter = ',')]
+    sasl_mechanisms: Option<Vec<SaslMechanism>>,
+    /// How long a connection may take to finish its TLS handshake and SASL authentication, in milliseconds.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    authentication_timeout_ms: u64,
     /// The cluster id Metadata answers.
     #[arg(long, default_value = "mirrorlog")]
     cluster_id: String,
@@ -118,8 +137,25 @@ pub fn serve(args: ServeArgs) -> Result<(), CliError> {
         Some(path) => StorageConfig::load(path).map_err(CliError::Config)?,
         None => StorageConfig::for_backend(storage_config::Backend::Fs, &args.data_dir),
     };
-    let mut config = BrokerConfig::new(args.listen, storage);
-    config.advertised = args.advertised_listener;
+    let mut config = BrokerConfig::new(std::net::SocketAddr::from(([127, 0, 0, 1], 9092)), storage);
+    config.listeners = listeners(&args)?;
+    config.tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(TlsConfig {
+            cert: cert.clone(),
+            key: key.clone(),
+            client_ca: args.tls_client_ca.clone(),
+        }),
+        _ => None,
+    };
+    if let Some(mechanisms) = &args.sasl_mechanisms {
+        if !config.listeners.iter().any(|listener| listener.protocol.sasl()) {
+            return Err(CliError::Usage(
+                "--sasl-mechanisms needs a SASL_PLAINTEXT or SASL_SSL listener".to_owned(),
+            ));
+        }
+        config.sasl_mechanisms = mechanisms.clone();
+    }
+    config.authentication_timeout = Duration::from_millis(args.authentication_timeout_ms);
     config.node.cluster_id = args.cluster_id;
     config.node.topics = args.topics;
     config.node.auto_create_topics = !args.no_auto_create_topics;
@@ -153,8 +189,14 @@ pub fn serve(args: ServeArgs) -> Result<(), CliError> {
             .await
             .map_err(|e| CliError::Usage(e.to_string()))?;
         let address = server.local_addr().map_err(|e| CliError::Usage(e.to_string()))?;
-        // The first line says where to connect (tests read the port from it when they ask for port 0).
+        // The first line says where to connect (tests read the port from it when they ask for port 0); then one
+        // line per listener.
         println!("mirrorlog serve: listening on {address}");
+        for protocol in SecurityProtocol::ALL {
+            if let Some(address) = server.listener_addr(protocol) {
+                println!("mirrorlog serve: listener {protocol}://{address}");
+            }
+        }
         for (partition, report) in server.node().repairs() {
             eprintln!("mirrorlog serve: {partition}: repaired on open: {report}");
         }
@@ -202,20 +244,45 @@ async fn shutdown_signal() {
     }
 }
 
-/// `--advertised-listener HOST:PORT`: a host name (no colon) and a port.
-fn parse_advertised(text: &str) -> Result<(String, u16), String> {
-    let (host, port) = text
-        .rsplit_once(':')
-        .ok_or_else(|| format!("{text:?}: expected HOST:PORT"))?;
+/// The listeners with their advertised addresses: `--advertised-listener PROTOCOL://HOST:PORT` names its
+/// listener; a bare HOST:PORT is the first listener's.
+fn listeners(args: &ServeArgs) -> Result<Vec<ListenerConfig>, CliError> {
+    let mut listeners = args.listeners.clone();
+    for (protocol, host, port) in &args.advertised_listeners {
+        let listener = match protocol {
+            None => listeners.first_mut(),
+            Some(protocol) => listeners
+                .iter_mut()
+                .find(|listener| listener.protocol == *protocol),
+        };
+        let listener = listener.ok_or_else(|| {
+            CliError::Usage(format!(
+                "--advertised-listener {}://{host}:{port} names no --listen of that protocol",
+                protocol.map_or("PLAINTEXT", SecurityProtocol::name)
+            ))
+        })?;
+        if listener.advertised.is_some() {
+            return Err(CliError::Usage(format!(
+                "two --advertised-listener for the {} listener",
+                listener.protocol
+            )));
+        }
+        listener.advertised = Some((host.clone(), *port));
+    }
+    Ok(listeners)
+}
+
+/// `--advertised-listener [PROTOCOL://]HOST:PORT`: a host name (no colon) and a port.
+fn parse_advertised(text: &str) -> Result<(Option<SecurityProtocol>, String, u16), String> {
+    let protocol = text.contains("://").then_some(());
+    let (parsed, host, port) = broker::listener::split_listener_url(text)?;
     if host.is_empty() || host.contains(':') {
         return Err(format!(
             "{text:?}: expected HOST:PORT with a host name or IPv4 address"
         ));
     }
-    let port = port
-        .parse::<u16>()
-        .ok()
-        .filter(|port| *port > 0)
-        .ok_or_else(|| format!("{text:?}: the port must be 1..=65535"))?;
-    Ok((host.to_owned(), port))
+    if port == 0 {
+        return Err(format!("{text:?}: the port must be 1..=65535"));
+    }
+    Ok((protocol.map(|()| parsed), host, port))
 }

@@ -35,6 +35,9 @@ pub enum NodeError {
         /// Why.
         reason: String,
     },
+    /// The SCRAM credential store cannot be read or written.
+    #[error("security: {0}")]
+    Security(String),
     /// The mirror link registry cannot be read or written.
     #[error("mirror links: {0}")]
     Mirror(String),

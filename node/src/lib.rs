@@ -31,11 +31,12 @@ pub mod offsets;
 mod retention;
 mod topic_admin;
 mod topic_configs;
+pub mod users;
 
 pub use clock::{Clock, SystemClock};
 pub use compaction::Compacted;
 pub use config::NodeConfig;
 pub use error::NodeError;
-pub use node::{DeliveredMarker, Node, PartitionSlot, TXN_STATE_PARTITION};
+pub use node::{DeliveredMarker, Endpoint, Node, PartitionSlot, TXN_STATE_PARTITION};
 pub use retention::RetentionDeleted;
 pub use topic_configs::ConfigRefusal;

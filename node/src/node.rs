@@ -76,12 +76,22 @@ pub struct DeliveredMarker {
     pub refused: Option<KafkaError>,
 }
 
+/// The host and port clients reach this node at through one listener (Kafka's `advertised.listeners`): Metadata,
+/// DescribeCluster and FindCoordinator answer the endpoint of the listener a request came in on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The host name or address.
+    pub host: String,
+    /// The port.
+    pub port: i32,
+}
+
 /// One cluster node; see the module docs.
 pub struct Node {
     pub(crate) config: NodeConfig,
     pub(crate) clock: Arc<dyn Clock>,
-    /// Host and port Metadata and FindCoordinator answer.
-    pub(crate) advertised: (String, i32),
+    /// The host and port Metadata and FindCoordinator answer when the caller names no listener's.
+    pub(crate) advertised: Endpoint,
     pub(crate) storage: Box<dyn Storage>,
     /// One store per follower replica (empty: the leader is the only replica).
     pub(crate) follower_stores: Vec<Box<dyn Storage>>,
@@ -102,6 +112,8 @@ pub struct Node {
     /// Topics' config overrides and the settings produce enforces (`crate::topic_configs`). Locked after
     /// `topics` where both are held.
     pub(crate) topic_configs: RwLock<TopicConfigs>,
+    /// SCRAM credentials (`crate::users`).
+    pub(crate) users: RwLock<crate::users::ScramUsers>,
     appended: watch::Sender<u64>,
     /// Partitions whose storage opening repaired something (a torn tail cut, a segment dropped, an index
     /// rebuilt, …), with what it did.
@@ -175,6 +187,7 @@ impl Node {
                 OFFSETS_PARTITION,
                 MIRROR_LINKS_PARTITION,
                 TOPIC_CONFIGS_PARTITION,
+                crate::users::SECURITY_PARTITION,
             ]
             .contains(&id.topic())
             {
@@ -250,13 +263,27 @@ impl Node {
         )
         .await?;
         let topic_configs = TopicConfigs::open(topic_config_store, &config).await?;
+        let users = crate::users::ScramUsers::open(
+            crate::users::open_store(
+                storage.as_ref(),
+                internal.get(crate::users::SECURITY_PARTITION),
+                log_config.clone(),
+                now,
+            )
+            .await?,
+        )
+        .await?;
         let membership = crate::membership::Membership::restore(offsets.stored_groups().clone(), now);
         let (appended, _) = watch::channel(0);
         let broker = Node {
             mirror_registry: Mutex::new(Some(mirror_registry)),
             topic_configs: RwLock::new(topic_configs),
+            users: RwLock::new(users),
             clock,
-            advertised,
+            advertised: Endpoint {
+                host: advertised.0,
+                port: advertised.1,
+            },
             storage,
             follower_stores,
             coordinator_epoch: AtomicI32::new(0),
@@ -309,6 +336,12 @@ impl Node {
     /// The node's clock.
     pub fn now_ms(&self) -> i64 {
         self.clock.now_ms()
+    }
+
+    /// The endpoint Metadata, DescribeCluster and FindCoordinator answer for a caller that came in through no
+    /// listener of its own (the first listener's).
+    pub fn advertised(&self) -> &Endpoint {
+        &self.advertised
     }
 
     /// The node's settings.
@@ -812,6 +845,9 @@ impl Node {
             }
         }
         if let Err(error) = self.topic_configs.write().await.close().await {
+            first_error.get_or_insert(error);
+        }
+        if let Err(error) = self.users.write().await.close().await {
             first_error.get_or_insert(error);
         }
         if let Some(registry) = self.mirror_registry.lock().await.take() {

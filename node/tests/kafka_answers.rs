@@ -361,7 +361,9 @@ async fn find_coordinator_names_no_node_beside_an_error() {
     let mut request = FindCoordinatorRequest::default();
     request.key = s("group");
     request.key_type = 9;
-    let answer = node.find_coordinator(request, 2).await;
+    let answer = node
+        .find_coordinator(request, 2, &node.advertised().clone())
+        .await;
     assert_ne!(answer.error_code, 0);
     assert_eq!((answer.node_id.0, answer.port), (-1, -1));
 }

@@ -32,7 +32,7 @@ pub type Serving = (
 /// A `serve` node on an ephemeral loopback port, advertising `advertised` when given (else its own address).
 pub async fn serve(node: NodeConfig, advertised: Option<std::net::SocketAddr>) -> Serving {
     let mut config = BrokerConfig::new("127.0.0.1:0".parse().unwrap(), node.storage.clone());
-    config.advertised = advertised.map(|address| (address.ip().to_string(), address.port()));
+    config.listeners[0].advertised = advertised.map(|address| (address.ip().to_string(), address.port()));
     config.node = node;
     serve_with(config).await
 }

@@ -12,6 +12,7 @@ mod groups;
 mod inspect;
 mod offsets;
 mod produce;
+mod security;
 mod topics;
 mod txn;
 
@@ -146,6 +147,8 @@ scenarios! {
     groups::transactional_offsets_checked_against_the_group => "TxnOffsetCommit v3 (KIP-447) from an unknown member, at a stale generation, from the current member",
     groups::offset_delete_every_version => "OffsetDelete at every version: a group with only offsets, one whose member subscribes to a topic, one never seen; what OffsetFetch says after",
     groups::delete_groups_every_version => "DeleteGroups at every version: a group with a member, emptied, one with only committed offsets, one never seen",
+    security::sasl_requests_outside_authentication_every_version => "SaslHandshake and SaslAuthenticate at every version on a PLAINTEXT connection: ILLEGAL_SASL_STATE",
+    security::user_scram_credentials => "AlterUserScramCredentials and DescribeUserScramCredentials: credentials set, refused (unknown mechanism, iterations out of bounds, twice in one request, deleting nothing), described, deleted",
     groups::describe_and_list_groups_every_version => "DescribeGroups and ListGroups at every version: a stable group, an unknown one, the group emptied by its member's leave",
 }
 

@@ -12,12 +12,17 @@ use kafka_types::KafkaError;
 use topic_config::Overrides;
 
 use super::str_bytes;
-use crate::node::Node;
+use crate::node::{Endpoint, Node};
 use crate::ConfigRefusal;
 
 /// Metadata: this node (node 0) leads every partition. Named topics that do not exist are created when the
 /// node auto-creates topics and the request allows it (v4+; always before v4, as Kafka did).
-pub async fn metadata(node: &Node, request: MetadataRequest, version: i16) -> MetadataResponse {
+pub async fn metadata(
+    node: &Node,
+    request: MetadataRequest,
+    version: i16,
+    endpoint: &Endpoint,
+) -> MetadataResponse {
     let mut created_errors = std::collections::BTreeMap::new();
     if let Some(requested) = &request.topics {
         let allowed = version < 4 || request.allow_auto_topic_creation;
@@ -52,8 +57,8 @@ pub async fn metadata(node: &Node, request: MetadataRequest, version: i16) -> Me
     let mut response = MetadataResponse::default();
     let mut this_node = MetadataResponseBroker::default();
     this_node.node_id = BrokerId(0);
-    this_node.host = str_bytes(&node.advertised.0);
-    this_node.port = node.advertised.1;
+    this_node.host = str_bytes(&endpoint.host);
+    this_node.port = endpoint.port;
     response.brokers = vec![this_node];
     response.cluster_id = Some(str_bytes(&node.config.cluster_id));
     response.controller_id = BrokerId(0);
@@ -136,9 +141,10 @@ pub async fn create_topics(node: &Node, request: CreateTopicsRequest, _version: 
 
 /// FindCoordinator: this node coordinates every group and transactional id.
 pub async fn find_coordinator(
-    node: &Node,
+    _node: &Node,
     request: FindCoordinatorRequest,
     version: i16,
+    endpoint: &Endpoint,
 ) -> FindCoordinatorResponse {
     // An unknown key type names no coordinator, beside INVALID_REQUEST, as Kafka answers it.
     let known = matches!(request.key_type, 0 | 1);
@@ -153,8 +159,8 @@ pub async fn find_coordinator(
                 coordinator.key = key.clone();
                 if known {
                     coordinator.node_id = BrokerId(0);
-                    coordinator.host = str_bytes(&node.advertised.0);
-                    coordinator.port = node.advertised.1;
+                    coordinator.host = str_bytes(&endpoint.host);
+                    coordinator.port = endpoint.port;
                 } else {
                     coordinator.error_code = KafkaError::InvalidRequest.code();
                     coordinator.node_id = BrokerId(-1);
@@ -172,7 +178,7 @@ pub async fn find_coordinator(
         return response;
     }
     response.node_id = BrokerId(0);
-    response.host = str_bytes(&node.advertised.0);
-    response.port = node.advertised.1;
+    response.host = str_bytes(&endpoint.host);
+    response.port = endpoint.port;
     response
 }

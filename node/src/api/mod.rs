@@ -15,10 +15,11 @@ mod offset_delete;
 mod produce;
 mod topics;
 mod txn;
+mod users;
 
 use kafka_protocol::messages::*;
 
-use crate::node::Node;
+use crate::node::{Endpoint, Node};
 use kafka_types::KafkaError;
 
 /// A `kafka-protocol` string from a Rust one.
@@ -28,8 +29,14 @@ fn str_bytes(text: &str) -> kafka_protocol::protocol::StrBytes {
 
 impl Node {
     /// Metadata: this node leads every partition; missing topics are auto-created when allowed.
-    pub async fn metadata(&self, request: MetadataRequest, version: i16) -> MetadataResponse {
-        admin::metadata(self, request, version).await
+    /// `endpoint` is the address of the listener the request came in on (Kafka answers per listener).
+    pub async fn metadata(
+        &self,
+        request: MetadataRequest,
+        version: i16,
+        endpoint: &Endpoint,
+    ) -> MetadataResponse {
+        admin::metadata(self, request, version, endpoint).await
     }
 
     /// CreateTopics (one replica).
@@ -84,8 +91,13 @@ impl Node {
     }
 
     /// DescribeCluster: this broker.
-    pub fn describe_cluster(&self, request: DescribeClusterRequest, version: i16) -> DescribeClusterResponse {
-        topics::describe_cluster(self, request, version)
+    pub fn describe_cluster(
+        &self,
+        request: DescribeClusterRequest,
+        version: i16,
+        endpoint: &Endpoint,
+    ) -> DescribeClusterResponse {
+        topics::describe_cluster(self, request, version, endpoint)
     }
 
     /// WriteTxnMarkers: markers a client writes (`kafka-transactions abort`).
@@ -95,6 +107,24 @@ impl Node {
         version: i16,
     ) -> WriteTxnMarkersResponse {
         markers::write_txn_markers(self, request, version).await
+    }
+
+    /// DescribeUserScramCredentials: users' SCRAM mechanisms and iteration counts.
+    pub async fn describe_user_scram_credentials(
+        &self,
+        request: DescribeUserScramCredentialsRequest,
+        version: i16,
+    ) -> DescribeUserScramCredentialsResponse {
+        users::describe_user_scram_credentials(self, request, version).await
+    }
+
+    /// AlterUserScramCredentials: users' SCRAM credentials set and deleted, durably.
+    pub async fn alter_user_scram_credentials(
+        &self,
+        request: AlterUserScramCredentialsRequest,
+        version: i16,
+    ) -> AlterUserScramCredentialsResponse {
+        users::alter_user_scram_credentials(self, request, version).await
     }
 
     /// OffsetDelete: a group's committed offsets on some partitions forgotten.
@@ -134,8 +164,9 @@ impl Node {
         &self,
         request: FindCoordinatorRequest,
         version: i16,
+        endpoint: &Endpoint,
     ) -> FindCoordinatorResponse {
-        admin::find_coordinator(self, request, version).await
+        admin::find_coordinator(self, request, version, endpoint).await
     }
 
     /// Produce: each partition's batches appended as leader, made durable, then acknowledged.

@@ -5,7 +5,7 @@ use kafka_types::KafkaError;
 
 use super::configs::answer_of;
 use super::str_bytes;
-use crate::node::Node;
+use crate::node::{Endpoint, Node};
 
 /// DeleteTopics (by name): each topic deleted with its data, or why not.
 pub async fn delete_topics(node: &Node, request: DeleteTopicsRequest, _version: i16) -> DeleteTopicsResponse {
@@ -48,6 +48,7 @@ pub fn describe_cluster(
     node: &Node,
     request: DescribeClusterRequest,
     _version: i16,
+    endpoint: &Endpoint,
 ) -> DescribeClusterResponse {
     let mut response = DescribeClusterResponse::default();
     response.error_message = None;
@@ -64,8 +65,8 @@ pub fn describe_cluster(
     response.controller_id = BrokerId(0);
     let mut broker = describe_cluster_response::DescribeClusterBroker::default();
     broker.broker_id = BrokerId(0);
-    broker.host = str_bytes(&node.advertised.0);
-    broker.port = node.advertised.1;
+    broker.host = str_bytes(&endpoint.host);
+    broker.port = endpoint.port;
     broker.rack = None;
     response.brokers = vec![broker];
     response.cluster_authorized_operations = i32::MIN;

@@ -1,0 +1,554 @@
+//! Secured listeners against a running broker (in-process, fs backend, ephemeral loopback ports): TLS with and
+//! without client certificates, SASL/SCRAM and PLAIN over SASL_SSL and SASL_PLAINTEXT with stored credentials,
+//! and the ways a connection that has not authenticated is refused. Certificates are generated here (rcgen).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_auth::{PlainMessage, ScramClient, ScramCredential, ScramMechanism};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+
+use broker::{BrokerConfig, ListenerConfig, SecurityProtocol, Server, TlsConfig};
+use storage_config::StorageConfig;
+
+/// A CA, a server certificate for `localhost`/127.0.0.1 signed by it, and a client certificate signed by it, all
+/// written as PEM files in `dir`.
+struct Pki {
+    ca: CertificateDer<'static>,
+    cert: std::path::PathBuf,
+    key: std::path::PathBuf,
+    ca_file: std::path::PathBuf,
+    client_chain: Vec<CertificateDer<'static>>,
+    client_key: PrivateKeyDer<'static>,
+}
+
+fn pki(dir: &std::path::Path) -> Pki {
+    use rcgen::{BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.distinguished_name = DistinguishedName::new();
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "mirrorlog test CA");
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let server_key = KeyPair::generate().unwrap();
+    let server_params = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
+    let server_cert = server_params.signed_by(&server_key, &issuer).unwrap();
+    let client_key = KeyPair::generate().unwrap();
+    let mut client_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    client_params.distinguished_name = DistinguishedName::new();
+    client_params
+        .distinguished_name
+        .push(DnType::OrganizationName, "Acme, Inc");
+    client_params
+        .distinguished_name
+        .push(DnType::CommonName, "client-1");
+    let client_cert = client_params.signed_by(&client_key, &issuer).unwrap();
+    let write = |name: &str, text: String| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    Pki {
+        ca: ca_cert.der().clone(),
+        cert: write("server.pem", server_cert.pem()),
+        key: write("server.key", server_key.serialize_pem()),
+        ca_file: write("ca.pem", ca_cert.pem()),
+        client_chain: vec![client_cert.der().clone()],
+        client_key: PrivateKeyDer::try_from(client_key.serialize_der()).unwrap(),
+    }
+}
+
+struct Running {
+    server_addresses: Vec<(SecurityProtocol, SocketAddr)>,
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<Result<(), broker::BrokerError>>,
+}
+
+impl Running {
+    /// A broker with the given listeners; `alice` holds SCRAM credentials (both mechanisms) for `secret`.
+    async fn start(dir: &std::path::Path, protocols: &[SecurityProtocol], tls: Option<TlsConfig>) -> Self {
+        let storage = StorageConfig::for_backend(storage_config::Backend::Fs, &dir.join("data"));
+        {
+            let store = storage.open().unwrap();
+            for mechanism in ScramMechanism::ALL {
+                let credential = ScramCredential::generate(mechanism, b"secret", 4096).unwrap();
+                node::users::add_offline(store.as_ref(), "alice", mechanism, credential)
+                    .await
+                    .unwrap();
+            }
+        }
+        let mut config = BrokerConfig::new("127.0.0.1:0".parse().unwrap(), storage);
+        config.listeners = protocols
+            .iter()
+            .map(|protocol| {
+                format!("{protocol}://127.0.0.1:0")
+                    .parse::<ListenerConfig>()
+                    .unwrap()
+            })
+            .collect();
+        config.tls = tls;
+        config.authentication_timeout = Duration::from_millis(500);
+        config.node.topics = vec![("orders".to_owned(), 1)];
+        let server = Server::bind(config).await.expect("bind");
+        let server_addresses = protocols
+            .iter()
+            .map(|protocol| (*protocol, server.listener_addr(*protocol).unwrap()))
+            .collect();
+        let (stop, stopped) = oneshot::channel();
+        let task = tokio::spawn(server.run(async {
+            let _ = stopped.await;
+        }));
+        Running {
+            server_addresses,
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    fn address(&self, protocol: SecurityProtocol) -> SocketAddr {
+        self.server_addresses
+            .iter()
+            .find(|(listener, _)| *listener == protocol)
+            .map(|(_, address)| *address)
+            .unwrap()
+    }
+
+    async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let result = tokio::time::timeout(Duration::from_secs(10), self.task)
+            .await
+            .expect("graceful shutdown within 10 s")
+            .expect("server task");
+        result.expect("clean close");
+    }
+}
+
+fn tls_client(pki: &Pki, with_certificate: bool) -> tokio_rustls::TlsConnector {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(pki.ca.clone()).unwrap();
+    let builder = rustls::ClientConfig::builder_with_provider(broker::tls::crypto_provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots);
+    let config = if with_certificate {
+        builder
+            .with_client_auth_cert(pki.client_chain.clone(), pki.client_key.clone_key())
+            .unwrap()
+    } else {
+        builder.with_no_client_auth()
+    };
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+}
+
+/// A client connection speaking Kafka's framing over any stream.
+struct Wire<S> {
+    stream: S,
+    correlation_id: i32,
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Wire<S> {
+    fn new(stream: S) -> Self {
+        Wire {
+            stream,
+            correlation_id: 0,
+        }
+    }
+
+    async fn send<M: Encodable>(&mut self, key: ApiKey, version: i16, message: &M) {
+        self.correlation_id += 1;
+        let mut body = BytesMut::new();
+        body.put_i16(key as i16);
+        body.put_i16(version);
+        body.put_i32(self.correlation_id);
+        body.put_i16(4);
+        body.put_slice(b"test");
+        if key.request_header_version(version) >= 2 {
+            body.put_u8(0);
+        }
+        message.encode(&mut body, version).unwrap();
+        self.send_raw(&body).await;
+    }
+
+    async fn send_raw(&mut self, body: &[u8]) {
+        let mut frame = BytesMut::new();
+        frame.put_i32(body.len() as i32);
+        frame.put_slice(body);
+        let _ = self.stream.write_all(&frame).await;
+        let _ = self.stream.flush().await;
+    }
+
+    /// The next frame's bytes; `None` when the broker closed the connection.
+    async fn read_raw(&mut self) -> Option<Bytes> {
+        let size = tokio::time::timeout(Duration::from_secs(10), self.stream.read_i32())
+            .await
+            .expect("the broker answers or closes within 10 s")
+            .ok()?;
+        let mut body = vec![0u8; usize::try_from(size).ok()?];
+        self.stream.read_exact(&mut body).await.ok()?;
+        Some(Bytes::from(body))
+    }
+
+    async fn receive<A: Decodable>(&mut self, key: ApiKey, version: i16) -> Option<A> {
+        let mut body = self.read_raw().await?;
+        assert_eq!(body.get_i32(), self.correlation_id);
+        if key.response_header_version(version) >= 1 {
+            body.advance(1);
+        }
+        Some(A::decode(&mut body, version).unwrap())
+    }
+
+    async fn call<Q: Encodable, A: Decodable>(
+        &mut self,
+        key: ApiKey,
+        version: i16,
+        message: &Q,
+    ) -> Option<A> {
+        self.send(key, version, message).await;
+        self.receive(key, version).await
+    }
+
+    async fn handshake(&mut self, version: i16, mechanism: &str) -> SaslHandshakeResponse {
+        let mut request = SaslHandshakeRequest::default();
+        request.mechanism = StrBytes::from_string(mechanism.to_owned());
+        self.call(ApiKey::SaslHandshake, version, &request)
+            .await
+            .expect("a handshake answer")
+    }
+
+    async fn authenticate(&mut self, token: Vec<u8>) -> Option<SaslAuthenticateResponse> {
+        let mut request = SaslAuthenticateRequest::default();
+        request.auth_bytes = Bytes::from(token);
+        self.call(ApiKey::SaslAuthenticate, 2, &request).await
+    }
+
+    /// A SCRAM exchange: the failed answer, or `None` when it succeeded and the server proved itself.
+    async fn scram(
+        &mut self,
+        mechanism: ScramMechanism,
+        user: &str,
+        password: &[u8],
+    ) -> Option<SaslAuthenticateResponse> {
+        let handshake = self.handshake(1, mechanism.name()).await;
+        assert_eq!(handshake.error_code, 0);
+        let mut client = ScramClient::new(mechanism, user, password).unwrap();
+        let first = self
+            .authenticate(client.client_first())
+            .await
+            .expect("server-first");
+        if first.error_code != 0 {
+            return Some(first);
+        }
+        let last = self
+            .authenticate(client.client_final(&first.auth_bytes).unwrap())
+            .await
+            .expect("server-final");
+        if last.error_code != 0 {
+            return Some(last);
+        }
+        client
+            .verify_server_final(&last.auth_bytes)
+            .expect("the server proves the credential");
+        None
+    }
+
+    /// Metadata v8: the broker's advertised host and port.
+    async fn advertised_port(&mut self) -> Option<i32> {
+        let response: MetadataResponse = self
+            .call(ApiKey::Metadata, 8, &MetadataRequest::default())
+            .await?;
+        Some(response.brokers[0].port)
+    }
+
+    /// True when the broker closed the connection (without answering anything more).
+    async fn closed(&mut self) -> bool {
+        self.read_raw().await.is_none()
+    }
+}
+
+async fn sasl_ssl(running: &Running, pki: &Pki) -> Wire<tokio_rustls::client::TlsStream<TcpStream>> {
+    let tcp = TcpStream::connect(running.address(SecurityProtocol::SaslSsl))
+        .await
+        .unwrap();
+    let tls = tls_client(pki, false)
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .expect("TLS handshake");
+    Wire::new(tls)
+}
+
+async fn sasl_plaintext(running: &Running) -> Wire<TcpStream> {
+    Wire::new(
+        TcpStream::connect(running.address(SecurityProtocol::SaslPlaintext))
+            .await
+            .unwrap(),
+    )
+}
+
+const SASL_LISTENERS: [SecurityProtocol; 3] = [
+    SecurityProtocol::Plaintext,
+    SecurityProtocol::SaslPlaintext,
+    SecurityProtocol::SaslSsl,
+];
+
+fn server_tls(pki: &Pki, client_ca: bool) -> TlsConfig {
+    TlsConfig {
+        cert: pki.cert.clone(),
+        key: pki.key.clone(),
+        client_ca: client_ca.then(|| pki.ca_file.clone()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scram_over_sasl_ssl_authenticates_proves_the_server_and_then_serves_with_the_listeners_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path());
+    let running = Running::start(dir.path(), &SASL_LISTENERS, Some(server_tls(&pki, false))).await;
+    for mechanism in ScramMechanism::ALL {
+        let mut wire = sasl_ssl(&running, &pki).await;
+        // ApiVersions may come first, as every client sends it.
+        let versions: ApiVersionsResponse = wire
+            .call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default())
+            .await
+            .unwrap();
+        assert_eq!(versions.error_code, 0);
+        assert_eq!(
+            wire.scram(mechanism, "alice", b"secret").await,
+            None,
+            "{mechanism:?}"
+        );
+        let port = i32::from(running.address(SecurityProtocol::SaslSsl).port());
+        assert_eq!(
+            wire.advertised_port().await,
+            Some(port),
+            "Metadata answers the SASL_SSL listener"
+        );
+        // After authentication, SASL requests are out of place (as Kafka answers them).
+        assert_eq!(
+            wire.handshake(1, "PLAIN").await.error_code,
+            34,
+            "ILLEGAL_SASL_STATE"
+        );
+    }
+    // Each listener answers its own address.
+    let mut plaintext = Wire::new(
+        TcpStream::connect(running.address(SecurityProtocol::Plaintext))
+            .await
+            .unwrap(),
+    );
+    let port = i32::from(running.address(SecurityProtocol::Plaintext).port());
+    assert_eq!(plaintext.advertised_port().await, Some(port));
+    running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_password_and_an_unknown_user_are_refused_alike_and_the_connection_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let running = Running::start(dir.path(), &SASL_LISTENERS[..2], None).await;
+    let mut messages = Vec::new();
+    for (user, password) in [("alice", &b"guess"[..]), ("mallory", b"secret")] {
+        let mut wire = sasl_plaintext(&running).await;
+        let refused = wire
+            .scram(ScramMechanism::Sha256, user, password)
+            .await
+            .expect("refused");
+        assert_eq!(refused.error_code, 58, "SASL_AUTHENTICATION_FAILED");
+        assert!(
+            wire.closed().await,
+            "a failed authentication closes the connection"
+        );
+        messages.push(refused.error_message.unwrap().to_string());
+    }
+    assert_eq!(
+        messages[0], messages[1],
+        "the message does not tell a wrong password from an unknown user"
+    );
+    assert!(
+        !messages[0].contains("alice") && !messages[0].contains("mallory"),
+        "{}",
+        messages[0]
+    );
+    // PLAIN checks the same stored credentials.
+    for (password, accepted) in [(&b"secret"[..], true), (b"guess", false)] {
+        let mut wire = sasl_plaintext(&running).await;
+        assert_eq!(wire.handshake(1, "PLAIN").await.error_code, 0);
+        let answer = wire
+            .authenticate(PlainMessage::encode("alice", password))
+            .await
+            .unwrap();
+        assert_eq!(answer.error_code == 0, accepted);
+        if accepted {
+            assert!(wire.advertised_port().await.is_some());
+        } else {
+            assert_eq!(answer.error_code, 58);
+            assert!(wire.closed().await);
+        }
+    }
+    running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handshake_v0_carries_raw_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let running = Running::start(dir.path(), &SASL_LISTENERS[..2], None).await;
+    let mut wire = sasl_plaintext(&running).await;
+    assert_eq!(wire.handshake(0, "SCRAM-SHA-512").await.error_code, 0);
+    let mut client = ScramClient::new(ScramMechanism::Sha512, "alice", b"secret").unwrap();
+    wire.send_raw(&client.client_first()).await;
+    let first = wire.read_raw().await.expect("server-first, raw");
+    wire.send_raw(&client.client_final(&first).unwrap()).await;
+    let last = wire.read_raw().await.expect("server-final, raw");
+    client.verify_server_final(&last).unwrap();
+    assert!(
+        wire.advertised_port().await.is_some(),
+        "authenticated, then served"
+    );
+    // A wrong PLAIN password in v0 closes the connection without an answer (v0 cannot carry one).
+    let mut wire = sasl_plaintext(&running).await;
+    assert_eq!(wire.handshake(0, "PLAIN").await.error_code, 0);
+    wire.send_raw(&PlainMessage::encode("alice", b"guess")).await;
+    assert!(wire.closed().await);
+    running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_is_served_before_authentication_and_bad_exchanges_close_the_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let running = Running::start(dir.path(), &SASL_LISTENERS[..2], None).await;
+    // A request other than ApiVersions or SASL: closed, unanswered.
+    let mut wire = sasl_plaintext(&running).await;
+    wire.send(ApiKey::Metadata, 8, &MetadataRequest::default()).await;
+    assert!(wire.closed().await);
+    // Mirror administration (the private key) is no exception.
+    let mut wire = sasl_plaintext(&running).await;
+    wire.send_raw(&[0x7f, 0x00, 0, 0, 0, 0, 0, 1, 0xff, 0xff]).await;
+    assert!(wire.closed().await);
+    // SaslAuthenticate before the handshake.
+    let mut wire = sasl_plaintext(&running).await;
+    wire.send(ApiKey::SaslAuthenticate, 2, &SaslAuthenticateRequest::default())
+        .await;
+    assert!(wire.closed().await);
+    // A mechanism that is not enabled: the enabled list, then closed.
+    let mut wire = sasl_plaintext(&running).await;
+    let refused = wire.handshake(1, "GSSAPI").await;
+    assert_eq!(refused.error_code, 33, "UNSUPPORTED_SASL_MECHANISM");
+    let offered: Vec<String> = refused.mechanisms.iter().map(|name| name.to_string()).collect();
+    assert_eq!(offered, ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]);
+    assert!(wire.closed().await);
+    // A second handshake in the middle of an exchange.
+    let mut wire = sasl_plaintext(&running).await;
+    assert_eq!(wire.handshake(1, "SCRAM-SHA-256").await.error_code, 0);
+    wire.send(ApiKey::SaslHandshake, 1, &SaslHandshakeRequest::default())
+        .await;
+    assert!(wire.closed().await);
+    // SCRAM messages out of order: a client-final first.
+    let mut wire = sasl_plaintext(&running).await;
+    assert_eq!(wire.handshake(1, "SCRAM-SHA-256").await.error_code, 0);
+    let refused = wire.authenticate(b"c=biws,r=abc,p=AAAA".to_vec()).await.unwrap();
+    assert_eq!(refused.error_code, 58);
+    assert!(wire.closed().await);
+    // A frame claiming 2 GiB before authentication: closed before anything is read or allocated.
+    let mut wire = sasl_plaintext(&running).await;
+    let _ = wire.stream.write_all(&0x7fff_ffffi32.to_be_bytes()).await;
+    assert!(wire.closed().await);
+    // A connection that never authenticates is closed after the authentication timeout (500 ms here).
+    let mut wire = sasl_plaintext(&running).await;
+    assert!(wire.closed().await);
+    running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_tls_requires_a_client_certificate_and_plaintext_on_a_tls_port_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path());
+    let running = Running::start(dir.path(), &[SecurityProtocol::Ssl], Some(server_tls(&pki, true))).await;
+    let address = running.address(SecurityProtocol::Ssl);
+    let name = || ServerName::try_from("localhost").unwrap();
+    let tls = tls_client(&pki, true)
+        .connect(name(), TcpStream::connect(address).await.unwrap())
+        .await
+        .expect("a client with a certificate");
+    let mut wire = Wire::new(tls);
+    assert_eq!(wire.advertised_port().await, Some(i32::from(address.port())));
+    // Without a certificate: the server refuses the handshake (TLS 1.3 reports it at the first read).
+    let refused = match tls_client(&pki, false)
+        .connect(name(), TcpStream::connect(address).await.unwrap())
+        .await
+    {
+        Err(_) => true,
+        Ok(tls) => Wire::new(tls).advertised_port().await.is_none(),
+    };
+    assert!(refused, "a client without a certificate is refused");
+    // A Kafka request in plaintext on the TLS port: closed, unanswered.
+    let mut plain = Wire::new(TcpStream::connect(address).await.unwrap());
+    plain
+        .send(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default())
+        .await;
+    assert!(plain.closed().await);
+    // A client that opens TCP and never starts TLS is closed after the timeout.
+    let mut silent = Wire::new(TcpStream::connect(address).await.unwrap());
+    assert!(silent.closed().await);
+    running.shutdown().await;
+}
+
+#[test]
+fn a_client_certificate_names_its_principal_as_kafkas_default_builder_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path());
+    let principal = broker::tls::principal_of(Some(&pki.client_chain));
+    assert_eq!(principal.to_string(), r"User:CN=client-1,O=Acme\, Inc");
+    assert_eq!(broker::tls::principal_of(None).to_string(), "User:ANONYMOUS");
+}
+
+#[tokio::test]
+async fn listener_settings_that_cannot_be_honoured_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path());
+    let storage = StorageConfig::for_backend(storage_config::Backend::Memory, std::path::Path::new(""));
+    let listener = |text: &str| text.parse::<ListenerConfig>().unwrap();
+    let cases: [(Vec<ListenerConfig>, Option<TlsConfig>, &str); 4] = [
+        (
+            vec![listener("SSL://127.0.0.1:0")],
+            None,
+            "needs a TLS certificate",
+        ),
+        (
+            vec![listener("127.0.0.1:0")],
+            Some(server_tls(&pki, false)),
+            "no listener is SSL",
+        ),
+        (
+            vec![listener("127.0.0.1:0"), listener("PLAINTEXT://127.0.0.1:0")],
+            None,
+            "two PLAINTEXT listeners",
+        ),
+        (
+            vec![listener("SSL://127.0.0.1:0")],
+            Some(TlsConfig {
+                cert: dir.path().join("missing.pem"),
+                key: pki.key.clone(),
+                client_ca: None,
+            }),
+            "missing.pem",
+        ),
+    ];
+    for (listeners, tls, expected) in cases {
+        let mut config = BrokerConfig::new("127.0.0.1:0".parse().unwrap(), storage.clone());
+        config.listeners = listeners;
+        config.tls = tls;
+        let error = Server::bind(config).await.expect_err("refused").to_string();
+        assert!(error.contains(expected), "{error}");
+    }
+}
