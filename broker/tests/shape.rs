@@ -500,6 +500,19 @@ fn trailing_bytes_are_refused() {
     );
 }
 
+#[test]
+fn empty_tagged_sections_after_a_flexible_body_are_tolerated_as_kafka_tolerates_librdkafkas() {
+    // librdkafka 2.x ends a flexible AlterUserScramCredentials with a second empty tagged-field section.
+    let mut body = sample(ApiKey::AlterUserScramCredentials, 0).to_vec();
+    body.push(0);
+    assert_eq!(shape::check(ApiKey::AlterUserScramCredentials, 0, &body), Ok(()));
+    body.push(1);
+    assert_eq!(
+        shape::check(ApiKey::AlterUserScramCredentials, 0, &body),
+        Err(ShapeError::TrailingBytes(2))
+    );
+}
+
 mod mutations {
     use super::*;
     use proptest::prelude::*;

@@ -672,9 +672,14 @@ fn walk(fields: &[Field], version: i16, flexible: bool, body: &[u8]) -> Result<(
     if flexible {
         walker.tagged()?;
     }
-    match body.len() - walker.at {
-        0 => Ok(()),
-        left => Err(ShapeError::TrailingBytes(left)),
+    let rest = &body[walker.at..];
+    // Empty tagged-field sections after a flexible body are tolerated: librdkafka 2.x ends AlterUserScramCredentials
+    // with two (it writes one and its buffer's finalisation another), and Kafka, which ignores trailing bytes,
+    // serves it. Anything else after the last field is refused.
+    if rest.is_empty() || (flexible && rest.iter().all(|&byte| byte == 0)) {
+        Ok(())
+    } else {
+        Err(ShapeError::TrailingBytes(rest.len()))
     }
 }
 

@@ -54,6 +54,12 @@ class Broker:
             self.process.kill()
             pytest.fail(f"mirrorlog serve did not start: {line!r}")
         self.port = int(line.rsplit(":", 1)[1])
+        # Then one line per listener: "mirrorlog serve: listener SASL_SSL://127.0.0.1:PORT".
+        self.listeners = {}
+        for _ in range(1 + self.args.count("--listen")):
+            listener = self.process.stdout.readline().decode().strip().rsplit(" ", 1)[-1]
+            protocol, address = listener.split("://", 1)
+            self.listeners[protocol] = f"127.0.0.1:{address.rsplit(':', 1)[1]}"
 
     def stderr_text(self):
         with open(self.stderr_path, encoding="utf-8", errors="replace") as f:

@@ -5,12 +5,16 @@
 //	franzgo produce-transactional BOOTSTRAP TOPIC PARTITIONS TRANSACTIONAL_ID PLAN   (PLAN: commit:6,abort:4,...)
 //	franzgo consume BOOTSTRAP TOPIC PARTITIONS ISOLATION EXPECTED                  (read_committed|read_uncommitted)
 //
+// MIRRORLOG_TLS_CA and MIRRORLOG_SASL_MECHANISM / _USER / _PASSWORD, when set, secure every connection.
+//
 // Record i of a run goes to partition i % PARTITIONS. Every result is {"records": [[partition, offset, value],
 // ...]}, for a transactional run one such list per transaction under "transactions".
 package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +24,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 // Each step (a produce, a transaction's end, a consumer's wait) must finish within this.
@@ -47,6 +52,11 @@ func run(args []string) error {
 		return errors.New("usage: franzgo produce-idempotent|produce-transactional|consume BOOTSTRAP TOPIC PARTITIONS ...")
 	}
 	scenario, bootstrap, topic := args[0], args[1], args[2]
+	security, err := securityOptions()
+	if err != nil {
+		return err
+	}
+	connection = security
 	partitions, err := strconv.Atoi(args[3])
 	if err != nil {
 		return fmt.Errorf("PARTITIONS: %w", err)
@@ -82,15 +92,47 @@ func run(args []string) error {
 	return json.NewEncoder(os.Stdout).Encode(result)
 }
 
+// The secured-listener tests' TLS and SASL options (none by default), added to every client.
+var connection []kgo.Opt
+
+// securityOptions reads TLS (MIRRORLOG_TLS_CA: a PEM CA bundle) and SASL/SCRAM (MIRRORLOG_SASL_MECHANISM,
+// MIRRORLOG_SASL_USER, MIRRORLOG_SASL_PASSWORD) settings from the environment.
+func securityOptions() ([]kgo.Opt, error) {
+	var options []kgo.Opt
+	if path := os.Getenv("MIRRORLOG_TLS_CA"); path != "" {
+		pem, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("MIRRORLOG_TLS_CA: %w", err)
+		}
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("MIRRORLOG_TLS_CA: no certificate in %s", path)
+		}
+		options = append(options, kgo.DialTLSConfig(&tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}))
+	}
+	if mechanism := os.Getenv("MIRRORLOG_SASL_MECHANISM"); mechanism != "" {
+		auth := scram.Auth{User: os.Getenv("MIRRORLOG_SASL_USER"), Pass: os.Getenv("MIRRORLOG_SASL_PASSWORD")}
+		switch mechanism {
+		case "SCRAM-SHA-256":
+			options = append(options, kgo.SASL(auth.AsSha256Mechanism()))
+		case "SCRAM-SHA-512":
+			options = append(options, kgo.SASL(auth.AsSha512Mechanism()))
+		default:
+			return nil, fmt.Errorf("MIRRORLOG_SASL_MECHANISM: %q is not SCRAM-SHA-256 or SCRAM-SHA-512", mechanism)
+		}
+	}
+	return options, nil
+}
+
 func producerOptions(bootstrap, topic string) []kgo.Opt {
 	// franz-go producers are idempotent unless told otherwise; acks=all is what idempotence needs.
-	return []kgo.Opt{
+	return append([]kgo.Opt{
 		kgo.SeedBrokers(bootstrap),
 		kgo.DefaultProduceTopic(topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(5 * time.Millisecond),
-	}
+	}, connection...)
 }
 
 // produceSync sends the records and returns [partition, offset, value] of each, in the order given.
@@ -180,12 +222,12 @@ func consume(bootstrap, topic string, partitions int, isolation string, expected
 	for p := 0; p < partitions; p++ {
 		assigned[int32(p)] = kgo.NewOffset().AtStart()
 	}
-	client, err := kgo.NewClient(
+	client, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(bootstrap),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: assigned}),
 		kgo.FetchIsolationLevel(level),
-		kgo.FetchMaxWait(200*time.Millisecond),
-	)
+		kgo.FetchMaxWait(200 * time.Millisecond),
+	}, connection...)...)
 	if err != nil {
 		return nil, err
 	}

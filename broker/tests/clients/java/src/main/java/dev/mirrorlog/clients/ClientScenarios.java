@@ -1,5 +1,8 @@
 package dev.mirrorlog.clients;
 
+import java.io.FileInputStream;
+import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -88,8 +91,25 @@ public final class ClientScenarios {
         System.exit(2);
     }
 
-    private static Properties producerConfig(String bootstrap) {
+    /**
+     * A client's first properties: those of the Kafka client properties file MIRRORLOG_CLIENT_PROPERTIES names
+     * (security.protocol, sasl.*, ssl.*: the secured-listener tests), none without it.
+     */
+    private static Properties securedConnection() {
         Properties config = new Properties();
+        String path = System.getenv("MIRRORLOG_CLIENT_PROPERTIES");
+        if (path != null) {
+            try (FileInputStream in = new FileInputStream(path)) {
+                config.load(in);
+            } catch (IOException e) {
+                throw new UncheckedIOException("MIRRORLOG_CLIENT_PROPERTIES " + path, e);
+            }
+        }
+        return config;
+    }
+
+    private static Properties producerConfig(String bootstrap) {
+        Properties config = securedConnection();
         config.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         config.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
         config.put(ProducerConfig.ACKS_CONFIG, "all");
@@ -162,7 +182,7 @@ public final class ClientScenarios {
         if (!isolation.equals("read_committed") && !isolation.equals("read_uncommitted")) {
             throw new IllegalArgumentException("ISOLATION must be read_committed or read_uncommitted");
         }
-        Properties config = new Properties();
+        Properties config = securedConnection();
         config.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         config.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation);
         config.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
@@ -196,7 +216,7 @@ public final class ClientScenarios {
 
     /** A member of GROUP that starts at the earliest offset and commits only when told to. */
     private static Properties groupConsumerConfig(String bootstrap, String group) {
-        Properties config = new Properties();
+        Properties config = securedConnection();
         config.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         config.put(ConsumerConfig.GROUP_ID_CONFIG, group);
         config.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");

@@ -1,0 +1,269 @@
+"""Secured listeners with real clients: librdkafka, kafka-python, the Java client and franz-go over SASL_SSL with
+SCRAM-SHA-512 (users made with `mirrorlog users add` and AlterUserScramCredentials), PLAIN over SASL_PLAINTEXT,
+and mutual TLS; wrong credentials are refused. Certificates are generated here for each run.
+"""
+
+import datetime
+import json
+import subprocess
+import os
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    NewTopic,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+import ipaddress
+import kafka
+
+ADMIN_PASSWORD = "admin-secret"
+APP_PASSWORD = "app-secret"
+
+
+def _name(common_name):
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+
+
+def _certificate(subject, key, issuer, issuer_key, *, ca=False, sans=()):
+    now = datetime.datetime.now(datetime.timezone.utc)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
+    if sans:
+        builder = builder.add_extension(x509.SubjectAlternativeName(list(sans)), critical=False)
+    return builder.sign(issuer_key, hashes.SHA256())
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    """A CA, a server certificate for localhost and 127.0.0.1, a client certificate (CN=client-1): PEM paths."""
+    directory = tmp_path_factory.mktemp("pki")
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = _certificate(_name("mirrorlog test CA"), ca_key, _name("mirrorlog test CA"), ca_key, ca=True)
+    paths = {}
+
+    def write(name, data):
+        path = directory / name
+        path.write_bytes(data)
+        paths[name] = str(path)
+
+    def key_pem(key):
+        return key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+
+    write("ca.pem", ca.public_bytes(serialization.Encoding.PEM))
+    sans = (x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
+    for name, subject, extra in [("server", _name("localhost"), sans), ("client", _name("client-1"), ())]:
+        key = ec.generate_private_key(ec.SECP256R1())
+        certificate = _certificate(subject, key, ca.subject, ca_key, sans=extra)
+        write(f"{name}.pem", certificate.public_bytes(serialization.Encoding.PEM))
+        write(f"{name}.key", key_pem(key))
+    return paths
+
+
+def add_user(data_dir, user, password):
+    """`mirrorlog users add`, the password on standard input."""
+    done = subprocess.run(
+        [os.environ["MIRRORLOG_BIN"], "users", "add", "--data-dir", str(data_dir), "--user", user],
+        input=password + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert password not in done.stderr + done.stdout
+
+
+def scram(bootstrap, pki, user, password, mechanism="SCRAM-SHA-512"):
+    """librdkafka's settings for SASL_SSL."""
+    return {
+        "bootstrap.servers": bootstrap,
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": mechanism,
+        "sasl.username": user,
+        "sasl.password": password,
+        "ssl.ca.location": pki["ca.pem"],
+    }
+
+
+@pytest.fixture
+def secured(serve, tmp_path, pki):
+    """`serve` with SASL_SSL and SASL_PLAINTEXT listeners; `admin` stored before it starts."""
+    data_dir = tmp_path / "secured"
+    add_user(data_dir, "admin", ADMIN_PASSWORD)
+    return serve(
+        "--listen", "SASL_SSL://127.0.0.1:0",
+        "--listen", "SASL_PLAINTEXT://127.0.0.1:0",
+        "--tls-cert", pki["server.pem"],
+        "--tls-key", pki["server.key"],
+        data_dir=data_dir,
+    )
+
+
+def test_scram_users_made_over_the_wire_produce_and_consume_with_every_client(secured, pki, java_client, franz_go, tmp_path):
+    bootstrap = secured.listeners["SASL_SSL"]
+    admin = AdminClient(scram(bootstrap, pki, "admin", ADMIN_PASSWORD))
+    # A second user, made the way kafka-configs makes it: AlterUserScramCredentials, salted by the client.
+    # One credential per user per request (a second is DUPLICATE_RESOURCE, in Kafka as here).
+    for mechanism in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512):
+        upsertion = UserScramCredentialUpsertion("app", ScramCredentialInfo(mechanism, 8192), APP_PASSWORD.encode())
+        for future in admin.alter_user_scram_credentials([upsertion]).values():
+            future.result(30)
+    described = admin.describe_user_scram_credentials(["app"])["app"].result(30)
+    assert sorted(info.mechanism for info in described.scram_credential_infos) == [
+        ScramMechanism.SCRAM_SHA_256,
+        ScramMechanism.SCRAM_SHA_512,
+    ]
+    topic = "secured-orders"
+    admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])[topic].result(30)
+
+    # librdkafka, SCRAM-SHA-512.
+    producer = Producer({**scram(bootstrap, pki, "app", APP_PASSWORD), "enable.idempotence": True, "acks": "all"})
+    for i in range(10):
+        producer.produce(topic, value=f"librdkafka-{i}".encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+
+    # kafka-python, SCRAM-SHA-256 over the same listener.
+    python_producer = kafka.KafkaProducer(
+        bootstrap_servers=bootstrap,
+        security_protocol="SASL_SSL",
+        sasl_mechanism="SCRAM-SHA-256",
+        sasl_plain_username="app",
+        sasl_plain_password=APP_PASSWORD,
+        ssl_cafile=pki["ca.pem"],
+        ssl_check_hostname=True,
+    )
+    for i in range(10):
+        python_producer.send(topic, value=f"kafka-python-{i}".encode(), partition=i % 2).get(30)
+    python_producer.close()
+
+    # The Java client and franz-go, SCRAM-SHA-512.
+    properties = tmp_path / "client.properties"
+    properties.write_text(
+        "security.protocol=SASL_SSL\n"
+        "sasl.mechanism=SCRAM-SHA-512\n"
+        'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required '
+        f'username="app" password="{APP_PASSWORD}";\n'
+        "ssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={pki['ca.pem']}\n"
+    )
+    java_client.program.env["MIRRORLOG_CLIENT_PROPERTIES"] = str(properties)
+    franz_go.program.env.update(
+        {
+            "MIRRORLOG_SASL_MECHANISM": "SCRAM-SHA-512",
+            "MIRRORLOG_SASL_USER": "app",
+            "MIRRORLOG_SASL_PASSWORD": APP_PASSWORD,
+            "MIRRORLOG_TLS_CA": pki["ca.pem"],
+        }
+    )
+    try:
+        java_records = java_client.produce_idempotent(bootstrap, topic, 2, 10)
+        go_records = franz_go.produce_idempotent(bootstrap, topic, 2, 10)
+        assert len(java_records) == len(go_records) == 10
+        consumed = java_client.consume(bootstrap, topic, 2, "read_committed", 40)
+    finally:
+        del java_client.program.env["MIRRORLOG_CLIENT_PROPERTIES"]
+        for key in ("MIRRORLOG_SASL_MECHANISM", "MIRRORLOG_SASL_USER", "MIRRORLOG_SASL_PASSWORD", "MIRRORLOG_TLS_CA"):
+            del franz_go.program.env[key]
+    values = sorted(value for _, _, value in consumed)
+    assert len(values) == 40
+    assert {value.rsplit("-", 1)[0] for value in values} == {"librdkafka", "kafka-python", "idempotent"}
+
+    # librdkafka consumes too, in a group (the group APIs behind authentication).
+    consumer = Consumer(
+        {**scram(bootstrap, pki, "app", APP_PASSWORD), "group.id": "secured-group", "auto.offset.reset": "earliest"}
+    )
+    consumer.subscribe([topic])
+    seen = 0
+    while seen < 40:
+        message = consumer.poll(30)
+        assert message is not None and not message.error(), message and message.error()
+        seen += 1
+    consumer.close()
+
+
+def test_wrong_credentials_are_refused_and_the_broker_logs_no_secret(secured, pki):
+    bootstrap = secured.listeners["SASL_SSL"]
+    errors = []
+    producer = Producer(
+        {**scram(bootstrap, pki, "admin", "not-the-password"), "error_cb": errors.append, "message.timeout.ms": 5000}
+    )
+    producer.produce("anything", value=b"x")
+    producer.flush(10)
+    assert any("Authentication failed" in error.str() for error in errors), [e.str() for e in errors]
+    with pytest.raises(Exception):
+        kafka.KafkaProducer(
+            bootstrap_servers=bootstrap,
+            security_protocol="SASL_SSL",
+            sasl_mechanism="SCRAM-SHA-512",
+            sasl_plain_username="nobody",
+            sasl_plain_password="guess",
+            ssl_cafile=pki["ca.pem"],
+            api_version_auto_timeout_ms=10_000,
+        )
+    secured.stop()
+    log = secured.stderr_text()
+    assert "authentication failed" in log
+    assert "not-the-password" not in log and "guess" not in log and ADMIN_PASSWORD not in log
+
+
+def test_plain_over_sasl_plaintext_checks_the_stored_credential(secured):
+    bootstrap = secured.listeners["SASL_PLAINTEXT"]
+    config = {
+        "bootstrap.servers": bootstrap,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "admin",
+        "sasl.password": ADMIN_PASSWORD,
+    }
+    metadata = AdminClient(config).list_topics(timeout=30)
+    assert metadata.brokers[0].port == int(bootstrap.rsplit(":", 1)[1]), "Metadata answers the listener's port"
+
+
+def test_mutual_tls_serves_clients_with_a_certificate_and_refuses_the_others(serve, pki):
+    broker = serve(
+        "--listen", "SSL://127.0.0.1:0",
+        "--tls-cert", pki["server.pem"],
+        "--tls-key", pki["server.key"],
+        "--tls-client-ca", pki["ca.pem"],
+    )
+    bootstrap = broker.listeners["SSL"]
+    tls = {"bootstrap.servers": bootstrap, "security.protocol": "SSL", "ssl.ca.location": pki["ca.pem"]}
+    with_certificate = {
+        **tls,
+        "ssl.certificate.location": pki["client.pem"],
+        "ssl.key.location": pki["client.key"],
+    }
+    producer = Producer({**with_certificate, "enable.idempotence": True})
+    producer.produce("mtls", value=b"hello")
+    assert producer.flush(30) == 0
+    python_consumer = kafka.KafkaConsumer(
+        "mtls",
+        bootstrap_servers=bootstrap,
+        security_protocol="SSL",
+        ssl_cafile=pki["ca.pem"],
+        ssl_certfile=pki["client.pem"],
+        ssl_keyfile=pki["client.key"],
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=10_000,
+    )
+    assert [message.value for message in python_consumer] == [b"hello"]
+    python_consumer.close()
+    with pytest.raises(KafkaException):
+        AdminClient(tls).list_topics(timeout=5)
