@@ -1,6 +1,7 @@
 """Apache Kafka 4.1's own command-line tools against `mirrorlog serve` and against Kafka: the same session of
 `kafka-topics`, `kafka-configs`, `kafka-transactions`, `kafka-get-offsets`, `kafka-cluster`,
-`kafka-consumer-groups`, `kafka-log-dirs` and `kafka-producer-perf-test` on each broker — retention too: a topic
+`kafka-consumer-groups`, `kafka-log-dirs` and `kafka-producer-perf-test` on each broker (SCRAM users through
+`kafka-configs --entity-type users` too) — retention too: a topic
 altered to `retention.ms=1000` loses its records on both — every command's exit status and output compared once the broker's
 identity is masked (broker ids, cluster id, producer ids, broker-clock times, topic ids).
 
@@ -79,6 +80,15 @@ def session(bootstrap: str) -> list[tuple[str, list[str]]]:
         (LOG_DIRS, server + ["--describe", "--topic-list", SINGLE]),
         (TOPICS, server + ["--delete", "--topic", TOPIC]),
         (TOPICS, server + ["--list"]),
+        # SCRAM users, as an operator manages them (AlterUserScramCredentials): made, deleted, deleted again.
+        (CONFIGS, server + ["--alter", "--entity-type", "users", "--entity-name", "tools-user",
+                           "--add-config", "SCRAM-SHA-256=[iterations=8192,password=tools-secret]"]),
+        (CONFIGS, server + ["--alter", "--entity-type", "users", "--entity-name", "tools-user",
+                           "--add-config", "SCRAM-SHA-512=[password=tools-secret]"]),
+        (CONFIGS, server + ["--alter", "--entity-type", "users", "--entity-name", "tools-user",
+                           "--delete-config", "SCRAM-SHA-256"]),
+        (CONFIGS, server + ["--alter", "--entity-type", "users", "--entity-name", "tools-user",
+                           "--delete-config", "SCRAM-SHA-256"]),
     ]
 
 
@@ -218,3 +228,6 @@ def test_the_session_did_what_an_operator_meant(sessions):
     retained = next(step for step in sessions["serve"] if step["command"].startswith(RETENTION_DONE))
     assert retained["out"] == [f"{SINGLE}:0:51"], "retention.ms=1000 deleted every record, the marker too"
     assert '"size":0' in dirs[1]["out"][-1], dirs[1]
+    users = [step for step in sessions["serve"] if "--entity-type users" in step["command"]]
+    assert [step["exit"] for step in users] == [0, 0, 0, 1], users
+    assert any("does not exist" in line for line in users[3]["err"]), users[3]
