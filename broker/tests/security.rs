@@ -552,3 +552,126 @@ async fn listener_settings_that_cannot_be_honoured_are_refused() {
         assert!(error.contains(expected), "{error}");
     }
 }
+
+/// One step of a client that has not authenticated.
+#[derive(Debug, Clone)]
+enum Step {
+    ApiVersions,
+    Handshake { version: i16, mechanism: &'static str },
+    Authenticate(Vec<u8>),
+    /// Any other request the broker serves, with an empty body.
+    Other(ApiKey),
+    /// Mirror administration on its private key.
+    MirrorAdmin,
+    /// A frame that is no request at all (an unknown API key, then random bytes).
+    Garbage(Vec<u8>),
+}
+
+fn steps() -> impl proptest::strategy::Strategy<Value = Vec<Step>> {
+    use proptest::prelude::*;
+    let mechanism = prop_oneof![Just("PLAIN"), Just("SCRAM-SHA-256"), Just("SCRAM-SHA-512"), Just("GSSAPI")];
+    let other = proptest::sample::select(
+        broker::versions::ADVERTISED
+            .iter()
+            .map(|(key, _, _)| *key)
+            .filter(|key| {
+                !matches!(key, ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate)
+            })
+            .collect::<Vec<_>>(),
+    );
+    let step = prop_oneof![
+        Just(Step::ApiVersions),
+        (0i16..=1, mechanism).prop_map(|(version, mechanism)| Step::Handshake { version, mechanism }),
+        proptest::collection::vec(any::<u8>(), 0..64).prop_map(Step::Authenticate),
+        prop_oneof![
+            Just(b"n,,n=alice,r=abcdef".to_vec()),
+            Just(PlainMessage::encode("alice", b"wrong")),
+        ]
+        .prop_map(Step::Authenticate),
+        other.prop_map(Step::Other),
+        Just(Step::MirrorAdmin),
+        proptest::collection::vec(any::<u8>(), 0..32).prop_map(Step::Garbage),
+    ];
+    proptest::collection::vec(step, 1..8)
+}
+
+/// Plays `steps` on a fresh connection; every answer must be to ApiVersions or a SASL request (never to anything
+/// else), and the connection must have closed by the time a request other than those was sent.
+async fn play(address: SocketAddr, steps: &[Step]) -> Result<(), String> {
+    let mut wire = Wire::new(TcpStream::connect(address).await.map_err(|e| e.to_string())?);
+    let mut raw_tokens = false;
+    for step in steps {
+        let before = wire.correlation_id;
+        match step {
+            Step::ApiVersions => wire.send(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default()).await,
+            Step::Handshake { version, mechanism } => {
+                let mut request = SaslHandshakeRequest::default();
+                request.mechanism = StrBytes::from_static_str(mechanism);
+                wire.send(ApiKey::SaslHandshake, *version, &request).await;
+            }
+            Step::Authenticate(token) if raw_tokens => wire.send_raw(token).await,
+            Step::Authenticate(token) => {
+                let mut request = SaslAuthenticateRequest::default();
+                request.auth_bytes = Bytes::from(token.clone());
+                wire.send(ApiKey::SaslAuthenticate, 2, &request).await;
+            }
+            Step::Other(key) => wire.send_raw(&header(*key as i16, 0, 99)).await,
+            Step::MirrorAdmin => wire.send_raw(&header(0x7f00, 0, 99)).await,
+            // An API key no API has, so that random bytes never form a request that may be answered.
+            Step::Garbage(bytes) => wire.send_raw(&[&[0x7f, 0x7e][..], bytes].concat()).await,
+        }
+        let Some(mut answer) = wire.read_raw().await else {
+            return Ok(()); // closed: nothing more can be served
+        };
+        match step {
+            Step::Other(_) | Step::MirrorAdmin | Step::Garbage(_) => {
+                return Err(format!("{step:?} was answered before authentication"));
+            }
+            Step::Authenticate(_) if raw_tokens => {}
+            _ => {
+                let correlation_id = answer.get_i32();
+                if correlation_id != wire.correlation_id || correlation_id == before {
+                    return Err(format!("an answer with correlation id {correlation_id} to {step:?}"));
+                }
+            }
+        }
+        if let Step::Handshake { version: 0, mechanism } = step {
+            raw_tokens = *mechanism != "GSSAPI";
+        }
+    }
+    Ok(())
+}
+
+/// A request header with no body: API key, version, correlation id, null client id.
+fn header(api_key: i16, version: i16, correlation_id: i32) -> Vec<u8> {
+    let mut header = Vec::with_capacity(10);
+    header.extend_from_slice(&api_key.to_be_bytes());
+    header.extend_from_slice(&version.to_be_bytes());
+    header.extend_from_slice(&correlation_id.to_be_bytes());
+    header.extend_from_slice(&(-1i16).to_be_bytes());
+    header
+}
+
+#[test]
+fn no_request_is_served_to_a_connection_that_did_not_authenticate() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let running = runtime.block_on(Running::start(dir.path(), &SASL_LISTENERS[..2], None));
+    let address = running.address(SecurityProtocol::SaslPlaintext);
+    let mut runner = proptest::test_runner::TestRunner::new(proptest::test_runner::Config {
+        cases: 48,
+        ..proptest::test_runner::Config::default()
+    });
+    runner
+        .run(&steps(), |steps| {
+            runtime
+                .block_on(play(address, &steps))
+                .map_err(proptest::test_runner::TestCaseError::fail)
+        })
+        .unwrap();
+    runtime.block_on(running.shutdown());
+}
