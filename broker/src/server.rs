@@ -218,8 +218,9 @@ impl Server {
             }
         }
         let _ = stop.send(true);
-        while acceptors.join_next().await.is_some() {}
+        // Closed first, so that an accept task waiting for room in it stops too.
         drop(accepted);
+        while acceptors.join_next().await.is_some() {}
         // A connection waiting for an administration answer (a promote) must not hold the shutdown back.
         mirror.shut_down();
         // Nor a JoinGroup waiting for a rebalance.

@@ -557,7 +557,10 @@ async fn listener_settings_that_cannot_be_honoured_are_refused() {
 #[derive(Debug, Clone)]
 enum Step {
     ApiVersions,
-    Handshake { version: i16, mechanism: &'static str },
+    Handshake {
+        version: i16,
+        mechanism: &'static str,
+    },
     Authenticate(Vec<u8>),
     /// Any other request the broker serves, with an empty body.
     Other(ApiKey),
@@ -569,13 +572,21 @@ enum Step {
 
 fn steps() -> impl proptest::strategy::Strategy<Value = Vec<Step>> {
     use proptest::prelude::*;
-    let mechanism = prop_oneof![Just("PLAIN"), Just("SCRAM-SHA-256"), Just("SCRAM-SHA-512"), Just("GSSAPI")];
+    let mechanism = prop_oneof![
+        Just("PLAIN"),
+        Just("SCRAM-SHA-256"),
+        Just("SCRAM-SHA-512"),
+        Just("GSSAPI")
+    ];
     let other = proptest::sample::select(
         broker::versions::ADVERTISED
             .iter()
             .map(|(key, _, _)| *key)
             .filter(|key| {
-                !matches!(key, ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate)
+                !matches!(
+                    key,
+                    ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
+                )
             })
             .collect::<Vec<_>>(),
     );
@@ -603,7 +614,10 @@ async fn play(address: SocketAddr, steps: &[Step]) -> Result<(), String> {
     for step in steps {
         let before = wire.correlation_id;
         match step {
-            Step::ApiVersions => wire.send(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default()).await,
+            Step::ApiVersions => {
+                wire.send(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default())
+                    .await
+            }
             Step::Handshake { version, mechanism } => {
                 let mut request = SaslHandshakeRequest::default();
                 request.mechanism = StrBytes::from_static_str(mechanism);
@@ -631,11 +645,17 @@ async fn play(address: SocketAddr, steps: &[Step]) -> Result<(), String> {
             _ => {
                 let correlation_id = answer.get_i32();
                 if correlation_id != wire.correlation_id || correlation_id == before {
-                    return Err(format!("an answer with correlation id {correlation_id} to {step:?}"));
+                    return Err(format!(
+                        "an answer with correlation id {correlation_id} to {step:?}"
+                    ));
                 }
             }
         }
-        if let Step::Handshake { version: 0, mechanism } = step {
+        if let Step::Handshake {
+            version: 0,
+            mechanism,
+        } = step
+        {
             raw_tokens = *mechanism != "GSSAPI";
         }
     }

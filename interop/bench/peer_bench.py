@@ -108,12 +108,16 @@ def percentile(samples: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
 
 
-def produce(bootstrap: str, topic: str, partitions: int, messages: int, transactional: bool) -> dict:
+def produce(
+    bootstrap: str, topic: str, partitions: int, messages: int, transactional: bool, client: dict | None = None
+) -> dict:
+    """`client`: librdkafka settings added to the producer's (security.protocol, sasl.*, ssl.*)."""
     config = {
         "bootstrap.servers": bootstrap,
         "enable.idempotence": True,
         "acks": "all",
         "linger.ms": 5,
+        **(client or {}),
     }
     if transactional:
         config["transactional.id"] = f"peer-bench-{os.getpid()}-{time.monotonic_ns()}"
@@ -166,7 +170,9 @@ def produce(bootstrap: str, topic: str, partitions: int, messages: int, transact
     }
 
 
-def consume(bootstrap: str, topic: str, partitions: int, messages: int, passes: int) -> dict:
+def consume(
+    bootstrap: str, topic: str, partitions: int, messages: int, passes: int, client: dict | None = None
+) -> dict:
     """`passes` consumers, one after the other, each reading the topic from its start (one pass takes a fraction
     of a second: a single one is mostly noise)."""
     read = 0
@@ -180,6 +186,7 @@ def consume(bootstrap: str, topic: str, partitions: int, messages: int, passes: 
                 "isolation.level": "read_committed",
                 "fetch.max.bytes": 52428800,
                 "max.partition.fetch.bytes": 10485760,
+                **(client or {}),
             }
         )
         consumer.assign([TopicPartition(topic, partition, 0) for partition in range(partitions)])

@@ -3,12 +3,12 @@ SCRAM-SHA-512 (users made with `mirrorlog users add` and AlterUserScramCredentia
 and mutual TLS; wrong credentials are refused. Certificates are generated here for each run.
 """
 
-import datetime
-import json
-import subprocess
 import os
+import subprocess
 
+import kafka
 import pytest
+from certificates import make_pki
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import (
     AdminClient,
@@ -17,64 +17,15 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
-import ipaddress
-import kafka
 
 ADMIN_PASSWORD = "admin-secret"
 APP_PASSWORD = "app-secret"
 
 
-def _name(common_name):
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-
-
-def _certificate(subject, key, issuer, issuer_key, *, ca=False, sans=()):
-    now = datetime.datetime.now(datetime.timezone.utc)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(issuer)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-    )
-    if sans:
-        builder = builder.add_extension(x509.SubjectAlternativeName(list(sans)), critical=False)
-    return builder.sign(issuer_key, hashes.SHA256())
-
-
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
     """A CA, a server certificate for localhost and 127.0.0.1, a client certificate (CN=client-1): PEM paths."""
-    directory = tmp_path_factory.mktemp("pki")
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = _certificate(_name("mirrorlog test CA"), ca_key, _name("mirrorlog test CA"), ca_key, ca=True)
-    paths = {}
-
-    def write(name, data):
-        path = directory / name
-        path.write_bytes(data)
-        paths[name] = str(path)
-
-    def key_pem(key):
-        return key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-
-    write("ca.pem", ca.public_bytes(serialization.Encoding.PEM))
-    sans = (x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
-    for name, subject, extra in [("server", _name("localhost"), sans), ("client", _name("client-1"), ())]:
-        key = ec.generate_private_key(ec.SECP256R1())
-        certificate = _certificate(subject, key, ca.subject, ca_key, sans=extra)
-        write(f"{name}.pem", certificate.public_bytes(serialization.Encoding.PEM))
-        write(f"{name}.key", key_pem(key))
-    return paths
+    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 def add_user(data_dir, user, password):
