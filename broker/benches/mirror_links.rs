@@ -110,9 +110,14 @@ async fn fill(server: &Server, topic: &str, partitions: u32, bytes_each: usize) 
 }
 
 async fn admin(address: &str, request: &AdminRequest) -> AdminResponse {
-    broker::mirror::call(address, request, Duration::from_secs(120))
-        .await
-        .unwrap()
+    broker::mirror::call(
+        address,
+        request,
+        Duration::from_secs(120),
+        &mirror_link::ClientSecurity::plaintext(),
+    )
+    .await
+    .unwrap()
 }
 
 /// Creates link `bench` on `dest` for `topic` and waits until every partition has caught up: the time the

@@ -6,67 +6,7 @@ use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::str::FromStr;
 
-/// Kafka's `security.protocol`: how a listener's connections are carried and authenticated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum SecurityProtocol {
-    /// TCP, no authentication: every connection is `User:ANONYMOUS`.
-    Plaintext,
-    /// TLS; a client certificate (when the listener asks for one) names the principal.
-    Ssl,
-    /// SASL over TCP.
-    SaslPlaintext,
-    /// SASL over TLS.
-    SaslSsl,
-}
-
-impl SecurityProtocol {
-    /// Every protocol, in Kafka's order.
-    pub const ALL: [SecurityProtocol; 4] = [
-        SecurityProtocol::Plaintext,
-        SecurityProtocol::Ssl,
-        SecurityProtocol::SaslPlaintext,
-        SecurityProtocol::SaslSsl,
-    ];
-
-    /// Kafka's name.
-    pub fn name(self) -> &'static str {
-        match self {
-            SecurityProtocol::Plaintext => "PLAINTEXT",
-            SecurityProtocol::Ssl => "SSL",
-            SecurityProtocol::SaslPlaintext => "SASL_PLAINTEXT",
-            SecurityProtocol::SaslSsl => "SASL_SSL",
-        }
-    }
-
-    /// True when connections are carried over TLS.
-    pub fn tls(self) -> bool {
-        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
-    }
-
-    /// True when connections authenticate with SASL before anything else is served.
-    pub fn sasl(self) -> bool {
-        matches!(self, SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl)
-    }
-}
-
-impl fmt::Display for SecurityProtocol {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for SecurityProtocol {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, String> {
-        Self::ALL
-            .into_iter()
-            .find(|protocol| protocol.name().eq_ignore_ascii_case(text))
-            .ok_or_else(|| {
-                format!("{text:?}: the listener must be one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL")
-            })
-    }
-}
+pub use kafka_auth::SecurityProtocol;
 
 /// Splits `PROTOCOL://host:port` (or a bare `host:port`, PLAINTEXT) into its protocol, host and port. An empty host
 /// (`PLAINTEXT://:9092`) means every interface, as in Kafka.

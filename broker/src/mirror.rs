@@ -279,20 +279,26 @@ pub enum AdminCallError {
     },
 }
 
-/// Sends one administration request to the broker at `address`, as `mirrorlog mirror` does, and reads its
-/// answer (within `timeout`, at most [`MAX_ANSWER_BYTES`]).
+/// Sends one administration request to the broker at `address` (over TLS and SASL when `security` says so), as
+/// `mirrorlog mirror` does, and reads its answer (within `timeout`, at most [`MAX_ANSWER_BYTES`]).
 pub async fn call(
     address: &str,
     request: &AdminRequest,
     timeout: Duration,
+    security: &mirror_link::ClientSecurity,
 ) -> Result<AdminResponse, AdminCallError> {
-    let mut connection =
-        mirror_link::KafkaConnection::connect(address, "mirrorlog-mirror-admin", timeout, MAX_ANSWER_BYTES)
-            .await
-            .map_err(|source| AdminCallError::Unreachable {
-                address: address.to_owned(),
-                source,
-            })?;
+    let mut connection = mirror_link::KafkaConnection::connect_secured(
+        address,
+        "mirrorlog-mirror-admin",
+        timeout,
+        MAX_ANSWER_BYTES,
+        security,
+    )
+    .await
+    .map_err(|source| AdminCallError::Unreachable {
+        address: address.to_owned(),
+        source,
+    })?;
     let body = serde_json::to_vec(request).map_err(|error| AdminCallError::Answer {
         address: address.to_owned(),
         reason: format!("the request does not encode: {error}"),

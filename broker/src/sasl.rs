@@ -10,13 +10,11 @@
 //! Mechanisms: PLAIN and SCRAM-SHA-256/512 (crate `kafka-auth`), checked against the node's stored SCRAM
 //! credentials.
 
-use std::fmt;
-use std::str::FromStr;
-
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_auth::plain::PlainMessage;
 use kafka_auth::scram::ServerStep;
-use kafka_auth::{AuthError, Principal, ScramMechanism, ScramServer};
+pub use kafka_auth::SaslMechanism;
+use kafka_auth::{AuthError, Principal, ScramServer};
 use kafka_protocol::messages::{ApiKey, SaslAuthenticateResponse, SaslHandshakeResponse};
 use kafka_protocol::protocol::StrBytes;
 use kafka_types::KafkaError;
@@ -27,54 +25,6 @@ use crate::frame::{encode_response, Request};
 
 /// The largest frame a connection may send before it has authenticated (Kafka's `sasl.server.max.receive.size`).
 pub const MAX_RECEIVE_BEFORE_AUTHENTICATION: usize = 524_288;
-
-/// A SASL mechanism a listener offers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum SaslMechanism {
-    /// PLAIN (RFC 4616), checked against the stored SCRAM credentials.
-    Plain,
-    /// SCRAM-SHA-256 or SCRAM-SHA-512.
-    Scram(ScramMechanism),
-}
-
-impl SaslMechanism {
-    /// Every mechanism served, in the order a handshake lists them.
-    pub const ALL: [SaslMechanism; 3] = [
-        SaslMechanism::Plain,
-        SaslMechanism::Scram(ScramMechanism::Sha256),
-        SaslMechanism::Scram(ScramMechanism::Sha512),
-    ];
-
-    /// Its SASL name.
-    pub fn name(self) -> &'static str {
-        match self {
-            SaslMechanism::Plain => kafka_auth::plain::PLAIN,
-            SaslMechanism::Scram(scram) => scram.name(),
-        }
-    }
-}
-
-impl fmt::Display for SaslMechanism {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for SaslMechanism {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, String> {
-        Self::ALL
-            .into_iter()
-            .find(|mechanism| mechanism.name() == text)
-            .ok_or_else(|| {
-                format!(
-                    "{text:?}: the SASL mechanisms served are PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 \
-                     (GSSAPI and OAUTHBEARER are not)"
-                )
-            })
-    }
-}
 
 /// What the connection does after a frame.
 #[derive(Debug)]

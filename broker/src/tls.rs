@@ -52,14 +52,7 @@ fn file_error(path: &Path, reason: impl std::fmt::Display) -> TlsError {
 
 /// Reads every certificate of a PEM file (none is an error).
 pub fn read_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let certificates = CertificateDer::pem_file_iter(path)
-        .map_err(|error| file_error(path, error))?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|error| file_error(path, error))?;
-    if certificates.is_empty() {
-        return Err(file_error(path, "no CERTIFICATE block"));
-    }
-    Ok(certificates)
+    mirror_link::security::read_certificates(path).map_err(|error| file_error(path, error))
 }
 
 /// Reads the first private key of a PEM file.
@@ -68,13 +61,8 @@ pub fn read_private_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError>
         .map_err(|error| file_error(path, format!("no usable private key ({error})")))
 }
 
-/// The crypto provider every TLS configuration here uses (explicit, so that no process-wide default is needed):
-/// `ring`, which builds with the C compiler alone. rustls 0.23.48 deprecates it for lacking post-quantum key
-/// exchange; the JVM's TLS, which Kafka and its clients use, offers none either, so no peer loses anything.
-#[allow(deprecated)]
-pub fn crypto_provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
+/// The crypto provider of every TLS configuration (`ring`; ADR 0056).
+pub use mirror_link::security::crypto_provider;
 
 impl TlsConfig {
     /// Loads the files into a server configuration.

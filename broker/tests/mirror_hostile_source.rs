@@ -236,9 +236,14 @@ async fn destination() -> String {
 }
 
 async fn admin(address: &str, request: &AdminRequest) -> AdminResponse {
-    broker::mirror::call(address, request, Duration::from_secs(120))
-        .await
-        .unwrap()
+    broker::mirror::call(
+        address,
+        request,
+        Duration::from_secs(120),
+        &mirror_link::ClientSecurity::plaintext(),
+    )
+    .await
+    .unwrap()
 }
 
 /// Describes the link until its partition is FAILED; its status.

@@ -695,3 +695,67 @@ fn no_request_is_served_to_a_connection_that_did_not_authenticate() {
         .unwrap();
     runtime.block_on(running.shutdown());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mirror_administration_reaches_a_secured_serve_with_a_kafka_client_properties_file() {
+    use node::mirror::AdminRequest;
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path());
+    let running = Running::start(dir.path(), &SASL_LISTENERS, Some(server_tls(&pki, false))).await;
+    let properties = |mechanism: &str, module: &str, password: &str, truststore: &std::path::Path| {
+        format!(
+            "security.protocol=SASL_SSL\nsasl.mechanism={mechanism}\n\
+             sasl.jaas.config=org.apache.kafka.common.security.{module} required username=\"alice\" password=\"{password}\";\n\
+             ssl.truststore.type=PEM\nssl.truststore.location={}\n",
+            truststore.display()
+        )
+    };
+    let security = |text: String| mirror_link::ClientSecurity::from_properties(&text, dir.path()).unwrap();
+    let address = running.address(SecurityProtocol::SaslSsl).to_string();
+    let call = |security: mirror_link::ClientSecurity| {
+        let address = address.clone();
+        async move {
+            broker::mirror::call(&address, &AdminRequest::List, Duration::from_secs(10), &security).await
+        }
+    };
+    for (mechanism, module) in [
+        ("SCRAM-SHA-512", "scram.ScramLoginModule"),
+        ("SCRAM-SHA-256", "scram.ScramLoginModule"),
+        ("PLAIN", "plain.PlainLoginModule"),
+    ] {
+        let answer = call(security(properties(mechanism, module, "secret", &pki.ca_file)))
+            .await
+            .unwrap_or_else(|error| panic!("{mechanism}: {error}"));
+        assert!(answer.ok, "{mechanism}: {answer:?}");
+    }
+    let refused = call(security(properties(
+        "SCRAM-SHA-512",
+        "scram.ScramLoginModule",
+        "guess",
+        &pki.ca_file,
+    )))
+    .await
+    .expect_err("a wrong password")
+    .to_string();
+    assert!(refused.contains("SASL_AUTHENTICATION_FAILED"), "{refused}");
+    assert!(!refused.contains("guess"), "{refused}");
+    // A truststore that does not hold the server's CA: the TLS handshake is refused, and says so.
+    let other = pki_in(&dir.path().join("other"));
+    let untrusted = call(security(properties(
+        "SCRAM-SHA-512",
+        "scram.ScramLoginModule",
+        "secret",
+        &other,
+    )))
+    .await
+    .expect_err("an untrusted certificate")
+    .to_string();
+    assert!(untrusted.contains("TLS to"), "{untrusted}");
+    running.shutdown().await;
+}
+
+/// Another CA's certificate, as a PEM file in `dir`.
+fn pki_in(dir: &std::path::Path) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    pki(dir).ca_file
+}

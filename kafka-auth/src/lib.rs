@@ -5,16 +5,19 @@
 //!   exchange ([`ScramServer`]) and the client's ([`ScramClient`]).
 //! - [`plain`]: SASL/PLAIN (RFC 4616) messages, checked against the same stored SCRAM credentials.
 //! - [`principal`]: [`Principal`], Kafka's `User:NAME`, and the one a TLS client certificate names.
+//! - [`protocol`]: [`SecurityProtocol`] (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) and [`SaslMechanism`].
 //!
 //! The broker (crate `broker`) drives these over SaslHandshake / SaslAuthenticate; the node (crate `node`) stores
 //! the credentials; the mirror link authenticates to a secured source with the client side.
 
 pub mod plain;
 pub mod principal;
+pub mod protocol;
 pub mod scram;
 
 pub use plain::PlainMessage;
 pub use principal::Principal;
+pub use protocol::{SaslMechanism, SecurityProtocol};
 pub use scram::{ScramClient, ScramCredential, ScramMechanism, ScramServer};
 
 /// Why an exchange failed. [`AuthError::InvalidCredentials`] is the only answer to a wrong user or password, and

@@ -576,6 +576,12 @@ const OFFSET_FETCH_RESPONSE: &[Field] = &[
 
 /// The layout of a response body a client checks, for its non-flexible versions (Metadata's flexible ones too, up
 /// to [`METADATA_RESPONSE_HIGHEST`]).
+/// SaslHandshake's answer: error code, the mechanisms the broker offers.
+const SASL_HANDSHAKE_RESPONSE: &[Field] = &[all(I16), all(STRINGS)];
+
+/// SaslAuthenticate's answer (v0–v1): error code, message, the mechanism's token, the session's lifetime (v1).
+const SASL_AUTHENTICATE_RESPONSE: &[Field] = &[all(I16), all(NULLABLE_STRING), all(BYTES), since(1, I64)];
+
 fn response_layout(key: ApiKey, version: i16) -> Option<&'static [Field]> {
     if key == ApiKey::Metadata && (0..=METADATA_RESPONSE_HIGHEST).contains(&version) {
         return Some(METADATA_RESPONSE);
@@ -590,13 +596,15 @@ fn response_layout(key: ApiKey, version: i16) -> Option<&'static [Field]> {
         ApiKey::ListOffsets => LIST_OFFSETS_RESPONSE,
         ApiKey::ListGroups => LIST_GROUPS_RESPONSE,
         ApiKey::OffsetFetch => OFFSET_FETCH_RESPONSE,
+        ApiKey::SaslHandshake => SASL_HANDSHAKE_RESPONSE,
+        ApiKey::SaslAuthenticate => SASL_AUTHENTICATE_RESPONSE,
         _ => return None,
     })
 }
 
 /// Checks a response body (after its header) against the layout of `key` at `version`, as [`check`] checks a
-/// request: ApiVersions, Metadata, Fetch, ListOffsets, ListGroups and OffsetFetch at their non-flexible versions,
-/// Metadata up to v12; anything else is [`ShapeError::Unsupported`].
+/// request: ApiVersions, Metadata, Fetch, ListOffsets, ListGroups, OffsetFetch, SaslHandshake and SaslAuthenticate at
+/// their non-flexible versions, Metadata up to v12; anything else is [`ShapeError::Unsupported`].
 pub fn check_response(key: ApiKey, version: i16, body: &[u8]) -> Result<(), ShapeError> {
     walk(
         response_layout(key, version).ok_or(ShapeError::Unsupported)?,

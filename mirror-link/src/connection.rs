@@ -1,5 +1,5 @@
-//! [`KafkaConnection`]: one TCP connection to a Kafka-compatible broker, speaking the client side of the wire
-//! protocol with `kafka-protocol`'s codecs.
+//! [`KafkaConnection`]: one TCP connection to a Kafka-compatible broker — plain, or TLS and SASL as a
+//! [`ClientSecurity`] says — speaking the client side of the wire protocol with `kafka-protocol`'s codecs.
 //!
 //! A call encodes the request header (its version follows the API and version: flexible versions carry a
 //! tagged-field section) and body in one frame, then reads the answer: a 4-byte size, checked against the
@@ -13,20 +13,69 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use kafka_auth::{PlainMessage, SaslMechanism, ScramClient};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader, SaslAuthenticateRequest,
+    SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
 use crate::error::LinkError;
+use crate::security::{ClientSecurity, SaslLogin};
+
+/// The bytes of a connection: plain TCP, or TLS over it.
+#[derive(Debug)]
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(stream) => Pin::new(stream).poll_read(cx, buf),
+            Stream::Tls(stream) => Pin::new(stream.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(stream) => Pin::new(stream).poll_write(cx, buf),
+            Stream::Tls(stream) => Pin::new(stream.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(stream) => Pin::new(stream).poll_flush(cx),
+            Stream::Tls(stream) => Pin::new(stream.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(stream) => Pin::new(stream).poll_shutdown(cx),
+            Stream::Tls(stream) => Pin::new(stream.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
 
 /// One connection; see the module docs.
 #[derive(Debug)]
 pub struct KafkaConnection {
     address: String,
-    stream: Option<TcpStream>,
+    stream: Option<Stream>,
     client_id: String,
     correlation_id: i32,
     timeout: Duration,
@@ -36,26 +85,72 @@ pub struct KafkaConnection {
 }
 
 impl KafkaConnection {
-    /// Connects to `address` (`host:port`) and asks for the broker's API versions.
+    /// Connects to `address` (`host:port`) over PLAINTEXT and asks for the broker's API versions.
     pub async fn connect(
         address: &str,
         client_id: &str,
         timeout: Duration,
         max_response_bytes: usize,
     ) -> Result<Self, LinkError> {
+        Self::connect_secured(
+            address,
+            client_id,
+            timeout,
+            max_response_bytes,
+            &ClientSecurity::plaintext(),
+        )
+        .await
+    }
+
+    /// Connects to `address` (`host:port`) as `security` says — the TLS handshake, ApiVersions, then the SASL
+    /// exchange — each step under `timeout`.
+    pub async fn connect_secured(
+        address: &str,
+        client_id: &str,
+        timeout: Duration,
+        max_response_bytes: usize,
+        security: &ClientSecurity,
+    ) -> Result<Self, LinkError> {
         let io = |source| LinkError::Io {
             address: address.to_owned(),
             source,
         };
-        let stream = tokio::time::timeout(timeout, TcpStream::connect(address))
+        let timed_out = |what: &str| LinkError::Timeout {
+            address: address.to_owned(),
+            what: what.to_owned(),
+            timeout_ms: timeout.as_millis() as u64,
+        };
+        let tcp = tokio::time::timeout(timeout, TcpStream::connect(address))
             .await
-            .map_err(|_| LinkError::Timeout {
-                address: address.to_owned(),
-                what: "connect".to_owned(),
-                timeout_ms: timeout.as_millis() as u64,
-            })?
+            .map_err(|_| timed_out("connect"))?
             .map_err(io)?;
-        stream.set_nodelay(true).map_err(io)?;
+        tcp.set_nodelay(true).map_err(io)?;
+        let stream = match &security.tls {
+            None => Stream::Plain(tcp),
+            Some(config) => {
+                let tls = |reason: String| LinkError::Tls {
+                    address: address.to_owned(),
+                    reason,
+                };
+                let host = address.rsplit_once(':').map_or(address, |(host, _)| host);
+                let host = host.trim_start_matches('[').trim_end_matches(']');
+                let name = rustls::pki_types::ServerName::try_from(host.to_owned())
+                    .map_err(|error| tls(format!("{host:?} is not a host name: {error}")))?;
+                let connector = tokio_rustls::TlsConnector::from(config.clone());
+                let stream = tokio::time::timeout(timeout, connector.connect(name, tcp))
+                    .await
+                    .map_err(|_| timed_out("the TLS handshake"))?
+                    .map_err(|error| {
+                        // rustls reports what it refused as invalid data; anything else is the network.
+                        if error.kind() == std::io::ErrorKind::InvalidData {
+                            tls(error.to_string())
+                        } else {
+                            io(error)
+                        }
+                    })?;
+                Stream::Tls(Box::new(stream))
+            }
+        };
         let mut connection = KafkaConnection {
             address: address.to_owned(),
             stream: Some(stream),
@@ -81,7 +176,72 @@ impl KafkaConnection {
             .iter()
             .map(|api| (api.api_key, (api.min_version, api.max_version)))
             .collect();
+        if let Some(login) = &security.sasl {
+            connection.authenticate(login).await?;
+        }
         Ok(connection)
+    }
+
+    /// SaslHandshake v1, then the mechanism's tokens in SaslAuthenticate v1 requests; for SCRAM, the server's
+    /// final message must prove it holds the credential.
+    async fn authenticate(&mut self, login: &SaslLogin) -> Result<(), LinkError> {
+        let address = self.address.clone();
+        let failed = |reason: String| LinkError::Authentication {
+            address: address.clone(),
+            reason,
+        };
+        self.version(ApiKey::SaslHandshake, (1, 1))?;
+        self.version(ApiKey::SaslAuthenticate, (1, 1))?;
+        let mut handshake = SaslHandshakeRequest::default();
+        handshake.mechanism = StrBytes::from_static_str(login.mechanism.name());
+        let answer: SaslHandshakeResponse = self.call(ApiKey::SaslHandshake, 1, &handshake).await?;
+        if answer.error_code != 0 {
+            let offered: Vec<&str> = answer.mechanisms.iter().map(|name| name.as_str()).collect();
+            return Err(failed(format!(
+                "the broker does not offer {} (it offers {})",
+                login.mechanism,
+                offered.join(", ")
+            )));
+        }
+        match login.mechanism {
+            SaslMechanism::Plain => {
+                let token = PlainMessage::encode(&login.user, login.password.as_bytes());
+                self.sasl_token(token).await?;
+            }
+            SaslMechanism::Scram(kind) => {
+                let mut client = ScramClient::new(kind, &login.user, login.password.as_bytes())
+                    .map_err(|error| failed(error.to_string()))?;
+                let first = self.sasl_token(client.client_first()).await?;
+                let last = client
+                    .client_final(&first)
+                    .map_err(|error| failed(error.to_string()))?;
+                let proof = self.sasl_token(last).await?;
+                client
+                    .verify_server_final(&proof)
+                    .map_err(|error| failed(error.to_string()))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One SaslAuthenticate v1 exchange: the broker's token, or its refusal.
+    async fn sasl_token(&mut self, token: Vec<u8>) -> Result<Bytes, LinkError> {
+        let mut request = SaslAuthenticateRequest::default();
+        request.auth_bytes = Bytes::from(token);
+        let answer: SaslAuthenticateResponse = self.call(ApiKey::SaslAuthenticate, 1, &request).await?;
+        if answer.error_code != 0 {
+            return Err(LinkError::Authentication {
+                address: self.address.clone(),
+                reason: format!(
+                    "{} ({}): {}",
+                    kafka_types::KafkaError::from_code(answer.error_code)
+                        .map_or("an unknown error", kafka_types::KafkaError::name),
+                    answer.error_code,
+                    answer.error_message.as_deref().unwrap_or("")
+                ),
+            });
+        }
+        Ok(answer.auth_bytes)
     }
 
     /// The broker's address.
@@ -231,7 +391,7 @@ impl KafkaConnection {
     }
 
     /// The open stream, or the error of a connection that failed earlier.
-    fn stream(&mut self) -> Result<&mut TcpStream, LinkError> {
+    fn stream(&mut self) -> Result<&mut Stream, LinkError> {
         let address = self.address.clone();
         self.stream.as_mut().ok_or_else(|| LinkError::Io {
             address,
@@ -242,8 +402,14 @@ impl KafkaConnection {
     /// Writes one whole frame.
     async fn send(&mut self, frame: &[u8]) -> Result<(), LinkError> {
         let address = self.address.clone();
-        self.stream()?
-            .write_all(frame)
+        let stream = self.stream()?;
+        stream.write_all(frame).await.map_err(|source| LinkError::Io {
+            address: address.clone(),
+            source,
+        })?;
+        // A TLS stream holds what was written until it is flushed.
+        stream
+            .flush()
             .await
             .map_err(|source| LinkError::Io { address, source })
     }

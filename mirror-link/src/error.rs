@@ -14,6 +14,23 @@ pub enum LinkError {
         /// What failed.
         source: std::io::Error,
     },
+    /// The TLS handshake failed (an untrusted certificate, a name that does not match, no client certificate).
+    #[error("TLS to {address}: {reason}")]
+    Tls {
+        /// The broker.
+        address: String,
+        /// Why.
+        reason: String,
+    },
+    /// SASL authentication failed: the broker's answer (Kafka's message never says whether the user or the
+    /// password was wrong), or why the exchange could not go on.
+    #[error("SASL authentication to {address} failed: {reason}")]
+    Authentication {
+        /// The broker.
+        address: String,
+        /// Why.
+        reason: String,
+    },
     /// The broker did not answer in time.
     #[error("{address} did not answer {what} within {timeout_ms} ms")]
     Timeout {
@@ -143,6 +160,9 @@ impl LinkError {
                         | KafkaError::OffsetNotAvailable
                 )
             }),
+            // A certificate or a credential refused: the configuration must change (a handshake cut by the network
+            // is an `Io` error, retried).
+            LinkError::Tls { .. } | LinkError::Authentication { .. } => false,
             LinkError::ResponseTooLarge { .. }
             | LinkError::Unsupported { .. }
             | LinkError::Refused(_)

@@ -20,6 +20,8 @@
 //!   node's mirror links use to describe a source (its cluster id, partition counts) and fetch from it.
 //! - [`peer`] — the last mirrored offset a mirrorlog source recorded for us (failback alignment), asked on its
 //!   private administration key; a source that is not mirrorlog counts as never having mirrored from us.
+//! - [`security`] — [`ClientSecurity`]: TLS and SASL (PLAIN, SCRAM) to a secured broker, from a Kafka client
+//!   properties file; [`KafkaConnection::connect_secured`] runs the handshakes.
 //! - [`error`] — [`LinkError`].
 //!
 //! Every response is walked by `kafka_shape::check_response` before `kafka-protocol` decodes it: a source that
@@ -33,6 +35,7 @@ pub mod connection;
 pub mod error;
 pub mod fetcher;
 pub mod peer;
+pub mod security;
 pub mod sources;
 
 pub use cluster::SourceCluster;
@@ -40,4 +43,5 @@ pub use connection::KafkaConnection;
 pub use error::LinkError;
 pub use fetcher::{FetcherConfig, KafkaFetcher};
 pub use peer::{MIRROR_ADMIN_API_KEY, MIRROR_ADMIN_VERSION};
+pub use security::ClientSecurity;
 pub use sources::KafkaSources;

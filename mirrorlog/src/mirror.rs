@@ -20,6 +20,10 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct MirrorArgs {
     #[command(subcommand)]
     action: Action,
+    /// A Kafka client properties file for reaching a secured destination (`security.protocol`, `sasl.mechanism`,
+    /// `sasl.jaas.config`, PEM `ssl.truststore.*` / `ssl.keystore.*`), as Kafka's tools take `--command-config`.
+    #[arg(long, global = true)]
+    command_config: Option<std::path::PathBuf>,
 }
 
 /// The destination and the link an action is about.
@@ -115,6 +119,7 @@ enum Action {
 
 /// Runs one `mirror` subcommand.
 pub fn mirror(args: MirrorArgs, out: &mut impl Write) -> Result<ExitCode, CliError> {
+    let command_config = args.command_config;
     let (bootstrap, json, request, wait) = match args.action {
         Action::Create { target, source } => {
             let request = AdminRequest::Create {
@@ -156,6 +161,11 @@ pub fn mirror(args: MirrorArgs, out: &mut impl Write) -> Result<ExitCode, CliErr
             )
         }
     };
+    let security = match &command_config {
+        Some(path) => mirror_link::ClientSecurity::from_file(path)
+            .map_err(|error| CliError::Usage(format!("--command-config {error}")))?,
+        None => mirror_link::ClientSecurity::plaintext(),
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -165,6 +175,7 @@ pub fn mirror(args: MirrorArgs, out: &mut impl Write) -> Result<ExitCode, CliErr
             &bootstrap,
             &request,
             CALL_TIMEOUT.saturating_add(wait),
+            &security,
         ))
         .map_err(|error| CliError::Usage(error.to_string()))?;
     if json {

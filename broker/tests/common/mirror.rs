@@ -114,9 +114,14 @@ pub async fn log_bytes(node: &Node, topic: &str, partition: i32) -> Vec<bytes::B
 
 /// Sends `request` to the administration listener at `address`, as `mirrorlog mirror` does.
 pub async fn admin(address: &str, request: AdminRequest) -> AdminResponse {
-    broker::mirror::call(address, &request, Duration::from_secs(60))
-        .await
-        .unwrap()
+    broker::mirror::call(
+        address,
+        &request,
+        Duration::from_secs(60),
+        &mirror_link::ClientSecurity::plaintext(),
+    )
+    .await
+    .unwrap()
 }
 
 /// Creates link `link` at `dest` mirroring `topic` from `source`; panics when refused.
