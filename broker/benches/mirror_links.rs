@@ -131,6 +131,7 @@ async fn catch_up(dest: &str, source: &str, topic: &str) -> (Duration, Duration)
             link: "bench".to_owned(),
             source: source.to_owned(),
             topics: vec![topic.to_owned()],
+            source_config: Default::default(),
         },
     )
     .await;

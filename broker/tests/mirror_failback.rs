@@ -55,6 +55,7 @@ async fn create_link(b_address: &str, a_address: &str) {
             link: "a-to-b".to_owned(),
             source: a_address.to_owned(),
             topics: vec![TOPIC.to_owned()],
+            source_config: Default::default(),
         },
     )
     .await;
@@ -130,6 +131,7 @@ async fn a_failback_from_a_serve_node_fetches_only_what_it_wrote_after_the_cut()
                 link: "b-to-a".to_owned(),
                 source: b_address.clone(),
                 topics: vec![TOPIC.to_owned()],
+                source_config: Default::default(),
             },
         )
         .await;
@@ -270,9 +272,17 @@ async fn answer_the_question_once(listener: &tokio::net::TcpListener, answer: Op
 }
 
 async fn ask(address: &str) -> Option<i64> {
-    mirror_link::peer::last_mirrored_offset(address, "test", Duration::from_secs(5), "cluster-a", TOPIC, 0)
-        .await
-        .unwrap()
+    mirror_link::peer::last_mirrored_offset(
+        address,
+        "test",
+        Duration::from_secs(5),
+        &mirror_link::ClientSecurity::plaintext(),
+        "cluster-a",
+        TOPIC,
+        0,
+    )
+    .await
+    .unwrap()
 }
 
 /// Two fresh connections, each answering ApiVersions and closing on the question: the broker's answer, "not a
@@ -327,6 +337,7 @@ async fn a_link_whose_first_bootstrap_address_is_down_mirrors_through_the_next()
             link: "a-to-b".to_owned(),
             source: format!("{a_address},"),
             topics: vec![TOPIC.to_owned()],
+            source_config: Default::default(),
         },
     )
     .await;

@@ -149,6 +149,7 @@ async fn a_mirror_over_a_faulty_network_catches_up_byte_for_byte_without_truncat
         link: "faulty".to_owned(),
         source: proxy_address.to_string(),
         topics: vec![TOPIC.to_owned()],
+        source_config: Default::default(),
     };
     let mut attempts = 0;
     loop {

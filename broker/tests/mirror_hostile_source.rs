@@ -283,6 +283,7 @@ async fn a_hostile_source_fails_its_link_with_a_typed_error_stores_nothing_and_t
                 link: "hostile".to_owned(),
                 source,
                 topics: vec![TOPIC.to_owned()],
+                source_config: Default::default(),
             },
         )
         .await;

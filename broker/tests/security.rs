@@ -3,6 +3,8 @@
 //! and the ways a connection that has not authenticated is refused. Certificates are generated here (rcgen).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
 
+mod common;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,63 +13,14 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_auth::{PlainMessage, ScramClient, ScramCredential, ScramMechanism};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
 use broker::{BrokerConfig, ListenerConfig, SecurityProtocol, Server, TlsConfig};
+use common::pki::{pki, Pki};
 use storage_config::StorageConfig;
-
-/// A CA, a server certificate for `localhost`/127.0.0.1 signed by it, and a client certificate signed by it, all
-/// written as PEM files in `dir`.
-struct Pki {
-    ca: CertificateDer<'static>,
-    cert: std::path::PathBuf,
-    key: std::path::PathBuf,
-    ca_file: std::path::PathBuf,
-    client_chain: Vec<CertificateDer<'static>>,
-    client_key: PrivateKeyDer<'static>,
-}
-
-fn pki(dir: &std::path::Path) -> Pki {
-    use rcgen::{BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair};
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.distinguished_name = DistinguishedName::new();
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "mirrorlog test CA");
-    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = rcgen::Issuer::new(ca_params, ca_key);
-    let server_key = KeyPair::generate().unwrap();
-    let server_params = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
-    let server_cert = server_params.signed_by(&server_key, &issuer).unwrap();
-    let client_key = KeyPair::generate().unwrap();
-    let mut client_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    client_params.distinguished_name = DistinguishedName::new();
-    client_params
-        .distinguished_name
-        .push(DnType::OrganizationName, "Acme, Inc");
-    client_params
-        .distinguished_name
-        .push(DnType::CommonName, "client-1");
-    let client_cert = client_params.signed_by(&client_key, &issuer).unwrap();
-    let write = |name: &str, text: String| {
-        let path = dir.join(name);
-        std::fs::write(&path, text).unwrap();
-        path
-    };
-    Pki {
-        ca: ca_cert.der().clone(),
-        cert: write("server.pem", server_cert.pem()),
-        key: write("server.key", server_key.serialize_pem()),
-        ca_file: write("ca.pem", ca_cert.pem()),
-        client_chain: vec![client_cert.der().clone()],
-        client_key: PrivateKeyDer::try_from(client_key.serialize_der()).unwrap(),
-    }
-}
 
 struct Running {
     server_addresses: Vec<(SecurityProtocol, SocketAddr)>,

@@ -132,6 +132,25 @@ pub trait Sources: Send + Sync {
     /// A fetcher of `topic`/`partition` at `address` (it connects when first used).
     fn fetcher(&self, address: &str, topic: &str, partition: i32) -> Box<dyn Fetcher>;
 
+    /// How connections to the source at `address` are secured from now on: Kafka client settings
+    /// (`security.protocol`, `sasl.*`, `ssl.*`; empty: PLAINTEXT). Settings the implementation refuses are an
+    /// error naming why, and every later call to that source fails with it. The default, for sources that have no
+    /// notion of security (the simulator's), refuses any setting.
+    fn configure_client(
+        &self,
+        address: &str,
+        settings: &std::collections::BTreeMap<String, String>,
+    ) -> Result<(), FetchError> {
+        if settings.is_empty() {
+            Ok(())
+        } else {
+            Err(FetchError::new(
+                format!("the source {address} cannot be reached with client security settings here"),
+                false,
+            ))
+        }
+    }
+
     /// One round for many partitions of the source at `address` — one Fetch request per source broker instead
     /// of one per partition — each answer as [`Fetcher::fetch`] would give it, in `wanted`'s order, within
     /// `limits` (whole batches; a first batch larger than them comes whole; partitions early in `wanted` are

@@ -55,6 +55,8 @@ pub(crate) struct Reach<'a> {
     pub timeout: Duration,
     /// The largest answer accepted on a new connection.
     pub response_bound: usize,
+    /// How connections are secured.
+    pub security: &'a crate::ClientSecurity,
 }
 
 /// Metadata of `topics` from the first of `candidates` that answers, reusing an open connection in `connections`
@@ -73,8 +75,14 @@ pub(crate) async fn metadata_from_any<'t>(
         let mut connection = match connections.remove(address) {
             Some(connection) => connection,
             None => {
-                match KafkaConnection::connect(address, reach.client_id, reach.timeout, reach.response_bound)
-                    .await
+                match KafkaConnection::connect_secured(
+                    address,
+                    reach.client_id,
+                    reach.timeout,
+                    reach.response_bound,
+                    reach.security,
+                )
+                .await
                 {
                     Ok(connection) => connection,
                     Err(error) => {

@@ -187,6 +187,7 @@ impl SourceCluster {
             client_id: &self.config.client_id,
             timeout: self.config.timeout,
             response_bound: self.response_bound(MAX_RESPONSE_BYTES),
+            security: &self.config.security,
         };
         let (metadata, cluster_id, _answered) =
             metadata_from_any(&candidates, &mut connections, &self.topics, &reach).await?;
@@ -237,11 +238,12 @@ impl SourceCluster {
     }
 
     async fn connect(&self, address: &str) -> Result<KafkaConnection, LinkError> {
-        KafkaConnection::connect(
+        KafkaConnection::connect_secured(
             address,
             &self.config.client_id,
             self.config.timeout,
             self.response_bound(MAX_RESPONSE_BYTES),
+            &self.config.security,
         )
         .await
     }
@@ -389,6 +391,7 @@ impl SourceCluster {
             &address,
             &self.config.client_id,
             self.config.timeout,
+            &self.config.security,
             mirrored_from,
             topic,
             partition,

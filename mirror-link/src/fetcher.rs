@@ -25,6 +25,8 @@ pub struct FetcherConfig {
     /// The largest batch accepted beyond a fetch's `max_bytes` (Kafka returns at least one whole batch,
     /// whatever the limit): a response is refused past `max_bytes + max_batch_bytes`.
     pub max_batch_bytes: usize,
+    /// How connections to the source are secured (TLS, SASL); PLAINTEXT by default.
+    pub security: crate::ClientSecurity,
 }
 
 impl FetcherConfig {
@@ -36,6 +38,7 @@ impl FetcherConfig {
             timeout: Duration::from_secs(10),
             max_wait: Duration::from_millis(50),
             max_batch_bytes: 16 << 20,
+            security: crate::ClientSecurity::plaintext(),
         }
     }
 }

@@ -48,6 +48,7 @@ pub async fn last_mirrored_offset(
     address: &str,
     client_id: &str,
     timeout: std::time::Duration,
+    security: &crate::ClientSecurity,
     mirrored_from: &str,
     topic: &str,
     partition: i32,
@@ -62,7 +63,8 @@ pub async fn last_mirrored_offset(
     let mut closings = 0;
     let answer = loop {
         // `connect` has the broker answer ApiVersions: it is up and speaking Kafka when the question is asked.
-        let mut connection = KafkaConnection::connect(address, client_id, timeout, MAX_ANSWER_BYTES).await?;
+        let mut connection =
+            KafkaConnection::connect_secured(address, client_id, timeout, MAX_ANSWER_BYTES, security).await?;
         match connection
             .call_raw(MIRROR_ADMIN_API_KEY, MIRROR_ADMIN_VERSION, body.as_bytes())
             .await

@@ -81,7 +81,15 @@ impl ClientSecurity {
 
     /// Reads the text of a Kafka client properties file (see the module docs).
     pub fn from_properties(text: &str, base: &Path) -> Result<Self, SecurityConfigError> {
-        let mut properties = parse_properties(text)?;
+        Self::from_settings(read_properties(text)?, base)
+    }
+
+    /// Reads settings already split into keys and values (see the module docs); relative paths are relative to
+    /// `base`.
+    pub fn from_settings(
+        mut properties: BTreeMap<String, String>,
+        base: &Path,
+    ) -> Result<Self, SecurityConfigError> {
         let mut take = |key: &str| properties.remove(key);
         let protocol: SecurityProtocol = match take("security.protocol") {
             Some(value) => value.parse().map_err(SecurityConfigError)?,
@@ -137,9 +145,38 @@ impl ClientSecurity {
     }
 }
 
+/// A client properties file's settings made self-contained: the PEM files it names (`ssl.truststore.location`,
+/// `ssl.keystore.location`) read into the inline forms Kafka also takes (`ssl.truststore.certificates`,
+/// `ssl.keystore.certificate.chain` and `ssl.keystore.key`), so that they can be stored with a mirror link and
+/// read by a process that does not see the files. Checked as [`ClientSecurity::from_settings`] checks them.
+pub fn self_contained(path: &Path) -> Result<BTreeMap<String, String>, SecurityConfigError> {
+    let error = |reason: String| SecurityConfigError(format!("{}: {reason}", path.display()));
+    let text = std::fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    let mut settings = read_properties(&text).map_err(|e| error(e.0))?;
+    ClientSecurity::from_settings(settings.clone(), base).map_err(|e| error(e.0))?;
+    let read = |value: &str| {
+        let file = if Path::new(value).is_absolute() {
+            PathBuf::from(value)
+        } else {
+            base.join(value)
+        };
+        std::fs::read_to_string(&file).map_err(|e| error(format!("{}: {e}", file.display())))
+    };
+    if let Some(location) = settings.remove("ssl.truststore.location") {
+        settings.insert("ssl.truststore.certificates".to_owned(), read(&location)?);
+    }
+    if let Some(location) = settings.remove("ssl.keystore.location") {
+        let pem = read(&location)?;
+        settings.insert("ssl.keystore.certificate.chain".to_owned(), pem.clone());
+        settings.insert("ssl.keystore.key".to_owned(), pem);
+    }
+    Ok(settings)
+}
+
 /// Java properties, as Kafka's clients read them: `key=value` or `key: value`, `#` and `!` comments, a trailing
 /// `\` continuing a line. A key given twice is refused.
-fn parse_properties(text: &str) -> Result<BTreeMap<String, String>, SecurityConfigError> {
+pub fn read_properties(text: &str) -> Result<BTreeMap<String, String>, SecurityConfigError> {
     let mut properties = BTreeMap::new();
     let mut logical = String::new();
     for line in text.lines() {

@@ -24,6 +24,11 @@ const DESCRIBE_RESPONSE_BYTES: usize = 16 << 20;
 pub struct KafkaSources {
     template: FetcherConfig,
     clusters: std::sync::Mutex<BTreeMap<String, Arc<Mutex<SourceCluster>>>>,
+    /// How each secured source is reached ([`Sources::configure_client`]), or why its settings were refused;
+    /// a source not named here is reached as `template` says.
+    #[allow(clippy::type_complexity)]
+    security:
+        std::sync::Mutex<BTreeMap<String, (BTreeMap<String, String>, Result<crate::ClientSecurity, String>)>>,
 }
 
 impl KafkaSources {
@@ -32,30 +37,53 @@ impl KafkaSources {
         KafkaSources {
             template,
             clusters: std::sync::Mutex::new(BTreeMap::new()),
+            security: std::sync::Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// How the source at `address` is reached, or why its settings were refused.
+    fn security_of(&self, address: &str) -> Result<crate::ClientSecurity, LinkError> {
+        let security = self
+            .security
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match security.get(address).map(|(_, security)| security) {
+            None => Ok(self.template.security.clone()),
+            Some(Ok(security)) => Ok(security.clone()),
+            Some(Err(reason)) => Err(LinkError::BadAddress {
+                given: address.to_owned(),
+                reason: format!("the link's source settings are refused: {reason}"),
+            }),
         }
     }
 
     /// The shared connections to the source at `address`.
-    fn cluster(&self, address: &str) -> Arc<Mutex<SourceCluster>> {
+    fn cluster(&self, address: &str) -> Result<Arc<Mutex<SourceCluster>>, LinkError> {
+        let security = self.security_of(address)?;
         let mut clusters = self
             .clusters
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        Arc::clone(clusters.entry(address.to_owned()).or_insert_with(|| {
-            let mut config = self.template.clone();
-            config.bootstrap = address.to_owned();
-            Arc::new(Mutex::new(SourceCluster::new(config)))
-        }))
+        Ok(Arc::clone(clusters.entry(address.to_owned()).or_insert_with(
+            || {
+                let mut config = self.template.clone();
+                config.bootstrap = address.to_owned();
+                config.security = security;
+                Arc::new(Mutex::new(SourceCluster::new(config)))
+            },
+        )))
     }
 
     /// The source's cluster id and partition counts, from the first broker of `address` (a bootstrap list) that
     /// answers.
     async fn metadata(&self, address: &str, topics: &[String]) -> Result<SourceDescription, LinkError> {
         let candidates = crate::bootstrap::bootstrap_servers(address)?;
+        let security = self.security_of(address)?;
         let reach = crate::bootstrap::Reach {
             client_id: &self.template.client_id,
             timeout: self.template.timeout,
             response_bound: DESCRIBE_RESPONSE_BYTES,
+            security: &security,
         };
         let (metadata, cluster_id, address) =
             crate::bootstrap::metadata_from_any(&candidates, &mut BTreeMap::new(), topics, &reach).await?;
@@ -116,13 +144,47 @@ impl Sources for KafkaSources {
             .map_err(|error| FetchError::new(error.to_string(), error.retryable()))
     }
 
+    fn configure_client(&self, address: &str, settings: &BTreeMap<String, String>) -> Result<(), FetchError> {
+        // Stored settings are self-contained (no file paths): nothing is relative to a directory.
+        let mut configured = self
+            .security
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let refused = match configured.get(address) {
+            Some((held, security)) if held == settings => security.as_ref().err().cloned(),
+            _ => {
+                let security =
+                    crate::ClientSecurity::from_settings(settings.clone(), std::path::Path::new("/"))
+                        .map_err(|error| error.to_string());
+                let refused = security.as_ref().err().cloned();
+                configured.insert(address.to_owned(), (settings.clone(), security));
+                // Connections made with other settings are not reused.
+                self.clusters
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .remove(address);
+                refused
+            }
+        };
+        match refused {
+            None => Ok(()),
+            Some(reason) => Err(FetchError::new(
+                format!("the source settings for {address} are refused: {reason}"),
+                false,
+            )),
+        }
+    }
+
     fn fetcher(&self, address: &str, topic: &str, partition: i32) -> Box<dyn Fetcher> {
-        Box::new(KafkaFetcher::on(
-            self.cluster(address),
-            self.template.max_wait,
-            topic,
-            partition,
-        ))
+        match self.cluster(address) {
+            Ok(cluster) => Box::new(KafkaFetcher::on(
+                cluster,
+                self.template.max_wait,
+                topic,
+                partition,
+            )),
+            Err(error) => Box::new(RefusedSource(error.to_string())),
+        }
     }
 
     async fn fetch_many(
@@ -132,14 +194,55 @@ impl Sources for KafkaSources {
         limits: FetchLimits,
     ) -> Option<Vec<Result<FetchedPartition, FetchError>>> {
         let max_wait_ms = i32::try_from(self.template.max_wait.as_millis()).unwrap_or(i32::MAX);
-        let cluster = self.cluster(address);
+        let cluster = match self.cluster(address) {
+            Ok(cluster) => cluster,
+            Err(error) => {
+                let refused = FetchError::new(error.to_string(), false);
+                return Some(wanted.iter().map(|_| Err(refused.clone())).collect());
+            }
+        };
         let mut cluster = cluster.lock().await;
         Some(cluster.fetch(wanted, limits, max_wait_ms).await)
     }
 
     async fn group_offsets(&self, address: &str, topics: &[String]) -> Result<Vec<GroupOffset>, FetchError> {
-        let cluster = self.cluster(address);
+        let cluster = self
+            .cluster(address)
+            .map_err(|error| FetchError::new(error.to_string(), false))?;
         let mut cluster = cluster.lock().await;
         cluster.group_offsets(&topics.iter().cloned().collect()).await
+    }
+}
+
+/// The fetcher of a source whose settings were refused: every call says why.
+#[derive(Debug)]
+struct RefusedSource(String);
+
+impl RefusedSource {
+    fn refused(&self) -> FetchError {
+        FetchError::new(self.0.clone(), false)
+    }
+}
+
+#[async_trait(?Send)]
+impl Fetcher for RefusedSource {
+    async fn fetch(
+        &mut self,
+        _from_offset: i64,
+        _max_bytes: usize,
+    ) -> Result<mirror_fsm::FetchResponse, FetchError> {
+        Err(self.refused())
+    }
+
+    async fn last_mirrored_offset(&mut self, _mirrored_from: &str) -> Result<Option<i64>, FetchError> {
+        Err(self.refused())
+    }
+
+    async fn log_start_offset(&mut self) -> Result<i64, FetchError> {
+        Err(self.refused())
+    }
+
+    async fn cluster_id(&mut self) -> Result<String, FetchError> {
+        Err(self.refused())
     }
 }

@@ -53,6 +53,11 @@ enum Action {
         /// any Kafka-compatible brokers; a session asks the next one when one does not answer.
         #[arg(long)]
         source: String,
+        /// A Kafka client properties file for reaching a secured source (`security.protocol`, `sasl.mechanism`,
+        /// `sasl.jaas.config`, PEM `ssl.truststore.*` / `ssl.keystore.*`); stored with the link, the PEM files it
+        /// names read in, secrets never shown.
+        #[arg(long)]
+        source_config: Option<std::path::PathBuf>,
     },
     /// Failback: mirror topics this cluster already holds from the cluster that took them over (the mirror
     /// state machine aligns the logs first).
@@ -62,6 +67,9 @@ enum Action {
         /// The source cluster's bootstrap addresses (`host:port[,host:port…]`).
         #[arg(long)]
         source: String,
+        /// A Kafka client properties file for reaching a secured source (as for `create`).
+        #[arg(long)]
+        source_config: Option<std::path::PathBuf>,
     },
     /// Every link with its partitions.
     List {
@@ -121,19 +129,29 @@ enum Action {
 pub fn mirror(args: MirrorArgs, out: &mut impl Write) -> Result<ExitCode, CliError> {
     let command_config = args.command_config;
     let (bootstrap, json, request, wait) = match args.action {
-        Action::Create { target, source } => {
+        Action::Create {
+            target,
+            source,
+            source_config,
+        } => {
             let request = AdminRequest::Create {
                 link: target.link,
                 source,
                 topics: target.topics,
+                source_config: source_settings(source_config.as_deref())?,
             };
             (target.bootstrap, target.json, request, Duration::ZERO)
         }
-        Action::Reverse { target, source } => {
+        Action::Reverse {
+            target,
+            source,
+            source_config,
+        } => {
             let request = AdminRequest::Reverse {
                 link: target.link,
                 source,
                 topics: target.topics,
+                source_config: source_settings(source_config.as_deref())?,
             };
             (target.bootstrap, target.json, request, Duration::ZERO)
         }
@@ -201,6 +219,17 @@ pub fn mirror(args: MirrorArgs, out: &mut impl Write) -> Result<ExitCode, CliErr
     }
 }
 
+/// The settings of `--source-config`, self-contained (the PEM files it names read in), checked here first.
+fn source_settings(
+    path: Option<&std::path::Path>,
+) -> Result<std::collections::BTreeMap<String, String>, CliError> {
+    match path {
+        None => Ok(Default::default()),
+        Some(path) => mirror_link::security::self_contained(path)
+            .map_err(|error| CliError::Usage(format!("--source-config {error}"))),
+    }
+}
+
 /// An action on a link's topics.
 fn simple(
     target: Target,
@@ -221,6 +250,9 @@ fn print_link(link: &LinkStatus, out: &mut impl Write) -> std::io::Result<()> {
         "link {}: source {} (cluster {})",
         link.name, link.source, link.source_cluster_id
     )?;
+    if !link.source_config.is_empty() {
+        writeln!(out, "  source settings: {}", link.source_config.join(", "))?;
+    }
     for warning in &link.warnings {
         writeln!(out, "  WARNING: {warning}")?;
     }

@@ -224,6 +224,7 @@ mod tests {
             name: "from-a".to_owned(),
             source: "127.0.0.1:9".to_owned(),
             source_cluster_id: "a".to_owned(),
+            source_config: BTreeMap::new(),
             topics: BTreeMap::from([("mirrored".to_owned(), record)]),
         }])
         .await

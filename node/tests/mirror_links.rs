@@ -96,6 +96,7 @@ fn create(link: &str, source: &str) -> AdminRequest {
         link: link.to_owned(),
         source: source.to_owned(),
         topics: vec![TOPIC.to_owned()],
+        source_config: Default::default(),
     }
 }
 
@@ -256,6 +257,7 @@ async fn a_failback_aligns_with_the_offset_the_former_destination_recorded() {
         link: "b-to-a".to_owned(),
         source: "b".to_owned(),
         topics: vec![TOPIC.to_owned()],
+        source_config: Default::default(),
     };
     let reversed = on_a.handle(&a, reverse).await;
     assert!(reversed.ok, "{reversed:?}");
@@ -290,6 +292,7 @@ async fn administration_refuses_bad_requests_with_their_category() {
                 link: "to-self".to_owned(),
                 source: "self".to_owned(),
                 topics: vec!["local".to_owned()],
+                source_config: Default::default(),
             },
             "invalid_request",
         ),
@@ -299,6 +302,7 @@ async fn administration_refuses_bad_requests_with_their_category() {
                 link: "missing-topic".to_owned(),
                 source: "a".to_owned(),
                 topics: vec!["absent".to_owned()],
+                source_config: Default::default(),
             },
             "source",
         ),
@@ -307,6 +311,7 @@ async fn administration_refuses_bad_requests_with_their_category() {
                 link: "no-topics".to_owned(),
                 source: "a".to_owned(),
                 topics: Vec::new(),
+                source_config: Default::default(),
             },
             "invalid_request",
         ),
@@ -315,6 +320,7 @@ async fn administration_refuses_bad_requests_with_their_category() {
                 link: "into-nothing".to_owned(),
                 source: "a".to_owned(),
                 topics: vec![TOPIC.to_owned()],
+                source_config: Default::default(),
             },
             "unknown_topic",
         ),
@@ -538,6 +544,7 @@ async fn deleting_a_link_forgets_it_leaves_its_topic_as_it_is_and_lets_a_new_lin
         link: link.to_owned(),
         source: from.to_owned(),
         topics: vec![TOPIC.to_owned()],
+        source_config: Default::default(),
     };
     let refused = links.handle(&dest, reverse("from-c", "c")).await;
     assert_eq!(refused.error.unwrap().category, "invalid_request");

@@ -132,6 +132,7 @@ pub async fn create(dest: &str, link: &str, source: &str, topic: &str) {
             link: link.to_owned(),
             source: source.to_owned(),
             topics: vec![topic.to_owned()],
+            source_config: Default::default(),
         },
     )
     .await;

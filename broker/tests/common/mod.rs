@@ -6,6 +6,7 @@
 use std::time::{Duration, Instant};
 
 pub mod mirror;
+pub mod pki;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::*;

@@ -44,12 +44,14 @@ impl World {
                 link,
                 source: source.to_owned(),
                 topics,
+                source_config: Default::default(),
             }
         } else {
             AdminRequest::Create {
                 link,
                 source: source.to_owned(),
                 topics,
+                source_config: Default::default(),
             }
         };
         if let Some(cluster) = self.clusters.get(dest) {

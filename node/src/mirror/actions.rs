@@ -3,7 +3,7 @@
 //! ([`AdminResponse`]). What a partition does is the state machine's decision; an action records what the
 //! operator asked (the registry first, for a failover) and sends the machine its event.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -50,7 +50,23 @@ impl MirrorLinks {
     /// of; `None` for every other request.
     pub fn source_question(&self, request: &AdminRequest) -> Option<(Arc<dyn Sources>, String, Vec<String>)> {
         match request {
-            AdminRequest::Create { source, topics, .. } | AdminRequest::Reverse { source, topics, .. } => {
+            AdminRequest::Create {
+                source,
+                topics,
+                source_config,
+                ..
+            }
+            | AdminRequest::Reverse {
+                source,
+                topics,
+                source_config,
+                ..
+            } => {
+                // The settings are in place before the source is asked; refused ones, or ones another link to
+                // the same source contradicts, are refused by `create` (the question then fails with why).
+                if self.settings_conflict(source, source_config).is_none() {
+                    let _ = self.sources.configure_client(source, source_config);
+                }
                 let topics: BTreeSet<String> = topics.iter().cloned().collect();
                 Some((
                     Arc::clone(&self.sources),
@@ -70,11 +86,23 @@ impl MirrorLinks {
         answer: SourceAnswer,
     ) -> AdminResponse {
         let outcome = match request {
-            AdminRequest::Create { link, source, topics } => {
-                self.create(node, link, source, topics, false, answer).await
+            AdminRequest::Create {
+                link,
+                source,
+                topics,
+                source_config,
+            } => {
+                self.create(node, link, (source, source_config), topics, false, answer)
+                    .await
             }
-            AdminRequest::Reverse { link, source, topics } => {
-                self.create(node, link, source, topics, true, answer).await
+            AdminRequest::Reverse {
+                link,
+                source,
+                topics,
+                source_config,
+            } => {
+                self.create(node, link, (source, source_config), topics, true, answer)
+                    .await
             }
             AdminRequest::List => {
                 let mut statuses = Vec::new();
@@ -126,17 +154,40 @@ impl MirrorLinks {
         }
     }
 
+    /// The link that already reaches `source` with other client settings, if any (one source address has one
+    /// set of connections, so one set of settings).
+    fn settings_conflict(&self, source: &str, settings: &BTreeMap<String, String>) -> Option<&LinkRecord> {
+        self.links
+            .iter()
+            .find(|link| link.source == source && link.source_config != *settings)
+    }
+
     async fn create(
         &mut self,
         node: &Node,
         name: String,
-        source: String,
+        (source, source_config): (String, BTreeMap<String, String>),
         topics: Vec<String>,
         reverse: bool,
         answer: SourceAnswer,
     ) -> Outcome {
         let no_status = |error: MirrorError| (error, Vec::new());
         check_name(&name).map_err(no_status)?;
+        if let Some(other) = self.settings_conflict(&source, &source_config) {
+            return Err(no_status(MirrorError::InvalidRequest(format!(
+                "link {:?} reaches {source} with other client settings: links to one source share its \
+                 connections, so they take the same --source-config",
+                other.name
+            ))));
+        }
+        self.sources
+            .configure_client(&source, &source_config)
+            .map_err(|error| {
+                no_status(MirrorError::Source {
+                    address: source.clone(),
+                    error,
+                })
+            })?;
         if self.links.iter().any(|link| link.name == name) {
             return Err(no_status(MirrorError::AlreadyExists(format!(
                 "mirror link {name:?} exists already"
@@ -222,6 +273,7 @@ impl MirrorLinks {
             name: name.clone(),
             source,
             source_cluster_id: description.cluster_id,
+            source_config,
             topics: description
                 .partitions
                 .iter()
@@ -614,6 +666,7 @@ impl MirrorLinks {
             name: link.name.clone(),
             source: link.source.clone(),
             source_cluster_id: link.source_cluster_id.clone(),
+            source_config: super::admin::shown_settings(&link.source_config),
             partitions,
             warnings: self.warnings_of(&link.name),
         }

@@ -2,6 +2,8 @@
 //! values (ADR 0040 puts them on a private API key of the Kafka port). Every action answers with the status of
 //! the partitions it touched, so a script reads one shape.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// One administration request.
@@ -16,6 +18,10 @@ pub enum AdminRequest {
         source: String,
         /// The topics to mirror.
         topics: Vec<String>,
+        /// How the link reaches the source: Kafka client settings (`security.protocol`, `sasl.*`, `ssl.*`, PEM
+        /// stores inline), kept with the link; empty: PLAINTEXT.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        source_config: BTreeMap<String, String>,
     },
     /// Like `Create`, into topics this node already holds with the source's partition counts (failback: a
     /// former source mirrors from its former destination; the state machine aligns the logs).
@@ -26,6 +32,10 @@ pub enum AdminRequest {
         source: String,
         /// The topics to mirror.
         topics: Vec<String>,
+        /// How the link reaches the source: Kafka client settings (`security.protocol`, `sasl.*`, `ssl.*`, PEM
+        /// stores inline), kept with the link; empty: PLAINTEXT.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        source_config: BTreeMap<String, String>,
     },
     /// Every link with every partition's status.
     List,
@@ -122,6 +132,9 @@ pub struct LinkStatus {
     pub source: String,
     /// The source's cluster id.
     pub source_cluster_id: String,
+    /// How the link reaches the source, secrets redacted ([`shown_settings`]); absent for PLAINTEXT.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub source_config: Vec<String>,
     /// Each partition of the topics asked about.
     pub partitions: Vec<PartitionStatus>,
     /// What the link found at the source and cannot do yet, e.g. a topic that gained partitions there
@@ -175,4 +188,26 @@ impl AdminResponse {
             last_mirrored_offset: None,
         }
     }
+}
+
+/// A link's source settings as `describe`, `list` and `--json` show them: every key, the values of secrets (the
+/// JAAS line, which holds the password, and private keys) replaced by `[redacted]`, PEM certificates by their
+/// count.
+pub fn shown_settings(settings: &BTreeMap<String, String>) -> Vec<String> {
+    settings
+        .iter()
+        .map(|(key, value)| {
+            let value = match key.as_str() {
+                "sasl.jaas.config" | "ssl.keystore.key" => "[redacted]".to_owned(),
+                "ssl.truststore.certificates" | "ssl.keystore.certificate.chain" => {
+                    format!(
+                        "[{} PEM certificates]",
+                        value.matches("BEGIN CERTIFICATE").count()
+                    )
+                }
+                _ => value.clone(),
+            };
+            format!("{key}={value}")
+        })
+        .collect()
 }

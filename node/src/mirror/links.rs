@@ -237,6 +237,11 @@ impl MirrorLinks {
             topic_check: None,
         };
         for link in links.links.clone() {
+            // A link's settings were accepted when it was created; refused now (a build that reads them
+            // differently), each of its fetches fails with why.
+            if let Err(error) = links.sources.configure_client(&link.source, &link.source_config) {
+                tracing::error!(link = %link.name, %error, "the link's source settings are refused");
+            }
             for (topic, record) in &link.topics {
                 for partition in 0..record.partitions as i32 {
                     links

@@ -31,6 +31,10 @@ pub struct LinkRecord {
     pub source: String,
     /// The source's cluster id when the link was created (every fetch session checks it again).
     pub source_cluster_id: String,
+    /// How the link reaches the source (Kafka client settings, secrets included: the node must reconnect after a
+    /// restart); empty: PLAINTEXT. Never shown unredacted (`admin::shown_settings`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub source_config: BTreeMap<String, String>,
     /// The mirrored topics.
     pub topics: BTreeMap<String, TopicRecord>,
 }
