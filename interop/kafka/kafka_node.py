@@ -183,7 +183,11 @@ class KafkaNode:
         log_level: str = "WARN",
         start_timeout: float = 120,
         node_id: int = 1,
+        sasl_ssl: dict | None = None,
     ):
+        """`sasl_ssl`: a SASL_SSL listener beside PLAINTEXT, `{"keystore": PEM file holding the key and the
+        certificate chain, "users": {name: password}}` — SCRAM-SHA-256 and SCRAM-SHA-512 credentials formatted into
+        the metadata log (`StorageTool format --add-scram`), as a secured production cluster has them."""
         if transaction_version not in (0, 1, 2):
             raise ValueError(f"transaction_version must be 0, 1 or 2, not {transaction_version}")
         self.directory = Path(directory).resolve()
@@ -193,7 +197,8 @@ class KafkaNode:
         self.log_level = log_level
         self.start_timeout = start_timeout
         self.properties = {**DEFAULT_PROPERTIES, **{k: str(v) for k, v in (properties or {}).items()}}
-        self.port, self.controller_port = free_loopback_ports(2)
+        self.port, self.controller_port, self.sasl_ssl_port = free_loopback_ports(3)
+        self.sasl_ssl = sasl_ssl
         self.node_id = node_id
         # How the node finds its controller quorum: alone by default (`--standalone`); a KafkaCluster sets the
         # static voter set of all its nodes instead (and the cluster id they share).
@@ -210,6 +215,13 @@ class KafkaNode:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def sasl_ssl_bootstrap(self) -> str:
+        """The SASL_SSL listener's address (only with `sasl_ssl=`)."""
+        if self.sasl_ssl is None:
+            raise KafkaNodeError("this node has no SASL_SSL listener")
+        return f"127.0.0.1:{self.sasl_ssl_port}"
 
     @property
     def log_dirs(self) -> list[Path]:
@@ -292,9 +304,27 @@ class KafkaNode:
             "controller.listener.names": "CONTROLLER",
             **self.quorum,
             "log.dirs": ",".join(str(d) for d in self.log_dirs),
+            **self.secured_settings(),
             **self.properties,
         }
         self.config_path.write_text("".join(f"{key}={value}\n" for key, value in settings.items()), encoding="utf-8")
+
+    def secured_settings(self) -> dict[str, str]:
+        """The SASL_SSL listener's settings (none without `sasl_ssl=`)."""
+        if self.sasl_ssl is None:
+            return {}
+        listener = f"SASL_SSL://127.0.0.1:{self.sasl_ssl_port}"
+        scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        return {
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},{listener},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port},{listener}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+            "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config": scram,
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": scram,
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(self.sasl_ssl["keystore"]),
+        }
 
     def format(self):
         """`StorageTool random-uuid` (unless the cluster id is set), then `StorageTool format --standalone --feature
@@ -313,6 +343,12 @@ class KafkaNode:
                 *(["--standalone"] if self.standalone else []),
                 "--feature",
                 f"transaction.version={self.transaction_version}",
+                *[
+                    argument
+                    for name, password in ((self.sasl_ssl or {}).get("users") or {}).items()
+                    for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512")
+                    for argument in ("--add-scram", f"{mechanism}=[name={name},password={password}]")
+                ],
             ],
         )
         self.format_seconds = time.monotonic() - begun

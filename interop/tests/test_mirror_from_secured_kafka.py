@@ -1,0 +1,110 @@
+"""A `mirrorlog serve` destination mirrors a topic from Apache Kafka's SASL_SSL listener (SCRAM-SHA-512 credentials
+formatted into Kafka's metadata log, a certificate of the test's own CA), with `mirrorlog mirror create
+--source-config FILE` — a Kafka client properties file, as Kafka's tools take one:
+
+- a wrong password is refused at `create` with Kafka's answer (SASL_AUTHENTICATION_FAILED), and the password is
+  printed nowhere;
+- with the right one the link catches up byte for byte (committed and aborted transactions), `--json` shows its
+  settings with the JAAS line redacted, and a failover ends it with the barrier.
+
+Kafka keeps its PLAINTEXT listener for the test's own producer; the link is given only the SASL_SSL address, and
+Kafka's Metadata on that listener names only SASL_SSL addresses.
+"""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import both_ways as bw
+from certificates import make_pki
+from conftest import STARTED, require_jars_and_binary
+from kafka_node import KafkaNode
+from test_mirror_from_kafka import caught_up, mirror_json, read_committed, start_serve
+
+TOPIC = "secured-orders"
+PARTITIONS = 2
+PASSWORD = "mirror-secret"
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory):
+    """A Kafka node with a SASL_SSL listener and the user `mirror`, holding committed and aborted transactions."""
+    require_jars_and_binary()
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    root = tmp_path_factory.mktemp("secured-kafka")
+    pki = make_pki(root / "pki")
+    keystore = root / "keystore.pem"
+    keystore.write_text(Path(pki["server.key"]).read_text() + Path(pki["server.pem"]).read_text())
+    node = KafkaNode(root / "kafka", sasl_ssl={"keystore": keystore, "users": {"mirror": PASSWORD}})
+    node.start()
+    STARTED.append(node)
+    try:
+        admin = AdminClient({"bootstrap.servers": node.bootstrap})
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
+        producer = Producer({"bootstrap.servers": node.bootstrap, "transactional.id": "secured-txn"})
+        producer.init_transactions(30)
+        for outcome in ("commit", "abort", "commit"):
+            producer.begin_transaction()
+            for index in range(20):
+                producer.produce(TOPIC, value=f"{outcome} {index}".encode(), partition=index % PARTITIONS)
+            if outcome == "commit":
+                producer.commit_transaction(30)
+            else:
+                producer.abort_transaction(30)
+        yield node, pki
+    finally:
+        node.stop()
+
+
+def properties(path: Path, pki: dict, password: str) -> Path:
+    path.write_text(
+        "security.protocol=SASL_SSL\n"
+        "sasl.mechanism=SCRAM-SHA-512\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="mirror" password="{password}";\n'
+        "ssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={pki['ca.pem']}\n"
+    )
+    return path
+
+
+def test_serve_mirrors_kafkas_sasl_ssl_listener_and_refuses_a_wrong_password_at_create(secured, tmp_path):
+    node, pki = secured
+    process, dest = start_serve(tmp_path / "dest", "serve-destination")
+    try:
+        wrong = properties(tmp_path / "wrong.properties", pki, "not-the-password")
+        refused = subprocess.run(
+            [os.environ[bw.BIN_ENV], "mirror", "create", "--bootstrap", dest, "--link", "wrong",
+             "--source", node.sasl_ssl_bootstrap, "--topic", TOPIC, "--source-config", str(wrong)],
+            capture_output=True, text=True, timeout=120,
+        )
+        assert refused.returncode != 0, refused.stdout
+        assert "SASL_AUTHENTICATION_FAILED" in refused.stderr, refused.stderr
+        assert "not-the-password" not in refused.stderr + refused.stdout
+
+        right = properties(tmp_path / "source.properties", pki, PASSWORD)
+        created = mirror_json("create", dest, "--link", "from-secured-kafka", "--source", node.sasl_ssl_bootstrap,
+                              "--topic", TOPIC, "--source-config", str(right))
+        link = created["links"][0]
+        assert link["source_cluster_id"] == node.cluster_id
+        assert "sasl.jaas.config=[redacted]" in link["source_config"], link["source_config"]
+        assert PASSWORD not in json.dumps(created)
+        caught_up(dest, "from-secured-kafka", PARTITIONS)
+        assert read_committed(dest, TOPIC, PARTITIONS) == read_committed(node.bootstrap, TOPIC, PARTITIONS)
+        for partition in range(PARTITIONS):
+            ours = bw.mirrorlog_json("dump", tmp_path / "dest" / f"{TOPIC}-{partition}")
+            theirs = [b for segment in node.segments(TOPIC, partition) for b in bw.mirrorlog_json("dump", segment)]
+            assert ours == theirs, f"partition {partition}"
+        stopped = mirror_json("failover", dest, "--link", "from-secured-kafka")
+        for status in stopped["links"][0]["partitions"]:
+            assert status["state"] == "STOPPED" and status["barrier_offset"] == status["log_end_offset"] - 1, status
+    finally:
+        process.terminate()
+        assert process.wait(30) == 0
+    log = (tmp_path / "dest.serve.log").read_text(errors="replace")
+    assert PASSWORD not in log and "not-the-password" not in log
