@@ -712,3 +712,33 @@ fn pki_in(dir: &std::path::Path) -> std::path::PathBuf {
     std::fs::create_dir_all(dir).unwrap();
     pki(dir).ca_file
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_that_never_authenticate_hold_back_no_one_and_are_closed_at_the_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path());
+    let running = Running::start(dir.path(), &SASL_LISTENERS, Some(server_tls(&pki, false))).await;
+    // 200 connections that never start TLS, 200 that never send a SASL frame (400 descriptors here, 400 in the
+    // broker: within a default limit of 1,024).
+    let mut idle = Vec::new();
+    for protocol in [SecurityProtocol::SaslSsl, SecurityProtocol::SaslPlaintext] {
+        for _ in 0..200 {
+            idle.push(TcpStream::connect(running.address(protocol)).await.unwrap());
+        }
+    }
+    // Meanwhile a client authenticates and is served at once.
+    let started = std::time::Instant::now();
+    let mut wire = sasl_ssl(&running, &pki).await;
+    assert_eq!(wire.scram(ScramMechanism::Sha512, "alice", b"secret").await, None);
+    assert!(wire.advertised_port().await.is_some());
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    // Every idle connection is closed by the broker once the authentication timeout (500 ms) passes.
+    for mut stream in idle {
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut byte))
+            .await
+            .expect("closed within 10 s");
+        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    }
+    running.shutdown().await;
+}
