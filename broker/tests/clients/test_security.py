@@ -1,14 +1,18 @@
 """Secured listeners with real clients: librdkafka, kafka-python, the Java client and franz-go over SASL_SSL with
-SCRAM-SHA-512 (users made with `mirrorlog users add` and AlterUserScramCredentials), PLAIN over SASL_PLAINTEXT,
-and mutual TLS; wrong credentials are refused. Certificates are generated here for each run.
+SCRAM (users made with `mirrorlog users add` and AlterUserScramCredentials) — against `serve` and against Apache
+Kafka configured alike —, PLAIN over SASL_PLAINTEXT, and mutual TLS; wrong credentials are refused. Certificates
+are generated here for each run.
 """
 
 import os
 import subprocess
 
+from pathlib import Path
+
 import kafka
 import pytest
 from certificates import make_pki
+from kafka_node import LIBS_ENV, KafkaNode
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import (
     AdminClient,
@@ -67,8 +71,33 @@ def secured(serve, tmp_path, pki):
     )
 
 
-def test_scram_users_made_over_the_wire_produce_and_consume_with_every_client(secured, pki, java_client, franz_go, tmp_path):
-    bootstrap = secured.listeners["SASL_SSL"]
+@pytest.fixture(scope="module")
+def secured_kafka(tmp_path_factory, pki):
+    """An Apache Kafka node configured alike: a SASL_SSL listener (SCRAM, the same certificate), `admin` formatted
+    into its metadata log (`StorageTool format --add-scram`), as `mirrorlog users add` makes it for serve."""
+    if not os.environ.get(LIBS_ENV):
+        pytest.skip(f"{LIBS_ENV} is not set: Apache Kafka's jars are fetched by `cargo xtask test`")
+    root = tmp_path_factory.mktemp("secured-kafka")
+    keystore = root / "keystore.pem"
+    keystore.write_text(Path(pki["server.key"]).read_text() + Path(pki["server.pem"]).read_text())
+    node = KafkaNode(root / "kafka", sasl_ssl={"keystore": keystore, "users": {"admin": ADMIN_PASSWORD}})
+    node.start()
+    yield node
+    node.stop()
+
+
+@pytest.fixture(params=["serve", "kafka"])
+def secured_listener(request, pki):
+    """The SASL_SSL address of `serve` (the `secured` fixture), then of Kafka configured alike."""
+    if request.param == "serve":
+        return request.getfixturevalue("secured").listeners["SASL_SSL"]
+    return request.getfixturevalue("secured_kafka").sasl_ssl_bootstrap
+
+
+def test_scram_users_made_over_the_wire_produce_and_consume_with_every_client(
+    secured_listener, pki, java_client, franz_go, tmp_path
+):
+    bootstrap = secured_listener
     admin = AdminClient(scram(bootstrap, pki, "admin", ADMIN_PASSWORD))
     # A second user, made the way kafka-configs makes it: AlterUserScramCredentials, salted by the client.
     # One credential per user per request (a second is DUPLICATE_RESOURCE, in Kafka as here).
