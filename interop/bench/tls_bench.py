@@ -82,10 +82,15 @@ def start(binary: str, root: Path, pki: dict) -> tuple[subprocess.Popen, dict]:
     return process, addresses
 
 
-def warm_up(bootstrap: str, topic: str, messages: int, extra: dict):
-    """A quarter of the load first, through the same listener, unmeasured (a fresh JVM runs interpreted at first,
-    as peer_bench.py warms each broker too)."""
+def measure(bootstrap: str, protocol: str, pki: dict, messages: int) -> dict:
+    """The loads through one listener (its own topic, named after the protocol), after a quarter of the load
+    through it unmeasured (a fresh JVM runs interpreted at first, as peer_bench.py warms each broker too)."""
+    extra, topic = client(protocol, pki), protocol.lower()
     produce(bootstrap, topic, 12, messages // 4, False, extra)
+    return {
+        "idempotent 12p": produce(bootstrap, topic, 12, messages, False, extra),
+        "consume 12p": consume(bootstrap, topic, 12, messages, 3, extra),
+    }
 
 
 def client(protocol: str, pki: dict) -> dict:
@@ -115,14 +120,8 @@ def main():
                 try:
                     order = LISTENERS[run % 3:] + LISTENERS[:run % 3]
                     for protocol in order:
-                        bootstrap, extra, topic = addresses[protocol], client(protocol, pki), protocol.lower()
-                        warm_up(bootstrap, topic, args.messages, extra)
-                        figures = {
-                            "idempotent 12p": produce(bootstrap, topic, 12, args.messages, False, extra),
-                            "consume 12p": consume(bootstrap, topic, 12, args.messages, 3, extra),
-                        }
-                        runs[protocol].append(figures)
-                        print(f"run {run + 1}, {protocol}: {json.dumps(figures)}", flush=True)
+                        runs[protocol].append(measure(addresses[protocol], protocol, pki, args.messages))
+                        print(f"run {run + 1}, {protocol}: {json.dumps(runs[protocol][-1])}", flush=True)
                 finally:
                     process.send_signal(signal.SIGTERM)
                     process.wait(60)
@@ -130,14 +129,8 @@ def main():
                     node, addresses = start_kafka(args.libs, Path(run_root), pki)
                     try:
                         for protocol in KAFKA_LISTENERS:
-                            bootstrap, extra, topic = addresses[protocol], client(protocol, pki), protocol.lower()
-                            warm_up(bootstrap, topic, args.messages, extra)
-                            figures = {
-                                "idempotent 12p": produce(bootstrap, topic, 12, args.messages, False, extra),
-                                "consume 12p": consume(bootstrap, topic, 12, args.messages, 3, extra),
-                            }
-                            kafka_runs[protocol].append(figures)
-                            print(f"run {run + 1}, Kafka {protocol}: {json.dumps(figures)}", flush=True)
+                            kafka_runs[protocol].append(measure(addresses[protocol], protocol, pki, args.messages))
+                            print(f"run {run + 1}, Kafka {protocol}: {json.dumps(kafka_runs[protocol][-1])}", flush=True)
                     finally:
                         node.stop()
     lines = [
