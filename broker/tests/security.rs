@@ -731,7 +731,11 @@ async fn connections_that_never_authenticate_hold_back_no_one_and_are_closed_at_
     let mut wire = sasl_ssl(&running, &pki).await;
     assert_eq!(wire.scram(ScramMechanism::Sha512, "alice", b"secret").await, None);
     assert!(wire.advertised_port().await.is_some());
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
     // Every idle connection is closed by the broker once the authentication timeout (500 ms) passes.
     for mut stream in idle {
         let mut byte = [0u8; 1];

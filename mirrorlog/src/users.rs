@@ -4,6 +4,10 @@
 //!
 //! The password is read from standard input (its first line), never from the command line, where `ps` and shell
 //! history would show it.
+//!
+//! `serve` must be stopped: it reads the credentials when it starts, and nothing keeps two processes off one data
+//! directory yet (Kafka's log directories have a `.lock` file; storage-fs has none) — a running `serve` would not
+//! see the user, and its next credential change would write over it.
 
 use std::io::BufRead;
 use std::path::PathBuf;
@@ -22,7 +26,8 @@ pub struct UsersArgs {
 
 #[derive(Debug, clap::Subcommand)]
 enum UsersCommand {
-    /// Set a user's SCRAM credential (its password read from standard input) in a stopped node's store.
+    /// Set a user's SCRAM credential (its password read from standard input) in a stopped node's store (`serve`
+    /// must not be running on it).
     Add {
         /// Storage config (TOML); default: the fs backend under --data-dir.
         #[arg(long)]
