@@ -611,6 +611,7 @@ pub fn check_response(key: ApiKey, version: i16, body: &[u8]) -> Result<(), Shap
         version,
         key.response_header_version(version) >= 1,
         body,
+        Trailing::Refused,
     )
 }
 
@@ -665,10 +666,31 @@ pub fn check(key: ApiKey, version: i16, body: &[u8]) -> Result<(), ShapeError> {
     if !(0..=highest).contains(&version) {
         return Err(ShapeError::Unsupported);
     }
-    walk(fields, version, key.request_header_version(version) >= 2, body)
+    walk(
+        fields,
+        version,
+        key.request_header_version(version) >= 2,
+        body,
+        Trailing::EmptyTagsTolerated,
+    )
 }
 
-fn walk(fields: &[Field], version: i16, flexible: bool, body: &[u8]) -> Result<(), ShapeError> {
+/// What may follow the last field of a body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Trailing {
+    /// Nothing.
+    Refused,
+    /// Empty tagged-field sections after a flexible body (requests: see [`walk`]).
+    EmptyTagsTolerated,
+}
+
+fn walk(
+    fields: &[Field],
+    version: i16,
+    flexible: bool,
+    body: &[u8],
+    trailing: Trailing,
+) -> Result<(), ShapeError> {
     let mut walker = Walker {
         body,
         at: 0,
@@ -681,10 +703,13 @@ fn walk(fields: &[Field], version: i16, flexible: bool, body: &[u8]) -> Result<(
         walker.tagged()?;
     }
     let rest = &body[walker.at..];
-    // Empty tagged-field sections after a flexible body are tolerated: librdkafka 2.x ends AlterUserScramCredentials
-    // with two (it writes one and its buffer's finalisation another), and Kafka, which ignores trailing bytes,
-    // serves it. Anything else after the last field is refused.
-    if rest.is_empty() || (flexible && rest.iter().all(|&byte| byte == 0)) {
+    // Empty tagged-field sections after a flexible request are tolerated: librdkafka 2.x ends
+    // AlterUserScramCredentials with two (it writes one and its buffer's finalisation another), and Kafka, which
+    // ignores trailing bytes, serves it. Anything else after the last field is refused, and so is anything after a
+    // response's (a source has no such excuse).
+    let tolerated =
+        trailing == Trailing::EmptyTagsTolerated && flexible && rest.iter().all(|&byte| byte == 0);
+    if rest.is_empty() || tolerated {
         Ok(())
     } else {
         Err(ShapeError::TrailingBytes(rest.len()))

@@ -216,6 +216,17 @@ fn cases() -> Vec<(ApiKey, i16, Bytes)> {
     for version in 1..=5 {
         cases.push((ApiKey::OffsetFetch, version, offset_fetch(version)));
     }
+    for version in 0..=1 {
+        let mut handshake = SaslHandshakeResponse::default();
+        handshake.error_code = 33;
+        handshake.mechanisms = vec![s("PLAIN"), s("SCRAM-SHA-512")];
+        cases.push((ApiKey::SaslHandshake, version, encode(&handshake, version)));
+        let mut authenticate = SaslAuthenticateResponse::default();
+        authenticate.error_message = Some(s("refused"));
+        authenticate.auth_bytes = Bytes::from_static(b"r=abc,s=c2FsdA==,i=4096");
+        authenticate.session_lifetime_ms = 0;
+        cases.push((ApiKey::SaslAuthenticate, version, encode(&authenticate, version)));
+    }
     cases
 }
 
