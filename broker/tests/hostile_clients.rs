@@ -12,15 +12,13 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
 
 use broker::{BrokerConfig, Server};
 use storage_config::StorageConfig;
 
 struct Running {
     address: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<Result<(), broker::BrokerError>>,
+    serving: common::Serving,
 }
 
 impl Running {
@@ -31,26 +29,14 @@ impl Running {
         config.max_request_bytes = 1 << 20;
         let server = Server::bind(config).await.expect("bind");
         let address = server.local_addr().expect("address");
-        let (stop, stopped) = oneshot::channel();
-        let task = tokio::spawn(server.run(async {
-            let _ = stopped.await;
-        }));
         Running {
             address,
-            stop: Some(stop),
-            task,
+            serving: common::Serving::run(server),
         }
     }
 
-    async fn shutdown(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let result = tokio::time::timeout(Duration::from_secs(10), self.task)
-            .await
-            .expect("graceful shutdown within 10 s")
-            .expect("server task");
-        result.expect("clean close");
+    async fn shutdown(self) {
+        self.serving.shutdown().await;
     }
 }
 

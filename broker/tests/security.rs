@@ -16,7 +16,6 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
 
 use broker::{BrokerConfig, ListenerConfig, SecurityProtocol, Server, TlsConfig};
 use common::pki::{pki, Pki};
@@ -24,8 +23,7 @@ use storage_config::StorageConfig;
 
 struct Running {
     server_addresses: Vec<(SecurityProtocol, SocketAddr)>,
-    stop: Option<oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<Result<(), broker::BrokerError>>,
+    serving: common::Serving,
 }
 
 impl Running {
@@ -58,14 +56,9 @@ impl Running {
             .iter()
             .map(|protocol| (*protocol, server.listener_addr(*protocol).unwrap()))
             .collect();
-        let (stop, stopped) = oneshot::channel();
-        let task = tokio::spawn(server.run(async {
-            let _ = stopped.await;
-        }));
         Running {
             server_addresses,
-            stop: Some(stop),
-            task,
+            serving: common::Serving::run(server),
         }
     }
 
@@ -77,15 +70,8 @@ impl Running {
             .unwrap()
     }
 
-    async fn shutdown(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let result = tokio::time::timeout(Duration::from_secs(10), self.task)
-            .await
-            .expect("graceful shutdown within 10 s")
-            .expect("server task");
-        result.expect("clean close");
+    async fn shutdown(self) {
+        self.serving.shutdown().await;
     }
 }
 

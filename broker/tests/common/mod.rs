@@ -134,3 +134,35 @@ where
     );
     Some(answer)
 }
+
+/// A bound broker serving in a task of the test's runtime until [`Serving::shutdown`].
+pub struct Serving {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<Result<(), broker::BrokerError>>,
+}
+
+impl Serving {
+    /// Runs `server` until [`Self::shutdown`].
+    pub fn run(server: broker::Server) -> Self {
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(server.run(async {
+            let _ = stopped.await;
+        }));
+        Serving {
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    /// Stops the broker and checks it shut down cleanly within 10 s.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let result = tokio::time::timeout(Duration::from_secs(10), self.task)
+            .await
+            .expect("graceful shutdown within 10 s")
+            .expect("server task");
+        result.expect("clean close");
+    }
+}
