@@ -59,12 +59,18 @@ impl KafkaSources {
 
     /// The shared connections to the source at `address`.
     fn cluster(&self, address: &str) -> Result<Arc<Mutex<SourceCluster>>, LinkError> {
+        let clusters = || {
+            self.clusters
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
+        // Every round asks for its source's cluster: the settings are looked up only for a new one (and
+        // `configure_client`, which takes the two locks in the other order, is never waited for under this one).
+        if let Some(cluster) = clusters().get(address) {
+            return Ok(Arc::clone(cluster));
+        }
         let security = self.security_of(address)?;
-        let mut clusters = self
-            .clusters
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        Ok(Arc::clone(clusters.entry(address.to_owned()).or_insert_with(
+        Ok(Arc::clone(clusters().entry(address.to_owned()).or_insert_with(
             || {
                 let mut config = self.template.clone();
                 config.bootstrap = address.to_owned();
