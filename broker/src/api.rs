@@ -10,12 +10,16 @@
 //! can retry with a version from the list.
 
 use bytes::Bytes;
+use std::sync::Arc;
+
+use kafka_auth::acl::AuthorizerConfig;
 use kafka_auth::Principal;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable};
 use node::{Endpoint, Node};
 
+use crate::authorize::{admin, data, groups, txn, Access};
 use crate::frame::{encode_response, Request};
 use crate::versions::ADVERTISED;
 use crate::{shape, versions};
@@ -147,6 +151,12 @@ pub enum Decoded {
     DescribeUserScramCredentials(DescribeUserScramCredentialsRequest),
     /// AlterUserScramCredentials.
     AlterUserScramCredentials(AlterUserScramCredentialsRequest),
+    /// DescribeAcls.
+    DescribeAcls(DescribeAclsRequest),
+    /// CreateAcls.
+    CreateAcls(CreateAclsRequest),
+    /// DeleteAcls.
+    DeleteAcls(DeleteAclsRequest),
     /// ApiVersions at a version the broker does not serve: answered in v0 with UNSUPPORTED_VERSION.
     UnsupportedApiVersions,
 }
@@ -221,6 +231,9 @@ pub fn decode(request: &Request) -> Result<Decoded, RequestError> {
         ApiKey::SaslAuthenticate => decode!(SaslAuthenticate),
         ApiKey::DescribeUserScramCredentials => decode!(DescribeUserScramCredentials),
         ApiKey::AlterUserScramCredentials => decode!(AlterUserScramCredentials),
+        ApiKey::DescribeAcls => decode!(DescribeAcls),
+        ApiKey::CreateAcls => decode!(CreateAcls),
+        ApiKey::DeleteAcls => decode!(DeleteAcls),
         other => return Err(RequestError::UnknownApi(other as i16)),
     })
 }
@@ -234,6 +247,8 @@ pub struct Caller {
     pub endpoint: Endpoint,
     /// Who it authenticated as (`User:ANONYMOUS` on a PLAINTEXT listener).
     pub principal: Principal,
+    /// The broker's ACL authorizer, if it has one (`None`: everything is allowed).
+    pub authorizer: Option<Arc<AuthorizerConfig>>,
 }
 
 impl Caller {
@@ -243,6 +258,7 @@ impl Caller {
             peer: None,
             endpoint: node.advertised().clone(),
             principal: Principal::anonymous(),
+            authorizer: None,
         }
     }
 }
@@ -253,13 +269,25 @@ pub async fn handle(node: &Node, request: &Request) -> Result<Reply, RequestErro
     handle_from(node, request, &Caller::anonymous(node)).await
 }
 
-/// Serves one request from `caller` (authenticated already, if its listener authenticates).
+/// Serves one request from `caller` (authenticated already, if its listener authenticates): the request passes
+/// its API's authorization (module `authorize`: what the caller may not touch is answered there, the node serves
+/// the rest), then the node answers.
 pub async fn handle_from(node: &Node, request: &Request, caller: &Caller) -> Result<Reply, RequestError> {
     let decoded = decode(request)?;
+    let access = Access::of(node, caller).await;
     let peer = caller.peer;
     let endpoint = &caller.endpoint;
     let (version, id) = (request.version, request.correlation_id);
     let key = request.key().unwrap_or(ApiKey::ApiVersions);
+    // Answers `$refused` when the check refuses the whole request, else what the node answers.
+    macro_rules! whole {
+        ($refused:expr, $served:expr) => {
+            match $refused {
+                Some(refused) => frame(key, version, id, &refused),
+                None => frame(key, version, id, &$served),
+            }
+        };
+    }
     match decoded {
         Decoded::UnsupportedApiVersions => {
             let mut response = api_versions();
@@ -267,106 +295,211 @@ pub async fn handle_from(node: &Node, request: &Request, caller: &Caller) -> Res
             frame(ApiKey::ApiVersions, 0, id, &response)
         }
         Decoded::ApiVersions => frame(key, version, id, &api_versions()),
-        Decoded::Metadata(request) => {
-            frame(key, version, id, &node.metadata(request, version, endpoint).await)
+        Decoded::Metadata(mut request) => {
+            let all_topics = request.topics.is_none();
+            let refused = if access.authorizer_on() && !all_topics {
+                let auto_create =
+                    node.config().auto_create_topics && (version < 4 || request.allow_auto_topic_creation);
+                let existing = node.topic_partitions().await;
+                data::metadata_request(&access, &mut request, auto_create, &existing)
+            } else {
+                Vec::new()
+            };
+            let mut response = node.metadata(request, version, endpoint).await;
+            if all_topics {
+                data::metadata_response(&access, &mut response);
+            }
+            response.topics.extend(refused);
+            frame(key, version, id, &response)
         }
-        Decoded::CreateTopics(request) => {
-            frame(key, version, id, &node.create_topics(request, version).await)
+        Decoded::CreateTopics(mut request) => {
+            let refused = admin::create_topics(&access, &mut request);
+            let mut response = node.create_topics(request, version).await;
+            response.topics.extend(refused);
+            frame(key, version, id, &response)
         }
-        Decoded::FindCoordinator(request) => frame(
-            key,
-            version,
-            id,
-            &node.find_coordinator(request, version, endpoint).await,
-        ),
-        Decoded::Produce(request) => {
+        Decoded::FindCoordinator(mut request) => {
+            if let Some(refused) = groups::find_coordinator_refused(&access, &request, version) {
+                return frame(key, version, id, &refused);
+            }
+            let refused = groups::find_coordinator_keys(&access, &mut request);
+            let mut response = node.find_coordinator(request, version, endpoint).await;
+            response.coordinators.extend(refused);
+            frame(key, version, id, &response)
+        }
+        Decoded::Produce(mut request) => {
             let acks = request.acks;
-            let response = node.produce(request, version).await;
+            let refused = data::produce(&access, &mut request);
+            let mut response = node.produce(request, version).await;
+            response.responses.extend(refused);
             if acks == 0 {
                 return Ok(Reply::Nothing);
             }
             frame(key, version, id, &response)
         }
-        Decoded::Fetch(request) => frame(key, version, id, &node.fetch(request, version).await),
-        Decoded::ListOffsets(request) => frame(key, version, id, &node.list_offsets(request, version).await),
-        Decoded::OffsetCommit(request) => {
-            frame(key, version, id, &node.offset_commit(request, version).await)
+        Decoded::Fetch(mut request) => {
+            let refused = data::fetch(&access, &mut request);
+            let mut response = node.fetch(request, version).await;
+            response.responses.extend(refused);
+            frame(key, version, id, &response)
         }
-        Decoded::OffsetFetch(request) => frame(key, version, id, &node.offset_fetch(request, version).await),
+        Decoded::ListOffsets(mut request) => {
+            let refused = data::list_offsets(&access, &mut request);
+            let mut response = node.list_offsets(request, version).await;
+            response.topics.extend(refused);
+            frame(key, version, id, &response)
+        }
+        Decoded::OffsetCommit(mut request) => {
+            let refused = groups::offset_commit(&access, &mut request);
+            let mut response = node.offset_commit(request, version).await;
+            response.topics.extend(refused);
+            frame(key, version, id, &response)
+        }
+        Decoded::OffsetFetch(mut request) => {
+            if let Some(refused) = groups::offset_fetch_refused(&access, &request, version) {
+                return frame(key, version, id, &refused);
+            }
+            let refused = groups::offset_fetch_groups(&access, &mut request);
+            let named = groups::offset_fetch_named(&request);
+            let mut response = node.offset_fetch(request, version).await;
+            response.groups.extend(refused);
+            groups::offset_fetch_response(&access, &named, &mut response);
+            frame(key, version, id, &response)
+        }
         Decoded::JoinGroup(join) => {
+            if let Some(refused) = groups::join_group(&access, &join) {
+                return frame(key, version, id, &refused);
+            }
             let client_id = request.client_id.as_deref().unwrap_or("");
             // Kafka writes a member's host as Java's `InetAddress.toString()` does.
             let host = peer.map_or_else(|| "/unknown".to_owned(), |ip| format!("/{ip}"));
             let response = node.join_group(join, version, client_id, &host).await;
             frame(key, version, id, &response)
         }
-        Decoded::DescribeGroups(request) => {
-            frame(key, version, id, &node.describe_groups(request, version).await)
+        Decoded::DescribeGroups(mut request) => {
+            let refused = groups::describe_groups(&access, &mut request);
+            let mut response = node.describe_groups(request, version).await;
+            response.groups.extend(refused);
+            frame(key, version, id, &response)
         }
-        Decoded::ListGroups(request) => frame(key, version, id, &node.list_groups(request, version).await),
-        Decoded::DeleteGroups(request) => {
-            frame(key, version, id, &node.delete_groups(request, version).await)
+        Decoded::ListGroups(request) => {
+            let mut response = node.list_groups(request, version).await;
+            groups::list_groups_response(&access, &mut response);
+            frame(key, version, id, &response)
         }
-        Decoded::SyncGroup(request) => frame(key, version, id, &node.sync_group(request, version).await),
-        Decoded::Heartbeat(request) => frame(key, version, id, &node.heartbeat(request, version)),
-        Decoded::LeaveGroup(request) => frame(key, version, id, &node.leave_group(request, version).await),
-        Decoded::TxnOffsetCommit(request) => {
-            frame(key, version, id, &node.txn_offset_commit(request, version).await)
+        Decoded::DeleteGroups(mut request) => {
+            let refused = groups::delete_groups(&access, &mut request);
+            let mut response = node.delete_groups(request, version).await;
+            response.results.extend(refused);
+            frame(key, version, id, &response)
         }
-        Decoded::InitProducerId(request) => {
-            frame(key, version, id, &node.init_producer_id(request, version).await)
-        }
-        Decoded::AddPartitionsToTxn(request) => frame(
-            key,
-            version,
-            id,
-            &node.add_partitions_to_txn(request, version).await,
+        Decoded::SyncGroup(request) => whole!(
+            groups::sync_group(&access, &request),
+            node.sync_group(request, version).await
         ),
-        Decoded::AddOffsetsToTxn(request) => {
-            frame(key, version, id, &node.add_offsets_to_txn(request, version).await)
-        }
-        Decoded::EndTxn(request) => frame(key, version, id, &node.end_txn(request, version).await),
-        Decoded::DeleteRecords(request) => {
-            frame(key, version, id, &node.delete_records(request, version).await)
-        }
-        Decoded::DescribeConfigs(request) => {
-            frame(key, version, id, &node.describe_configs(request, version).await)
-        }
-        Decoded::AlterConfigs(request) => {
-            frame(key, version, id, &node.alter_configs(request, version).await)
-        }
-        Decoded::IncrementalAlterConfigs(request) => frame(
-            key,
-            version,
-            id,
-            &node.incremental_alter_configs(request, version).await,
+        Decoded::Heartbeat(request) => whole!(
+            groups::heartbeat(&access, &request),
+            node.heartbeat(request, version)
         ),
-        Decoded::DeleteTopics(request) => {
-            frame(key, version, id, &node.delete_topics(request, version).await)
-        }
-        Decoded::CreatePartitions(request) => {
-            frame(key, version, id, &node.create_partitions(request, version).await)
-        }
-        Decoded::DescribeCluster(request) => frame(
-            key,
-            version,
-            id,
-            &node.describe_cluster(request, version, endpoint),
+        Decoded::LeaveGroup(request) => whole!(
+            groups::leave_group(&access, &request),
+            node.leave_group(request, version).await
         ),
-        Decoded::DescribeLogDirs(request) => {
-            frame(key, version, id, &node.describe_log_dirs(request, version).await)
+        Decoded::TxnOffsetCommit(mut request) => {
+            let refused = txn::txn_offset_commit(&access, &mut request);
+            let mut response = node.txn_offset_commit(request, version).await;
+            response.topics.extend(refused);
+            frame(key, version, id, &response)
         }
-        Decoded::WriteTxnMarkers(request) => {
-            frame(key, version, id, &node.write_txn_markers(request, version).await)
+        Decoded::InitProducerId(request) => whole!(
+            txn::init_producer_id(&access, &request),
+            node.init_producer_id(request, version).await
+        ),
+        Decoded::AddPartitionsToTxn(request) => whole!(
+            txn::add_partitions_to_txn(&access, &request),
+            node.add_partitions_to_txn(request, version).await
+        ),
+        Decoded::AddOffsetsToTxn(request) => whole!(
+            txn::add_offsets_to_txn(&access, &request),
+            node.add_offsets_to_txn(request, version).await
+        ),
+        Decoded::EndTxn(request) => whole!(
+            txn::end_txn(&access, &request),
+            node.end_txn(request, version).await
+        ),
+        Decoded::DeleteRecords(mut request) => {
+            let refused = data::delete_records(&access, &mut request);
+            let mut response = node.delete_records(request, version).await;
+            response.topics.extend(refused);
+            frame(key, version, id, &response)
         }
-        Decoded::OffsetDelete(request) => {
-            frame(key, version, id, &node.offset_delete(request, version).await)
+        Decoded::DescribeConfigs(mut request) => {
+            let refused = admin::describe_configs(&access, &mut request);
+            let mut response = node.describe_configs(request, version).await;
+            response.results.extend(refused);
+            frame(key, version, id, &response)
         }
-        Decoded::DescribeProducers(request) => {
-            frame(key, version, id, &node.describe_producers(request, version).await)
+        Decoded::AlterConfigs(mut request) => {
+            let refused = admin::alter_configs(&access, &mut request);
+            let mut response = node.alter_configs(request, version).await;
+            response.responses.extend(refused);
+            frame(key, version, id, &response)
+        }
+        Decoded::IncrementalAlterConfigs(mut request) => {
+            let refused = admin::incremental_alter_configs(&access, &mut request);
+            let mut response = node.incremental_alter_configs(request, version).await;
+            response.responses.extend(refused);
+            frame(key, version, id, &response)
+        }
+        Decoded::DeleteTopics(mut request) => {
+            let refused = admin::delete_topics(&access, &mut request);
+            let mut response = node.delete_topics(request, version).await;
+            response.responses.extend(refused);
+            frame(key, version, id, &response)
+        }
+        Decoded::CreatePartitions(mut request) => {
+            let refused = admin::create_partitions(&access, &mut request);
+            let mut response = node.create_partitions(request, version).await;
+            response.results.extend(refused);
+            frame(key, version, id, &response)
+        }
+        Decoded::DescribeCluster(request) => whole!(
+            admin::describe_cluster(&access),
+            node.describe_cluster(request, version, endpoint)
+        ),
+        Decoded::DescribeLogDirs(request) => whole!(
+            admin::describe_log_dirs(&access, version),
+            node.describe_log_dirs(request, version).await
+        ),
+        Decoded::WriteTxnMarkers(request) => whole!(
+            txn::write_txn_markers(&access, &request),
+            node.write_txn_markers(request, version).await
+        ),
+        Decoded::OffsetDelete(mut request) => match groups::offset_delete(&access, &mut request) {
+            Err(refused) => frame(key, version, id, &refused),
+            Ok(refused) => {
+                let mut response = node.offset_delete(request, version).await;
+                response.topics.extend(refused);
+                frame(key, version, id, &response)
+            }
+        },
+        Decoded::DescribeProducers(mut request) => {
+            let refused = data::describe_producers(&access, &mut request);
+            let mut response = node.describe_producers(request, version).await;
+            response.topics.extend(refused);
+            frame(key, version, id, &response)
         }
         Decoded::ListTransactions(request) => {
-            frame(key, version, id, &node.list_transactions(request, version).await)
+            let mut response = node.list_transactions(request, version).await;
+            txn::list_transactions_response(&access, &mut response);
+            frame(key, version, id, &response)
+        }
+        Decoded::DescribeTransactions(mut request) => {
+            let refused = txn::describe_transactions(&access, &mut request);
+            let mut response = node.describe_transactions(request, version).await;
+            txn::describe_transactions_response(&access, &mut response);
+            response.transaction_states.extend(refused);
+            frame(key, version, id, &response)
         }
         Decoded::SaslHandshake(_) => {
             // As Kafka's request handler answers a handshake on a connection that is not authenticating.
@@ -382,23 +515,25 @@ pub async fn handle_from(node: &Node, request: &Request, caller: &Caller) -> Res
             ));
             frame(key, version, id, &response)
         }
-        Decoded::DescribeUserScramCredentials(request) => frame(
-            key,
-            version,
-            id,
-            &node.describe_user_scram_credentials(request, version).await,
+        Decoded::DescribeUserScramCredentials(request) => whole!(
+            admin::describe_user_scram_credentials(&access, &request),
+            node.describe_user_scram_credentials(request, version).await
         ),
-        Decoded::AlterUserScramCredentials(request) => frame(
-            key,
-            version,
-            id,
-            &node.alter_user_scram_credentials(request, version).await,
+        Decoded::AlterUserScramCredentials(request) => whole!(
+            admin::alter_user_scram_credentials(&access, &request),
+            node.alter_user_scram_credentials(request, version).await
         ),
-        Decoded::DescribeTransactions(request) => frame(
-            key,
-            version,
-            id,
-            &node.describe_transactions(request, version).await,
+        Decoded::DescribeAcls(request) => whole!(
+            admin::describe_acls(&access),
+            node.describe_acls(request, version).await
+        ),
+        Decoded::CreateAcls(request) => whole!(
+            admin::create_acls(&access, &request),
+            node.create_acls(request, version).await
+        ),
+        Decoded::DeleteAcls(request) => whole!(
+            admin::delete_acls(&access, &request),
+            node.delete_acls(request, version).await
         ),
     }
 }

@@ -1,8 +1,10 @@
 //! What a broker is started with: the node's settings and the wire front end's own.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
+use kafka_auth::acl::AuthorizerConfig;
 use node::NodeConfig;
 
 use crate::listener::ListenerConfig;
@@ -22,6 +24,9 @@ pub struct BrokerConfig {
     pub sasl_mechanisms: Vec<SaslMechanism>,
     /// How long a connection may take to finish its TLS handshake and SASL authentication before it is closed.
     pub authentication_timeout: Duration,
+    /// The ACL authorizer (Kafka's `authorizer.class.name` = `StandardAuthorizer`, with `super.users` and
+    /// `allow.everyone.if.no.acl.found`); `None`: no authorizer, every request is allowed.
+    pub authorizer: Option<Arc<AuthorizerConfig>>,
     /// The node behind the listener: cluster id, storage, topics, Kafka's broker settings.
     pub node: NodeConfig,
     /// The largest request accepted (`socket.request.max.bytes`); a larger frame closes the connection.
@@ -58,6 +63,7 @@ impl BrokerConfig {
             tls: None,
             sasl_mechanisms: SaslMechanism::ALL.to_vec(),
             authentication_timeout: Duration::from_secs(10),
+            authorizer: None,
             node: NodeConfig::new(storage),
             max_request_bytes: 100 << 20,
             housekeeping_interval: Duration::from_secs(10),

@@ -22,6 +22,7 @@
 //! There are no ACLs yet: an authenticated (or PLAINTEXT) connection may send every request.
 
 mod api;
+pub mod authorize;
 pub mod config;
 mod error;
 pub mod frame;

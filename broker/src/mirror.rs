@@ -25,6 +25,7 @@ use node::mirror::{AdminRequest, AdminResponse, MirrorLinks, SourceAnswer};
 use node::Node;
 use tokio::sync::{mpsc, oneshot, watch};
 
+use crate::authorize::Access;
 use crate::frame::Request;
 
 /// The private API key of mirror administration and its only version (defined where links ask peers too).
@@ -323,13 +324,20 @@ pub async fn call(
 }
 
 /// Answers one administration request frame: the response frame (size, correlation id, JSON).
-pub async fn answer(service: &MirrorService, request: &Request) -> Result<Bytes, AdminError> {
+pub async fn answer(
+    service: &MirrorService,
+    request: &Request,
+    access: &Access,
+) -> Result<Bytes, AdminError> {
     if request.version != MIRROR_ADMIN_VERSION {
         return Err(AdminError::UnsupportedVersion(request.version));
     }
     let admin: AdminRequest =
         serde_json::from_slice(&request.body).map_err(|error| AdminError::Malformed(error.to_string()))?;
-    let response = service.handle(admin).await;
+    let response = match crate::authorize::admin::mirror(access, &admin) {
+        Some(refused) => refused,
+        None => service.handle(admin).await,
+    };
     let json = serde_json::to_vec(&response).map_err(|error| AdminError::Malformed(error.to_string()))?;
     let size = i32::try_from(4 + json.len()).map_err(|_| AdminError::AnswerTooLarge(json.len()))?;
     let mut frame = BytesMut::with_capacity(8 + json.len());

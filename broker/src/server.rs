@@ -393,6 +393,7 @@ async fn open_connection(connection: Connection, stream: TcpStream) {
         peer,
         endpoint: connection.listener.endpoint.clone(),
         principal: Principal::anonymous(),
+        authorizer: connection.config.authorizer.clone(),
     };
     let Some(acceptor) = connection.listener.tls.clone() else {
         return serve_connection(connection, stream, caller).await;
@@ -519,7 +520,8 @@ where
             }
         };
         if request.api_key == MIRROR_ADMIN_API_KEY {
-            match crate::mirror::answer(&mirror, &request).await {
+            let access = crate::authorize::Access::of(&node, &caller).await;
+            match crate::mirror::answer(&mirror, &request, &access).await {
                 Ok(response) => {
                     if send(&mut stream, &response).await.is_err() {
                         return;

@@ -1217,9 +1217,97 @@ async fn scenario(key: ApiKey, version: i16) {
                 .collect();
             assert_eq!(codes, vec![("nobody", 91), ("twice", 92)]);
         }
+        ApiKey::CreateAcls | ApiKey::DescribeAcls | ApiKey::DeleteAcls => acl_scenario(b, key, version).await,
         other => panic!("{other:?} is advertised but this test has no scenario for it: add one"),
     }
     broker.close().await.expect("close");
+}
+
+/// The ACL APIs: SECURITY_DISABLED without an authorizer; with one, a super user's valid and invalid creations,
+/// filters and deletions (INVALID_REQUEST for the invalid ones).
+async fn acl_scenario(b: &Node, key: ApiKey, version: i16) {
+    let admin = broker::Caller {
+        principal: kafka_auth::Principal::user("admin"),
+        authorizer: Some(std::sync::Arc::new(kafka_auth::acl::AuthorizerConfig {
+            super_users: ["User:admin".to_owned()].into(),
+            allow_everyone_if_no_acl_found: false,
+        })),
+        ..broker::Caller::anonymous(b)
+    };
+    let creation = |resource_type: i8| {
+        let mut creation = create_acls_request::AclCreation::default();
+        creation.resource_type = resource_type;
+        creation.resource_name = s(TOPIC);
+        creation.resource_pattern_type = 3;
+        creation.principal = s("User:alice");
+        creation.host = s("*");
+        creation.operation = 3;
+        creation.permission_type = 3;
+        creation
+    };
+    let mut create = CreateAclsRequest::default();
+    create.creations = vec![creation(2), creation(0)];
+    let filter = |resource_type: i8| {
+        let mut filter = delete_acls_request::DeleteAclsFilter::default();
+        filter.resource_type_filter = resource_type;
+        filter.resource_name_filter = None;
+        filter.pattern_type_filter = 1;
+        filter.principal_filter = None;
+        filter.host_filter = None;
+        filter.operation = 1;
+        filter.permission_type = 1;
+        filter
+    };
+    match key {
+        ApiKey::CreateAcls => {
+            let response: CreateAclsResponse = call(b, key, version, &create).await.expect("answered");
+            let codes: Vec<i16> = response.results.iter().map(|result| result.error_code).collect();
+            assert_eq!(codes, vec![54, 54], "no authorizer: SECURITY_DISABLED");
+            let response: CreateAclsResponse = common::call_as(b, &admin, key, version, &create)
+                .await
+                .expect("answered");
+            let codes: Vec<i16> = response.results.iter().map(|result| result.error_code).collect();
+            assert_eq!(codes, vec![0, 42]);
+        }
+        ApiKey::DescribeAcls => {
+            let _: CreateAclsResponse = common::call_as(b, &admin, ApiKey::CreateAcls, 3, &create)
+                .await
+                .expect("answered");
+            let mut describe = DescribeAclsRequest::default();
+            describe.resource_type_filter = 1;
+            describe.resource_name_filter = None;
+            describe.pattern_type_filter = 1;
+            describe.principal_filter = None;
+            describe.host_filter = None;
+            describe.operation = 1;
+            describe.permission_type = 1;
+            let response: DescribeAclsResponse = common::call_as(b, &admin, key, version, &describe)
+                .await
+                .expect("answered");
+            assert_eq!((response.error_code, response.resources.len()), (0, 1));
+            describe.resource_type_filter = 0;
+            let response: DescribeAclsResponse = common::call_as(b, &admin, key, version, &describe)
+                .await
+                .expect("answered");
+            assert_eq!(response.error_code, 42);
+        }
+        _ => {
+            let _: CreateAclsResponse = common::call_as(b, &admin, ApiKey::CreateAcls, 3, &create)
+                .await
+                .expect("answered");
+            let mut delete = DeleteAclsRequest::default();
+            delete.filters = vec![filter(1), filter(0)];
+            let response: DeleteAclsResponse = common::call_as(b, &admin, key, version, &delete)
+                .await
+                .expect("answered");
+            let outcome: Vec<(i16, usize)> = response
+                .filter_results
+                .iter()
+                .map(|result| (result.error_code, result.matching_acls.len()))
+                .collect();
+            assert_eq!(outcome, vec![(0, 1), (42, 0)]);
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

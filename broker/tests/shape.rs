@@ -424,6 +424,43 @@ fn sample(key: ApiKey, version: i16) -> BytesMut {
             request.upsertions = vec![upsertion.clone(), upsertion];
             request.encode(&mut out, version)
         }
+        ApiKey::DescribeAcls => {
+            let mut request = DescribeAclsRequest::default();
+            request.resource_type_filter = 2;
+            request.resource_name_filter = Some(s("orders"));
+            request.pattern_type_filter = 2;
+            request.principal_filter = None;
+            request.host_filter = Some(s("*"));
+            request.operation = 3;
+            request.permission_type = 3;
+            request.encode(&mut out, version)
+        }
+        ApiKey::CreateAcls => {
+            let mut creation = create_acls_request::AclCreation::default();
+            creation.resource_type = 2;
+            creation.resource_name = s("orders");
+            creation.resource_pattern_type = 4;
+            creation.principal = s("User:alice");
+            creation.host = s("*");
+            creation.operation = 3;
+            creation.permission_type = 3;
+            let mut request = CreateAclsRequest::default();
+            request.creations = vec![creation.clone(), creation];
+            request.encode(&mut out, version)
+        }
+        ApiKey::DeleteAcls => {
+            let mut filter = delete_acls_request::DeleteAclsFilter::default();
+            filter.resource_type_filter = 1;
+            filter.resource_name_filter = None;
+            filter.pattern_type_filter = 4;
+            filter.principal_filter = Some(s("User:alice"));
+            filter.host_filter = None;
+            filter.operation = 1;
+            filter.permission_type = 2;
+            let mut request = DeleteAclsRequest::default();
+            request.filters = vec![filter.clone(), filter];
+            request.encode(&mut out, version)
+        }
         other => panic!("no sample for {other:?}"),
     };
     if let Err(error) = result {

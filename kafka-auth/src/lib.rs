@@ -5,11 +5,14 @@
 //!   exchange ([`ScramServer`]) and the client's ([`ScramClient`]).
 //! - [`plain`]: SASL/PLAIN (RFC 4616) messages, checked against the same stored SCRAM credentials.
 //! - [`principal`]: [`Principal`], Kafka's `User:NAME`, and the one a TLS client certificate names.
+//! - [`acl`]: Kafka's ACL model ([`acl::AclBinding`], [`acl::AclFilter`]) and `StandardAuthorizer`'s decision
+//!   ([`acl::authorize`]).
 //! - [`protocol`]: [`SecurityProtocol`] (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) and [`SaslMechanism`].
 //!
 //! The broker (crate `broker`) drives these over SaslHandshake / SaslAuthenticate; the node (crate `node`) stores
 //! the credentials; the mirror link authenticates to a secured source with the client side.
 
+pub mod acl;
 pub mod plain;
 pub mod principal;
 pub mod protocol;

@@ -370,6 +370,31 @@ const SASL_AUTHENTICATE: &[Field] = &[all(BYTES)]; // auth_bytes
 
 const DESCRIBE_USER_SCRAM_CREDENTIALS: &[Field] = &[all(nullable_array(&[all(STRING)]))]; // users: name
 
+/// An ACL filter (DescribeAcls's body, DeleteAcls's elements).
+const ACL_FILTER: &[Field] = &[
+    all(I8),              // resource type
+    all(NULLABLE_STRING), // resource name
+    since(1, I8),         // pattern type
+    all(NULLABLE_STRING), // principal
+    all(NULLABLE_STRING), // host
+    all(I8),              // operation
+    all(I8),              // permission type
+];
+
+const DESCRIBE_ACLS: &[Field] = ACL_FILTER;
+
+const DELETE_ACLS: &[Field] = &[all(array(ACL_FILTER))]; // filters
+
+const CREATE_ACLS: &[Field] = &[all(array(&[
+    all(I8),      // resource type
+    all(STRING),  // resource name
+    since(1, I8), // pattern type
+    all(STRING),  // principal
+    all(STRING),  // host
+    all(I8),      // operation
+    all(I8),      // permission type
+]))];
+
 const ALTER_USER_SCRAM_CREDENTIALS: &[Field] = &[
     all(array(&[all(STRING), all(I8)])), // deletions: name, mechanism
     all(array(&[
@@ -656,6 +681,9 @@ fn layout(key: ApiKey) -> Option<(&'static [Field], i16)> {
         ApiKey::SaslAuthenticate => (SASL_AUTHENTICATE, 2),
         ApiKey::DescribeUserScramCredentials => (DESCRIBE_USER_SCRAM_CREDENTIALS, 0),
         ApiKey::AlterUserScramCredentials => (ALTER_USER_SCRAM_CREDENTIALS, 0),
+        ApiKey::DescribeAcls => (DESCRIBE_ACLS, 3),
+        ApiKey::CreateAcls => (CREATE_ACLS, 3),
+        ApiKey::DeleteAcls => (DELETE_ACLS, 3),
         _ => return None,
     })
 }

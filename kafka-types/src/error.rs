@@ -126,6 +126,16 @@ pub enum KafkaError {
     IllegalSaslState,
     /// 58: the credentials were refused (the message never says whether the user or the password was wrong).
     SaslAuthenticationFailed,
+    /// 29: the principal may not do this to the topic (an ACL denies it, or none allows it).
+    TopicAuthorizationFailed,
+    /// 30: the principal may not do this to the consumer group.
+    GroupAuthorizationFailed,
+    /// 31: the principal may not do this to the cluster.
+    ClusterAuthorizationFailed,
+    /// 53: the principal may not use the transactional id.
+    TransactionalIdAuthorizationFailed,
+    /// 54: the ACL APIs on a broker without an authorizer.
+    SecurityDisabled,
     /// 91: the named resource (a user's credential) does not exist.
     ResourceNotFound,
     /// 92: one request names the same resource twice.
@@ -151,7 +161,7 @@ pub enum ClientErrorClass {
 
 impl KafkaError {
     /// Every error, in code order.
-    pub const ALL: [KafkaError; 61] = [
+    pub const ALL: [KafkaError; 66] = [
         KafkaError::UnknownServerError,
         KafkaError::OffsetOutOfRange,
         KafkaError::CorruptMessage,
@@ -213,6 +223,11 @@ impl KafkaError {
         KafkaError::ResourceNotFound,
         KafkaError::DuplicateResource,
         KafkaError::UnacceptableCredential,
+        KafkaError::TopicAuthorizationFailed,
+        KafkaError::GroupAuthorizationFailed,
+        KafkaError::ClusterAuthorizationFailed,
+        KafkaError::TransactionalIdAuthorizationFailed,
+        KafkaError::SecurityDisabled,
     ];
 
     /// The wire code.
@@ -277,6 +292,11 @@ impl KafkaError {
             KafkaError::UnsupportedSaslMechanism => 33,
             KafkaError::IllegalSaslState => 34,
             KafkaError::SaslAuthenticationFailed => 58,
+            KafkaError::TopicAuthorizationFailed => 29,
+            KafkaError::GroupAuthorizationFailed => 30,
+            KafkaError::ClusterAuthorizationFailed => 31,
+            KafkaError::TransactionalIdAuthorizationFailed => 53,
+            KafkaError::SecurityDisabled => 54,
             KafkaError::ResourceNotFound => 91,
             KafkaError::DuplicateResource => 92,
             KafkaError::UnacceptableCredential => 93,
@@ -344,6 +364,11 @@ impl KafkaError {
             KafkaError::UnsupportedSaslMechanism => "UNSUPPORTED_SASL_MECHANISM",
             KafkaError::IllegalSaslState => "ILLEGAL_SASL_STATE",
             KafkaError::SaslAuthenticationFailed => "SASL_AUTHENTICATION_FAILED",
+            KafkaError::TopicAuthorizationFailed => "TOPIC_AUTHORIZATION_FAILED",
+            KafkaError::GroupAuthorizationFailed => "GROUP_AUTHORIZATION_FAILED",
+            KafkaError::ClusterAuthorizationFailed => "CLUSTER_AUTHORIZATION_FAILED",
+            KafkaError::TransactionalIdAuthorizationFailed => "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+            KafkaError::SecurityDisabled => "SECURITY_DISABLED",
             KafkaError::ResourceNotFound => "RESOURCE_NOT_FOUND",
             KafkaError::DuplicateResource => "DUPLICATE_RESOURCE",
             KafkaError::UnacceptableCredential => "UNACCEPTABLE_CREDENTIAL",
@@ -408,6 +433,12 @@ impl KafkaError {
             | KafkaError::ResourceNotFound
             | KafkaError::DuplicateResource
             | KafkaError::UnacceptableCredential => ClientErrorClass::Fatal,
+            // Authorization: an ACL must change before the request can succeed (Kafka's clients raise these).
+            KafkaError::TopicAuthorizationFailed
+            | KafkaError::GroupAuthorizationFailed
+            | KafkaError::ClusterAuthorizationFailed
+            | KafkaError::TransactionalIdAuthorizationFailed
+            | KafkaError::SecurityDisabled => ClientErrorClass::Fatal,
             // A transactional offset commit whose group moved on (KIP-447): the transaction must abort.
             KafkaError::IllegalGeneration | KafkaError::UnknownMemberId | KafkaError::RebalanceInProgress => {
                 ClientErrorClass::Abortable

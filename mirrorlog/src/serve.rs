@@ -41,6 +41,17 @@ pub struct ServeArgs {
     /// How long a connection may take to finish its TLS handshake and SASL authentication, in milliseconds.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(100..=600_000))]
     authentication_timeout_ms: u64,
+    /// The authorizer: `acl` checks every request against the ACLs (`kafka-acls.sh` manages them; Kafka's
+    /// StandardAuthorizer), `none` allows every request (Kafka without `authorizer.class.name`).
+    #[arg(long, value_enum, default_value_t = Authorizer::None)]
+    authorizer: Authorizer,
+    /// A principal allowed everything whatever the ACLs say: User:NAME (repeatable; Kafka's `super.users`).
+    #[arg(long = "super-user", value_parser = parse_super_user)]
+    super_users: Vec<String>,
+    /// Open a resource that has no ACL at all to everyone (Kafka's `allow.everyone.if.no.acl.found`; off by
+    /// default, so that an authorizer denies what no ACL allows).
+    #[arg(long)]
+    allow_everyone_if_no_acl_found: bool,
     /// The cluster id Metadata answers.
     #[arg(long, default_value = "mirrorlog")]
     cluster_id: String,
@@ -131,6 +142,19 @@ fn parse_fraction(text: &str) -> Result<f64, String> {
     }
 }
 
+/// The authorizers `--authorizer` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Authorizer {
+    /// Every request is allowed.
+    None,
+    /// Kafka's ACL model.
+    Acl,
+}
+
+fn parse_super_user(text: &str) -> Result<String, String> {
+    kafka_auth::Principal::parse(text).map(|principal| principal.to_string())
+}
+
 /// Runs the broker until SIGTERM or Ctrl-C, then shuts it down cleanly.
 pub fn serve(args: ServeArgs) -> Result<(), CliError> {
     let storage = match &args.config {
@@ -156,6 +180,18 @@ pub fn serve(args: ServeArgs) -> Result<(), CliError> {
         config.sasl_mechanisms = mechanisms.clone();
     }
     config.authentication_timeout = Duration::from_millis(args.authentication_timeout_ms);
+    config.authorizer = match args.authorizer {
+        Authorizer::None if !args.super_users.is_empty() || args.allow_everyone_if_no_acl_found => {
+            return Err(CliError::Usage(
+                "--super-user and --allow-everyone-if-no-acl-found need --authorizer acl".to_owned(),
+            ));
+        }
+        Authorizer::None => None,
+        Authorizer::Acl => Some(std::sync::Arc::new(kafka_auth::acl::AuthorizerConfig {
+            super_users: args.super_users.iter().cloned().collect(),
+            allow_everyone_if_no_acl_found: args.allow_everyone_if_no_acl_found,
+        })),
+    };
     config.node.cluster_id = args.cluster_id;
     config.node.topics = args.topics;
     config.node.auto_create_topics = !args.no_auto_create_topics;

@@ -112,8 +112,8 @@ pub struct Node {
     /// Topics' config overrides and the settings produce enforces (`crate::topic_configs`). Locked after
     /// `topics` where both are held.
     pub(crate) topic_configs: RwLock<TopicConfigs>,
-    /// SCRAM credentials (`crate::users`).
-    pub(crate) users: RwLock<crate::users::ScramUsers>,
+    /// SCRAM credentials and ACLs (`crate::users`).
+    pub(crate) users: RwLock<crate::users::SecurityStore>,
     appended: watch::Sender<u64>,
     /// Partitions whose storage opening repaired something (a torn tail cut, a segment dropped, an index
     /// rebuilt, …), with what it did.
@@ -263,7 +263,7 @@ impl Node {
         )
         .await?;
         let topic_configs = TopicConfigs::open(topic_config_store, &config).await?;
-        let users = crate::users::ScramUsers::open(
+        let users = crate::users::SecurityStore::open(
             crate::users::open_store(
                 storage.as_ref(),
                 internal.get(crate::users::SECURITY_PARTITION),

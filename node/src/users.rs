@@ -1,6 +1,8 @@
-//! SCRAM credentials, durable: one JSON record in the metadata of the internal partition [`SECURITY_PARTITION`],
-//! rewritten whole (atomically and durably) on each change, as Kafka keeps them in its metadata log. A credential
-//! is the salt, the iteration count, `StoredKey` and `ServerKey` (crate `kafka-auth`): never a password.
+//! SCRAM credentials and ACLs, durable: one JSON record each in the metadata of the internal partition
+//! [`SECURITY_PARTITION`], rewritten whole (atomically and durably) on each change, as Kafka keeps them in its
+//! metadata log. A credential is the salt, the iteration count, `StoredKey` and `ServerKey` (crate `kafka-auth`):
+//! never a password. The ACLs are `kafka-auth`'s bindings, managed with CreateAcls and DeleteAcls
+//! (`crate::api::acls`) and read by the broker's authorizer through [`Node::acls`].
 //!
 //! Served through DescribeUserScramCredentials and AlterUserScramCredentials (`kafka-configs --entity-type
 //! users`), read by the broker's SASL authenticator through [`Node::scram_credentials`], and written before the
@@ -9,6 +11,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use kafka_auth::acl::{AclBinding, AclSet};
 use kafka_auth::{ScramCredential, ScramMechanism};
 use partition_log::{LogConfig, PartitionLog};
 use serde::{Deserialize, Serialize};
@@ -25,6 +28,15 @@ const SCRAM_KEY: &str = "scram.credentials";
 /// The record's format version.
 const FORMAT_VERSION: u32 = 1;
 
+/// The metadata key of the ACL record.
+const ACL_KEY: &str = "acl.bindings";
+
+#[derive(Debug, Serialize, Deserialize)]
+struct AclRecord {
+    version: u32,
+    bindings: Vec<AclBinding>,
+}
+
 /// Every user's credentials, by user and mechanism.
 pub type Credentials = BTreeMap<String, BTreeMap<ScramMechanism, ScramCredential>>;
 
@@ -36,19 +48,23 @@ struct Record {
 
 /// The credentials and their store.
 #[derive(Debug)]
-pub(crate) struct ScramUsers {
+pub(crate) struct SecurityStore {
     store: Option<PartitionLog>,
     /// Shared with authenticators; replaced whole on each change.
     users: Arc<Credentials>,
+    /// Shared with authorizers; replaced whole on each change.
+    acls: Arc<AclSet>,
 }
 
-impl ScramUsers {
+impl SecurityStore {
     /// Reads the record from `store`.
     pub(crate) async fn open(store: PartitionLog) -> Result<Self, NodeError> {
         let users = read(&store).await?;
-        Ok(ScramUsers {
+        let acls = read_acls(&store).await?;
+        Ok(SecurityStore {
             store: Some(store),
             users: Arc::new(users),
+            acls: Arc::new(acls),
         })
     }
 
@@ -68,6 +84,30 @@ impl ScramUsers {
             .ok_or_else(|| NodeError::Security("the node is closed".to_owned()))?;
         write(store, &users).await?;
         self.users = Arc::new(users);
+        Ok(())
+    }
+
+    /// Every ACL, as of now.
+    pub(crate) fn acls(&self) -> Arc<AclSet> {
+        self.acls.clone()
+    }
+
+    /// Replaces the ACLs with `acls` (durable when this returns; nothing written when nothing changes).
+    pub(crate) async fn replace_acls(&mut self, acls: AclSet) -> Result<(), NodeError> {
+        if *self.acls == acls {
+            return Ok(());
+        }
+        let store = self
+            .store
+            .as_mut()
+            .ok_or_else(|| NodeError::Security("the node is closed".to_owned()))?;
+        let record = serde_json::to_vec(&AclRecord {
+            version: FORMAT_VERSION,
+            bindings: acls.iter().cloned().collect(),
+        })
+        .map_err(|error| NodeError::Security(format!("cannot encode the ACL record: {error}")))?;
+        store.put_metadata(ACL_KEY, &record).await?;
+        self.acls = Arc::new(acls);
         Ok(())
     }
 
@@ -93,6 +133,21 @@ async fn read(store: &PartitionLog) -> Result<Credentials, NodeError> {
         )));
     }
     Ok(record.users)
+}
+
+async fn read_acls(store: &PartitionLog) -> Result<AclSet, NodeError> {
+    let Some(bytes) = store.metadata(ACL_KEY).await? else {
+        return Ok(AclSet::new());
+    };
+    let record: AclRecord = serde_json::from_slice(&bytes)
+        .map_err(|error| NodeError::Security(format!("the ACL record is corrupt: {error}")))?;
+    if record.version != FORMAT_VERSION {
+        return Err(NodeError::Security(format!(
+            "the ACL record has format version {}, this build reads {FORMAT_VERSION}",
+            record.version
+        )));
+    }
+    Ok(record.bindings.into_iter().collect())
 }
 
 async fn write(store: &mut PartitionLog, users: &Credentials) -> Result<(), NodeError> {
@@ -150,5 +205,10 @@ impl Node {
     /// Every user's SCRAM credentials, as of now (a snapshot: later changes do not show in it).
     pub async fn scram_credentials(&self) -> Arc<Credentials> {
         self.users.read().await.snapshot()
+    }
+
+    /// Every ACL, as of now (a snapshot: later changes do not show in it).
+    pub async fn acls(&self) -> Arc<AclSet> {
+        self.users.read().await.acls()
     }
 }

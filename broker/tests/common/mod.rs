@@ -102,6 +102,21 @@ where
     Q: Encodable,
     A: Decodable,
 {
+    call_as(broker, &broker::Caller::anonymous(broker), key, version, request).await
+}
+
+/// [`call`] from `caller` (its principal and the broker's authorizer).
+pub async fn call_as<Q, A>(
+    broker: &broker::Node,
+    caller: &broker::Caller,
+    key: ApiKey,
+    version: i16,
+    request: &Q,
+) -> Option<A>
+where
+    Q: Encodable,
+    A: Decodable,
+{
     let mut body = BytesMut::new();
     request
         .encode(&mut body, version)
@@ -113,7 +128,7 @@ where
         client_id: Some("every-version".to_owned()),
         body: body.freeze(),
     };
-    let reply = broker::handle(broker, &frame)
+    let reply = broker::handle_from(broker, &frame, caller)
         .await
         .unwrap_or_else(|error| panic!("{key:?} v{version}: {error}"));
     let broker::Reply::Frame(bytes) = reply else {

@@ -2,6 +2,7 @@
 //! version it came in (errors that a version cannot carry are mapped to the one Kafka sends that version) and
 //! returns the response value; framing, shape checks and encoding are the wire front end's.
 
+mod acls;
 mod admin;
 mod configs;
 mod delete;
@@ -125,6 +126,21 @@ impl Node {
         version: i16,
     ) -> AlterUserScramCredentialsResponse {
         users::alter_user_scram_credentials(self, request, version).await
+    }
+
+    /// CreateAcls: ACLs added, durably (the broker checks that an authorizer is on and the caller may).
+    pub async fn create_acls(&self, request: CreateAclsRequest, version: i16) -> CreateAclsResponse {
+        acls::create_acls(self, request, version).await
+    }
+
+    /// DescribeAcls: the ACLs that pass a filter.
+    pub async fn describe_acls(&self, request: DescribeAclsRequest, version: i16) -> DescribeAclsResponse {
+        acls::describe_acls(self, request, version).await
+    }
+
+    /// DeleteAcls: the ACLs that pass each filter removed, durably.
+    pub async fn delete_acls(&self, request: DeleteAclsRequest, version: i16) -> DeleteAclsResponse {
+        acls::delete_acls(self, request, version).await
     }
 
     /// OffsetDelete: a group's committed offsets on some partitions forgotten.

@@ -1,0 +1,314 @@
+//! Administration's checks: CreateTopics (CREATE on the cluster or the topic), DeleteTopics (DELETE),
+//! CreatePartitions (ALTER), the config APIs (DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, the group, or the
+//! cluster for a broker's configs), DescribeCluster and DescribeLogDirs (DESCRIBE on the cluster), the SCRAM
+//! credential and ACL APIs (DESCRIBE / ALTER on the cluster), and mirror administration (ADR 0057: ALTER on the
+//! cluster to change a link, DESCRIBE to look at one or answer a peer's `last_mirrored` question).
+
+use kafka_auth::acl::Operation;
+use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
+use kafka_protocol::messages::create_acls_response::AclCreationResult;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::delete_acls_response::DeleteAclsFilterResult;
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::describe_configs_response::DescribeConfigsResult;
+use kafka_protocol::messages::describe_user_scram_credentials_response::DescribeUserScramCredentialsResult;
+use kafka_protocol::messages::*;
+use kafka_types::KafkaError;
+use node::mirror::{AdminRequest, AdminResponse};
+
+use super::{take_denied, text, Access};
+
+const TOPIC_DENIED: i16 = KafkaError::TopicAuthorizationFailed.code();
+const CLUSTER_DENIED: i16 = KafkaError::ClusterAuthorizationFailed.code();
+
+/// CreateTopics: each topic the caller may not CREATE (on the cluster, or on the topic) is refused.
+pub fn create_topics(access: &Access, request: &mut CreateTopicsRequest) -> Vec<CreatableTopicResult> {
+    let cluster = access.cluster(Operation::Create);
+    take_denied(&mut request.topics, |topic| {
+        cluster || access.topic(Operation::Create, &topic.name)
+    })
+    .into_iter()
+    .map(|topic| {
+        let mut refused = CreatableTopicResult::default();
+        refused.name = topic.name;
+        refused.error_code = TOPIC_DENIED;
+        refused.num_partitions = -1;
+        refused.replication_factor = -1;
+        refused
+    })
+    .collect()
+}
+
+/// DeleteTopics (by name): each topic the caller may not DELETE is refused.
+pub fn delete_topics(access: &Access, request: &mut DeleteTopicsRequest) -> Vec<DeletableTopicResult> {
+    let mut refused: Vec<DeletableTopicResult> = take_denied(&mut request.topic_names, |name| {
+        access.topic(Operation::Delete, name)
+    })
+    .into_iter()
+    .map(|name| {
+        let mut result = DeletableTopicResult::default();
+        result.name = Some(name);
+        result.error_code = TOPIC_DENIED;
+        result
+    })
+    .collect();
+    refused.extend(
+        take_denied(&mut request.topics, |topic| {
+            topic
+                .name
+                .as_ref()
+                .is_none_or(|name| access.topic(Operation::Delete, name))
+        })
+        .into_iter()
+        .map(|topic| {
+            let mut result = DeletableTopicResult::default();
+            result.name = topic.name;
+            result.topic_id = topic.topic_id;
+            result.error_code = TOPIC_DENIED;
+            result
+        }),
+    );
+    refused
+}
+
+/// CreatePartitions: each topic the caller may not ALTER is refused.
+pub fn create_partitions(
+    access: &Access,
+    request: &mut CreatePartitionsRequest,
+) -> Vec<CreatePartitionsTopicResult> {
+    take_denied(&mut request.topics, |topic| {
+        access.topic(Operation::Alter, &topic.name)
+    })
+    .into_iter()
+    .map(|topic| {
+        let mut refused = CreatePartitionsTopicResult::default();
+        refused.name = topic.name;
+        refused.error_code = TOPIC_DENIED;
+        refused
+    })
+    .collect()
+}
+
+/// The error for a config resource the caller may not `operation` (ConfigResource types: TOPIC 2, BROKER 4,
+/// BROKER_LOGGER 8, CLIENT_METRICS 16, GROUP 32), if denied. Unknown types are the node's to refuse.
+fn config_denied(access: &Access, operation: Operation, resource_type: i8, name: &str) -> Option<i16> {
+    match resource_type {
+        2 => (!access.topic(operation, name)).then_some(TOPIC_DENIED),
+        4 | 8 | 16 => (!access.cluster(operation)).then_some(CLUSTER_DENIED),
+        32 => (!access.group(operation, name)).then_some(KafkaError::GroupAuthorizationFailed.code()),
+        _ => None,
+    }
+}
+
+/// DescribeConfigs: each resource the caller may not DESCRIBE_CONFIGS is refused.
+pub fn describe_configs(access: &Access, request: &mut DescribeConfigsRequest) -> Vec<DescribeConfigsResult> {
+    let denied = |kind: i8, name: &str| config_denied(access, Operation::DescribeConfigs, kind, name);
+    take_denied(&mut request.resources, |resource| {
+        denied(resource.resource_type, &resource.resource_name).is_none()
+    })
+    .into_iter()
+    .map(|resource| {
+        let mut refused = DescribeConfigsResult::default();
+        refused.error_code =
+            denied(resource.resource_type, &resource.resource_name).unwrap_or(CLUSTER_DENIED);
+        refused.resource_type = resource.resource_type;
+        refused.resource_name = resource.resource_name;
+        refused
+    })
+    .collect()
+}
+
+/// AlterConfigs: each resource the caller may not ALTER_CONFIGS is refused.
+pub fn alter_configs(
+    access: &Access,
+    request: &mut AlterConfigsRequest,
+) -> Vec<alter_configs_response::AlterConfigsResourceResponse> {
+    let denied = |kind: i8, name: &str| config_denied(access, Operation::AlterConfigs, kind, name);
+    take_denied(&mut request.resources, |resource| {
+        denied(resource.resource_type, &resource.resource_name).is_none()
+    })
+    .into_iter()
+    .map(|resource| {
+        let mut refused = alter_configs_response::AlterConfigsResourceResponse::default();
+        refused.error_code =
+            denied(resource.resource_type, &resource.resource_name).unwrap_or(CLUSTER_DENIED);
+        refused.resource_type = resource.resource_type;
+        refused.resource_name = resource.resource_name;
+        refused
+    })
+    .collect()
+}
+
+/// IncrementalAlterConfigs: each resource the caller may not ALTER_CONFIGS is refused.
+pub fn incremental_alter_configs(
+    access: &Access,
+    request: &mut IncrementalAlterConfigsRequest,
+) -> Vec<incremental_alter_configs_response::AlterConfigsResourceResponse> {
+    let denied = |kind: i8, name: &str| config_denied(access, Operation::AlterConfigs, kind, name);
+    take_denied(&mut request.resources, |resource| {
+        denied(resource.resource_type, &resource.resource_name).is_none()
+    })
+    .into_iter()
+    .map(|resource| {
+        let mut refused = incremental_alter_configs_response::AlterConfigsResourceResponse::default();
+        refused.error_code =
+            denied(resource.resource_type, &resource.resource_name).unwrap_or(CLUSTER_DENIED);
+        refused.resource_type = resource.resource_type;
+        refused.resource_name = resource.resource_name;
+        refused
+    })
+    .collect()
+}
+
+/// DescribeCluster refused without DESCRIBE on the cluster.
+pub fn describe_cluster(access: &Access) -> Option<DescribeClusterResponse> {
+    (!access.cluster(Operation::Describe)).then(|| {
+        let mut response = DescribeClusterResponse::default();
+        response.error_code = CLUSTER_DENIED;
+        response
+    })
+}
+
+/// DescribeLogDirs refused without DESCRIBE on the cluster: no directories, and (v3+) the error.
+pub fn describe_log_dirs(access: &Access, version: i16) -> Option<DescribeLogDirsResponse> {
+    (!access.cluster(Operation::Describe)).then(|| {
+        let mut response = DescribeLogDirsResponse::default();
+        if version >= 3 {
+            response.error_code = CLUSTER_DENIED;
+        }
+        response
+    })
+}
+
+/// DescribeUserScramCredentials refused without DESCRIBE on the cluster.
+pub fn describe_user_scram_credentials(
+    access: &Access,
+    request: &DescribeUserScramCredentialsRequest,
+) -> Option<DescribeUserScramCredentialsResponse> {
+    (!access.cluster(Operation::Describe)).then(|| {
+        let mut response = DescribeUserScramCredentialsResponse::default();
+        response.error_code = CLUSTER_DENIED;
+        response.results = request
+            .users
+            .iter()
+            .flatten()
+            .map(|user| {
+                let mut result = DescribeUserScramCredentialsResult::default();
+                result.user = user.name.clone();
+                result.error_code = CLUSTER_DENIED;
+                result
+            })
+            .collect();
+        response
+    })
+}
+
+/// AlterUserScramCredentials refused without ALTER on the cluster: every user it names.
+pub fn alter_user_scram_credentials(
+    access: &Access,
+    request: &AlterUserScramCredentialsRequest,
+) -> Option<AlterUserScramCredentialsResponse> {
+    if access.cluster(Operation::Alter) {
+        return None;
+    }
+    let mut users: Vec<&str> = request
+        .deletions
+        .iter()
+        .map(|deletion| deletion.name.as_str())
+        .collect();
+    users.extend(request.upsertions.iter().map(|upsertion| upsertion.name.as_str()));
+    let mut seen = std::collections::BTreeSet::new();
+    users.retain(|user| seen.insert(*user));
+    let mut response = AlterUserScramCredentialsResponse::default();
+    response.results = users
+        .into_iter()
+        .map(|user| {
+            let mut result = AlterUserScramCredentialsResult::default();
+            result.user = text(user);
+            result.error_code = CLUSTER_DENIED;
+            result
+        })
+        .collect();
+    Some(response)
+}
+
+/// The ACL APIs without an authorizer: SECURITY_DISABLED, as Kafka answers them.
+const NO_AUTHORIZER: &str = "No Authorizer is configured on the broker";
+
+/// DescribeAcls refused: no authorizer, or no DESCRIBE on the cluster.
+pub fn describe_acls(access: &Access) -> Option<DescribeAclsResponse> {
+    let (error, message) = acl_api_refusal(access, Operation::Describe)?;
+    let mut response = DescribeAclsResponse::default();
+    response.error_code = error;
+    response.error_message = message.map(text);
+    Some(response)
+}
+
+/// CreateAcls refused: no authorizer, or no ALTER on the cluster (every creation).
+pub fn create_acls(access: &Access, request: &CreateAclsRequest) -> Option<CreateAclsResponse> {
+    let (error, message) = acl_api_refusal(access, Operation::Alter)?;
+    let mut response = CreateAclsResponse::default();
+    response.results = request
+        .creations
+        .iter()
+        .map(|_| {
+            let mut result = AclCreationResult::default();
+            result.error_code = error;
+            result.error_message = message.map(text);
+            result
+        })
+        .collect();
+    Some(response)
+}
+
+/// DeleteAcls refused: no authorizer, or no ALTER on the cluster (every filter).
+pub fn delete_acls(access: &Access, request: &DeleteAclsRequest) -> Option<DeleteAclsResponse> {
+    let (error, message) = acl_api_refusal(access, Operation::Alter)?;
+    let mut response = DeleteAclsResponse::default();
+    response.filter_results = request
+        .filters
+        .iter()
+        .map(|_| {
+            let mut result = DeleteAclsFilterResult::default();
+            result.error_code = error;
+            result.error_message = message.map(text);
+            result
+        })
+        .collect();
+    Some(response)
+}
+
+fn acl_api_refusal(access: &Access, operation: Operation) -> Option<(i16, Option<&'static str>)> {
+    if !access.authorizer_on() {
+        Some((KafkaError::SecurityDisabled.code(), Some(NO_AUTHORIZER)))
+    } else if !access.cluster(operation) {
+        Some((CLUSTER_DENIED, None))
+    } else {
+        None
+    }
+}
+
+/// Mirror administration refused: changing a link needs ALTER on the cluster; listing and describing links, and
+/// a peer's `last_mirrored` question, DESCRIBE (ADR 0057).
+pub fn mirror(access: &Access, request: &AdminRequest) -> Option<AdminResponse> {
+    let operation = match request {
+        AdminRequest::List | AdminRequest::Describe { .. } | AdminRequest::LastMirrored { .. } => {
+            Operation::Describe
+        }
+        AdminRequest::Create { .. }
+        | AdminRequest::Reverse { .. }
+        | AdminRequest::Pause { .. }
+        | AdminRequest::Resume { .. }
+        | AdminRequest::Failover { .. }
+        | AdminRequest::Delete { .. }
+        | AdminRequest::Promote { .. } => Operation::Alter,
+    };
+    (!access.cluster(operation)).then(|| {
+        AdminResponse::failed(
+            "authorization",
+            format!("not authorized: mirror administration needs {operation} on the cluster"),
+            Vec::new(),
+        )
+    })
+}

@@ -1,0 +1,714 @@
+//! Authorization with Kafka's ACL model, through the broker's dispatch: with `--authorizer acl`, a caller without
+//! an ACL is refused with Kafka's error at every advertised version of each API (and nothing it asked for
+//! happens), ACLs managed with CreateAcls / DescribeAcls / DeleteAcls grant and take away access, DENY wins, super
+//! users pass, a resource without ACLs opens to everyone only with `allow.everyone.if.no.acl.found`, the ACLs
+//! outlive a restart, and (a property) Produce and Fetch succeed exactly when Kafka's decision allows them.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or benchmark fails by panicking
+
+mod common;
+
+use std::sync::Arc;
+
+use broker::{Caller, Node, NodeConfig};
+use bytes::Bytes;
+use common::call_as;
+use kafka_auth::acl::{AuthorizerConfig, Operation, Permission, ResourceType};
+use kafka_auth::Principal;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use record_format::BatchBuilder;
+use storage_config::StorageConfig;
+
+const TOPIC: &str = "orders";
+const GROUP: &str = "billing";
+const TRANSACTIONAL_ID: &str = "payments-tx";
+const TOPIC_DENIED: i16 = 29;
+const GROUP_DENIED: i16 = 30;
+const CLUSTER_DENIED: i16 = 31;
+const ID_DENIED: i16 = 53;
+const SECURITY_DISABLED: i16 = 54;
+const INVALID_REQUEST: i16 = 42;
+
+fn s(text: &str) -> StrBytes {
+    StrBytes::from_string(text.to_owned())
+}
+
+fn versions(key: ApiKey) -> std::ops::RangeInclusive<i16> {
+    let (min, max) = broker::versions::range(key).expect("advertised");
+    min..=max
+}
+
+/// An in-process broker with `orders` (2 partitions) over `storage`.
+async fn broker_on(storage: StorageConfig) -> Node {
+    let mut config = NodeConfig::new(storage.clone());
+    config.topics = vec![(TOPIC.to_owned(), 2)];
+    config.auto_create_topics = true;
+    Node::open_on(
+        config,
+        ("127.0.0.1".to_owned(), 9092),
+        storage.open().expect("store"),
+        Arc::new(node::SystemClock),
+    )
+    .await
+    .expect("broker")
+}
+
+async fn broker() -> Node {
+    broker_on(StorageConfig::for_backend(
+        storage_config::Backend::Memory,
+        std::path::Path::new(""),
+    ))
+    .await
+}
+
+/// `User:name` from 127.0.0.1 on a broker whose authorizer has `User:admin` as super user.
+fn caller(node: &Node, name: &str, open_without_acls: bool) -> Caller {
+    Caller {
+        peer: Some(std::net::IpAddr::from([127, 0, 0, 1])),
+        principal: Principal::user(name),
+        authorizer: Some(Arc::new(AuthorizerConfig {
+            super_users: ["User:admin".to_owned()].into(),
+            allow_everyone_if_no_acl_found: open_without_acls,
+        })),
+        ..Caller::anonymous(node)
+    }
+}
+
+fn records(count: usize) -> Bytes {
+    let mut builder = BatchBuilder::new();
+    for index in 0..count {
+        builder.add(1_700_000_000_000 + index as i64, None, Some(b"value"), &[]);
+    }
+    builder.build().expect("batch").into_bytes()
+}
+
+fn produce_request(topic: &str, transactional_id: Option<&str>) -> ProduceRequest {
+    let mut partition = produce_request::PartitionProduceData::default();
+    partition.index = 0;
+    partition.records = Some(records(1));
+    let mut data = produce_request::TopicProduceData::default();
+    data.name = TopicName(s(topic));
+    data.partition_data = vec![partition];
+    let mut request = ProduceRequest::default();
+    request.acks = -1;
+    request.timeout_ms = 5_000;
+    request.transactional_id = transactional_id.map(|id| TransactionalId(s(id)));
+    request.topic_data = vec![data];
+    request
+}
+
+async fn produce_error(node: &Node, who: &Caller, version: i16, topic: &str) -> i16 {
+    let response: ProduceResponse =
+        call_as(node, who, ApiKey::Produce, version, &produce_request(topic, None))
+            .await
+            .expect("answer");
+    response.responses[0].partition_responses[0].error_code
+}
+
+fn fetch_request(topic: &str) -> FetchRequest {
+    let mut partition = fetch_request::FetchPartition::default();
+    partition.partition = 0;
+    partition.fetch_offset = 0;
+    partition.partition_max_bytes = 1 << 20;
+    let mut wanted = fetch_request::FetchTopic::default();
+    wanted.topic = TopicName(s(topic));
+    wanted.partitions = vec![partition];
+    let mut request = FetchRequest::default();
+    request.replica_id = (-1).into();
+    request.max_wait_ms = 0;
+    request.max_bytes = 1 << 20;
+    request.topics = vec![wanted];
+    request
+}
+
+/// (error, whether records came back) of a fetch of partition 0 from offset 0.
+async fn fetch_outcome(node: &Node, who: &Caller, version: i16, topic: &str) -> (i16, bool) {
+    let response: FetchResponse = call_as(node, who, ApiKey::Fetch, version, &fetch_request(topic))
+        .await
+        .expect("answer");
+    let partition = &response.responses[0].partitions[0];
+    (
+        partition.error_code,
+        partition
+            .records
+            .as_ref()
+            .is_some_and(|records| !records.is_empty()),
+    )
+}
+
+fn acl_creation(
+    kind: ResourceType,
+    name: &str,
+    pattern: i8,
+    principal: &str,
+    operation: Operation,
+    permission: Permission,
+) -> create_acls_request::AclCreation {
+    let mut creation = create_acls_request::AclCreation::default();
+    creation.resource_type = kind.code();
+    creation.resource_name = s(name);
+    creation.resource_pattern_type = pattern;
+    creation.principal = s(principal);
+    creation.host = s("*");
+    creation.operation = operation.code();
+    creation.permission_type = permission.code();
+    creation
+}
+
+async fn create_acls(
+    node: &Node,
+    who: &Caller,
+    creations: Vec<create_acls_request::AclCreation>,
+) -> Vec<i16> {
+    let mut request = CreateAclsRequest::default();
+    request.creations = creations;
+    let response: CreateAclsResponse = call_as(node, who, ApiKey::CreateAcls, 3, &request)
+        .await
+        .expect("answer");
+    response.results.iter().map(|result| result.error_code).collect()
+}
+
+async fn grant(node: &Node, kind: ResourceType, name: &str, principal: &str, operation: Operation) {
+    let admin = caller(node, "admin", false);
+    let creation = acl_creation(kind, name, 3, principal, operation, Permission::Allow);
+    let mut request = CreateAclsRequest::default();
+    request.creations = vec![creation];
+    let response: CreateAclsResponse = call_as(node, &admin, ApiKey::CreateAcls, 3, &request)
+        .await
+        .expect("answer");
+    assert_eq!(
+        response.results[0].error_code, 0,
+        "{:?}",
+        response.results[0].error_message
+    );
+}
+
+async fn log_end(node: &Node) -> i64 {
+    let mut partition = list_offsets_request::ListOffsetsPartition::default();
+    partition.partition_index = 0;
+    partition.timestamp = -1;
+    let mut topic = list_offsets_request::ListOffsetsTopic::default();
+    topic.name = TopicName(s(TOPIC));
+    topic.partitions = vec![partition];
+    let mut request = ListOffsetsRequest::default();
+    request.replica_id = (-1).into();
+    request.topics = vec![topic];
+    let response: ListOffsetsResponse = common::call(node, ApiKey::ListOffsets, 1, &request)
+        .await
+        .expect("answer");
+    response.topics[0].partitions[0].offset
+}
+
+#[tokio::test]
+async fn without_an_acl_the_data_path_is_refused_at_every_version_and_nothing_is_written() {
+    let node = broker().await;
+    let alice = caller(&node, "alice", false);
+    for version in versions(ApiKey::Produce) {
+        assert_eq!(
+            produce_error(&node, &alice, version, TOPIC).await,
+            TOPIC_DENIED,
+            "Produce v{version}"
+        );
+    }
+    assert_eq!(log_end(&node).await, 0, "a refused produce writes nothing");
+    let admin = caller(&node, "admin", false);
+    assert_eq!(
+        produce_error(&node, &admin, 8, TOPIC).await,
+        0,
+        "a super user produces"
+    );
+    for version in versions(ApiKey::Fetch) {
+        assert_eq!(
+            fetch_outcome(&node, &alice, version, TOPIC).await,
+            (TOPIC_DENIED, false),
+            "Fetch v{version}"
+        );
+    }
+    for version in versions(ApiKey::ListOffsets) {
+        let mut partition = list_offsets_request::ListOffsetsPartition::default();
+        partition.timestamp = -1;
+        let mut topic = list_offsets_request::ListOffsetsTopic::default();
+        topic.name = TopicName(s(TOPIC));
+        topic.partitions = vec![partition];
+        let mut request = ListOffsetsRequest::default();
+        request.replica_id = (-1).into();
+        request.topics = vec![topic];
+        let response: ListOffsetsResponse = call_as(&node, &alice, ApiKey::ListOffsets, version, &request)
+            .await
+            .expect("answer");
+        assert_eq!(
+            response.topics[0].partitions[0].error_code, TOPIC_DENIED,
+            "ListOffsets v{version}"
+        );
+    }
+    // A transactional produce without WRITE on its id is refused whole, even on a writable topic.
+    grant(&node, ResourceType::Topic, TOPIC, "User:alice", Operation::Write).await;
+    let request = produce_request(TOPIC, Some(TRANSACTIONAL_ID));
+    let response: ProduceResponse = call_as(&node, &alice, ApiKey::Produce, 8, &request)
+        .await
+        .expect("answer");
+    assert_eq!(response.responses[0].partition_responses[0].error_code, ID_DENIED);
+    assert_eq!(log_end(&node).await, 1);
+}
+
+fn all_topics() -> MetadataRequest {
+    let mut request = MetadataRequest::default();
+    request.topics = None;
+    request
+}
+
+#[tokio::test]
+async fn metadata_shows_only_described_topics_and_creates_none_without_create() {
+    let node = broker().await;
+    let alice = caller(&node, "alice", false);
+    for version in versions(ApiKey::Metadata) {
+        let mut all = MetadataRequest::default();
+        all.topics = None;
+        let response: MetadataResponse = call_as(&node, &alice, ApiKey::Metadata, version, &all)
+            .await
+            .expect("answer");
+        assert!(
+            response.topics.is_empty(),
+            "Metadata v{version} lists no undescribed topic"
+        );
+        let mut named = MetadataRequest::default();
+        let mut wanted = metadata_request::MetadataRequestTopic::default();
+        wanted.name = Some(TopicName(s("fresh")));
+        named.topics = Some(vec![wanted]);
+        named.allow_auto_topic_creation = true;
+        let response: MetadataResponse = call_as(&node, &alice, ApiKey::Metadata, version, &named)
+            .await
+            .expect("answer");
+        assert_eq!(response.topics[0].error_code, TOPIC_DENIED, "Metadata v{version}");
+        assert!(response.topics[0].partitions.is_empty());
+    }
+    let admin = caller(&node, "admin", false);
+    let response: MetadataResponse = call_as(&node, &admin, ApiKey::Metadata, 8, &all_topics())
+        .await
+        .expect("answer");
+    let names: Vec<_> = response
+        .topics
+        .iter()
+        .filter_map(|topic| topic.name.as_ref())
+        .map(|n| n.to_string())
+        .collect();
+    assert!(
+        !names.contains(&"fresh".to_owned()),
+        "no topic was auto-created for a caller without CREATE"
+    );
+    grant(&node, ResourceType::Topic, TOPIC, "User:alice", Operation::Read).await;
+    let response: MetadataResponse = call_as(&node, &alice, ApiKey::Metadata, 8, &all_topics())
+        .await
+        .expect("answer");
+    let names: Vec<_> = response
+        .topics
+        .iter()
+        .filter_map(|topic| topic.name.as_ref())
+        .map(|n| n.to_string())
+        .collect();
+    assert_eq!(names, vec![TOPIC.to_owned()], "READ implies DESCRIBE");
+}
+
+#[tokio::test]
+async fn groups_transactions_and_the_cluster_answer_their_own_authorization_errors() {
+    let node = broker().await;
+    let alice = caller(&node, "alice", false);
+    for version in versions(ApiKey::JoinGroup) {
+        let mut request = JoinGroupRequest::default();
+        request.group_id = GroupId(s(GROUP));
+        request.session_timeout_ms = 10_000;
+        request.rebalance_timeout_ms = 10_000;
+        request.protocol_type = s("consumer");
+        let response: JoinGroupResponse = call_as(&node, &alice, ApiKey::JoinGroup, version, &request)
+            .await
+            .expect("answer");
+        assert_eq!(response.error_code, GROUP_DENIED, "JoinGroup v{version}");
+    }
+    for version in versions(ApiKey::OffsetCommit) {
+        let mut partition = offset_commit_request::OffsetCommitRequestPartition::default();
+        partition.committed_offset = 1;
+        let mut topic = offset_commit_request::OffsetCommitRequestTopic::default();
+        topic.name = TopicName(s(TOPIC));
+        topic.partitions = vec![partition];
+        let mut request = OffsetCommitRequest::default();
+        request.group_id = GroupId(s(GROUP));
+        request.generation_id_or_member_epoch = -1;
+        request.topics = vec![topic];
+        let response: OffsetCommitResponse = call_as(&node, &alice, ApiKey::OffsetCommit, version, &request)
+            .await
+            .expect("answer");
+        assert_eq!(
+            response.topics[0].partitions[0].error_code, GROUP_DENIED,
+            "OffsetCommit v{version}"
+        );
+    }
+    for version in versions(ApiKey::OffsetFetch) {
+        let mut request = OffsetFetchRequest::default();
+        let mut topic = offset_fetch_request::OffsetFetchRequestTopic::default();
+        topic.name = TopicName(s(TOPIC));
+        topic.partition_indexes = vec![0];
+        if version >= 8 {
+            let mut group = offset_fetch_request::OffsetFetchRequestGroup::default();
+            group.group_id = GroupId(s(GROUP));
+            request.groups = vec![group];
+        } else {
+            request.group_id = GroupId(s(GROUP));
+            request.topics = Some(vec![topic]);
+        }
+        let response: OffsetFetchResponse = call_as(&node, &alice, ApiKey::OffsetFetch, version, &request)
+            .await
+            .expect("answer");
+        let error = match version {
+            8.. => response.groups[0].error_code,
+            2.. => response.error_code,
+            _ => response.topics[0].partitions[0].error_code,
+        };
+        assert_eq!(error, GROUP_DENIED, "OffsetFetch v{version}");
+    }
+    for version in versions(ApiKey::FindCoordinator) {
+        let mut request = FindCoordinatorRequest::default();
+        request.key_type = 1;
+        if version >= 4 {
+            request.coordinator_keys = vec![s(TRANSACTIONAL_ID)];
+        } else {
+            request.key = s(TRANSACTIONAL_ID);
+        }
+        if version == 0 {
+            request.key_type = 0;
+        }
+        let response: FindCoordinatorResponse =
+            call_as(&node, &alice, ApiKey::FindCoordinator, version, &request)
+                .await
+                .expect("answer");
+        let error = if version >= 4 {
+            response.coordinators[0].error_code
+        } else {
+            response.error_code
+        };
+        let expected = if version == 0 { GROUP_DENIED } else { ID_DENIED };
+        assert_eq!(error, expected, "FindCoordinator v{version}");
+    }
+    for version in versions(ApiKey::InitProducerId) {
+        let mut idempotent = InitProducerIdRequest::default();
+        idempotent.transactional_id = None;
+        idempotent.producer_id = (-1).into();
+        idempotent.producer_epoch = -1;
+        idempotent.transaction_timeout_ms = 60_000;
+        let response: InitProducerIdResponse =
+            call_as(&node, &alice, ApiKey::InitProducerId, version, &idempotent)
+                .await
+                .expect("answer");
+        assert_eq!(
+            response.error_code, CLUSTER_DENIED,
+            "InitProducerId v{version} (idempotent)"
+        );
+        let mut transactional = idempotent.clone();
+        transactional.transactional_id = Some(TransactionalId(s(TRANSACTIONAL_ID)));
+        let response: InitProducerIdResponse =
+            call_as(&node, &alice, ApiKey::InitProducerId, version, &transactional)
+                .await
+                .expect("answer");
+        assert_eq!(
+            response.error_code, ID_DENIED,
+            "InitProducerId v{version} (transactional)"
+        );
+    }
+    for version in versions(ApiKey::DescribeCluster) {
+        let response: DescribeClusterResponse = call_as(
+            &node,
+            &alice,
+            ApiKey::DescribeCluster,
+            version,
+            &DescribeClusterRequest::default(),
+        )
+        .await
+        .expect("answer");
+        assert_eq!(response.error_code, CLUSTER_DENIED, "DescribeCluster v{version}");
+    }
+    for version in versions(ApiKey::CreateTopics) {
+        let mut topic = create_topics_request::CreatableTopic::default();
+        topic.name = TopicName(s("new-topic"));
+        topic.num_partitions = 1;
+        topic.replication_factor = 1;
+        let mut request = CreateTopicsRequest::default();
+        request.topics = vec![topic];
+        let response: CreateTopicsResponse = call_as(&node, &alice, ApiKey::CreateTopics, version, &request)
+            .await
+            .expect("answer");
+        assert_eq!(
+            response.topics[0].error_code, TOPIC_DENIED,
+            "CreateTopics v{version}"
+        );
+    }
+    for version in versions(ApiKey::DeleteTopics) {
+        let mut request = DeleteTopicsRequest::default();
+        request.topic_names = vec![TopicName(s(TOPIC))];
+        let response: DeleteTopicsResponse = call_as(&node, &alice, ApiKey::DeleteTopics, version, &request)
+            .await
+            .expect("answer");
+        assert_eq!(
+            response.responses[0].error_code, TOPIC_DENIED,
+            "DeleteTopics v{version}"
+        );
+    }
+    for version in versions(ApiKey::DescribeConfigs) {
+        let mut resource = describe_configs_request::DescribeConfigsResource::default();
+        resource.resource_type = 4;
+        resource.resource_name = s("0");
+        let mut request = DescribeConfigsRequest::default();
+        request.resources = vec![resource];
+        let response: DescribeConfigsResponse =
+            call_as(&node, &alice, ApiKey::DescribeConfigs, version, &request)
+                .await
+                .expect("answer");
+        assert_eq!(
+            response.results[0].error_code, CLUSTER_DENIED,
+            "DescribeConfigs v{version}"
+        );
+    }
+    // The idempotent producer is let in by WRITE on some topic (KIP-679), as Kafka lets it.
+    grant(
+        &node,
+        ResourceType::Topic,
+        "elsewhere",
+        "User:alice",
+        Operation::Write,
+    )
+    .await;
+    let mut idempotent = InitProducerIdRequest::default();
+    idempotent.transactional_id = None;
+    idempotent.producer_id = (-1).into();
+    idempotent.producer_epoch = -1;
+    idempotent.transaction_timeout_ms = 60_000;
+    let response: InitProducerIdResponse = call_as(&node, &alice, ApiKey::InitProducerId, 4, &idempotent)
+        .await
+        .expect("answer");
+    assert_eq!(response.error_code, 0);
+}
+
+#[tokio::test]
+async fn acls_are_managed_by_the_cluster_s_administrators_and_grant_deny_and_revoke_access() {
+    let node = broker().await;
+    let alice = caller(&node, "alice", false);
+    let admin = caller(&node, "admin", false);
+    // Without an authorizer the ACL APIs answer SECURITY_DISABLED, as Kafka's do.
+    let open = Caller::anonymous(&node);
+    for version in versions(ApiKey::CreateAcls) {
+        let creation = acl_creation(
+            ResourceType::Topic,
+            TOPIC,
+            3,
+            "User:alice",
+            Operation::Read,
+            Permission::Allow,
+        );
+        assert_eq!(
+            create_acls(&node, &open, vec![creation.clone()]).await,
+            vec![SECURITY_DISABLED]
+        );
+        let mut request = CreateAclsRequest::default();
+        request.creations = vec![creation];
+        let response: CreateAclsResponse = call_as(&node, &alice, ApiKey::CreateAcls, version, &request)
+            .await
+            .expect("answer");
+        assert_eq!(
+            response.results[0].error_code, CLUSTER_DENIED,
+            "CreateAcls v{version}"
+        );
+    }
+    // A binding Kafka would refuse is refused alone; the valid one beside it is created.
+    let invalid = acl_creation(
+        ResourceType::Cluster,
+        "not-the-cluster",
+        3,
+        "User:alice",
+        Operation::Alter,
+        Permission::Allow,
+    );
+    let prefixed = acl_creation(
+        ResourceType::Topic,
+        "ord",
+        4,
+        "User:alice",
+        Operation::All,
+        Permission::Allow,
+    );
+    assert_eq!(
+        create_acls(&node, &admin, vec![invalid, prefixed]).await,
+        vec![INVALID_REQUEST, 0]
+    );
+    assert_eq!(
+        produce_error(&node, &alice, 8, TOPIC).await,
+        0,
+        "PREFIXED ord covers orders"
+    );
+    assert_eq!(fetch_outcome(&node, &alice, 11, TOPIC).await, (0, true));
+    // DENY wins over the ALLOW.
+    let deny = acl_creation(
+        ResourceType::Topic,
+        TOPIC,
+        3,
+        "User:*",
+        Operation::Read,
+        Permission::Deny,
+    );
+    assert_eq!(create_acls(&node, &admin, vec![deny]).await, vec![0]);
+    assert_eq!(
+        fetch_outcome(&node, &alice, 11, TOPIC).await,
+        (TOPIC_DENIED, false)
+    );
+    assert_eq!(
+        produce_error(&node, &alice, 8, TOPIC).await,
+        0,
+        "the DENY is on READ only"
+    );
+    // Every version describes them; a MATCH filter finds what applies to `orders`.
+    for version in versions(ApiKey::DescribeAcls) {
+        let mut request = DescribeAclsRequest::default();
+        request.resource_type_filter = ResourceType::Topic.code();
+        request.resource_name_filter = Some(s(TOPIC));
+        request.pattern_type_filter = 2;
+        request.principal_filter = None;
+        request.host_filter = None;
+        request.operation = 1;
+        request.permission_type = 1;
+        let response: DescribeAclsResponse = call_as(&node, &admin, ApiKey::DescribeAcls, version, &request)
+            .await
+            .expect("answer");
+        assert_eq!(response.error_code, 0, "DescribeAcls v{version}");
+        let patterns: Vec<(String, i8)> = response
+            .resources
+            .iter()
+            .map(|r| (r.resource_name.to_string(), r.pattern_type))
+            .collect();
+        assert_eq!(
+            patterns,
+            vec![("ord".to_owned(), 4), (TOPIC.to_owned(), 3)],
+            "DescribeAcls v{version}"
+        );
+        let response: DescribeAclsResponse = call_as(&node, &alice, ApiKey::DescribeAcls, version, &request)
+            .await
+            .expect("answer");
+        assert_eq!(response.error_code, CLUSTER_DENIED);
+    }
+    // Deleting the DENY gives READ back; the deletion lists what it removed.
+    let mut filter = delete_acls_request::DeleteAclsFilter::default();
+    filter.resource_type_filter = 1;
+    filter.pattern_type_filter = 1;
+    filter.resource_name_filter = None;
+    filter.principal_filter = None;
+    filter.host_filter = None;
+    filter.operation = 1;
+    filter.permission_type = Permission::Deny.code();
+    let mut request = DeleteAclsRequest::default();
+    request.filters = vec![filter];
+    let response: DeleteAclsResponse = call_as(&node, &admin, ApiKey::DeleteAcls, 3, &request)
+        .await
+        .expect("answer");
+    assert_eq!(response.filter_results[0].error_code, 0);
+    assert_eq!(response.filter_results[0].matching_acls.len(), 1);
+    assert_eq!(
+        response.filter_results[0].matching_acls[0].principal.as_str(),
+        "User:*"
+    );
+    assert_eq!(fetch_outcome(&node, &alice, 11, TOPIC).await, (0, true));
+}
+
+#[tokio::test]
+async fn a_resource_without_acls_is_open_only_when_everyone_is_allowed_then() {
+    let node = broker().await;
+    let open = caller(&node, "alice", true);
+    assert_eq!(produce_error(&node, &open, 8, TOPIC).await, 0);
+    grant(&node, ResourceType::Topic, TOPIC, "User:bob", Operation::Write).await;
+    assert_eq!(
+        produce_error(&node, &open, 8, TOPIC).await,
+        TOPIC_DENIED,
+        "an ACL for bob closes it to alice"
+    );
+}
+
+#[tokio::test]
+async fn acls_outlive_a_restart() {
+    let dir = tempfile::tempdir().expect("dir");
+    let storage = StorageConfig::for_backend(storage_config::Backend::Fs, dir.path());
+    let node = broker_on(storage.clone()).await;
+    grant(&node, ResourceType::Topic, TOPIC, "User:alice", Operation::Write).await;
+    node.close().await.expect("close");
+    drop(node);
+    let node = broker_on(storage).await;
+    let alice = caller(&node, "alice", false);
+    assert_eq!(produce_error(&node, &alice, 8, TOPIC).await, 0);
+    assert_eq!(node.acls().await.len(), 1);
+    node.close().await.expect("close");
+}
+
+mod decisions {
+    use super::*;
+    use kafka_auth::acl::{self, AclBinding, AclSet, PatternType};
+    use proptest::prelude::*;
+
+    fn any_binding() -> impl Strategy<Value = AclBinding> {
+        (
+            prop::sample::select(vec!["orders", "ord", "o", "*", "other"]),
+            prop::sample::select(PatternType::ALL.to_vec()),
+            prop::sample::select(vec!["User:alice", "User:bob", "User:*"]),
+            prop::sample::select(vec![
+                Operation::All,
+                Operation::Read,
+                Operation::Write,
+                Operation::Describe,
+            ]),
+            prop::sample::select(Permission::ALL.to_vec()),
+        )
+            .prop_map(|(name, pattern, principal, operation, permission)| AclBinding {
+                resource_type: ResourceType::Topic,
+                resource_name: name.to_owned(),
+                pattern_type: pattern,
+                principal: principal.to_owned(),
+                host: "*".to_owned(),
+                operation,
+                permission,
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+        /// Whatever the ACLs, alice's produce and fetch are served exactly when Kafka's decision allows them, and
+        /// a refused produce writes nothing.
+        #[test]
+        fn produce_and_fetch_are_served_exactly_when_the_decision_allows(
+            bindings in prop::collection::btree_set(any_binding(), 0..8),
+            open in any::<bool>(),
+        ) {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async {
+                let node = broker().await;
+                let admin = caller(&node, "admin", open);
+                let creations = bindings.iter().map(|b| {
+                    acl_creation(b.resource_type, &b.resource_name, b.pattern_type.code(), &b.principal,
+                        b.operation, b.permission)
+                }).collect::<Vec<_>>();
+                let created = create_acls(&node, &admin, creations).await;
+                prop_assert!(created.iter().all(|&code| code == 0));
+                let config = AuthorizerConfig { super_users: Default::default(), allow_everyone_if_no_acl_found: open };
+                let acls: AclSet = bindings.clone();
+                let may = |operation| {
+                    acl::authorize(&acls, &config, "User:alice", "127.0.0.1", operation, ResourceType::Topic, TOPIC)
+                };
+                let alice = caller(&node, "alice", open);
+                let before = log_end(&node).await;
+                let produced = produce_error(&node, &alice, 8, TOPIC).await;
+                prop_assert_eq!(produced == 0, may(Operation::Write));
+                prop_assert_eq!(produced == TOPIC_DENIED, !may(Operation::Write));
+                let after = log_end(&node).await;
+                prop_assert_eq!(after - before, i64::from(produced == 0));
+                let (fetched, _) = fetch_outcome(&node, &alice, 11, TOPIC).await;
+                prop_assert_eq!(fetched == 0, may(Operation::Read));
+                prop_assert_eq!(fetched == TOPIC_DENIED, !may(Operation::Read));
+                node.close().await.unwrap();
+                Ok(())
+            })?;
+        }
+    }
+}
