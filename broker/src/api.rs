@@ -463,9 +463,12 @@ pub async fn handle_from(node: &Node, request: &Request, caller: &Caller) -> Res
             response.results.extend(refused);
             frame(key, version, id, &response)
         }
-        Decoded::DescribeCluster(request) => whole!(
-            admin::describe_cluster(&access),
-            node.describe_cluster(request, version, endpoint)
+        // Kafka answers DescribeCluster, like Metadata, to every authenticated caller.
+        Decoded::DescribeCluster(request) => frame(
+            key,
+            version,
+            id,
+            &node.describe_cluster(request, version, endpoint),
         ),
         Decoded::DescribeLogDirs(request) => whole!(
             admin::describe_log_dirs(&access, version),

@@ -1,6 +1,7 @@
 //! Administration's checks: CreateTopics (CREATE on the cluster or the topic), DeleteTopics (DELETE),
 //! CreatePartitions (ALTER), the config APIs (DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, the group, or the
-//! cluster for a broker's configs), DescribeCluster and DescribeLogDirs (DESCRIBE on the cluster), the SCRAM
+//! cluster for a broker's configs), DescribeLogDirs (DESCRIBE on the cluster; DescribeCluster, like Metadata,
+//! needs nothing, as in Kafka), the SCRAM
 //! credential and ACL APIs (DESCRIBE / ALTER on the cluster), and mirror administration (ADR 0057: ALTER on the
 //! cluster to change a link, DESCRIBE to look at one or answer a peer's `last_mirrored` question).
 
@@ -159,15 +160,6 @@ pub fn incremental_alter_configs(
         refused
     })
     .collect()
-}
-
-/// DescribeCluster refused without DESCRIBE on the cluster.
-pub fn describe_cluster(access: &Access) -> Option<DescribeClusterResponse> {
-    (!access.cluster(Operation::Describe)).then(|| {
-        let mut response = DescribeClusterResponse::default();
-        response.error_code = CLUSTER_DENIED;
-        response
-    })
 }
 
 /// DescribeLogDirs refused without DESCRIBE on the cluster: no directories, and (v3+) the error.
