@@ -9,6 +9,11 @@ formatted into Kafka's metadata log, a certificate of the test's own CA), with `
 
 Kafka keeps its PLAINTEXT listener for the test's own producer; the link is given only the SASL_SSL address, and
 Kafka's Metadata on that listener names only SASL_SSL addresses.
+
+Kafka runs StandardAuthorizer: the link's user `mirror` holds only READ and DESCRIBE on the topic and DESCRIBE on
+the cluster and on groups (what a read-only consumer of the topic holds), and a user without them (`stranger`) is
+refused at `create` with Kafka's authorization error. The harness's own PLAINTEXT principal, `User:ANONYMOUS`, is a
+super user (Kafka's broker reaches its controller over it).
 """
 
 import json
@@ -21,12 +26,14 @@ import pytest
 import both_ways as bw
 from certificates import make_pki
 from conftest import STARTED, require_jars_and_binary
-from kafka_node import KafkaNode
+from kafka_node import KafkaNode, run_kafka_tool
 from test_mirror_from_kafka import caught_up, mirror_json, read_committed, start_serve
 
 TOPIC = "secured-orders"
 PARTITIONS = 2
 PASSWORD = "mirror-secret"
+STRANGER_PASSWORD = "stranger-secret"
+ACLS = "org.apache.kafka.tools.AclCommand"
 
 
 @pytest.fixture(scope="module")
@@ -40,10 +47,22 @@ def secured(tmp_path_factory):
     pki = make_pki(root / "pki")
     keystore = root / "keystore.pem"
     keystore.write_text(Path(pki["server.key"]).read_text() + Path(pki["server.pem"]).read_text())
-    node = KafkaNode(root / "kafka", sasl_ssl={"keystore": keystore, "users": {"mirror": PASSWORD}})
+    node = KafkaNode(
+        root / "kafka",
+        sasl_ssl={"keystore": keystore, "users": {"mirror": PASSWORD, "stranger": STRANGER_PASSWORD}},
+        properties={
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:ANONYMOUS",
+        },
+    )
     node.start()
     STARTED.append(node)
     try:
+        as_harness = ["--bootstrap-server", node.bootstrap, "--add", "--allow-principal", "User:mirror"]
+        for grant in (["--operation", "Read", "--operation", "Describe", "--topic", TOPIC],
+                      ["--operation", "Describe", "--cluster"],
+                      ["--operation", "Describe", "--group", "*"]):
+            run_kafka_tool(ACLS, as_harness + grant)
         admin = AdminClient({"bootstrap.servers": node.bootstrap})
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
         producer = Producer({"bootstrap.servers": node.bootstrap, "transactional.id": "secured-txn"})
@@ -61,19 +80,19 @@ def secured(tmp_path_factory):
         node.stop()
 
 
-def properties(path: Path, pki: dict, password: str) -> Path:
+def properties(path: Path, pki: dict, password: str, user: str = "mirror") -> Path:
     path.write_text(
         "security.protocol=SASL_SSL\n"
         "sasl.mechanism=SCRAM-SHA-512\n"
         "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
-        f'username="mirror" password="{password}";\n'
+        f'username="{user}" password="{password}";\n'
         "ssl.truststore.type=PEM\n"
         f"ssl.truststore.location={pki['ca.pem']}\n"
     )
     return path
 
 
-def test_serve_mirrors_kafkas_sasl_ssl_listener_and_refuses_a_wrong_password_at_create(secured, tmp_path):
+def test_serve_mirrors_kafkas_sasl_ssl_listener_as_a_read_only_user_and_refuses_wrong_credentials_or_acls_at_create(secured, tmp_path):
     node, pki = secured
     process, dest = start_serve(tmp_path / "dest", "serve-destination")
     try:
@@ -86,6 +105,15 @@ def test_serve_mirrors_kafkas_sasl_ssl_listener_and_refuses_a_wrong_password_at_
         assert refused.returncode != 0, refused.stdout
         assert "SASL_AUTHENTICATION_FAILED" in refused.stderr, refused.stderr
         assert "not-the-password" not in refused.stderr + refused.stdout
+
+        stranger = properties(tmp_path / "stranger.properties", pki, STRANGER_PASSWORD, user="stranger")
+        refused = subprocess.run(
+            [os.environ[bw.BIN_ENV], "mirror", "create", "--bootstrap", dest, "--link", "no-acls",
+             "--source", node.sasl_ssl_bootstrap, "--topic", TOPIC, "--source-config", str(stranger)],
+            capture_output=True, text=True, timeout=120,
+        )
+        assert refused.returncode != 0, refused.stdout
+        assert "AUTHORIZATION_FAILED" in refused.stderr, refused.stderr
 
         right = properties(tmp_path / "source.properties", pki, PASSWORD)
         created = mirror_json("create", dest, "--link", "from-secured-kafka", "--source", node.sasl_ssl_bootstrap,
