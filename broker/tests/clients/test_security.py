@@ -1,7 +1,8 @@
 """Secured listeners with real clients: librdkafka, kafka-python, the Java client and franz-go over SASL_SSL with
 SCRAM (users made with `mirrorlog users add` and AlterUserScramCredentials) — against `serve` and against Apache
-Kafka configured alike —, PLAIN over SASL_PLAINTEXT, and mutual TLS; wrong credentials are refused. Certificates
-are generated here for each run.
+Kafka configured alike —, PLAIN over SASL_PLAINTEXT, and mutual TLS; wrong credentials are refused; ACLs
+(`serve --authorizer acl` and Kafka's StandardAuthorizer) decide what librdkafka may produce, consume and manage,
+alike on both. Certificates are generated here for each run.
 """
 
 import os
@@ -247,3 +248,132 @@ def test_mutual_tls_serves_clients_with_a_certificate_and_refuses_the_others(ser
     python_consumer.close()
     with pytest.raises(KafkaException):
         AdminClient(tls).list_topics(timeout=5)
+
+
+@pytest.fixture
+def authorizing(serve, tmp_path, pki):
+    """`serve` with a SASL_SSL listener and ACLs (`--authorizer acl`), `admin` a super user."""
+    data_dir = tmp_path / "authorizing"
+    add_user(data_dir, "admin", ADMIN_PASSWORD)
+    return serve(
+        "--listen", "SASL_SSL://127.0.0.1:0",
+        "--tls-cert", pki["server.pem"],
+        "--tls-key", pki["server.key"],
+        "--authorizer", "acl",
+        "--super-user", "User:admin",
+        data_dir=data_dir,
+    )
+
+
+@pytest.fixture(scope="module")
+def authorizing_kafka(tmp_path_factory, pki):
+    """Apache Kafka configured alike: StandardAuthorizer, `admin` a super user (and `User:ANONYMOUS`, the
+    principal of its PLAINTEXT listener, over which the broker reaches its controller)."""
+    if not os.environ.get(LIBS_ENV):
+        pytest.skip(f"{LIBS_ENV} is not set: Apache Kafka's jars are fetched by `cargo xtask test`")
+    root = tmp_path_factory.mktemp("authorizing-kafka")
+    keystore = root / "keystore.pem"
+    keystore.write_text(Path(pki["server.key"]).read_text() + Path(pki["server.pem"]).read_text())
+    node = KafkaNode(
+        root / "kafka",
+        sasl_ssl={"keystore": keystore, "users": {"admin": ADMIN_PASSWORD}},
+        properties={
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:admin;User:ANONYMOUS",
+        },
+    )
+    node.start()
+    yield node
+    node.stop()
+
+
+@pytest.fixture(params=["serve", "kafka"])
+def authorizing_listener(request):
+    """The SASL_SSL address of `serve --authorizer acl`, then of Kafka with StandardAuthorizer."""
+    if request.param == "serve":
+        return request.getfixturevalue("authorizing").listeners["SASL_SSL"]
+    return request.getfixturevalue("authorizing_kafka").sasl_ssl_bootstrap
+
+
+def produce_outcome(bootstrap, pki, topic):
+    """librdkafka produces one record as `app`: the delivery's error code (0 when written)."""
+    from confluent_kafka import KafkaError
+
+    outcome = []
+    producer = Producer({**scram(bootstrap, pki, "app", APP_PASSWORD), "message.timeout.ms": 15000})
+    producer.produce(topic, value=b"v", partition=0,
+                     on_delivery=lambda error, _: outcome.append(error.code() if error else KafkaError.NO_ERROR))
+    producer.flush(30)
+    assert len(outcome) == 1, "the delivery was reported"
+    return outcome[0]
+
+
+def group_outcome(bootstrap, pki, topic, group):
+    """librdkafka consumes `topic` in `group` as `app`: the first error code it reports, or 0 with a record."""
+    consumer = Consumer({**scram(bootstrap, pki, "app", APP_PASSWORD), "group.id": group,
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    try:
+        for _ in range(30):
+            message = consumer.poll(1)
+            if message is None:
+                continue
+            return message.error().code() if message.error() else 0
+        raise AssertionError("neither a record nor an error within 30 polls")
+    finally:
+        consumer.close()
+
+
+def test_acls_decide_what_a_client_may_do_on_serve_as_on_kafka(authorizing_listener, pki):
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import (
+        AclBinding, AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType, ResourceType,
+    )
+
+    bootstrap = authorizing_listener
+    admin = AdminClient(scram(bootstrap, pki, "admin", ADMIN_PASSWORD))
+    for mechanism in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512):
+        upsertion = UserScramCredentialUpsertion("app", ScramCredentialInfo(mechanism, 8192), APP_PASSWORD.encode())
+        for future in admin.alter_user_scram_credentials([upsertion]).values():
+            future.result(30)
+    topic = "acl-orders"
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(30)
+
+    assert produce_outcome(bootstrap, pki, topic) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+    def binding(kind, name, operation, pattern=ResourcePatternType.LITERAL):
+        return AclBinding(kind, name, pattern, "User:app", "*", operation, AclPermissionType.ALLOW)
+
+    grants = [
+        binding(ResourceType.TOPIC, topic, AclOperation.WRITE),
+        binding(ResourceType.TOPIC, topic, AclOperation.READ),
+        binding(ResourceType.GROUP, "app-", AclOperation.READ, ResourcePatternType.PREFIXED),
+    ]
+    for future in admin.create_acls(grants).values():
+        future.result(30)
+    everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                                  AclOperation.ANY, AclPermissionType.ANY)
+    # The ACLs are in force once the broker describes them (Kafka applies them from its metadata log).
+    for _ in range(100):
+        if len(admin.describe_acls(everything).result(30)) == len(grants):
+            break
+    assert sorted(str(b) for b in admin.describe_acls(everything).result(30)) == sorted(str(b) for b in grants)
+
+    assert produce_outcome(bootstrap, pki, topic) == KafkaError.NO_ERROR
+    assert group_outcome(bootstrap, pki, topic, "app-readers") == 0
+    assert group_outcome(bootstrap, pki, topic, "other-readers") == KafkaError.GROUP_AUTHORIZATION_FAILED
+
+    # app may not manage ACLs.
+    as_app = AdminClient(scram(bootstrap, pki, "app", APP_PASSWORD))
+    with pytest.raises(KafkaException) as refused:
+        for future in as_app.create_acls([binding(ResourceType.TOPIC, "*", AclOperation.ALL)]).values():
+            future.result(30)
+    assert refused.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+
+    deleted = admin.delete_acls([AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL,
+                                                  "User:app", None, AclOperation.WRITE, AclPermissionType.ANY)])
+    assert [len(future.result(30)) for future in deleted.values()] == [1]
+    for _ in range(100):
+        if len(admin.describe_acls(everything).result(30)) == len(grants) - 1:
+            break
+    assert produce_outcome(bootstrap, pki, topic) == KafkaError.TOPIC_AUTHORIZATION_FAILED
