@@ -423,7 +423,10 @@ async fn groups_transactions_and_the_cluster_answer_their_own_authorization_erro
         )
         .await
         .expect("answer");
-        assert_eq!(response.error_code, 0, "DescribeCluster v{version}: Kafka answers it to everyone");
+        assert_eq!(
+            response.error_code, 0,
+            "DescribeCluster v{version}: Kafka answers it to everyone"
+        );
     }
     for version in versions(ApiKey::CreateTopics) {
         let mut topic = create_topics_request::CreatableTopic::default();

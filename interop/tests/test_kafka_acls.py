@@ -5,10 +5,14 @@ what `app` sees of the topics (`kafka-topics --list`, `kafka-get-offsets`) as th
 status and output are compared once the broker's identity is masked; a second test checks that the session did
 what the operator meant (the comparison alone would pass if both refused everything alike).
 
+After the session, `kafka-diff --authorization` runs as `app` (which then holds no ACL on what it names) against
+both: every advertised API at every version, the authorization errors compared per API and version.
+
 Both brokers keep a PLAINTEXT listener for the harness, whose principal `User:ANONYMOUS` is a super user (Kafka's
 brokers talk to their controller over it).
 """
 
+import json
 import os
 import re
 import subprocess
@@ -28,6 +32,9 @@ TOPICS = "org.apache.kafka.tools.TopicCommand"
 OFFSETS = "org.apache.kafka.tools.GetOffsetShell"
 TOPIC = "acl-orders"
 HIDDEN = "acl-secret"
+# The topic kafka-diff's authorization scenarios name (crate kafka-diff, `scenarios::authorization::TOPIC`).
+DIFF_TOPIC = "authz-orders"
+DIFF_ENV = "MIRRORLOG_KAFKA_DIFF"
 USERS = {"admin": "admin-secret", "app": "app-secret"}
 SUPER_USERS = ["User:admin", "User:ANONYMOUS"]
 
@@ -100,6 +107,17 @@ def run_session(bootstrap: str, admin: Path, app: Path) -> list[dict]:
     return seen
 
 
+def run_diff(bootstrap: str, app: Path) -> dict:
+    """`kafka-diff --authorization` as `app`: {scenario: (observations, error)}."""
+    done = subprocess.run(
+        [os.environ[DIFF_ENV], "--authorization", "--bootstrap", bootstrap, "--command-config", str(app)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    return {line["scenario"]: (line["observations"], line["error"]) for line in lines if "scenario" in line}
+
+
 def add_users(data_dir: Path):
     for user, password in USERS.items():
         # Both SCRAM mechanisms by default, as `kafka-storage format --add-scram` gives Kafka's users here.
@@ -119,7 +137,7 @@ def listener_address(process, protocol: str) -> str:
 
 
 def create_topics(bootstrap: str):
-    for topic in (TOPIC, HIDDEN):
+    for topic in (TOPIC, HIDDEN, DIFF_TOPIC):
         run_kafka_tool(TOPICS, ["--bootstrap-server", bootstrap, "--create", "--topic", topic,
                                 "--partitions", "1", "--replication-factor", "1"])
 
@@ -147,6 +165,7 @@ def sessions(tmp_path_factory):
         started = time.monotonic()
         out["serve"] = run_session(secured, admin, app)
         TIMINGS["kafka-acls: the session against serve"] = time.monotonic() - started
+        out["diff serve"] = run_diff(secured, app)
     finally:
         process.terminate()
         process.wait(30)
@@ -168,6 +187,7 @@ def sessions(tmp_path_factory):
         started = time.monotonic()
         out["kafka"] = run_session(node.sasl_ssl_bootstrap, admin, app)
         TIMINGS["kafka-acls: the session against Kafka"] = time.monotonic() - started
+        out["diff kafka"] = run_diff(node.sasl_ssl_bootstrap, app)
     finally:
         node.stop()
     return out
@@ -197,3 +217,28 @@ def test_the_acl_session_did_what_the_operator_meant(sessions):
     assert steps[14]["exit"] != 0, steps[14]
     remaining = steps[15]["out"]
     assert any(HIDDEN in line for line in remaining) and not any("READ" in line for line in remaining), remaining
+
+
+def test_every_api_answers_a_principal_without_acls_as_kafka_does_at_every_version(sessions):
+    kafka, serve = sessions["diff kafka"], sessions["diff serve"]
+    assert sorted(kafka) == sorted(serve) and len(serve) == 4, (sorted(kafka), sorted(serve))
+    differences = []
+    for scenario, (observed, error) in serve.items():
+        assert error is None, f"{scenario} against serve: {error}"
+        assert kafka[scenario][1] is None, f"{scenario} against Kafka: {kafka[scenario][1]}"
+        for on_kafka, on_serve in zip(kafka[scenario][0], observed):
+            if on_kafka != on_serve:
+                differences.append(f"{on_serve['step']}\n  kafka: {on_kafka['seen']}\n  serve: {on_serve['seen']}")
+        assert len(kafka[scenario][0]) == len(observed), scenario
+    assert not differences, f"{len(differences)} differences:\n" + "\n".join(differences)
+    produced = [step for step in serve["unauthorized_data_path_every_version"][0] if step["step"].startswith("Produce")]
+    assert produced and all(step["seen"] == [29] for step in produced), produced
+    seen = {step["step"]: step["seen"]
+            for observations, _ in serve.values() for step in observations}
+    # A few answers spelled out, so that a comparison of two wrong brokers cannot pass.
+    assert seen["Fetch v11"]["partitions"] == [[29, 0]], seen["Fetch v11"]
+    assert seen["OffsetCommit v8"] == [30] and seen["JoinGroup v8"]["error"] == 30
+    assert seen["InitProducerId v4"]["error"] in (31, 53)
+    assert seen["TxnOffsetCommit v3"] == [53] and seen["EndTxn v2"] == 53
+    assert seen["CreateTopics v4"] == [29] and seen["CreateAcls v3"] == [31]
+    assert seen["DescribeCluster v2"]["error"] == 0, "Kafka answers DescribeCluster to everyone"

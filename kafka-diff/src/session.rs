@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::{Decodable, Encodable};
+use mirror_link::security::ClientSecurity;
 use mirror_link::{KafkaConnection, LinkError};
 use serde_json::{json, Value};
 
@@ -37,6 +38,8 @@ pub const RETRIABLE: &[i16] = &[5, 6, 7, 14, 15, 16, 51];
 /// One scenario's session; see the module docs.
 pub struct Session {
     bootstrap: String,
+    /// How to reach the broker (PLAINTEXT unless `--command-config` says otherwise).
+    security: ClientSecurity,
     scenario: String,
     connection: Option<KafkaConnection>,
     producer_ids: BTreeMap<i64, usize>,
@@ -49,12 +52,19 @@ impl Session {
     pub fn new(bootstrap: &str, scenario: &str) -> Self {
         Session {
             bootstrap: bootstrap.to_owned(),
+            security: ClientSecurity::plaintext(),
             scenario: scenario.to_owned(),
             connection: None,
             producer_ids: BTreeMap::new(),
             observations: Vec::new(),
             calls: BTreeSet::new(),
         }
+    }
+
+    /// The session connects as `security` says (a Kafka client properties file's settings).
+    pub fn secured(mut self, security: ClientSecurity) -> Self {
+        self.security = security;
+        self
     }
 
     /// A topic name of this scenario's own: `<scenario>-<suffix>`.
@@ -89,10 +99,15 @@ impl Session {
 
     async fn connection(&mut self) -> Result<&mut KafkaConnection, DiffError> {
         if self.connection.is_none() {
-            let connection =
-                KafkaConnection::connect(&self.bootstrap, "kafka-diff", CALL_TIMEOUT, MAX_RESPONSE_BYTES)
-                    .await
-                    .map_err(DiffError::Link)?;
+            let connection = KafkaConnection::connect_secured(
+                &self.bootstrap,
+                "kafka-diff",
+                CALL_TIMEOUT,
+                MAX_RESPONSE_BYTES,
+                &self.security,
+            )
+            .await
+            .map_err(DiffError::Link)?;
             self.calls.insert((ApiKey::ApiVersions as i16, 0));
             self.connection = Some(connection);
         }

@@ -6,6 +6,7 @@
 //! (API, version) pair against both brokers; the others pin one behaviour each at the highest version.
 
 mod admin;
+pub mod authorization;
 mod configs;
 mod fetch;
 mod groups;
