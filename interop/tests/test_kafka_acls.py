@@ -8,6 +8,9 @@ what the operator meant (the comparison alone would pass if both refused everyth
 After the session, `kafka-diff --authorization` runs as `app` (which then holds no ACL on what it names) against
 both: every advertised API at every version, the authorization errors compared per API and version.
 
+`serve` reads its TLS, SASL and authorizer settings from a properties file under Kafka's key names
+(`--server-properties`), as Kafka reads them from `server.properties`.
+
 Both brokers keep a PLAINTEXT listener for the harness, whose principal `User:ANONYMOUS` is a super user (Kafka's
 brokers talk to their controller over it).
 """
@@ -154,10 +157,19 @@ def sessions(tmp_path_factory):
     data_dir = root / "serve"
     data_dir.mkdir()
     add_users(data_dir)
+    keystore = root / "keystore.pem"
+    keystore.write_text(Path(pki["server.key"]).read_text() + Path(pki["server.pem"]).read_text())
+    # serve reads the same keys Kafka's server.properties holds (the listeners stay flags: ephemeral ports).
+    properties = root / "serve.properties"
+    properties.write_text(
+        "ssl.keystore.type=PEM\n"
+        f"ssl.keystore.location={keystore}\n"
+        "sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512\n"
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n"
+        f"super.users={';'.join(SUPER_USERS)}\n"
+    )
     process, plaintext = start_serve(
-        data_dir, "serve-acls", "--listen", "SASL_SSL://127.0.0.1:0", "--tls-cert", pki["server.pem"],
-        "--tls-key", pki["server.key"], "--authorizer", "acl",
-        *[argument for user in SUPER_USERS for argument in ("--super-user", user)],
+        data_dir, "serve-acls", "--listen", "SASL_SSL://127.0.0.1:0", "--server-properties", str(properties),
     )
     try:
         secured = listener_address(process, "SASL_SSL")
@@ -170,8 +182,6 @@ def sessions(tmp_path_factory):
         process.terminate()
         process.wait(30)
 
-    keystore = root / "keystore.pem"
-    keystore.write_text(Path(pki["server.key"]).read_text() + Path(pki["server.pem"]).read_text())
     node = KafkaNode(
         root / "kafka",
         sasl_ssl={"keystore": keystore, "users": USERS},

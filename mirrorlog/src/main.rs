@@ -23,6 +23,7 @@ mod mirror;
 mod psm_script;
 mod replay;
 mod serve;
+mod server_properties;
 mod simulate;
 mod users;
 

@@ -7,6 +7,7 @@ use broker::{BrokerConfig, Faults, ListenerConfig, SaslMechanism, SecurityProtoc
 use storage_config::StorageConfig;
 
 use crate::error::CliError;
+use crate::server_properties::ServerProperties;
 
 /// Arguments of `mirrorlog serve`.
 #[derive(Debug, clap::Args)]
@@ -15,10 +16,15 @@ pub struct ServeArgs {
     #[arg(long)]
     config: Option<PathBuf>,
     /// A listener, as Kafka's `listeners` names it: PLAINTEXT://HOST:PORT, SSL://…, SASL_PLAINTEXT://… or
-    /// SASL_SSL://… (repeatable, one per protocol; a bare HOST:PORT is PLAINTEXT). A PLAINTEXT listener has no
-    /// authentication: keep it on loopback.
-    #[arg(long = "listen", default_value = "127.0.0.1:9092")]
+    /// SASL_SSL://… (repeatable, one per protocol; a bare HOST:PORT is PLAINTEXT; default 127.0.0.1:9092). A
+    /// PLAINTEXT listener has no authentication: keep it on loopback.
+    #[arg(long = "listen")]
     listeners: Vec<ListenerConfig>,
+    /// Security settings under Kafka's `server.properties` key names (listeners, advertised.listeners, PEM
+    /// ssl.keystore/truststore, ssl.client.auth, sasl.enabled.mechanisms, authorizer.class.name, super.users,
+    /// allow.everyone.if.no.acl.found); a setting given here and as a flag is refused.
+    #[arg(long, value_name = "FILE")]
+    server_properties: Option<PathBuf>,
     /// The address clients are told to connect to on a listener (Metadata, FindCoordinator), when it is not the
     /// listen address — a proxy or a NAT in front of the broker (Kafka's `advertised.listeners`):
     /// PROTOCOL://HOST:PORT (repeatable), or HOST:PORT for the first listener.
@@ -43,8 +49,8 @@ pub struct ServeArgs {
     authentication_timeout_ms: u64,
     /// The authorizer: `acl` checks every request against the ACLs (`kafka-acls.sh` manages them; Kafka's
     /// StandardAuthorizer), `none` allows every request (Kafka without `authorizer.class.name`).
-    #[arg(long, value_enum, default_value_t = Authorizer::None)]
-    authorizer: Authorizer,
+    #[arg(long, value_enum)]
+    authorizer: Option<Authorizer>,
     /// A principal allowed everything whatever the ACLs say: User:NAME (repeatable; Kafka's `super.users`).
     #[arg(long = "super-user", value_parser = parse_super_user)]
     super_users: Vec<String>,
@@ -142,6 +148,76 @@ fn parse_fraction(text: &str) -> Result<f64, String> {
     }
 }
 
+/// Moves the settings of a `--server-properties` file into `args`, refusing one given both ways.
+fn merge_server_properties(args: &mut ServeArgs, file: ServerProperties) -> Result<(), CliError> {
+    fn once<T>(flag: &mut T, given: bool, from_file: Option<T>, name: &str) -> Result<(), CliError> {
+        match from_file {
+            Some(_) if given => Err(CliError::Usage(format!(
+                "{name} is set both in --server-properties and by its flag"
+            ))),
+            Some(value) => {
+                *flag = value;
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+    let given = !args.listeners.is_empty();
+    once(&mut args.listeners, given, file.listeners, "listeners")?;
+    let given = !args.advertised_listeners.is_empty();
+    let advertised = file.advertised.map(|all| {
+        all.into_iter()
+            .map(|(protocol, host, port)| (Some(protocol), host, port))
+            .collect()
+    });
+    once(
+        &mut args.advertised_listeners,
+        given,
+        advertised,
+        "advertised.listeners",
+    )?;
+    if let Some(keystore) = file.keystore {
+        if args.tls_cert.is_some() {
+            return Err(CliError::Usage(
+                "ssl.keystore.location is set both in --server-properties and by --tls-cert/--tls-key"
+                    .to_owned(),
+            ));
+        }
+        // Kafka's PEM keystore: the chain and the key in one file.
+        args.tls_cert = Some(keystore.clone());
+        args.tls_key = Some(keystore);
+    }
+    let given = args.tls_client_ca.is_some();
+    once(
+        &mut args.tls_client_ca,
+        given,
+        file.client_ca.map(Some),
+        "ssl.truststore.location",
+    )?;
+    let given = args.sasl_mechanisms.is_some();
+    once(
+        &mut args.sasl_mechanisms,
+        given,
+        file.sasl_mechanisms.map(Some),
+        "sasl.enabled.mechanisms",
+    )?;
+    let given = args.authorizer.is_some();
+    let authorizer = file
+        .authorizer
+        .map(|on| Some(if on { Authorizer::Acl } else { Authorizer::None }));
+    once(&mut args.authorizer, given, authorizer, "authorizer.class.name")?;
+    let given = !args.super_users.is_empty();
+    once(&mut args.super_users, given, file.super_users, "super.users")?;
+    let given = args.allow_everyone_if_no_acl_found;
+    once(
+        &mut args.allow_everyone_if_no_acl_found,
+        given,
+        file.allow_everyone_if_no_acl_found,
+        "allow.everyone.if.no.acl.found",
+    )?;
+    Ok(())
+}
+
 /// The authorizers `--authorizer` names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Authorizer {
@@ -162,6 +238,17 @@ pub fn serve(args: ServeArgs) -> Result<(), CliError> {
         None => StorageConfig::for_backend(storage_config::Backend::Fs, &args.data_dir),
     };
     let mut config = BrokerConfig::new(std::net::SocketAddr::from(([127, 0, 0, 1], 9092)), storage);
+    let mut args = args;
+    if let Some(path) = args.server_properties.clone() {
+        let file = crate::server_properties::load(&path).map_err(CliError::Usage)?;
+        merge_server_properties(&mut args, file)?;
+    }
+    if args.listeners.is_empty() {
+        args.listeners = vec![ListenerConfig::plaintext(std::net::SocketAddr::from((
+            [127, 0, 0, 1],
+            9092,
+        )))];
+    }
     config.listeners = listeners(&args)?;
     config.tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(TlsConfig {
@@ -169,6 +256,11 @@ pub fn serve(args: ServeArgs) -> Result<(), CliError> {
             key: key.clone(),
             client_ca: args.tls_client_ca.clone(),
         }),
+        _ if args.tls_client_ca.is_some() => {
+            return Err(CliError::Usage(
+                "a client CA needs the server's certificate and key".to_owned(),
+            ));
+        }
         _ => None,
     };
     if let Some(mechanisms) = &args.sasl_mechanisms {
@@ -180,7 +272,7 @@ pub fn serve(args: ServeArgs) -> Result<(), CliError> {
         config.sasl_mechanisms = mechanisms.clone();
     }
     config.authentication_timeout = Duration::from_millis(args.authentication_timeout_ms);
-    config.authorizer = match args.authorizer {
+    config.authorizer = match args.authorizer.unwrap_or(Authorizer::None) {
         Authorizer::None if !args.super_users.is_empty() || args.allow_everyone_if_no_acl_found => {
             return Err(CliError::Usage(
                 "--super-user and --allow-everyone-if-no-acl-found need --authorizer acl".to_owned(),
