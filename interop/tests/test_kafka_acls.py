@@ -28,6 +28,7 @@ import both_ways as bw
 from certificates import make_pki
 from conftest import STARTED, TIMINGS, require_jars_and_binary
 from kafka_node import KafkaNode, run_kafka_tool
+from test_kafka_tools import session_differences
 from test_mirror_from_kafka import start_serve
 
 ACLS = "org.apache.kafka.tools.AclCommand"
@@ -204,14 +205,7 @@ def sessions(tmp_path_factory):
 
 
 def test_kafka_acls_and_enforcement_see_serve_as_they_see_kafka(sessions):
-    kafka, serve = sessions["kafka"], sessions["serve"]
-    differences = []
-    for on_kafka, on_serve in zip(kafka, serve):
-        for field in ("exit", "out", "err"):
-            if on_kafka[field] != on_serve[field]:
-                differences.append(
-                    f"{on_kafka['command']}: {field}\n  kafka: {on_kafka[field]}\n  serve: {on_serve[field]}"
-                )
+    differences = session_differences(sessions["kafka"], sessions["serve"])
     assert not differences, f"{len(differences)} differences:\n" + "\n".join(differences)
 
 

@@ -193,15 +193,20 @@ def sessions(tmp_path_factory):
     return out
 
 
-def test_kafkas_tools_see_serve_as_they_see_kafka(sessions):
-    kafka, serve = sessions["kafka"], sessions["serve"]
+def session_differences(kafka: list[dict], serve: list[dict]) -> list[str]:
+    """Where two sessions' steps (exit status, output, error lines) differ, step by step."""
     differences = []
-    for on_kafka, on_serve in zip(kafka, serve):
+    for on_kafka, on_serve in zip(kafka, serve, strict=True):
         for field in ("exit", "out", "err"):
             if on_kafka[field] != on_serve[field]:
                 differences.append(
                     f"{on_kafka['command']}: {field}\n  kafka: {on_kafka[field]}\n  serve: {on_serve[field]}"
                 )
+    return differences
+
+
+def test_kafkas_tools_see_serve_as_they_see_kafka(sessions):
+    differences = session_differences(sessions["kafka"], sessions["serve"])
     assert not differences, f"{len(differences)} differences:\n" + "\n".join(differences)
 
 

@@ -102,65 +102,53 @@ fn config_denied(access: &Access, operation: Operation, resource_type: i8, name:
     }
 }
 
-/// DescribeConfigs: each resource the caller may not DESCRIBE_CONFIGS is refused.
-pub fn describe_configs(access: &Access, request: &mut DescribeConfigsRequest) -> Vec<DescribeConfigsResult> {
-    let denied = |kind: i8, name: &str| config_denied(access, Operation::DescribeConfigs, kind, name);
-    take_denied(&mut request.resources, |resource| {
-        denied(resource.resource_type, &resource.resource_name).is_none()
-    })
-    .into_iter()
-    .map(|resource| {
-        let mut refused = DescribeConfigsResult::default();
-        refused.error_code =
-            denied(resource.resource_type, &resource.resource_name).unwrap_or(CLUSTER_DENIED);
-        refused.resource_type = resource.resource_type;
-        refused.resource_name = resource.resource_name;
-        refused
-    })
-    .collect()
+/// The config APIs' check, one function per API: each resource of the request the caller may not `$operation`
+/// is taken out and answered with its authorization error in the API's result type.
+macro_rules! config_check {
+    ($(#[$doc:meta])* $name:ident, $request:ty, $result:ty, $operation:expr) => {
+        $(#[$doc])*
+        pub fn $name(access: &Access, request: &mut $request) -> Vec<$result> {
+            let denied = |kind: i8, name: &str| config_denied(access, $operation, kind, name);
+            take_denied(&mut request.resources, |resource| {
+                denied(resource.resource_type, &resource.resource_name).is_none()
+            })
+            .into_iter()
+            .map(|resource| {
+                let mut refused = <$result>::default();
+                refused.error_code =
+                    denied(resource.resource_type, &resource.resource_name).unwrap_or(CLUSTER_DENIED);
+                refused.resource_type = resource.resource_type;
+                refused.resource_name = resource.resource_name;
+                refused
+            })
+            .collect()
+        }
+    };
 }
 
-/// AlterConfigs: each resource the caller may not ALTER_CONFIGS is refused.
-pub fn alter_configs(
-    access: &Access,
-    request: &mut AlterConfigsRequest,
-) -> Vec<alter_configs_response::AlterConfigsResourceResponse> {
-    let denied = |kind: i8, name: &str| config_denied(access, Operation::AlterConfigs, kind, name);
-    take_denied(&mut request.resources, |resource| {
-        denied(resource.resource_type, &resource.resource_name).is_none()
-    })
-    .into_iter()
-    .map(|resource| {
-        let mut refused = alter_configs_response::AlterConfigsResourceResponse::default();
-        refused.error_code =
-            denied(resource.resource_type, &resource.resource_name).unwrap_or(CLUSTER_DENIED);
-        refused.resource_type = resource.resource_type;
-        refused.resource_name = resource.resource_name;
-        refused
-    })
-    .collect()
-}
+config_check!(
+    /// DescribeConfigs: each resource the caller may not DESCRIBE_CONFIGS is refused.
+    describe_configs,
+    DescribeConfigsRequest,
+    DescribeConfigsResult,
+    Operation::DescribeConfigs
+);
 
-/// IncrementalAlterConfigs: each resource the caller may not ALTER_CONFIGS is refused.
-pub fn incremental_alter_configs(
-    access: &Access,
-    request: &mut IncrementalAlterConfigsRequest,
-) -> Vec<incremental_alter_configs_response::AlterConfigsResourceResponse> {
-    let denied = |kind: i8, name: &str| config_denied(access, Operation::AlterConfigs, kind, name);
-    take_denied(&mut request.resources, |resource| {
-        denied(resource.resource_type, &resource.resource_name).is_none()
-    })
-    .into_iter()
-    .map(|resource| {
-        let mut refused = incremental_alter_configs_response::AlterConfigsResourceResponse::default();
-        refused.error_code =
-            denied(resource.resource_type, &resource.resource_name).unwrap_or(CLUSTER_DENIED);
-        refused.resource_type = resource.resource_type;
-        refused.resource_name = resource.resource_name;
-        refused
-    })
-    .collect()
-}
+config_check!(
+    /// AlterConfigs: each resource the caller may not ALTER_CONFIGS is refused.
+    alter_configs,
+    AlterConfigsRequest,
+    alter_configs_response::AlterConfigsResourceResponse,
+    Operation::AlterConfigs
+);
+
+config_check!(
+    /// IncrementalAlterConfigs: each resource the caller may not ALTER_CONFIGS is refused.
+    incremental_alter_configs,
+    IncrementalAlterConfigsRequest,
+    incremental_alter_configs_response::AlterConfigsResourceResponse,
+    Operation::AlterConfigs
+);
 
 /// DescribeLogDirs refused without DESCRIBE on the cluster: no directories, and (v3+) the error.
 pub fn describe_log_dirs(access: &Access, version: i16) -> Option<DescribeLogDirsResponse> {
