@@ -618,6 +618,54 @@ async fn acls_are_managed_by_the_cluster_s_administrators_and_grant_deny_and_rev
 }
 
 #[tokio::test]
+async fn mirror_administration_needs_alter_on_the_cluster_and_looking_needs_describe() {
+    use broker::authorize::{admin::mirror, Access};
+    use node::mirror::AdminRequest;
+    let node = broker().await;
+    let alice = caller(&node, "alice", false);
+    let failover = AdminRequest::Failover {
+        link: "from-prod".to_owned(),
+        topics: Vec::new(),
+    };
+    let refused = mirror(&Access::of(&node, &alice).await, &failover).expect("refused");
+    assert_eq!(
+        refused.error.map(|error| error.category),
+        Some("authorization".to_owned())
+    );
+    assert!(mirror(&Access::of(&node, &alice).await, &AdminRequest::List).is_some());
+    grant(
+        &node,
+        ResourceType::Cluster,
+        "kafka-cluster",
+        "User:alice",
+        Operation::Describe,
+    )
+    .await;
+    assert!(mirror(&Access::of(&node, &alice).await, &AdminRequest::List).is_none());
+    assert!(
+        mirror(&Access::of(&node, &alice).await, &failover).is_some(),
+        "DESCRIBE does not imply ALTER"
+    );
+    grant(
+        &node,
+        ResourceType::Cluster,
+        "kafka-cluster",
+        "User:alice",
+        Operation::Alter,
+    )
+    .await;
+    assert!(mirror(&Access::of(&node, &alice).await, &failover).is_none());
+    let admin = caller(&node, "admin", false);
+    let delete = AdminRequest::Delete {
+        link: "from-prod".to_owned(),
+    };
+    assert!(
+        mirror(&Access::of(&node, &admin).await, &delete).is_none(),
+        "a super user administers mirrors"
+    );
+}
+
+#[tokio::test]
 async fn a_resource_without_acls_is_open_only_when_everyone_is_allowed_then() {
     let node = broker().await;
     let open = caller(&node, "alice", true);

@@ -14,10 +14,10 @@
 //! metadata), [`groups`] (consumer groups and their offsets), [`txn`] (transactions and producers) and [`admin`]
 //! (topics, configs, the cluster, credentials, ACLs, mirror administration).
 
-pub(crate) mod admin;
-pub(crate) mod data;
-pub(crate) mod groups;
-pub(crate) mod txn;
+pub mod admin;
+pub mod data;
+pub mod groups;
+pub mod txn;
 
 use std::sync::Arc;
 
