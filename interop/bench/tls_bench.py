@@ -55,8 +55,9 @@ def start_kafka(libs: str, root: Path, pki: dict) -> tuple[KafkaNode, dict]:
     return node, {"PLAINTEXT": node.bootstrap, "SASL_SSL": node.sasl_ssl_bootstrap}
 
 
-def start(binary: str, root: Path, pki: dict) -> tuple[subprocess.Popen, dict]:
-    """`mirrorlog users add` then `serve` with the three listeners; the process and each listener's address."""
+def start(binary: str, root: Path, pki: dict, *extra: str) -> tuple[subprocess.Popen, dict]:
+    """`mirrorlog users add` then `serve` with the three listeners (and `extra` flags); the process and each
+    listener's address."""
     data = root / "data"
     config = root / "storage.toml"
     config.write_text(f'backend = "fs"\ndata_dir = "{data}"\ndurability = "buffered"\n')
@@ -68,7 +69,7 @@ def start(binary: str, root: Path, pki: dict) -> tuple[subprocess.Popen, dict]:
     process = subprocess.Popen(
         [binary, "serve", "--config", str(config), *topics,
          "--listen", "PLAINTEXT://127.0.0.1:0", "--listen", "SSL://127.0.0.1:0", "--listen", "SASL_SSL://127.0.0.1:0",
-         "--tls-cert", pki["server.pem"], "--tls-key", pki["server.key"]],
+         "--tls-cert", pki["server.pem"], "--tls-key", pki["server.key"], *extra],
         stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
     )
     first = process.stdout.readline().decode()

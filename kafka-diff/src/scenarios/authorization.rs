@@ -418,6 +418,49 @@ async fn transactions(session: &mut Session) -> Result<(), DiffError> {
     Ok(())
 }
 
+/// DescribeAcls with a filter matching every ACL.
+pub fn describe_every_acl() -> DescribeAclsRequest {
+    let mut r = DescribeAclsRequest::default();
+    r.resource_type_filter = 1;
+    r.resource_name_filter = None;
+    r.pattern_type_filter = 1;
+    r.principal_filter = None;
+    r.host_filter = None;
+    r.operation = 1;
+    r.permission_type = 1;
+    r
+}
+
+/// CreateAcls of one ACL: `User:someone` may READ `topic`.
+pub fn create_read_acl(topic: &str) -> CreateAclsRequest {
+    let mut creation = create_acls_request::AclCreation::default();
+    creation.resource_type = 2;
+    creation.resource_name = s(topic);
+    creation.resource_pattern_type = 3;
+    creation.principal = s("User:someone");
+    creation.host = s("*");
+    creation.operation = 3;
+    creation.permission_type = 3;
+    let mut r = CreateAclsRequest::default();
+    r.creations = vec![creation];
+    r
+}
+
+/// DeleteAcls with one filter matching every ACL.
+pub fn delete_every_acl() -> DeleteAclsRequest {
+    let mut filter = delete_acls_request::DeleteAclsFilter::default();
+    filter.resource_type_filter = 1;
+    filter.resource_name_filter = None;
+    filter.pattern_type_filter = 1;
+    filter.principal_filter = None;
+    filter.host_filter = None;
+    filter.operation = 1;
+    filter.permission_type = 1;
+    let mut r = DeleteAclsRequest::default();
+    r.filters = vec![filter];
+    r
+}
+
 async fn administration(session: &mut Session) -> Result<(), DiffError> {
     every_version!(
         session,
@@ -570,55 +613,21 @@ async fn administration(session: &mut Session) -> Result<(), DiffError> {
         session,
         DescribeAcls,
         DescribeAclsResponse,
-        |version| {
-            let mut r = DescribeAclsRequest::default();
-            r.resource_type_filter = 1;
-            r.resource_name_filter = None;
-            r.pattern_type_filter = 1;
-            r.principal_filter = None;
-            r.host_filter = None;
-            r.operation = 1;
-            r.permission_type = 1;
-            r
-        },
+        |version| describe_every_acl(),
         |a| json!({"error": a.error_code, "resources": a.resources.len()})
     );
     every_version!(
         session,
         CreateAcls,
         CreateAclsResponse,
-        |version| {
-            let mut creation = create_acls_request::AclCreation::default();
-            creation.resource_type = 2;
-            creation.resource_name = s(TOPIC);
-            creation.resource_pattern_type = 3;
-            creation.principal = s("User:someone");
-            creation.host = s("*");
-            creation.operation = 3;
-            creation.permission_type = 3;
-            let mut r = CreateAclsRequest::default();
-            r.creations = vec![creation];
-            r
-        },
+        |version| create_read_acl(TOPIC),
         |a| json!(a.results.iter().map(|r| r.error_code).collect::<Vec<_>>())
     );
     every_version!(
         session,
         DeleteAcls,
         DeleteAclsResponse,
-        |version| {
-            let mut filter = delete_acls_request::DeleteAclsFilter::default();
-            filter.resource_type_filter = 1;
-            filter.resource_name_filter = None;
-            filter.pattern_type_filter = 1;
-            filter.principal_filter = None;
-            filter.host_filter = None;
-            filter.operation = 1;
-            filter.permission_type = 1;
-            let mut r = DeleteAclsRequest::default();
-            r.filters = vec![filter];
-            r
-        },
+        |version| delete_every_acl(),
         |a| json!(a
             .filter_results
             .iter()

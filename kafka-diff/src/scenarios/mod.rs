@@ -150,6 +150,7 @@ scenarios! {
     groups::delete_groups_every_version => "DeleteGroups at every version: a group with a member, emptied, one with only committed offsets, one never seen",
     security::sasl_requests_outside_authentication_every_version => "SaslHandshake and SaslAuthenticate at every version on a PLAINTEXT connection: ILLEGAL_SASL_STATE",
     security::user_scram_credentials => "AlterUserScramCredentials and DescribeUserScramCredentials: credentials set, refused (unknown mechanism, iterations out of bounds, twice in one request, deleting nothing), described, deleted",
+    security::acl_apis_without_an_authorizer_every_version => "DescribeAcls, CreateAcls and DeleteAcls at every version on a broker without an authorizer: SECURITY_DISABLED",
     groups::describe_and_list_groups_every_version => "DescribeGroups and ListGroups at every version: a stable group, an unknown one, the group emptied by its member's leave",
 }
 

@@ -1,5 +1,6 @@
-//! Security scenarios on a PLAINTEXT connection: SASL requests outside an authentication, and users' SCRAM
-//! credentials managed as `kafka-configs --entity-type users` manages them.
+//! Security scenarios on a PLAINTEXT connection: SASL requests outside an authentication, users' SCRAM
+//! credentials managed as `kafka-configs --entity-type users` manages them, and the ACL APIs of a broker without
+//! an authorizer.
 
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
@@ -170,5 +171,40 @@ pub async fn user_scram_credentials(session: &mut Session) -> Result<(), DiffErr
         .await?;
     let seen = described(session, &answer);
     session.observe("describe: alice gone", seen);
+    Ok(())
+}
+
+/// DescribeAcls, CreateAcls and DeleteAcls at every version on a broker without an authorizer: SECURITY_DISABLED
+/// (the authorization set, `kafka-diff --authorization`, drives them against authorizing brokers).
+pub async fn acl_apis_without_an_authorizer_every_version(session: &mut Session) -> Result<(), DiffError> {
+    use super::authorization::{create_read_acl, delete_every_acl, describe_every_acl};
+    let topic = session.topic("acls");
+    for version in versions(ApiKey::DescribeAcls) {
+        let answer: DescribeAclsResponse = session
+            .call(ApiKey::DescribeAcls, version, &describe_every_acl())
+            .await?;
+        session.observe(
+            &format!("DescribeAcls v{version}"),
+            json!({ "error": answer.error_code, "resources": answer.resources.len() }),
+        );
+    }
+    for version in versions(ApiKey::CreateAcls) {
+        let answer: CreateAclsResponse = session
+            .call(ApiKey::CreateAcls, version, &create_read_acl(&topic))
+            .await?;
+        let codes: Vec<i16> = answer.results.iter().map(|result| result.error_code).collect();
+        session.observe(&format!("CreateAcls v{version}"), json!(codes));
+    }
+    for version in versions(ApiKey::DeleteAcls) {
+        let answer: DeleteAclsResponse = session
+            .call(ApiKey::DeleteAcls, version, &delete_every_acl())
+            .await?;
+        let codes: Vec<(i16, usize)> = answer
+            .filter_results
+            .iter()
+            .map(|result| (result.error_code, result.matching_acls.len()))
+            .collect();
+        session.observe(&format!("DeleteAcls v{version}"), json!(codes));
+    }
     Ok(())
 }
