@@ -60,6 +60,8 @@ def main():
         pki = make_pki(Path(root) / "pki")
         for run in range(args.runs):
             with tempfile.TemporaryDirectory(prefix="run-", dir=root) as run_root:
+                for name in ("plain", "acl"):
+                    (Path(run_root) / name).mkdir()
                 plain, plain_addresses = start(args.bin, Path(run_root) / "plain", pki)
                 acl, acl_addresses = start(args.bin, Path(run_root) / "acl", pki, "--authorizer", "acl",
                                            "--super-user", "User:ANONYMOUS")
