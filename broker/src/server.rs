@@ -315,6 +315,8 @@ impl Server {
         let mut fetcher = mirror_link::FetcherConfig::new("");
         fetcher.client_id = format!("mirrorlog-mirror-{}", self.node.config().cluster_id);
         fetcher.max_wait = crate::mirror::MAX_IDLE;
+        // KIP-1279's one refresh interval: partitions added at the source, and the brokers and leaders it names.
+        fetcher.metadata_max_age = self.config.mirror_metadata_refresh;
         Arc::new(mirror_link::KafkaSources::new(fetcher))
     }
 }

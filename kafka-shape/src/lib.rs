@@ -541,12 +541,16 @@ const METADATA_RESPONSE: &[Field] = &[
 /// nullable topic name at 12).
 const METADATA_RESPONSE_HIGHEST: i16 = 12;
 
+/// The highest Fetch response version [`check_response`] walks (flexible from 12, topics by id from 13).
+const FETCH_RESPONSE_HIGHEST: i16 = 13;
+
 const FETCH_RESPONSE: &[Field] = &[
     since(1, I32), // throttle_time_ms
     since(7, I16), // error_code
     since(7, I32), // session_id
     all(array(&[
-        all(STRING), // topic
+        between(0, 12, STRING), // topic
+        since(13, UUID),        // topic_id
         all(array(&[
             all(I32),                                        // partition_index
             all(I16),                                        // error_code
@@ -599,8 +603,8 @@ const OFFSET_FETCH_RESPONSE: &[Field] = &[
     since(2, I16), // error_code
 ];
 
-/// The layout of a response body a client checks, for its non-flexible versions (Metadata's flexible ones too, up
-/// to [`METADATA_RESPONSE_HIGHEST`]).
+/// The layout of a response body a client checks, for its non-flexible versions (Metadata's and Fetch's flexible
+/// ones too, up to [`METADATA_RESPONSE_HIGHEST`] and [`FETCH_RESPONSE_HIGHEST`]).
 /// SaslHandshake's answer: error code, the mechanisms the broker offers.
 const SASL_HANDSHAKE_RESPONSE: &[Field] = &[all(I16), all(STRINGS)];
 
@@ -610,6 +614,9 @@ const SASL_AUTHENTICATE_RESPONSE: &[Field] = &[all(I16), all(NULLABLE_STRING), a
 fn response_layout(key: ApiKey, version: i16) -> Option<&'static [Field]> {
     if key == ApiKey::Metadata && (0..=METADATA_RESPONSE_HIGHEST).contains(&version) {
         return Some(METADATA_RESPONSE);
+    }
+    if key == ApiKey::Fetch && (0..=FETCH_RESPONSE_HIGHEST).contains(&version) {
+        return Some(FETCH_RESPONSE);
     }
     if key.response_header_version(version) >= 1 {
         return None;
@@ -629,7 +636,7 @@ fn response_layout(key: ApiKey, version: i16) -> Option<&'static [Field]> {
 
 /// Checks a response body (after its header) against the layout of `key` at `version`, as [`check`] checks a
 /// request: ApiVersions, Metadata, Fetch, ListOffsets, ListGroups, OffsetFetch, SaslHandshake and SaslAuthenticate at
-/// their non-flexible versions, Metadata up to v12; anything else is [`ShapeError::Unsupported`].
+/// their non-flexible versions, Metadata up to v12 and Fetch up to v13; anything else is [`ShapeError::Unsupported`].
 pub fn check_response(key: ApiKey, version: i16, body: &[u8]) -> Result<(), ShapeError> {
     walk(
         response_layout(key, version).ok_or(ShapeError::Unsupported)?,

@@ -97,7 +97,11 @@ fn fetch(version: i16) -> Bytes {
     response.responses = (0..2)
         .map(|index| {
             let mut topic = fetch_response::FetchableTopicResponse::default();
-            topic.topic = TopicName(s(&format!("topic-{index}")));
+            if version >= 13 {
+                topic.topic_id = uuid::Uuid::from_bytes([index as u8 + 1; 16]);
+            } else {
+                topic.topic = TopicName(s(&format!("topic-{index}")));
+            }
             topic.partitions = (0..2)
                 .map(|partition_index| {
                     let mut data = fetch_response::PartitionData::default();
@@ -121,6 +125,12 @@ fn fetch(version: i16) -> Bytes {
                     }
                     if version >= 11 {
                         data.preferred_read_replica = BrokerId(1);
+                    }
+                    if version >= 12 {
+                        // Tagged fields (KIP-482): walked as a tagged section, never decoded here.
+                        data.diverging_epoch.epoch = 3;
+                        data.diverging_epoch.end_offset = 40;
+                        data.current_leader.leader_id = BrokerId(2);
                     }
                     data.records = Some(Bytes::from_static(b"not decoded here"));
                     data
@@ -204,7 +214,7 @@ fn cases() -> Vec<(ApiKey, i16, Bytes)> {
     for version in 2..=12 {
         cases.push((ApiKey::Metadata, version, metadata(version)));
     }
-    for version in 4..=11 {
+    for version in 4..=13 {
         cases.push((ApiKey::Fetch, version, fetch(version)));
     }
     for version in 1..=5 {
@@ -273,7 +283,7 @@ fn flexible_and_unknown_responses_have_no_layout() {
         Err(ShapeError::Unsupported)
     );
     assert_eq!(
-        check_response(ApiKey::Fetch, 12, &[]),
+        check_response(ApiKey::Fetch, 14, &[]),
         Err(ShapeError::Unsupported)
     );
     assert_eq!(

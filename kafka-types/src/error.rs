@@ -40,6 +40,8 @@ pub enum KafkaError {
     OffsetNotAvailable,
     /// 100: no topic has this id here (deleted, or created again).
     UnknownTopicId,
+    /// 103: the topic id a request named is not the id of the partition's log here (the topic was created again).
+    InconsistentTopicId,
     /// 10: a batch is larger than `message.max.bytes` allows.
     MessageTooLarge,
     /// 21: a produce's `acks` is not −1, 0 or 1.
@@ -161,7 +163,7 @@ pub enum ClientErrorClass {
 
 impl KafkaError {
     /// Every error, in code order.
-    pub const ALL: [KafkaError; 66] = [
+    pub const ALL: [KafkaError; 67] = [
         KafkaError::UnknownServerError,
         KafkaError::OffsetOutOfRange,
         KafkaError::CorruptMessage,
@@ -213,6 +215,7 @@ impl KafkaError {
         KafkaError::UnstableOffsetCommit,
         KafkaError::ProducerFenced,
         KafkaError::UnknownTopicId,
+        KafkaError::InconsistentTopicId,
         KafkaError::TransactionalIdNotFound,
         KafkaError::MismatchedEndpointType,
         KafkaError::TransactionAbortable,
@@ -253,6 +256,7 @@ impl KafkaError {
             KafkaError::UnknownLeaderEpoch => 75,
             KafkaError::OffsetNotAvailable => 78,
             KafkaError::UnknownTopicId => 100,
+            KafkaError::InconsistentTopicId => 103,
             KafkaError::InvalidTopic => 17,
             KafkaError::UnsupportedVersion => 35,
             KafkaError::TopicAlreadyExists => 36,
@@ -325,6 +329,7 @@ impl KafkaError {
             KafkaError::UnknownLeaderEpoch => "UNKNOWN_LEADER_EPOCH",
             KafkaError::OffsetNotAvailable => "OFFSET_NOT_AVAILABLE",
             KafkaError::UnknownTopicId => "UNKNOWN_TOPIC_ID",
+            KafkaError::InconsistentTopicId => "INCONSISTENT_TOPIC_ID",
             KafkaError::InvalidTopic => "INVALID_TOPIC_EXCEPTION",
             KafkaError::UnsupportedVersion => "UNSUPPORTED_VERSION",
             KafkaError::TopicAlreadyExists => "TOPIC_ALREADY_EXISTS",
@@ -412,7 +417,8 @@ impl KafkaError {
             | KafkaError::FencedLeaderEpoch
             | KafkaError::UnknownLeaderEpoch
             | KafkaError::OffsetNotAvailable
-            | KafkaError::UnknownTopicId => ClientErrorClass::Retriable,
+            | KafkaError::UnknownTopicId
+            | KafkaError::InconsistentTopicId => ClientErrorClass::Retriable,
             // A produce that was not attempted because another part of the request failed.
             KafkaError::OperationNotAttempted => ClientErrorClass::Abortable,
             // Answers of requests the produce path never sends; a client reports them to its caller.

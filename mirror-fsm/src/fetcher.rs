@@ -220,6 +220,11 @@ pub struct PartitionFetch {
     pub partition: i32,
     /// Where to fetch from (the destination's log end).
     pub offset: i64,
+    /// The topic's id at the source when the link was created (`None`: the source had none, or the link was
+    /// recorded before ids were): a source that can be asked by topic id (Kafka's Fetch v13 and later) is asked
+    /// for this id, so a topic deleted and created again under the same name answers `UNKNOWN_TOPIC_ID` rather
+    /// than the new topic's records (ADR 0050).
+    pub topic_id: Option<[u8; 16]>,
 }
 
 /// One partition's answer in a [`Sources::fetch_many`] round.

@@ -12,6 +12,7 @@
 //! returns whole — checked against the size field before a byte of the answer is read.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
 
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
@@ -25,6 +26,7 @@ use mirror_fsm::{
     FetchError, FetchLimits, FetchResponse as Fetched, FetchedPartition, GroupOffset, PartitionFetch,
 };
 use record_format::{BatchBuffers, BatchIter, DecodeError, ErrorCategory, RecordBatch, SegmentError};
+use uuid::Uuid;
 
 use crate::bootstrap::{bootstrap_servers, in_order, metadata_from_any, Reach};
 use crate::connection::KafkaConnection;
@@ -32,8 +34,11 @@ use crate::error::LinkError;
 use crate::fetcher::FetcherConfig;
 use kafka_types::KafkaError;
 
-/// Fetch versions the link speaks: 4 (record format v2, isolation levels) to 11 (the last without topic ids).
-const FETCH_VERSIONS: (i16, i16) = (4, 11);
+/// Fetch versions the link speaks: 4 (record format v2, isolation levels) to 13 (topics named by id). A request
+/// is sent at 12 at most when a topic in it has no id (a source before topic ids, or a link recorded without one).
+const FETCH_VERSIONS: (i16, i16) = (4, 13);
+/// The first Fetch version that names topics by id rather than by name.
+const FETCH_BY_TOPIC_ID: i16 = 13;
 /// Metadata versions: 2 (the cluster id) to 12 (topic ids from 10).
 const METADATA_VERSIONS: (i16, i16) = (2, 12);
 /// ListOffsets versions: 1 (offsets, not lists) to 5.
@@ -51,11 +56,19 @@ pub const MAX_RESPONSE_BYTES: usize = 32 << 20;
 const OFFSET_OUT_OF_RANGE: i16 = KafkaError::OffsetOutOfRange.code();
 /// The errors of a partition's Fetch answer that say the session's metadata is stale (the partition moved, or
 /// its topic changed): the next round asks for Metadata again, as Kafka's consumer does.
-const STALE_METADATA_ERRORS: [i16; 4] = [
+const STALE_METADATA_ERRORS: [i16; 6] = [
     KafkaError::UnknownTopicOrPartition.code(),
     KafkaError::NotLeaderOrFollower.code(),
     KafkaError::FencedLeaderEpoch.code(),
     KafkaError::UnknownLeaderEpoch.code(),
+    KafkaError::UnknownTopicId.code(),
+    KafkaError::InconsistentTopicId.code(),
+];
+
+/// The errors of a Fetch by topic id that say the source has no topic of that id (anymore).
+const TOPIC_ID_ERRORS: [i16; 2] = [
+    KafkaError::UnknownTopicId.code(),
+    KafkaError::InconsistentTopicId.code(),
 ];
 
 /// The most brokers of the source's answer remembered for a new session (an answer is the source's input).
@@ -98,6 +111,8 @@ struct Session {
     partition_errors: BTreeMap<Partition, i16>,
     /// Each topic's id, where the answer gave one (Metadata v10 and later, not all zero).
     topic_ids: BTreeMap<String, [u8; 16]>,
+    /// When its Metadata was asked: older than [`FetcherConfig::metadata_max_age`], it is asked again.
+    asked_at: Instant,
 }
 
 impl Session {
@@ -157,13 +172,18 @@ impl SourceCluster {
     /// The session, Metadata asked again when the leader of one of `partitions` is not known; a partition still
     /// without a leader after it is the caller's to report ([`Session::leader_address`]).
     async fn session(&mut self, partitions: &[Partition]) -> Result<&mut Session, LinkError> {
+        let max_age = self.config.metadata_max_age;
         let unknown = self.session.is_none()
             || partitions.iter().any(|partition| {
                 self.session
                     .as_ref()
                     .is_none_or(|session| !session.leaders.contains_key(partition))
             });
-        if unknown {
+        let old = self
+            .session
+            .as_ref()
+            .is_some_and(|session| session.asked_at.elapsed() >= max_age);
+        if unknown || old {
             self.topics
                 .extend(partitions.iter().map(|(topic, _)| topic.clone()));
             self.refresh_session().await?;
@@ -234,6 +254,7 @@ impl SourceCluster {
             topic_errors,
             partition_errors,
             topic_ids,
+            asked_at: Instant::now(),
         })
     }
 
@@ -464,8 +485,28 @@ impl SourceCluster {
         // The session the round was grouped under, or a new one if a failure ended it meanwhile: the partitions
         // go to the broker the round found leading them (one that no longer does answers NOT_LEADER_OR_FOLLOWER).
         self.session(&[]).await?;
+        // Each topic by the id the link recorded, else the one Metadata gave: a request names topics by id only
+        // when every topic in it has one.
+        let ids: BTreeMap<&str, [u8; 16]> = asked
+            .iter()
+            .filter_map(|fetch| {
+                let id = fetch.topic_id.or_else(|| {
+                    self.session
+                        .as_ref()
+                        .and_then(|session| session.topic_ids.get(&fetch.topic).copied())
+                });
+                id.map(|id| (fetch.topic.as_str(), id))
+            })
+            .collect();
+        let by_id = asked.iter().all(|fetch| ids.contains_key(fetch.topic.as_str()));
         let connection = self.connection_to(address).await?;
-        let version = connection.version(ApiKey::Fetch, FETCH_VERSIONS)?;
+        let highest = if by_id {
+            FETCH_VERSIONS.1
+        } else {
+            FETCH_BY_TOPIC_ID - 1
+        };
+        let version = connection.version(ApiKey::Fetch, (FETCH_VERSIONS.0, highest))?;
+        let by_id = version >= FETCH_BY_TOPIC_ID;
         let per_partition = i32::try_from(limits.per_partition).unwrap_or(i32::MAX);
         let mut request = FetchRequest::default();
         request.replica_id = BrokerId(-1);
@@ -490,7 +531,10 @@ impl SourceCluster {
             .into_iter()
             .map(|(name, partitions)| {
                 let mut topic = fetch_request::FetchTopic::default();
-                topic.topic = TopicName(StrBytes::from_string(name.to_owned()));
+                match ids.get(name).filter(|_| by_id) {
+                    Some(id) => topic.topic_id = Uuid::from_bytes(*id),
+                    None => topic.topic = TopicName(StrBytes::from_string(name.to_owned())),
+                }
                 topic.partitions = partitions;
                 topic
             })
@@ -509,10 +553,14 @@ impl SourceCluster {
             .iter()
             .map(|fetch| {
                 let what = format!("Fetch of {}-{} at {}", fetch.topic, fetch.partition, fetch.offset);
+                let asked_id = ids.get(fetch.topic.as_str()).filter(|_| by_id);
                 let data = response
                     .responses
                     .iter()
-                    .filter(|answer| answer.topic.as_str() == fetch.topic)
+                    .filter(|answer| match asked_id {
+                        Some(id) => answer.topic_id.as_bytes() == id,
+                        None => answer.topic.as_str() == fetch.topic,
+                    })
                     .flat_map(|answer| answer.partitions.iter())
                     .find(|answer| answer.partition_index == fetch.partition);
                 let Some(data) = data else {
@@ -523,10 +571,17 @@ impl SourceCluster {
                 };
                 if data.error_code != 0 {
                     stale |= STALE_METADATA_ERRORS.contains(&data.error_code);
+                    let detail = match asked_id {
+                        Some(id) if TOPIC_ID_ERRORS.contains(&data.error_code) => format!(
+                            " (asked by topic id {}: the topic was deleted, or created again with another id)",
+                            mirror_fsm::topic_id_text(*id)
+                        ),
+                        _ => String::new(),
+                    };
                     let error = LinkError::Kafka {
                         what: format!("{what} from {address}"),
                         code: data.error_code,
-                        detail: String::new(),
+                        detail,
                     };
                     if data.error_code == OFFSET_OUT_OF_RANGE {
                         return Err(FetchError::offset_out_of_range(error.to_string()));

@@ -27,10 +27,15 @@ pub struct FetcherConfig {
     pub max_batch_bytes: usize,
     /// How connections to the source are secured (TLS, SASL); PLAINTEXT by default.
     pub security: crate::ClientSecurity,
+    /// How old a session's Metadata may grow before the next call asks again, errors or not (Kafka's
+    /// `metadata.max.age.ms`, 5 minutes by default): the brokers the source names now, for a session that must
+    /// reopen after the ones it knew are gone, and leaders that moved without an error telling.
+    pub metadata_max_age: Duration,
 }
 
 impl FetcherConfig {
-    /// Defaults for `bootstrap`: 10 s calls, 50 ms fetch waits, batches up to 16 MiB.
+    /// Defaults for `bootstrap`: 10 s calls, 50 ms fetch waits, batches up to 16 MiB, Metadata asked again after
+    /// 5 minutes.
     pub fn new(bootstrap: impl Into<String>) -> Self {
         FetcherConfig {
             bootstrap: bootstrap.into(),
@@ -39,6 +44,7 @@ impl FetcherConfig {
             max_wait: Duration::from_millis(50),
             max_batch_bytes: 16 << 20,
             security: crate::ClientSecurity::plaintext(),
+            metadata_max_age: Duration::from_secs(300),
         }
     }
 }
@@ -130,6 +136,7 @@ impl Fetcher for KafkaFetcher {
             topic: self.topic.clone(),
             partition: self.partition,
             offset: from_offset,
+            topic_id: self.expected_topic_id,
         };
         fetch_one(
             &self.cluster,
@@ -148,6 +155,7 @@ impl Fetcher for KafkaFetcher {
             topic: self.topic.clone(),
             partition: self.partition,
             offset: from_offset,
+            topic_id: self.expected_topic_id,
         };
         let max_wait_ms = self.max_wait_ms;
         Some(Box::pin(async move {

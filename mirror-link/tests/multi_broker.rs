@@ -39,6 +39,14 @@ struct State {
     topic_errors: BTreeMap<String, i16>,
     /// Every partition holds one batch at offset 0.
     batch: Bytes,
+    /// Each topic's id, answered in Metadata v10+ and looked up by Fetch v13+ (none: the source has no ids).
+    topic_ids: BTreeMap<String, [u8; 16]>,
+    /// The highest Fetch and Metadata versions advertised (0: the defaults, 11 and 8, from before topic ids).
+    highest_versions: Option<(i16, i16)>,
+    /// The version of every Fetch received.
+    fetch_versions: Vec<i16>,
+    /// Brokers up but not yet named in Metadata (joining the cluster later).
+    unlisted: Vec<i32>,
 }
 
 type Shared = Arc<Mutex<State>>;
@@ -103,11 +111,12 @@ async fn serve(mut stream: TcpStream, state: Shared, id: i32) {
         let mut body = Bytes::from(request);
         let header = RequestHeader::decode(&mut body, api.request_header_version(version)).unwrap();
         let answer = match api {
-            ApiKey::ApiVersions => encode(&api_versions(), version),
+            ApiKey::ApiVersions => encode(&api_versions(&state), version),
             ApiKey::Metadata => encode(&metadata(&state), version),
             ApiKey::Fetch => {
                 let request = FetchRequest::decode(&mut body, version).unwrap();
-                encode(&fetch(&state, id, &request), version)
+                lock(&state).fetch_versions.push(version);
+                encode(&fetch(&state, id, &request, version), version)
             }
             other => panic!("the scripted broker does not serve {other:?}"),
         };
@@ -137,12 +146,13 @@ fn s(text: &str) -> StrBytes {
     StrBytes::from_string(text.to_owned())
 }
 
-fn api_versions() -> ApiVersionsResponse {
+fn api_versions(state: &Shared) -> ApiVersionsResponse {
+    let (fetch, metadata) = lock(state).highest_versions.unwrap_or((11, 8));
     let mut response = ApiVersionsResponse::default();
     for (key, min, max) in [
         (ApiKey::ApiVersions, 0, 0),
-        (ApiKey::Metadata, 2, 8),
-        (ApiKey::Fetch, 4, 11),
+        (ApiKey::Metadata, 2, metadata),
+        (ApiKey::Fetch, 4, fetch),
     ] {
         let mut api = ApiVersion::default();
         api.api_key = key as i16;
@@ -158,6 +168,9 @@ fn metadata(state: &Shared) -> MetadataResponse {
     let mut response = MetadataResponse::default();
     response.cluster_id = Some(s(CLUSTER_ID));
     for (&id, (address, _)) in &state.brokers {
+        if state.unlisted.contains(&id) {
+            continue;
+        }
         let (host, port) = address.rsplit_once(':').unwrap();
         let mut broker = MetadataResponseBroker::default();
         broker.node_id = BrokerId(id);
@@ -168,6 +181,9 @@ fn metadata(state: &Shared) -> MetadataResponse {
     for (name, leaders) in &state.leaders {
         let mut topic = MetadataResponseTopic::default();
         topic.name = Some(TopicName(s(name)));
+        if let Some(id) = state.topic_ids.get(name) {
+            topic.topic_id = uuid::Uuid::from_bytes(*id);
+        }
         if let Some(&code) = state.topic_errors.get(name) {
             topic.error_code = code;
         } else {
@@ -184,21 +200,37 @@ fn metadata(state: &Shared) -> MetadataResponse {
     response
 }
 
-fn fetch(state: &Shared, id: i32, request: &FetchRequest) -> FetchResponse {
+/// Fetch v13+ names topics by id: an id no topic has now answers UNKNOWN_TOPIC_ID, as Kafka does.
+fn fetch(state: &Shared, id: i32, request: &FetchRequest, version: i16) -> FetchResponse {
     let state = lock(state);
     let mut response = FetchResponse::default();
     for asked in &request.topics {
         let mut topic = FetchableTopicResponse::default();
-        topic.topic = asked.topic.clone();
+        let name = if version >= 13 {
+            topic.topic_id = asked.topic_id;
+            state
+                .topic_ids
+                .iter()
+                .find(|(_, id)| *id == asked.topic_id.as_bytes())
+                .map(|(name, _)| name.clone())
+        } else {
+            topic.topic = asked.topic.clone();
+            Some(asked.topic.to_string())
+        };
         for wanted in &asked.partitions {
             let mut partition = PartitionData::default();
             partition.partition_index = wanted.partition;
+            let Some(name) = name.as_deref() else {
+                partition.error_code = 100; // UNKNOWN_TOPIC_ID
+                topic.partitions.push(partition);
+                continue;
+            };
             let leader = state
                 .leaders
-                .get(asked.topic.as_str())
+                .get(name)
                 .and_then(|leaders| leaders.get(wanted.partition as usize))
                 .copied();
-            if let Some(&code) = state.topic_errors.get(asked.topic.as_str()) {
+            if let Some(&code) = state.topic_errors.get(name) {
                 partition.error_code = code;
             } else if leader != Some(id) {
                 partition.error_code = 6; // NOT_LEADER_OR_FOLLOWER
@@ -227,14 +259,20 @@ fn wanted(partitions: &[(&str, i32)]) -> Vec<PartitionFetch> {
             topic: topic.to_string(),
             partition: *partition,
             offset: 0,
+            topic_id: None,
         })
         .collect()
 }
 
 /// One round; for each partition, its batch count or its error.
 async fn round(source: &mut SourceCluster, partitions: &[(&str, i32)]) -> Vec<Result<usize, String>> {
+    round_of(source, wanted(partitions)).await
+}
+
+/// One round of `wanted`; for each partition, its batch count or its error.
+async fn round_of(source: &mut SourceCluster, wanted: Vec<PartitionFetch>) -> Vec<Result<usize, String>> {
     source
-        .fetch(&wanted(partitions), FetchLimits::single(1 << 20), 0)
+        .fetch(&wanted, FetchLimits::single(1 << 20), 0)
         .await
         .into_iter()
         .map(|answer| {
@@ -332,4 +370,108 @@ async fn a_source_none_of_whose_addresses_answers_names_each_one_tried() {
     assert!(error.contains("no source broker answered Metadata"), "{error}");
     assert!(error.contains(&first) && error.contains(&second), "{error}");
     assert!(error.contains("retryable: true"), "{error}");
+}
+
+const FIRST_ID: [u8; 16] = [1; 16];
+const SECOND_ID: [u8; 16] = [2; 16];
+
+/// A source with topic ids (Kafka 2.8+): Fetch v13, Metadata v12.
+async fn cluster_with_topic_ids() -> Shared {
+    let state = cluster(2, &[("orders", vec![1])]).await;
+    let mut locked = lock(&state);
+    locked.highest_versions = Some((13, 12));
+    locked.topic_ids.insert("orders".into(), FIRST_ID);
+    drop(locked);
+    state
+}
+
+/// ADR 0050: the id the link recorded at `create` goes on the wire, so a topic deleted and created again under the
+/// same name is never fetched from — not even after a Metadata refresh has learnt the new topic's id, which a
+/// fetch by the session's id (or by name) would then follow into the other topic's log.
+#[tokio::test]
+async fn a_fetch_asks_for_the_recorded_topic_id_and_a_topic_created_again_answers_unknown_topic_id() {
+    let state = cluster_with_topic_ids().await;
+    let mut source = source(address(&state, 1));
+    let recorded = || {
+        let mut wanted = wanted(&[("orders", 0)]);
+        wanted[0].topic_id = Some(FIRST_ID);
+        wanted
+    };
+    assert_eq!(round_of(&mut source, recorded()).await, vec![Ok(1)]);
+    assert_eq!(lock(&state).fetch_versions, vec![13], "asked by topic id");
+    lock(&state).topic_ids.insert("orders".into(), SECOND_ID);
+    for attempt in 0..3 {
+        // The first round's answer makes the next ask for Metadata again, which names the new id: still refused.
+        let answers = round_of(&mut source, recorded()).await;
+        let error = answers[0].as_ref().unwrap_err();
+        assert!(
+            error.contains("UNKNOWN_TOPIC_ID (100)"),
+            "attempt {attempt}: {error}"
+        );
+        assert!(error.contains(&mirror_fsm::topic_id_text(FIRST_ID)), "{error}");
+        assert!(error.contains("created again"), "{error}");
+    }
+}
+
+#[tokio::test]
+async fn without_a_recorded_id_a_fetch_names_the_topic_by_the_id_metadata_gave() {
+    let state = cluster_with_topic_ids().await;
+    let mut source = source(address(&state, 1));
+    assert_eq!(round(&mut source, &[("orders", 0)]).await, vec![Ok(1)]);
+    assert_eq!(lock(&state).fetch_versions, vec![13]);
+}
+
+#[tokio::test]
+async fn a_source_without_fetch_by_topic_id_is_asked_by_name_even_with_a_recorded_id() {
+    let state = cluster(1, &[("orders", vec![1])]).await;
+    let mut source = source(address(&state, 1));
+    let mut wanted = wanted(&[("orders", 0)]);
+    wanted[0].topic_id = Some(FIRST_ID);
+    assert_eq!(round_of(&mut source, wanted).await, vec![Ok(1)]);
+    assert_eq!(lock(&state).fetch_versions, vec![11]);
+}
+
+/// Kafka's `metadata.max.age.ms`: a session asks Metadata again when its answer is older, errors or not — so a
+/// broker that joined the source after the link opened is where the session reopens once every broker it knew
+/// is gone (without the refresh, only the brokers of the first answer would be tried).
+#[tokio::test]
+async fn metadata_older_than_its_max_age_is_asked_again_and_names_brokers_that_joined_since() {
+    let state = cluster(3, &[("orders", vec![1])]).await;
+    lock(&state).unlisted.push(3);
+    let mut config = FetcherConfig::new(address(&state, 1));
+    config.timeout = Duration::from_secs(5);
+    config.metadata_max_age = Duration::ZERO;
+    let mut source = SourceCluster::new(config);
+    assert_eq!(round(&mut source, &[("orders", 0)]).await, vec![Ok(1)]);
+    // Broker 3 joins; the next round's Metadata (its answer is older than zero) names it.
+    lock(&state).unlisted.clear();
+    assert_eq!(round(&mut source, &[("orders", 0)]).await, vec![Ok(1)]);
+    // Brokers 1 and 2 die and broker 3 takes the partition over.
+    for id in [1, 2] {
+        lock(&state).brokers.get_mut(&id).unwrap().1 = false;
+    }
+    lock(&state).leaders.insert("orders".into(), vec![3]);
+    // The next round's Metadata reaches broker 3, which the session learnt of, and fetches from it.
+    assert_eq!(round(&mut source, &[("orders", 0)]).await, vec![Ok(1)]);
+}
+
+#[tokio::test]
+async fn within_its_max_age_a_session_asks_metadata_once() {
+    let state = cluster(3, &[("orders", vec![1])]).await;
+    lock(&state).unlisted.push(3);
+    let mut source = source(address(&state, 1));
+    assert_eq!(round(&mut source, &[("orders", 0)]).await, vec![Ok(1)]);
+    lock(&state).unlisted.clear();
+    for _ in 0..3 {
+        assert_eq!(round(&mut source, &[("orders", 0)]).await, vec![Ok(1)]);
+    }
+    for id in [1, 2] {
+        lock(&state).brokers.get_mut(&id).unwrap().1 = false;
+    }
+    lock(&state).leaders.insert("orders".into(), vec![3]);
+    // The session knows brokers 1 and 2 only: nobody it can ask answers.
+    for _ in 0..2 {
+        let answers = round(&mut source, &[("orders", 0)]).await;
+        assert!(answers[0].is_err(), "{answers:?}");
+    }
 }

@@ -66,6 +66,8 @@ pub(super) type PartitionKey = (String, i32);
 pub(super) struct Mirrored {
     /// The source's address (the link's).
     pub(super) source: String,
+    /// The source topic's id when the link was created, where the source has ids: every fetch names it.
+    pub(super) source_topic_id: Option<[u8; 16]>,
     pub(super) driver: MirrorDriver,
     pub(super) fetcher: Box<dyn Fetcher>,
     /// The source's last stable offset in its latest answer for this partition.
@@ -383,7 +385,7 @@ impl MirrorLinks {
         for (source, wanted) in self.wanted_by_source(node).await {
             let len = wanted.len();
             let turn = self.turns.get(&source).copied().unwrap_or(0);
-            let (wanted, asked) = rotated(wanted, turn);
+            let asked = rotated(wanted, turn);
             let answers = match self.prefetched.remove(&source) {
                 // Still at the source: its partitions wait for it, the other sources' go on.
                 Some((ahead, task)) if self.rounds_in_flight && !task.is_finished() => {
@@ -405,8 +407,9 @@ impl MirrorLinks {
                 RoundNow::Answers(answers) => answers,
                 RoundNow::InFlight => continue,
                 RoundNow::Unsupported => {
-                    for (key, _) in &wanted {
-                        appended += self.step_partition(node, key).await;
+                    for fetch in &asked {
+                        let key = (fetch.topic.clone(), fetch.partition);
+                        appended += self.step_partition(node, &key).await;
                     }
                     continue;
                 }
@@ -438,8 +441,9 @@ impl MirrorLinks {
                 next.rotate_left(1 % len);
                 self.launch(&source, next);
             }
-            for ((key, offset), answer) in wanted.iter().zip(answers) {
-                appended += self.apply(node, key, *offset, answer).await;
+            for (fetch, answer) in asked.iter().zip(answers) {
+                let key = (fetch.topic.clone(), fetch.partition);
+                appended += self.apply(node, &key, fetch.offset, answer).await;
             }
         }
         if self.rounds_in_flight {
@@ -448,8 +452,7 @@ impl MirrorLinks {
             for (source, wanted) in self.wanted_by_source(node).await {
                 if !self.prefetched.contains_key(&source) {
                     let turn = self.turns.get(&source).copied().unwrap_or(0);
-                    let (_, asked) = rotated(wanted, turn);
-                    self.launch(&source, asked);
+                    self.launch(&source, rotated(wanted, turn));
                 }
             }
         }
@@ -462,15 +465,20 @@ impl MirrorLinks {
     }
 
     /// The fetching partitions with their log ends, by source.
-    async fn wanted_by_source(&self, node: &Node) -> BTreeMap<String, Vec<(PartitionKey, i64)>> {
-        let mut by_source: BTreeMap<String, Vec<(PartitionKey, i64)>> = BTreeMap::new();
+    async fn wanted_by_source(&self, node: &Node) -> BTreeMap<String, Vec<PartitionFetch>> {
+        let mut by_source: BTreeMap<String, Vec<PartitionFetch>> = BTreeMap::new();
         for (key, mirrored) in &self.partitions {
             if mirrored.driver.fetching() {
                 if let Some(end) = log_end(node, key).await {
                     by_source
                         .entry(mirrored.source.clone())
                         .or_default()
-                        .push((key.clone(), end));
+                        .push(PartitionFetch {
+                            topic: key.0.clone(),
+                            partition: key.1,
+                            offset: end,
+                            topic_id: mirrored.source_topic_id,
+                        });
                 }
             }
         }
@@ -628,6 +636,7 @@ impl MirrorLinks {
             (topic.to_owned(), partition),
             Mirrored {
                 source: link.source.clone(),
+                source_topic_id: record.source_topic_id,
                 driver,
                 fetcher,
                 source_lso: None,
@@ -643,25 +652,13 @@ impl MirrorLinks {
     }
 }
 
-/// A source's wanted partitions in the order of its `turn` (a different partition leads each round), and the
-/// round that asks for them.
-fn rotated(
-    mut wanted: Vec<(PartitionKey, i64)>,
-    turn: usize,
-) -> (Vec<(PartitionKey, i64)>, Vec<PartitionFetch>) {
+/// A source's wanted partitions in the order of its `turn` (a different partition leads each round).
+fn rotated(mut wanted: Vec<PartitionFetch>, turn: usize) -> Vec<PartitionFetch> {
     if !wanted.is_empty() {
         let len = wanted.len();
         wanted.rotate_left(turn % len);
     }
-    let asked = wanted
-        .iter()
-        .map(|((topic, partition), offset)| PartitionFetch {
-            topic: topic.clone(),
-            partition: *partition,
-            offset: *offset,
-        })
-        .collect();
-    (wanted, asked)
+    wanted
 }
 
 pub(super) async fn slot(
