@@ -114,7 +114,8 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 300_000, value_parser = clap::value_parser!(u64).range(100..=86_400_000))]
     log_retention_check_interval_ms: u64,
     /// How often mirror links compare their topics' partition counts with the source's and add the partitions the
-    /// source gained, in milliseconds (KIP-1279's `mirror.metadata.refresh.interval.ms`).
+    /// source gained, and ask each source's Metadata again for its brokers and leaders, in milliseconds (KIP-1279's
+    /// `mirror.metadata.refresh.interval.ms`).
     #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(100..=86_400_000))]
     mirror_metadata_refresh_ms: u64,
     /// Test fault: the fraction (0–1) of produce responses lost after the records are appended (the connection
