@@ -110,6 +110,10 @@ fn a_seed_over_an_unreliable_network_gives_the_same_run_twice() {
         assert_eq!(first.anomalies, second.anomalies, "{topology}");
         assert_eq!(first_end.faults_met, second_end.faults_met, "{topology}");
         assert_eq!(
+            first_end.rounds_fetched_ahead, second_end.rounds_fetched_ahead,
+            "{topology}: the same rounds fetched ahead"
+        );
+        assert_eq!(
             first_end.logs, second_end.logs,
             "{topology}: the logs, byte for byte"
         );
@@ -118,7 +122,7 @@ fn a_seed_over_an_unreliable_network_gives_the_same_run_twice() {
 
 #[test]
 fn the_faults_of_a_seed_reach_the_links_and_every_link_recovers_from_them() {
-    let mut met = 0;
+    let (mut met, mut ahead) = (0, 0);
     for seed in 1..=5 {
         for topology in Topology::ALL {
             let script = generate_with(topology, Workload::Seed, seed, 30, 1, true);
@@ -135,9 +139,13 @@ fn the_faults_of_a_seed_reach_the_links_and_every_link_recovers_from_them() {
                 finished.failed_links
             );
             met += finished.faults_met;
+            // The rounds are `serve`'s: the next one fetched on a task of its own while this one is written.
+            assert_eq!(finished.rounds_fetched_ahead.lost, 0, "{topology} seed {seed}");
+            ahead += finished.rounds_fetched_ahead.used;
         }
     }
     assert!(met > 50, "the seeds' faults met only {met} requests");
+    assert!(ahead > 50, "only {ahead} rounds were answered from a fetch ahead");
 }
 
 /// B mirrors A, an Apache Kafka cluster; a request is refused, the partition fails and retries. The retry compares

@@ -317,9 +317,10 @@ impl World {
                 let mut links = MirrorLinks::open(&state.node, Arc::new(sources))
                     .await
                     .map_err(|error| SimError::Setup(format!("{cluster}'s mirror links: {error}")))?;
-                // Every step runs alone: nothing is fetched ahead on another task. Group offsets are copied at
+                // `serve`'s round: the next round is fetched on a task of its own while this one is written (on
+                // the run's one-thread runtime, so the interleaving is the seed's). Group offsets are copied at
                 // every round (the `NoOffsetSync` mutant: never).
-                links.set_fetch_ahead(false);
+                links.set_fetch_ahead(true);
                 links.set_group_sync_interval_ms((mutation != Some(Mutation::NoOffsetSync)).then_some(0));
                 links.realign_on_retry(mutation == Some(Mutation::TruncateOnRetry));
                 empty.insert(links)

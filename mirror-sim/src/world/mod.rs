@@ -279,6 +279,9 @@ pub struct Finished {
     pub shared_ids: Vec<String>,
     /// Requests mirror links sent that met one of the network's faults (0 without [`Step::SourceFault`]s).
     pub faults_met: u64,
+    /// Mirror rounds answered from a fetch ahead (as `serve` fetches the next round while it writes one), and
+    /// fetches ahead that were lost, over every destination's links.
+    pub rounds_fetched_ahead: node::mirror::RoundsAhead,
     /// Mirrors whose producer state differed from their source's as a planned failover began (caught up, same
     /// bytes): what the barrier's scope does to a cluster that stores another cluster's barrier. Reported, not
     /// an anomaly: a mirror validates nothing it stores, and its own barrier clears its state before it is
@@ -979,6 +982,16 @@ impl World {
                 output: self.log_name(&client.topic, 0),
             });
         }
+        let mut rounds_fetched_ahead = node::mirror::RoundsAhead::default();
+        for links in self
+            .clusters
+            .values()
+            .filter_map(|cluster| cluster.links.as_ref())
+        {
+            let ahead = links.fetched_ahead();
+            rounds_fetched_ahead.used += ahead.used;
+            rounds_fetched_ahead.lost += ahead.lost;
+        }
         Ok(Finished {
             truth: self.truth,
             logs,
@@ -987,6 +1000,7 @@ impl World {
             divergences: self.divergences,
             state_drift: self.state_drift,
             faults_met: self.network.faults_met(),
+            rounds_fetched_ahead,
             apps,
             client_errors: self.client_errors,
             failed_links: self.failed_links,

@@ -147,6 +147,15 @@ impl Mirrored {
     }
 }
 
+/// What became of the rounds fetched ahead ([`MirrorLinks::fetched_ahead`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RoundsAhead {
+    /// Rounds whose answers came from a fetch ahead.
+    pub used: u64,
+    /// Fetches ahead whose task failed (panicked or was cancelled): the round was fetched again.
+    pub lost: u64,
+}
+
 /// The node's mirror links; see the module docs.
 pub struct MirrorLinks {
     pub(super) sources: Arc<dyn Sources>,
@@ -156,6 +165,8 @@ pub struct MirrorLinks {
     pub(super) fetch_ahead: bool,
     /// The rounds fetched ahead, by source.
     pub(super) prefetched: BTreeMap<String, Prefetch>,
+    /// Rounds answered from a fetch ahead, and fetches ahead whose task failed (it panicked or was cancelled).
+    pub(super) fetched_ahead: RoundsAhead,
     /// Rounds applied so far, by source: which partition leads its next request (they take turns).
     pub(super) turns: BTreeMap<String, usize>,
     /// Rounds in flight: a step applies the rounds that landed and never waits for the others (ADR 0049).
@@ -182,7 +193,7 @@ pub struct MirrorLinks {
     pub(super) topic_check_interval_ms: Option<i64>,
     /// What the comparison found, by (link, topic).
     pub(super) warnings: BTreeMap<(String, String), String>,
-    /// The comparison under way in a task of its own (fetch-ahead on).
+    /// The comparison under way in a task of its own (rounds in flight).
     pub(super) topic_check: Option<tokio::task::JoinHandle<super::source_topics::Found>>,
 }
 
@@ -223,6 +234,7 @@ impl MirrorLinks {
             partitions: BTreeMap::new(),
             fetch_ahead: true,
             prefetched: BTreeMap::new(),
+            fetched_ahead: RoundsAhead::default(),
             turns: BTreeMap::new(),
             rounds_in_flight: false,
             landed: Arc::new(tokio::sync::Notify::new()),
@@ -276,6 +288,12 @@ impl MirrorLinks {
         if in_flight {
             self.fetch_ahead = true;
         }
+    }
+
+    /// How many rounds were answered from a fetch ahead, and how many fetches ahead were lost (the simulator
+    /// checks that its rounds are `serve`'s: fetched ahead, none lost).
+    pub fn fetched_ahead(&self) -> RoundsAhead {
+        self.fetched_ahead
     }
 
     /// Told whenever a round or a probe in flight ends (a permit is kept when nobody waits): with rounds in
@@ -393,9 +411,17 @@ impl MirrorLinks {
                     continue;
                 }
                 // The round fetched ahead asked for exactly this: its answers (a failed task counts as nothing).
-                Some((ahead, task)) if ahead == asked => match task.await.ok().flatten() {
-                    Some(answers) => RoundNow::Answers(answers),
-                    None => RoundNow::Unsupported,
+                Some((ahead, task)) if ahead == asked => match task.await {
+                    Ok(Some(answers)) => {
+                        self.fetched_ahead.used += 1;
+                        RoundNow::Answers(answers)
+                    }
+                    Ok(None) => RoundNow::Unsupported,
+                    Err(error) => {
+                        self.fetched_ahead.lost += 1;
+                        tracing::warn!(%source, %error, "a mirror round fetched ahead was lost; fetched again");
+                        self.round_now(&source, asked.clone()).await
+                    }
                 },
                 Some((_, task)) => {
                     task.abort();

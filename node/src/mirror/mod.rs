@@ -27,6 +27,6 @@ pub mod source_topics;
 pub use actions::SourceAnswer;
 pub use admin::{AdminFailure, AdminRequest, AdminResponse, LinkStatus, PartitionStatus};
 pub use error::MirrorError;
-pub use links::MirrorLinks;
+pub use links::{MirrorLinks, RoundsAhead};
 pub use local::{describe_node, NodeFetcher, NodeSources};
 pub use registry::{LinkRecord, TopicRecord, MIRROR_LINKS_PARTITION};

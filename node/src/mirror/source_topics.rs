@@ -13,9 +13,9 @@
 //!
 //! A topic that stopped being mirrored (failed over, paused) loses its warning.
 //!
-//! The check never holds the links up: with fetch-ahead on (as `serve` runs them) the descriptions are asked by a
-//! task of their own, each under [`DESCRIBE_DEADLINE`], and the next step that finds the task done applies them; a
-//! deterministic caller (fetch-ahead off: the simulator) asks inline. A source that cannot answer changes nothing:
+//! The check never holds the links up: with rounds in flight (as `serve` runs them) the descriptions are asked by
+//! a task of their own, each under [`DESCRIBE_DEADLINE`], and the next step that finds the task done applies them;
+//! a deterministic caller (rounds in flight off: the simulator, whose runtime has no timers) asks inline. A source that cannot answer changes nothing:
 //! the last warning stands, and the check runs again at the next interval. Each topic is asked alone, so one
 //! deleted at the source does not hide the others.
 
@@ -74,7 +74,7 @@ impl MirrorLinks {
         }
         self.topic_check_due_ms = now.saturating_add(interval);
         let asked = self.topics_to_check();
-        if self.fetch_ahead {
+        if self.rounds_in_flight {
             let sources = Arc::clone(&self.sources);
             self.topic_check = Some(tokio::spawn(describe_each(
                 sources,
