@@ -175,6 +175,17 @@ pub trait Sources: Send + Sync {
     ) -> Result<Vec<GroupOffset>, FetchError> {
         Ok(Vec::new())
     }
+
+    /// The last stable offset of each of `partitions` at the source `address` now, in order: what a paused
+    /// partition's lag is measured against, since no round asks for it. `None` (the default) when this
+    /// implementation cannot say; the lag of a paused partition is then unknown.
+    async fn last_stable_offsets(
+        &self,
+        _address: &str,
+        _partitions: &[(String, i32)],
+    ) -> Option<Vec<Result<i64, FetchError>>> {
+        None
+    }
 }
 
 /// One committed offset of a source's consumer group.

@@ -50,6 +50,10 @@ const LIST_GROUPS_VERSIONS: (i16, i16) = (0, 2);
 const OFFSET_FETCH_VERSIONS: (i16, i16) = (2, 5);
 /// `read_committed`: a fetch stops at the last stable offset.
 const READ_COMMITTED: i8 = 1;
+/// ListOffsets' timestamp for a partition's log start.
+const EARLIEST: i64 = -2;
+/// ListOffsets' timestamp for a partition's end (its last stable offset, asked `read_committed`).
+const LATEST: i64 = -1;
 /// The most one Fetch answer may carry (Kafka's `fetch.max.bytes` default is 50 MiB).
 pub const MAX_RESPONSE_BYTES: usize = 32 << 20;
 /// Kafka's `OFFSET_OUT_OF_RANGE`: the source holds no such offset (evidence for the resume check).
@@ -658,25 +662,50 @@ impl SourceCluster {
 
     /// The log start offset of `topic`/`partition` (ListOffsets, earliest).
     pub async fn earliest_offset(&mut self, topic: &str, partition: i32) -> Result<i64, FetchError> {
-        match self.list_earliest(topic, partition).await {
+        match self.list_offset(topic, partition, EARLIEST).await {
             Ok(offset) => Ok(offset),
             Err(error) => Err(self.failed(&error)),
         }
     }
 
-    async fn list_earliest(&mut self, topic: &str, partition: i32) -> Result<i64, LinkError> {
+    /// The last stable offset of each of `partitions` now (ListOffsets v2+, latest, `read_committed`): what a
+    /// paused partition's lag is measured against, since no round asks for it. A source before ListOffsets v2
+    /// answers its high watermark there, which is as far as a `read_committed` fetch could go without
+    /// transactions; each partition's error stands alone.
+    pub async fn last_stable_offsets(
+        &mut self,
+        partitions: &[(String, i32)],
+    ) -> Vec<Result<i64, FetchError>> {
+        let mut answers = Vec::with_capacity(partitions.len());
+        for (topic, partition) in partitions {
+            let answer = match self.list_offset(topic, *partition, LATEST).await {
+                Ok(offset) => Ok(offset),
+                Err(error) => Err(self.failed(&error)),
+            };
+            answers.push(answer);
+        }
+        answers
+    }
+
+    /// ListOffsets of one partition at `timestamp` ([`EARLIEST`]: its log start; [`LATEST`]: its last stable
+    /// offset, asked `read_committed`).
+    async fn list_offset(&mut self, topic: &str, partition: i32, timestamp: i64) -> Result<i64, LinkError> {
         let key = (topic.to_owned(), partition);
         let (connection, address) = self.leader_connection(&key).await?;
         let version = connection.version(ApiKey::ListOffsets, LIST_OFFSETS_VERSIONS)?;
         let mut wanted = ListOffsetsPartition::default();
         wanted.partition_index = partition;
-        wanted.timestamp = -2;
+        wanted.timestamp = timestamp;
         wanted.current_leader_epoch = -1;
         let mut list_topic = ListOffsetsTopic::default();
         list_topic.name = TopicName(StrBytes::from_string(topic.to_owned()));
         list_topic.partitions = vec![wanted];
         let mut request = ListOffsetsRequest::default();
         request.replica_id = BrokerId(-1);
+        // v2 and later (a v1 request cannot carry it, and answers the high watermark).
+        if version >= 2 {
+            request.isolation_level = READ_COMMITTED;
+        }
         request.topics = vec![list_topic];
         let response: ListOffsetsResponse = connection.call(ApiKey::ListOffsets, version, &request).await?;
         let what = format!("ListOffsets of {topic}-{partition}");

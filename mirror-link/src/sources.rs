@@ -211,6 +211,22 @@ impl Sources for KafkaSources {
         Some(cluster.fetch(wanted, limits, max_wait_ms).await)
     }
 
+    async fn last_stable_offsets(
+        &self,
+        address: &str,
+        partitions: &[(String, i32)],
+    ) -> Option<Vec<Result<i64, FetchError>>> {
+        let cluster = match self.cluster(address) {
+            Ok(cluster) => cluster,
+            Err(error) => {
+                let refused = FetchError::new(error.to_string(), false);
+                return Some(partitions.iter().map(|_| Err(refused.clone())).collect());
+            }
+        };
+        let mut cluster = cluster.lock().await;
+        Some(cluster.last_stable_offsets(partitions).await)
+    }
+
     async fn group_offsets(&self, address: &str, topics: &[String]) -> Result<Vec<GroupOffset>, FetchError> {
         let cluster = self
             .cluster(address)

@@ -3,6 +3,11 @@
 //! ([`mirror_fsm::Sources::group_offsets`]) and commits them here, so that consumers moved to this cluster after a
 //! failover resume where they were.
 //!
+//! The same periodic question asks each source the last stable offset of the link's PAUSED partitions
+//! ([`mirror_fsm::Sources::last_stable_offsets`]), which no round asks for: a paused mirror's lag keeps growing
+//! in `describe` and the metrics as the source is written, and becomes unknown when the source cannot answer —
+//! never the last answer's value standing still.
+//!
 //! A byte-exact mirror has the source's offsets, so an offset carries over as it is, with two exceptions: an
 //! offset beyond what this node has mirrored so far is cut to its log end (after an unplanned failover the
 //! records past it never arrive, and a consumer parked beyond the log end would skip what this cluster writes
@@ -13,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use mirror_fsm::{FetchError, GroupOffset, Sources};
+use mirror_fsm::{FetchError, GroupOffset, Sources, StateKind};
 
 use super::links::{log_end, MirrorLinks, PartitionKey};
 use crate::offsets::{Committed, OffsetEntry};
@@ -23,7 +28,16 @@ use crate::Node;
 pub const GROUP_SYNC_INTERVAL_MS: i64 = 5_000;
 
 /// Group offsets fetched from each source: the partitions asked for, and the source's answer.
-pub(super) type Fetched = Vec<(BTreeSet<PartitionKey>, Result<Vec<GroupOffset>, FetchError>)>;
+type GroupAnswers = Vec<(BTreeSet<PartitionKey>, Result<Vec<GroupOffset>, FetchError>)>;
+
+/// What the periodic question brought back from each source.
+#[derive(Debug, Default)]
+pub(super) struct Fetched {
+    /// Group offsets: the partitions asked for, and the source's answer.
+    offsets: GroupAnswers,
+    /// Paused partitions' last stable offsets (`None`: the source implementation cannot say).
+    paused: Vec<(PartitionKey, Option<Result<i64, FetchError>>)>,
+}
 
 /// The most one source's group offsets may take when fetched by a task of their own.
 pub const GROUP_FETCH_DEADLINE: Duration = Duration::from_secs(10);
@@ -40,7 +54,7 @@ impl MirrorLinks {
                 return 0;
             }
             return match task.await {
-                Ok(fetched) => self.commit_group_offsets(node, fetched).await,
+                Ok(fetched) => self.apply_periodic(node, fetched).await,
                 Err(_) => 0,
             };
         }
@@ -52,26 +66,30 @@ impl MirrorLinks {
             return 0;
         }
         self.group_sync_due_ms = now.saturating_add(interval);
-        let wanted = self.mirrored_by_source();
+        let wanted = self.by_source(|mirrored| mirrored.driver.fetching());
+        let paused = self.by_source(|mirrored| mirrored.driver.state().kind() == StateKind::Paused);
         let sources = Arc::clone(&self.sources);
         if self.rounds_in_flight {
             let landed = Arc::clone(&self.landed);
             self.group_fetch = Some(tokio::spawn(async move {
-                let fetched = fetch_group_offsets(sources, wanted, Some(GROUP_FETCH_DEADLINE)).await;
+                let fetched = ask_sources(sources, wanted, paused, Some(GROUP_FETCH_DEADLINE)).await;
                 landed.notify_one();
                 fetched
             }));
             return 0;
         }
-        let fetched = fetch_group_offsets(sources, wanted, None).await;
-        self.commit_group_offsets(node, fetched).await
+        let fetched = ask_sources(sources, wanted, paused, None).await;
+        self.apply_periodic(node, fetched).await
     }
 
-    /// The partitions fetching now, by source.
-    fn mirrored_by_source(&self) -> BTreeMap<String, BTreeSet<PartitionKey>> {
+    /// The partitions `which` picks, by source.
+    fn by_source(
+        &self,
+        which: impl Fn(&super::links::Mirrored) -> bool,
+    ) -> BTreeMap<String, BTreeSet<PartitionKey>> {
         let mut by_source: BTreeMap<String, BTreeSet<PartitionKey>> = BTreeMap::new();
         for (key, mirrored) in &self.partitions {
-            if mirrored.driver.fetching() {
+            if which(mirrored) {
                 by_source
                     .entry(mirrored.source.clone())
                     .or_default()
@@ -81,9 +99,29 @@ impl MirrorLinks {
         by_source
     }
 
+    /// Records the paused partitions' last stable offsets (those still paused), then commits the group offsets;
+    /// the number committed.
+    async fn apply_periodic(&mut self, node: &Node, fetched: Fetched) -> usize {
+        for (key, answer) in fetched.paused {
+            let Some(mirrored) = self.partitions.get_mut(&key) else {
+                continue;
+            };
+            if mirrored.driver.state().kind() != StateKind::Paused {
+                continue;
+            }
+            match answer {
+                Some(Ok(stable)) => mirrored.source_lso = Some(stable),
+                // The source could not say: the lag is unknown, not the last answer's.
+                Some(Err(_)) => mirrored.source_lso = None,
+                None => {}
+            }
+        }
+        self.commit_group_offsets(node, fetched.offsets).await
+    }
+
     /// Commits here the fetched offsets of the partitions still fetching now (one failed over or paused since
     /// the fetch keeps its own), each cut to our log end; the number committed.
-    async fn commit_group_offsets(&mut self, node: &Node, fetched: Fetched) -> usize {
+    async fn commit_group_offsets(&mut self, node: &Node, fetched: GroupAnswers) -> usize {
         let mut committed = 0;
         for (keys, answer) in fetched {
             let Ok(offsets) = answer else {
@@ -131,13 +169,43 @@ impl MirrorLinks {
     }
 }
 
+/// Asks each source for its groups' offsets on the topics of its `wanted` partitions and for the last stable
+/// offsets of its `paused` ones, each source's question under `deadline` when one is given.
+async fn ask_sources(
+    sources: Arc<dyn Sources>,
+    wanted: BTreeMap<String, BTreeSet<PartitionKey>>,
+    paused: BTreeMap<String, BTreeSet<PartitionKey>>,
+    deadline: Option<Duration>,
+) -> Fetched {
+    let mut stable = Vec::new();
+    for (source, keys) in paused {
+        let keys: Vec<PartitionKey> = keys.into_iter().collect();
+        let asked = sources.last_stable_offsets(&source, &keys);
+        let answers = match deadline {
+            Some(deadline) => tokio::time::timeout(deadline, asked).await.unwrap_or_else(|_| {
+                let late = FetchError::new(format!("no answer within {} ms", deadline.as_millis()), true);
+                Some(keys.iter().map(|_| Err(late.clone())).collect())
+            }),
+            None => asked.await,
+        };
+        match answers {
+            Some(answers) => stable.extend(keys.into_iter().zip(answers.into_iter().map(Some))),
+            None => stable.extend(keys.into_iter().map(|key| (key, None))),
+        }
+    }
+    Fetched {
+        offsets: fetch_group_offsets(sources, wanted, deadline).await,
+        paused: stable,
+    }
+}
+
 /// Asks each source for its groups' offsets on the topics of its partitions, each under `deadline` when one is
 /// given.
 async fn fetch_group_offsets(
     sources: Arc<dyn Sources>,
     wanted: BTreeMap<String, BTreeSet<PartitionKey>>,
     deadline: Option<Duration>,
-) -> Fetched {
+) -> GroupAnswers {
     let mut fetched = Vec::with_capacity(wanted.len());
     for (source, keys) in wanted {
         let topics: Vec<String> = keys
