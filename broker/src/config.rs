@@ -41,6 +41,8 @@ pub struct BrokerConfig {
     /// How often mirror links compare their topics with the source's and add the partitions the source gained
     /// (KIP-1279's `mirror.metadata.refresh.interval.ms`; 30 s).
     pub mirror_metadata_refresh: Duration,
+    /// Where the Prometheus metrics endpoint listens (`serve --metrics-listen`; `None`: no endpoint).
+    pub metrics_listen: Option<SocketAddr>,
     /// Test-only faults.
     pub faults: Faults,
 }
@@ -72,6 +74,7 @@ impl BrokerConfig {
             mirror_metadata_refresh: Duration::from_millis(
                 node::mirror::source_topics::SOURCE_TOPIC_CHECK_INTERVAL_MS.unsigned_abs(),
             ),
+            metrics_listen: None,
             faults: Faults::default(),
         }
     }

@@ -19,7 +19,9 @@
 //!   listeners and the principal of a client certificate; [`sasl`] — SaslHandshake / SaslAuthenticate with PLAIN
 //!   and SCRAM against the node's stored credentials, nothing else served before authentication.
 //!
-//! There are no ACLs yet: an authenticated (or PLAINTEXT) connection may send every request.
+//! - [`authorize`] — ACL authorization of every API before the node (`serve --authorizer acl`, ADR 0057).
+//! - [`metrics`] — the Prometheus endpoint (`serve --metrics-listen`, ADR 0058): requests, latency, bytes,
+//!   connections, and every mirrored partition's state and lag.
 
 mod api;
 pub mod authorize;
@@ -27,6 +29,7 @@ pub mod config;
 mod error;
 pub mod frame;
 pub mod listener;
+pub mod metrics;
 pub mod mirror;
 pub mod sasl;
 pub mod server;

@@ -21,6 +21,7 @@ use node::{Endpoint, Node};
 use crate::api::{self, Caller, Reply};
 use crate::frame::{parse_request, read_frame, read_sasl_token};
 use crate::listener::SecurityProtocol;
+use crate::metrics::BrokerMetrics;
 use crate::mirror::{MirrorService, MIRROR_ADMIN_API_KEY};
 use crate::sasl::{self, SaslExchange, MAX_RECEIVE_BEFORE_AUTHENTICATION};
 use crate::{BrokerConfig, BrokerError};
@@ -55,6 +56,10 @@ pub struct Server {
     listeners: Vec<BoundListener>,
     config: Arc<BrokerConfig>,
     node: Arc<Node>,
+    /// What the request path counts (served when `metrics_listener` is bound).
+    metrics: Arc<BrokerMetrics>,
+    /// The Prometheus endpoint's socket, and the address it bound.
+    metrics_listener: Option<(TcpListener, SocketAddr)>,
 }
 
 impl std::fmt::Debug for Server {
@@ -78,13 +83,7 @@ impl Server {
         let tls = check_listeners(&config)?;
         let mut listeners = Vec::with_capacity(config.listeners.len());
         for listener in &config.listeners {
-            let address = listener.bind;
-            let socket = TcpListener::bind(address)
-                .await
-                .map_err(|source| BrokerError::Listen { address, source })?;
-            let local = socket
-                .local_addr()
-                .map_err(|source| BrokerError::Listen { address, source })?;
+            let (socket, local) = bind_socket(listener.bind).await?;
             let (host, port) = listener
                 .advertised
                 .clone()
@@ -110,6 +109,10 @@ impl Server {
             .first()
             .map(|listener| listener.context.endpoint.clone())
             .ok_or_else(|| BrokerError::Listeners("no listener".to_owned()))?;
+        let metrics_listener = match config.metrics_listen {
+            Some(address) => Some(bind_socket(address).await?),
+            None => None,
+        };
         let node = Node::open_on(
             config.node.clone(),
             (first.host, first.port),
@@ -121,7 +124,14 @@ impl Server {
             listeners,
             config: Arc::new(config),
             node: Arc::new(node),
+            metrics: Arc::new(BrokerMetrics::default()),
+            metrics_listener,
         })
+    }
+
+    /// The address the metrics endpoint bound (`None`: no `metrics_listen`).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_listener.as_ref().map(|(_, local)| *local)
     }
 
     /// The node it serves (shared with its mirror links and connections).
@@ -188,6 +198,14 @@ impl Server {
             )
             .map_err(BrokerError::MirrorThread)?,
         );
+        let scrapes = self.metrics_listener.map(|(socket, _)| {
+            let scraped = crate::metrics::http::Scraped {
+                metrics: self.metrics.clone(),
+                node: self.node.clone(),
+                mirror: mirror.clone(),
+            };
+            tokio::spawn(crate::metrics::http::serve(socket, scraped, stopped.clone()))
+        });
         let drop_counter = Arc::new(AtomicU64::new(0));
         // One accept task per listener; the connections they accept are served here, so that shutdown waits for
         // every one.
@@ -210,6 +228,7 @@ impl Server {
                             stopped: stopped.clone(),
                             drop_counter: drop_counter.clone(),
                             mirror: mirror.clone(),
+                            metrics: self.metrics.clone(),
                         },
                         stream,
                     ));
@@ -230,11 +249,25 @@ impl Server {
         let _ = group_timers.await;
         let _ = retention.await;
         let _ = cleaner.await;
+        if let Some(scrapes) = scrapes {
+            let _ = scrapes.await;
+        }
         if let Some(mirror) = Arc::into_inner(mirror) {
             mirror.join().await;
         }
         Ok(self.node.close().await?)
     }
+}
+
+/// A socket bound to `address`, and the address it bound (the port chosen when `address` said 0).
+async fn bind_socket(address: SocketAddr) -> Result<(TcpListener, SocketAddr), BrokerError> {
+    let socket = TcpListener::bind(address)
+        .await
+        .map_err(|source| BrokerError::Listen { address, source })?;
+    let local = socket
+        .local_addr()
+        .map_err(|source| BrokerError::Listen { address, source })?;
+    Ok((socket, local))
 }
 
 /// Refuses listener settings that cannot be honoured, and loads TLS when a listener needs it.
@@ -381,6 +414,7 @@ struct Connection {
     listener: Arc<ListenerContext>,
     stopped: watch::Receiver<bool>,
     drop_counter: Arc<AtomicU64>,
+    metrics: Arc<BrokerMetrics>,
     mirror: Arc<MirrorService>,
 }
 
@@ -390,6 +424,7 @@ const FAILED_AUTHENTICATION_DELAY: Duration = Duration::from_millis(100);
 
 /// Runs the TLS handshake (on SSL and SASL_SSL listeners), then serves the connection.
 async fn open_connection(connection: Connection, stream: TcpStream) {
+    let _open = connection.metrics.connection_opened();
     let peer = stream.peer_addr().ok().map(|address| address.ip());
     let caller = Caller {
         peer,
@@ -505,6 +540,7 @@ where
         mut stopped,
         drop_counter,
         mirror,
+        metrics,
         ..
     } = connection;
     let max = config.max_request_bytes;
@@ -513,6 +549,10 @@ where
             frame = read_frame(&mut stream, max) => frame,
             _ = stopped.changed() => return,
         };
+        if let Ok(Some(frame)) = &frame {
+            metrics.received(frame.len() + 4);
+        }
+        let started = std::time::Instant::now();
         let request = match frame.and_then(|frame| frame.map(parse_request).transpose()) {
             Ok(Some(request)) => request,
             Ok(None) => return,
@@ -528,6 +568,8 @@ where
                     if send(&mut stream, &response).await.is_err() {
                         return;
                     }
+                    metrics.sent(response.len());
+                    metrics.request(request.api_key, request.version, started.elapsed());
                 }
                 Err(error) => {
                     eprintln!("mirrorlog serve: closing a connection: {error}");
@@ -546,8 +588,10 @@ where
                 if send(&mut stream, &response).await.is_err() {
                     return;
                 }
+                metrics.sent(response.len());
+                metrics.request(request.api_key, request.version, started.elapsed());
             }
-            Ok(Reply::Nothing) => {}
+            Ok(Reply::Nothing) => metrics.request(request.api_key, request.version, started.elapsed()),
             Err(error) => {
                 eprintln!("mirrorlog serve: closing a connection: {error}");
                 return;

@@ -118,6 +118,11 @@ pub struct ServeArgs {
     /// `mirror.metadata.refresh.interval.ms`).
     #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(100..=86_400_000))]
     mirror_metadata_refresh_ms: u64,
+    /// Serve Prometheus metrics over HTTP at `HOST:PORT`/metrics (requests, latency, bytes, connections, and
+    /// every mirrored partition's state and lag; docs/metrics.md). No TLS and no authentication: bind it to
+    /// loopback or a management network. Off by default.
+    #[arg(long, value_name = "HOST:PORT")]
+    metrics_listen: Option<std::net::SocketAddr>,
     /// Test fault: the fraction (0–1) of produce responses lost after the records are appended (the connection
     /// closes instead of answering).
     #[arg(long, default_value_t = 0.0, value_parser = parse_fraction, hide = true)]
@@ -302,6 +307,7 @@ pub fn serve(args: ServeArgs) -> Result<(), CliError> {
     config.retention_check_interval = Duration::from_millis(args.log_retention_check_interval_ms);
     config.cleaner_backoff = Duration::from_millis(args.log_cleaner_backoff_ms);
     config.mirror_metadata_refresh = Duration::from_millis(args.mirror_metadata_refresh_ms);
+    config.metrics_listen = args.metrics_listen;
     config.faults = Faults {
         drop_produce_responses: args.fault_drop_produce_responses,
         stopping_step_pause: args
@@ -325,6 +331,9 @@ pub fn serve(args: ServeArgs) -> Result<(), CliError> {
             if let Some(address) = server.listener_addr(protocol) {
                 println!("mirrorlog serve: listener {protocol}://{address}");
             }
+        }
+        if let Some(address) = server.metrics_addr() {
+            println!("mirrorlog serve: metrics on http://{address}/metrics");
         }
         for (partition, report) in server.node().repairs() {
             eprintln!("mirrorlog serve: {partition}: repaired on open: {report}");

@@ -39,7 +39,13 @@ pub async fn serve(node: NodeConfig, advertised: Option<std::net::SocketAddr>) -
 
 /// A `serve` broker as `config` says; see [`serve`].
 pub async fn serve_with(config: BrokerConfig) -> Serving {
+    serve_with_metrics(config).await.0
+}
+
+/// A `serve` broker as `config` says, and the address its metrics endpoint bound (`config.metrics_listen`).
+pub async fn serve_with_metrics(config: BrokerConfig) -> (Serving, Option<std::net::SocketAddr>) {
     let server = Server::bind(config).await.unwrap();
+    let metrics = server.metrics_addr();
     let address = server.local_addr().unwrap().to_string();
     let node = server.node().clone();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -51,7 +57,7 @@ pub async fn serve_with(config: BrokerConfig) -> Serving {
             .await
             .unwrap();
     });
-    (address, node, stop, running)
+    ((address, node, stop, running), metrics)
 }
 
 /// Stops every broker of `running`, in order, and waits for each.

@@ -1,0 +1,220 @@
+//! The Prometheus endpoint (`serve --metrics-listen`, issue 53 item 7, ADR 0058), scraped as Prometheus scrapes
+//! it and read with a Prometheus text parser: a destination mirroring two partitions shows each one's state and
+//! lag, the lag falls to 0 once the mirror has caught up, rises while the link is paused and the source written,
+//! and falls to 0 again on resume; the request counters count what clients sent by API and version, and a path
+//! other than `/metrics` is a 404. A client sending API keys and versions nobody serves adds
+//! one label set, not one per key.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails by panicking
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+mod common;
+
+use broker::BrokerConfig;
+use common::mirror::*;
+use node::mirror::AdminRequest;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// One HTTP/1.1 exchange; the status code and the body.
+async fn http_get(address: std::net::SocketAddr, path: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, body.to_owned())
+}
+
+/// A scrape, parsed: each sample's value by its name and labels (`name{a="x",b="y"}`, labels sorted).
+async fn scrape(address: std::net::SocketAddr) -> HashMap<String, f64> {
+    let (status, body) = http_get(address, "/metrics").await;
+    assert_eq!(status, 200, "{body}");
+    let lines = body.lines().map(|line| Ok(line.to_owned()));
+    let parsed = prometheus_parse::Scrape::parse(lines).unwrap();
+    parsed
+        .samples
+        .into_iter()
+        .filter_map(|sample| {
+            let value = match sample.value {
+                prometheus_parse::Value::Counter(value)
+                | prometheus_parse::Value::Gauge(value)
+                | prometheus_parse::Value::Untyped(value) => value,
+                _ => return None,
+            };
+            let mut labels: Vec<(String, String)> = sample
+                .labels
+                .iter()
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect();
+            labels.sort();
+            let labels: Vec<String> = labels
+                .into_iter()
+                .map(|(key, value)| format!("{key}=\"{value}\""))
+                .collect();
+            Some((format!("{}{{{}}}", sample.metric, labels.join(",")), value))
+        })
+        .collect()
+}
+
+/// Scrapes (polling) until `done` holds, up to 30 s; that scrape.
+async fn until_scraped(
+    address: std::net::SocketAddr,
+    done: impl Fn(&HashMap<String, f64>) -> bool,
+) -> HashMap<String, f64> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let scraped = scrape(address).await;
+        if done(&scraped) {
+            return scraped;
+        }
+        assert!(Instant::now() < deadline, "never so within 30 s: {scraped:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A destination `serve` under `dir` (cluster `cluster-b`) with its metrics endpoint on an ephemeral port.
+async fn with_metrics(dir: &std::path::Path) -> (Serving, std::net::SocketAddr) {
+    let node = config(dir, "cluster-b", &[]);
+    let mut broker = BrokerConfig::new("127.0.0.1:0".parse().unwrap(), node.storage.clone());
+    broker.node = node;
+    broker.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
+    let (serving, metrics) = serve_with_metrics(broker).await;
+    (serving, metrics.unwrap())
+}
+
+fn partition_sample(name: &str, partition: i32) -> String {
+    format!("{name}{{link=\"a-to-b\",partition=\"{partition}\",topic=\"orders\"}}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scrape_shows_each_mirrored_partitions_state_and_a_lag_that_falls_to_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let (source_address, source, stop_source, source_running) =
+        serve(config(&dir.path().join("a"), "cluster-a", &[("orders", 2)]), None).await;
+    assert_eq!(produce_records(&source, "orders", 0, 5).await, 0);
+    assert_eq!(produce_records(&source, "orders", 1, 3).await, 0);
+    let ((dest_address, dest, stop_dest, dest_running), metrics) = with_metrics(&dir.path().join("b")).await;
+
+    // Before any link: the broker's own metrics, no mirror samples.
+    let before = scrape(metrics).await;
+    assert_eq!(before["mirrorlog_connections{}"], 0.0, "{before:?}");
+    assert!(!before
+        .keys()
+        .any(|key| key.starts_with("mirrorlog_mirror_partition")));
+
+    create(&dest_address, "a-to-b", &source_address, "orders").await;
+    until_log_end(&dest, "orders", 0, 5, Duration::from_secs(30)).await;
+    until_log_end(&dest, "orders", 1, 3, Duration::from_secs(30)).await;
+    // The lag is known once the source answered a round, and 0 once that round was written.
+    let caught_up = until_scraped(metrics, |scraped| {
+        (0..2).all(|p| {
+            scraped.get(&partition_sample("mirrorlog_mirror_partition_lag_records", p)) == Some(&0.0)
+        })
+    })
+    .await;
+    for (partition, end) in [(0, 5.0), (1, 3.0)] {
+        let sample = |name: &str| caught_up[&partition_sample(name, partition)];
+        assert_eq!(sample("mirrorlog_mirror_partition_log_end_offset"), end);
+        assert_eq!(
+            sample("mirrorlog_mirror_partition_source_last_stable_offset"),
+            end
+        );
+        assert_eq!(sample("mirrorlog_mirror_partition_lag_seconds"), 0.0);
+        let state = |state: &str| {
+            caught_up[&format!(
+                "mirrorlog_mirror_partition_state{{link=\"a-to-b\",partition=\"{partition}\",state=\"{state}\",topic=\"orders\"}}"
+            )]
+        };
+        assert_eq!(state("MIRRORING"), 1.0);
+        assert_eq!(state("FAILED"), 0.0);
+    }
+    assert_eq!(
+        caught_up["mirrorlog_mirror_link_partitions{link=\"a-to-b\",state=\"MIRRORING\"}"],
+        2.0
+    );
+    // The administration request that created the link is counted under its own name.
+    assert!(caught_up["mirrorlog_requests_total{api=\"MirrorAdmin\",version=\"0\"}"] >= 1.0);
+    assert!(caught_up["mirrorlog_network_received_bytes_total{}"] > 0.0);
+    assert!(caught_up["mirrorlog_connections_accepted_total{}"] >= 1.0);
+
+    let (status, _) = http_get(metrics, "/").await;
+    assert_eq!(status, 404);
+
+    // Paused, the mirror falls behind: its lag rises as the source is written (the links ask a paused
+    // partition's source for its last stable offset every group-sync interval, 5 s), and falls to 0 on resume.
+    let paused = admin(
+        &dest_address,
+        AdminRequest::Pause {
+            link: "a-to-b".to_owned(),
+            topics: Vec::new(),
+        },
+    )
+    .await;
+    assert!(paused.ok, "{paused:?}");
+    assert_eq!(produce_records(&source, "orders", 0, 4).await, 0);
+    let lag_of_0 = partition_sample("mirrorlog_mirror_partition_lag_records", 0);
+    let behind = until_scraped(metrics, |scraped| scraped.get(&lag_of_0) == Some(&4.0)).await;
+    assert_eq!(
+        behind["mirrorlog_mirror_partition_state{link=\"a-to-b\",partition=\"0\",state=\"PAUSED\",topic=\"orders\"}"],
+        1.0
+    );
+    assert_eq!(
+        behind[&partition_sample("mirrorlog_mirror_partition_log_end_offset", 0)],
+        5.0
+    );
+    let resumed = admin(
+        &dest_address,
+        AdminRequest::Resume {
+            link: "a-to-b".to_owned(),
+            topics: Vec::new(),
+        },
+    )
+    .await;
+    assert!(resumed.ok, "{resumed:?}");
+    until_scraped(metrics, |scraped| scraped.get(&lag_of_0) == Some(&0.0)).await;
+    assert_eq!(log_end(&dest, "orders", 0).await, 9);
+
+    stop_all(vec![(stop_dest, dest_running), (stop_source, source_running)]).await;
+}
+
+/// Requests under API keys and versions the broker does not serve share one label set: a client cannot grow the
+/// metrics by sending made-up keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unserved_api_keys_and_versions_are_counted_under_one_label_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let ((address, _node, stop, running), metrics) = with_metrics(dir.path()).await;
+    // ApiVersions at a version past the served range is answered (UNSUPPORTED_VERSION, v0 body), as Kafka does.
+    for version in [100i16, 200, 300] {
+        let mut stream = TcpStream::connect(&address).await.unwrap();
+        let mut frame = Vec::new();
+        frame.extend_from_slice(&18i16.to_be_bytes());
+        frame.extend_from_slice(&version.to_be_bytes());
+        frame.extend_from_slice(&7i32.to_be_bytes());
+        frame.extend_from_slice(&(-1i16).to_be_bytes());
+        let mut sized = (frame.len() as i32).to_be_bytes().to_vec();
+        sized.extend_from_slice(&frame);
+        stream.write_all(&sized).await.unwrap();
+        let size = stream.read_i32().await.unwrap();
+        let mut answer = vec![0u8; size as usize];
+        stream.read_exact(&mut answer).await.unwrap();
+    }
+    let scraped = scrape(metrics).await;
+    let request_sets: Vec<&String> = scraped
+        .keys()
+        .filter(|key| key.starts_with("mirrorlog_requests_total"))
+        .collect();
+    assert_eq!(
+        request_sets,
+        vec!["mirrorlog_requests_total{api=\"unsupported\",version=\"-1\"}"],
+        "{scraped:?}"
+    );
+    assert_eq!(
+        scraped["mirrorlog_requests_total{api=\"unsupported\",version=\"-1\"}"],
+        3.0
+    );
+    stop_all(vec![(stop, running)]).await;
+}
