@@ -9,7 +9,10 @@ driven by mirror-fsm's driver; `mirror-link/examples/mirror_once.rs`, named by M
 - `mirrorlog serve` as the destination, administered with `mirrorlog mirror`: a Kafka topic of three partitions
   (committed and aborted transactions) mirrored through one connection, byte for byte, then failed over;
 - partitions added to a Kafka topic (CreatePartitions, as `kafka-topics --alter --partitions`) are added to its
-  mirror topic and mirrored byte for byte, within the metadata refresh interval.
+  mirror topic and mirrored byte for byte, within the metadata refresh interval;
+- `serve --metrics-listen` (issue 53): a mirror of Kafka's lag, scraped and read with Prometheus's OpenMetrics
+  parser, falls to 0, grows while the link is paused by exactly Kafka's last stable offset (an open transaction's
+  records not counted), and falls to 0 again on resume.
 """
 
 import json
@@ -334,6 +337,93 @@ def test_a_kafka_topic_deleted_and_created_again_fails_its_mirror_by_topic_id_an
             raise AssertionError(f"the mirror did not fail on the new topic id: {described}")
         assert "topic id" in status["error"], status
         assert bw.mirrorlog_json("dump", tmp_path / "dest" / f"{RECREATED}-0") == mirrored
+    finally:
+        process.terminate()
+        assert process.wait(30) == 0
+
+
+METRICS_TOPIC = "mirrored-metrics"
+
+
+def start_serve_with_metrics(data_dir: Path, cluster_id: str):
+    """A `serve` with its metrics endpoint on an ephemeral port; (process, bootstrap, metrics URL)."""
+    process, bootstrap = start_serve(data_dir, cluster_id, "--metrics-listen", "127.0.0.1:0")
+    for _ in range(8):
+        line = process.stdout.readline().decode()
+        if "metrics on" in line:
+            return process, bootstrap, line.rsplit(" ", 1)[1].strip()
+    process.terminate()
+    raise AssertionError("serve did not say where its metrics are")
+
+
+def scrape(url: str) -> dict:
+    """One scrape, parsed by Prometheus's OpenMetrics parser: {(name, sorted labels): value}."""
+    import urllib.request
+
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        assert answer.status == 200
+        assert answer.headers["Content-Type"].startswith("application/openmetrics-text")
+        text = answer.read().decode()
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def lag(scraped: dict, link: str, topic: str, partition: int):
+    labels = tuple(sorted({"link": link, "topic": topic, "partition": str(partition)}.items()))
+    return scraped.get(("mirrorlog_mirror_partition_lag_records", labels))
+
+
+def until_lag(url: str, wanted, what: str) -> dict:
+    for _ in range(200):
+        scraped = scrape(url)
+        if lag(scraped, "metered", METRICS_TOPIC, 0) == wanted:
+            return scraped
+        time.sleep(0.1)
+    raise AssertionError(f"{what}: lag {lag(scraped, 'metered', METRICS_TOPIC, 0)}, wanted {wanted}")
+
+
+def test_the_metrics_of_a_mirror_of_kafka_follow_its_last_stable_offset_through_a_pause(source, tmp_path):
+    node, _ = source
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    admin.create_topics([NewTopic(METRICS_TOPIC, 1, 1)])[METRICS_TOPIC].result(30)
+    producer = Producer({"bootstrap.servers": node.bootstrap, "enable.idempotence": True})
+    for index in range(5):
+        producer.produce(METRICS_TOPIC, value=f"before {index}".encode())
+    producer.flush(30)
+    process, dest, url = start_serve_with_metrics(tmp_path / "dest", "serve-metered")
+    try:
+        mirror_json("create", dest, "--link", "metered", "--source", node.bootstrap, "--topic", METRICS_TOPIC)
+        until_lag(url, 0, "caught up")
+        mirror_json("pause", dest, "--link", "metered")
+        for index in range(7):
+            producer.produce(METRICS_TOPIC, value=f"paused {index}".encode())
+        producer.flush(30)
+        # A transaction left open: its records are past Kafka's last stable offset, so not behind yet.
+        transactional = Producer({"bootstrap.servers": node.bootstrap, "transactional.id": "metered-txn"})
+        transactional.init_transactions(30)
+        transactional.begin_transaction()
+        for index in range(3):
+            transactional.produce(METRICS_TOPIC, value=f"open {index}".encode())
+        transactional.flush(30)
+        paused = until_lag(url, 7, "paused, 7 records written and 3 in an open transaction")
+        state = tuple(sorted({"link": "metered", "topic": METRICS_TOPIC, "partition": "0", "state": "PAUSED"}.items()))
+        assert paused[("mirrorlog_mirror_partition_state", state)] == 1
+        # Committed: the 3 records and the COMMIT marker are below the last stable offset now.
+        transactional.commit_transaction(30)
+        until_lag(url, 11, "after the commit")
+        mirror_json("resume", dest, "--link", "metered")
+        until_lag(url, 0, "resumed")
+        ours = bw.mirrorlog_json("dump", tmp_path / "dest" / f"{METRICS_TOPIC}-0")
+        theirs = [b for segment in node.segments(METRICS_TOPIC, 0) for b in bw.mirrorlog_json("dump", segment)]
+        assert ours and ours == theirs
     finally:
         process.terminate()
         assert process.wait(30) == 0
