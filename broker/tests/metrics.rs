@@ -124,6 +124,9 @@ async fn a_scrape_shows_each_mirrored_partitions_state_and_a_lag_that_falls_to_z
             end
         );
         assert_eq!(sample("mirrorlog_mirror_partition_lag_seconds"), 0.0);
+        assert_eq!(sample("mirrorlog_mirror_partition_offsets_mirrored_total"), end);
+        assert_eq!(sample("mirrorlog_mirror_partition_batches_mirrored_total"), 1.0);
+        assert_eq!(sample("mirrorlog_mirror_partition_failed_rounds_total"), 0.0);
         let state = |state: &str| {
             caught_up[&format!(
                 "mirrorlog_mirror_partition_state{{link=\"a-to-b\",partition=\"{partition}\",state=\"{state}\",topic=\"orders\"}}"
@@ -175,8 +178,16 @@ async fn a_scrape_shows_each_mirrored_partitions_state_and_a_lag_that_falls_to_z
     )
     .await;
     assert!(resumed.ok, "{resumed:?}");
-    until_scraped(metrics, |scraped| scraped.get(&lag_of_0) == Some(&0.0)).await;
+    let resumed = until_scraped(metrics, |scraped| scraped.get(&lag_of_0) == Some(&0.0)).await;
     assert_eq!(log_end(&dest, "orders", 0).await, 9);
+    assert_eq!(
+        resumed[&partition_sample("mirrorlog_mirror_partition_offsets_mirrored_total", 0)],
+        9.0
+    );
+    assert_eq!(
+        resumed[&partition_sample("mirrorlog_mirror_partition_batches_mirrored_total", 0)],
+        2.0
+    );
 
     stop_all(vec![(stop_dest, dest_running), (stop_source, source_running)]).await;
 }

@@ -250,6 +250,9 @@ fn register_mirrors(registry: &mut Registry, links: &[LinkStatus]) {
     let last_mirrored: Family<PartitionLabels, Gauge> = Family::default();
     let source_lso: Family<PartitionLabels, Gauge> = Family::default();
     let truncations: Family<PartitionLabels, Counter> = Family::default();
+    let offsets_mirrored: Family<PartitionLabels, Counter> = Family::default();
+    let batches_mirrored: Family<PartitionLabels, Counter> = Family::default();
+    let failed_rounds: Family<PartitionLabels, Counter> = Family::default();
     let by_state: Family<LinkStateLabels, Gauge> = Family::default();
     let warnings: Family<LinkLabels, Gauge> = Family::default();
     for link in links {
@@ -305,7 +308,14 @@ fn register_mirrors(registry: &mut Registry, links: &[LinkStatus]) {
                 #[allow(clippy::cast_precision_loss)]
                 lag_seconds.get_or_create(&labels).set(lag_ms as f64 / 1000.0);
             }
-            truncations.get_or_create(&labels).inc_by(partition.truncations);
+            for (family, value) in [
+                (&truncations, partition.truncations),
+                (&offsets_mirrored, partition.offsets_mirrored),
+                (&batches_mirrored, partition.batches_mirrored),
+                (&failed_rounds, partition.failed_rounds),
+            ] {
+                family.get_or_create(&labels).inc_by(value);
+            }
         }
     }
     registry.register(
@@ -342,6 +352,21 @@ fn register_mirrors(registry: &mut Registry, links: &[LinkStatus]) {
         "mirror_partition_truncations",
         "Times the partition's log was cut back since serve started (a new mirror's alignment counts once)",
         truncations,
+    );
+    registry.register(
+        "mirror_partition_offsets_mirrored",
+        "Offsets written by the mirror since serve started (records and transaction markers)",
+        offsets_mirrored,
+    );
+    registry.register(
+        "mirror_partition_batches_mirrored",
+        "Batches written by the mirror since serve started",
+        batches_mirrored,
+    );
+    registry.register(
+        "mirror_partition_failed_rounds",
+        "Rounds of the partition that failed since serve started (a retry that fails again counts again)",
+        failed_rounds,
     );
     registry.register(
         "mirror_link_partitions",

@@ -617,6 +617,9 @@ impl MirrorLinks {
                         lag_ms: None,
                         barrier_offset: None,
                         truncations,
+                        offsets_mirrored: 0,
+                        batches_mirrored: 0,
+                        failed_rounds: 0,
                         error: Some("not started".to_owned()),
                     });
                     continue;
@@ -655,6 +658,9 @@ impl MirrorLinks {
                     }),
                     barrier_offset: barrier,
                     truncations,
+                    offsets_mirrored: mirrored.progress.offsets,
+                    batches_mirrored: mirrored.progress.batches,
+                    failed_rounds: mirrored.progress.failed_rounds,
                     error: state
                         .failure()
                         .map(|failure| failure.message.clone())

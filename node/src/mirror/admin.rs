@@ -170,6 +170,15 @@ pub struct PartitionStatus {
     /// source that proved the logs diverged). A retry after a transient fault never cuts (issue 50).
     #[serde(default)]
     pub truncations: u64,
+    /// Offsets written by the mirror since `serve` started (records and transaction markers).
+    #[serde(default)]
+    pub offsets_mirrored: u64,
+    /// Batches written by the mirror since `serve` started.
+    #[serde(default)]
+    pub batches_mirrored: u64,
+    /// Rounds of this partition that failed since `serve` started (each retry that failed again counts).
+    #[serde(default)]
+    pub failed_rounds: u64,
     /// The latest error (a FAILED partition's failure, or a fetch that failed and is retried).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

@@ -78,6 +78,19 @@ pub(super) struct Mirrored {
     pub(super) error: Option<String>,
     /// The state and error last logged ([`Mirrored::log_changes`]); `None` before the first line.
     pub(super) logged: Option<(StateKind, Option<String>)>,
+    /// What its rounds wrote and how many failed, since the links opened.
+    pub(super) progress: Progress,
+}
+
+/// What a mirrored partition's rounds did since the links opened (`describe` and the metrics).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Progress {
+    /// Offsets written (records and markers).
+    pub(super) offsets: u64,
+    /// Batches written.
+    pub(super) batches: u64,
+    /// Rounds that ended in an error.
+    pub(super) failed_rounds: u64,
 }
 
 impl Mirrored {
@@ -132,9 +145,13 @@ impl Mirrored {
             }
             Err(error) => {
                 self.error = Some(error.to_string());
+                self.progress.failed_rounds += 1;
                 0
             }
         };
+        self.progress.batches += u64::try_from(appended).unwrap_or(0);
+        // A round appends; one that moved the end back (an alignment) wrote nothing to count.
+        self.progress.offsets += u64::try_from(end - end_before).unwrap_or(0);
         if self.source_lso.is_some_and(|stable| end >= stable) {
             self.caught_up_at_ms = now;
         }
@@ -669,6 +686,7 @@ impl MirrorLinks {
                 caught_up_at_ms: now,
                 error,
                 logged: None,
+                progress: Progress::default(),
             },
         );
         if let Some(mirrored) = self.partitions.get_mut(&(topic.to_owned(), partition)) {
