@@ -16,12 +16,13 @@ use std::time::Duration;
 use node::mirror::LinkStatus;
 use node::Node;
 use prometheus_client::encoding::text::encode;
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
+use std::fmt::Write as _;
 
 /// The mirror partition states a partition's `state` metric has a line for (KIP-1279's prototype's names, as
 /// `describe` prints them).
@@ -34,17 +35,40 @@ pub const MIRROR_STATES: [&str; 6] = [
     "FAILED",
 ];
 
+/// A request's API as a label: the key when the broker serves it (or the mirror administration key), else
+/// [`ApiLabel::UNSUPPORTED`]. Kept as the key, so counting a request allocates nothing; Kafka's name is written only
+/// when a scrape encodes it.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
+struct ApiLabel(i16);
+
+impl ApiLabel {
+    /// Every key and version the broker does not serve.
+    const UNSUPPORTED: ApiLabel = ApiLabel(i16::MIN);
+}
+
+impl EncodeLabelValue for ApiLabel {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        if self.0 == crate::mirror::MIRROR_ADMIN_API_KEY {
+            return encoder.write_str("MirrorAdmin");
+        }
+        match kafka_protocol::messages::ApiKey::try_from(self.0) {
+            Ok(key) if *self != ApiLabel::UNSUPPORTED => write!(encoder, "{key:?}"),
+            _ => encoder.write_str("unsupported"),
+        }
+    }
+}
+
 /// A request's labels: the API by Kafka's name, and the version asked.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
-    api: String,
+    api: ApiLabel,
     version: i16,
 }
 
 /// A latency's labels: the API by Kafka's name.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ApiLabels {
-    api: String,
+    api: ApiLabel,
 }
 
 /// A mirrored partition's labels.
@@ -114,21 +138,19 @@ impl Default for BrokerMetrics {
 /// under `api="unsupported"`, version −1 — the label sets stay bounded by the version table, whatever the
 /// clients send.
 fn request_labels(api_key: i16, version: i16) -> RequestLabels {
-    if api_key == crate::mirror::MIRROR_ADMIN_API_KEY && version == 0 {
-        return RequestLabels {
-            api: "MirrorAdmin".to_owned(),
+    let served = (api_key == crate::mirror::MIRROR_ADMIN_API_KEY && version == 0)
+        || kafka_protocol::messages::ApiKey::try_from(api_key)
+            .is_ok_and(|key| crate::versions::supported(key, version));
+    if served {
+        RequestLabels {
+            api: ApiLabel(api_key),
             version,
-        };
-    }
-    match kafka_protocol::messages::ApiKey::try_from(api_key) {
-        Ok(key) if crate::versions::supported(key, version) => RequestLabels {
-            api: format!("{key:?}"),
-            version,
-        },
-        _ => RequestLabels {
-            api: "unsupported".to_owned(),
+        }
+    } else {
+        RequestLabels {
+            api: ApiLabel::UNSUPPORTED,
             version: -1,
-        },
+        }
     }
 }
 
@@ -137,9 +159,7 @@ impl BrokerMetrics {
     pub fn request(&self, api_key: i16, version: i16, took: Duration) {
         let labels = request_labels(api_key, version);
         self.latency
-            .get_or_create(&ApiLabels {
-                api: labels.api.clone(),
-            })
+            .get_or_create(&ApiLabels { api: labels.api })
             .observe(took.as_secs_f64());
         self.requests.get_or_create(&labels).inc();
     }
