@@ -614,7 +614,8 @@ impl SourceCluster {
 
     /// The source's cluster id from Metadata asked now (for `topic`, with every topic asked about so far; the
     /// session's connections kept and its leaders refreshed), checked against `expected_topic_id` when given: a
-    /// topic of that name with another id is a final error that names both ids. A preparation calls it before
+    /// topic of that name with another id is a final error that names both ids, and no topic of that name (or one
+    /// without an id) a retryable one. A preparation calls it before
     /// anything is truncated, so nothing is ever truncated on the word of a recreated topic. The partition itself
     /// may still have no leader; its fetch says so.
     pub async fn verified_cluster_id(
@@ -635,6 +636,16 @@ impl SourceCluster {
                     false,
                 ))
             }
+            // Absent now (deleted; or created again and not yet in this broker's metadata): what comes next may be
+            // another topic's log, and a missing answer is no evidence, so the preparation waits — retryably —
+            // rather than ask the log start or the batches of a name that may no longer be the mirrored topic.
+            Ok((cluster_id, None)) if expected_topic_id.is_some() => Err(FetchError::new(
+                format!(
+                    "topic {topic} (id {}) is not in the Metadata of the source (cluster {cluster_id}) now: deleted,                      or created again and not yet known to the broker asked; waiting, nothing truncated",
+                    mirror_fsm::topic_id_text(expected_topic_id.unwrap_or_default()),
+                ),
+                true,
+            )),
             Ok((cluster_id, _)) => Ok(cluster_id),
             Err(error) => Err(self.failed(&error)),
         }

@@ -1,6 +1,6 @@
 //! The link's error enum.
 
-use kafka_types::KafkaError;
+use kafka_types::{ClientErrorClass, KafkaError};
 
 /// Why a call to the source failed.
 #[derive(Debug, thiserror::Error)]
@@ -141,25 +141,13 @@ impl LinkError {
         match self {
             LinkError::Io { .. } | LinkError::Timeout { .. } | LinkError::Malformed { .. } => true,
             LinkError::NoBrokerAnswered { retryable, .. } => *retryable,
-            // An unknown partition (metadata may lag), leadership or availability moving, a storage error: what
-            // a Kafka consumer retries after refreshing its metadata. Anything else (a code this project does
-            // not name included) is not retried.
-            LinkError::Kafka { code, .. } => KafkaError::from_code(*code).is_some_and(|error| {
-                matches!(
-                    error,
-                    KafkaError::UnknownTopicOrPartition
-                        | KafkaError::LeaderNotAvailable
-                        | KafkaError::NotLeaderOrFollower
-                        | KafkaError::RequestTimedOut
-                        | KafkaError::BrokerNotAvailable
-                        | KafkaError::NetworkException
-                        | KafkaError::CoordinatorNotAvailable
-                        | KafkaError::KafkaStorageError
-                        | KafkaError::FencedLeaderEpoch
-                        | KafkaError::UnknownLeaderEpoch
-                        | KafkaError::OffsetNotAvailable
-                )
-            }),
+            // Kafka's retriable errors (its `RetriableException`s and invalid-metadata errors: a partition or a
+            // topic id metadata has not caught up with, leadership or availability moving, a storage error): what
+            // a Kafka consumer retries after refreshing its metadata. One classification, the one the produce path
+            // uses, so a code cannot be retried there and final here. Anything else (a code this project does not
+            // name included) is not retried.
+            LinkError::Kafka { code, .. } => KafkaError::from_code(*code)
+                .is_some_and(|error| error.client_class() == ClientErrorClass::Retriable),
             // A certificate or a credential refused: the configuration must change (a handshake cut by the network
             // is an `Io` error, retried).
             LinkError::Tls { .. } | LinkError::Authentication { .. } => false,
@@ -183,11 +171,35 @@ mod tests {
             code,
             detail: String::new(),
         };
-        for code in [3, 5, 6, 7, 8, 13, 15, 56, 74, 75, 78] {
+        // 100 and 103: a topic id the source's metadata has not caught up with (Kafka's invalid-metadata errors);
+        // 2: a corrupt batch, a `RetriableException` in Kafka's clients (the partition stays FAILED, saying so).
+        for code in [2, 3, 5, 6, 7, 8, 13, 15, 56, 74, 75, 78, 100, 103] {
             assert!(kafka(code).retryable(), "{}", kafka(code));
         }
-        for code in [1, 2, 29, 76, 87] {
+        for code in [1, 29, 76, 87] {
             assert!(!kafka(code).retryable(), "{}", kafka(code));
+        }
+    }
+
+    /// The class of bug this pins: a link's own list of retried codes drifting from the client classification
+    /// (UNKNOWN_TOPIC_ID was retriable there and final here, so a deleted topic failed its mirror for good before
+    /// the retry that tells a recreated topic from a deleted one could run).
+    #[test]
+    fn a_link_retries_exactly_the_codes_kafka_clients_retry() {
+        for code in -1..=130 {
+            let Some(error) = KafkaError::from_code(code) else {
+                continue;
+            };
+            let link = LinkError::Kafka {
+                what: "Fetch".to_owned(),
+                code,
+                detail: String::new(),
+            };
+            assert_eq!(
+                link.retryable(),
+                error.client_class() == ClientErrorClass::Retriable,
+                "{link}"
+            );
         }
     }
 

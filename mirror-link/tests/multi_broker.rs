@@ -410,7 +410,41 @@ async fn a_fetch_asks_for_the_recorded_topic_id_and_a_topic_created_again_answer
         );
         assert!(error.contains(&mirror_fsm::topic_id_text(FIRST_ID)), "{error}");
         assert!(error.contains("created again"), "{error}");
+        // Retryable: the partition's retry prepares again, and its Metadata tells a topic deleted (still absent:
+        // wait) from one created again (another id: failed for good, nothing truncated).
+        assert!(error.contains("retryable: true"), "{error}");
     }
+}
+
+/// ADR 0050: a preparation's first question (before anything is truncated) tells the three cases apart — the
+/// recorded topic (go on), no topic of that name (deleted, or created again and not yet in this broker's metadata:
+/// wait, retryably — an absence is no evidence), another id (created again: failed for good).
+#[tokio::test]
+async fn a_preparation_goes_on_with_the_recorded_topic_waits_while_it_is_absent_and_refuses_another_id() {
+    let state = cluster_with_topic_ids().await;
+    let mut source = source(address(&state, 1));
+    let verified = source.verified_cluster_id("orders", Some(FIRST_ID)).await;
+    assert_eq!(verified.unwrap(), CLUSTER_ID);
+
+    {
+        let mut locked = lock(&state);
+        locked.topic_ids.remove("orders");
+        locked.topic_errors.insert("orders".into(), 3); // UNKNOWN_TOPIC_OR_PARTITION
+    }
+    let absent = format!("{:?}", source.verified_cluster_id("orders", Some(FIRST_ID)).await.unwrap_err());
+    assert!(absent.contains("is not in the Metadata"), "{absent}");
+    assert!(absent.contains("retryable: true"), "{absent}");
+
+    {
+        let mut locked = lock(&state);
+        locked.topic_ids.insert("orders".into(), SECOND_ID);
+        locked.topic_errors.remove("orders");
+    }
+    let other = format!("{:?}", source.verified_cluster_id("orders", Some(FIRST_ID)).await.unwrap_err());
+    assert!(other.contains("created again"), "{other}");
+    assert!(other.contains("retryable: false"), "{other}");
+    // Without a recorded id (a link to a source without topic ids) the name is all there is.
+    assert_eq!(source.verified_cluster_id("orders", None).await.unwrap(), CLUSTER_ID);
 }
 
 #[tokio::test]
