@@ -132,6 +132,8 @@ async fn catch_up(dest: &str, source: &str, topic: &str) -> (Duration, Duration)
             source: source.to_owned(),
             topics: vec![topic.to_owned()],
             source_config: Default::default(),
+            include: Vec::new(),
+            exclude: Vec::new(),
         },
     )
     .await;

@@ -158,10 +158,10 @@ async fn serve(
                 let Some(command) = command else { return };
                 let answer = match &mut links {
                     Ok(links) => match links.source_question(&command.request) {
-                        Some((sources, source, topics)) => {
+                        Some(question) => {
                             let described = described.clone();
                             tokio::spawn(async move {
-                                let answer = sources.describe(&source, &topics).await;
+                                let answer = question.ask().await;
                                 let _ = described.send((command, SourceAnswer::Given(answer)));
                             });
                             continue;

@@ -56,6 +56,8 @@ async fn create_link(b_address: &str, a_address: &str) {
             source: a_address.to_owned(),
             topics: vec![TOPIC.to_owned()],
             source_config: Default::default(),
+            include: Vec::new(),
+            exclude: Vec::new(),
         },
     )
     .await;
@@ -338,6 +340,8 @@ async fn a_link_whose_first_bootstrap_address_is_down_mirrors_through_the_next()
             source: format!("{a_address},"),
             topics: vec![TOPIC.to_owned()],
             source_config: Default::default(),
+            include: Vec::new(),
+            exclude: Vec::new(),
         },
     )
     .await;

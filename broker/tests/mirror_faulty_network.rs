@@ -150,6 +150,8 @@ async fn a_mirror_over_a_faulty_network_catches_up_byte_for_byte_without_truncat
         source: proxy_address.to_string(),
         topics: vec![TOPIC.to_owned()],
         source_config: Default::default(),
+        include: Vec::new(),
+        exclude: Vec::new(),
     };
     let mut attempts = 0;
     loop {

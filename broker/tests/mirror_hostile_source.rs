@@ -284,6 +284,8 @@ async fn a_hostile_source_fails_its_link_with_a_typed_error_stores_nothing_and_t
                 source,
                 topics: vec![TOPIC.to_owned()],
                 source_config: Default::default(),
+                include: Vec::new(),
+                exclude: Vec::new(),
             },
         )
         .await;

@@ -294,6 +294,8 @@ async fn a_create_against_a_silent_source_holds_up_no_other_link() {
         source: silent_address.clone(),
         topics: vec!["slow".to_owned()],
         source_config: Default::default(),
+        include: Vec::new(),
+        exclude: Vec::new(),
     };
     let (dest_for_create, asked) = (dest_address.clone(), Instant::now());
     let creating = tokio::spawn(async move { admin(&dest_for_create, request).await });

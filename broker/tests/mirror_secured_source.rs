@@ -55,6 +55,8 @@ fn create(link: &str, source: &str, settings: std::collections::BTreeMap<String,
         source: source.to_owned(),
         topics: vec![TOPIC.to_owned()],
         source_config: settings,
+        include: Vec::new(),
+        exclude: Vec::new(),
     }
 }
 

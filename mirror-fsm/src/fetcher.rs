@@ -176,6 +176,16 @@ pub trait Sources: Send + Sync {
         Ok(Vec::new())
     }
 
+    /// Every topic the source `address` shows (Kafka: Metadata for all topics), for a link's topic filters to
+    /// discover from. An error (the default: this implementation cannot list, e.g. the simulator's) leaves a
+    /// link's topics as they are — an absence is never evidence that a topic went away.
+    async fn list_topics(&self, address: &str) -> Result<Vec<ListedTopic>, FetchError> {
+        Err(FetchError::new(
+            format!("the source at {address} cannot be asked for its topics here"),
+            false,
+        ))
+    }
+
     /// The last stable offset of each of `partitions` at the source `address` now, in order: what a paused
     /// partition's lag is measured against, since no round asks for it. `None` (the default) when this
     /// implementation cannot say; the lag of a paused partition is then unknown.
@@ -186,6 +196,16 @@ pub trait Sources: Send + Sync {
     ) -> Option<Vec<Result<i64, FetchError>>> {
         None
     }
+}
+
+/// One topic of a source's listing ([`Sources::list_topics`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedTopic {
+    /// The topic's name.
+    pub name: String,
+    /// The source calls it internal (Kafka's `__consumer_offsets`, `__transaction_state`; a mirrorlog node's own
+    /// bookkeeping): never mirrored by a filter.
+    pub internal: bool,
 }
 
 /// One committed offset of a source's consumer group.

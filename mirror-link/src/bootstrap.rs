@@ -62,10 +62,10 @@ pub(crate) struct Reach<'a> {
 /// Metadata of `topics` from the first of `candidates` that answers, reusing an open connection in `connections`
 /// (a failed one is dropped from it); the answering broker's connection is left in `connections`. Returns the
 /// answer, the source's cluster id and the address that gave them.
-pub(crate) async fn metadata_from_any<'t>(
+pub(crate) async fn metadata_from_any(
     candidates: &[String],
     connections: &mut BTreeMap<String, KafkaConnection>,
-    topics: impl IntoIterator<Item = &'t String> + Clone,
+    topics: Option<&[String]>,
     reach: &Reach<'_>,
 ) -> Result<(MetadataResponse, String, String), LinkError> {
     let mut tried: Vec<String> = Vec::new();
@@ -93,7 +93,7 @@ pub(crate) async fn metadata_from_any<'t>(
                 }
             }
         };
-        match crate::cluster::source_metadata(&mut connection, topics.clone(), address).await {
+        match crate::cluster::source_metadata(&mut connection, topics, address).await {
             Ok((metadata, cluster_id)) => {
                 connections.insert(address.clone(), connection);
                 return Ok((metadata, cluster_id, address.clone()));

@@ -213,8 +213,10 @@ impl SourceCluster {
             response_bound: self.response_bound(MAX_RESPONSE_BYTES),
             security: &self.config.security,
         };
-        let (metadata, cluster_id, _answered) =
-            metadata_from_any(&candidates, &mut connections, &self.topics, &reach).await?;
+        let (metadata, cluster_id, _answered) = {
+            let asked: Vec<String> = self.topics.iter().cloned().collect();
+            metadata_from_any(&candidates, &mut connections, Some(&asked), &reach).await?
+        };
         let brokers: BTreeMap<i32, String> = metadata
             .brokers
             .iter()
@@ -755,25 +757,26 @@ pub(crate) fn topic_ids(metadata: &MetadataResponse) -> BTreeMap<String, [u8; 16
         .collect()
 }
 
-/// Metadata of `topics` from the source broker on `connection` (at `address`), never creating a topic there (the
+/// Metadata of `topics` (`None`: every topic) from the source broker on `connection` (at `address`), never creating a topic there (the
 /// field exists from Metadata v4; before it, a broker decides alone): the answer and the source's cluster id.
-pub(crate) async fn source_metadata<'a>(
+pub(crate) async fn source_metadata(
     connection: &mut KafkaConnection,
-    topics: impl IntoIterator<Item = &'a String>,
+    topics: Option<&[String]>,
     address: &str,
 ) -> Result<(MetadataResponse, String), LinkError> {
     let version = connection.version(ApiKey::Metadata, METADATA_VERSIONS)?;
     let mut request = MetadataRequest::default();
-    request.topics = Some(
+    // `None` asks for every topic (a null list; an empty one asks for none).
+    request.topics = topics.map(|topics| {
         topics
-            .into_iter()
+            .iter()
             .map(|name| {
                 let mut topic = MetadataRequestTopic::default();
                 topic.name = Some(TopicName(StrBytes::from_string(name.clone())));
                 topic
             })
-            .collect(),
-    );
+            .collect()
+    });
     request.allow_auto_topic_creation = version < 4;
     let metadata: MetadataResponse = connection.call(ApiKey::Metadata, version, &request).await?;
     let cluster_id = metadata

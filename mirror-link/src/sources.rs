@@ -5,9 +5,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use kafka_protocol::messages::MetadataResponse;
 use mirror_fsm::{
-    FetchError, FetchLimits, FetchedPartition, Fetcher, GroupOffset, PartitionFetch, SourceDescription,
-    Sources,
+    FetchError, FetchLimits, FetchedPartition, Fetcher, GroupOffset, ListedTopic, PartitionFetch,
+    SourceDescription, Sources,
 };
 use tokio::sync::Mutex;
 
@@ -17,6 +18,10 @@ use crate::fetcher::{FetcherConfig, KafkaFetcher};
 
 /// The largest Metadata answer accepted while describing a source (a few topics' partitions).
 const DESCRIBE_RESPONSE_BYTES: usize = 16 << 20;
+
+/// The largest Metadata answer accepted while listing a source's topics (every topic with its partitions: about
+/// 100 bytes a partition, so some 600,000 partitions).
+const LIST_RESPONSE_BYTES: usize = 64 << 20;
 
 /// Sources over the Kafka protocol; every fetcher it makes uses `template` with the source's address, and all
 /// the partitions of one source share its connections (one per source broker, [`SourceCluster`]).
@@ -80,19 +85,31 @@ impl KafkaSources {
         )))
     }
 
-    /// The source's cluster id and partition counts, from the first broker of `address` (a bootstrap list) that
-    /// answers.
-    async fn metadata(&self, address: &str, topics: &[String]) -> Result<SourceDescription, LinkError> {
+    /// Metadata of `topics` (`None`: every topic) from the first broker of `address` (a bootstrap list) that
+    /// answers within `response_bound` bytes: the answer, the source's cluster id, the broker that answered.
+    async fn metadata_answer(
+        &self,
+        address: &str,
+        topics: Option<&[String]>,
+        response_bound: usize,
+    ) -> Result<(MetadataResponse, String, String), LinkError> {
         let candidates = crate::bootstrap::bootstrap_servers(address)?;
         let security = self.security_of(address)?;
         let reach = crate::bootstrap::Reach {
             client_id: &self.template.client_id,
             timeout: self.template.timeout,
-            response_bound: DESCRIBE_RESPONSE_BYTES,
+            response_bound,
             security: &security,
         };
-        let (metadata, cluster_id, address) =
-            crate::bootstrap::metadata_from_any(&candidates, &mut BTreeMap::new(), topics, &reach).await?;
+        crate::bootstrap::metadata_from_any(&candidates, &mut BTreeMap::new(), topics, &reach).await
+    }
+
+    /// The source's cluster id and partition counts, from the first broker of `address` (a bootstrap list) that
+    /// answers.
+    async fn metadata(&self, address: &str, topics: &[String]) -> Result<SourceDescription, LinkError> {
+        let (metadata, cluster_id, address) = self
+            .metadata_answer(address, Some(topics), DESCRIBE_RESPONSE_BYTES)
+            .await?;
         let address = address.as_str();
         let what = format!("Metadata of {} at {address}", topics.join(", "));
         let mut partitions = BTreeMap::new();
@@ -148,6 +165,25 @@ impl Sources for KafkaSources {
         self.metadata(address, topics)
             .await
             .map_err(|error| FetchError::new(error.to_string(), error.retryable()))
+    }
+
+    /// Kafka has no call listing topic names alone: Metadata for every topic, as `AdminClient.listTopics` asks.
+    async fn list_topics(&self, address: &str) -> Result<Vec<ListedTopic>, FetchError> {
+        let (metadata, _, _) = self
+            .metadata_answer(address, None, LIST_RESPONSE_BYTES)
+            .await
+            .map_err(|error| FetchError::new(error.to_string(), error.retryable()))?;
+        Ok(metadata
+            .topics
+            .iter()
+            .filter(|topic| topic.error_code == 0)
+            .filter_map(|topic| {
+                Some(ListedTopic {
+                    name: topic.name.as_ref()?.as_str().to_owned(),
+                    internal: topic.is_internal,
+                })
+            })
+            .collect())
     }
 
     fn configure_client(&self, address: &str, settings: &BTreeMap<String, String>) -> Result<(), FetchError> {

@@ -431,7 +431,13 @@ async fn a_preparation_goes_on_with_the_recorded_topic_waits_while_it_is_absent_
         locked.topic_ids.remove("orders");
         locked.topic_errors.insert("orders".into(), 3); // UNKNOWN_TOPIC_OR_PARTITION
     }
-    let absent = format!("{:?}", source.verified_cluster_id("orders", Some(FIRST_ID)).await.unwrap_err());
+    let absent = format!(
+        "{:?}",
+        source
+            .verified_cluster_id("orders", Some(FIRST_ID))
+            .await
+            .unwrap_err()
+    );
     assert!(absent.contains("is not in the Metadata"), "{absent}");
     assert!(absent.contains("retryable: true"), "{absent}");
 
@@ -440,11 +446,20 @@ async fn a_preparation_goes_on_with_the_recorded_topic_waits_while_it_is_absent_
         locked.topic_ids.insert("orders".into(), SECOND_ID);
         locked.topic_errors.remove("orders");
     }
-    let other = format!("{:?}", source.verified_cluster_id("orders", Some(FIRST_ID)).await.unwrap_err());
+    let other = format!(
+        "{:?}",
+        source
+            .verified_cluster_id("orders", Some(FIRST_ID))
+            .await
+            .unwrap_err()
+    );
     assert!(other.contains("created again"), "{other}");
     assert!(other.contains("retryable: false"), "{other}");
     // Without a recorded id (a link to a source without topic ids) the name is all there is.
-    assert_eq!(source.verified_cluster_id("orders", None).await.unwrap(), CLUSTER_ID);
+    assert_eq!(
+        source.verified_cluster_id("orders", None).await.unwrap(),
+        CLUSTER_ID
+    );
 }
 
 #[tokio::test]

@@ -58,6 +58,14 @@ enum Action {
         /// names read in, secrets never shown.
         #[arg(long)]
         source_config: Option<std::path::PathBuf>,
+        /// Mirror every source topic whose whole name matches this regex, now and as the source creates them
+        /// (repeat the flag; KIP-1279's `mirror.topics.include`). With `--include`, `--topic` may be left out.
+        #[arg(long = "include", value_name = "REGEX")]
+        include: Vec<String>,
+        /// Keep topics whose whole name matches this regex out, even when included (repeat the flag; default
+        /// with `--include`: `__.*`).
+        #[arg(long = "exclude", value_name = "REGEX")]
+        exclude: Vec<String>,
     },
     /// Failback: mirror topics this cluster already holds from the cluster that took them over (the mirror
     /// state machine aligns the logs first).
@@ -133,12 +141,16 @@ pub fn mirror(args: MirrorArgs, out: &mut impl Write) -> Result<ExitCode, CliErr
             target,
             source,
             source_config,
+            include,
+            exclude,
         } => {
             let request = AdminRequest::Create {
                 link: target.link,
                 source,
                 topics: target.topics,
                 source_config: source_settings(source_config.as_deref())?,
+                include,
+                exclude,
             };
             (target.bootstrap, target.json, request, Duration::ZERO)
         }
@@ -252,6 +264,12 @@ fn print_link(link: &LinkStatus, out: &mut impl Write) -> std::io::Result<()> {
     )?;
     if !link.source_config.is_empty() {
         writeln!(out, "  source settings: {}", link.source_config.join(", "))?;
+    }
+    if !link.include.is_empty() {
+        writeln!(out, "  include: {}", link.include.join(" "))?;
+    }
+    if !link.exclude.is_empty() {
+        writeln!(out, "  exclude: {}", link.exclude.join(" "))?;
     }
     for warning in &link.warnings {
         writeln!(out, "  WARNING: {warning}")?;

@@ -226,6 +226,8 @@ mod tests {
             source_cluster_id: "a".to_owned(),
             source_config: BTreeMap::new(),
             topics: BTreeMap::from([("mirrored".to_owned(), record)]),
+            include: Vec::new(),
+            exclude: Vec::new(),
         }])
         .await
         .unwrap();

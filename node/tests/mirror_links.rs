@@ -36,6 +36,16 @@ async fn node_in(dir: &std::path::Path, cluster_id: &str, topics: &[(&str, u32)]
 }
 
 fn produce_request(partition: i32, producer_id: i64, sequence: i32, values: &[&str]) -> ProduceRequest {
+    produce_request_to(TOPIC, partition, producer_id, sequence, values)
+}
+
+fn produce_request_to(
+    topic_name: &str,
+    partition: i32,
+    producer_id: i64,
+    sequence: i32,
+    values: &[&str],
+) -> ProduceRequest {
     let mut builder = BatchBuilder::new().producer(producer_id, 0, sequence);
     for value in values {
         builder.add(0, None, Some(value.as_bytes()), &[]);
@@ -44,7 +54,7 @@ fn produce_request(partition: i32, producer_id: i64, sequence: i32, values: &[&s
     data.index = partition;
     data.records = Some(builder.build().unwrap().into_bytes());
     let mut topic = TopicProduceData::default();
-    topic.name = TopicName(StrBytes::from_static_str(TOPIC));
+    topic.name = TopicName(StrBytes::from_string(topic_name.to_owned()));
     topic.partition_data = vec![data];
     let mut request = ProduceRequest::default();
     request.acks = -1;
@@ -63,7 +73,12 @@ async fn produce(node: &Node, partition: i32, producer_id: i64, sequence: i32, v
 
 /// Every batch of a partition's leader log, as bytes.
 async fn log_bytes(node: &Node, partition: i32) -> Vec<Bytes> {
-    let slot = node.partition(TOPIC, partition).await.unwrap();
+    log_bytes_of(node, TOPIC, partition).await
+}
+
+/// Every batch of `topic`'s partition's leader log, as bytes.
+async fn log_bytes_of(node: &Node, topic: &str, partition: i32) -> Vec<Bytes> {
+    let slot = node.partition(topic, partition).await.unwrap();
     let guard = slot.lock().await;
     let log = &guard.as_ref().unwrap().leader;
     let mut out = Vec::new();
@@ -97,6 +112,8 @@ fn create(link: &str, source: &str) -> AdminRequest {
         source: source.to_owned(),
         topics: vec![TOPIC.to_owned()],
         source_config: Default::default(),
+        include: Vec::new(),
+        exclude: Vec::new(),
     }
 }
 
@@ -293,6 +310,8 @@ async fn administration_refuses_bad_requests_with_their_category() {
                 source: "self".to_owned(),
                 topics: vec!["local".to_owned()],
                 source_config: Default::default(),
+                include: Vec::new(),
+                exclude: Vec::new(),
             },
             "invalid_request",
         ),
@@ -303,6 +322,8 @@ async fn administration_refuses_bad_requests_with_their_category() {
                 source: "a".to_owned(),
                 topics: vec!["absent".to_owned()],
                 source_config: Default::default(),
+                include: Vec::new(),
+                exclude: Vec::new(),
             },
             "source",
         ),
@@ -312,6 +333,8 @@ async fn administration_refuses_bad_requests_with_their_category() {
                 source: "a".to_owned(),
                 topics: Vec::new(),
                 source_config: Default::default(),
+                include: Vec::new(),
+                exclude: Vec::new(),
             },
             "invalid_request",
         ),
@@ -826,4 +849,168 @@ async fn partitions_added_at_the_source_are_mirrored_and_a_count_that_went_down_
     }
     assert!(answer.links[0].warnings.is_empty(), "{answer:?}");
     assert!(!serde_json::to_string(&answer).unwrap().contains("warnings"));
+}
+
+/// Issue 53, item 1 (ADR 0059): a link created with include patterns mirrors every source topic they select, and
+/// each one the source creates later; a selected topic this cluster already holds stays out with a link warning;
+/// the patterns are recorded with the link and survive a restart.
+#[tokio::test]
+async fn a_link_with_include_patterns_mirrors_the_topics_they_select_and_those_created_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = node_in(
+        &dir.path().join("a"),
+        "cluster-a",
+        &[
+            ("orders.eu", 2),
+            ("orders.us", 1),
+            ("payments", 1),
+            ("orders.local", 1),
+        ],
+    )
+    .await;
+    let dest = node_in(&dir.path().join("b"), "cluster-b", &[("orders.local", 1)]).await;
+    for (topic, partition, producer) in [("orders.eu", 0, 1), ("orders.eu", 1, 2), ("orders.us", 0, 3)] {
+        let response = source
+            .produce(produce_request_to(topic, partition, producer, 0, &["x", "y"]), 8)
+            .await;
+        assert_eq!(response.responses[0].partition_responses[0].error_code, 0);
+    }
+    let sources = Arc::new(NodeSources::new().with("a", source.clone()));
+    let mut links = MirrorLinks::open(&dest, sources.clone()).await.unwrap();
+    links.set_source_topic_check_interval_ms(Some(0));
+    let created = links
+        .handle(
+            &dest,
+            AdminRequest::Create {
+                link: "orders".to_owned(),
+                source: "a".to_owned(),
+                topics: Vec::new(),
+                source_config: Default::default(),
+                include: vec![r"orders\..*".to_owned()],
+                exclude: Vec::new(),
+            },
+        )
+        .await;
+    assert!(created.ok, "{created:?}");
+    let link = &created.links[0];
+    assert_eq!(link.include, vec![r"orders\..*".to_owned()]);
+    assert_eq!(
+        link.exclude,
+        vec!["__.*".to_owned()],
+        "KIP-1279's default exclude list"
+    );
+    let mirrored: Vec<(String, i32)> = link
+        .partitions
+        .iter()
+        .map(|p| (p.topic.clone(), p.partition))
+        .collect();
+    assert_eq!(
+        mirrored,
+        vec![
+            ("orders.eu".to_owned(), 0),
+            ("orders.eu".to_owned(), 1),
+            ("orders.us".to_owned(), 0)
+        ]
+    );
+    assert_eq!(
+        link.warnings,
+        vec![
+            "topic orders.local matches the link's include patterns and is not mirrored: a topic of that name \
+             exists on this cluster"
+                .to_owned()
+        ]
+    );
+    step_until_caught_up(&mut links, &dest, "orders").await;
+
+    // The source creates a topic the patterns select, and writes to it: the next check adds it.
+    source.create_topic("orders.asia", 3).await.unwrap();
+    let response = source
+        .produce(produce_request_to("orders.asia", 2, 4, 0, &["z"]), 8)
+        .await;
+    assert_eq!(response.responses[0].partition_responses[0].error_code, 0);
+    let describe = || AdminRequest::Describe {
+        link: "orders".to_owned(),
+        topics: Vec::new(),
+    };
+    for _ in 0..100 {
+        links.step(&dest).await;
+        if partitions(&links.handle(&dest, describe()).await).len() == 6 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    step_until_caught_up(&mut links, &dest, "orders").await;
+    for (topic, partition) in [
+        ("orders.eu", 0),
+        ("orders.eu", 1),
+        ("orders.us", 0),
+        ("orders.asia", 2),
+    ] {
+        let mirrored = log_bytes_of(&dest, topic, partition).await;
+        assert!(!mirrored.is_empty(), "{topic}-{partition}");
+        assert_eq!(
+            mirrored,
+            log_bytes_of(&source, topic, partition).await,
+            "{topic}-{partition}"
+        );
+    }
+    let held = dest.topic_partitions().await;
+    assert_eq!(held.get("orders.asia"), Some(&3));
+    assert_eq!(held.get("payments"), None, "not selected");
+    assert_eq!(
+        log_bytes_of(&dest, "orders.local", 0).await,
+        Vec::<Bytes>::new(),
+        "the local topic is left alone"
+    );
+    // A discovered topic is a mirror topic: clients cannot write to it.
+    let refused = dest
+        .produce(produce_request_to("orders.asia", 0, 9, 0, &["local"]), 8)
+        .await;
+    assert_eq!(
+        refused.responses[0].partition_responses[0].error_code,
+        KafkaError::ReadOnlyTopic.code()
+    );
+
+    // The patterns and the discovered topic are recorded with the link.
+    drop(links);
+    let mut links = MirrorLinks::open(&dest, sources.clone()).await.unwrap();
+    let reopened = links.handle(&dest, describe()).await;
+    assert_eq!(reopened.links[0].include, vec![r"orders\..*".to_owned()]);
+    assert_eq!(partitions(&reopened).len(), 6);
+    step_until_caught_up(&mut links, &dest, "orders").await;
+}
+
+/// A link's patterns are checked before anything is created: one that does not compile, a named topic the exclude
+/// patterns exclude, and a link with neither topics nor include patterns are refused, naming why.
+#[tokio::test]
+async fn a_link_with_bad_patterns_is_refused_before_anything_is_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = node_in(&dir.path().join("a"), "cluster-a", &[(TOPIC, 1)]).await;
+    let dest = node_in(&dir.path().join("b"), "cluster-b", &[]).await;
+    let sources = Arc::new(NodeSources::new().with("a", source.clone()));
+    let mut links = MirrorLinks::open(&dest, sources).await.unwrap();
+    let request = |topics: &[&str], include: &[&str], exclude: &[&str]| AdminRequest::Create {
+        link: "l".to_owned(),
+        source: "a".to_owned(),
+        topics: topics.iter().map(|t| t.to_string()).collect(),
+        source_config: Default::default(),
+        include: include.iter().map(|t| t.to_string()).collect(),
+        exclude: exclude.iter().map(|t| t.to_string()).collect(),
+    };
+    for (asked, named) in [
+        (request(&[], &["orders("], &[]), "include pattern \"orders(\""),
+        (
+            request(&[TOPIC], &[], &["ord.*"]),
+            "topic orders is named and also excluded",
+        ),
+        (request(&[], &[], &[]), "an include pattern (--include)"),
+    ] {
+        let answer = links.handle(&dest, asked).await;
+        assert!(!answer.ok);
+        let error = answer.error.unwrap();
+        assert_eq!(error.category, "invalid_request");
+        assert!(error.message.contains(named), "{}", error.message);
+    }
+    assert!(dest.topic_partitions().await.is_empty(), "nothing created");
+    assert!(dest.mirror_links().await.unwrap().is_empty(), "nothing recorded");
 }

@@ -139,6 +139,8 @@ pub async fn create(dest: &str, link: &str, source: &str, topic: &str) {
             source: source.to_owned(),
             topics: vec![topic.to_owned()],
             source_config: Default::default(),
+            include: Vec::new(),
+            exclude: Vec::new(),
         },
     )
     .await;

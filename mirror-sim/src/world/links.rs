@@ -52,6 +52,8 @@ impl World {
                 source: source.to_owned(),
                 topics,
                 source_config: Default::default(),
+                include: Vec::new(),
+                exclude: Vec::new(),
             }
         };
         if let Some(cluster) = self.clusters.get(dest) {

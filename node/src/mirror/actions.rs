@@ -18,7 +18,15 @@ use super::links::{
     leader, log_end, log_end_and_truncations, slot, wrote, MirrorLinks, Mirrored, PartitionKey,
 };
 use super::registry::{LinkRecord, TopicRecord};
+use super::topic_filter::{effective_exclude, TopicFilter};
 use crate::Node;
+
+/// The topics a `create` or `reverse` names, and its filters.
+struct Asked {
+    topics: Vec<String>,
+    include: Vec<String>,
+    exclude: Vec<String>,
+}
 
 /// How many partitions run their STOPPING sequences at once in one failover.
 const STOP_PARALLELISM: usize = 64;
@@ -40,42 +48,100 @@ pub enum SourceAnswer {
     Given(Result<SourceDescription, FetchError>),
 }
 
+/// What a `create` or `reverse` asks its source ([`MirrorLinks::source_question`]): the named topics and, when
+/// the link has include patterns, every topic of the source they select now.
+pub struct SourceQuestion {
+    sources: Arc<dyn Sources>,
+    source: String,
+    topics: Vec<String>,
+    filter: Option<TopicFilter>,
+}
+
+impl SourceQuestion {
+    /// Asks it: the source's description of the named topics and of those the filters select.
+    pub async fn ask(self) -> Result<SourceDescription, FetchError> {
+        describe_selected(
+            self.sources.as_ref(),
+            &self.source,
+            &self.topics,
+            self.filter.as_ref(),
+        )
+        .await
+    }
+}
+
+/// The description of `named` and of every topic at `source` that `filter` selects (never one the source calls
+/// internal) — one Metadata listing, then one description of them all.
+pub(super) async fn describe_selected(
+    sources: &dyn Sources,
+    source: &str,
+    named: &[String],
+    filter: Option<&TopicFilter>,
+) -> Result<SourceDescription, FetchError> {
+    let mut wanted: BTreeSet<String> = named.iter().cloned().collect();
+    if let Some(filter) = filter.filter(|filter| filter.discovers()) {
+        let listed = sources.list_topics(source).await?;
+        wanted.extend(
+            listed
+                .into_iter()
+                .filter(|topic| !topic.internal && filter.selects(&topic.name))
+                .map(|topic| topic.name),
+        );
+    }
+    let wanted: Vec<String> = wanted.into_iter().collect();
+    sources.describe(source, &wanted).await
+}
+
 impl MirrorLinks {
     /// Answers an administration request.
     pub async fn handle(&mut self, node: &Node, request: AdminRequest) -> AdminResponse {
         self.handle_answered(node, request, SourceAnswer::Ask).await
     }
 
-    /// The question a `create` or `reverse` asks its source (its address and topics) and the sources to ask it
-    /// of; `None` for every other request.
-    pub fn source_question(&self, request: &AdminRequest) -> Option<(Arc<dyn Sources>, String, Vec<String>)> {
-        match request {
+    /// The question a `create` or `reverse` asks its source; `None` for every other request.
+    pub fn source_question(&self, request: &AdminRequest) -> Option<SourceQuestion> {
+        let (source, topics, source_config, include, exclude) = match request {
             AdminRequest::Create {
                 source,
                 topics,
                 source_config,
+                include,
+                exclude,
                 ..
-            }
-            | AdminRequest::Reverse {
+            } => (
+                source,
+                topics,
+                source_config,
+                include.as_slice(),
+                exclude.as_slice(),
+            ),
+            AdminRequest::Reverse {
                 source,
                 topics,
                 source_config,
                 ..
-            } => {
-                // The settings are in place before the source is asked; refused ones, or ones another link to
-                // the same source contradicts, are refused by `create` (the question then fails with why).
-                if self.settings_conflict(source, source_config).is_none() {
-                    let _ = self.sources.configure_client(source, source_config);
-                }
-                let topics: BTreeSet<String> = topics.iter().cloned().collect();
-                Some((
-                    Arc::clone(&self.sources),
-                    source.clone(),
-                    topics.into_iter().collect(),
-                ))
-            }
-            _ => None,
+            } => (source, topics, source_config, &[][..], &[][..]),
+            _ => return None,
+        };
+        // The settings are in place before the source is asked; refused ones, or ones another link to the same
+        // source contradicts, are refused by `create` (the question then fails with why).
+        if self.settings_conflict(source, source_config).is_none() {
+            let _ = self.sources.configure_client(source, source_config);
         }
+        // Patterns that do not compile are refused by `create`; the question then asks for the named topics only.
+        let exclude = effective_exclude(include, exclude.to_vec());
+        let filter = TopicFilter::new(include, &exclude).ok();
+        Some(SourceQuestion {
+            sources: Arc::clone(&self.sources),
+            source: source.clone(),
+            topics: topics
+                .iter()
+                .cloned()
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect(),
+            filter,
+        })
     }
 
     /// Answers an administration request whose source was asked before ([`SourceAnswer`]).
@@ -91,8 +157,15 @@ impl MirrorLinks {
                 source,
                 topics,
                 source_config,
+                include,
+                exclude,
             } => {
-                self.create(node, link, (source, source_config), topics, false, answer)
+                let asked = Asked {
+                    topics,
+                    include,
+                    exclude,
+                };
+                self.create(node, link, (source, source_config), asked, false, answer)
                     .await
             }
             AdminRequest::Reverse {
@@ -101,7 +174,12 @@ impl MirrorLinks {
                 topics,
                 source_config,
             } => {
-                self.create(node, link, (source, source_config), topics, true, answer)
+                let asked = Asked {
+                    topics,
+                    include: Vec::new(),
+                    exclude: Vec::new(),
+                };
+                self.create(node, link, (source, source_config), asked, true, answer)
                     .await
             }
             AdminRequest::List => {
@@ -167,7 +245,7 @@ impl MirrorLinks {
         node: &Node,
         name: String,
         (source, source_config): (String, BTreeMap<String, String>),
-        topics: Vec<String>,
+        asked: Asked,
         reverse: bool,
         answer: SourceAnswer,
     ) -> Outcome {
@@ -193,26 +271,36 @@ impl MirrorLinks {
                 "mirror link {name:?} exists already"
             ))));
         }
-        let topics: BTreeSet<String> = topics.into_iter().collect();
-        if topics.is_empty() {
+        let exclude = effective_exclude(&asked.include, asked.exclude);
+        let filter = TopicFilter::new(&asked.include, &exclude).map_err(no_status)?;
+        let named: BTreeSet<String> = asked.topics.into_iter().collect();
+        if named.is_empty() && !filter.discovers() {
             return Err(no_status(MirrorError::InvalidRequest(
-                "name at least one topic to mirror".to_owned(),
+                "name at least one topic to mirror (--topic) or an include pattern (--include)".to_owned(),
             )));
         }
-        for topic in &topics {
+        for topic in &named {
             if let Some(link) = self.links.iter().find(|link| link.topics.contains_key(topic)) {
                 return Err(no_status(MirrorError::AlreadyExists(format!(
                     "topic {topic} is mirrored by link {:?} already",
                     link.name
                 ))));
             }
+            if filter.excludes(topic) {
+                return Err(no_status(MirrorError::InvalidRequest(format!(
+                    "topic {topic} is named and also excluded by the link's exclude patterns ({})",
+                    exclude.join(" ")
+                ))));
+            }
         }
-        let wanted: Vec<String> = topics.iter().cloned().collect();
+        let wanted: Vec<String> = named.iter().cloned().collect();
         let described = match answer {
-            SourceAnswer::Ask => self.sources.describe(&source, &wanted).await,
+            SourceAnswer::Ask => {
+                describe_selected(self.sources.as_ref(), &source, &wanted, Some(&filter)).await
+            }
             SourceAnswer::Given(described) => described,
         };
-        let description = described.map_err(|error| {
+        let mut description = described.map_err(|error| {
             no_status(MirrorError::Source {
                 address: source.clone(),
                 error,
@@ -225,6 +313,21 @@ impl MirrorLinks {
             ))));
         }
         let existing = node.topic_partitions().await;
+        // A topic the patterns found that this cluster holds already, or another link mirrors, stays out (a
+        // link warning); a named one refuses the link, as below.
+        let mut skipped = BTreeMap::new();
+        description.partitions.retain(|topic, _| {
+            if named.contains(topic) {
+                return true;
+            }
+            match self.discovery_conflict(&existing, topic) {
+                Some(why) => {
+                    skipped.insert(topic.clone(), why);
+                    false
+                }
+                None => true,
+            }
+        });
         for (topic, &partitions) in &description.partitions {
             match (existing.get(topic), reverse) {
                 (None, false) => {}
@@ -272,8 +375,6 @@ impl MirrorLinks {
         let link = LinkRecord {
             name: name.clone(),
             source,
-            source_cluster_id: description.cluster_id,
-            source_config,
             topics: description
                 .partitions
                 .iter()
@@ -288,6 +389,10 @@ impl MirrorLinks {
                     )
                 })
                 .collect(),
+            source_cluster_id: description.cluster_id,
+            source_config,
+            include: asked.include,
+            exclude: if filter.discovers() { exclude } else { Vec::new() },
         };
         let mut recorded = self.links.clone();
         recorded.push(link.clone());
@@ -295,6 +400,7 @@ impl MirrorLinks {
             .await
             .map_err(|error| no_status(error.into()))?;
         self.links = recorded;
+        self.note_skipped(&link.name, skipped);
         for (topic, record) in &link.topics {
             for partition in 0..record.partitions as i32 {
                 if let Err(error) = self
@@ -502,6 +608,7 @@ impl MirrorLinks {
             self.partitions.remove(key);
         }
         self.warnings.retain(|(name, _), _| *name != link.name);
+        self.skipped.remove(&link.name);
         // A round fetched ahead from the source may name the deleted partitions: dropped, the next step fetches.
         if let Some((_, task)) = self.prefetched.remove(&link.source) {
             task.abort();
@@ -673,6 +780,8 @@ impl MirrorLinks {
             source: link.source.clone(),
             source_cluster_id: link.source_cluster_id.clone(),
             source_config: super::admin::shown_settings(&link.source_config),
+            include: link.include.clone(),
+            exclude: link.exclude.clone(),
             partitions,
             warnings: self.warnings_of(&link.name),
         }

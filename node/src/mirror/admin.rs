@@ -10,14 +10,23 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum AdminRequest {
-    /// Create a link mirroring `topics` from `source` into new topics of the same names and partition counts.
+    /// Create a link mirroring `topics` from `source` into new topics of the same names and partition counts, and
+    /// every source topic `include` selects, now and as the source creates them (ADR 0059).
     Create {
         /// The link's name.
         link: String,
         /// The source's bootstrap address.
         source: String,
-        /// The topics to mirror.
+        /// The topics to mirror by name.
         topics: Vec<String>,
+        /// Regexes a source topic's whole name may match to be mirrored (KIP-1279's `mirror.topics.include`);
+        /// empty: only `topics`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        include: Vec<String>,
+        /// Regexes that keep a topic out even when included (`mirror.topics.exclude`); empty with `include`
+        /// given: `__.*`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        exclude: Vec<String>,
         /// How the link reaches the source: Kafka client settings (`security.protocol`, `sasl.*`, `ssl.*`, PEM
         /// stores inline), kept with the link; empty: PLAINTEXT.
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -135,6 +144,12 @@ pub struct LinkStatus {
     /// How the link reaches the source, secrets redacted ([`shown_settings`]); absent for PLAINTEXT.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub source_config: Vec<String>,
+    /// The link's include patterns: source topics they select are mirrored as they appear; absent: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub include: Vec<String>,
+    /// The link's exclude patterns; absent: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<String>,
     /// Each partition of the topics asked about.
     pub partitions: Vec<PartitionStatus>,
     /// What the link found at the source and cannot do yet, e.g. a topic that gained partitions there

@@ -208,8 +208,10 @@ pub struct MirrorLinks {
     pub(super) topic_check_due_ms: i64,
     /// How often they are compared (`None`: never).
     pub(super) topic_check_interval_ms: Option<i64>,
-    /// What the comparison found, by (link, topic).
+    /// What the comparison found, by (link, topic; an empty topic: about the link's source listing).
     pub(super) warnings: BTreeMap<(String, String), String>,
+    /// By link: the topics its include patterns selected and left out, with why ([`super::source_topics`]).
+    pub(super) skipped: BTreeMap<String, BTreeMap<String, String>>,
     /// The comparison under way in a task of its own (rounds in flight).
     pub(super) topic_check: Option<tokio::task::JoinHandle<super::source_topics::Found>>,
 }
@@ -265,6 +267,7 @@ impl MirrorLinks {
             topic_check_due_ms: 0,
             topic_check_interval_ms: Some(super::source_topics::SOURCE_TOPIC_CHECK_INTERVAL_MS),
             warnings: BTreeMap::new(),
+            skipped: BTreeMap::new(),
             topic_check: None,
         };
         for link in links.links.clone() {

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use mirror_fsm::{FetchError, FetchResponse, Fetcher, GroupOffset, SourceDescription, Sources};
+use mirror_fsm::{FetchError, FetchResponse, Fetcher, GroupOffset, ListedTopic, SourceDescription, Sources};
 use partition_log::Isolation;
 
 use crate::Node;
@@ -69,6 +69,19 @@ impl Sources for NodeSources {
     async fn describe(&self, address: &str, topics: &[String]) -> Result<SourceDescription, FetchError> {
         let node = self.nodes.get(address).ok_or_else(|| unreachable(address))?;
         describe_node(node, address, topics).await
+    }
+
+    async fn list_topics(&self, address: &str) -> Result<Vec<ListedTopic>, FetchError> {
+        let node = self.nodes.get(address).ok_or_else(|| unreachable(address))?;
+        Ok(node
+            .topic_partitions()
+            .await
+            .into_keys()
+            .map(|name| ListedTopic {
+                internal: crate::node::reserved_topic_name(&name).is_some(),
+                name,
+            })
+            .collect())
     }
 
     async fn group_offsets(&self, address: &str, topics: &[String]) -> Result<Vec<GroupOffset>, FetchError> {

@@ -10,7 +10,9 @@
 //! - [`local`] — [`NodeSources`]: other nodes of the process as sources (in-process fetchers).
 //! - [`probes`] — whether a source answers, asked before its FAILED partitions are retried (rounds in flight).
 //! - [`groups`] — the sources' consumer group offsets, copied every few seconds.
-//! - [`source_topics`] — the source's topics watched: a partition count that changed there is a link warning.
+//! - [`source_topics`] — the source's topics watched: partitions added there are added here, topics matching a
+//!   link's filters are discovered, a topic replaced there is a link warning.
+//! - [`topic_filter`] — a link's include/exclude patterns ([`topic_filter::TopicFilter`]).
 //! - [`admin`] — the administration requests and answers ([`AdminRequest`], [`AdminResponse`]).
 //! - [`error`] — [`MirrorError`] and its answer categories.
 
@@ -23,8 +25,9 @@ pub mod local;
 pub mod probes;
 pub mod registry;
 pub mod source_topics;
+pub mod topic_filter;
 
-pub use actions::SourceAnswer;
+pub use actions::{SourceAnswer, SourceQuestion};
 pub use admin::{AdminFailure, AdminRequest, AdminResponse, LinkStatus, PartitionStatus};
 pub use error::MirrorError;
 pub use links::{MirrorLinks, RoundsAhead};

@@ -37,6 +37,12 @@ pub struct LinkRecord {
     pub source_config: BTreeMap<String, String>,
     /// The mirrored topics.
     pub topics: BTreeMap<String, TopicRecord>,
+    /// Include patterns (`topic_filter`): the source topics they select are added as the source creates them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub include: Vec<String>,
+    /// Exclude patterns: a topic they match is never added by the include patterns.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<String>,
 }
 
 /// One mirrored topic of a link.

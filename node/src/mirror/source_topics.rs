@@ -8,6 +8,11 @@
 //!   cluster id). A partition is created before the link records it, so a crash in between leaves an empty
 //!   read-only partition the next check adopts. `serve` logs each growth (INFO). A growth that fails (storage) is a
 //!   link warning, tried again at the next check.
+//! - **Topics a link's include patterns select** (ADR 0059; KIP-1279's discovery): each check also lists the
+//!   link's source (Metadata for every topic) and adds each selected topic the link does not mirror yet — created
+//!   here read-only with the source's partition count, recorded with its topic id, mirrored from the source's log
+//!   start. A selected topic this cluster holds already, or another link mirrors, stays out with a link warning; a
+//!   listing that fails is a link warning and removes nothing. A link with a failover asked for adds nothing more.
 //! - **A count that went down** (the topic deleted and created again at the source) is never followed: it is a
 //!   warning on the link in `describe` (JSON `warnings`), logged once at WARN.
 //!
@@ -19,15 +24,16 @@
 //! the last warning stands, and the check runs again at the next interval. Each topic is asked alone, so one
 //! deleted at the source does not hide the others.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use mirror_fsm::{topic_id_text, Event, Sources, StateKind};
+use mirror_fsm::{topic_id_text, Event, FetchError, Sources, StateKind};
 
 use super::error::MirrorError;
 use super::links::MirrorLinks;
-use super::registry::LinkRecord;
+use super::registry::{LinkRecord, TopicRecord};
+use super::topic_filter::TopicFilter;
 use crate::Node;
 
 /// How often a link compares its topics' partition counts with the source's (KIP-1279 discusses 30 s for its
@@ -40,8 +46,30 @@ pub const DESCRIBE_DEADLINE: Duration = Duration::from_secs(15);
 /// One topic to compare: (link, source, topic, the link's partition count).
 type Asked = (String, String, String, u32);
 
-/// What a check found: each topic asked with what the source answered (`None`: no answer).
-pub(super) type Found = Vec<(Asked, Option<Answer>)>;
+/// What a check found: each topic asked with what the source answered (`None`: no answer), and what each
+/// discovering link's source listing gave.
+pub(super) struct Found {
+    compared: Vec<(Asked, Option<Answer>)>,
+    discovered: Vec<Discovery>,
+}
+
+/// One link whose include patterns discover: what to ask its source.
+struct Discover {
+    link: String,
+    source: String,
+    filter: TopicFilter,
+    /// Topics not to describe: the link's own, and those this cluster holds already.
+    known: BTreeSet<String>,
+}
+
+/// What one discovering link's source listing gave.
+struct Discovery {
+    link: String,
+    source: String,
+    /// The names the patterns select (never an internal topic), each new one described alone (`None`: no
+    /// answer, or not described because it is known) — or why the source could not be listed.
+    selected: Result<Vec<(String, Option<Answer>)>, String>,
+}
 
 /// A source's answer for one topic.
 pub(super) struct Answer {
@@ -74,17 +102,38 @@ impl MirrorLinks {
         }
         self.topic_check_due_ms = now.saturating_add(interval);
         let asked = self.topics_to_check();
+        let discover = self.links_to_discover(node).await;
         if self.rounds_in_flight {
             let sources = Arc::clone(&self.sources);
-            self.topic_check = Some(tokio::spawn(describe_each(
+            self.topic_check = Some(tokio::spawn(ask_sources(
                 sources,
                 asked,
+                discover,
                 Some(DESCRIBE_DEADLINE),
             )));
         } else {
-            let found = describe_each(Arc::clone(&self.sources), asked, None).await;
+            let found = ask_sources(Arc::clone(&self.sources), asked, discover, None).await;
             self.apply_source_topics(node, found).await;
         }
+    }
+
+    /// Every link with include patterns, unless a failover of one of its topics was asked for (the link is
+    /// becoming this cluster's own: it adds nothing more), with what it need not describe.
+    async fn links_to_discover(&self, node: &Node) -> Vec<Discover> {
+        let held: BTreeSet<String> = node.topic_partitions().await.into_keys().collect();
+        self.links
+            .iter()
+            .filter(|link| !link.topics.values().any(|topic| topic.failover_requested))
+            .filter_map(|link| {
+                let filter = TopicFilter::new(&link.include, &link.exclude).ok()?;
+                filter.discovers().then(|| Discover {
+                    link: link.name.clone(),
+                    source: link.source.clone(),
+                    filter,
+                    known: held.iter().chain(link.topics.keys()).cloned().collect(),
+                })
+            })
+            .collect()
     }
 
     /// Every still-mirrored topic of every link, with the link's partition count; the warnings of topics no
@@ -113,7 +162,10 @@ impl MirrorLinks {
                 }
             }
         }
-        self.warnings.retain(|key, _| watched.contains(key));
+        // A link's own warning (its source listing; an empty topic) stays until its next listing says otherwise.
+        self.warnings.retain(|key, _| {
+            watched.contains(key) || (key.1.is_empty() && self.links.iter().any(|link| link.name == key.0))
+        });
         asked
     }
 
@@ -121,7 +173,8 @@ impl MirrorLinks {
     /// whose count went down or could not grow; clears the warning of each that agrees again. A topic without an
     /// answer keeps what it had.
     async fn apply_source_topics(&mut self, node: &Node, found: Found) {
-        for ((link, source, topic, ours), answer) in found {
+        self.apply_discoveries(node, found.discovered).await;
+        for ((link, source, topic, ours), answer) in found.compared {
             let Some(Answer {
                 cluster_id,
                 partitions: theirs,
@@ -206,6 +259,167 @@ impl MirrorLinks {
                 self.warnings.insert(key, warning);
             }
         }
+    }
+
+    /// Adds to each discovering link the new topics its patterns selected at the source: created here read-only
+    /// with the source's partition count, recorded in the link with their topic id, and mirrored from the source's
+    /// log start. A topic this cluster holds already, or another link mirrors, or that the link's own source cluster
+    /// did not describe, stays out with a link warning; a listing that failed is a link warning and changes nothing.
+    async fn apply_discoveries(&mut self, node: &Node, discovered: Vec<Discovery>) {
+        for Discovery {
+            link,
+            source,
+            selected,
+        } in discovered
+        {
+            let Some(record) = self
+                .links
+                .iter()
+                .find(|record| record.name == link && record.source == source)
+                .cloned()
+            else {
+                continue;
+            };
+            let selected = match selected {
+                Ok(selected) => selected,
+                Err(error) => {
+                    let warning = format!(
+                        "the source's topics could not be listed ({error}): the include patterns add nothing \
+                         until it answers"
+                    );
+                    self.note_listing_failed(&link, Some(warning));
+                    continue;
+                }
+            };
+            self.note_listing_failed(&link, None);
+            let existing = node.topic_partitions().await;
+            let mut skipped = BTreeMap::new();
+            for (topic, answer) in selected {
+                if self
+                    .links
+                    .iter()
+                    .any(|other| other.name == link && other.topics.contains_key(&topic))
+                {
+                    continue;
+                }
+                if let Some(why) = self.discovery_conflict(&existing, &topic) {
+                    skipped.insert(topic, why);
+                    continue;
+                }
+                // Not described (no answer within the deadline): asked again at the next check.
+                let Some(answer) = answer else {
+                    continue;
+                };
+                if answer.cluster_id != record.source_cluster_id {
+                    skipped.insert(
+                        topic,
+                        format!(
+                            "{source} answered as cluster {}, not the link's {}",
+                            answer.cluster_id, record.source_cluster_id
+                        ),
+                    );
+                    continue;
+                }
+                match self.add_topic(node, &link, &topic, &answer).await {
+                    Ok(()) => tracing::info!(
+                        link = %link,
+                        source = %source,
+                        "topic {topic} ({} partitions) matches the link's include patterns: created here and \
+                         mirrored",
+                        answer.partitions
+                    ),
+                    Err(error) => {
+                        skipped.insert(
+                            topic,
+                            format!("adding it failed ({error}); tried again at the next check"),
+                        );
+                    }
+                }
+            }
+            self.note_skipped(&link, skipped);
+        }
+    }
+
+    /// Why a topic a link's patterns selected cannot be mirrored here, if it cannot: a name this cluster keeps for
+    /// itself, a topic it holds already, a topic another link mirrors.
+    pub(super) fn discovery_conflict(
+        &self,
+        existing: &BTreeMap<String, usize>,
+        topic: &str,
+    ) -> Option<String> {
+        if crate::node::reserved_topic_name(topic).is_some() {
+            return Some("its name is one of this cluster's internal topics".to_owned());
+        }
+        if let Some(other) = self.links.iter().find(|link| link.topics.contains_key(topic)) {
+            return Some(format!("link {:?} mirrors it", other.name));
+        }
+        existing
+            .contains_key(topic)
+            .then(|| "a topic of that name exists on this cluster".to_owned())
+    }
+
+    /// Records the topics a link's patterns selected and left out, with why (replacing what the last check
+    /// recorded); each new one is logged once at WARN.
+    pub(super) fn note_skipped(&mut self, link: &str, skipped: BTreeMap<String, String>) {
+        let before = self.skipped.remove(link).unwrap_or_default();
+        for (topic, why) in &skipped {
+            if before.get(topic) != Some(why) {
+                tracing::warn!(link = %link, "topic {topic} matches the link's include patterns and is not mirrored: {why}");
+            }
+        }
+        if !skipped.is_empty() {
+            self.skipped.insert(link.to_owned(), skipped);
+        }
+    }
+
+    /// Records (or clears, with `None`) why a link's source could not be listed; logged once at WARN.
+    fn note_listing_failed(&mut self, link: &str, warning: Option<String>) {
+        let key = (link.to_owned(), String::new());
+        match warning {
+            Some(warning) => {
+                if self.warnings.get(&key) != Some(&warning) {
+                    tracing::warn!(link = %link, "{warning}");
+                    self.warnings.insert(key, warning);
+                }
+            }
+            None => {
+                self.warnings.remove(&key);
+            }
+        }
+    }
+
+    /// Creates the mirror topic `topic` of the link `link` (as [`Self::grow_topic`] adds partitions: the topic
+    /// before the record, so a crash in between leaves an empty read-only topic the next check adopts), records it,
+    /// and starts its partitions.
+    async fn add_topic(
+        &mut self,
+        node: &Node,
+        link: &str,
+        topic: &str,
+        answer: &Answer,
+    ) -> Result<(), MirrorError> {
+        node.create_read_only_topic(topic, answer.partitions)
+            .await
+            .map_err(|error| MirrorError::Failed(format!("the node refused: {}", error.name())))?;
+        let entry = TopicRecord {
+            partitions: answer.partitions,
+            failover_requested: false,
+            source_topic_id: answer.topic_id,
+        };
+        let mut recorded = self.links.clone();
+        let Some(record) = recorded.iter_mut().find(|record| record.name == link) else {
+            return Ok(());
+        };
+        record.topics.insert(topic.to_owned(), entry);
+        let record = record.clone();
+        node.put_mirror_links(&recorded).await?;
+        self.links = recorded;
+        for partition in 0..answer.partitions {
+            let partition = i32::try_from(partition).unwrap_or(i32::MAX);
+            self.start_partition(node, &record, topic, partition, entry, true)
+                .await?;
+        }
+        Ok(())
     }
 
     /// Fails every fetching partition of `topic`, not retryably, with `message` (its source's topic was replaced).
@@ -300,10 +514,14 @@ impl MirrorLinks {
 
     /// The warnings recorded for the link `name`, in topic order.
     pub(super) fn warnings_of(&self, name: &str) -> Vec<String> {
+        let skipped = self.skipped.get(name).into_iter().flatten().map(|(topic, why)| {
+            format!("topic {topic} matches the link's include patterns and is not mirrored: {why}")
+        });
         self.warnings
             .iter()
             .filter(|((link, _), _)| link == name)
             .map(|(_, warning)| warning.clone())
+            .chain(skipped)
             .collect()
     }
 
@@ -315,24 +533,79 @@ impl MirrorLinks {
     }
 }
 
-/// Describes each topic alone at its source, each under `deadline` when one is given.
-async fn describe_each(sources: Arc<dyn Sources>, asked: Vec<Asked>, deadline: Option<Duration>) -> Found {
-    let mut found = Vec::with_capacity(asked.len());
+/// Describes each topic of `asked` alone at its source, and lists each discovering link's source and describes
+/// alone each topic its patterns select that is not known yet — each question under `deadline` when one is given.
+async fn ask_sources(
+    sources: Arc<dyn Sources>,
+    asked: Vec<Asked>,
+    discover: Vec<Discover>,
+    deadline: Option<Duration>,
+) -> Found {
+    let mut compared = Vec::with_capacity(asked.len());
     for entry in asked {
-        let topics = [entry.2.clone()];
-        let described = sources.describe(&entry.1, &topics);
-        let answer = match deadline {
-            Some(deadline) => tokio::time::timeout(deadline, described).await.ok(),
-            None => Some(described.await),
-        };
-        let answer = answer.and_then(Result::ok).and_then(|description| {
-            Some(Answer {
-                partitions: description.partitions.get(&entry.2).copied()?,
-                topic_id: description.topic_ids.get(&entry.2).copied(),
-                cluster_id: description.cluster_id,
-            })
-        });
-        found.push((entry, answer));
+        let answer = describe_one(sources.as_ref(), &entry.1, &entry.2, deadline).await;
+        compared.push((entry, answer));
     }
-    found
+    let mut discovered = Vec::with_capacity(discover.len());
+    for Discover {
+        link,
+        source,
+        filter,
+        known,
+    } in discover
+    {
+        let listed = sources.list_topics(&source);
+        let listed = match deadline {
+            Some(deadline) => tokio::time::timeout(deadline, listed)
+                .await
+                .unwrap_or_else(|_| Err(FetchError::new(format!("no answer within {deadline:?}"), true))),
+            None => listed.await,
+        };
+        let selected = match listed {
+            Ok(listed) => {
+                let mut selected = Vec::new();
+                for topic in listed {
+                    if topic.internal || !filter.selects(&topic.name) {
+                        continue;
+                    }
+                    let answer = if known.contains(&topic.name) {
+                        None
+                    } else {
+                        describe_one(sources.as_ref(), &source, &topic.name, deadline).await
+                    };
+                    selected.push((topic.name, answer));
+                }
+                Ok(selected)
+            }
+            Err(error) => Err(error.to_string()),
+        };
+        discovered.push(Discovery {
+            link,
+            source,
+            selected,
+        });
+    }
+    Found { compared, discovered }
+}
+
+/// `topic` described alone at `source`, under `deadline` when one is given; `None` without an answer.
+async fn describe_one(
+    sources: &dyn Sources,
+    source: &str,
+    topic: &str,
+    deadline: Option<Duration>,
+) -> Option<Answer> {
+    let topics = [topic.to_owned()];
+    let described = sources.describe(source, &topics);
+    let answer = match deadline {
+        Some(deadline) => tokio::time::timeout(deadline, described).await.ok(),
+        None => Some(described.await),
+    };
+    answer.and_then(Result::ok).and_then(|description| {
+        Some(Answer {
+            partitions: description.partitions.get(topic).copied()?,
+            topic_id: description.topic_ids.get(topic).copied(),
+            cluster_id: description.cluster_id,
+        })
+    })
 }

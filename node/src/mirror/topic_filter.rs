@@ -1,0 +1,186 @@
+//! A link's topic filters (KIP-1279's `mirror.topics.include` / `mirror.topics.exclude`): regexes a source topic's
+//! whole name must match, as Kafka's `Pattern.matcher(name).matches()` does. A topic is selected when an include
+//! pattern matches it and no exclude pattern does. Without an exclude list, `__.*` is the exclude list (KIP-1279's
+//! default: double-underscore topics are some system's bookkeeping); whatever the filters, a topic the source calls
+//! internal is never selected (ADR 0059).
+//!
+//! Patterns come from an administration request: each is bounded in length and compiled size and refused with the
+//! pattern named; matching is linear in the name (the `regex` crate has no backtracking).
+
+use regex::{Regex, RegexBuilder};
+
+use super::error::MirrorError;
+
+/// The exclude list a link with include patterns and no exclude patterns gets (KIP-1279's default).
+pub const DEFAULT_EXCLUDE: &str = "__.*";
+
+/// The longest pattern accepted.
+const MAX_PATTERN_CHARS: usize = 1_000;
+
+/// The most patterns of each kind on one link.
+const MAX_PATTERNS: usize = 100;
+
+/// The most memory one compiled pattern may take (the crate's default is 10 MiB).
+const MAX_COMPILED_BYTES: usize = 1 << 20;
+
+/// A link's compiled topic filters.
+#[derive(Debug, Clone)]
+pub struct TopicFilter {
+    include: Vec<Regex>,
+    exclude: Vec<Regex>,
+}
+
+impl TopicFilter {
+    /// Compiles `include` and `exclude` (each pattern anchored at both ends); refuses a pattern that is too
+    /// long, too large compiled, or not a regex, naming it.
+    pub fn new(include: &[String], exclude: &[String]) -> Result<Self, MirrorError> {
+        Ok(TopicFilter {
+            include: compile_all("include", include)?,
+            exclude: compile_all("exclude", exclude)?,
+        })
+    }
+
+    /// Whether discovery is on: at least one include pattern.
+    pub fn discovers(&self) -> bool {
+        !self.include.is_empty()
+    }
+
+    /// Whether the topic `name` is selected: an include pattern matches it and no exclude pattern does.
+    pub fn selects(&self, name: &str) -> bool {
+        self.include.iter().any(|pattern| pattern.is_match(name)) && !self.excludes(name)
+    }
+
+    /// Whether an exclude pattern matches `name`.
+    pub fn excludes(&self, name: &str) -> bool {
+        self.exclude.iter().any(|pattern| pattern.is_match(name))
+    }
+}
+
+/// The exclude list recorded for a link: the operator's, or [`DEFAULT_EXCLUDE`] when the link has include
+/// patterns and the operator gave no exclude pattern.
+pub fn effective_exclude(include: &[String], exclude: Vec<String>) -> Vec<String> {
+    if exclude.is_empty() && !include.is_empty() {
+        vec![DEFAULT_EXCLUDE.to_owned()]
+    } else {
+        exclude
+    }
+}
+
+fn compile_all(kind: &str, patterns: &[String]) -> Result<Vec<Regex>, MirrorError> {
+    if patterns.len() > MAX_PATTERNS {
+        return Err(MirrorError::InvalidRequest(format!(
+            "{} {kind} patterns: a link takes at most {MAX_PATTERNS}",
+            patterns.len()
+        )));
+    }
+    patterns.iter().map(|pattern| compile(kind, pattern)).collect()
+}
+
+fn compile(kind: &str, pattern: &str) -> Result<Regex, MirrorError> {
+    let refused =
+        |why: String| MirrorError::InvalidRequest(format!("{kind} pattern {pattern:?} is refused: {why}"));
+    if pattern.is_empty() {
+        return Err(refused("it is empty".to_owned()));
+    }
+    if pattern.chars().count() > MAX_PATTERN_CHARS {
+        return Err(refused(format!(
+            "it is longer than {MAX_PATTERN_CHARS} characters"
+        )));
+    }
+    RegexBuilder::new(&format!("^(?:{pattern})$"))
+        .size_limit(MAX_COMPILED_BYTES)
+        .build()
+        .map_err(|error| refused(first_line(&error.to_string())))
+}
+
+/// The regex crate's messages span lines (the pattern, a caret, the reason); the reason is the last line.
+fn first_line(message: &str) -> String {
+    message
+        .lines()
+        .rev()
+        .find(|line| !line.trim().is_empty())
+        .unwrap_or(message)
+        .trim()
+        .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // a test fails by panicking
+
+    use super::*;
+
+    fn filter(include: &[&str], exclude: &[&str]) -> TopicFilter {
+        let include: Vec<String> = include.iter().map(|p| p.to_string()).collect();
+        let exclude = effective_exclude(&include, exclude.iter().map(|p| p.to_string()).collect());
+        TopicFilter::new(&include, &exclude).unwrap()
+    }
+
+    #[test]
+    fn a_pattern_matches_the_whole_name_as_kafka_matches_it() {
+        let orders = filter(&[r"orders\..*"], &[]);
+        assert!(orders.selects("orders.eu"));
+        assert!(orders.selects("orders.asia"));
+        assert!(!orders.selects("old-orders.eu"), "anchored at the start");
+        assert!(!orders.selects("orders"), "the dot is literal");
+        let exact = filter(&["payments"], &[]);
+        assert!(exact.selects("payments"));
+        assert!(!exact.selects("payments-dlq"), "anchored at the end");
+        // An alternation inside the pattern is anchored as a whole.
+        let either = filter(&["a|b"], &[]);
+        assert!(either.selects("a") && either.selects("b") && !either.selects("ab"));
+    }
+
+    #[test]
+    fn double_underscore_topics_are_excluded_unless_the_operator_gives_an_exclude_list() {
+        let all = filter(&[".*"], &[]);
+        assert!(all.selects("orders"));
+        assert!(!all.selects("__consumer_offsets"));
+        assert!(!all.selects("__connect-offsets"));
+        let own = filter(&[".*"], &["tmp-.*"]);
+        assert!(
+            own.selects("__connect-offsets"),
+            "the operator's list replaces the default"
+        );
+        assert!(!own.selects("tmp-1"));
+    }
+
+    #[test]
+    fn an_exclude_pattern_wins_over_an_include_pattern() {
+        let orders = filter(&[r"orders\..*"], &[r".*\.test"]);
+        assert!(orders.selects("orders.eu"));
+        assert!(!orders.selects("orders.test"));
+        assert!(orders.excludes("orders.test"));
+    }
+
+    #[test]
+    fn no_include_pattern_selects_nothing_and_discovers_nothing() {
+        let none = filter(&[], &[]);
+        assert!(!none.discovers());
+        assert!(!none.selects("orders"));
+        assert!(filter(&["x"], &[]).discovers());
+    }
+
+    #[test]
+    fn a_bad_pattern_is_refused_with_its_kind_and_text() {
+        for (include, exclude, named) in [
+            (vec!["orders("], vec![], "include pattern \"orders(\""),
+            (vec!["ok"], vec!["[z-a]"], "exclude pattern \"[z-a]\""),
+            (vec![""], vec![], "it is empty"),
+        ] {
+            let include: Vec<String> = include.into_iter().map(String::from).collect();
+            let exclude: Vec<String> = exclude.into_iter().map(String::from).collect();
+            let error = TopicFilter::new(&include, &exclude).unwrap_err();
+            assert_eq!(error.category(), "invalid_request");
+            assert!(error.to_string().contains(named), "{error}");
+        }
+        let long = vec!["a".repeat(MAX_PATTERN_CHARS + 1)];
+        assert!(TopicFilter::new(&long, &[]).is_err());
+        // A pattern whose compiled form would be huge is refused, not compiled.
+        let huge = vec![r"\w{1000}\w{1000}\w{1000}".to_owned()];
+        let error = TopicFilter::new(&huge, &[]).unwrap_err().to_string();
+        assert!(error.contains("refused"), "{error}");
+        let many: Vec<String> = (0..=MAX_PATTERNS).map(|index| format!("t{index}")).collect();
+        assert!(TopicFilter::new(&many, &[]).is_err());
+    }
+}
