@@ -10,6 +10,8 @@ driven by mirror-fsm's driver; `mirror-link/examples/mirror_once.rs`, named by M
   (committed and aborted transactions) mirrored through one connection, byte for byte, then failed over;
 - partitions added to a Kafka topic (CreatePartitions, as `kafka-topics --alter --partitions`) are added to its
   mirror topic and mirrored byte for byte, within the metadata refresh interval;
+- a link created with `--include REGEX` mirrors the Kafka topics the pattern selects and, within the metadata refresh
+  interval, each one created later;
 - `serve --metrics-listen` (issue 53): a mirror of Kafka's lag, scraped and read with Prometheus's OpenMetrics
   parser, falls to 0, grows while the link is paused by exactly Kafka's last stable offset (an open transaction's
   records not counted), and falls to 0 again on resume.
@@ -286,6 +288,60 @@ def test_partitions_added_to_a_kafka_topic_are_added_to_its_mirror_and_mirrored_
             theirs = [b for segment in node.segments(GROWN, partition) for b in bw.mirrorlog_json("dump", segment)]
             assert ours and ours == theirs, partition
         assert read_committed(dest, GROWN, 4) == read_committed(node.bootstrap, GROWN, 4)
+    finally:
+        process.terminate()
+        assert process.wait(30) == 0
+
+
+FILTERED_EU, FILTERED_US, FILTERED_ASIA = "filtered.orders.eu", "filtered.orders.us", "filtered.orders.asia"
+FILTERED_OTHER = "filtered.payments"
+
+
+def test_a_link_with_an_include_pattern_mirrors_the_kafka_topics_it_selects_and_those_created_later(
+    source, tmp_path
+):
+    """Issue 53, item 1: `--include REGEX` mirrors every Kafka topic whose whole name matches, and each one created
+    later within the metadata refresh interval; a topic it does not select is left alone."""
+    node, _ = source
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    counts = {FILTERED_EU: 2, FILTERED_US: 1, FILTERED_OTHER: 1}
+    for name, future in admin.create_topics([NewTopic(n, c, 1) for n, c in counts.items()]).items():
+        future.result(30)
+    producer = Producer({"bootstrap.servers": node.bootstrap, "enable.idempotence": True})
+    for name, partitions in counts.items():
+        for index in range(10):
+            producer.produce(name, value=f"{name} {index}".encode(), partition=index % partitions)
+    producer.flush(30)
+    process, dest = start_serve(tmp_path / "dest", "serve-filtered", "--mirror-metadata-refresh-ms", "300")
+    try:
+        pattern = r"filtered\.orders\..*"
+        created = mirror_json("create", dest, "--link", "filtered", "--source", node.bootstrap, "--include", pattern)
+        link = created["links"][0]
+        assert link["include"] == [pattern] and link["exclude"] == ["__.*"], link
+        assert sorted({p["topic"] for p in link["partitions"]}) == [FILTERED_EU, FILTERED_US], link
+        caught_up(dest, "filtered", 3)
+
+        admin.create_topics([NewTopic(FILTERED_ASIA, 2, 1)])[FILTERED_ASIA].result(30)
+        for _ in range(150):
+            if FILTERED_ASIA in producer.list_topics(timeout=10).topics:
+                break
+            time.sleep(0.2)
+        for index in range(20):
+            producer.produce(FILTERED_ASIA, value=f"asia {index}".encode(), partition=index % 2)
+        producer.flush(30)
+        statuses = caught_up(dest, "filtered", 5)
+        assert sorted({p["topic"] for p in statuses}) == [FILTERED_ASIA, FILTERED_EU, FILTERED_US]
+        for name, partitions in ((FILTERED_EU, 2), (FILTERED_US, 1), (FILTERED_ASIA, 2)):
+            for partition in range(partitions):
+                ours = bw.mirrorlog_json("dump", tmp_path / "dest" / f"{name}-{partition}")
+                theirs = [b for seg in node.segments(name, partition) for b in bw.mirrorlog_json("dump", seg)]
+                assert ours and ours == theirs, (name, partition)
+        assert not (tmp_path / "dest" / f"{FILTERED_OTHER}-0").exists(), "a topic the pattern does not select"
+        described = mirror_json("describe", dest, "--link", "filtered")["links"][0]
+        assert described.get("warnings") is None, described
     finally:
         process.terminate()
         assert process.wait(30) == 0
