@@ -88,10 +88,34 @@ enum Action {
         #[arg(long)]
         json: bool,
     },
-    /// Per partition: state, last mirrored offset, lag in offsets and milliseconds, barrier offset once stopped.
+    /// Per partition: state, last mirrored offset, lag in offsets and milliseconds, barrier offset once stopped;
+    /// with `--config`, the link's configuration instead (every key, its value, whether it is the default).
     Describe {
         #[command(flatten)]
         target: Target,
+        /// Show the link's configuration instead of its partitions.
+        #[arg(long, conflicts_with = "topics")]
+        config: bool,
+    },
+    /// Change a link's configuration while it runs (docs/mirroring.md lists the keys): durable, in effect at
+    /// once; an invalid value is refused with its key named and nothing changes. A mirrored topic that new
+    /// `mirror.topics.exclude` patterns match is stopped (failed over), as KIP-1279 does.
+    Alter {
+        /// The destination broker (`host:port`).
+        #[arg(long)]
+        bootstrap: String,
+        /// The link's name.
+        #[arg(long)]
+        link: String,
+        /// A key and its new value (repeat the flag); lists are comma-separated.
+        #[arg(long = "config", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        /// A key back to its default (repeat the flag).
+        #[arg(long = "delete-config", value_name = "KEY")]
+        delete: Vec<String>,
+        /// Print the answer as one JSON document.
+        #[arg(long)]
+        json: bool,
     },
     /// Stop fetching; the topics stay read-only.
     Pause {
@@ -168,7 +192,30 @@ pub fn mirror(args: MirrorArgs, out: &mut impl Write) -> Result<ExitCode, CliErr
             (target.bootstrap, target.json, request, Duration::ZERO)
         }
         Action::List { bootstrap, json } => (bootstrap, json, AdminRequest::List, Duration::ZERO),
-        Action::Describe { target } => simple(target, |link, topics| AdminRequest::Describe { link, topics }),
+        Action::Describe { target, config: true } => (
+            target.bootstrap,
+            target.json,
+            AdminRequest::DescribeConfig { link: target.link },
+            Duration::ZERO,
+        ),
+        Action::Describe {
+            target,
+            config: false,
+        } => simple(target, |link, topics| AdminRequest::Describe { link, topics }),
+        Action::Alter {
+            bootstrap,
+            link,
+            set,
+            delete,
+            json,
+        } => {
+            let request = AdminRequest::Alter {
+                link,
+                set: key_values(&set)?,
+                delete,
+            };
+            (bootstrap, json, request, Duration::ZERO)
+        }
         Action::Pause { target } => simple(target, |link, topics| AdminRequest::Pause { link, topics }),
         Action::Resume { target } => simple(target, |link, topics| AdminRequest::Resume { link, topics }),
         Action::Failover { target } => simple(target, |link, topics| AdminRequest::Failover { link, topics }),
@@ -242,6 +289,24 @@ fn source_settings(
     }
 }
 
+/// `--config KEY=VALUE` flags as a map; a flag without `=`, an empty key or a key given twice is a usage error.
+fn key_values(pairs: &[String]) -> Result<std::collections::BTreeMap<String, String>, CliError> {
+    let mut map = std::collections::BTreeMap::new();
+    for pair in pairs {
+        let Some((key, value)) = pair.split_once('=') else {
+            return Err(CliError::Usage(format!("--config {pair:?}: expected KEY=VALUE")));
+        };
+        let key = key.trim();
+        if key.is_empty() {
+            return Err(CliError::Usage(format!("--config {pair:?}: the key is empty")));
+        }
+        if map.insert(key.to_owned(), value.to_owned()).is_some() {
+            return Err(CliError::Usage(format!("--config {key} is given twice")));
+        }
+    }
+    Ok(map)
+}
+
 /// An action on a link's topics.
 fn simple(
     target: Target,
@@ -273,6 +338,14 @@ fn print_link(link: &LinkStatus, out: &mut impl Write) -> std::io::Result<()> {
     }
     for warning in &link.warnings {
         writeln!(out, "  WARNING: {warning}")?;
+    }
+    if !link.config.is_empty() {
+        writeln!(out, "  {:<40} {:<10} VALUE", "CONFIG", "SOURCE")?;
+        for entry in &link.config {
+            let source = if entry.default { "default" } else { "link" };
+            writeln!(out, "  {:<40} {:<10} {}", entry.name, source, entry.value)?;
+        }
+        return Ok(());
     }
     writeln!(
         out,

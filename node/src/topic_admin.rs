@@ -226,8 +226,7 @@ mod tests {
             source_cluster_id: "a".to_owned(),
             source_config: BTreeMap::new(),
             topics: BTreeMap::from([("mirrored".to_owned(), record)]),
-            include: Vec::new(),
-            exclude: Vec::new(),
+            settings: Default::default(),
         }])
         .await
         .unwrap();

@@ -1014,3 +1014,243 @@ async fn a_link_with_bad_patterns_is_refused_before_anything_is_created() {
     assert!(dest.topic_partitions().await.is_empty(), "nothing created");
     assert!(dest.mirror_links().await.unwrap().is_empty(), "nothing recorded");
 }
+
+fn describe_config(link: &str) -> AdminRequest {
+    AdminRequest::DescribeConfig {
+        link: link.to_owned(),
+    }
+}
+
+fn alter(link: &str, set: &[(&str, &str)], delete: &[&str]) -> AdminRequest {
+    AdminRequest::Alter {
+        link: link.to_owned(),
+        set: set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        delete: delete.iter().map(|k| k.to_string()).collect(),
+    }
+}
+
+/// The value of `key` in a config answer, and whether it is the default.
+fn config_value(answer: &AdminResponse, key: &str) -> (String, bool) {
+    let entry = answer.links[0]
+        .config
+        .iter()
+        .find(|entry| entry.name == key)
+        .unwrap_or_else(|| panic!("{key} missing: {answer:?}"));
+    (entry.value.clone(), entry.default)
+}
+
+/// Issue 53, item 5 (ADR 0059): `alter` changes a link's patterns and its refresh interval while it runs — the
+/// interval is the link's own (the node's is "never" here, so only the link's can run the check), a topic the new
+/// include list selects is added at the next check, a mirrored topic a new exclude pattern matches is stopped
+/// (STOPPED, writable, as KIP-1279 stops it); the change is durable, and a bad change is refused whole.
+#[tokio::test]
+async fn altering_a_link_changes_its_patterns_and_interval_live_and_stops_a_topic_it_now_excludes() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = node_in(
+        &dir.path().join("a"),
+        "cluster-a",
+        &[("orders.eu", 1), ("orders.us", 1), ("payments", 1)],
+    )
+    .await;
+    let dest = node_in(&dir.path().join("b"), "cluster-b", &[]).await;
+    for (topic, producer) in [("orders.eu", 1), ("orders.us", 2), ("payments", 3)] {
+        let response = source
+            .produce(produce_request_to(topic, 0, producer, 0, &["x"]), 8)
+            .await;
+        assert_eq!(response.responses[0].partition_responses[0].error_code, 0);
+    }
+    let sources = Arc::new(NodeSources::new().with("a", source.clone()));
+    let mut links = MirrorLinks::open(&dest, sources.clone()).await.unwrap();
+    links.set_source_topic_check_interval_ms(None);
+    let created = links
+        .handle(
+            &dest,
+            AdminRequest::Create {
+                link: "l".to_owned(),
+                source: "a".to_owned(),
+                topics: Vec::new(),
+                source_config: Default::default(),
+                include: vec![r"orders\..*".to_owned()],
+                exclude: Vec::new(),
+            },
+        )
+        .await;
+    assert!(created.ok, "{created:?}");
+    assert!(
+        created.links[0].config.is_empty(),
+        "only describe --config and alter show the config"
+    );
+    let shown = links.handle(&dest, describe_config("l")).await;
+    assert_eq!(
+        config_value(&shown, "mirror.metadata.refresh.interval.ms"),
+        ("never".to_owned(), true)
+    );
+    assert_eq!(
+        config_value(&shown, "mirror.topics.include"),
+        (r"orders\..*".to_owned(), false)
+    );
+    assert_eq!(
+        config_value(&shown, "mirror.topics.exclude"),
+        ("__.*".to_owned(), true)
+    );
+    step_until_caught_up(&mut links, &dest, "l").await;
+
+    // A bad change is refused whole: the interval is not half applied.
+    let refused = links
+        .handle(
+            &dest,
+            alter(
+                "l",
+                &[
+                    ("mirror.metadata.refresh.interval.ms", "100"),
+                    ("mirror.topic.include", "x"),
+                ],
+                &[],
+            ),
+        )
+        .await;
+    assert_eq!(refused.error.unwrap().category, "invalid_request");
+    let shown = links.handle(&dest, describe_config("l")).await;
+    assert_eq!(
+        config_value(&shown, "mirror.metadata.refresh.interval.ms"),
+        ("never".to_owned(), true)
+    );
+
+    let altered = links
+        .handle(
+            &dest,
+            alter(
+                "l",
+                &[
+                    ("mirror.topics.include", r"orders\..*, payments"),
+                    ("mirror.metadata.refresh.interval.ms", "100"),
+                ],
+                &[],
+            ),
+        )
+        .await;
+    assert!(altered.ok, "{altered:?}");
+    assert_eq!(
+        config_value(&altered, "mirror.metadata.refresh.interval.ms"),
+        ("100".to_owned(), false)
+    );
+    let describe = || AdminRequest::Describe {
+        link: "l".to_owned(),
+        topics: Vec::new(),
+    };
+    for _ in 0..100 {
+        links.step(&dest).await;
+        if partitions(&links.handle(&dest, describe()).await).len() == 3 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    step_until_caught_up(&mut links, &dest, "l").await;
+    assert_eq!(
+        log_bytes_of(&dest, "payments", 0).await,
+        log_bytes_of(&source, "payments", 0).await
+    );
+
+    // orders.us now excluded: stopped, and writable here.
+    let excluded = links
+        .handle(
+            &dest,
+            alter("l", &[("mirror.topics.exclude", r"orders\.us")], &[]),
+        )
+        .await;
+    assert!(excluded.ok, "{excluded:?}");
+    let states: Vec<(String, String)> = partitions(&links.handle(&dest, describe()).await)
+        .into_iter()
+        .map(|p| (p.topic, p.state))
+        .collect();
+    assert_eq!(
+        states,
+        vec![
+            ("orders.eu".to_owned(), "MIRRORING".to_owned()),
+            ("orders.us".to_owned(), "STOPPED".to_owned()),
+            ("payments".to_owned(), "MIRRORING".to_owned()),
+        ]
+    );
+    let written = dest
+        .produce(produce_request_to("orders.us", 0, 9, 0, &["local"]), 8)
+        .await;
+    assert_eq!(
+        written.responses[0].partition_responses[0].error_code, 0,
+        "a stopped topic is writable"
+    );
+
+    // Durable: a reopened node has the link's settings.
+    drop(links);
+    let mut links = MirrorLinks::open(&dest, sources).await.unwrap();
+    let shown = links.handle(&dest, describe_config("l")).await;
+    assert_eq!(
+        config_value(&shown, "mirror.metadata.refresh.interval.ms"),
+        ("100".to_owned(), false)
+    );
+    assert_eq!(
+        config_value(&shown, "mirror.topics.exclude"),
+        (r"orders\.us".to_owned(), false)
+    );
+    // Deleting a key brings its default back.
+    let reset = links
+        .handle(&dest, alter("l", &[], &["mirror.metadata.refresh.interval.ms"]))
+        .await;
+    assert_eq!(
+        config_value(&reset, "mirror.metadata.refresh.interval.ms"),
+        ("30000".to_owned(), true)
+    );
+}
+
+/// Issue 53, item 4: only the groups a link's group patterns select have their offsets copied.
+#[tokio::test]
+async fn a_link_copies_the_offsets_of_the_groups_its_patterns_select_only() {
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::{GroupId, OffsetCommitRequest};
+
+    let dir = tempfile::tempdir().unwrap();
+    let source = node_in(&dir.path().join("a"), "cluster-a", &[(TOPIC, 1)]).await;
+    let dest = node_in(&dir.path().join("b"), "cluster-b", &[]).await;
+    assert_eq!(produce(&source, 0, 1, 0, &["a", "b", "c"]).await, 0);
+    for group in ["billing", "test-billing", "audit"] {
+        let mut partition = OffsetCommitRequestPartition::default();
+        partition.partition_index = 0;
+        partition.committed_offset = 2;
+        let mut topic = OffsetCommitRequestTopic::default();
+        topic.name = TopicName(StrBytes::from_static_str(TOPIC));
+        topic.partitions = vec![partition];
+        let mut commit = OffsetCommitRequest::default();
+        commit.group_id = GroupId(StrBytes::from_static_str(group));
+        commit.generation_id_or_member_epoch = -1;
+        commit.topics = vec![topic];
+        let committed = source.offset_commit(commit, 8).await;
+        assert_eq!(committed.topics[0].partitions[0].error_code, 0);
+    }
+    let sources = Arc::new(NodeSources::new().with("a", source.clone()));
+    let mut links = MirrorLinks::open(&dest, sources).await.unwrap();
+    links.set_group_sync_interval_ms(Some(0));
+    assert!(links.handle(&dest, create("a-to-b", "a")).await.ok);
+    let altered = links
+        .handle(
+            &dest,
+            alter(
+                "a-to-b",
+                &[
+                    ("mirror.groups.include", ".*billing"),
+                    ("mirror.groups.exclude", "test-.*"),
+                ],
+                &[],
+            ),
+        )
+        .await;
+    assert!(altered.ok, "{altered:?}");
+    step_until_caught_up(&mut links, &dest, "a-to-b").await;
+    let carried: Vec<String> = dest
+        .committed_offsets_on(&[TOPIC.to_owned()])
+        .await
+        .into_iter()
+        .map(|offset| offset.group)
+        .collect();
+    assert_eq!(carried, vec!["billing".to_owned()]);
+}

@@ -269,14 +269,17 @@ fn acl_api_refusal(access: &Access, operation: Operation) -> Option<(i16, Option
     }
 }
 
-/// Mirror administration refused: changing a link needs ALTER on the cluster; listing and describing links, and
-/// a peer's `last_mirrored` question, DESCRIBE (ADR 0057).
+/// Mirror administration refused: changing a link (its configuration included) needs ALTER on the cluster;
+/// listing and describing links (their configuration included), and a peer's `last_mirrored` question, DESCRIBE
+/// (ADR 0057).
 pub fn mirror(access: &Access, request: &AdminRequest) -> Option<AdminResponse> {
     let operation = match request {
-        AdminRequest::List | AdminRequest::Describe { .. } | AdminRequest::LastMirrored { .. } => {
-            Operation::Describe
-        }
+        AdminRequest::List
+        | AdminRequest::Describe { .. }
+        | AdminRequest::DescribeConfig { .. }
+        | AdminRequest::LastMirrored { .. } => Operation::Describe,
         AdminRequest::Create { .. }
+        | AdminRequest::Alter { .. }
         | AdminRequest::Reverse { .. }
         | AdminRequest::Pause { .. }
         | AdminRequest::Resume { .. }

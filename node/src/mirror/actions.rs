@@ -14,11 +14,12 @@ use mirror_fsm::{
 
 use super::admin::{AdminRequest, AdminResponse, LinkStatus, PartitionStatus};
 use super::error::MirrorError;
+use super::filters::{effective_topic_exclude, Patterns};
+use super::link_config;
 use super::links::{
     leader, log_end, log_end_and_truncations, slot, wrote, MirrorLinks, Mirrored, PartitionKey,
 };
-use super::registry::{LinkRecord, TopicRecord};
-use super::topic_filter::{effective_exclude, TopicFilter};
+use super::registry::{LinkRecord, LinkSettings, TopicRecord};
 use crate::Node;
 
 /// The topics a `create` or `reverse` names, and its filters.
@@ -54,7 +55,7 @@ pub struct SourceQuestion {
     sources: Arc<dyn Sources>,
     source: String,
     topics: Vec<String>,
-    filter: Option<TopicFilter>,
+    filter: Option<Patterns>,
 }
 
 impl SourceQuestion {
@@ -76,7 +77,7 @@ pub(super) async fn describe_selected(
     sources: &dyn Sources,
     source: &str,
     named: &[String],
-    filter: Option<&TopicFilter>,
+    filter: Option<&Patterns>,
 ) -> Result<SourceDescription, FetchError> {
     let mut wanted: BTreeSet<String> = named.iter().cloned().collect();
     if let Some(filter) = filter.filter(|filter| filter.discovers()) {
@@ -129,8 +130,8 @@ impl MirrorLinks {
             let _ = self.sources.configure_client(source, source_config);
         }
         // Patterns that do not compile are refused by `create`; the question then asks for the named topics only.
-        let exclude = effective_exclude(include, exclude.to_vec());
-        let filter = TopicFilter::new(include, &exclude).ok();
+        let exclude = effective_topic_exclude(include, exclude.to_vec());
+        let filter = Patterns::new(include, &exclude).ok();
         Some(SourceQuestion {
             sources: Arc::clone(&self.sources),
             source: source.clone(),
@@ -200,6 +201,11 @@ impl MirrorLinks {
             }
             AdminRequest::Failover { link, topics } => self.failover(node, &link, &topics).await,
             AdminRequest::Delete { link } => self.delete(node, &link).await,
+            AdminRequest::Alter { link, set, delete } => self.alter(node, &link, &set, &delete).await,
+            AdminRequest::DescribeConfig { link } => match self.select(&link, &[]) {
+                Ok((record, _)) => Ok(vec![self.status_with_config(node, &record).await]),
+                Err(error) => Err((error, Vec::new())),
+            },
             AdminRequest::Promote {
                 link,
                 topics,
@@ -271,8 +277,8 @@ impl MirrorLinks {
                 "mirror link {name:?} exists already"
             ))));
         }
-        let exclude = effective_exclude(&asked.include, asked.exclude);
-        let filter = TopicFilter::new(&asked.include, &exclude).map_err(no_status)?;
+        let exclude = effective_topic_exclude(&asked.include, asked.exclude);
+        let filter = Patterns::new(&asked.include, &exclude).map_err(no_status)?;
         let named: BTreeSet<String> = asked.topics.into_iter().collect();
         if named.is_empty() && !filter.discovers() {
             return Err(no_status(MirrorError::InvalidRequest(
@@ -391,8 +397,11 @@ impl MirrorLinks {
                 .collect(),
             source_cluster_id: description.cluster_id,
             source_config,
-            include: asked.include,
-            exclude: if filter.discovers() { exclude } else { Vec::new() },
+            settings: LinkSettings {
+                include: asked.include,
+                exclude: if filter.discovers() { exclude } else { Vec::new() },
+                ..LinkSettings::default()
+            },
         };
         let mut recorded = self.links.clone();
         recorded.push(link.clone());
@@ -616,6 +625,57 @@ impl MirrorLinks {
         Ok(vec![status])
     }
 
+    /// Changes the link's settings ([`super::link_config`]): the change is checked whole, recorded, and in effect
+    /// from the next step (the link's source is checked and its groups copied at once); then each mirrored topic
+    /// the new exclude patterns match, and not failing over already, is stopped as `Failover` stops it.
+    async fn alter(
+        &mut self,
+        node: &Node,
+        name: &str,
+        set: &BTreeMap<String, String>,
+        delete: &[String],
+    ) -> Outcome {
+        let (link, _) = self.select(name, &[]).map_err(|error| (error, Vec::new()))?;
+        let settings =
+            link_config::altered(&link.settings, set, delete).map_err(|error| (error, Vec::new()))?;
+        let patterns =
+            Patterns::new(&settings.include, &settings.exclude).map_err(|error| (error, Vec::new()))?;
+        let excluded: Vec<String> = link
+            .topics
+            .iter()
+            .filter(|(topic, record)| !record.failover_requested && patterns.excludes(topic))
+            .map(|(topic, _)| topic.clone())
+            .collect();
+        let mut recorded = self.links.clone();
+        for record in &mut recorded {
+            if record.name == name {
+                record.settings = settings.clone();
+            }
+        }
+        node.put_mirror_links(&recorded)
+            .await
+            .map_err(|error| (error.into(), Vec::new()))?;
+        self.links = recorded;
+        self.topic_check_due.remove(name);
+        self.group_sync_due.remove(name);
+        // The new patterns decide what is left out: the last check's list is stale.
+        self.skipped.remove(name);
+        tracing::info!(link = %name, set = ?set, delete = ?delete, "mirror link configuration changed");
+        if !excluded.is_empty() {
+            tracing::info!(link = %name, topics = ?excluded, "excluded by the link's new patterns: stopped");
+            self.failover(node, name, &excluded).await?;
+        }
+        let (link, _) = self.select(name, &[]).map_err(|error| (error, Vec::new()))?;
+        Ok(vec![self.status_with_config(node, &link).await])
+    }
+
+    /// The link's status with its configuration, every key.
+    async fn status_with_config(&self, node: &Node, link: &LinkRecord) -> LinkStatus {
+        let mut status = self.status(node, link, &BTreeSet::new()).await;
+        status.config = link_config::entries(&link.settings, self.node_intervals());
+        status
+    }
+
     /// Fetches until every selected partition has caught up with its source's last stable offset (the source
     /// answering), then fails them over; gives up after `timeout_ms`, failing nothing over.
     async fn promote(&mut self, node: &Node, name: &str, topics: &[String], timeout_ms: u64) -> Outcome {
@@ -780,10 +840,11 @@ impl MirrorLinks {
             source: link.source.clone(),
             source_cluster_id: link.source_cluster_id.clone(),
             source_config: super::admin::shown_settings(&link.source_config),
-            include: link.include.clone(),
-            exclude: link.exclude.clone(),
+            include: link.settings.include.clone(),
+            exclude: link.settings.exclude.clone(),
             partitions,
             warnings: self.warnings_of(&link.name),
+            config: Vec::new(),
         }
     }
 }

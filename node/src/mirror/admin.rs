@@ -55,6 +55,24 @@ pub enum AdminRequest {
         /// A subset of its topics, or empty.
         topics: Vec<String>,
     },
+    /// Change a link's configuration while it runs (`link_config`): `set` keys to values, `delete` keys back to
+    /// their defaults — checked whole before anything changes, then recorded and in effect at once. A mirrored
+    /// topic the new exclude patterns match is stopped, as `Failover` stops it (KIP-1279; ADR 0059).
+    Alter {
+        /// The link.
+        link: String,
+        /// Keys and their new values.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        set: BTreeMap<String, String>,
+        /// Keys back to their defaults.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        delete: Vec<String>,
+    },
+    /// A link's configuration: every key with its value and whether it is the default.
+    DescribeConfig {
+        /// The link.
+        link: String,
+    },
     /// Stop fetching; the partitions stay read-only.
     Pause {
         /// The link.
@@ -156,6 +174,20 @@ pub struct LinkStatus {
     /// (`source_topics`); absent when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The link's configuration, every key (`describe --config` and `alter` answers only); absent otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub config: Vec<ConfigEntry>,
+}
+
+/// One key of a link's configuration ([`AdminRequest::DescribeConfig`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigEntry {
+    /// The key (`mirror.topics.include`, …).
+    pub name: String,
+    /// Its value (lists comma-separated).
+    pub value: String,
+    /// Whether the value is the default.
+    pub default: bool,
 }
 
 /// One mirrored partition.

@@ -1,7 +1,8 @@
-//! Consumer group offsets carried over a link: every [`GROUP_SYNC_INTERVAL_MS`] (or the interval the owner set) a
-//! link asks its source for the offsets its consumer groups committed on the partitions still mirrored
-//! ([`mirror_fsm::Sources::group_offsets`]) and commits them here, so that consumers moved to this cluster after a
-//! failover resume where they were.
+//! Consumer group offsets carried over a link: every [`GROUP_SYNC_INTERVAL_MS`] (or the interval the owner set, or
+//! the link's own `mirror.groups.sync.interval.ms`) a link asks its source for the offsets its consumer groups
+//! committed on the partitions still mirrored ([`mirror_fsm::Sources::group_offsets`]) and commits here those of
+//! the groups its patterns select (`mirror.groups.include` / `.exclude`; every group by default), so that
+//! consumers moved to this cluster after a failover resume where they were.
 //!
 //! The same periodic question asks each source the last stable offset of the link's PAUSED partitions
 //! ([`mirror_fsm::Sources::last_stable_offsets`]), which no round asks for: a paused mirror's lag keeps growing
@@ -20,7 +21,9 @@ use std::time::Duration;
 
 use mirror_fsm::{FetchError, GroupOffset, Sources, StateKind};
 
+use super::filters::Patterns;
 use super::links::{log_end, MirrorLinks, PartitionKey};
+use super::source_topics::due_links;
 use crate::offsets::{Committed, OffsetEntry};
 use crate::Node;
 
@@ -58,16 +61,24 @@ impl MirrorLinks {
                 Err(_) => 0,
             };
         }
-        let Some(interval) = self.group_sync_interval_ms else {
-            return 0;
-        };
-        let now = node.now_ms();
-        if now < self.group_sync_due_ms {
+        let node_interval = self.group_sync_interval_ms;
+        let due = due_links(&self.links, &mut self.group_sync_due, node.now_ms(), |link| {
+            link.settings.group_sync_interval_ms.or(node_interval)
+        });
+        if due.is_empty() {
             return 0;
         }
-        self.group_sync_due_ms = now.saturating_add(interval);
-        let wanted = self.by_source(|mirrored| mirrored.driver.fetching());
-        let paused = self.by_source(|mirrored| mirrored.driver.state().kind() == StateKind::Paused);
+        let due_topics: BTreeSet<&String> = self
+            .links
+            .iter()
+            .filter(|link| due.contains(&link.name))
+            .flat_map(|link| link.topics.keys())
+            .collect();
+        let wanted =
+            self.by_source(|key, mirrored| due_topics.contains(&key.0) && mirrored.driver.fetching());
+        let paused = self.by_source(|key, mirrored| {
+            due_topics.contains(&key.0) && mirrored.driver.state().kind() == StateKind::Paused
+        });
         let sources = Arc::clone(&self.sources);
         if self.rounds_in_flight {
             let landed = Arc::clone(&self.landed);
@@ -85,11 +96,11 @@ impl MirrorLinks {
     /// The partitions `which` picks, by source.
     fn by_source(
         &self,
-        which: impl Fn(&super::links::Mirrored) -> bool,
+        which: impl Fn(&PartitionKey, &super::links::Mirrored) -> bool,
     ) -> BTreeMap<String, BTreeSet<PartitionKey>> {
         let mut by_source: BTreeMap<String, BTreeSet<PartitionKey>> = BTreeMap::new();
         for (key, mirrored) in &self.partitions {
-            if which(mirrored) {
+            if which(key, mirrored) {
                 by_source
                     .entry(mirrored.source.clone())
                     .or_default()
@@ -122,6 +133,17 @@ impl MirrorLinks {
     /// Commits here the fetched offsets of the partitions still fetching now (one failed over or paused since
     /// the fetch keeps its own), each cut to our log end; the number committed.
     async fn commit_group_offsets(&mut self, node: &Node, fetched: GroupAnswers) -> usize {
+        // Each topic's link's group patterns (recorded patterns compile: `create` and `alter` checked them).
+        let patterns: BTreeMap<&String, Patterns> = self
+            .links
+            .iter()
+            .filter_map(|link| {
+                let patterns =
+                    Patterns::new(&link.settings.groups_include, &link.settings.groups_exclude).ok()?;
+                Some(link.topics.keys().map(move |topic| (topic, patterns.clone())))
+            })
+            .flatten()
+            .collect();
         let mut committed = 0;
         for (keys, answer) in fetched {
             let Ok(offsets) = answer else {
@@ -134,7 +156,14 @@ impl MirrorLinks {
                     .partitions
                     .get(&key)
                     .is_some_and(|mirrored| mirrored.driver.fetching());
-                if !keys.contains(&key) || !still_fetching || node.membership.has_members(&offset.group) {
+                let selected = patterns
+                    .get(&offset.topic)
+                    .is_some_and(|patterns| patterns.selects_group(&offset.group));
+                if !keys.contains(&key)
+                    || !still_fetching
+                    || !selected
+                    || node.membership.has_members(&offset.group)
+                {
                     continue;
                 }
                 let Some(end) = log_end(node, &key).await else {

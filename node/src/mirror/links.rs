@@ -200,13 +200,13 @@ pub struct MirrorLinks {
     pub(super) realign_on_retry: bool,
     /// Set when the owner shuts down: an action that waits (`promote`) gives up.
     pub(super) stopping: Arc<std::sync::atomic::AtomicBool>,
-    /// When the sources' consumer group offsets are next copied ([`super::groups`]).
-    pub(super) group_sync_due_ms: i64,
-    /// How often they are copied (`None`: never).
+    /// By link: when its source's consumer group offsets are next copied ([`super::groups`]; absent: now).
+    pub(super) group_sync_due: BTreeMap<String, i64>,
+    /// How often they are copied for a link without its own interval (`None`: never).
     pub(super) group_sync_interval_ms: Option<i64>,
-    /// When the links' topics are next compared with the source's ([`super::source_topics`]).
-    pub(super) topic_check_due_ms: i64,
-    /// How often they are compared (`None`: never).
+    /// By link: when its topics are next compared with the source's ([`super::source_topics`]; absent: now).
+    pub(super) topic_check_due: BTreeMap<String, i64>,
+    /// How often they are compared for a link without its own interval (`None`: never).
     pub(super) topic_check_interval_ms: Option<i64>,
     /// What the comparison found, by (link, topic; an empty topic: about the link's source listing).
     pub(super) warnings: BTreeMap<(String, String), String>,
@@ -262,9 +262,9 @@ impl MirrorLinks {
             stopping_pause: None,
             realign_on_retry: false,
             stopping: Arc::new(std::sync::atomic::AtomicBool::new(false)),
-            group_sync_due_ms: 0,
+            group_sync_due: BTreeMap::new(),
             group_sync_interval_ms: Some(super::groups::GROUP_SYNC_INTERVAL_MS),
-            topic_check_due_ms: 0,
+            topic_check_due: BTreeMap::new(),
             topic_check_interval_ms: Some(super::source_topics::SOURCE_TOPIC_CHECK_INTERVAL_MS),
             warnings: BTreeMap::new(),
             skipped: BTreeMap::new(),
@@ -322,11 +322,19 @@ impl MirrorLinks {
         Arc::clone(&self.landed)
     }
 
+    /// The node's intervals, which a link without its own uses ([`super::link_config`]).
+    pub(super) fn node_intervals(&self) -> super::link_config::NodeIntervals {
+        super::link_config::NodeIntervals {
+            metadata_refresh_ms: self.topic_check_interval_ms,
+            group_sync_ms: self.group_sync_interval_ms,
+        }
+    }
+
     /// How often the sources' consumer group offsets are copied (default [`super::groups::GROUP_SYNC_INTERVAL_MS`];
     /// 0: at every step; `None`: never).
     pub fn set_group_sync_interval_ms(&mut self, interval_ms: Option<i64>) {
         self.group_sync_interval_ms = interval_ms;
-        self.group_sync_due_ms = 0;
+        self.group_sync_due.clear();
     }
 
     /// Watches `flag`, which the owner sets when it shuts down: an action that waits (`promote`) then gives

@@ -7,29 +7,31 @@
 //! - [`links`] — [`MirrorLinks`]: the drivers and fetchers at work, recovered at open and stepped by their owner.
 //! - `actions` — the administration actions on them (create, reverse, list, describe, pause, resume, failover,
 //!   promote, delete).
+//! - [`link_config`] — a link's settings as Kafka-style keys (`mirror alter`, `describe --config`).
 //! - [`local`] — [`NodeSources`]: other nodes of the process as sources (in-process fetchers).
 //! - [`probes`] — whether a source answers, asked before its FAILED partitions are retried (rounds in flight).
 //! - [`groups`] — the sources' consumer group offsets, copied every few seconds.
 //! - [`source_topics`] — the source's topics watched: partitions added there are added here, topics matching a
 //!   link's filters are discovered, a topic replaced there is a link warning.
-//! - [`topic_filter`] — a link's include/exclude patterns ([`topic_filter::TopicFilter`]).
+//! - [`filters`] — a link's include/exclude patterns for topics and groups ([`filters::Patterns`]).
 //! - [`admin`] — the administration requests and answers ([`AdminRequest`], [`AdminResponse`]).
 //! - [`error`] — [`MirrorError`] and its answer categories.
 
 mod actions;
 pub mod admin;
 pub mod error;
+pub mod filters;
 pub mod groups;
+pub mod link_config;
 pub mod links;
 pub mod local;
 pub mod probes;
 pub mod registry;
 pub mod source_topics;
-pub mod topic_filter;
 
 pub use actions::{SourceAnswer, SourceQuestion};
-pub use admin::{AdminFailure, AdminRequest, AdminResponse, LinkStatus, PartitionStatus};
+pub use admin::{AdminFailure, AdminRequest, AdminResponse, ConfigEntry, LinkStatus, PartitionStatus};
 pub use error::MirrorError;
 pub use links::{MirrorLinks, RoundsAhead};
 pub use local::{describe_node, NodeFetcher, NodeSources};
-pub use registry::{LinkRecord, TopicRecord, MIRROR_LINKS_PARTITION};
+pub use registry::{LinkRecord, LinkSettings, TopicRecord, MIRROR_LINKS_PARTITION};

@@ -37,12 +37,34 @@ pub struct LinkRecord {
     pub source_config: BTreeMap<String, String>,
     /// The mirrored topics.
     pub topics: BTreeMap<String, TopicRecord>,
-    /// Include patterns (`topic_filter`): the source topics they select are added as the source creates them.
+    /// What an operator may change while the link runs (`mirror alter`; `link_config`), recorded beside the
+    /// fields above in the same JSON object.
+    #[serde(flatten)]
+    pub settings: LinkSettings,
+}
+
+/// A link's settings (`link_config` names them as Kafka-style keys). Each absent field is its default.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkSettings {
+    /// Topic include patterns (`filters`): the source topics they select are added as the source creates them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub include: Vec<String>,
-    /// Exclude patterns: a topic they match is never added by the include patterns.
+    /// Topic exclude patterns: a topic they match is never added, and one already mirrored is stopped.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exclude: Vec<String>,
+    /// Group include patterns: the groups whose offsets are copied (none: every group).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups_include: Vec<String>,
+    /// Group exclude patterns: groups whose offsets are never copied.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups_exclude: Vec<String>,
+    /// How often the link's source topics are checked (partitions added, topics the patterns select); `None`:
+    /// the node's interval (`serve --mirror-metadata-refresh-ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata_refresh_interval_ms: Option<i64>,
+    /// How often the link's group offsets are copied; `None`: the node's interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_sync_interval_ms: Option<i64>,
 }
 
 /// One mirrored topic of a link.

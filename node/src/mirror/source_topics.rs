@@ -12,7 +12,7 @@
 //!   link's source (Metadata for every topic) and adds each selected topic the link does not mirror yet — created
 //!   here read-only with the source's partition count, recorded with its topic id, mirrored from the source's log
 //!   start. A selected topic this cluster holds already, or another link mirrors, stays out with a link warning; a
-//!   listing that fails is a link warning and removes nothing. A link with a failover asked for adds nothing more.
+//!   listing that fails is a link warning and removes nothing. A topic the link failed over is never added again.
 //! - **A count that went down** (the topic deleted and created again at the source) is never followed: it is a
 //!   warning on the link in `describe` (JSON `warnings`), logged once at WARN.
 //!
@@ -31,9 +31,9 @@ use std::time::Duration;
 use mirror_fsm::{topic_id_text, Event, FetchError, Sources, StateKind};
 
 use super::error::MirrorError;
+use super::filters::Patterns;
 use super::links::MirrorLinks;
 use super::registry::{LinkRecord, TopicRecord};
-use super::topic_filter::TopicFilter;
 use crate::Node;
 
 /// How often a link compares its topics' partition counts with the source's (KIP-1279 discusses 30 s for its
@@ -57,7 +57,7 @@ pub(super) struct Found {
 struct Discover {
     link: String,
     source: String,
-    filter: TopicFilter,
+    filter: Patterns,
     /// Topics not to describe: the link's own, and those this cluster holds already.
     known: BTreeSet<String>,
 }
@@ -93,16 +93,15 @@ impl MirrorLinks {
                 self.apply_source_topics(node, found).await;
             }
         }
-        let Some(interval) = self.topic_check_interval_ms else {
-            return;
-        };
-        let now = node.now_ms();
-        if now < self.topic_check_due_ms {
+        let node_interval = self.topic_check_interval_ms;
+        let due = due_links(&self.links, &mut self.topic_check_due, node.now_ms(), |link| {
+            link.settings.metadata_refresh_interval_ms.or(node_interval)
+        });
+        if due.is_empty() {
             return;
         }
-        self.topic_check_due_ms = now.saturating_add(interval);
-        let asked = self.topics_to_check();
-        let discover = self.links_to_discover(node).await;
+        let asked = self.topics_to_check(&due);
+        let discover = self.links_to_discover(node, &due).await;
         if self.rounds_in_flight {
             let sources = Arc::clone(&self.sources);
             self.topic_check = Some(tokio::spawn(ask_sources(
@@ -117,15 +116,15 @@ impl MirrorLinks {
         }
     }
 
-    /// Every link with include patterns, unless a failover of one of its topics was asked for (the link is
-    /// becoming this cluster's own: it adds nothing more), with what it need not describe.
-    async fn links_to_discover(&self, node: &Node) -> Vec<Discover> {
+    /// Every due link with include patterns, with what it need not describe. A topic of the link failed over (by
+    /// an operator, or stopped by an exclude pattern) stays the link's: it is never added again.
+    async fn links_to_discover(&self, node: &Node, due: &BTreeSet<String>) -> Vec<Discover> {
         let held: BTreeSet<String> = node.topic_partitions().await.into_keys().collect();
         self.links
             .iter()
-            .filter(|link| !link.topics.values().any(|topic| topic.failover_requested))
+            .filter(|link| due.contains(&link.name))
             .filter_map(|link| {
-                let filter = TopicFilter::new(&link.include, &link.exclude).ok()?;
+                let filter = Patterns::new(&link.settings.include, &link.settings.exclude).ok()?;
                 filter.discovers().then(|| Discover {
                     link: link.name.clone(),
                     source: link.source.clone(),
@@ -136,12 +135,12 @@ impl MirrorLinks {
             .collect()
     }
 
-    /// Every still-mirrored topic of every link, with the link's partition count; the warnings of topics no
-    /// longer mirrored are dropped.
-    fn topics_to_check(&mut self) -> Vec<Asked> {
+    /// Every still-mirrored topic of the `due` links, with the link's partition count; the warnings of their
+    /// topics no longer mirrored are dropped.
+    fn topics_to_check(&mut self, due: &BTreeSet<String>) -> Vec<Asked> {
         let mut asked = Vec::new();
         let mut watched: BTreeSet<(String, String)> = BTreeSet::new();
-        for link in &self.links {
+        for link in self.links.iter().filter(|link| due.contains(&link.name)) {
             let mirrored: BTreeSet<&String> = self
                 .partitions
                 .iter()
@@ -164,7 +163,9 @@ impl MirrorLinks {
         }
         // A link's own warning (its source listing; an empty topic) stays until its next listing says otherwise.
         self.warnings.retain(|key, _| {
-            watched.contains(key) || (key.1.is_empty() && self.links.iter().any(|link| link.name == key.0))
+            !due.contains(&key.0)
+                || watched.contains(key)
+                || (key.1.is_empty() && self.links.iter().any(|link| link.name == key.0))
         });
         asked
     }
@@ -529,8 +530,31 @@ impl MirrorLinks {
     /// at every step; `None`: never).
     pub fn set_source_topic_check_interval_ms(&mut self, interval_ms: Option<i64>) {
         self.topic_check_interval_ms = interval_ms;
-        self.topic_check_due_ms = 0;
+        self.topic_check_due.clear();
     }
+}
+
+/// The links whose periodic work is due at `now` (each at its own interval, from `interval_of`; `None`: never),
+/// their next due times moved on in `due`; links gone are forgotten there.
+pub(super) fn due_links(
+    links: &[LinkRecord],
+    due: &mut BTreeMap<String, i64>,
+    now: i64,
+    interval_of: impl Fn(&LinkRecord) -> Option<i64>,
+) -> BTreeSet<String> {
+    due.retain(|name, _| links.iter().any(|link| link.name == *name));
+    let mut ready = BTreeSet::new();
+    for link in links {
+        let Some(interval) = interval_of(link) else {
+            continue;
+        };
+        let next = due.entry(link.name.clone()).or_insert(now);
+        if now >= *next {
+            *next = now.saturating_add(interval);
+            ready.insert(link.name.clone());
+        }
+    }
+    ready
 }
 
 /// Describes each topic of `asked` alone at its source, and lists each discovering link's source and describes

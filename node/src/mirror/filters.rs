@@ -1,8 +1,9 @@
-//! A link's topic filters (KIP-1279's `mirror.topics.include` / `mirror.topics.exclude`): regexes a source topic's
-//! whole name must match, as Kafka's `Pattern.matcher(name).matches()` does. A topic is selected when an include
-//! pattern matches it and no exclude pattern does. Without an exclude list, `__.*` is the exclude list (KIP-1279's
-//! default: double-underscore topics are some system's bookkeeping); whatever the filters, a topic the source calls
-//! internal is never selected (ADR 0059).
+//! A link's name filters (ADR 0059): KIP-1279's `mirror.topics.include` / `mirror.topics.exclude` for topics and
+//! `mirror.groups.include` / `mirror.groups.exclude` for the consumer groups whose offsets are copied — regexes a
+//! whole name must match, as Kafka's `Pattern.matcher(name).matches()` does. A name is selected when an include
+//! pattern matches it and no exclude pattern does. For topics, without an exclude list, `__.*` is the exclude list
+//! (KIP-1279's default: double-underscore topics are some system's bookkeeping), and whatever the patterns, a
+//! topic the source calls internal is never selected. For groups, no include pattern selects every group.
 //!
 //! Patterns come from an administration request: each is bounded in length and compiled size and refused with the
 //! pattern named; matching is linear in the name (the `regex` crate has no backtracking).
@@ -12,7 +13,7 @@ use regex::{Regex, RegexBuilder};
 use super::error::MirrorError;
 
 /// The exclude list a link with include patterns and no exclude patterns gets (KIP-1279's default).
-pub const DEFAULT_EXCLUDE: &str = "__.*";
+pub const DEFAULT_TOPIC_EXCLUDE: &str = "__.*";
 
 /// The longest pattern accepted.
 const MAX_PATTERN_CHARS: usize = 1_000;
@@ -23,21 +24,28 @@ const MAX_PATTERNS: usize = 100;
 /// The most memory one compiled pattern may take (the crate's default is 10 MiB).
 const MAX_COMPILED_BYTES: usize = 1 << 20;
 
-/// A link's compiled topic filters.
+/// A link's compiled include and exclude patterns, for topics or groups.
 #[derive(Debug, Clone)]
-pub struct TopicFilter {
+pub struct Patterns {
     include: Vec<Regex>,
     exclude: Vec<Regex>,
 }
 
-impl TopicFilter {
+impl Patterns {
     /// Compiles `include` and `exclude` (each pattern anchored at both ends); refuses a pattern that is too
     /// long, too large compiled, or not a regex, naming it.
     pub fn new(include: &[String], exclude: &[String]) -> Result<Self, MirrorError> {
-        Ok(TopicFilter {
+        Ok(Patterns {
             include: compile_all("include", include)?,
             exclude: compile_all("exclude", exclude)?,
         })
+    }
+
+    /// Whether a group's offsets are copied: no include pattern (every group) or one that matches, and no
+    /// exclude pattern that matches.
+    pub fn selects_group(&self, group: &str) -> bool {
+        (self.include.is_empty() || self.include.iter().any(|pattern| pattern.is_match(group)))
+            && !self.excludes(group)
     }
 
     /// Whether discovery is on: at least one include pattern.
@@ -56,11 +64,11 @@ impl TopicFilter {
     }
 }
 
-/// The exclude list recorded for a link: the operator's, or [`DEFAULT_EXCLUDE`] when the link has include
+/// The exclude list recorded for a link: the operator's, or [`DEFAULT_TOPIC_EXCLUDE`] when the link has include
 /// patterns and the operator gave no exclude pattern.
-pub fn effective_exclude(include: &[String], exclude: Vec<String>) -> Vec<String> {
+pub fn effective_topic_exclude(include: &[String], exclude: Vec<String>) -> Vec<String> {
     if exclude.is_empty() && !include.is_empty() {
-        vec![DEFAULT_EXCLUDE.to_owned()]
+        vec![DEFAULT_TOPIC_EXCLUDE.to_owned()]
     } else {
         exclude
     }
@@ -110,10 +118,10 @@ mod tests {
 
     use super::*;
 
-    fn filter(include: &[&str], exclude: &[&str]) -> TopicFilter {
+    fn filter(include: &[&str], exclude: &[&str]) -> Patterns {
         let include: Vec<String> = include.iter().map(|p| p.to_string()).collect();
-        let exclude = effective_exclude(&include, exclude.iter().map(|p| p.to_string()).collect());
-        TopicFilter::new(&include, &exclude).unwrap()
+        let exclude = effective_topic_exclude(&include, exclude.iter().map(|p| p.to_string()).collect());
+        Patterns::new(&include, &exclude).unwrap()
     }
 
     #[test]
@@ -162,6 +170,16 @@ mod tests {
     }
 
     #[test]
+    fn without_an_include_pattern_every_group_is_selected_and_an_exclude_pattern_wins() {
+        let every = Patterns::new(&[], &[]).unwrap();
+        assert!(every.selects_group("billing") && every.selects_group("__anything"));
+        let some = Patterns::new(&["app-.*".to_owned()], &["app-test".to_owned()]).unwrap();
+        assert!(some.selects_group("app-1"));
+        assert!(!some.selects_group("app-test"));
+        assert!(!some.selects_group("other"));
+    }
+
+    #[test]
     fn a_bad_pattern_is_refused_with_its_kind_and_text() {
         for (include, exclude, named) in [
             (vec!["orders("], vec![], "include pattern \"orders(\""),
@@ -170,17 +188,17 @@ mod tests {
         ] {
             let include: Vec<String> = include.into_iter().map(String::from).collect();
             let exclude: Vec<String> = exclude.into_iter().map(String::from).collect();
-            let error = TopicFilter::new(&include, &exclude).unwrap_err();
+            let error = Patterns::new(&include, &exclude).unwrap_err();
             assert_eq!(error.category(), "invalid_request");
             assert!(error.to_string().contains(named), "{error}");
         }
         let long = vec!["a".repeat(MAX_PATTERN_CHARS + 1)];
-        assert!(TopicFilter::new(&long, &[]).is_err());
+        assert!(Patterns::new(&long, &[]).is_err());
         // A pattern whose compiled form would be huge is refused, not compiled.
         let huge = vec![r"\w{1000}\w{1000}\w{1000}".to_owned()];
-        let error = TopicFilter::new(&huge, &[]).unwrap_err().to_string();
+        let error = Patterns::new(&huge, &[]).unwrap_err().to_string();
         assert!(error.contains("refused"), "{error}");
         let many: Vec<String> = (0..=MAX_PATTERNS).map(|index| format!("t{index}")).collect();
-        assert!(TopicFilter::new(&many, &[]).is_err());
+        assert!(Patterns::new(&many, &[]).is_err());
     }
 }

@@ -1,0 +1,269 @@
+//! A link's settings as Kafka-style configuration keys (issue 53, item 5; ADR 0059): what `mirrorlog mirror alter
+//! --config KEY=VALUE` changes while the link runs and `mirror describe --config` shows, each key with its value and
+//! whether that is the default. Names follow KIP-1279's prototype (`mirror.topics.include`, …); lists are
+//! comma-separated, as Kafka's `LIST` configs are (a pattern that needs a comma goes through `mirror create
+//! --include`). A change is checked whole before anything changes: an unknown key, a value out of range or a
+//! pattern that does not compile is refused with the key named.
+
+use std::collections::BTreeMap;
+
+use super::admin::ConfigEntry;
+use super::error::MirrorError;
+use super::filters::{effective_topic_exclude, Patterns};
+use super::registry::LinkSettings;
+
+/// Topic include patterns: source topics they select are mirrored as they appear.
+pub const TOPICS_INCLUDE: &str = "mirror.topics.include";
+/// Topic exclude patterns: never added; a mirrored topic they come to match is stopped (failed over).
+pub const TOPICS_EXCLUDE: &str = "mirror.topics.exclude";
+/// Group include patterns: the groups whose offsets are copied (default: every group).
+pub const GROUPS_INCLUDE: &str = "mirror.groups.include";
+/// Group exclude patterns: groups whose offsets are never copied.
+pub const GROUPS_EXCLUDE: &str = "mirror.groups.exclude";
+/// How often the link's source topics are checked.
+pub const METADATA_REFRESH_INTERVAL: &str = "mirror.metadata.refresh.interval.ms";
+/// How often the link's group offsets are copied.
+pub const GROUPS_SYNC_INTERVAL: &str = "mirror.groups.sync.interval.ms";
+
+/// Every key, in the order `describe --config` shows them.
+pub const KEYS: [&str; 6] = [
+    TOPICS_INCLUDE,
+    TOPICS_EXCLUDE,
+    GROUPS_INCLUDE,
+    GROUPS_EXCLUDE,
+    METADATA_REFRESH_INTERVAL,
+    GROUPS_SYNC_INTERVAL,
+];
+
+/// The shortest interval accepted (a check asks the source a Metadata question each time).
+pub const MIN_INTERVAL_MS: i64 = 100;
+/// The longest interval accepted: a day.
+pub const MAX_INTERVAL_MS: i64 = 86_400_000;
+
+/// The node's intervals, which a link without its own uses (`None`: never).
+#[derive(Debug, Clone, Copy)]
+pub struct NodeIntervals {
+    /// The source topic check's (`serve --mirror-metadata-refresh-ms`).
+    pub metadata_refresh_ms: Option<i64>,
+    /// The group offset copy's.
+    pub group_sync_ms: Option<i64>,
+}
+
+/// Every key of `settings` with its value, and whether it is the default.
+pub fn entries(settings: &LinkSettings, node: NodeIntervals) -> Vec<ConfigEntry> {
+    let entry = |name: &str, value: String, default: bool| ConfigEntry {
+        name: name.to_owned(),
+        value,
+        default,
+    };
+    let interval = |own: Option<i64>, node: Option<i64>| match (own, node) {
+        (Some(own), _) => (own.to_string(), false),
+        (None, Some(node)) => (node.to_string(), true),
+        (None, None) => ("never".to_owned(), true),
+    };
+    let default_exclude = effective_topic_exclude(&settings.include, Vec::new());
+    let (refresh, refresh_default) =
+        interval(settings.metadata_refresh_interval_ms, node.metadata_refresh_ms);
+    let (sync, sync_default) = interval(settings.group_sync_interval_ms, node.group_sync_ms);
+    vec![
+        entry(
+            TOPICS_INCLUDE,
+            settings.include.join(","),
+            settings.include.is_empty(),
+        ),
+        entry(
+            TOPICS_EXCLUDE,
+            settings.exclude.join(","),
+            settings.exclude == default_exclude,
+        ),
+        if settings.groups_include.is_empty() {
+            entry(GROUPS_INCLUDE, ".*".to_owned(), true)
+        } else {
+            entry(GROUPS_INCLUDE, settings.groups_include.join(","), false)
+        },
+        entry(
+            GROUPS_EXCLUDE,
+            settings.groups_exclude.join(","),
+            settings.groups_exclude.is_empty(),
+        ),
+        entry(METADATA_REFRESH_INTERVAL, refresh, refresh_default),
+        entry(GROUPS_SYNC_INTERVAL, sync, sync_default),
+    ]
+}
+
+/// `settings` with the keys of `set` given their values and those of `delete` back to their defaults — or why the
+/// change is refused, naming the key. Nothing is half applied: the caller records the result whole.
+pub fn altered(
+    settings: &LinkSettings,
+    set: &BTreeMap<String, String>,
+    delete: &[String],
+) -> Result<LinkSettings, MirrorError> {
+    if set.is_empty() && delete.is_empty() {
+        return Err(MirrorError::InvalidRequest(
+            "name a config to set (--config KEY=VALUE) or to reset (--delete-config KEY)".to_owned(),
+        ));
+    }
+    let mut next = settings.clone();
+    for key in delete {
+        known(key)?;
+        if set.contains_key(key) {
+            return Err(MirrorError::InvalidRequest(format!(
+                "config {key} is both set and deleted"
+            )));
+        }
+        match key.as_str() {
+            TOPICS_INCLUDE => next.include.clear(),
+            TOPICS_EXCLUDE => next.exclude.clear(),
+            GROUPS_INCLUDE => next.groups_include.clear(),
+            GROUPS_EXCLUDE => next.groups_exclude.clear(),
+            METADATA_REFRESH_INTERVAL => next.metadata_refresh_interval_ms = None,
+            _ => next.group_sync_interval_ms = None,
+        }
+    }
+    for (key, value) in set {
+        known(key)?;
+        match key.as_str() {
+            TOPICS_INCLUDE => next.include = list(value),
+            TOPICS_EXCLUDE => next.exclude = list(value),
+            GROUPS_INCLUDE => next.groups_include = list(value),
+            GROUPS_EXCLUDE => next.groups_exclude = list(value),
+            METADATA_REFRESH_INTERVAL => next.metadata_refresh_interval_ms = Some(interval(key, value)?),
+            _ => next.group_sync_interval_ms = Some(interval(key, value)?),
+        }
+    }
+    next.exclude = effective_topic_exclude(&next.include, std::mem::take(&mut next.exclude));
+    Patterns::new(&next.include, &next.exclude)
+        .map_err(|error| named(TOPICS_INCLUDE, TOPICS_EXCLUDE, error))?;
+    Patterns::new(&next.groups_include, &next.groups_exclude)
+        .map_err(|error| named(GROUPS_INCLUDE, GROUPS_EXCLUDE, error))?;
+    Ok(next)
+}
+
+fn known(key: &str) -> Result<(), MirrorError> {
+    if KEYS.contains(&key) {
+        Ok(())
+    } else {
+        Err(MirrorError::InvalidRequest(format!(
+            "unknown link config {key:?}: a link takes {}",
+            KEYS.join(", ")
+        )))
+    }
+}
+
+/// A comma-separated list, each item trimmed, empty items dropped.
+fn list(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn interval(key: &str, value: &str) -> Result<i64, MirrorError> {
+    value
+        .trim()
+        .parse::<i64>()
+        .ok()
+        .filter(|ms| (MIN_INTERVAL_MS..=MAX_INTERVAL_MS).contains(ms))
+        .ok_or_else(|| {
+            MirrorError::InvalidRequest(format!(
+                "config {key}={value:?} is refused: a whole number of milliseconds from {MIN_INTERVAL_MS} to \
+                 {MAX_INTERVAL_MS}"
+            ))
+        })
+}
+
+/// A pattern error with the config key it came from (`include` or `exclude` in its message says which).
+fn named(include_key: &str, exclude_key: &str, error: MirrorError) -> MirrorError {
+    let message = error.to_string();
+    let key = if message.starts_with("exclude") {
+        exclude_key
+    } else {
+        include_key
+    };
+    MirrorError::InvalidRequest(format!("config {key}: {message}"))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // a test fails by panicking
+
+    use super::*;
+
+    fn set(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(key, value)| (key.to_string(), value.to_string()))
+            .collect()
+    }
+
+    const NODE: NodeIntervals = NodeIntervals {
+        metadata_refresh_ms: Some(30_000),
+        group_sync_ms: Some(5_000),
+    };
+
+    #[test]
+    fn a_new_link_shows_every_key_at_its_default() {
+        let shown = entries(&LinkSettings::default(), NODE);
+        let names: Vec<&str> = shown.iter().map(|entry| entry.name.as_str()).collect();
+        assert_eq!(names, KEYS);
+        assert!(shown.iter().all(|entry| entry.default), "{shown:?}");
+        assert_eq!(shown[2].value, ".*");
+        assert_eq!(shown[4].value, "30000");
+        assert_eq!(shown[5].value, "5000");
+    }
+
+    #[test]
+    fn set_values_replace_defaults_and_deleting_a_key_brings_its_default_back() {
+        let changed = altered(
+            &LinkSettings::default(),
+            &set(&[
+                (TOPICS_INCLUDE, r"orders\..*, payments"),
+                (METADATA_REFRESH_INTERVAL, "1000"),
+                (GROUPS_EXCLUDE, "test-.*"),
+            ]),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(changed.include, vec![r"orders\..*", "payments"]);
+        assert_eq!(
+            changed.exclude,
+            vec!["__.*"],
+            "include patterns bring the default exclude list"
+        );
+        assert_eq!(changed.metadata_refresh_interval_ms, Some(1_000));
+        assert_eq!(changed.groups_exclude, vec!["test-.*"]);
+        let shown = entries(&changed, NODE);
+        assert!(!shown[0].default && shown[1].default && !shown[3].default && !shown[4].default);
+        assert_eq!(shown[4].value, "1000");
+        let reset = altered(
+            &changed,
+            &BTreeMap::new(),
+            &[METADATA_REFRESH_INTERVAL.to_owned()],
+        )
+        .unwrap();
+        assert_eq!(reset.metadata_refresh_interval_ms, None);
+        assert_eq!(reset.include, changed.include, "only the deleted key changed");
+    }
+
+    #[test]
+    fn a_bad_change_is_refused_whole_naming_its_key() {
+        let refused = |pairs: &[(&str, &str)], delete: &[&str]| {
+            let delete: Vec<String> = delete.iter().map(|key| key.to_string()).collect();
+            let error = altered(&LinkSettings::default(), &set(pairs), &delete).unwrap_err();
+            assert_eq!(error.category(), "invalid_request");
+            error.to_string()
+        };
+        assert!(refused(&[("mirror.topic.include", "x")], &[])
+            .contains("unknown link config \"mirror.topic.include\""));
+        assert!(refused(&[(METADATA_REFRESH_INTERVAL, "10")], &[]).contains(METADATA_REFRESH_INTERVAL));
+        assert!(refused(&[(GROUPS_SYNC_INTERVAL, "soon")], &[]).contains(GROUPS_SYNC_INTERVAL));
+        assert!(refused(&[(TOPICS_INCLUDE, "orders(")], &[]).contains(TOPICS_INCLUDE));
+        assert!(refused(&[(TOPICS_INCLUDE, "x"), (TOPICS_EXCLUDE, "[")], &[]).contains(TOPICS_EXCLUDE));
+        assert!(refused(&[(GROUPS_INCLUDE, "(")], &[]).contains(GROUPS_INCLUDE));
+        assert!(refused(&[(TOPICS_INCLUDE, "x")], &[TOPICS_INCLUDE]).contains("both set and deleted"));
+        assert!(refused(&[], &[]).contains("name a config"));
+        assert!(refused(&[], &["nope"]).contains("unknown link config"));
+    }
+}
