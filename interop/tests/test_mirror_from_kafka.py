@@ -11,7 +11,7 @@ driven by mirror-fsm's driver; `mirror-link/examples/mirror_once.rs`, named by M
 - partitions added to a Kafka topic (CreatePartitions, as `kafka-topics --alter --partitions`) are added to its
   mirror topic and mirrored byte for byte, within the metadata refresh interval;
 - a link created with `--include REGEX` mirrors the Kafka topics the pattern selects and, within the metadata refresh
-  interval, each one created later;
+  interval `mirror alter` set while it ran, each one created later;
 - `serve --metrics-listen` (issue 53): a mirror of Kafka's lag, scraped and read with Prometheus's OpenMetrics
   parser, falls to 0, grows while the link is paused by exactly Kafka's last stable offset (an open transaction's
   records not counted), and falls to 0 again on resume.
@@ -300,8 +300,10 @@ FILTERED_OTHER = "filtered.payments"
 def test_a_link_with_an_include_pattern_mirrors_the_kafka_topics_it_selects_and_those_created_later(
     source, tmp_path
 ):
-    """Issue 53, item 1: `--include REGEX` mirrors every Kafka topic whose whole name matches, and each one created
-    later within the metadata refresh interval; a topic it does not select is left alone."""
+    """Issue 53, items 1 and 5: `--include REGEX` mirrors every Kafka topic whose whole name matches, and each one
+    created later within the link's metadata refresh interval — here set live with `mirror alter` (serve's own is
+    ten minutes, so only the altered interval can find the new topic in time); a topic it does not select is left
+    alone."""
     node, _ = source
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -315,7 +317,7 @@ def test_a_link_with_an_include_pattern_mirrors_the_kafka_topics_it_selects_and_
         for index in range(10):
             producer.produce(name, value=f"{name} {index}".encode(), partition=index % partitions)
     producer.flush(30)
-    process, dest = start_serve(tmp_path / "dest", "serve-filtered", "--mirror-metadata-refresh-ms", "300")
+    process, dest = start_serve(tmp_path / "dest", "serve-filtered", "--mirror-metadata-refresh-ms", "600000")
     try:
         pattern = r"filtered\.orders\..*"
         created = mirror_json("create", dest, "--link", "filtered", "--source", node.bootstrap, "--include", pattern)
@@ -323,6 +325,18 @@ def test_a_link_with_an_include_pattern_mirrors_the_kafka_topics_it_selects_and_
         assert link["include"] == [pattern] and link["exclude"] == ["__.*"], link
         assert sorted({p["topic"] for p in link["partitions"]}) == [FILTERED_EU, FILTERED_US], link
         caught_up(dest, "filtered", 3)
+        refresh = "mirror.metadata.refresh.interval.ms"
+        config = {e["name"]: e for e in mirror_json("describe", dest, "--link", "filtered", "--config")["links"][0]["config"]}
+        assert config[refresh] == {"name": refresh, "value": "600000", "default": True}, config
+        altered = mirror_json("alter", dest, "--link", "filtered", "--config", f"{refresh}=300")
+        config = {e["name"]: e for e in altered["links"][0]["config"]}
+        assert config[refresh] == {"name": refresh, "value": "300", "default": False}, config
+        refused = subprocess.run(
+            [os.environ[bw.BIN_ENV], "mirror", "alter", "--bootstrap", dest, "--link", "filtered",
+             "--config", f"{refresh}=soon"],
+            capture_output=True, text=True, timeout=60,
+        )
+        assert refused.returncode != 0 and refresh in refused.stderr, refused
 
         admin.create_topics([NewTopic(FILTERED_ASIA, 2, 1)])[FILTERED_ASIA].result(30)
         for _ in range(150):
