@@ -603,6 +603,35 @@ const OFFSET_FETCH_RESPONSE: &[Field] = &[
     since(2, I16), // error_code
 ];
 
+/// DescribeConfigs' answer (v0–v3): per resource its error, name and configs; a config's fourth field is
+/// `is_default` at v0 and `config_source` from v1, one byte either way.
+const DESCRIBE_CONFIGS_RESPONSE: &[Field] = &[
+    all(I32), // throttle_time_ms
+    all(array(&[
+        all(I16),             // error_code
+        all(NULLABLE_STRING), // error_message
+        all(I8),              // resource_type
+        all(STRING),          // resource_name
+        all(array(&[
+            all(STRING),          // name
+            all(NULLABLE_STRING), // value
+            all(I8),              // read_only
+            all(I8),              // is_default (v0) / config_source (v1+)
+            all(I8),              // is_sensitive
+            since(
+                1,
+                array(&[
+                    all(STRING),          // synonym name
+                    all(NULLABLE_STRING), // synonym value
+                    all(I8),              // synonym source
+                ]),
+            ), // synonyms
+            since(3, I8),         // config_type
+            since(3, NULLABLE_STRING), // documentation
+        ])),
+    ])),
+];
+
 /// The layout of a response body a client checks, for its non-flexible versions (Metadata's and Fetch's flexible
 /// ones too, up to [`METADATA_RESPONSE_HIGHEST`] and [`FETCH_RESPONSE_HIGHEST`]).
 /// SaslHandshake's answer: error code, the mechanisms the broker offers.
@@ -628,6 +657,7 @@ fn response_layout(key: ApiKey, version: i16) -> Option<&'static [Field]> {
         ApiKey::ListOffsets => LIST_OFFSETS_RESPONSE,
         ApiKey::ListGroups => LIST_GROUPS_RESPONSE,
         ApiKey::OffsetFetch => OFFSET_FETCH_RESPONSE,
+        ApiKey::DescribeConfigs => DESCRIBE_CONFIGS_RESPONSE,
         ApiKey::SaslHandshake => SASL_HANDSHAKE_RESPONSE,
         ApiKey::SaslAuthenticate => SASL_AUTHENTICATE_RESPONSE,
         _ => return None,
@@ -635,7 +665,8 @@ fn response_layout(key: ApiKey, version: i16) -> Option<&'static [Field]> {
 }
 
 /// Checks a response body (after its header) against the layout of `key` at `version`, as [`check`] checks a
-/// request: ApiVersions, Metadata, Fetch, ListOffsets, ListGroups, OffsetFetch, SaslHandshake and SaslAuthenticate at
+/// request: ApiVersions, Metadata, Fetch, ListOffsets, ListGroups, OffsetFetch, DescribeConfigs, SaslHandshake and
+/// SaslAuthenticate at
 /// their non-flexible versions, Metadata up to v12 and Fetch up to v13; anything else is [`ShapeError::Unsupported`].
 pub fn check_response(key: ApiKey, version: i16, body: &[u8]) -> Result<(), ShapeError> {
     walk(

@@ -205,6 +205,40 @@ fn offset_fetch(version: i16) -> Bytes {
     encode(&response, version)
 }
 
+fn describe_configs(version: i16) -> Bytes {
+    let mut response = DescribeConfigsResponse::default();
+    response.results = ["orders", "payments"]
+        .iter()
+        .map(|name| {
+            let mut result = describe_configs_response::DescribeConfigsResult::default();
+            result.error_message = Some(s("none"));
+            result.resource_type = 2;
+            result.resource_name = s(name);
+            result.configs = ["retention.ms", "cleanup.policy"]
+                .iter()
+                .map(|config| {
+                    let mut entry = describe_configs_response::DescribeConfigsResourceResult::default();
+                    entry.name = s(config);
+                    entry.value = Some(s("1"));
+                    entry.config_source = 1;
+                    entry.synonyms = (0..2)
+                        .map(|_| {
+                            let mut synonym = describe_configs_response::DescribeConfigsSynonym::default();
+                            synonym.name = s(config);
+                            synonym.value = Some(s("2"));
+                            synonym
+                        })
+                        .collect();
+                    entry.documentation = Some(s("docs"));
+                    entry
+                })
+                .collect();
+            result
+        })
+        .collect();
+    encode(&response, version)
+}
+
 /// Every (API, version, encoded response) a client checks.
 fn cases() -> Vec<(ApiKey, i16, Bytes)> {
     let mut cases = Vec::new();
@@ -225,6 +259,10 @@ fn cases() -> Vec<(ApiKey, i16, Bytes)> {
     }
     for version in 1..=5 {
         cases.push((ApiKey::OffsetFetch, version, offset_fetch(version)));
+    }
+    // kafka-protocol encodes v1 on (Kafka 4 removed v0).
+    for version in 1..=3 {
+        cases.push((ApiKey::DescribeConfigs, version, describe_configs(version)));
     }
     for version in 0..=1 {
         let mut handshake = SaslHandshakeResponse::default();
@@ -284,6 +322,10 @@ fn flexible_and_unknown_responses_have_no_layout() {
     );
     assert_eq!(
         check_response(ApiKey::Fetch, 14, &[]),
+        Err(ShapeError::Unsupported)
+    );
+    assert_eq!(
+        check_response(ApiKey::DescribeConfigs, 4, &[]),
         Err(ShapeError::Unsupported)
     );
     assert_eq!(

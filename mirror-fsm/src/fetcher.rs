@@ -118,6 +118,21 @@ pub struct SourceDescription {
     /// Each topic's id, where the source has topic ids (Kafka 2.8 and later; a topic deleted and created again
     /// under the same name has another). A source without them, or an all-zero id, leaves the topic out.
     pub topic_ids: BTreeMap<String, [u8; 16]>,
+    /// The configs set on each described topic at the source (Kafka's dynamic topic configs: its overrides, not
+    /// the broker defaults), for a link to take them (`NotRead` where this implementation does not read them).
+    pub configs: SourceConfigs,
+}
+
+/// What a source said of its topics' configs.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum SourceConfigs {
+    /// This implementation does not read configs (the simulator's sources): nothing is synced.
+    #[default]
+    NotRead,
+    /// Each topic's overrides, name → value (a topic left out: its configs are not known this time).
+    Read(BTreeMap<String, BTreeMap<String, String>>),
+    /// The source did not answer the question, or refused it (e.g. no DESCRIBE_CONFIGS right): why.
+    Failed(String),
 }
 
 /// The source clusters a node can mirror from, reached by address: what a mirror link needs to start (the

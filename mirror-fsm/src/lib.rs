@@ -23,7 +23,7 @@ pub use error::DriverError;
 pub use failover::{stop_all, StopJob};
 pub use fetcher::{
     topic_id_text, DetachedFetch, FetchError, FetchLimits, FetchResponse, FetchedPartition, Fetcher,
-    GroupOffset, ListedTopic, PartitionFetch, SourceDescription, Sources,
+    GroupOffset, ListedTopic, PartitionFetch, SourceConfigs, SourceDescription, Sources,
 };
 pub use local::{shared, LocalFetcher, SharedLog};
 pub use machine::{

@@ -18,6 +18,7 @@
 //!   an offset the source no longer has).
 //! - [`sources`] — [`KafkaSources`]: `mirror-fsm`'s [`Sources`](mirror_fsm::Sources) over the protocol, what a
 //!   node's mirror links use to describe a source (its cluster id, partition counts) and fetch from it.
+//! - `configs` — a source topic's overrides (DescribeConfigs), which a link takes for its mirror topic.
 //! - [`peer`] — the last mirrored offset a mirrorlog source recorded for us (failback alignment), asked on its
 //!   private administration key; a source that is not mirrorlog counts as never having mirrored from us.
 //! - [`security`] — [`ClientSecurity`]: TLS and SASL (PLAIN, SCRAM) to a secured broker, from a Kafka client
@@ -31,6 +32,7 @@
 
 pub mod bootstrap;
 pub mod cluster;
+pub(crate) mod configs;
 pub mod connection;
 pub mod error;
 pub mod fetcher;

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use kafka_protocol::messages::MetadataResponse;
 use mirror_fsm::{
     FetchError, FetchLimits, FetchedPartition, Fetcher, GroupOffset, ListedTopic, PartitionFetch,
-    SourceDescription, Sources,
+    SourceConfigs, SourceDescription, Sources,
 };
 use tokio::sync::Mutex;
 
@@ -92,6 +92,7 @@ impl KafkaSources {
         address: &str,
         topics: Option<&[String]>,
         response_bound: usize,
+        connections: &mut BTreeMap<String, crate::connection::KafkaConnection>,
     ) -> Result<(MetadataResponse, String, String), LinkError> {
         let candidates = crate::bootstrap::bootstrap_servers(address)?;
         let security = self.security_of(address)?;
@@ -101,14 +102,15 @@ impl KafkaSources {
             response_bound,
             security: &security,
         };
-        crate::bootstrap::metadata_from_any(&candidates, &mut BTreeMap::new(), topics, &reach).await
+        crate::bootstrap::metadata_from_any(&candidates, connections, topics, &reach).await
     }
 
     /// The source's cluster id and partition counts, from the first broker of `address` (a bootstrap list) that
     /// answers.
     async fn metadata(&self, address: &str, topics: &[String]) -> Result<SourceDescription, LinkError> {
+        let mut connections = BTreeMap::new();
         let (metadata, cluster_id, address) = self
-            .metadata_answer(address, Some(topics), DESCRIBE_RESPONSE_BYTES)
+            .metadata_answer(address, Some(topics), DESCRIBE_RESPONSE_BYTES, &mut connections)
             .await?;
         let address = address.as_str();
         let what = format!("Metadata of {} at {address}", topics.join(", "));
@@ -151,10 +153,22 @@ impl KafkaSources {
             .into_iter()
             .filter(|(name, _)| partitions.contains_key(name))
             .collect();
+        // The topics' configs, from the broker that answered (a source that cannot say is no reason to refuse the
+        // description: the link mirrors, and says why its configs are not synced).
+        let configs = match connections.get_mut(address) {
+            Some(connection) if !topics.is_empty() => {
+                match crate::configs::topic_overrides(connection, topics, address).await {
+                    Ok(overrides) => SourceConfigs::Read(overrides),
+                    Err(error) => SourceConfigs::Failed(error.to_string()),
+                }
+            }
+            _ => SourceConfigs::Read(BTreeMap::new()),
+        };
         Ok(SourceDescription {
             cluster_id,
             partitions,
             topic_ids,
+            configs,
         })
     }
 }
@@ -170,7 +184,7 @@ impl Sources for KafkaSources {
     /// Kafka has no call listing topic names alone: Metadata for every topic, as `AdminClient.listTopics` asks.
     async fn list_topics(&self, address: &str) -> Result<Vec<ListedTopic>, FetchError> {
         let (metadata, _, _) = self
-            .metadata_answer(address, None, LIST_RESPONSE_BYTES)
+            .metadata_answer(address, None, LIST_RESPONSE_BYTES, &mut BTreeMap::new())
             .await
             .map_err(|error| FetchError::new(error.to_string(), error.retryable()))?;
         Ok(metadata

@@ -407,6 +407,16 @@ impl Node {
             .await
     }
 
+    /// Creates a read-only topic (a mirror topic) with the config `overrides` its source's topic has.
+    pub async fn create_read_only_topic_with_configs(
+        &self,
+        name: &str,
+        partitions: u32,
+        overrides: Overrides,
+    ) -> Result<(), KafkaError> {
+        self.create_topic_with(name, partitions, true, overrides).await
+    }
+
     async fn create_topic_with(
         &self,
         name: &str,

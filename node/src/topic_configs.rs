@@ -278,6 +278,35 @@ impl Node {
         self.topic_configs.read().await.settings(topic)
     }
 
+    /// Replaces the overrides of the mirror topic `topic` with `overrides` (durable when this returns): a mirror
+    /// link taking its source's configs, which no local refusal applies to.
+    pub async fn sync_mirror_topic_configs(
+        &self,
+        topic: &str,
+        overrides: Overrides,
+    ) -> Result<(), ConfigRefusal> {
+        let topics = self.topics.read().await;
+        if !topics.contains_key(topic) {
+            return Err(KafkaError::UnknownTopicOrPartition.into());
+        }
+        let mut configs = self.topic_configs.write().await;
+        if configs.overrides(topic) == overrides {
+            return Ok(());
+        }
+        configs.put(topic, overrides).await.map_err(|error| {
+            eprintln!("mirrorlog: recording the configs of topic {topic}: {error}");
+            ConfigRefusal::from(KafkaError::KafkaStorageError)
+        })
+    }
+
+    /// The configs set on `topic` (its overrides: name → value), `None` when no such topic exists.
+    pub async fn topic_overrides(&self, topic: &str) -> Option<BTreeMap<String, String>> {
+        if !self.topics.read().await.contains_key(topic) {
+            return None;
+        }
+        Some(self.topic_configs.read().await.overrides(topic).as_map().clone())
+    }
+
     /// Every config of the topic `topic` (or those in `keys`) with its value and source.
     pub async fn describe_topic_configs(
         &self,
@@ -305,15 +334,33 @@ impl Node {
         validate_only: bool,
     ) -> Result<(), ConfigRefusal> {
         check_topic_name(topic)?;
+        // Read before the config locks: the registry has a lock of its own.
+        let mirrored_by = self
+            .mirror_links()
+            .await
+            .map_err(|error| {
+                eprintln!("mirrorlog: reading the mirror links: {error}");
+                ConfigRefusal::from(KafkaError::KafkaStorageError)
+            })?
+            .into_iter()
+            .find(|link| {
+                link.topics
+                    .get(topic)
+                    .is_some_and(|record| !record.failover_requested)
+            });
         let topics = self.topics.read().await;
         let mut configs = self.topic_configs.write().await;
         // The configs are checked first, as Kafka checks them before it looks for the topic.
-        let altered = alter(&configs.overrides(topic))?;
+        let current = configs.overrides(topic);
+        let altered = alter(&current)?;
         if !topics.contains_key(topic) {
             return Err(ConfigRefusal {
                 error: KafkaError::UnknownTopicOrPartition,
                 message: Some(format!("The topic '{topic}' does not exist.")),
             });
+        }
+        if let Some(link) = mirrored_by {
+            refuse_synced_changes(topic, &link, current.as_map(), altered.as_map())?;
         }
         if validate_only {
             return Ok(());
@@ -322,6 +369,35 @@ impl Node {
             eprintln!("mirrorlog: recording the configs of topic {topic}: {error}");
             ConfigRefusal::from(KafkaError::KafkaStorageError)
         })
+    }
+}
+
+/// A change to a config a mirror link takes from its source is refused while the topic is mirrored (ADR 0059):
+/// the next check would put the source's value back. The configs the link does not sync are the topic's own.
+fn refuse_synced_changes(
+    topic: &str,
+    link: &crate::mirror::LinkRecord,
+    current: &BTreeMap<String, String>,
+    altered: &BTreeMap<String, String>,
+) -> Result<(), ConfigRefusal> {
+    let changed: Vec<&String> = current
+        .keys()
+        .chain(altered.keys())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .filter(|name| current.get(*name) != altered.get(*name) && link.settings.syncs_config(name))
+        .collect();
+    match changed.first() {
+        None => Ok(()),
+        Some(name) => Err(ConfigRefusal {
+            error: KafkaError::PolicyViolation,
+            message: Some(format!(
+                "config {name} of topic {topic} is taken from the source of mirror link {} while the topic is \
+                 mirrored: change it at the source, fail the topic over, or add it to the link's \
+                 mirror.topic.properties.exclude",
+                link.name
+            )),
+        }),
     }
 }
 

@@ -1254,3 +1254,129 @@ async fn a_link_copies_the_offsets_of_the_groups_its_patterns_select_only() {
         .collect();
     assert_eq!(carried, vec!["billing".to_owned()]);
 }
+
+fn set_config<'a>(name: &'a str, value: &'a str) -> topic_config::Operation<'a> {
+    topic_config::Operation {
+        name,
+        op: 0,
+        value: Some(value),
+    }
+}
+
+/// Issue 53, item 2 (ADR 0059): a mirror topic takes its source topic's configs at creation and follows their
+/// changes at each check, except KIP-1279's exclusions (`min.insync.replicas` stays this cluster's); a local change
+/// to a synced config is refused while the topic is mirrored, one to an excluded config is not, and after a
+/// failover the topic's configs are its own.
+#[tokio::test]
+async fn a_mirror_topic_follows_its_source_topics_configs_and_refuses_local_changes_to_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = node_in(&dir.path().join("a"), "cluster-a", &[]).await;
+    let dest = node_in(&dir.path().join("b"), "cluster-b", &[]).await;
+    let overrides = topic_config::Overrides::from_pairs([
+        ("retention.ms", Some("86400000")),
+        ("min.insync.replicas", Some("2")),
+    ])
+    .unwrap();
+    source
+        .create_topic_with_configs(TOPIC, 1, overrides)
+        .await
+        .unwrap();
+    assert_eq!(produce(&source, 0, 1, 0, &["a"]).await, 0);
+    let sources = Arc::new(NodeSources::new().with("a", source.clone()));
+    let mut links = MirrorLinks::open(&dest, sources).await.unwrap();
+    links.set_source_topic_check_interval_ms(Some(0));
+    assert!(links.handle(&dest, create("a-to-b", "a")).await.ok);
+    let held = |pairs: &[(&str, &str)]| -> std::collections::BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    assert_eq!(
+        dest.topic_overrides(TOPIC).await.unwrap(),
+        held(&[("retention.ms", "86400000")]),
+        "taken at creation, min.insync.replicas excluded"
+    );
+    step_until_caught_up(&mut links, &dest, "a-to-b").await;
+
+    // The source's topic changes: the mirror follows at the next check.
+    source
+        .alter_topic_configs(
+            TOPIC,
+            |current| current.altered(&[set_config("retention.ms", "3600000")]),
+            false,
+        )
+        .await
+        .unwrap();
+    for _ in 0..100 {
+        links.step(&dest).await;
+        if dest
+            .topic_overrides(TOPIC)
+            .await
+            .unwrap()
+            .get("retention.ms")
+            .map(String::as_str)
+            == Some("3600000")
+        {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        dest.topic_overrides(TOPIC).await.unwrap(),
+        held(&[("retention.ms", "3600000")])
+    );
+
+    // A local change to a synced config is refused while mirrored; one to an excluded config is the topic's own.
+    let refused = dest
+        .alter_topic_configs(
+            TOPIC,
+            |current| current.altered(&[set_config("retention.ms", "1000")]),
+            false,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(refused.error, KafkaError::PolicyViolation);
+    let message = refused.message.unwrap();
+    assert!(
+        message.contains("retention.ms") && message.contains("a-to-b"),
+        "{message}"
+    );
+    dest.alter_topic_configs(
+        TOPIC,
+        |current| current.altered(&[set_config("min.insync.replicas", "1")]),
+        false,
+    )
+    .await
+    .unwrap();
+    for _ in 0..3 {
+        links.step(&dest).await;
+    }
+    assert_eq!(
+        dest.topic_overrides(TOPIC).await.unwrap(),
+        held(&[("min.insync.replicas", "1"), ("retention.ms", "3600000")]),
+        "the excluded config keeps its local value through the checks"
+    );
+
+    // Failed over, the topic's configs are its own.
+    let failover = AdminRequest::Failover {
+        link: "a-to-b".to_owned(),
+        topics: Vec::new(),
+    };
+    assert!(links.handle(&dest, failover).await.ok);
+    dest.alter_topic_configs(
+        TOPIC,
+        |current| current.altered(&[set_config("retention.ms", "1000")]),
+        false,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        dest.topic_overrides(TOPIC)
+            .await
+            .unwrap()
+            .get("retention.ms")
+            .map(String::as_str),
+        Some("1000")
+    );
+}

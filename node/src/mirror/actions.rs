@@ -366,9 +366,14 @@ impl MirrorLinks {
                 }
             }
         }
+        let mut config_warnings = Vec::new();
         for (topic, &partitions) in &description.partitions {
             if !existing.contains_key(topic) {
-                node.create_read_only_topic(topic, partitions)
+                // A new link's settings are the defaults: every config but KIP-1279's exclusions is taken.
+                let configs = super::source_topics::configs_of(&description.configs, topic);
+                let (overrides, warning) =
+                    MirrorLinks::initial_configs(&LinkSettings::default(), configs.as_ref());
+                node.create_read_only_topic_with_configs(topic, partitions, overrides)
                     .await
                     .map_err(|error| {
                         no_status(MirrorError::InvalidRequest(format!(
@@ -376,6 +381,7 @@ impl MirrorLinks {
                             error.name()
                         )))
                     })?;
+                config_warnings.push((topic.clone(), warning));
             }
         }
         let link = LinkRecord {
@@ -410,6 +416,9 @@ impl MirrorLinks {
             .map_err(|error| no_status(error.into()))?;
         self.links = recorded;
         self.note_skipped(&link.name, skipped);
+        for (topic, warning) in config_warnings {
+            self.note_config_warning(&link.name, &topic, warning);
+        }
         for (topic, record) in &link.topics {
             for partition in 0..record.partitions as i32 {
                 if let Err(error) = self
@@ -617,6 +626,7 @@ impl MirrorLinks {
             self.partitions.remove(key);
         }
         self.warnings.retain(|(name, _), _| *name != link.name);
+        self.config_warnings.retain(|(name, _), _| *name != link.name);
         self.skipped.remove(&link.name);
         // A round fetched ahead from the source may name the deleted partitions: dropped, the next step fetches.
         if let Some((_, task)) = self.prefetched.remove(&link.source) {

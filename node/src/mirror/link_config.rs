@@ -25,14 +25,32 @@ pub const METADATA_REFRESH_INTERVAL: &str = "mirror.metadata.refresh.interval.ms
 /// How often the link's group offsets are copied.
 pub const GROUPS_SYNC_INTERVAL: &str = "mirror.groups.sync.interval.ms";
 
+/// Topic configs a mirror topic does not take from its source (each stays this cluster's own).
+pub const TOPIC_PROPERTIES_EXCLUDE: &str = "mirror.topic.properties.exclude";
+
 /// Every key, in the order `describe --config` shows them.
-pub const KEYS: [&str; 6] = [
+pub const KEYS: [&str; 7] = [
     TOPICS_INCLUDE,
     TOPICS_EXCLUDE,
     GROUPS_INCLUDE,
     GROUPS_EXCLUDE,
     METADATA_REFRESH_INTERVAL,
     GROUPS_SYNC_INTERVAL,
+    TOPIC_PROPERTIES_EXCLUDE,
+];
+
+/// The topic configs not synced by default (KIP-1279's list): replication throttles and `min.insync.replicas`
+/// describe this cluster's replicas, not the data; the timestamp settings would judge records this cluster does not
+/// produce; unclean leader election is this cluster's own trade-off.
+pub const DEFAULT_TOPIC_PROPERTIES_EXCLUDE: [&str; 8] = [
+    "follower.replication.throttled.replicas",
+    "leader.replication.throttled.replicas",
+    "message.timestamp.after.max.ms",
+    "message.timestamp.before.max.ms",
+    "message.timestamp.difference.max.ms",
+    "message.timestamp.type",
+    "min.insync.replicas",
+    "unclean.leader.election.enable",
 ];
 
 /// The shortest interval accepted (a check asks the source a Metadata question each time).
@@ -88,6 +106,14 @@ pub fn entries(settings: &LinkSettings, node: NodeIntervals) -> Vec<ConfigEntry>
         ),
         entry(METADATA_REFRESH_INTERVAL, refresh, refresh_default),
         entry(GROUPS_SYNC_INTERVAL, sync, sync_default),
+        match &settings.topic_properties_exclude {
+            Some(excluded) => entry(TOPIC_PROPERTIES_EXCLUDE, excluded.join(","), false),
+            None => entry(
+                TOPIC_PROPERTIES_EXCLUDE,
+                DEFAULT_TOPIC_PROPERTIES_EXCLUDE.join(","),
+                true,
+            ),
+        },
     ]
 }
 
@@ -117,7 +143,8 @@ pub fn altered(
             GROUPS_INCLUDE => next.groups_include.clear(),
             GROUPS_EXCLUDE => next.groups_exclude.clear(),
             METADATA_REFRESH_INTERVAL => next.metadata_refresh_interval_ms = None,
-            _ => next.group_sync_interval_ms = None,
+            GROUPS_SYNC_INTERVAL => next.group_sync_interval_ms = None,
+            _ => next.topic_properties_exclude = None,
         }
     }
     for (key, value) in set {
@@ -128,7 +155,8 @@ pub fn altered(
             GROUPS_INCLUDE => next.groups_include = list(value),
             GROUPS_EXCLUDE => next.groups_exclude = list(value),
             METADATA_REFRESH_INTERVAL => next.metadata_refresh_interval_ms = Some(interval(key, value)?),
-            _ => next.group_sync_interval_ms = Some(interval(key, value)?),
+            GROUPS_SYNC_INTERVAL => next.group_sync_interval_ms = Some(interval(key, value)?),
+            _ => next.topic_properties_exclude = Some(config_names(key, value)?),
         }
     }
     next.exclude = effective_topic_exclude(&next.include, std::mem::take(&mut next.exclude));
@@ -158,6 +186,17 @@ fn list(value: &str) -> Vec<String> {
         .filter(|item| !item.is_empty())
         .map(str::to_owned)
         .collect()
+}
+
+/// A list of topic config names, each one Kafka 4.1 knows (a misspelt name would exclude nothing, silently).
+fn config_names(key: &str, value: &str) -> Result<Vec<String>, MirrorError> {
+    let names = list(value);
+    match names.iter().find(|name| topic_config::definition(name).is_none()) {
+        Some(unknown) => Err(MirrorError::InvalidRequest(format!(
+            "config {key}: {unknown:?} is not a topic config"
+        ))),
+        None => Ok(names),
+    }
 }
 
 fn interval(key: &str, value: &str) -> Result<i64, MirrorError> {
@@ -212,6 +251,16 @@ mod tests {
         assert_eq!(shown[2].value, ".*");
         assert_eq!(shown[4].value, "30000");
         assert_eq!(shown[5].value, "5000");
+        assert!(shown[6].value.contains("min.insync.replicas"));
+        let settings = LinkSettings::default();
+        assert!(settings.syncs_config("retention.ms") && !settings.syncs_config("min.insync.replicas"));
+        let own = altered(
+            &settings,
+            &set(&[(TOPIC_PROPERTIES_EXCLUDE, "retention.ms")]),
+            &[],
+        )
+        .unwrap();
+        assert!(!own.syncs_config("retention.ms") && own.syncs_config("min.insync.replicas"));
     }
 
     #[test]
@@ -265,5 +314,9 @@ mod tests {
         assert!(refused(&[(TOPICS_INCLUDE, "x")], &[TOPICS_INCLUDE]).contains("both set and deleted"));
         assert!(refused(&[], &[]).contains("name a config"));
         assert!(refused(&[], &["nope"]).contains("unknown link config"));
+        assert!(
+            refused(&[(TOPIC_PROPERTIES_EXCLUDE, "retention.ms,retention.msec")], &[])
+                .contains("retention.msec")
+        );
     }
 }

@@ -212,6 +212,8 @@ pub struct MirrorLinks {
     pub(super) warnings: BTreeMap<(String, String), String>,
     /// By link: the topics its include patterns selected and left out, with why ([`super::source_topics`]).
     pub(super) skipped: BTreeMap<String, BTreeMap<String, String>>,
+    /// By (link, topic): why the mirror topic's configs do not all follow its source's ([`super::config_sync`]).
+    pub(super) config_warnings: BTreeMap<(String, String), String>,
     /// The comparison under way in a task of its own (rounds in flight).
     pub(super) topic_check: Option<tokio::task::JoinHandle<super::source_topics::Found>>,
 }
@@ -268,6 +270,7 @@ impl MirrorLinks {
             topic_check_interval_ms: Some(super::source_topics::SOURCE_TOPIC_CHECK_INTERVAL_MS),
             warnings: BTreeMap::new(),
             skipped: BTreeMap::new(),
+            config_warnings: BTreeMap::new(),
             topic_check: None,
         };
         for link in links.links.clone() {

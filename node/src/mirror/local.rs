@@ -13,7 +13,9 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use mirror_fsm::{FetchError, FetchResponse, Fetcher, GroupOffset, ListedTopic, SourceDescription, Sources};
+use mirror_fsm::{
+    FetchError, FetchResponse, Fetcher, GroupOffset, ListedTopic, SourceConfigs, SourceDescription, Sources,
+};
 use partition_log::Isolation;
 
 use crate::Node;
@@ -56,11 +58,18 @@ pub async fn describe_node(
             .ok_or_else(|| FetchError::new(format!("topic {topic} does not exist at {address}"), false))?;
         partitions.insert(topic.clone(), u32::try_from(*count).unwrap_or(u32::MAX));
     }
+    let mut configs = BTreeMap::new();
+    for topic in topics {
+        if let Some(overrides) = node.topic_overrides(topic).await {
+            configs.insert(topic.clone(), overrides);
+        }
+    }
     // A node has no topic ids: the description leaves them out.
     Ok(SourceDescription {
         cluster_id: node.config().cluster_id.clone(),
         partitions,
         topic_ids: BTreeMap::new(),
+        configs: SourceConfigs::Read(configs),
     })
 }
 

@@ -8,6 +8,7 @@
 //! - `actions` — the administration actions on them (create, reverse, list, describe, pause, resume, failover,
 //!   promote, delete).
 //! - [`link_config`] — a link's settings as Kafka-style keys (`mirror alter`, `describe --config`).
+//! - `config_sync` — a mirror topic's configs taken from its source's topic.
 //! - [`local`] — [`NodeSources`]: other nodes of the process as sources (in-process fetchers).
 //! - [`probes`] — whether a source answers, asked before its FAILED partitions are retried (rounds in flight).
 //! - [`groups`] — the sources' consumer group offsets, copied every few seconds.
@@ -19,6 +20,7 @@
 
 mod actions;
 pub mod admin;
+mod config_sync;
 pub mod error;
 pub mod filters;
 pub mod groups;

@@ -65,6 +65,21 @@ pub struct LinkSettings {
     /// How often the link's group offsets are copied; `None`: the node's interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group_sync_interval_ms: Option<i64>,
+    /// Topic configs not taken from the source (`mirror.topic.properties.exclude`); `None`: KIP-1279's list
+    /// (`link_config::DEFAULT_TOPIC_PROPERTIES_EXCLUDE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic_properties_exclude: Option<Vec<String>>,
+}
+
+impl LinkSettings {
+    /// Whether the topic config `name` is taken from the source (and so refused to a local change while the topic
+    /// is mirrored).
+    pub fn syncs_config(&self, name: &str) -> bool {
+        match &self.topic_properties_exclude {
+            Some(excluded) => !excluded.iter().any(|excluded| excluded == name),
+            None => !super::link_config::DEFAULT_TOPIC_PROPERTIES_EXCLUDE.contains(&name),
+        }
+    }
 }
 
 /// One mirrored topic of a link.

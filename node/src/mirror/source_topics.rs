@@ -28,13 +28,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use mirror_fsm::{topic_id_text, Event, FetchError, Sources, StateKind};
+use mirror_fsm::{topic_id_text, Event, FetchError, SourceConfigs, Sources, StateKind};
 
+use super::config_sync;
 use super::error::MirrorError;
 use super::filters::Patterns;
 use super::links::MirrorLinks;
-use super::registry::{LinkRecord, TopicRecord};
+use super::registry::{LinkRecord, LinkSettings, TopicRecord};
 use crate::Node;
+use topic_config::Overrides;
 
 /// How often a link compares its topics' partition counts with the source's (KIP-1279 discusses 30 s for its
 /// metadata refresh, `mirror.metadata.refresh.interval.ms`).
@@ -79,6 +81,20 @@ pub(super) struct Answer {
     partitions: u32,
     /// The topic's id there, if the source has topic ids.
     topic_id: Option<[u8; 16]>,
+    /// The topic's overrides there (`None`: not read; an error: why they could not be).
+    configs: Option<Result<BTreeMap<String, String>, String>>,
+}
+
+/// What a source description says of `topic`'s configs (`None`: not read; an error: why they could not be).
+pub(super) fn configs_of(
+    configs: &SourceConfigs,
+    topic: &str,
+) -> Option<Result<BTreeMap<String, String>, String>> {
+    match configs {
+        SourceConfigs::NotRead => None,
+        SourceConfigs::Read(configs) => configs.get(topic).cloned().map(Ok),
+        SourceConfigs::Failed(why) => Some(Err(why.clone())),
+    }
 }
 
 impl MirrorLinks {
@@ -162,6 +178,17 @@ impl MirrorLinks {
             }
         }
         // A link's own warning (its source listing; an empty topic) stays until its next listing says otherwise.
+        // A topic failed over has its own configs from then on: nothing to say about them.
+        let links = &self.links;
+        self.config_warnings.retain(|(link, topic), _| {
+            links.iter().any(|record| {
+                record.name == *link
+                    && record
+                        .topics
+                        .get(topic)
+                        .is_some_and(|topic| !topic.failover_requested)
+            })
+        });
         self.warnings.retain(|key, _| {
             !due.contains(&key.0)
                 || watched.contains(key)
@@ -180,6 +207,7 @@ impl MirrorLinks {
                 cluster_id,
                 partitions: theirs,
                 topic_id,
+                configs,
             }) = answer
             else {
                 continue;
@@ -211,6 +239,10 @@ impl MirrorLinks {
                     self.warnings.insert(key, warning);
                 }
                 continue;
+            }
+            if cluster_id == record.source_cluster_id {
+                self.follow_source_configs(node, &record, &topic, configs.as_ref())
+                    .await;
             }
             // The link's count may have grown since the check was asked.
             let ours = record.topics.get(&topic).map_or(ours, |topic| topic.partitions);
@@ -399,9 +431,17 @@ impl MirrorLinks {
         topic: &str,
         answer: &Answer,
     ) -> Result<(), MirrorError> {
-        node.create_read_only_topic(topic, answer.partitions)
+        let settings = self
+            .links
+            .iter()
+            .find(|record| record.name == link)
+            .map(|record| record.settings.clone())
+            .unwrap_or_default();
+        let (overrides, warning) = Self::initial_configs(&settings, answer.configs.as_ref());
+        node.create_read_only_topic_with_configs(topic, answer.partitions, overrides)
             .await
             .map_err(|error| MirrorError::Failed(format!("the node refused: {}", error.name())))?;
+        self.note_config_warning(link, topic, warning);
         let entry = TopicRecord {
             partitions: answer.partitions,
             failover_requested: false,
@@ -421,6 +461,85 @@ impl MirrorLinks {
                 .await?;
         }
         Ok(())
+    }
+
+    /// The overrides a new mirror topic starts with: its source topic's, as `config_sync` takes them under
+    /// `settings` (none when they are not known; the next check brings them), and why any are not taken.
+    pub(super) fn initial_configs(
+        settings: &LinkSettings,
+        configs: Option<&Result<BTreeMap<String, String>, String>>,
+    ) -> (Overrides, Option<String>) {
+        let outcome = configs.map(|configs| {
+            configs
+                .as_ref()
+                .map(|source| config_sync::synced(settings, &BTreeMap::new(), source))
+        });
+        match outcome {
+            None => (Overrides::default(), None),
+            Some(Ok(synced)) => (
+                synced.overrides,
+                (!synced.refused.is_empty()).then(|| synced.refused.join("; ")),
+            ),
+            Some(Err(why)) => (Overrides::default(), Some(not_read(why))),
+        }
+    }
+
+    /// Makes the mirror topic `topic` of `link` hold its source topic's overrides (`configs`, as a check read them):
+    /// see `config_sync`. Nothing changes when they were not read; a failure to read or apply them is a warning.
+    async fn follow_source_configs(
+        &mut self,
+        node: &Node,
+        link: &LinkRecord,
+        topic: &str,
+        configs: Option<&Result<BTreeMap<String, String>, String>>,
+    ) {
+        let warning = match configs {
+            None => return,
+            Some(Err(why)) => Some(not_read(why)),
+            Some(Ok(source)) => {
+                let Some(local) = node.topic_overrides(topic).await else {
+                    return;
+                };
+                let synced = config_sync::synced(&link.settings, &local, source);
+                let mut warning = (!synced.refused.is_empty()).then(|| synced.refused.join("; "));
+                if synced.overrides.as_map() != &local {
+                    match node
+                        .sync_mirror_topic_configs(topic, synced.overrides.clone())
+                        .await
+                    {
+                        Ok(()) => tracing::info!(
+                            link = %link.name,
+                            "configs of topic {topic} follow the source: {:?}",
+                            synced.overrides.as_map()
+                        ),
+                        Err(error) => warning = Some(format!(
+                            "the source's configs could not be recorded here ({}); tried again at the next \
+                                 check",
+                            error.message.unwrap_or_else(|| error.error.name().to_owned())
+                        )),
+                    }
+                }
+                warning
+            }
+        };
+        self.note_config_warning(&link.name, topic, warning);
+    }
+
+    /// Records (or clears) why `topic`'s configs do not all follow the source; a new one is logged once at WARN.
+    pub(super) fn note_config_warning(&mut self, link: &str, topic: &str, warning: Option<String>) {
+        let key = (link.to_owned(), topic.to_owned());
+        match warning {
+            Some(warning) => {
+                let warning = format!("topic {topic}: {warning}");
+                if self.config_warnings.get(&key) != Some(&warning) {
+                    tracing::warn!(link = %link, "{warning}");
+                    self.config_warnings.insert(key, warning);
+                }
+            }
+            None => {
+                self.config_warnings.remove(&key);
+            }
+        }
     }
 
     /// Fails every fetching partition of `topic`, not retryably, with `message` (its source's topic was replaced).
@@ -518,11 +637,17 @@ impl MirrorLinks {
         let skipped = self.skipped.get(name).into_iter().flatten().map(|(topic, why)| {
             format!("topic {topic} matches the link's include patterns and is not mirrored: {why}")
         });
+        let configs = self
+            .config_warnings
+            .iter()
+            .filter(|((link, _), _)| link == name)
+            .map(|(_, warning)| warning.clone());
         self.warnings
             .iter()
             .filter(|((link, _), _)| link == name)
             .map(|(_, warning)| warning.clone())
             .chain(skipped)
+            .chain(configs)
             .collect()
     }
 
@@ -532,6 +657,11 @@ impl MirrorLinks {
         self.topic_check_interval_ms = interval_ms;
         self.topic_check_due.clear();
     }
+}
+
+/// The warning for a source whose topic configs could not be read.
+fn not_read(why: &str) -> String {
+    format!("its configs could not be read at the source ({why}): not synced until they can be")
 }
 
 /// The links whose periodic work is due at `now` (each at its own interval, from `interval_of`; `None`: never),
@@ -626,10 +756,12 @@ async fn describe_one(
         None => Some(described.await),
     };
     answer.and_then(Result::ok).and_then(|description| {
+        let configs = configs_of(&description.configs, topic);
         Some(Answer {
             partitions: description.partitions.get(topic).copied()?,
             topic_id: description.topic_ids.get(topic).copied(),
             cluster_id: description.cluster_id,
+            configs,
         })
     })
 }
