@@ -10,6 +10,8 @@ driven by mirror-fsm's driver; `mirror-link/examples/mirror_once.rs`, named by M
   (committed and aborted transactions) mirrored through one connection, byte for byte, then failed over;
 - partitions added to a Kafka topic (CreatePartitions, as `kafka-topics --alter --partitions`) are added to its
   mirror topic and mirrored byte for byte, within the metadata refresh interval;
+- a mirror topic takes the Kafka topic's configs, follows a change made at Kafka, and refuses a local change to
+  them while mirrored;
 - a link created with `--include REGEX` mirrors the Kafka topics the pattern selects and, within the metadata refresh
   interval `mirror alter` set while it ran, each one created later;
 - `serve --metrics-listen` (issue 53): a mirror of Kafka's lag, scraped and read with Prometheus's OpenMetrics
@@ -355,6 +357,70 @@ def test_a_link_with_an_include_pattern_mirrors_the_kafka_topics_it_selects_and_
                 assert ours and ours == theirs, (name, partition)
         assert not (tmp_path / "dest" / f"{FILTERED_OTHER}-0").exists(), "a topic the pattern does not select"
         described = mirror_json("describe", dest, "--link", "filtered")["links"][0]
+        assert described.get("warnings") is None, described
+    finally:
+        process.terminate()
+        assert process.wait(30) == 0
+
+
+CONFIGURED = "mirrored-configured"
+
+
+def topic_configs(bootstrap, topic) -> dict:
+    """The topic's configs set on it (DYNAMIC_TOPIC_CONFIG), as a Kafka admin client describes them."""
+    from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    described = admin.describe_configs([resource])[resource].result(30)
+    return {
+        name: entry.value
+        for name, entry in described.items()
+        if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    }
+
+
+def test_a_mirror_of_a_kafka_topic_takes_and_follows_its_configs_and_refuses_local_changes_to_them(
+    source, tmp_path
+):
+    """Issue 53, item 2: the mirror topic takes the Kafka topic's configs (KIP-1279's exclusions left out), follows
+    a change made at Kafka within the refresh interval, and refuses a local change to a synced config while it is
+    mirrored (POLICY_VIOLATION), as a Kafka admin client sees it."""
+    node, _ = source
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    new = NewTopic(CONFIGURED, 1, 1, config={"retention.ms": "86400000", "min.insync.replicas": "1"})
+    admin.create_topics([new])[CONFIGURED].result(30)
+    process, dest = start_serve(tmp_path / "dest", "serve-configured", "--mirror-metadata-refresh-ms", "300")
+    try:
+        mirror_json("create", dest, "--link", "configured", "--source", node.bootstrap, "--topic", CONFIGURED)
+        assert topic_configs(dest, CONFIGURED) == {"retention.ms": "86400000"}
+
+        resource = ConfigResource(
+            ConfigResource.Type.TOPIC,
+            CONFIGURED,
+            incremental_configs=[ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)],
+        )
+        admin.incremental_alter_configs([resource])[resource].result(30)
+        for _ in range(150):
+            if topic_configs(dest, CONFIGURED).get("retention.ms") == "3600000":
+                break
+            time.sleep(0.2)
+        assert topic_configs(dest, CONFIGURED) == {"retention.ms": "3600000"}
+
+        local = AdminClient({"bootstrap.servers": dest})
+        change = ConfigResource(
+            ConfigResource.Type.TOPIC,
+            CONFIGURED,
+            incremental_configs=[ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)],
+        )
+        with pytest.raises(KafkaException) as refused:
+            local.incremental_alter_configs([change])[change].result(30)
+        assert refused.value.args[0].name() == "POLICY_VIOLATION", refused.value
+        assert "mirror.topic.properties.exclude" in refused.value.args[0].str()
+        described = mirror_json("describe", dest, "--link", "configured")["links"][0]
         assert described.get("warnings") is None, described
     finally:
         process.terminate()
