@@ -632,6 +632,24 @@ const DESCRIBE_CONFIGS_RESPONSE: &[Field] = &[
     ])),
 ];
 
+/// DescribeAcls' answer (v0–v1, v1 adding each resource's pattern type).
+const DESCRIBE_ACLS_RESPONSE: &[Field] = &[
+    all(I32),             // throttle_time_ms
+    all(I16),             // error_code
+    all(NULLABLE_STRING), // error_message
+    all(array(&[
+        all(I8),      // resource_type
+        all(STRING),  // resource_name
+        since(1, I8), // pattern_type
+        all(array(&[
+            all(STRING), // principal
+            all(STRING), // host
+            all(I8),     // operation
+            all(I8),     // permission_type
+        ])),
+    ])),
+];
+
 /// The layout of a response body a client checks, for its non-flexible versions (Metadata's and Fetch's flexible
 /// ones too, up to [`METADATA_RESPONSE_HIGHEST`] and [`FETCH_RESPONSE_HIGHEST`]).
 /// SaslHandshake's answer: error code, the mechanisms the broker offers.
@@ -658,6 +676,7 @@ fn response_layout(key: ApiKey, version: i16) -> Option<&'static [Field]> {
         ApiKey::ListGroups => LIST_GROUPS_RESPONSE,
         ApiKey::OffsetFetch => OFFSET_FETCH_RESPONSE,
         ApiKey::DescribeConfigs => DESCRIBE_CONFIGS_RESPONSE,
+        ApiKey::DescribeAcls => DESCRIBE_ACLS_RESPONSE,
         ApiKey::SaslHandshake => SASL_HANDSHAKE_RESPONSE,
         ApiKey::SaslAuthenticate => SASL_AUTHENTICATE_RESPONSE,
         _ => return None,
@@ -665,8 +684,8 @@ fn response_layout(key: ApiKey, version: i16) -> Option<&'static [Field]> {
 }
 
 /// Checks a response body (after its header) against the layout of `key` at `version`, as [`check`] checks a
-/// request: ApiVersions, Metadata, Fetch, ListOffsets, ListGroups, OffsetFetch, DescribeConfigs, SaslHandshake and
-/// SaslAuthenticate at
+/// request: ApiVersions, Metadata, Fetch, ListOffsets, ListGroups, OffsetFetch, DescribeConfigs, DescribeAcls,
+/// SaslHandshake and SaslAuthenticate at
 /// their non-flexible versions, Metadata up to v12 and Fetch up to v13; anything else is [`ShapeError::Unsupported`].
 pub fn check_response(key: ApiKey, version: i16, body: &[u8]) -> Result<(), ShapeError> {
     walk(

@@ -239,6 +239,32 @@ fn describe_configs(version: i16) -> Bytes {
     encode(&response, version)
 }
 
+fn describe_acls(version: i16) -> Bytes {
+    let mut response = DescribeAclsResponse::default();
+    response.error_message = Some(s("none"));
+    response.resources = ["orders", "payments"]
+        .iter()
+        .map(|name| {
+            let mut resource = describe_acls_response::DescribeAclsResource::default();
+            resource.resource_type = 2;
+            resource.resource_name = s(name);
+            resource.pattern_type = 3;
+            resource.acls = (0..2)
+                .map(|_| {
+                    let mut acl = describe_acls_response::AclDescription::default();
+                    acl.principal = s("User:alice");
+                    acl.host = s("*");
+                    acl.operation = 3;
+                    acl.permission_type = 3;
+                    acl
+                })
+                .collect();
+            resource
+        })
+        .collect();
+    encode(&response, version)
+}
+
 /// Every (API, version, encoded response) a client checks.
 fn cases() -> Vec<(ApiKey, i16, Bytes)> {
     let mut cases = Vec::new();
@@ -260,6 +286,8 @@ fn cases() -> Vec<(ApiKey, i16, Bytes)> {
     for version in 1..=5 {
         cases.push((ApiKey::OffsetFetch, version, offset_fetch(version)));
     }
+    // kafka-protocol encodes v1 on (Kafka 4 removed v0); DescribeAcls v2 is flexible.
+    cases.push((ApiKey::DescribeAcls, 1, describe_acls(1)));
     // kafka-protocol encodes v1 on (Kafka 4 removed v0).
     for version in 1..=3 {
         cases.push((ApiKey::DescribeConfigs, version, describe_configs(version)));
@@ -322,6 +350,10 @@ fn flexible_and_unknown_responses_have_no_layout() {
     );
     assert_eq!(
         check_response(ApiKey::Fetch, 14, &[]),
+        Err(ShapeError::Unsupported)
+    );
+    assert_eq!(
+        check_response(ApiKey::DescribeAcls, 2, &[]),
         Err(ShapeError::Unsupported)
     );
     assert_eq!(

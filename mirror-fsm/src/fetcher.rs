@@ -201,6 +201,13 @@ pub trait Sources: Send + Sync {
         ))
     }
 
+    /// Every ACL of the source `address` (Kafka: DescribeAcls matching everything, which needs DESCRIBE on its
+    /// cluster), for a link's ACL rules to sync. [`SourceAcls::NotRead`] (the default) where this implementation
+    /// does not read them.
+    async fn acls(&self, _address: &str) -> SourceAcls {
+        SourceAcls::NotRead
+    }
+
     /// The last stable offset of each of `partitions` at the source `address` now, in order: what a paused
     /// partition's lag is measured against, since no round asks for it. `None` (the default) when this
     /// implementation cannot say; the lag of a paused partition is then unknown.
@@ -211,6 +218,39 @@ pub trait Sources: Send + Sync {
     ) -> Option<Vec<Result<i64, FetchError>>> {
         None
     }
+}
+
+/// What a source said of its ACLs ([`Sources::acls`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum SourceAcls {
+    /// This implementation does not read ACLs: nothing is synced.
+    #[default]
+    NotRead,
+    /// Every binding the source holds.
+    Read(Vec<SourceAcl>),
+    /// The source has no authorizer (Kafka's SECURITY_DISABLED): there is nothing to sync.
+    NoAuthorizer,
+    /// The source did not answer, or refused (e.g. no DESCRIBE on its cluster): why.
+    Failed(String),
+}
+
+/// One ACL binding at a source, in Kafka's wire codes (the node checks them as it checks a CreateAcls).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SourceAcl {
+    /// The resource type's code.
+    pub resource_type: i8,
+    /// The resource name (or prefix, or `*`).
+    pub resource_name: String,
+    /// The pattern type's code.
+    pub pattern_type: i8,
+    /// `User:NAME`.
+    pub principal: String,
+    /// A client address or `*`.
+    pub host: String,
+    /// The operation's code.
+    pub operation: i8,
+    /// The permission's code.
+    pub permission: i8,
 }
 
 /// One topic of a source's listing ([`Sources::list_topics`]).

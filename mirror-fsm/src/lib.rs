@@ -23,7 +23,8 @@ pub use error::DriverError;
 pub use failover::{stop_all, StopJob};
 pub use fetcher::{
     topic_id_text, DetachedFetch, FetchError, FetchLimits, FetchResponse, FetchedPartition, Fetcher,
-    GroupOffset, ListedTopic, PartitionFetch, SourceConfigs, SourceDescription, Sources,
+    GroupOffset, ListedTopic, PartitionFetch, SourceAcl, SourceAcls, SourceConfigs, SourceDescription,
+    Sources,
 };
 pub use local::{shared, LocalFetcher, SharedLog};
 pub use machine::{

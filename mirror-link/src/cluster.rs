@@ -312,6 +312,28 @@ impl SourceCluster {
         Ok((connection, address))
     }
 
+    /// Every ACL of the source, from any of its brokers (the session's connections reused).
+    pub async fn acls(&mut self) -> mirror_fsm::SourceAcls {
+        match self.read_acls().await {
+            Ok(acls) => acls,
+            Err(error) => mirror_fsm::SourceAcls::Failed(error.to_string()),
+        }
+    }
+
+    async fn read_acls(&mut self) -> Result<mirror_fsm::SourceAcls, LinkError> {
+        if self.session.is_none() {
+            let session = self.open_session(BTreeMap::new()).await?;
+            self.session = Some(session);
+        }
+        let address = self
+            .session
+            .as_ref()
+            .and_then(|session| session.brokers.values().next().cloned())
+            .ok_or_else(|| LinkError::Refused("the source's Metadata named no broker".to_owned()))?;
+        let connection = self.connection_to(&address).await?;
+        crate::acls::every_acl(connection, &address).await
+    }
+
     /// The offsets the source's consumer groups committed on partitions of `topics`: each broker lists the groups
     /// it coordinates (ListGroups) and answers every offset they committed (OffsetFetch with no topic list), on
     /// the connections the fetches use. Groups of other protocol types than `consumer` (Connect workers) are

@@ -19,6 +19,7 @@
 //! - [`sources`] — [`KafkaSources`]: `mirror-fsm`'s [`Sources`](mirror_fsm::Sources) over the protocol, what a
 //!   node's mirror links use to describe a source (its cluster id, partition counts) and fetch from it.
 //! - `configs` — a source topic's overrides (DescribeConfigs), which a link takes for its mirror topic.
+//! - `acls` — a source's ACLs (DescribeAcls), which a link's ACL rules sync.
 //! - [`peer`] — the last mirrored offset a mirrorlog source recorded for us (failback alignment), asked on its
 //!   private administration key; a source that is not mirrorlog counts as never having mirrored from us.
 //! - [`security`] — [`ClientSecurity`]: TLS and SASL (PLAIN, SCRAM) to a secured broker, from a Kafka client
@@ -30,6 +31,7 @@
 //!
 //! What it does not do yet: fetch sessions (KIP-227; every fetch is a full one).
 
+pub(crate) mod acls;
 pub mod bootstrap;
 pub mod cluster;
 pub(crate) mod configs;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use kafka_protocol::messages::MetadataResponse;
 use mirror_fsm::{
-    FetchError, FetchLimits, FetchedPartition, Fetcher, GroupOffset, ListedTopic, PartitionFetch,
+    FetchError, FetchLimits, FetchedPartition, Fetcher, GroupOffset, ListedTopic, PartitionFetch, SourceAcls,
     SourceConfigs, SourceDescription, Sources,
 };
 use tokio::sync::Mutex;
@@ -275,6 +275,13 @@ impl Sources for KafkaSources {
         };
         let mut cluster = cluster.lock().await;
         Some(cluster.last_stable_offsets(partitions).await)
+    }
+
+    async fn acls(&self, address: &str) -> SourceAcls {
+        match self.cluster(address) {
+            Ok(cluster) => cluster.lock().await.acls().await,
+            Err(error) => SourceAcls::Failed(error.to_string()),
+        }
     }
 
     async fn group_offsets(&self, address: &str, topics: &[String]) -> Result<Vec<GroupOffset>, FetchError> {

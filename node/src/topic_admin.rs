@@ -227,6 +227,7 @@ mod tests {
             source_config: BTreeMap::new(),
             topics: BTreeMap::from([("mirrored".to_owned(), record)]),
             settings: Default::default(),
+            synced_acls: Vec::new(),
         }])
         .await
         .unwrap();

@@ -211,4 +211,16 @@ impl Node {
     pub async fn acls(&self) -> Arc<AclSet> {
         self.users.read().await.acls()
     }
+
+    /// Adds `add` to the ACLs and removes `remove` from them, in one durable write (a mirror link syncing its
+    /// source's ACLs).
+    pub async fn change_acls(&self, add: &[AclBinding], remove: &[AclBinding]) -> Result<(), NodeError> {
+        let mut store = self.users.write().await;
+        let mut next: AclSet = (*store.acls()).clone();
+        for binding in remove {
+            next.remove(binding);
+        }
+        next.extend(add.iter().cloned());
+        store.replace_acls(next).await
+    }
 }

@@ -1380,3 +1380,81 @@ async fn a_mirror_topic_follows_its_source_topics_configs_and_refuses_local_chan
         Some("1000")
     );
 }
+
+/// Issue 53, item 3 (ADR 0059): with `mirror.acl.include` rules, the source's ACLs they select are created here,
+/// and deleted here once deleted at the source; one the rules do not select is not copied, and an ACL an operator
+/// created here is never deleted by the link.
+#[tokio::test]
+async fn a_link_with_acl_rules_creates_the_source_acls_they_select_and_deletes_those_deleted_there() {
+    use kafka_auth::acl::{AclBinding, Operation, PatternType, Permission, ResourceType};
+
+    let binding = |name: &str, principal: &str| AclBinding {
+        resource_type: ResourceType::Topic,
+        resource_name: name.to_owned(),
+        pattern_type: PatternType::Literal,
+        principal: principal.to_owned(),
+        host: "*".to_owned(),
+        operation: Operation::Read,
+        permission: Permission::Allow,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let source = node_in(&dir.path().join("a"), "cluster-a", &[(TOPIC, 1)]).await;
+    let dest = node_in(&dir.path().join("b"), "cluster-b", &[]).await;
+    let alice = binding(TOPIC, "User:alice");
+    let bob = binding("payments", "User:bob");
+    let operators = binding("local", "User:ops");
+    source
+        .change_acls(&[alice.clone(), bob.clone()], &[])
+        .await
+        .unwrap();
+    dest.change_acls(std::slice::from_ref(&operators), &[]).await.unwrap();
+    let sources = Arc::new(NodeSources::new().with("a", source.clone()));
+    let mut links = MirrorLinks::open(&dest, sources).await.unwrap();
+    links.set_source_topic_check_interval_ms(Some(0));
+    assert!(links.handle(&dest, create("a-to-b", "a")).await.ok);
+    let altered = links
+        .handle(
+            &dest,
+            alter("a-to-b", &[("mirror.acl.include", "topic;ord.*;*;*;*")], &[]),
+        )
+        .await;
+    assert!(altered.ok, "{altered:?}");
+    let held = |dest: Arc<Node>| async move { dest.acls().await.iter().cloned().collect::<Vec<_>>() };
+    for _ in 0..100 {
+        links.step(&dest).await;
+        if dest.acls().await.contains(&alice) {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        held(dest.clone()).await,
+        vec![operators.clone(), alice.clone()],
+        "bob's is not selected"
+    );
+
+    // Deleted at the source: deleted here; the operator's stays.
+    source.change_acls(&[], std::slice::from_ref(&alice)).await.unwrap();
+    for _ in 0..100 {
+        links.step(&dest).await;
+        if !dest.acls().await.contains(&alice) {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(held(dest.clone()).await, vec![operators]);
+    let described = links
+        .handle(
+            &dest,
+            AdminRequest::Describe {
+                link: "a-to-b".to_owned(),
+                topics: Vec::new(),
+            },
+        )
+        .await;
+    assert!(
+        described.links[0].warnings.is_empty(),
+        "{:?}",
+        described.links[0].warnings
+    );
+}

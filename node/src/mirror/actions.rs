@@ -408,6 +408,7 @@ impl MirrorLinks {
                 exclude: if filter.discovers() { exclude } else { Vec::new() },
                 ..LinkSettings::default()
             },
+            synced_acls: Vec::new(),
         };
         let mut recorded = self.links.clone();
         recorded.push(link.clone());
@@ -627,6 +628,8 @@ impl MirrorLinks {
         }
         self.warnings.retain(|(name, _), _| *name != link.name);
         self.config_warnings.retain(|(name, _), _| *name != link.name);
+        self.acl_warnings.remove(&link.name);
+        self.acl_no_authorizer.remove(&link.name);
         self.skipped.remove(&link.name);
         // A round fetched ahead from the source may name the deleted partitions: dropped, the next step fetches.
         if let Some((_, task)) = self.prefetched.remove(&link.source) {

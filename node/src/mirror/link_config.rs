@@ -28,8 +28,11 @@ pub const GROUPS_SYNC_INTERVAL: &str = "mirror.groups.sync.interval.ms";
 /// Topic configs a mirror topic does not take from its source (each stays this cluster's own).
 pub const TOPIC_PROPERTIES_EXCLUDE: &str = "mirror.topic.properties.exclude";
 
+/// ACL rules: the source's ACLs they select are created here (default: none, ACLs are not synced).
+pub const ACL_INCLUDE: &str = "mirror.acl.include";
+
 /// Every key, in the order `describe --config` shows them.
-pub const KEYS: [&str; 7] = [
+pub const KEYS: [&str; 8] = [
     TOPICS_INCLUDE,
     TOPICS_EXCLUDE,
     GROUPS_INCLUDE,
@@ -37,6 +40,7 @@ pub const KEYS: [&str; 7] = [
     METADATA_REFRESH_INTERVAL,
     GROUPS_SYNC_INTERVAL,
     TOPIC_PROPERTIES_EXCLUDE,
+    ACL_INCLUDE,
 ];
 
 /// The topic configs not synced by default (KIP-1279's list): replication throttles and `min.insync.replicas`
@@ -114,6 +118,11 @@ pub fn entries(settings: &LinkSettings, node: NodeIntervals) -> Vec<ConfigEntry>
                 true,
             ),
         },
+        entry(
+            ACL_INCLUDE,
+            settings.acl_include.join(","),
+            settings.acl_include.is_empty(),
+        ),
     ]
 }
 
@@ -144,6 +153,7 @@ pub fn altered(
             GROUPS_EXCLUDE => next.groups_exclude.clear(),
             METADATA_REFRESH_INTERVAL => next.metadata_refresh_interval_ms = None,
             GROUPS_SYNC_INTERVAL => next.group_sync_interval_ms = None,
+            ACL_INCLUDE => next.acl_include.clear(),
             _ => next.topic_properties_exclude = None,
         }
     }
@@ -156,6 +166,7 @@ pub fn altered(
             GROUPS_EXCLUDE => next.groups_exclude = list(value),
             METADATA_REFRESH_INTERVAL => next.metadata_refresh_interval_ms = Some(interval(key, value)?),
             GROUPS_SYNC_INTERVAL => next.group_sync_interval_ms = Some(interval(key, value)?),
+            ACL_INCLUDE => next.acl_include = list(value),
             _ => next.topic_properties_exclude = Some(config_names(key, value)?),
         }
     }
@@ -164,6 +175,8 @@ pub fn altered(
         .map_err(|error| named(TOPICS_INCLUDE, TOPICS_EXCLUDE, error))?;
     Patterns::new(&next.groups_include, &next.groups_exclude)
         .map_err(|error| named(GROUPS_INCLUDE, GROUPS_EXCLUDE, error))?;
+    super::acl_sync::parse_rules(&next.acl_include)
+        .map_err(|error| MirrorError::InvalidRequest(format!("config {ACL_INCLUDE}: {error}")))?;
     Ok(next)
 }
 
@@ -314,6 +327,7 @@ mod tests {
         assert!(refused(&[(TOPICS_INCLUDE, "x")], &[TOPICS_INCLUDE]).contains("both set and deleted"));
         assert!(refused(&[], &[]).contains("name a config"));
         assert!(refused(&[], &["nope"]).contains("unknown link config"));
+        assert!(refused(&[(ACL_INCLUDE, "topic;orders")], &[]).contains(ACL_INCLUDE));
         assert!(
             refused(&[(TOPIC_PROPERTIES_EXCLUDE, "retention.ms,retention.msec")], &[])
                 .contains("retention.msec")

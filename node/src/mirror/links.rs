@@ -214,6 +214,10 @@ pub struct MirrorLinks {
     pub(super) skipped: BTreeMap<String, BTreeMap<String, String>>,
     /// By (link, topic): why the mirror topic's configs do not all follow its source's ([`super::config_sync`]).
     pub(super) config_warnings: BTreeMap<(String, String), String>,
+    /// By link: why its ACLs do not follow its source's ([`super::acl_sync`]).
+    pub(super) acl_warnings: BTreeMap<String, String>,
+    /// Links whose source answered that it has no authorizer (said once, at INFO).
+    pub(super) acl_no_authorizer: std::collections::BTreeSet<String>,
     /// The comparison under way in a task of its own (rounds in flight).
     pub(super) topic_check: Option<tokio::task::JoinHandle<super::source_topics::Found>>,
 }
@@ -271,6 +275,8 @@ impl MirrorLinks {
             warnings: BTreeMap::new(),
             skipped: BTreeMap::new(),
             config_warnings: BTreeMap::new(),
+            acl_warnings: BTreeMap::new(),
+            acl_no_authorizer: std::collections::BTreeSet::new(),
             topic_check: None,
         };
         for link in links.links.clone() {

@@ -14,7 +14,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use mirror_fsm::{
-    FetchError, FetchResponse, Fetcher, GroupOffset, ListedTopic, SourceConfigs, SourceDescription, Sources,
+    FetchError, FetchResponse, Fetcher, GroupOffset, ListedTopic, SourceAcl, SourceAcls, SourceConfigs,
+    SourceDescription, Sources,
 };
 use partition_log::Isolation;
 
@@ -78,6 +79,28 @@ impl Sources for NodeSources {
     async fn describe(&self, address: &str, topics: &[String]) -> Result<SourceDescription, FetchError> {
         let node = self.nodes.get(address).ok_or_else(|| unreachable(address))?;
         describe_node(node, address, topics).await
+    }
+
+    /// A node holds ACLs whether or not a broker in front of it authorizes with them: it always answers them.
+    async fn acls(&self, address: &str) -> SourceAcls {
+        let Some(node) = self.nodes.get(address) else {
+            return SourceAcls::Failed(unreachable(address).to_string());
+        };
+        SourceAcls::Read(
+            node.acls()
+                .await
+                .iter()
+                .map(|binding| SourceAcl {
+                    resource_type: binding.resource_type.code(),
+                    resource_name: binding.resource_name.clone(),
+                    pattern_type: binding.pattern_type.code(),
+                    principal: binding.principal.clone(),
+                    host: binding.host.clone(),
+                    operation: binding.operation.code(),
+                    permission: binding.permission.code(),
+                })
+                .collect(),
+        )
     }
 
     async fn list_topics(&self, address: &str) -> Result<Vec<ListedTopic>, FetchError> {

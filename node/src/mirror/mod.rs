@@ -8,6 +8,7 @@
 //! - `actions` — the administration actions on them (create, reverse, list, describe, pause, resume, failover,
 //!   promote, delete).
 //! - [`link_config`] — a link's settings as Kafka-style keys (`mirror alter`, `describe --config`).
+//! - [`acl_sync`] — a link's ACL rules: which of the source's ACLs are created here.
 //! - `config_sync` — a mirror topic's configs taken from its source's topic.
 //! - [`local`] — [`NodeSources`]: other nodes of the process as sources (in-process fetchers).
 //! - [`probes`] — whether a source answers, asked before its FAILED partitions are retried (rounds in flight).
@@ -18,6 +19,7 @@
 //! - [`admin`] — the administration requests and answers ([`AdminRequest`], [`AdminResponse`]).
 //! - [`error`] — [`MirrorError`] and its answer categories.
 
+pub mod acl_sync;
 mod actions;
 pub mod admin;
 mod config_sync;

@@ -41,6 +41,9 @@ pub struct LinkRecord {
     /// fields above in the same JSON object.
     #[serde(flatten)]
     pub settings: LinkSettings,
+    /// The ACLs this link created here from its source's (`acl_sync`): the only ones it may delete.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub synced_acls: Vec<kafka_auth::acl::AclBinding>,
 }
 
 /// A link's settings (`link_config` names them as Kafka-style keys). Each absent field is its default.
@@ -69,6 +72,10 @@ pub struct LinkSettings {
     /// (`link_config::DEFAULT_TOPIC_PROPERTIES_EXCLUDE`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topic_properties_exclude: Option<Vec<String>>,
+    /// ACL rules (`mirror.acl.include`, `acl_sync`): the source's ACLs they select are created here; none: ACLs
+    /// are not synced.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub acl_include: Vec<String>,
 }
 
 impl LinkSettings {

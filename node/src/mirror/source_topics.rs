@@ -28,13 +28,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use mirror_fsm::{topic_id_text, Event, FetchError, SourceConfigs, Sources, StateKind};
+use mirror_fsm::{topic_id_text, Event, FetchError, SourceAcls, SourceConfigs, Sources, StateKind};
 
-use super::config_sync;
 use super::error::MirrorError;
 use super::filters::Patterns;
 use super::links::MirrorLinks;
 use super::registry::{LinkRecord, LinkSettings, TopicRecord};
+use super::{acl_sync, config_sync};
 use crate::Node;
 use topic_config::Overrides;
 
@@ -53,6 +53,18 @@ type Asked = (String, String, String, u32);
 pub(super) struct Found {
     compared: Vec<(Asked, Option<Answer>)>,
     discovered: Vec<Discovery>,
+    /// Each ACL-syncing link (name, source) with what its source said of its ACLs.
+    acls: Vec<(String, String, SourceAcls)>,
+}
+
+/// What one check asks the sources.
+struct Questions {
+    /// Topics whose partition count, id and configs are compared.
+    asked: Vec<Asked>,
+    /// Links whose include patterns discover.
+    discover: Vec<Discover>,
+    /// Links (name, source) whose ACL rules sync.
+    acl_links: Vec<(String, String)>,
 }
 
 /// One link whose include patterns discover: what to ask its source.
@@ -118,16 +130,26 @@ impl MirrorLinks {
         }
         let asked = self.topics_to_check(&due);
         let discover = self.links_to_discover(node, &due).await;
+        let acl_links: Vec<(String, String)> = self
+            .links
+            .iter()
+            .filter(|link| due.contains(&link.name) && !link.settings.acl_include.is_empty())
+            .map(|link| (link.name.clone(), link.source.clone()))
+            .collect();
+        let questions = Questions {
+            asked,
+            discover,
+            acl_links,
+        };
         if self.rounds_in_flight {
             let sources = Arc::clone(&self.sources);
             self.topic_check = Some(tokio::spawn(ask_sources(
                 sources,
-                asked,
-                discover,
+                questions,
                 Some(DESCRIBE_DEADLINE),
             )));
         } else {
-            let found = ask_sources(Arc::clone(&self.sources), asked, discover, None).await;
+            let found = ask_sources(Arc::clone(&self.sources), questions, None).await;
             self.apply_source_topics(node, found).await;
         }
     }
@@ -202,6 +224,9 @@ impl MirrorLinks {
     /// answer keeps what it had.
     async fn apply_source_topics(&mut self, node: &Node, found: Found) {
         self.apply_discoveries(node, found.discovered).await;
+        for (link, source, acls) in found.acls {
+            self.follow_source_acls(node, &link, &source, acls).await;
+        }
         for ((link, source, topic, ours), answer) in found.compared {
             let Some(Answer {
                 cluster_id,
@@ -512,11 +537,13 @@ impl MirrorLinks {
                             "configs of topic {topic} follow the source: {:?}",
                             synced.overrides.as_map()
                         ),
-                        Err(error) => warning = Some(format!(
+                        Err(error) => {
+                            warning = Some(format!(
                             "the source's configs could not be recorded here ({}); tried again at the next \
                                  check",
                             error.message.unwrap_or_else(|| error.error.name().to_owned())
-                        )),
+                        ))
+                        }
                     }
                 }
                 warning
@@ -538,6 +565,107 @@ impl MirrorLinks {
             }
             None => {
                 self.config_warnings.remove(&key);
+            }
+        }
+    }
+
+    /// Makes this cluster hold the source's ACLs that `link`'s rules select (`acl_sync`): those absent here are
+    /// created, those the link created before and the source no longer has are deleted, in one durable write;
+    /// then the link records what it created. A source without an authorizer has nothing to sync (said once); one
+    /// that could not answer changes nothing and is a link warning.
+    async fn follow_source_acls(&mut self, node: &Node, link: &str, source: &str, acls: SourceAcls) {
+        let Some(record) = self
+            .links
+            .iter()
+            .find(|record| record.name == link && record.source == source)
+            .cloned()
+        else {
+            return;
+        };
+        let Ok(rules) = acl_sync::parse_rules(&record.settings.acl_include) else {
+            return;
+        };
+        let listed = match acls {
+            SourceAcls::NotRead => return,
+            SourceAcls::NoAuthorizer => {
+                if self.acl_no_authorizer.insert(link.to_owned()) {
+                    tracing::info!(link = %link, source = %source, "the source has no authorizer: no ACL to sync");
+                }
+                self.acl_warnings.remove(link);
+                return;
+            }
+            SourceAcls::Failed(why) => {
+                self.note_acl_warning(
+                    link,
+                    Some(format!(
+                        "the source's ACLs could not be read ({why}): not synced until they can be (the link's \
+                         principal needs DESCRIBE on the source's cluster)"
+                    )),
+                );
+                return;
+            }
+            SourceAcls::Read(listed) => listed,
+        };
+        self.acl_no_authorizer.remove(link);
+        let (wanted, invalid) = acl_sync::selected(&rules, &listed);
+        let local = node.acls().await;
+        let changes = acl_sync::changes(&wanted, &local, &record.synced_acls);
+        if !changes.add.is_empty() || !changes.remove.is_empty() {
+            if let Err(error) = node.change_acls(&changes.add, &changes.remove).await {
+                self.note_acl_warning(
+                    link,
+                    Some(format!(
+                        "the source's ACLs could not be stored here ({error}); tried again at the next check"
+                    )),
+                );
+                return;
+            }
+            tracing::info!(
+                link = %link,
+                source = %source,
+                created = changes.add.len(),
+                deleted = changes.remove.len(),
+                "ACLs follow the source"
+            );
+        }
+        if changes.synced != record.synced_acls {
+            let mut recorded = self.links.clone();
+            for entry in &mut recorded {
+                if entry.name == link {
+                    entry.synced_acls = changes.synced.clone();
+                }
+            }
+            // Not recorded: the ACLs are held, and the next check records them (those created since count as
+            // the link's only once recorded, so a crash here never makes the link delete an operator's ACL).
+            if let Err(error) = node.put_mirror_links(&recorded).await {
+                self.note_acl_warning(
+                    link,
+                    Some(format!("the synced ACLs could not be recorded ({error})")),
+                );
+                return;
+            }
+            self.links = recorded;
+        }
+        let warning = (!invalid.is_empty()).then(|| {
+            format!(
+                "ACLs at the source that are not valid here, not synced: {}",
+                invalid.join("; ")
+            )
+        });
+        self.note_acl_warning(link, warning);
+    }
+
+    /// Records (or clears) why a link's ACLs do not follow its source's; a new one is logged once at WARN.
+    fn note_acl_warning(&mut self, link: &str, warning: Option<String>) {
+        match warning {
+            Some(warning) => {
+                if self.acl_warnings.get(link) != Some(&warning) {
+                    tracing::warn!(link = %link, "{warning}");
+                    self.acl_warnings.insert(link.to_owned(), warning);
+                }
+            }
+            None => {
+                self.acl_warnings.remove(link);
             }
         }
     }
@@ -648,6 +776,7 @@ impl MirrorLinks {
             .map(|(_, warning)| warning.clone())
             .chain(skipped)
             .chain(configs)
+            .chain(self.acl_warnings.get(name).cloned())
             .collect()
     }
 
@@ -689,12 +818,22 @@ pub(super) fn due_links(
 
 /// Describes each topic of `asked` alone at its source, and lists each discovering link's source and describes
 /// alone each topic its patterns select that is not known yet — each question under `deadline` when one is given.
-async fn ask_sources(
-    sources: Arc<dyn Sources>,
-    asked: Vec<Asked>,
-    discover: Vec<Discover>,
-    deadline: Option<Duration>,
-) -> Found {
+async fn ask_sources(sources: Arc<dyn Sources>, questions: Questions, deadline: Option<Duration>) -> Found {
+    let Questions {
+        asked,
+        discover,
+        acl_links,
+    } = questions;
+    let mut acls = Vec::with_capacity(acl_links.len());
+    for (link, source) in acl_links {
+        let answer = match deadline {
+            Some(deadline) => tokio::time::timeout(deadline, sources.acls(&source))
+                .await
+                .unwrap_or_else(|_| SourceAcls::Failed(format!("no answer within {deadline:?}"))),
+            None => sources.acls(&source).await,
+        };
+        acls.push((link, source, answer));
+    }
     let mut compared = Vec::with_capacity(asked.len());
     for entry in asked {
         let answer = describe_one(sources.as_ref(), &entry.1, &entry.2, deadline).await;
@@ -739,7 +878,11 @@ async fn ask_sources(
             selected,
         });
     }
-    Found { compared, discovered }
+    Found {
+        compared,
+        discovered,
+        acls,
+    }
 }
 
 /// `topic` described alone at `source`, under `deadline` when one is given; `None` without an answer.
