@@ -19,6 +19,7 @@ super user (Kafka's broker reaches its controller over it).
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,58 @@ def test_serve_mirrors_kafkas_sasl_ssl_listener_as_a_read_only_user_and_refuses_
         assert process.wait(30) == 0
     log = (tmp_path / "dest.serve.log").read_text(errors="replace")
     assert PASSWORD not in log and "not-the-password" not in log
+
+
+def acls_at(bootstrap) -> set:
+    """Every ACL at `bootstrap`, as (resource type, name, principal, operation, permission)."""
+    from confluent_kafka.admin import (
+        AclBindingFilter, AclOperation, AclPermissionType, AdminClient, ResourcePatternType, ResourceType,
+    )
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    everything = AclBindingFilter(
+        ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
+    )
+    return {
+        (b.restype.name, b.name, b.principal, b.operation.name, b.permission_type.name)
+        for b in admin.describe_acls(everything).result(30)
+    }
+
+
+def test_a_link_with_acl_rules_creates_the_kafka_acls_they_select_and_deletes_those_deleted_at_kafka(secured, tmp_path):
+    """Issue 53, item 3: `mirror.acl.include` rules copy the Kafka ACLs they select into `serve --authorizer acl`
+    (read back with a Kafka admin client), and an ACL removed at Kafka with kafka-acls is removed here; the link's
+    user needs only DESCRIBE on Kafka's cluster."""
+    node, pki = secured
+    app = ["--bootstrap-server", node.bootstrap, "--allow-principal", "User:app", "--operation", "Read",
+           "--topic", TOPIC]
+    run_kafka_tool(ACLS, ["--add"] + app)
+    process, dest = start_serve(tmp_path / "dest", "serve-acl-destination", "--authorizer", "acl",
+                                "--super-user", "User:ANONYMOUS", "--mirror-metadata-refresh-ms", "300")
+    try:
+        right = properties(tmp_path / "source.properties", pki, PASSWORD)
+        mirror_json("create", dest, "--link", "acls", "--source", node.sasl_ssl_bootstrap, "--topic", TOPIC,
+                    "--source-config", str(right))
+        rule = f"topic;{TOPIC};*;*;User:app"
+        altered = mirror_json("alter", dest, "--link", "acls", "--config", f"mirror.acl.include={rule}")
+        assert {e["name"]: e["value"] for e in altered["links"][0]["config"]}["mirror.acl.include"] == rule
+        wanted = ("TOPIC", TOPIC, "User:app", "READ", "ALLOW")
+        for _ in range(150):
+            if wanted in acls_at(dest):
+                break
+            time.sleep(0.2)
+        assert acls_at(dest) == {wanted}, "only the ACL the rule selects: not the link user's own"
+
+        run_kafka_tool(ACLS, ["--remove", "--force"] + app)
+        for _ in range(150):
+            if not acls_at(dest):
+                break
+            time.sleep(0.2)
+        assert acls_at(dest) == set()
+        # The link's user lacks DESCRIBE_CONFIGS on the topic: its configs are not synced, and the link says why.
+        warnings = mirror_json("describe", dest, "--link", "acls")["links"][0]["warnings"]
+        assert len(warnings) == 1 and "TOPIC_AUTHORIZATION_FAILED" in warnings[0], warnings
+        assert "its configs could not be read at the source" in warnings[0], warnings
+    finally:
+        process.terminate()
+        assert process.wait(30) == 0
