@@ -12,7 +12,8 @@ Kafka's Metadata on that listener names only SASL_SSL addresses.
 
 Kafka runs StandardAuthorizer: the link's user `mirror` holds only READ and DESCRIBE on the topic and DESCRIBE on
 the cluster and on groups (what a read-only consumer of the topic holds), and a user without them (`stranger`) is
-refused at `create` with Kafka's authorization error. The harness's own PLAINTEXT principal, `User:ANONYMOUS`, is a
+refused at `create` with Kafka's authorization error; so is one that may describe the topic but not read it
+(`describer`), before anything is created. The harness's own PLAINTEXT principal, `User:ANONYMOUS`, is a
 super user (Kafka's broker reaches its controller over it).
 """
 
@@ -34,6 +35,7 @@ TOPIC = "secured-orders"
 PARTITIONS = 2
 PASSWORD = "mirror-secret"
 STRANGER_PASSWORD = "stranger-secret"
+DESCRIBER_PASSWORD = "describer-secret"
 ACLS = "org.apache.kafka.tools.AclCommand"
 
 
@@ -50,7 +52,10 @@ def secured(tmp_path_factory):
     keystore.write_text(Path(pki["server.key"]).read_text() + Path(pki["server.pem"]).read_text())
     node = KafkaNode(
         root / "kafka",
-        sasl_ssl={"keystore": keystore, "users": {"mirror": PASSWORD, "stranger": STRANGER_PASSWORD}},
+        sasl_ssl={
+            "keystore": keystore,
+            "users": {"mirror": PASSWORD, "stranger": STRANGER_PASSWORD, "describer": DESCRIBER_PASSWORD},
+        },
         properties={
             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             "super.users": "User:ANONYMOUS",
@@ -64,6 +69,9 @@ def secured(tmp_path_factory):
                       ["--operation", "Describe", "--cluster"],
                       ["--operation", "Describe", "--group", "*"]):
             run_kafka_tool(ACLS, as_harness + grant)
+        # `describer` may see the topic (Metadata) but not read it (Fetch).
+        run_kafka_tool(ACLS, ["--bootstrap-server", node.bootstrap, "--add", "--allow-principal", "User:describer",
+                              "--operation", "Describe", "--topic", TOPIC, "--operation", "Describe", "--cluster"])
         admin = AdminClient({"bootstrap.servers": node.bootstrap})
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
         producer = Producer({"bootstrap.servers": node.bootstrap, "transactional.id": "secured-txn"})
@@ -115,6 +123,18 @@ def test_serve_mirrors_kafkas_sasl_ssl_listener_as_a_read_only_user_and_refuses_
         )
         assert refused.returncode != 0, refused.stdout
         assert "AUTHORIZATION_FAILED" in refused.stderr, refused.stderr
+
+        # Fail fast (issue 53, item 6): allowed to describe the topic but not to read it, refused at create.
+        describer = properties(tmp_path / "describer.properties", pki, DESCRIBER_PASSWORD, user="describer")
+        refused = subprocess.run(
+            [os.environ[bw.BIN_ENV], "mirror", "create", "--bootstrap", dest, "--link", "no-read",
+             "--source", node.sasl_ssl_bootstrap, "--topic", TOPIC, "--source-config", str(describer)],
+            capture_output=True, text=True, timeout=120,
+        )
+        assert refused.returncode != 0, refused.stdout
+        assert f"may not read topic {TOPIC}" in refused.stderr, refused.stderr
+        assert "TOPIC_AUTHORIZATION_FAILED" in refused.stderr, refused.stderr
+        assert mirror_json("list", dest)["links"] == [], "nothing created"
 
         right = properties(tmp_path / "source.properties", pki, PASSWORD)
         created = mirror_json("create", dest, "--link", "from-secured-kafka", "--source", node.sasl_ssl_bootstrap,

@@ -33,6 +33,8 @@ pub struct FetchError {
     /// The source answered that it holds no such offset (Kafka's `OFFSET_OUT_OF_RANGE`): a positive answer about
     /// its log, which the resume check ([`crate::resume`]) takes as evidence, unlike any other error.
     pub offset_out_of_range: bool,
+    /// The Kafka error code the source answered, when the error is one ([`FetchError::with_code`]).
+    pub code: Option<i16>,
 }
 
 impl FetchError {
@@ -42,7 +44,14 @@ impl FetchError {
             message: message.into(),
             retryable,
             offset_out_of_range: false,
+            code: None,
         }
+    }
+
+    /// The same error, recorded as the source's answer with Kafka's error `code`.
+    pub fn with_code(mut self, code: i16) -> Self {
+        self.code = Some(code);
+        self
     }
 
     /// A failed read of a source partition log in this process (`OFFSET_OUT_OF_RANGE` kept as such; any other
@@ -62,6 +71,7 @@ impl FetchError {
             message: message.into(),
             retryable: true,
             offset_out_of_range: true,
+            code: Some(1),
         }
     }
 }
@@ -189,6 +199,15 @@ pub trait Sources: Send + Sync {
         _topics: &[String],
     ) -> Result<Vec<GroupOffset>, FetchError> {
         Ok(Vec::new())
+    }
+
+    /// Whether this cluster may read `topics` at the source `address` (Kafka: a Fetch of each topic's first
+    /// partition, which needs READ where Metadata needs only DESCRIBE), asked before a link is created so that a
+    /// missing right refuses the link instead of failing its partitions later. An error names the first topic
+    /// refused; any other answer (the source busy, an offset gone) is not this check's to judge. The default: no
+    /// check (sources without authorization).
+    async fn check_readable(&self, _address: &str, _topics: &[String]) -> Result<(), FetchError> {
+        Ok(())
     }
 
     /// Every topic the source `address` shows (Kafka: Metadata for all topics), for a link's topic filters to

@@ -85,6 +85,9 @@ const UNKNOWN_TOPIC_OR_PARTITION: i16 = KafkaError::UnknownTopicOrPartition.code
 /// Kafka's `LEADER_NOT_AVAILABLE`: a partition without a leader (an election under way).
 const LEADER_NOT_AVAILABLE: i16 = KafkaError::LeaderNotAvailable.code();
 
+/// Kafka's TOPIC_AUTHORIZATION_FAILED.
+const TOPIC_AUTHORIZATION_FAILED: i16 = KafkaError::TopicAuthorizationFailed.code();
+
 /// A partition's key.
 type Partition = (String, i32);
 
@@ -289,7 +292,7 @@ impl SourceCluster {
             LinkError::Refused(_) | LinkError::BadAddress { .. } => {}
             _ => self.session = None,
         }
-        FetchError::new(error.to_string(), error.retryable())
+        error.as_fetch_error()
     }
 
     /// Makes the next call ask for Metadata again, keeping the connections.
@@ -310,6 +313,38 @@ impl SourceCluster {
         let address = session.leader_address(partition)?;
         let connection = self.connection_to(&address).await?;
         Ok((connection, address))
+    }
+
+    /// Whether the source lets this link read each of `topics`: one Fetch of each topic's partition 0 at offset 0
+    /// (Kafka checks READ before the offset, so an offset gone still proves the right). TOPIC_AUTHORIZATION_FAILED
+    /// is the error returned, naming the topic; any other answer is left to the mirror's own rounds.
+    pub async fn check_readable(&mut self, topics: &[String]) -> Result<(), FetchError> {
+        let wanted: Vec<PartitionFetch> = topics
+            .iter()
+            .map(|topic| PartitionFetch {
+                topic: topic.clone(),
+                partition: 0,
+                offset: 0,
+                topic_id: None,
+            })
+            .collect();
+        let answers = self.fetch(&wanted, FetchLimits::single(1), 0).await;
+        for (fetch, answer) in wanted.iter().zip(answers) {
+            if let Err(error) = answer {
+                if error.code == Some(TOPIC_AUTHORIZATION_FAILED) {
+                    return Err(FetchError::new(
+                        format!(
+                            "the link may not read topic {} at the source ({error}): grant its principal READ on \
+                             the topic, or its partitions would fail at their first fetch",
+                            fetch.topic
+                        ),
+                        false,
+                    )
+                    .with_code(TOPIC_AUTHORIZATION_FAILED));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Every ACL of the source, from any of its brokers (the session's connections reused).
@@ -344,7 +379,7 @@ impl SourceCluster {
     pub async fn group_offsets(&mut self, topics: &BTreeSet<String>) -> Result<Vec<GroupOffset>, FetchError> {
         self.read_group_offsets(topics)
             .await
-            .map_err(|error| FetchError::new(error.to_string(), error.retryable()))
+            .map_err(|error| error.as_fetch_error())
     }
 
     async fn read_group_offsets(&mut self, topics: &BTreeSet<String>) -> Result<Vec<GroupOffset>, LinkError> {
@@ -472,9 +507,7 @@ impl SourceCluster {
                 match session.leader_address(key) {
                     Ok(address) => by_leader.entry(address).or_default().push(index),
                     // This partition alone: its topic deleted, its leader being elected.
-                    Err(error) => {
-                        answers[index] = Some(Err(FetchError::new(error.to_string(), error.retryable())))
-                    }
+                    Err(error) => answers[index] = Some(Err(error.as_fetch_error())),
                 }
             }
         }
@@ -614,7 +647,7 @@ impl SourceCluster {
                     if data.error_code == OFFSET_OUT_OF_RANGE {
                         return Err(FetchError::offset_out_of_range(error.to_string()));
                     }
-                    return Err(FetchError::new(error.to_string(), error.retryable()));
+                    return Err(error.as_fetch_error());
                 }
                 let records = data.records.clone().unwrap_or_default();
                 let batches = whole_batches_from(records.clone(), fetch.offset, self.config.max_batch_bytes)

@@ -136,6 +136,16 @@ fn screaming_snake(camel: &str) -> String {
 }
 
 impl LinkError {
+    /// This error as the mirror machine takes it: its text, whether a retry can help, and Kafka's error code when
+    /// the source answered one (one conversion, so no answer loses its code on the way).
+    pub fn as_fetch_error(&self) -> mirror_fsm::FetchError {
+        let fetch_error = mirror_fsm::FetchError::new(self.to_string(), self.retryable());
+        match self {
+            LinkError::Kafka { code, .. } => fetch_error.with_code(*code),
+            _ => fetch_error,
+        }
+    }
+
     /// Whether retrying (after reconnecting) can help.
     pub fn retryable(&self) -> bool {
         match self {

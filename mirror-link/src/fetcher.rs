@@ -172,7 +172,7 @@ impl Fetcher for KafkaFetcher {
             .await
             .last_mirrored_at_peer(&self.topic, self.partition, mirrored_from)
             .await
-            .map_err(|error| FetchError::new(error.to_string(), error.retryable()))
+            .map_err(|error| error.as_fetch_error())
     }
 
     async fn log_start_offset(&mut self) -> Result<i64, FetchError> {

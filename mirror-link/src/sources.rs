@@ -178,7 +178,7 @@ impl Sources for KafkaSources {
     async fn describe(&self, address: &str, topics: &[String]) -> Result<SourceDescription, FetchError> {
         self.metadata(address, topics)
             .await
-            .map_err(|error| FetchError::new(error.to_string(), error.retryable()))
+            .map_err(|error| error.as_fetch_error())
     }
 
     /// Kafka has no call listing topic names alone: Metadata for every topic, as `AdminClient.listTopics` asks.
@@ -186,7 +186,7 @@ impl Sources for KafkaSources {
         let (metadata, _, _) = self
             .metadata_answer(address, None, LIST_RESPONSE_BYTES, &mut BTreeMap::new())
             .await
-            .map_err(|error| FetchError::new(error.to_string(), error.retryable()))?;
+            .map_err(|error| error.as_fetch_error())?;
         Ok(metadata
             .topics
             .iter()
@@ -275,6 +275,15 @@ impl Sources for KafkaSources {
         };
         let mut cluster = cluster.lock().await;
         Some(cluster.last_stable_offsets(partitions).await)
+    }
+
+    async fn check_readable(&self, address: &str, topics: &[String]) -> Result<(), FetchError> {
+        if topics.is_empty() {
+            return Ok(());
+        }
+        let cluster = self.cluster(address).map_err(|error| error.as_fetch_error())?;
+        let mut cluster = cluster.lock().await;
+        cluster.check_readable(topics).await
     }
 
     async fn acls(&self, address: &str) -> SourceAcls {

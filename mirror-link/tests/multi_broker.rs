@@ -47,6 +47,8 @@ struct State {
     fetch_versions: Vec<i16>,
     /// Brokers up but not yet named in Metadata (joining the cluster later).
     unlisted: Vec<i32>,
+    /// Topics whose fetches (only) are answered with this error (Metadata describes them).
+    fetch_errors: BTreeMap<String, i16>,
 }
 
 type Shared = Arc<Mutex<State>>;
@@ -230,7 +232,7 @@ fn fetch(state: &Shared, id: i32, request: &FetchRequest, version: i16) -> Fetch
                 .get(name)
                 .and_then(|leaders| leaders.get(wanted.partition as usize))
                 .copied();
-            if let Some(&code) = state.topic_errors.get(name) {
+            if let Some(&code) = state.topic_errors.get(name).or(state.fetch_errors.get(name)) {
                 partition.error_code = code;
             } else if leader != Some(id) {
                 partition.error_code = 6; // NOT_LEADER_OR_FOLLOWER
@@ -523,4 +525,26 @@ async fn within_its_max_age_a_session_asks_metadata_once() {
         let answers = round(&mut source, &[("orders", 0)]).await;
         assert!(answers[0].is_err(), "{answers:?}");
     }
+}
+
+/// Issue 53, item 6: a topic the link may describe but not read (Fetch answers TOPIC_AUTHORIZATION_FAILED) is
+/// named by the readability check `create` runs; a readable one passes, whatever else its fetch answers.
+#[tokio::test]
+async fn the_readability_check_names_a_topic_the_source_refuses_to_let_the_link_read() {
+    let state = cluster(
+        1,
+        &[("orders", vec![1]), ("public", vec![1]), ("leaderless", vec![-1])],
+    )
+    .await;
+    lock(&state).fetch_errors.insert("orders".into(), 29); // TOPIC_AUTHORIZATION_FAILED
+    let mut source = source(address(&state, 1));
+    let readable: Vec<String> = vec!["public".into(), "leaderless".into()];
+    assert_eq!(source.check_readable(&readable).await, Ok(()));
+    let error = source
+        .check_readable(&["public".to_owned(), "orders".to_owned()])
+        .await
+        .unwrap_err();
+    assert_eq!(error.code, Some(29));
+    assert!(!error.retryable);
+    assert!(error.message.contains("may not read topic orders"), "{error}");
 }

@@ -1407,7 +1407,9 @@ async fn a_link_with_acl_rules_creates_the_source_acls_they_select_and_deletes_t
         .change_acls(&[alice.clone(), bob.clone()], &[])
         .await
         .unwrap();
-    dest.change_acls(std::slice::from_ref(&operators), &[]).await.unwrap();
+    dest.change_acls(std::slice::from_ref(&operators), &[])
+        .await
+        .unwrap();
     let sources = Arc::new(NodeSources::new().with("a", source.clone()));
     let mut links = MirrorLinks::open(&dest, sources).await.unwrap();
     links.set_source_topic_check_interval_ms(Some(0));
@@ -1434,7 +1436,10 @@ async fn a_link_with_acl_rules_creates_the_source_acls_they_select_and_deletes_t
     );
 
     // Deleted at the source: deleted here; the operator's stays.
-    source.change_acls(&[], std::slice::from_ref(&alice)).await.unwrap();
+    source
+        .change_acls(&[], std::slice::from_ref(&alice))
+        .await
+        .unwrap();
     for _ in 0..100 {
         links.step(&dest).await;
         if !dest.acls().await.contains(&alice) {

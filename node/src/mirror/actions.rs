@@ -72,7 +72,8 @@ impl SourceQuestion {
 }
 
 /// The description of `named` and of every topic at `source` that `filter` selects (never one the source calls
-/// internal) — one Metadata listing, then one description of them all.
+/// internal) — one Metadata listing, then one description of them all — once the source said the link may read
+/// each named one.
 pub(super) async fn describe_selected(
     sources: &dyn Sources,
     source: &str,
@@ -90,7 +91,12 @@ pub(super) async fn describe_selected(
         );
     }
     let wanted: Vec<String> = wanted.into_iter().collect();
-    sources.describe(source, &wanted).await
+    let description = sources.describe(source, &wanted).await?;
+    // Fail fast (issue 53, item 6): a named topic the link may describe but not read refuses the link now, not at
+    // its first fetch. One the patterns found is not checked: it must not block the others, and its partitions
+    // say FAILED with Kafka's error if it cannot be read.
+    sources.check_readable(source, named).await?;
+    Ok(description)
 }
 
 impl MirrorLinks {
