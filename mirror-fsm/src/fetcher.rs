@@ -245,8 +245,14 @@ pub enum SourceAcls {
     /// This implementation does not read ACLs: nothing is synced.
     #[default]
     NotRead,
-    /// Every binding the source holds.
-    Read(Vec<SourceAcl>),
+    /// Every binding the source holds, and the cluster id of the broker that answered (a link syncs only from
+    /// its own source cluster).
+    Read {
+        /// The answering cluster's id.
+        cluster_id: String,
+        /// Its bindings.
+        acls: Vec<SourceAcl>,
+    },
     /// The source has no authorizer (Kafka's SECURITY_DISABLED): there is nothing to sync.
     NoAuthorizer,
     /// The source did not answer, or refused (e.g. no DESCRIBE on its cluster): why.

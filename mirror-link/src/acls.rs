@@ -17,10 +17,11 @@ const ANY: i8 = 1;
 /// Kafka's SECURITY_DISABLED: no authorizer is configured.
 const SECURITY_DISABLED: i16 = 54;
 
-/// Every ACL of the broker on `connection` (at `address`).
+/// Every ACL of the broker on `connection` (at `address`, of the cluster `cluster_id`).
 pub(crate) async fn every_acl(
     connection: &mut KafkaConnection,
     address: &str,
+    cluster_id: String,
 ) -> Result<SourceAcls, LinkError> {
     let version = connection.version(ApiKey::DescribeAcls, DESCRIBE_ACLS_VERSIONS)?;
     let mut request = DescribeAclsRequest::default();
@@ -59,5 +60,5 @@ pub(crate) async fn every_acl(
             });
         }
     }
-    Ok(SourceAcls::Read(acls))
+    Ok(SourceAcls::Read { cluster_id, acls })
 }

@@ -85,6 +85,9 @@ const UNKNOWN_TOPIC_OR_PARTITION: i16 = KafkaError::UnknownTopicOrPartition.code
 /// Kafka's `LEADER_NOT_AVAILABLE`: a partition without a leader (an election under way).
 const LEADER_NOT_AVAILABLE: i16 = KafkaError::LeaderNotAvailable.code();
 
+/// Kafka's UNKNOWN_TOPIC_OR_PARTITION.
+const UNKNOWN_TOPIC: i16 = KafkaError::UnknownTopicOrPartition.code();
+
 /// Kafka's TOPIC_AUTHORIZATION_FAILED.
 const TOPIC_AUTHORIZATION_FAILED: i16 = KafkaError::TopicAuthorizationFailed.code();
 
@@ -360,13 +363,16 @@ impl SourceCluster {
             let session = self.open_session(BTreeMap::new()).await?;
             self.session = Some(session);
         }
-        let address = self
+        let (address, cluster_id) = self
             .session
             .as_ref()
-            .and_then(|session| session.brokers.values().next().cloned())
+            .and_then(|session| {
+                let address = session.brokers.values().next().cloned()?;
+                Some((address, session.cluster_id.clone()))
+            })
             .ok_or_else(|| LinkError::Refused("the source's Metadata named no broker".to_owned()))?;
         let connection = self.connection_to(&address).await?;
-        crate::acls::every_acl(connection, &address).await
+        crate::acls::every_acl(connection, &address, cluster_id).await
     }
 
     /// The offsets the source's consumer groups committed on partitions of `topics`: each broker lists the groups
@@ -696,16 +702,37 @@ impl SourceCluster {
             // Absent now (deleted; or created again and not yet in this broker's metadata): what comes next may be
             // another topic's log, and a missing answer is no evidence, so the preparation waits — retryably —
             // rather than ask the log start or the batches of a name that may no longer be the mirrored topic.
-            Ok((cluster_id, None)) if expected_topic_id.is_some() => Err(FetchError::new(
-                format!(
-                    "topic {topic} (id {}) is not in the Metadata of the source (cluster {cluster_id}) now: deleted,                      or created again and not yet known to the broker asked; waiting, nothing truncated",
-                    mirror_fsm::topic_id_text(expected_topic_id.unwrap_or_default()),
-                ),
-                true,
-            )),
+            Ok((cluster_id, None)) if expected_topic_id.is_some() => {
+                // A topic the answer names with an error of its own (no right to describe it, …) is that error,
+                // classified as such; only an unknown topic is the wait below.
+                if let Some(code) = self.session_topic_error(topic).filter(|code| *code != UNKNOWN_TOPIC) {
+                    let error = LinkError::Kafka {
+                        what: format!("Metadata of topic {topic}"),
+                        code,
+                        detail: String::new(),
+                    };
+                    return Err(self.failed(&error));
+                }
+                Err(FetchError::new(
+                    format!(
+                        "topic {topic} (id {}) is not in the Metadata of the source (cluster {cluster_id}) now: \
+                         deleted, or created again and not yet known to the broker asked; waiting, nothing \
+                         truncated",
+                        mirror_fsm::topic_id_text(expected_topic_id.unwrap_or_default()),
+                    ),
+                    true,
+                ))
+            }
             Ok((cluster_id, _)) => Ok(cluster_id),
             Err(error) => Err(self.failed(&error)),
         }
+    }
+
+    /// The error the session's Metadata answered for `topic`, if any.
+    fn session_topic_error(&self, topic: &str) -> Option<i16> {
+        self.session
+            .as_ref()
+            .and_then(|session| session.topic_errors.get(topic).copied())
     }
 
     /// The source's cluster id and `topic`'s id (`None`: the source has no ids, or not that topic now) from

@@ -28,6 +28,23 @@ pub(crate) async fn topic_overrides(
     topics: &[String],
     address: &str,
 ) -> Result<BTreeMap<String, BTreeMap<String, String>>, LinkError> {
+    // A topic's answer is every config with its value (some 2–4 KiB): a request at most this many topics keeps
+    // an answer far below the response bound, whatever the number of topics a link mirrors.
+    let mut overrides = BTreeMap::new();
+    for chunk in topics.chunks(TOPICS_PER_REQUEST) {
+        overrides.extend(overrides_of(connection, chunk, address).await?);
+    }
+    Ok(overrides)
+}
+
+/// The most topics asked about in one DescribeConfigs.
+const TOPICS_PER_REQUEST: usize = 100;
+
+async fn overrides_of(
+    connection: &mut KafkaConnection,
+    topics: &[String],
+    address: &str,
+) -> Result<BTreeMap<String, BTreeMap<String, String>>, LinkError> {
     let version = connection.version(ApiKey::DescribeConfigs, DESCRIBE_CONFIGS_VERSIONS)?;
     let mut request = DescribeConfigsRequest::default();
     request.resources = topics

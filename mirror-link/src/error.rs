@@ -156,8 +156,11 @@ impl LinkError {
             // a Kafka consumer retries after refreshing its metadata. One classification, the one the produce path
             // uses, so a code cannot be retried there and final here. Anything else (a code this project does not
             // name included) is not retried.
-            LinkError::Kafka { code, .. } => KafkaError::from_code(*code)
-                .is_some_and(|error| error.client_class() == ClientErrorClass::Retriable),
+            // A fetch's one exception: CORRUPT_MESSAGE, which Kafka's consumer raises to its caller rather than
+            // fetch the same corrupt bytes again.
+            LinkError::Kafka { code, .. } => KafkaError::from_code(*code).is_some_and(|error| {
+                error.client_class() == ClientErrorClass::Retriable && error != KafkaError::CorruptMessage
+            }),
             // A certificate or a credential refused: the configuration must change (a handshake cut by the network
             // is an `Io` error, retried).
             LinkError::Tls { .. } | LinkError::Authentication { .. } => false,
@@ -181,21 +184,21 @@ mod tests {
             code,
             detail: String::new(),
         };
-        // 100 and 103: a topic id the source's metadata has not caught up with (Kafka's invalid-metadata errors);
-        // 2: a corrupt batch, a `RetriableException` in Kafka's clients (the partition stays FAILED, saying so).
-        for code in [2, 3, 5, 6, 7, 8, 13, 15, 56, 74, 75, 78, 100, 103] {
+        // 100 and 103: a topic id the source's metadata has not caught up with (Kafka's invalid-metadata errors).
+        for code in [3, 5, 6, 7, 8, 13, 15, 56, 74, 75, 78, 100, 103] {
             assert!(kafka(code).retryable(), "{}", kafka(code));
         }
-        for code in [1, 29, 76, 87] {
+        // 2: a corrupt batch, which Kafka's consumer raises rather than fetch again.
+        for code in [1, 2, 29, 76, 87] {
             assert!(!kafka(code).retryable(), "{}", kafka(code));
         }
     }
 
     /// The class of bug this pins: a link's own list of retried codes drifting from the client classification
     /// (UNKNOWN_TOPIC_ID was retriable there and final here, so a deleted topic failed its mirror for good before
-    /// the retry that tells a recreated topic from a deleted one could run).
+    /// the retry that tells a recreated topic from a deleted one could run). The one exception is named here.
     #[test]
-    fn a_link_retries_exactly_the_codes_kafka_clients_retry() {
+    fn a_link_retries_the_codes_kafka_clients_retry_but_a_corrupt_message() {
         for code in -1..=130 {
             let Some(error) = KafkaError::from_code(code) else {
                 continue;
@@ -205,11 +208,8 @@ mod tests {
                 code,
                 detail: String::new(),
             };
-            assert_eq!(
-                link.retryable(),
-                error.client_class() == ClientErrorClass::Retriable,
-                "{link}"
-            );
+            let expected = error.client_class() == ClientErrorClass::Retriable && code != 2;
+            assert_eq!(link.retryable(), expected, "{link}");
         }
     }
 

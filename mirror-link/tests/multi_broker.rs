@@ -441,7 +441,20 @@ async fn a_preparation_goes_on_with_the_recorded_topic_waits_while_it_is_absent_
             .unwrap_err()
     );
     assert!(absent.contains("is not in the Metadata"), "{absent}");
+    assert!(!absent.contains("  "), "one line: {absent}");
     assert!(absent.contains("retryable: true"), "{absent}");
+    // Kafka answers a topic the link may not describe with TOPIC_AUTHORIZATION_FAILED and no id: that error, final,
+    // not the wait for a deleted topic.
+    lock(&state).topic_errors.insert("orders".into(), 29);
+    let denied = format!(
+        "{:?}",
+        source
+            .verified_cluster_id("orders", Some(FIRST_ID))
+            .await
+            .unwrap_err()
+    );
+    assert!(denied.contains("TOPIC_AUTHORIZATION_FAILED (29)"), "{denied}");
+    assert!(denied.contains("retryable: false"), "{denied}");
 
     {
         let mut locked = lock(&state);

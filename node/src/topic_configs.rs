@@ -278,25 +278,29 @@ impl Node {
         self.topic_configs.read().await.settings(topic)
     }
 
-    /// Replaces the overrides of the mirror topic `topic` with `overrides` (durable when this returns): a mirror
-    /// link taking its source's configs, which no local refusal applies to.
+    /// Replaces the overrides of the mirror topic `topic` with what `take` makes of its current ones, under the
+    /// configs' lock (durable when this returns): a mirror link taking its source's configs, which no local
+    /// refusal applies to. The overrides recorded, or `None` when they did not change.
     pub async fn sync_mirror_topic_configs(
         &self,
         topic: &str,
-        overrides: Overrides,
-    ) -> Result<(), ConfigRefusal> {
+        take: impl FnOnce(&BTreeMap<String, String>) -> Overrides,
+    ) -> Result<Option<Overrides>, ConfigRefusal> {
         let topics = self.topics.read().await;
         if !topics.contains_key(topic) {
             return Err(KafkaError::UnknownTopicOrPartition.into());
         }
         let mut configs = self.topic_configs.write().await;
-        if configs.overrides(topic) == overrides {
-            return Ok(());
+        let current = configs.overrides(topic);
+        let synced = take(current.as_map());
+        if synced == current {
+            return Ok(None);
         }
-        configs.put(topic, overrides).await.map_err(|error| {
+        configs.put(topic, synced.clone()).await.map_err(|error| {
             eprintln!("mirrorlog: recording the configs of topic {topic}: {error}");
             ConfigRefusal::from(KafkaError::KafkaStorageError)
-        })
+        })?;
+        Ok(Some(synced))
     }
 
     /// The configs set on `topic` (its overrides: name → value), `None` when no such topic exists.

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mirror_fsm::{
-    stop_all, transition_allowed, Event, EventKind, FetchError, MirrorState, SourceDescription, Sources,
-    StateKind, StopJob,
+    stop_all, transition_allowed, Event, EventKind, FetchError, MirrorState, SourceConfigs, SourceDescription,
+    Sources, StateKind, StopJob,
 };
 
 use super::admin::{AdminRequest, AdminResponse, LinkStatus, PartitionStatus};
@@ -91,12 +91,43 @@ pub(super) async fn describe_selected(
         );
     }
     let wanted: Vec<String> = wanted.into_iter().collect();
-    let description = sources.describe(source, &wanted).await?;
+    let description = match sources.describe(source, &wanted).await {
+        Ok(description) => description,
+        // One topic the patterns found may have gone (or not be described yet) between the listing and the
+        // description: the named topics must be described, each found one is described alone and left out when
+        // it cannot be (the next check finds it again).
+        Err(error) if wanted.len() > named.len() => {
+            let mut description = sources.describe(source, named).await?;
+            let found = wanted.iter().filter(|topic| !named.contains(*topic));
+            for topic in found {
+                if let Ok(alone) = sources.describe(source, std::slice::from_ref(topic)).await {
+                    merge(&mut description, alone);
+                }
+            }
+            tracing::debug!(%source, %error, "a topic the patterns found could not be described with the others");
+            description
+        }
+        Err(error) => return Err(error),
+    };
     // Fail fast (issue 53, item 6): a named topic the link may describe but not read refuses the link now, not at
     // its first fetch. One the patterns found is not checked: it must not block the others, and its partitions
     // say FAILED with Kafka's error if it cannot be read.
     sources.check_readable(source, named).await?;
     Ok(description)
+}
+
+/// Adds `more`'s topics to `description` (the same source's answers).
+fn merge(description: &mut SourceDescription, more: SourceDescription) {
+    description.partitions.extend(more.partitions);
+    description.topic_ids.extend(more.topic_ids);
+    description.configs = match (std::mem::take(&mut description.configs), more.configs) {
+        (SourceConfigs::Read(mut ours), SourceConfigs::Read(theirs)) => {
+            ours.extend(theirs);
+            SourceConfigs::Read(ours)
+        }
+        (SourceConfigs::Failed(why), _) | (_, SourceConfigs::Failed(why)) => SourceConfigs::Failed(why),
+        (ours, _) => ours,
+    };
 }
 
 impl MirrorLinks {
@@ -282,6 +313,12 @@ impl MirrorLinks {
             return Err(no_status(MirrorError::AlreadyExists(format!(
                 "mirror link {name:?} exists already"
             ))));
+        }
+        if asked.include.is_empty() && !asked.exclude.is_empty() {
+            return Err(no_status(MirrorError::InvalidRequest(
+                "exclude patterns narrow include patterns: give --include too, or leave the topics out of --topic"
+                    .to_owned(),
+            )));
         }
         let exclude = effective_topic_exclude(&asked.include, asked.exclude);
         let filter = Patterns::new(&asked.include, &exclude).map_err(no_status)?;
@@ -659,12 +696,17 @@ impl MirrorLinks {
             link_config::altered(&link.settings, set, delete).map_err(|error| (error, Vec::new()))?;
         let patterns =
             Patterns::new(&settings.include, &settings.exclude).map_err(|error| (error, Vec::new()))?;
-        let excluded: Vec<String> = link
-            .topics
-            .iter()
-            .filter(|(topic, record)| !record.failover_requested && patterns.excludes(topic))
-            .map(|(topic, _)| topic.clone())
-            .collect();
+        // Only exclude patterns the operator sets now stop topics: the implicit `__.*` that include patterns
+        // bring never stops a topic the link was given by name.
+        let excluded: Vec<String> = if set.contains_key(link_config::TOPICS_EXCLUDE) {
+            link.topics
+                .iter()
+                .filter(|(topic, record)| !record.failover_requested && patterns.excludes(topic))
+                .map(|(topic, _)| topic.clone())
+                .collect()
+        } else {
+            Vec::new()
+        };
         let mut recorded = self.links.clone();
         for record in &mut recorded {
             if record.name == name {
@@ -677,12 +719,27 @@ impl MirrorLinks {
         self.links = recorded;
         self.topic_check_due.remove(name);
         self.group_sync_due.remove(name);
-        // The new patterns decide what is left out: the last check's list is stale.
+        // The new patterns decide what is left out: the last check's list is stale; a setting gone takes its
+        // warnings with it.
         self.skipped.remove(name);
+        if settings.include.is_empty() {
+            self.warnings.remove(&(name.to_owned(), String::new()));
+        }
+        if settings.acl_include.is_empty() {
+            self.acl_warnings.remove(name);
+            self.acl_no_authorizer.remove(name);
+        }
         tracing::info!(link = %name, set = ?set, delete = ?delete, "mirror link configuration changed");
         if !excluded.is_empty() {
             tracing::info!(link = %name, topics = ?excluded, "excluded by the link's new patterns: stopped");
-            self.failover(node, name, &excluded).await?;
+            if let Err((error, statuses)) = self.failover(node, name, &excluded).await {
+                let error = MirrorError::Failed(format!(
+                    "the configuration change is recorded and in effect, but stopping the topics it excludes \
+                     ({}) did not complete: {error} (each resumes STOPPING at its next retry)",
+                    excluded.join(", ")
+                ));
+                return Err((error, statuses));
+            }
         }
         let (link, _) = self.select(name, &[]).map_err(|error| (error, Vec::new()))?;
         Ok(vec![self.status_with_config(node, &link).await])

@@ -46,8 +46,8 @@ pub(super) struct Fetched {
 pub const GROUP_FETCH_DEADLINE: Duration = Duration::from_secs(10);
 
 impl MirrorLinks {
-    /// Copies the source groups' offsets of every source once the interval has passed (one timer for all: the
-    /// check is all a round pays in between); returns the offsets committed here. A source that cannot answer
+    /// Copies the source groups' offsets of the links whose interval has passed (each link's own, or the node's;
+    /// the check is all a round pays in between); returns the offsets committed here. A source that cannot answer
     /// is tried again at the next interval. With rounds in flight the offsets are fetched by a task of their
     /// own, each source under [`GROUP_FETCH_DEADLINE`], and committed by the step that finds it done.
     pub(super) async fn sync_group_offsets(&mut self, node: &Node) -> usize {

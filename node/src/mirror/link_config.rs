@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use super::admin::ConfigEntry;
 use super::error::MirrorError;
-use super::filters::{effective_topic_exclude, Patterns};
+use super::filters::{effective_topic_exclude, Patterns, DEFAULT_TOPIC_EXCLUDE};
 use super::registry::LinkSettings;
 
 /// Topic include patterns: source topics they select are mirrored as they appear.
@@ -170,6 +170,10 @@ pub fn altered(
             _ => next.topic_properties_exclude = Some(config_names(key, value)?),
         }
     }
+    // The implicit `__.*` goes with the last include pattern; an operator's own exclude list stays.
+    if next.include.is_empty() && next.exclude == [DEFAULT_TOPIC_EXCLUDE] {
+        next.exclude.clear();
+    }
     next.exclude = effective_topic_exclude(&next.include, std::mem::take(&mut next.exclude));
     Patterns::new(&next.include, &next.exclude)
         .map_err(|error| named(TOPICS_INCLUDE, TOPICS_EXCLUDE, error))?;
@@ -226,10 +230,11 @@ fn interval(key: &str, value: &str) -> Result<i64, MirrorError> {
         })
 }
 
-/// A pattern error with the config key it came from (`include` or `exclude` in its message says which).
+/// A pattern error with the config key it came from (`include` or `exclude` in its message says which: a
+/// refused pattern's message starts with its kind, a count's names it after the number).
 fn named(include_key: &str, exclude_key: &str, error: MirrorError) -> MirrorError {
     let message = error.to_string();
-    let key = if message.starts_with("exclude") {
+    let key = if message.starts_with("exclude") || message.contains(" exclude patterns") {
         exclude_key
     } else {
         include_key
@@ -305,6 +310,18 @@ mod tests {
             &[METADATA_REFRESH_INTERVAL.to_owned()],
         )
         .unwrap();
+        let no_include = altered(&changed, &BTreeMap::new(), &[TOPICS_INCLUDE.to_owned()]).unwrap();
+        assert!(
+            no_include.exclude.is_empty(),
+            "the implicit __.* goes with the last include pattern"
+        );
+        let own = altered(
+            &changed,
+            &set(&[(TOPICS_EXCLUDE, "tmp-.*")]),
+            &[TOPICS_INCLUDE.to_owned()],
+        )
+        .unwrap();
+        assert_eq!(own.exclude, vec!["tmp-.*"], "an operator's exclude list stays");
         assert_eq!(reset.metadata_refresh_interval_ms, None);
         assert_eq!(reset.include, changed.include, "only the deleted key changed");
     }

@@ -86,21 +86,24 @@ impl Sources for NodeSources {
         let Some(node) = self.nodes.get(address) else {
             return SourceAcls::Failed(unreachable(address).to_string());
         };
-        SourceAcls::Read(
-            node.acls()
-                .await
-                .iter()
-                .map(|binding| SourceAcl {
-                    resource_type: binding.resource_type.code(),
-                    resource_name: binding.resource_name.clone(),
-                    pattern_type: binding.pattern_type.code(),
-                    principal: binding.principal.clone(),
-                    host: binding.host.clone(),
-                    operation: binding.operation.code(),
-                    permission: binding.permission.code(),
-                })
-                .collect(),
-        )
+        let acls = node
+            .acls()
+            .await
+            .iter()
+            .map(|binding| SourceAcl {
+                resource_type: binding.resource_type.code(),
+                resource_name: binding.resource_name.clone(),
+                pattern_type: binding.pattern_type.code(),
+                principal: binding.principal.clone(),
+                host: binding.host.clone(),
+                operation: binding.operation.code(),
+                permission: binding.permission.code(),
+            })
+            .collect();
+        SourceAcls::Read {
+            cluster_id: node.config().cluster_id.clone(),
+            acls,
+        }
     }
 
     async fn list_topics(&self, address: &str) -> Result<Vec<ListedTopic>, FetchError> {

@@ -36,6 +36,7 @@ use super::links::MirrorLinks;
 use super::registry::{LinkRecord, LinkSettings, TopicRecord};
 use super::{acl_sync, config_sync};
 use crate::Node;
+use kafka_auth::acl::AclBinding;
 use topic_config::Overrides;
 
 /// How often a link compares its topics' partition counts with the source's (KIP-1279 discusses 30 s for its
@@ -72,7 +73,7 @@ struct Discover {
     link: String,
     source: String,
     filter: Patterns,
-    /// Topics not to describe: the link's own, and those this cluster holds already.
+    /// Topics not to describe: those some link records.
     known: BTreeSet<String>,
 }
 
@@ -129,7 +130,7 @@ impl MirrorLinks {
             return;
         }
         let asked = self.topics_to_check(&due);
-        let discover = self.links_to_discover(node, &due).await;
+        let discover = self.links_to_discover(&due);
         let acl_links: Vec<(String, String)> = self
             .links
             .iter()
@@ -156,8 +157,10 @@ impl MirrorLinks {
 
     /// Every due link with include patterns, with what it need not describe. A topic of the link failed over (by
     /// an operator, or stopped by an exclude pattern) stays the link's: it is never added again.
-    async fn links_to_discover(&self, node: &Node, due: &BTreeSet<String>) -> Vec<Discover> {
-        let held: BTreeSet<String> = node.topic_partitions().await.into_keys().collect();
+    fn links_to_discover(&self, due: &BTreeSet<String>) -> Vec<Discover> {
+        // Topics some link records are not described again (their conflict needs no answer); a topic held here
+        // that no link records is, so that one this process created and did not record can be taken back.
+        let recorded: BTreeSet<&String> = self.links.iter().flat_map(|link| link.topics.keys()).collect();
         self.links
             .iter()
             .filter(|link| due.contains(&link.name))
@@ -167,7 +170,7 @@ impl MirrorLinks {
                     link: link.name.clone(),
                     source: link.source.clone(),
                     filter,
-                    known: held.iter().chain(link.topics.keys()).cloned().collect(),
+                    known: recorded.iter().map(|topic| (*topic).clone()).collect(),
                 })
             })
             .collect()
@@ -265,7 +268,12 @@ impl MirrorLinks {
                 }
                 continue;
             }
-            if cluster_id == record.source_cluster_id {
+            // Only while the topic is mirrored now: one failed over since the check was asked has its own configs.
+            let mirrored_now = record
+                .topics
+                .get(&topic)
+                .is_some_and(|entry| !entry.failover_requested);
+            if cluster_id == record.source_cluster_id && mirrored_now {
                 self.follow_source_configs(node, &record, &topic, configs.as_ref())
                     .await;
             }
@@ -350,9 +358,16 @@ impl MirrorLinks {
                 }
             };
             self.note_listing_failed(&link, None);
+            // The link's patterns now: an `alter` since the check was asked decides.
+            let Ok(patterns) = Patterns::new(&record.settings.include, &record.settings.exclude) else {
+                continue;
+            };
             let existing = node.topic_partitions().await;
             let mut skipped = BTreeMap::new();
             for (topic, answer) in selected {
+                if !patterns.selects(&topic) {
+                    continue;
+                }
                 if self
                     .links
                     .iter()
@@ -360,14 +375,29 @@ impl MirrorLinks {
                 {
                     continue;
                 }
-                if let Some(why) = self.discovery_conflict(&existing, &topic) {
-                    skipped.insert(topic, why);
-                    continue;
+                // A topic this process created for the link and did not get to record (a crash, a registry write
+                // that failed): read-only, empty, no link's — taken back rather than left owned by nothing.
+                let leftover = existing.contains_key(&topic)
+                    && !self.links.iter().any(|other| other.topics.contains_key(&topic))
+                    && empty_read_only(node, &topic).await;
+                if !leftover {
+                    if let Some(why) = self.discovery_conflict(&existing, &topic) {
+                        skipped.insert(topic, why);
+                        continue;
+                    }
                 }
                 // Not described (no answer within the deadline): asked again at the next check.
                 let Some(answer) = answer else {
                     continue;
                 };
+                if leftover && existing.get(&topic).copied() != usize::try_from(answer.partitions).ok() {
+                    skipped.insert(
+                        topic,
+                        "an empty read-only topic of that name, with another partition count, exists on this cluster"
+                            .to_owned(),
+                    );
+                    continue;
+                }
                 if answer.cluster_id != record.source_cluster_id {
                     skipped.insert(
                         topic,
@@ -378,7 +408,7 @@ impl MirrorLinks {
                     );
                     continue;
                 }
-                match self.add_topic(node, &link, &topic, &answer).await {
+                match self.add_topic(node, &link, &topic, &answer, !leftover).await {
                     Ok(()) => tracing::info!(
                         link = %link,
                         source = %source,
@@ -446,27 +476,30 @@ impl MirrorLinks {
         }
     }
 
-    /// Creates the mirror topic `topic` of the link `link` (as [`Self::grow_topic`] adds partitions: the topic
-    /// before the record, so a crash in between leaves an empty read-only topic the next check adopts), records it,
-    /// and starts its partitions.
+    /// Creates the mirror topic `topic` of the link `link` (unless `create` is false: a leftover taken back), records
+    /// it, and starts its partitions. The topic comes before the record, as [`Self::grow_topic`] adds partitions: a
+    /// crash in between leaves an empty read-only topic no link records, which the next check takes back.
     async fn add_topic(
         &mut self,
         node: &Node,
         link: &str,
         topic: &str,
         answer: &Answer,
+        create: bool,
     ) -> Result<(), MirrorError> {
-        let settings = self
-            .links
-            .iter()
-            .find(|record| record.name == link)
-            .map(|record| record.settings.clone())
-            .unwrap_or_default();
-        let (overrides, warning) = Self::initial_configs(&settings, answer.configs.as_ref());
-        node.create_read_only_topic_with_configs(topic, answer.partitions, overrides)
-            .await
-            .map_err(|error| MirrorError::Failed(format!("the node refused: {}", error.name())))?;
-        self.note_config_warning(link, topic, warning);
+        if create {
+            let settings = self
+                .links
+                .iter()
+                .find(|record| record.name == link)
+                .map(|record| record.settings.clone())
+                .unwrap_or_default();
+            let (overrides, warning) = Self::initial_configs(&settings, answer.configs.as_ref());
+            node.create_read_only_topic_with_configs(topic, answer.partitions, overrides)
+                .await
+                .map_err(|error| MirrorError::Failed(format!("the node refused: {}", error.name())))?;
+            self.note_config_warning(link, topic, warning);
+        }
         let entry = TopicRecord {
             partitions: answer.partitions,
             failover_requested: false,
@@ -522,31 +555,29 @@ impl MirrorLinks {
             None => return,
             Some(Err(why)) => Some(not_read(why)),
             Some(Ok(source)) => {
-                let Some(local) = node.topic_overrides(topic).await else {
-                    return;
-                };
-                let synced = config_sync::synced(&link.settings, &local, source);
-                let mut warning = (!synced.refused.is_empty()).then(|| synced.refused.join("; "));
-                if synced.overrides.as_map() != &local {
-                    match node
-                        .sync_mirror_topic_configs(topic, synced.overrides.clone())
-                        .await
-                    {
-                        Ok(()) => tracing::info!(
-                            link = %link.name,
-                            "configs of topic {topic} follow the source: {:?}",
-                            synced.overrides.as_map()
-                        ),
-                        Err(error) => {
-                            warning = Some(format!(
-                            "the source's configs could not be recorded here ({}); tried again at the next \
-                                 check",
-                            error.message.unwrap_or_else(|| error.error.name().to_owned())
-                        ))
-                        }
-                    }
+                // Computed under the topic configs' lock, so a local change to an excluded config made meanwhile
+                // is never undone.
+                let mut refused = Vec::new();
+                let synced = node
+                    .sync_mirror_topic_configs(topic, |local| {
+                        let synced = config_sync::synced(&link.settings, local, source);
+                        refused = synced.refused;
+                        synced.overrides
+                    })
+                    .await;
+                match synced {
+                    Ok(Some(overrides)) => tracing::info!(
+                        link = %link.name,
+                        "configs of topic {topic} follow the source: {:?}",
+                        overrides.as_map()
+                    ),
+                    Ok(None) => {}
+                    Err(error) => refused.push(format!(
+                        "the source's configs could not be recorded here ({}); tried again at the next check",
+                        error.message.unwrap_or_else(|| error.error.name().to_owned())
+                    )),
                 }
-                warning
+                (!refused.is_empty()).then(|| refused.join("; "))
             }
         };
         self.note_config_warning(&link.name, topic, warning);
@@ -574,6 +605,7 @@ impl MirrorLinks {
     /// then the link records what it created. A source without an authorizer has nothing to sync (said once); one
     /// that could not answer changes nothing and is a link warning.
     async fn follow_source_acls(&mut self, node: &Node, link: &str, source: &str, acls: SourceAcls) {
+        // The link as it is now: rules cleared (or the link deleted) since the check was asked stop the sync here.
         let Some(record) = self
             .links
             .iter()
@@ -582,6 +614,9 @@ impl MirrorLinks {
         else {
             return;
         };
+        if record.settings.acl_include.is_empty() {
+            return;
+        }
         let Ok(rules) = acl_sync::parse_rules(&record.settings.acl_include) else {
             return;
         };
@@ -604,12 +639,34 @@ impl MirrorLinks {
                 );
                 return;
             }
-            SourceAcls::Read(listed) => listed,
+            SourceAcls::Read { cluster_id, .. } if cluster_id != record.source_cluster_id => {
+                self.note_acl_warning(
+                    link,
+                    Some(format!(
+                        "{source} answered as cluster {cluster_id}, not the link's {}: its ACLs are not synced",
+                        record.source_cluster_id
+                    )),
+                );
+                return;
+            }
+            SourceAcls::Read { acls, .. } => acls,
         };
         self.acl_no_authorizer.remove(link);
         let (wanted, invalid) = acl_sync::selected(&rules, &listed);
         let local = node.acls().await;
         let changes = acl_sync::changes(&wanted, &local, &record.synced_acls);
+        // Recorded before they are created (what the link is about to create is the link's: a crash in between
+        // leaves a record naming bindings absent here, which the next check creates), and removals recorded after
+        // they are deleted (a crash in between leaves bindings absent here, which the next check drops from the
+        // record): the record never misses a binding the link created, so a revocation at the source is never lost.
+        let before: BTreeSet<AclBinding> = record.synced_acls.iter().cloned().collect();
+        let claimed: Vec<AclBinding> = before
+            .union(&changes.add.iter().cloned().collect())
+            .cloned()
+            .collect();
+        if claimed != record.synced_acls && !self.record_synced_acls(node, link, claimed).await {
+            return;
+        }
         if !changes.add.is_empty() || !changes.remove.is_empty() {
             if let Err(error) = node.change_acls(&changes.add, &changes.remove).await {
                 self.note_acl_warning(
@@ -628,23 +685,14 @@ impl MirrorLinks {
                 "ACLs follow the source"
             );
         }
-        if changes.synced != record.synced_acls {
-            let mut recorded = self.links.clone();
-            for entry in &mut recorded {
-                if entry.name == link {
-                    entry.synced_acls = changes.synced.clone();
-                }
-            }
-            // Not recorded: the ACLs are held, and the next check records them (those created since count as
-            // the link's only once recorded, so a crash here never makes the link delete an operator's ACL).
-            if let Err(error) = node.put_mirror_links(&recorded).await {
-                self.note_acl_warning(
-                    link,
-                    Some(format!("the synced ACLs could not be recorded ({error})")),
-                );
-                return;
-            }
-            self.links = recorded;
+        let current = self
+            .links
+            .iter()
+            .find(|record| record.name == link)
+            .map(|record| record.synced_acls.clone())
+            .unwrap_or_default();
+        if changes.synced != current && !self.record_synced_acls(node, link, changes.synced).await {
+            return;
         }
         let warning = (!invalid.is_empty()).then(|| {
             format!(
@@ -653,6 +701,31 @@ impl MirrorLinks {
             )
         });
         self.note_acl_warning(link, warning);
+    }
+
+    /// Records `synced` as the ACLs `link` created here; false (with a link warning) when the record fails.
+    async fn record_synced_acls(&mut self, node: &Node, link: &str, synced: Vec<AclBinding>) -> bool {
+        let mut recorded = self.links.clone();
+        for entry in &mut recorded {
+            if entry.name == link {
+                entry.synced_acls = synced.clone();
+            }
+        }
+        match node.put_mirror_links(&recorded).await {
+            Ok(()) => {
+                self.links = recorded;
+                true
+            }
+            Err(error) => {
+                self.note_acl_warning(
+                    link,
+                    Some(format!(
+                        "the synced ACLs could not be recorded ({error}); tried again at the next check"
+                    )),
+                );
+                false
+            }
+        }
     }
 
     /// Records (or clears) why a link's ACLs do not follow its source's; a new one is logged once at WARN.
@@ -786,6 +859,31 @@ impl MirrorLinks {
         self.topic_check_interval_ms = interval_ms;
         self.topic_check_due.clear();
     }
+}
+
+/// Whether every partition of `topic` here is read-only and holds nothing (a mirror topic created and never
+/// written).
+async fn empty_read_only(node: &Node, topic: &str) -> bool {
+    let count = node.topic_partitions().await.get(topic).copied().unwrap_or(0);
+    if count == 0 {
+        return false;
+    }
+    for partition in 0..count {
+        let Ok(partition) = i32::try_from(partition) else {
+            return false;
+        };
+        let Some(slot) = node.partition(topic, partition).await else {
+            return false;
+        };
+        let guard = slot.lock().await;
+        let Some(replicas) = guard.as_ref() else {
+            return false;
+        };
+        if !replicas.leader.is_read_only() || replicas.leader.log_end_offset() != 0 {
+            return false;
+        }
+    }
+    true
 }
 
 /// The warning for a source whose topic configs could not be read.
