@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 
 use kafka_auth::acl::{AclBinding, Operation, Permission, ResourceType};
 use mirror_fsm::SourceAcl;
-use regex::{Regex, RegexBuilder};
+use regex::Regex;
 
 use super::error::MirrorError;
 
@@ -65,15 +65,8 @@ impl AclRule {
                 None
             } else {
                 Some(
-                    RegexBuilder::new(&format!("^(?:{resource_name})$"))
-                        .size_limit(1 << 20)
-                        .build()
-                        .map_err(|error| {
-                            refused(format!(
-                                "resource name pattern: {}",
-                                last_line(&error.to_string())
-                            ))
-                        })?,
+                    super::filters::whole_name(resource_name)
+                        .map_err(|why| refused(format!("resource name pattern: {why}")))?,
                 )
             },
             operation: if any(operation) {
@@ -202,16 +195,6 @@ pub fn changes(
         remove,
         synced: synced.into_iter().collect(),
     }
-}
-
-fn last_line(message: &str) -> String {
-    message
-        .lines()
-        .rev()
-        .find(|line| !line.trim().is_empty())
-        .unwrap_or(message)
-        .trim()
-        .to_owned()
 }
 
 #[cfg(test)]

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mirror_fsm::{
-    stop_all, transition_allowed, Event, EventKind, FetchError, MirrorState, SourceConfigs, SourceDescription,
-    Sources, StateKind, StopJob,
+    stop_all, transition_allowed, Event, EventKind, FetchError, MirrorState, SourceConfigs,
+    SourceDescription, Sources, StateKind, StopJob,
 };
 
 use super::admin::{AdminRequest, AdminResponse, LinkStatus, PartitionStatus};

@@ -95,21 +95,25 @@ fn compile(kind: &str, pattern: &str) -> Result<Regex, MirrorError> {
             "it is longer than {MAX_PATTERN_CHARS} characters"
         )));
     }
+    whole_name(pattern).map_err(refused)
+}
+
+/// `pattern` compiled to match a whole name (anchored at both ends), within [`MAX_COMPILED_BYTES`]; or why not, in
+/// one line (the regex crate's messages span lines — the pattern, a caret, the reason — and the reason is the last).
+pub(super) fn whole_name(pattern: &str) -> Result<Regex, String> {
     RegexBuilder::new(&format!("^(?:{pattern})$"))
         .size_limit(MAX_COMPILED_BYTES)
         .build()
-        .map_err(|error| refused(first_line(&error.to_string())))
-}
-
-/// The regex crate's messages span lines (the pattern, a caret, the reason); the reason is the last line.
-fn first_line(message: &str) -> String {
-    message
-        .lines()
-        .rev()
-        .find(|line| !line.trim().is_empty())
-        .unwrap_or(message)
-        .trim()
-        .to_owned()
+        .map_err(|error| {
+            let message = error.to_string();
+            message
+                .lines()
+                .rev()
+                .find(|line| !line.trim().is_empty())
+                .unwrap_or(&message)
+                .trim()
+                .to_owned()
+        })
 }
 
 #[cfg(test)]

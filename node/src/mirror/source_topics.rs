@@ -462,18 +462,12 @@ impl MirrorLinks {
 
     /// Records (or clears, with `None`) why a link's source could not be listed; logged once at WARN.
     fn note_listing_failed(&mut self, link: &str, warning: Option<String>) {
-        let key = (link.to_owned(), String::new());
-        match warning {
-            Some(warning) => {
-                if self.warnings.get(&key) != Some(&warning) {
-                    tracing::warn!(link = %link, "{warning}");
-                    self.warnings.insert(key, warning);
-                }
-            }
-            None => {
-                self.warnings.remove(&key);
-            }
-        }
+        note(
+            &mut self.warnings,
+            (link.to_owned(), String::new()),
+            link,
+            warning,
+        );
     }
 
     /// Creates the mirror topic `topic` of the link `link` (unless `create` is false: a leftover taken back), records
@@ -585,19 +579,13 @@ impl MirrorLinks {
 
     /// Records (or clears) why `topic`'s configs do not all follow the source; a new one is logged once at WARN.
     pub(super) fn note_config_warning(&mut self, link: &str, topic: &str, warning: Option<String>) {
-        let key = (link.to_owned(), topic.to_owned());
-        match warning {
-            Some(warning) => {
-                let warning = format!("topic {topic}: {warning}");
-                if self.config_warnings.get(&key) != Some(&warning) {
-                    tracing::warn!(link = %link, "{warning}");
-                    self.config_warnings.insert(key, warning);
-                }
-            }
-            None => {
-                self.config_warnings.remove(&key);
-            }
-        }
+        let warning = warning.map(|warning| format!("topic {topic}: {warning}"));
+        note(
+            &mut self.config_warnings,
+            (link.to_owned(), topic.to_owned()),
+            link,
+            warning,
+        );
     }
 
     /// Makes this cluster hold the source's ACLs that `link`'s rules select (`acl_sync`): those absent here are
@@ -730,17 +718,7 @@ impl MirrorLinks {
 
     /// Records (or clears) why a link's ACLs do not follow its source's; a new one is logged once at WARN.
     fn note_acl_warning(&mut self, link: &str, warning: Option<String>) {
-        match warning {
-            Some(warning) => {
-                if self.acl_warnings.get(link) != Some(&warning) {
-                    tracing::warn!(link = %link, "{warning}");
-                    self.acl_warnings.insert(link.to_owned(), warning);
-                }
-            }
-            None => {
-                self.acl_warnings.remove(link);
-            }
-        }
+        note(&mut self.acl_warnings, link.to_owned(), link, warning);
     }
 
     /// Fails every fetching partition of `topic`, not retryably, with `message` (its source's topic was replaced).
@@ -884,6 +862,21 @@ async fn empty_read_only(node: &Node, topic: &str) -> bool {
         }
     }
     true
+}
+
+/// Records `warning` under `key` in `warnings` (logged at WARN when it is new or changed), or clears the key.
+fn note<K: Ord>(warnings: &mut BTreeMap<K, String>, key: K, link: &str, warning: Option<String>) {
+    match warning {
+        Some(warning) => {
+            if warnings.get(&key) != Some(&warning) {
+                tracing::warn!(link = %link, "{warning}");
+                warnings.insert(key, warning);
+            }
+        }
+        None => {
+            warnings.remove(&key);
+        }
+    }
 }
 
 /// The warning for a source whose topic configs could not be read.
