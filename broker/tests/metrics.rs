@@ -1,7 +1,8 @@
 //! The Prometheus endpoint (`serve --metrics-listen`, issue 53 item 7, ADR 0058), scraped as Prometheus scrapes
 //! it and read with a Prometheus text parser: a destination mirroring two partitions shows each one's state and
 //! lag, the lag falls to 0 once the mirror has caught up, rises while the link is paused and the source written,
-//! and falls to 0 again on resume; the request counters count what clients sent by API and version, and a path
+//! and falls to 0 again on resume; a link's counters count the topics its patterns added and the configs it
+//! followed; the request counters count what clients sent by API and version, and a path
 //! other than `/metrics` is a 404. A client sending API keys and versions nobody serves adds
 //! one label set, not one per key.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails by panicking
@@ -192,6 +193,73 @@ async fn a_scrape_shows_each_mirrored_partitions_state_and_a_lag_that_falls_to_z
         resumed[&partition_sample("mirrorlog_mirror_partition_batches_mirrored_total", 0)],
         2.0
     );
+
+    stop_all(vec![(stop_dest, dest_running), (stop_source, source_running)]).await;
+}
+
+/// Issue 53, item 7: a link's counters — a topic its include patterns added, a config change it followed — and
+/// when its last source check was applied, with the link's refresh interval set live by `alter`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scrape_counts_the_topics_a_links_patterns_added_and_the_configs_it_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (source_address, source, stop_source, source_running) = serve(
+        config(&dir.path().join("a"), "cluster-a", &[("orders.eu", 1)]),
+        None,
+    )
+    .await;
+    let ((dest_address, _dest, stop_dest, dest_running), metrics) = with_metrics(&dir.path().join("b")).await;
+    link_action(
+        &dest_address,
+        AdminRequest::Create {
+            link: "by-pattern".to_owned(),
+            source: source_address.clone(),
+            topics: Vec::new(),
+            source_config: Default::default(),
+            include: vec![r"orders\..*".to_owned()],
+            exclude: Vec::new(),
+        },
+    )
+    .await;
+    link_action(
+        &dest_address,
+        AdminRequest::Alter {
+            link: "by-pattern".to_owned(),
+            set: [("mirror.metadata.refresh.interval.ms".to_owned(), "100".to_owned())].into(),
+            delete: Vec::new(),
+        },
+    )
+    .await;
+    let sample = |name: &str| format!("{name}{{link=\"by-pattern\"}}");
+    let discovered = sample("mirrorlog_mirror_link_topics_discovered_total");
+    let checked = until_scraped(metrics, |scraped| scraped.get(&discovered) == Some(&0.0)).await;
+    let last_check = sample("mirrorlog_mirror_link_last_check_timestamp_seconds");
+    let epoch_seconds = |scraped: &HashMap<String, f64>| scraped.get(&last_check).copied().unwrap_or(0.0);
+    assert!(
+        epoch_seconds(&checked) == 0.0 || epoch_seconds(&checked) > 1.0e9,
+        "{checked:?}"
+    );
+
+    source.create_topic("orders.us", 1).await.unwrap();
+    let found = until_scraped(metrics, |scraped| scraped.get(&discovered) == Some(&1.0)).await;
+    assert!(epoch_seconds(&found) > 1.0e9, "{found:?}");
+    source
+        .alter_topic_configs(
+            "orders.eu",
+            |current| {
+                current.altered(&[topic_config::Operation {
+                    name: "retention.ms",
+                    op: 0,
+                    value: Some("3600000"),
+                }])
+            },
+            false,
+        )
+        .await
+        .unwrap();
+    let changes = sample("mirrorlog_mirror_link_config_changes_total");
+    let followed = until_scraped(metrics, |scraped| scraped.get(&changes) == Some(&1.0)).await;
+    assert!(epoch_seconds(&followed) >= epoch_seconds(&found));
+    assert_eq!(followed[&sample("mirrorlog_mirror_link_acls_created_total")], 0.0);
 
     stop_all(vec![(stop_dest, dest_running), (stop_source, source_running)]).await;
 }

@@ -1475,3 +1475,36 @@ async fn a_link_with_acl_rules_creates_the_source_acls_they_select_and_deletes_t
         described.links[0].warnings
     );
 }
+
+/// `promote` judges the lag on the source's answers to rounds fetched after it began: a last stable offset from
+/// before a pause (the source written meanwhile) must not let a mirror that is behind fail over. Rounds in flight,
+/// as `serve` runs them (the case the client suite caught: every partition STOPPED with nothing mirrored).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn promote_after_a_pause_fails_over_only_once_the_mirror_holds_what_the_source_wrote_meanwhile() {
+    let dir = tempfile::tempdir().unwrap();
+    let (source, dest, _sources, mut links) = caught_up(dir.path(), "a-to-b").await;
+    links.set_rounds_in_flight(true);
+    let link = |request: fn(String, Vec<String>) -> AdminRequest| request("a-to-b".to_owned(), Vec::new());
+    let pause = link(|link, topics| AdminRequest::Pause { link, topics });
+    assert!(links.handle(&dest, pause).await.ok);
+    for sequence in 0..50 {
+        assert_eq!(produce(&source, 0, 7, sequence, &["while paused"]).await, 0);
+    }
+    let resume = link(|link, topics| AdminRequest::Resume { link, topics });
+    assert!(links.handle(&dest, resume).await.ok);
+    let promote = AdminRequest::Promote {
+        link: "a-to-b".to_owned(),
+        topics: Vec::new(),
+        timeout_ms: 30_000,
+    };
+    let promoted = links.handle(&dest, promote).await;
+    assert!(promoted.ok, "{promoted:?}");
+    let held = log_bytes(&dest, 0).await;
+    let written = log_bytes(&source, 0).await;
+    assert_eq!(
+        held[..written.len()],
+        written[..],
+        "everything the source wrote, then the barrier"
+    );
+    assert_eq!(barriers(&held), 1);
+}

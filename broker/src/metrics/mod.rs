@@ -275,7 +275,29 @@ fn register_mirrors(registry: &mut Registry, links: &[LinkStatus]) {
     let failed_rounds: Family<PartitionLabels, Counter> = Family::default();
     let by_state: Family<LinkStateLabels, Gauge> = Family::default();
     let warnings: Family<LinkLabels, Gauge> = Family::default();
+    let topics_discovered: Family<LinkLabels, Counter> = Family::default();
+    let config_changes: Family<LinkLabels, Counter> = Family::default();
+    let acls_created: Family<LinkLabels, Counter> = Family::default();
+    let acls_deleted: Family<LinkLabels, Counter> = Family::default();
+    let last_check: Family<LinkLabels, Gauge<f64, std::sync::atomic::AtomicU64>> = Family::default();
     for link in links {
+        let labels = LinkLabels {
+            link: link.name.clone(),
+        };
+        let activity = &link.activity;
+        for (family, value) in [
+            (&topics_discovered, activity.topics_discovered),
+            (&config_changes, activity.config_changes),
+            (&acls_created, activity.acls_created),
+            (&acls_deleted, activity.acls_deleted),
+        ] {
+            family.get_or_create(&labels).inc_by(value);
+        }
+        if let Some(checked_ms) = activity.last_check_ms {
+            // Milliseconds since the epoch to seconds, Prometheus's base unit (exact below 2^53 ms).
+            #[allow(clippy::cast_precision_loss)]
+            last_check.get_or_create(&labels).set(checked_ms as f64 / 1000.0);
+        }
         for name in MIRROR_STATES {
             // Every state has a line, 0 when no partition is in it.
             by_state
@@ -397,5 +419,30 @@ fn register_mirrors(registry: &mut Registry, links: &[LinkStatus]) {
         "mirror_link_warnings",
         "What a link found at its source and cannot follow (describe's warnings)",
         warnings,
+    );
+    registry.register(
+        "mirror_link_topics_discovered",
+        "Source topics the link's include patterns added since serve started",
+        topics_discovered,
+    );
+    registry.register(
+        "mirror_link_config_changes",
+        "Times a mirror topic's configs changed to follow its source topic's since serve started",
+        config_changes,
+    );
+    registry.register(
+        "mirror_link_acls_created",
+        "ACLs the link created here from its source's since serve started",
+        acls_created,
+    );
+    registry.register(
+        "mirror_link_acls_deleted",
+        "ACLs the link created and deleted here once no longer at its source (or selected) since serve started",
+        acls_deleted,
+    );
+    registry.register(
+        "mirror_link_last_check_timestamp_seconds",
+        "When the link's last source check (partition counts, configs, topics by pattern, ACLs) was applied",
+        last_check,
     );
 }

@@ -673,6 +673,7 @@ impl MirrorLinks {
         self.config_warnings.retain(|(name, _), _| *name != link.name);
         self.acl_warnings.remove(&link.name);
         self.acl_no_authorizer.remove(&link.name);
+        self.activity.remove(&link.name);
         self.skipped.remove(&link.name);
         // A round fetched ahead from the source may name the deleted partitions: dropped, the next step fetches.
         if let Some((_, task)) = self.prefetched.remove(&link.source) {
@@ -760,6 +761,13 @@ impl MirrorLinks {
             .now_ms()
             .saturating_add(i64::try_from(timeout_ms).unwrap_or(i64::MAX));
         let selected: BTreeSet<String> = topics.iter().cloned().collect();
+        // The lag is judged on the source's answers to rounds fetched after the promote began: the first round
+        // applied may have been fetched ahead before it, so two rounds must land (a last stable offset from before
+        // the promote, e.g. from before a pause, would let a mirror that is behind fail over).
+        let answers_at_start: BTreeMap<PartitionKey, u64> = keys
+            .iter()
+            .filter_map(|key| Some((key.clone(), self.partitions.get(key)?.answers)))
+            .collect();
         if let Some((key, _)) = keys
             .iter()
             .filter_map(|key| self.partitions.get_key_value(key))
@@ -809,10 +817,14 @@ impl MirrorLinks {
                     ));
                 }
                 let end = log_end(node, key).await;
-                let caught_up = mirrored
-                    .source_lso
-                    .zip(end)
-                    .is_some_and(|(stable, end)| end >= stable);
+                let fresh = answers_at_start
+                    .get(key)
+                    .is_some_and(|start| mirrored.answers >= start.saturating_add(2));
+                let caught_up = fresh
+                    && mirrored
+                        .source_lso
+                        .zip(end)
+                        .is_some_and(|(stable, end)| end >= stable);
                 if !caught_up {
                     behind.push(format!("{}-{}", key.0, key.1));
                 }
@@ -921,6 +933,7 @@ impl MirrorLinks {
             partitions,
             warnings: self.warnings_of(&link.name),
             config: Vec::new(),
+            activity: self.activity.get(&link.name).cloned().unwrap_or_default(),
         }
     }
 }

@@ -177,6 +177,30 @@ pub struct LinkStatus {
     /// The link's configuration, every key (`describe --config` and `alter` answers only); absent otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub config: Vec<ConfigEntry>,
+    /// What the link's source checks did since `serve` started (the metrics' link counters).
+    #[serde(default)]
+    pub activity: LinkActivity,
+}
+
+/// What a link's periodic source checks did since `serve` started (topics found by its patterns, configs and
+/// ACLs taken from its source), and when the last one was applied.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkActivity {
+    /// Source topics the link's include patterns added.
+    #[serde(default)]
+    pub topics_discovered: u64,
+    /// Times a mirror topic's configs changed to follow its source topic's.
+    #[serde(default)]
+    pub config_changes: u64,
+    /// ACLs the link created here from its source's.
+    #[serde(default)]
+    pub acls_created: u64,
+    /// ACLs the link deleted here once its source no longer had them (or its rules no longer selected them).
+    #[serde(default)]
+    pub acls_deleted: u64,
+    /// When the link's last source check was applied (milliseconds since the Unix epoch); absent before the first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_check_ms: Option<i64>,
 }
 
 /// One key of a link's configuration ([`AdminRequest::DescribeConfig`]).

@@ -72,6 +72,9 @@ pub(super) struct Mirrored {
     pub(super) fetcher: Box<dyn Fetcher>,
     /// The source's last stable offset in its latest answer for this partition.
     pub(super) source_lso: Option<i64>,
+    /// Rounds of this partition applied with the source's answer (its last stable offset): `promote` counts them,
+    /// so that it judges the lag on answers the source gave after it began.
+    pub(super) answers: u64,
     /// When its log end last reached the source's last stable offset (the start, before that).
     pub(super) caught_up_at_ms: i64,
     /// The latest error a step met that the machine did not record (its storage failing).
@@ -218,6 +221,8 @@ pub struct MirrorLinks {
     pub(super) acl_warnings: BTreeMap<String, String>,
     /// Links whose source answered that it has no authorizer (said once, at INFO).
     pub(super) acl_no_authorizer: std::collections::BTreeSet<String>,
+    /// By link: what its source checks did since the links opened ([`super::admin::LinkActivity`]).
+    pub(super) activity: BTreeMap<String, super::admin::LinkActivity>,
     /// The comparison under way in a task of its own (rounds in flight).
     pub(super) topic_check: Option<tokio::task::JoinHandle<super::source_topics::Found>>,
 }
@@ -277,6 +282,7 @@ impl MirrorLinks {
             config_warnings: BTreeMap::new(),
             acl_warnings: BTreeMap::new(),
             acl_no_authorizer: std::collections::BTreeSet::new(),
+            activity: BTreeMap::new(),
             topic_check: None,
         };
         for link in links.links.clone() {
@@ -597,6 +603,7 @@ impl MirrorLinks {
         let fetched = answer.map(|answer| {
             if answer.last_stable_offset.is_some() {
                 mirrored.source_lso = answer.last_stable_offset;
+                mirrored.answers += 1;
             }
             answer.response
         });
@@ -640,6 +647,9 @@ impl MirrorLinks {
         };
         if let Some(stable) = mirrored.fetcher.source_last_stable_offset() {
             mirrored.source_lso = Some(stable);
+            if fetched.is_ok() && kind != StateKind::Failed {
+                mirrored.answers += 1;
+            }
         }
         let end = log.log_end_offset();
         drop(guard);
@@ -703,6 +713,7 @@ impl MirrorLinks {
                 driver,
                 fetcher,
                 source_lso: None,
+                answers: 0,
                 caught_up_at_ms: now,
                 error,
                 logged: None,

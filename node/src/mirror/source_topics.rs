@@ -52,6 +52,8 @@ type Asked = (String, String, String, u32);
 /// What a check found: each topic asked with what the source answered (`None`: no answer), and what each
 /// discovering link's source listing gave.
 pub(super) struct Found {
+    /// The links the check was for.
+    checked: Vec<String>,
     compared: Vec<(Asked, Option<Answer>)>,
     discovered: Vec<Discovery>,
     /// Each ACL-syncing link (name, source) with what its source said of its ACLs.
@@ -60,6 +62,8 @@ pub(super) struct Found {
 
 /// What one check asks the sources.
 struct Questions {
+    /// The links the check is for.
+    checked: Vec<String>,
     /// Topics whose partition count, id and configs are compared.
     asked: Vec<Asked>,
     /// Links whose include patterns discover.
@@ -138,6 +142,7 @@ impl MirrorLinks {
             .map(|link| (link.name.clone(), link.source.clone()))
             .collect();
         let questions = Questions {
+            checked: due.iter().cloned().collect(),
             asked,
             discover,
             acl_links,
@@ -226,6 +231,10 @@ impl MirrorLinks {
     /// whose count went down or could not grow; clears the warning of each that agrees again. A topic without an
     /// answer keeps what it had.
     async fn apply_source_topics(&mut self, node: &Node, found: Found) {
+        let now = node.now_ms();
+        for link in &found.checked {
+            self.activity.entry(link.clone()).or_default().last_check_ms = Some(now);
+        }
         self.apply_discoveries(node, found.discovered).await;
         for (link, source, acls) in found.acls {
             self.follow_source_acls(node, &link, &source, acls).await;
@@ -409,13 +418,16 @@ impl MirrorLinks {
                     continue;
                 }
                 match self.add_topic(node, &link, &topic, &answer, !leftover).await {
-                    Ok(()) => tracing::info!(
-                        link = %link,
-                        source = %source,
-                        "topic {topic} ({} partitions) matches the link's include patterns: created here and \
-                         mirrored",
-                        answer.partitions
-                    ),
+                    Ok(()) => {
+                        self.activity.entry(link.clone()).or_default().topics_discovered += 1;
+                        tracing::info!(
+                            link = %link,
+                            source = %source,
+                            "topic {topic} ({} partitions) matches the link's include patterns: created here and \
+                             mirrored",
+                            answer.partitions
+                        );
+                    }
                     Err(error) => {
                         skipped.insert(
                             topic,
@@ -560,11 +572,14 @@ impl MirrorLinks {
                     })
                     .await;
                 match synced {
-                    Ok(Some(overrides)) => tracing::info!(
-                        link = %link.name,
-                        "configs of topic {topic} follow the source: {:?}",
-                        overrides.as_map()
-                    ),
+                    Ok(Some(overrides)) => {
+                        self.activity.entry(link.name.clone()).or_default().config_changes += 1;
+                        tracing::info!(
+                            link = %link.name,
+                            "configs of topic {topic} follow the source: {:?}",
+                            overrides.as_map()
+                        )
+                    }
                     Ok(None) => {}
                     Err(error) => refused.push(format!(
                         "the source's configs could not be recorded here ({}); tried again at the next check",
@@ -665,6 +680,9 @@ impl MirrorLinks {
                 );
                 return;
             }
+            let activity = self.activity.entry(link.to_owned()).or_default();
+            activity.acls_created += u64::try_from(changes.add.len()).unwrap_or(u64::MAX);
+            activity.acls_deleted += u64::try_from(changes.remove.len()).unwrap_or(u64::MAX);
             tracing::info!(
                 link = %link,
                 source = %source,
@@ -911,6 +929,7 @@ pub(super) fn due_links(
 /// alone each topic its patterns select that is not known yet — each question under `deadline` when one is given.
 async fn ask_sources(sources: Arc<dyn Sources>, questions: Questions, deadline: Option<Duration>) -> Found {
     let Questions {
+        checked,
         asked,
         discover,
         acl_links,
@@ -970,6 +989,7 @@ async fn ask_sources(sources: Arc<dyn Sources>, questions: Questions, deadline: 
         });
     }
     Found {
+        checked,
         compared,
         discovered,
         acls,
