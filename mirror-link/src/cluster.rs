@@ -705,7 +705,8 @@ impl SourceCluster {
             Ok((cluster_id, None)) if expected_topic_id.is_some() => {
                 // A topic the answer names with an error of its own (no right to describe it, …) is that error,
                 // classified as such; only an unknown topic is the wait below.
-                if let Some(code) = self.session_topic_error(topic).filter(|code| *code != UNKNOWN_TOPIC) {
+                let answered = self.session_topic_error(topic);
+                if let Some(code) = answered.filter(|code| *code != UNKNOWN_TOPIC) {
                     let error = LinkError::Kafka {
                         what: format!("Metadata of topic {topic}"),
                         code,
@@ -715,10 +716,11 @@ impl SourceCluster {
                 }
                 Err(FetchError::new(
                     format!(
-                        "topic {topic} (id {}) is not in the Metadata of the source (cluster {cluster_id}) now: \
-                         deleted, or created again and not yet known to the broker asked; waiting, nothing \
+                        "topic {topic} (id {}) is not in the Metadata of the source (cluster {cluster_id}) now \
+                         ({}): deleted, or created again and not yet known to the broker asked; waiting, nothing \
                          truncated",
                         mirror_fsm::topic_id_text(expected_topic_id.unwrap_or_default()),
+                        answered.map_or_else(|| "absent from the answer".to_owned(), crate::error::kafka_error_name),
                     ),
                     true,
                 ))

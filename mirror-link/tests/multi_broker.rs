@@ -441,6 +441,10 @@ async fn a_preparation_goes_on_with_the_recorded_topic_waits_while_it_is_absent_
             .unwrap_err()
     );
     assert!(absent.contains("is not in the Metadata"), "{absent}");
+    assert!(
+        absent.contains("(UNKNOWN_TOPIC_OR_PARTITION)"),
+        "Kafka's answer named: {absent}"
+    );
     assert!(!absent.contains("  "), "one line: {absent}");
     assert!(absent.contains("retryable: true"), "{absent}");
     // Kafka answers a topic the link may not describe with TOPIC_AUTHORIZATION_FAILED and no id: that error, final,

@@ -147,6 +147,27 @@ async fn step_until_caught_up(links: &mut MirrorLinks, node: &Node, link: &str) 
     panic!("the mirror did not catch up");
 }
 
+/// Steps until the link `link` has `count` partitions (a background check added them), at most 100 steps.
+async fn step_until_partitions(links: &mut MirrorLinks, node: &Node, link: &str, count: usize) {
+    for _ in 0..100 {
+        links.step(node).await;
+        let answer = links
+            .handle(
+                node,
+                AdminRequest::Describe {
+                    link: link.to_owned(),
+                    topics: Vec::new(),
+                },
+            )
+            .await;
+        if partitions(&answer).len() == count {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("link {link} never had {count} partitions");
+}
+
 /// A source node `a` (cluster-a) whose partition holds two records, and a destination (cluster-b) with a link
 /// named `link` that has caught up with it.
 async fn caught_up(
@@ -781,13 +802,7 @@ async fn partitions_added_at_the_source_are_mirrored_and_a_count_that_went_down_
     assert_eq!(produce(&source, 1, 2, 0, &["b", "c"]).await, 0);
     assert_eq!(produce(&source, 2, 3, 0, &["d"]).await, 0);
     // The check runs in a task of its own: a later step applies what it found.
-    for _ in 0..100 {
-        links.step(&dest).await;
-        if partitions(&links.handle(&dest, describe()).await).len() == 3 {
-            break;
-        }
-        tokio::task::yield_now().await;
-    }
+    step_until_partitions(&mut links, &dest, "a-to-b", 3).await;
     step_until_caught_up(&mut links, &dest, "a-to-b").await;
     assert_eq!(dest.topic_partitions().await.get(TOPIC), Some(&3));
     for partition in 0..3 {
@@ -935,13 +950,7 @@ async fn a_link_with_include_patterns_mirrors_the_topics_they_select_and_those_c
         link: "orders".to_owned(),
         topics: Vec::new(),
     };
-    for _ in 0..100 {
-        links.step(&dest).await;
-        if partitions(&links.handle(&dest, describe()).await).len() == 6 {
-            break;
-        }
-        tokio::task::yield_now().await;
-    }
+    step_until_partitions(&mut links, &dest, "orders", 6).await;
     step_until_caught_up(&mut links, &dest, "orders").await;
     for (topic, partition) in [
         ("orders.eu", 0),
@@ -1150,13 +1159,7 @@ async fn altering_a_link_changes_its_patterns_and_interval_live_and_stops_a_topi
         link: "l".to_owned(),
         topics: Vec::new(),
     };
-    for _ in 0..100 {
-        links.step(&dest).await;
-        if partitions(&links.handle(&dest, describe()).await).len() == 3 {
-            break;
-        }
-        tokio::task::yield_now().await;
-    }
+    step_until_partitions(&mut links, &dest, "l", 3).await;
     step_until_caught_up(&mut links, &dest, "l").await;
     assert_eq!(
         log_bytes_of(&dest, "payments", 0).await,

@@ -249,12 +249,7 @@ impl MirrorLinks {
             else {
                 continue;
             };
-            let Some(record) = self
-                .links
-                .iter()
-                .find(|record| record.name == link && record.source == source)
-                .cloned()
-            else {
+            let Some(record) = self.link_record(&link, &source) else {
                 self.warnings.remove(&(link, topic));
                 continue;
             };
@@ -347,12 +342,7 @@ impl MirrorLinks {
             selected,
         } in discovered
         {
-            let Some(record) = self
-                .links
-                .iter()
-                .find(|record| record.name == link && record.source == source)
-                .cloned()
-            else {
+            let Some(record) = self.link_record(&link, &source) else {
                 continue;
             };
             let selected = match selected {
@@ -609,12 +599,7 @@ impl MirrorLinks {
     /// that could not answer changes nothing and is a link warning.
     async fn follow_source_acls(&mut self, node: &Node, link: &str, source: &str, acls: SourceAcls) {
         // The link as it is now: rules cleared (or the link deleted) since the check was asked stop the sync here.
-        let Some(record) = self
-            .links
-            .iter()
-            .find(|record| record.name == link && record.source == source)
-            .cloned()
-        else {
+        let Some(record) = self.link_record(link, source) else {
             return;
         };
         if record.settings.acl_include.is_empty() {
@@ -732,6 +717,14 @@ impl MirrorLinks {
                 false
             }
         }
+    }
+
+    /// The link `name` as it is now, if it still reaches `source` (a check's answers are applied to it only then).
+    fn link_record(&self, name: &str, source: &str) -> Option<LinkRecord> {
+        self.links
+            .iter()
+            .find(|record| record.name == name && record.source == source)
+            .cloned()
     }
 
     /// Records (or clears) why a link's ACLs do not follow its source's; a new one is logged once at WARN.
