@@ -21,6 +21,7 @@ use node::{Endpoint, Node};
 
 use crate::authorize::{admin, data, groups, txn, Access};
 use crate::frame::{encode_response, Request};
+use crate::metrics::errors::{ErrorCounts, ResponseErrors};
 use crate::versions::ADVERTISED;
 use crate::{shape, versions};
 
@@ -66,8 +67,8 @@ pub enum RequestError {
 /// What a request produced.
 #[derive(Debug)]
 pub enum Reply {
-    /// A response frame.
-    Frame(Bytes),
+    /// A response frame, and the Kafka error codes in it (for the metrics).
+    Frame(Bytes, ErrorCounts),
     /// No response (a produce with `acks=0`).
     Nothing,
 }
@@ -541,15 +542,16 @@ pub async fn handle_from(node: &Node, request: &Request, caller: &Caller) -> Res
     }
 }
 
-fn frame<M: Encodable>(
+/// The answer `message` as a frame, with its error codes counted: every response type says where it carries
+/// them ([`ResponseErrors`]).
+fn frame<M: Encodable + ResponseErrors>(
     key: ApiKey,
     version: i16,
     correlation_id: i32,
     message: &M,
 ) -> Result<Reply, RequestError> {
-    encode_response(key, version, correlation_id, message)
-        .map(Reply::Frame)
-        .map_err(RequestError::Encode)
+    let frame = encode_response(key, version, correlation_id, message).map_err(RequestError::Encode)?;
+    Ok(Reply::Frame(frame, ErrorCounts::of(message)))
 }
 
 /// The advertised version table.

@@ -80,7 +80,7 @@ impl SaslExchange {
         match (decoded, &self.state) {
             (Decoded::ApiVersions | Decoded::UnsupportedApiVersions, _) => {
                 match api::handle_from(node, request, caller).await {
-                    Ok(Reply::Frame(frame)) => Outcome::Reply(frame),
+                    Ok(Reply::Frame(frame, _)) => Outcome::Reply(frame),
                     Ok(Reply::Nothing) => Outcome::Close(None, "ApiVersions answered nothing".to_owned()),
                     Err(error) => Outcome::Close(None, error.to_string()),
                 }

@@ -21,6 +21,7 @@ use node::{Endpoint, Node};
 use crate::api::{self, Caller, Reply};
 use crate::frame::{parse_request, read_frame, read_sasl_token};
 use crate::listener::SecurityProtocol;
+use crate::metrics::errors::ErrorCounts;
 use crate::metrics::BrokerMetrics;
 use crate::mirror::{MirrorService, MIRROR_ADMIN_API_KEY};
 use crate::sasl::{self, SaslExchange, MAX_RECEIVE_BEFORE_AUTHENTICATION};
@@ -569,7 +570,12 @@ where
                         return;
                     }
                     metrics.sent(response.len());
-                    metrics.request(request.api_key, request.version, started.elapsed());
+                    metrics.request(
+                        request.api_key,
+                        request.version,
+                        started.elapsed(),
+                        &ErrorCounts::default(),
+                    );
                 }
                 Err(error) => {
                     eprintln!("mirrorlog serve: closing a connection: {error}");
@@ -579,7 +585,7 @@ where
             continue;
         }
         match api::handle_from(&node, &request, &caller).await {
-            Ok(Reply::Frame(response)) => {
+            Ok(Reply::Frame(response, errors)) => {
                 if request.api_key == 0 && drop_this_response(&config, &drop_counter) {
                     // Test fault: the records are appended, the acknowledgement is lost.
                     eprintln!("mirrorlog serve: fault: dropped a produce response");
@@ -589,9 +595,14 @@ where
                     return;
                 }
                 metrics.sent(response.len());
-                metrics.request(request.api_key, request.version, started.elapsed());
+                metrics.request(request.api_key, request.version, started.elapsed(), &errors);
             }
-            Ok(Reply::Nothing) => metrics.request(request.api_key, request.version, started.elapsed()),
+            Ok(Reply::Nothing) => metrics.request(
+                request.api_key,
+                request.version,
+                started.elapsed(),
+                &ErrorCounts::default(),
+            ),
             Err(error) => {
                 eprintln!("mirrorlog serve: closing a connection: {error}");
                 return;

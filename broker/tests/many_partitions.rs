@@ -36,7 +36,7 @@ async fn call<Q: Encodable, A: Decodable>(broker: &Node, key: ApiKey, version: i
         client_id: None,
         body: body.freeze(),
     };
-    let Reply::Frame(bytes) = broker::handle(broker, &frame).await.unwrap() else {
+    let Reply::Frame(bytes, _) = broker::handle(broker, &frame).await.unwrap() else {
         panic!("{key:?} answered nothing");
     };
     let mut rest = bytes.slice(8..);

@@ -133,7 +133,27 @@ async fn a_scrape_shows_each_mirrored_partitions_state_and_a_lag_that_falls_to_z
         assert_eq!(sample("mirrorlog_mirror_partition_lag_seconds"), 0.0);
         assert_eq!(sample("mirrorlog_mirror_partition_offsets_mirrored_total"), end);
         assert_eq!(sample("mirrorlog_mirror_partition_batches_mirrored_total"), 1.0);
-        assert_eq!(sample("mirrorlog_mirror_partition_failed_rounds_total"), 0.0);
+        // Every byte the source answered was written, the log's bytes; no round failed, nothing was retried.
+        let written: usize = log_bytes(&dest, "orders", partition)
+            .await
+            .iter()
+            .map(|batch| batch.len())
+            .sum();
+        assert_eq!(
+            sample("mirrorlog_mirror_partition_mirrored_bytes_total"),
+            written as f64
+        );
+        assert_eq!(
+            sample("mirrorlog_mirror_partition_fetched_bytes_total"),
+            written as f64
+        );
+        assert_eq!(sample("mirrorlog_mirror_partition_retries_total"), 0.0);
+        assert!(
+            !caught_up
+                .keys()
+                .any(|key| key.starts_with("mirrorlog_mirror_partition_failed_rounds_total")),
+            "{caught_up:?}"
+        );
         let state = |state: &str| {
             caught_up[&format!(
                 "mirrorlog_mirror_partition_state{{link=\"a-to-b\",partition=\"{partition}\",state=\"{state}\",topic=\"orders\"}}"
@@ -264,6 +284,107 @@ async fn a_scrape_counts_the_topics_a_links_patterns_added_and_the_configs_it_fo
     stop_all(vec![(stop_dest, dest_running), (stop_source, source_running)]).await;
 }
 
+/// A round that fails is counted under Kafka's name of the error the source answered, and the partition's
+/// retries are counted: the source topic deleted under a mirror answers UNKNOWN_TOPIC_OR_PARTITION to every fetch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_round_is_counted_under_the_sources_error_and_its_retries_are_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let (source_address, source, stop_source, source_running) =
+        serve(config(&dir.path().join("a"), "cluster-a", &[("orders", 1)]), None).await;
+    assert_eq!(produce_records(&source, "orders", 0, 2).await, 0);
+    let ((dest_address, dest, stop_dest, dest_running), metrics) = with_metrics(&dir.path().join("b")).await;
+    create(&dest_address, "a-to-b", &source_address, "orders").await;
+    until_log_end(&dest, "orders", 0, 2, Duration::from_secs(30)).await;
+
+    source.delete_topic("orders").await.unwrap();
+    let failed = "mirrorlog_mirror_partition_failed_rounds_total{error=\"UNKNOWN_TOPIC_OR_PARTITION\",link=\"a-to-b\",partition=\"0\",topic=\"orders\"}".to_owned();
+    let retries = partition_sample("mirrorlog_mirror_partition_retries_total", 0);
+    let scraped = until_scraped(metrics, |scraped| {
+        scraped.get(&failed).is_some_and(|count| *count >= 2.0)
+            && scraped.get(&retries).is_some_and(|count| *count >= 1.0)
+    })
+    .await;
+    // Every failed round is the source's answer: none is counted under another name.
+    let other: Vec<&String> = scraped
+        .keys()
+        .filter(|key| key.starts_with("mirrorlog_mirror_partition_failed_rounds_total") && **key != failed)
+        .collect();
+    assert!(other.is_empty(), "{other:?}");
+    // The log mirrored before the deletion stays.
+    assert_eq!(log_end(&dest, "orders", 0).await, 2);
+
+    stop_all(vec![(stop_dest, dest_running), (stop_source, source_running)]).await;
+}
+
+/// The error codes in the broker's answers are counted by API and Kafka's name of the error, once per partition
+/// refused; the node's consumer groups, transactional ids and producer ids are gauges read at the scrape.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scrape_counts_answered_errors_by_api_and_the_nodes_groups_transactions_and_producers() {
+    use kafka_protocol::messages::{
+        offset_commit_request, GroupId, InitProducerIdRequest, OffsetCommitRequest, TopicName,
+        TransactionalId,
+    };
+    use kafka_protocol::protocol::StrBytes;
+
+    let dir = tempfile::tempdir().unwrap();
+    let node = config(dir.path(), "cluster-b", &[("orders", 1)]);
+    let mut broker = BrokerConfig::new("127.0.0.1:0".parse().unwrap(), node.storage.clone());
+    broker.node = node;
+    broker.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
+    let ((address, node, stop, running), metrics) = serve_with_metrics(broker).await;
+    let metrics = metrics.unwrap();
+    let address: std::net::SocketAddr = address.parse().unwrap();
+
+    // Two partitions that do not exist, one produce each; one that does, by an idempotent producer.
+    for partition in [5, 6] {
+        let (error, _) = common::produce_to(address, "orders", partition, common::valid_batch()).await;
+        assert_eq!(error, 3, "UNKNOWN_TOPIC_OR_PARTITION");
+    }
+    let mut idempotent = record_format::BatchBuilder::new().producer(4000, 0, 0);
+    idempotent.add(0, None, Some(b"value"), &[]);
+    let (error, _) = common::produce_to(address, "orders", 0, idempotent.build().unwrap().into_bytes()).await;
+    assert_eq!(error, 0);
+
+    let mut commit = OffsetCommitRequest::default();
+    commit.group_id = GroupId(StrBytes::from_static_str("reporting"));
+    let mut topic = offset_commit_request::OffsetCommitRequestTopic::default();
+    topic.name = TopicName(StrBytes::from_static_str("orders"));
+    let mut partition = offset_commit_request::OffsetCommitRequestPartition::default();
+    partition.committed_offset = 1;
+    topic.partitions.push(partition);
+    commit.topics.push(topic);
+    let committed = node.offset_commit(commit, 2).await;
+    assert_eq!(committed.topics[0].partitions[0].error_code, 0);
+    let mut init = InitProducerIdRequest::default();
+    init.transactional_id = Some(TransactionalId(StrBytes::from_static_str("payments")));
+    init.transaction_timeout_ms = 60_000;
+    assert_eq!(node.init_producer_id(init, 1).await.error_code, 0);
+
+    let scraped = scrape(metrics).await;
+    assert_eq!(
+        scraped["mirrorlog_request_errors_total{api=\"Produce\",error=\"UNKNOWN_TOPIC_OR_PARTITION\"}"], 2.0,
+        "{scraped:?}"
+    );
+    assert_eq!(
+        scraped
+            .keys()
+            .filter(|key| key.starts_with("mirrorlog_request_errors_total"))
+            .count(),
+        1,
+        "only the refused partitions count: {scraped:?}"
+    );
+    assert_eq!(
+        scraped["mirrorlog_requests_total{api=\"Produce\",version=\"8\"}"],
+        3.0
+    );
+    assert_eq!(scraped["mirrorlog_consumer_groups{state=\"Empty\"}"], 1.0);
+    assert_eq!(scraped["mirrorlog_consumer_groups{state=\"Stable\"}"], 0.0);
+    assert_eq!(scraped["mirrorlog_transactional_ids{state=\"Empty\"}"], 1.0);
+    assert_eq!(scraped["mirrorlog_transactional_ids{state=\"Ongoing\"}"], 0.0);
+    assert_eq!(scraped["mirrorlog_producer_ids{}"], 1.0);
+    stop_all(vec![(stop, running)]).await;
+}
+
 /// Requests under API keys and versions the broker does not serve share one label set: a client cannot grow the
 /// metrics by sending made-up keys.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -297,6 +418,11 @@ async fn unserved_api_keys_and_versions_are_counted_under_one_label_set() {
     );
     assert_eq!(
         scraped["mirrorlog_requests_total{api=\"unsupported\",version=\"-1\"}"],
+        3.0
+    );
+    // Each answer says UNSUPPORTED_VERSION, counted under the same bounded label.
+    assert_eq!(
+        scraped["mirrorlog_request_errors_total{api=\"unsupported\",error=\"UNSUPPORTED_VERSION\"}"],
         3.0
     );
     stop_all(vec![(stop, running)]).await;

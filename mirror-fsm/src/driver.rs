@@ -67,6 +67,7 @@ async fn fetch_here(fetcher: &mut dyn Fetcher, from_offset: i64) -> Event {
         Err(error) => Event::Error {
             message: error.message,
             retryable: error.retryable,
+            code: error.code,
         },
     }
 }
@@ -223,6 +224,7 @@ impl MirrorDriver {
             Err(error) => Event::Error {
                 message: error.message,
                 retryable: error.retryable,
+                code: error.code,
             },
         };
         self.append_fetched(log, fetcher, event).await
@@ -510,6 +512,7 @@ async fn probe(
                 answer.source_cluster_id
             ),
             retryable: false,
+            code: None,
         }));
     }
     match resume::compare(ours, &answer.batches) {
@@ -526,6 +529,7 @@ async fn probe(
                          waiting for it (nothing truncated)"
                     ),
                     retryable: true,
+                    code: None,
                 })),
             }
         }
@@ -647,6 +651,7 @@ impl Failed {
         Failed::Report(Event::Error {
             message: error.message,
             retryable: error.retryable,
+            code: error.code,
         })
     }
 }

@@ -18,7 +18,7 @@ pub mod machine;
 pub mod resume;
 pub mod stopping;
 
-pub use driver::{last_mirrored_offset, MirrorDriver};
+pub use driver::{last_mirrored_offset, MirrorDriver, FETCH_BYTES};
 pub use error::DriverError;
 pub use failover::{stop_all, StopJob};
 pub use fetcher::{

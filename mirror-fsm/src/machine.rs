@@ -100,6 +100,10 @@ pub struct Failure {
     pub message: String,
     /// Whether a retry can help.
     pub retryable: bool,
+    /// Kafka's error code when the failure was the source's answer (`None`: any other failure; absent in states
+    /// persisted before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<i16>,
     /// Retries made so far.
     pub attempts: u32,
     /// The state to go back to on retry.
@@ -266,6 +270,8 @@ pub enum Event {
         message: String,
         /// Whether a retry can help.
         retryable: bool,
+        /// Kafka's error code when the source answered one.
+        code: Option<i16>,
     },
     /// An action on the local log failed.
     LogFailed {
@@ -621,7 +627,9 @@ impl MirrorPartition {
                     refused
                 } else {
                     match batches {
-                        Err(corrupt) => self.fail(format!("a mirrored batch was refused: {corrupt}"), false),
+                        Err(corrupt) => {
+                            self.fail(format!("a mirrored batch was refused: {corrupt}"), false, None)
+                        }
                         Ok(batches) => {
                             // A round that worked: the backoff starts over.
                             self.failures_in_a_row = 0;
@@ -637,9 +645,13 @@ impl MirrorPartition {
             Event::LogFailed { failure, message } => {
                 // Retry policy: storage may recover after a reopen; a refused batch or a log in an unexpected
                 // place will not get better by trying again.
-                self.fail(message, failure == LogFailure::Storage)
+                self.fail(message, failure == LogFailure::Storage, None)
             }
-            Event::Error { message, retryable } => self.fail(message, retryable),
+            Event::Error {
+                message,
+                retryable,
+                code,
+            } => self.fail(message, retryable, code),
             Event::Pause => {
                 self.state = MirrorState::Paused {
                     session: self.session(),
@@ -732,7 +744,7 @@ impl MirrorPartition {
                         "STOPPING expected the log to end at {offset} (or to hold this cluster's barrier there) \
                          but it ends at {log_end}"
                     );
-                    self.fail(message, false)
+                    self.fail(message, false, None)
                 }
             }
             Event::Synced => {
@@ -783,7 +795,7 @@ impl MirrorPartition {
                 "source verification failed: the source reports cluster {reported:?}, this session mirrors \
                  {expected:?}; nothing written or truncated"
             );
-            self.fail(message, false)
+            self.fail(message, false, None)
         })
     }
 
@@ -844,7 +856,7 @@ impl MirrorPartition {
 
     /// Records a failure: FAILED (a failed STOPPING keeps its step, so a retry or a new Stop resumes there), or,
     /// when already FAILED (a retry failed), the new message; either way the next retry backs off further.
-    fn fail(&mut self, message: String, retryable: bool) -> Vec<Action> {
+    fn fail(&mut self, message: String, retryable: bool, code: Option<i16>) -> Vec<Action> {
         let attempts = self.failures_in_a_row;
         self.failures_in_a_row = attempts.saturating_add(1);
         let retry_at_ms = self.now_ms.saturating_add(backoff_ms(attempts, self.now_ms));
@@ -852,6 +864,7 @@ impl MirrorPartition {
             failure.attempts = attempts;
             failure.retry_at_ms = retry_at_ms;
             failure.message = message;
+            failure.code = code;
             failure.retryable = failure.retryable && retryable;
         } else {
             let stop_step = match self.state {
@@ -863,6 +876,7 @@ impl MirrorPartition {
                 failure: Failure {
                     message,
                     retryable,
+                    code,
                     attempts,
                     previous: self.state.kind(),
                     retry_at_ms,

@@ -130,6 +130,7 @@ async fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                     Step::FetchError { retryable } => Event::Error {
                         message: "injected".to_owned(),
                         retryable: *retryable,
+                        code: None,
                     },
                     _ => unreachable!(),
                 };

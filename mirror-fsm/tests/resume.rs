@@ -96,6 +96,7 @@ fn transient(message: &str) -> Event {
     Event::Error {
         message: message.to_owned(),
         retryable: true,
+        code: None,
     }
 }
 

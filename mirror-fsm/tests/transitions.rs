@@ -27,6 +27,7 @@ fn state(kind: StateKind) -> MirrorState {
             failure: Failure {
                 message: "fetch failed".to_owned(),
                 retryable: true,
+                code: None,
                 attempts: 0,
                 previous: StateKind::Mirroring,
                 retry_at_ms: 1_000,
@@ -61,6 +62,7 @@ fn events() -> Vec<Event> {
         Event::Error {
             message: "boom".to_owned(),
             retryable: true,
+            code: None,
         },
         Event::LogFailed {
             failure: LogFailure::Storage,
@@ -235,6 +237,7 @@ fn a_mirroring_failure_retries_by_checking_the_log_never_by_aligning_it_again() 
         .handle(Event::Error {
             message: "timeout".to_owned(),
             retryable: true,
+            code: None,
         })
         .unwrap();
     let first = machine.state().failure().cloned().unwrap();
@@ -260,6 +263,7 @@ fn a_mirroring_failure_retries_by_checking_the_log_never_by_aligning_it_again() 
         .handle(Event::Error {
             message: "timeout again".to_owned(),
             retryable: true,
+            code: None,
         })
         .unwrap();
     let again = machine.state().failure().cloned().unwrap();
@@ -272,6 +276,7 @@ fn a_mirroring_failure_retries_by_checking_the_log_never_by_aligning_it_again() 
         .handle(Event::Error {
             message: "unknown partition".to_owned(),
             retryable: false,
+            code: None,
         })
         .unwrap();
     machine.handle(Event::Tick { now_ms: i64::MAX / 2 }).unwrap();
@@ -285,6 +290,7 @@ fn an_alignment_failure_retries_the_alignment() {
         .handle(Event::Error {
             message: "timeout".to_owned(),
             retryable: true,
+            code: None,
         })
         .unwrap();
     let due = machine.state().failure().unwrap().retry_at_ms;
@@ -394,6 +400,7 @@ fn a_stopping_that_failed_resumes_at_its_step() {
         .handle(Event::Error {
             message: "disk full".to_owned(),
             retryable: true,
+            code: None,
         })
         .unwrap();
     assert_eq!(machine.state().kind(), StateKind::Failed);

@@ -662,6 +662,7 @@ impl MirrorModel {
         let unknown = || Event::Error {
             message: "the source serves nothing there yet".to_owned(),
             retryable: true,
+            code: None,
         };
         let end = node.log.len();
         let checked = |first_difference| Event::PositionChecked {
@@ -1069,6 +1070,7 @@ impl Model for MirrorModel {
                 node.events.push_back(Event::Error {
                     message: "connection reset by the source".to_owned(),
                     retryable: true,
+                    code: None,
                 });
             }
             Step::Retry(cluster) => {

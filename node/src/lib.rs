@@ -33,6 +33,7 @@ mod topic_admin;
 mod topic_configs;
 pub mod users;
 
+pub use api::NodeGauges;
 pub use clock::{Clock, SystemClock};
 pub use compaction::Compacted;
 pub use config::NodeConfig;

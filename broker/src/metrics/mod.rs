@@ -9,9 +9,12 @@
 //! never written as 0. The text is OpenMetrics (`prometheus-client`'s encoder), which Prometheus scrapes.
 //! [`http`] serves it.
 
+pub mod errors;
 pub mod http;
 
 use std::time::Duration;
+
+use errors::ErrorCounts;
 
 use node::mirror::LinkStatus;
 use node::Node;
@@ -65,6 +68,27 @@ struct RequestLabels {
     version: i16,
 }
 
+/// A Kafka error code as a label: Kafka's name of it (`NOT_LEADER_OR_FOLLOWER`), written only when a scrape
+/// encodes it. The broker answers only the codes of Kafka's table, so the label set stays bounded.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
+struct ErrorLabel(i16);
+
+impl EncodeLabelValue for ErrorLabel {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        match kafka_types::KafkaError::from_code(self.0) {
+            Some(error) => encoder.write_str(error.name()),
+            None => write!(encoder, "UNKNOWN_CODE_{}", self.0),
+        }
+    }
+}
+
+/// An error's labels: the API by Kafka's name, and the error by Kafka's name.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ErrorLabels {
+    api: ApiLabel,
+    error: ErrorLabel,
+}
+
 /// A latency's labels: the API by Kafka's name.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ApiLabels {
@@ -79,6 +103,15 @@ struct PartitionLabels {
     partition: i32,
 }
 
+/// A mirrored partition's labels, with why a round failed.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PartitionErrorLabels {
+    link: String,
+    topic: String,
+    partition: i32,
+    error: String,
+}
+
 /// A mirrored partition's state labels.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StateLabels {
@@ -86,6 +119,12 @@ struct StateLabels {
     topic: String,
     partition: i32,
     state: String,
+}
+
+/// A state's label, alone.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateOnlyLabels {
+    state: &'static str,
 }
 
 /// A link's labels, with a state.
@@ -113,6 +152,7 @@ fn latency_histogram() -> Histogram {
 #[derive(Debug)]
 pub struct BrokerMetrics {
     requests: Family<RequestLabels, Counter>,
+    errors: Family<ErrorLabels, Counter>,
     latency: LatencyFamily,
     received_bytes: Counter,
     sent_bytes: Counter,
@@ -124,6 +164,7 @@ impl Default for BrokerMetrics {
     fn default() -> Self {
         BrokerMetrics {
             requests: Family::default(),
+            errors: Family::default(),
             latency: Family::new_with_constructor(latency_histogram as fn() -> Histogram),
             received_bytes: Counter::default(),
             sent_bytes: Counter::default(),
@@ -155,12 +196,21 @@ fn request_labels(api_key: i16, version: i16) -> RequestLabels {
 }
 
 impl BrokerMetrics {
-    /// One request answered (or answered with nothing, as acks=0 produce): its API, version and time taken.
-    pub fn request(&self, api_key: i16, version: i16, took: Duration) {
+    /// One request answered (or answered with nothing, as acks=0 produce): its API, version, time taken and the
+    /// Kafka error codes in its answer.
+    pub fn request(&self, api_key: i16, version: i16, took: Duration, errors: &ErrorCounts) {
         let labels = request_labels(api_key, version);
         self.latency
             .get_or_create(&ApiLabels { api: labels.api })
             .observe(took.as_secs_f64());
+        for (code, count) in errors.iter() {
+            self.errors
+                .get_or_create(&ErrorLabels {
+                    api: labels.api,
+                    error: ErrorLabel(code),
+                })
+                .inc_by(u64::from(count));
+        }
         self.requests.get_or_create(&labels).inc();
     }
 
@@ -191,6 +241,11 @@ impl BrokerMetrics {
             "requests",
             "Requests answered, by API and version",
             self.requests.clone(),
+        );
+        registry.register(
+            "request_errors",
+            "Kafka error codes in the answers, by API and error (each partition's counts; NONE is not counted)",
+            self.errors.clone(),
         );
         registry.register(
             "request_duration_seconds",
@@ -259,7 +314,47 @@ async fn register_node(registry: &mut Registry, node: &Node) {
         "Partitions of those topics, all led by this broker",
         gauge(i64::try_from(partitions).unwrap_or(i64::MAX)),
     );
+    let counts = node.gauges().await;
+    let by_state = |counts: &std::collections::BTreeMap<&'static str, usize>, states: &[&'static str]| {
+        let family: Family<StateOnlyLabels, Gauge> = Family::default();
+        // Every state has a line, 0 when nothing is in it.
+        for state in states {
+            family
+                .get_or_create(&StateOnlyLabels { state })
+                .set(i64::try_from(counts.get(state).copied().unwrap_or(0)).unwrap_or(i64::MAX));
+        }
+        family
+    };
+    registry.register(
+        "consumer_groups",
+        "Consumer groups by Kafka's state name (a group known only by its committed offsets is Empty)",
+        by_state(&counts.groups_by_state, &GROUP_STATES),
+    );
+    registry.register(
+        "transactional_ids",
+        "Transactional ids the coordinator holds, by Kafka's transaction state (Ongoing: a transaction open)",
+        by_state(&counts.transactions_by_state, &TRANSACTION_STATES),
+    );
+    registry.register(
+        "producer_ids",
+        "Producer ids the partitions' producer states hold (one per partition a producer wrote to)",
+        gauge(i64::try_from(counts.producer_ids).unwrap_or(i64::MAX)),
+    );
 }
+
+/// The group states a `consumer_groups` line is written for (Kafka's names, as ListGroups answers them).
+const GROUP_STATES: [&str; 4] = ["Empty", "PreparingRebalance", "CompletingRebalance", "Stable"];
+
+/// The transaction states a `transactional_ids` line is written for (Kafka's names; `Dead` ids are not listed).
+const TRANSACTION_STATES: [&str; 7] = [
+    "Empty",
+    "Ongoing",
+    "PrepareCommit",
+    "PrepareAbort",
+    "CompleteCommit",
+    "CompleteAbort",
+    "PrepareEpochFence",
+];
 
 /// Every mirrored partition's gauges, and each link's partitions by state.
 fn register_mirrors(registry: &mut Registry, links: &[LinkStatus]) {
@@ -272,7 +367,10 @@ fn register_mirrors(registry: &mut Registry, links: &[LinkStatus]) {
     let truncations: Family<PartitionLabels, Counter> = Family::default();
     let offsets_mirrored: Family<PartitionLabels, Counter> = Family::default();
     let batches_mirrored: Family<PartitionLabels, Counter> = Family::default();
-    let failed_rounds: Family<PartitionLabels, Counter> = Family::default();
+    let failed_rounds: Family<PartitionErrorLabels, Counter> = Family::default();
+    let retries: Family<PartitionLabels, Counter> = Family::default();
+    let bytes_fetched: Family<PartitionLabels, Counter> = Family::default();
+    let bytes_mirrored: Family<PartitionLabels, Counter> = Family::default();
     let by_state: Family<LinkStateLabels, Gauge> = Family::default();
     let warnings: Family<LinkLabels, Gauge> = Family::default();
     let topics_discovered: Family<LinkLabels, Counter> = Family::default();
@@ -354,9 +452,21 @@ fn register_mirrors(registry: &mut Registry, links: &[LinkStatus]) {
                 (&truncations, partition.truncations),
                 (&offsets_mirrored, partition.offsets_mirrored),
                 (&batches_mirrored, partition.batches_mirrored),
-                (&failed_rounds, partition.failed_rounds),
+                (&retries, partition.retries),
+                (&bytes_fetched, partition.bytes_fetched),
+                (&bytes_mirrored, partition.bytes_mirrored),
             ] {
                 family.get_or_create(&labels).inc_by(value);
+            }
+            for (error, count) in &partition.failed_rounds_by_error {
+                failed_rounds
+                    .get_or_create(&PartitionErrorLabels {
+                        link: link.name.clone(),
+                        topic: partition.topic.clone(),
+                        partition: partition.partition,
+                        error: error.clone(),
+                    })
+                    .inc_by(*count);
             }
         }
     }
@@ -407,8 +517,23 @@ fn register_mirrors(registry: &mut Registry, links: &[LinkStatus]) {
     );
     registry.register(
         "mirror_partition_failed_rounds",
-        "Rounds of the partition that failed since serve started (a retry that fails again counts again)",
+        "Rounds of the partition that failed since serve started, by why (a retry that fails again counts again)",
         failed_rounds,
+    );
+    registry.register(
+        "mirror_partition_retries",
+        "Times the partition was retried once FAILED since serve started",
+        retries,
+    );
+    registry.register(
+        "mirror_partition_fetched_bytes",
+        "Bytes of the batches the source answered since serve started",
+        bytes_fetched,
+    );
+    registry.register(
+        "mirror_partition_mirrored_bytes",
+        "Bytes of the batches written by the mirror since serve started",
+        bytes_mirrored,
     );
     registry.register(
         "mirror_link_partitions",

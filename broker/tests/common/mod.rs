@@ -131,7 +131,7 @@ where
     let reply = broker::handle_from(broker, &frame, caller)
         .await
         .unwrap_or_else(|error| panic!("{key:?} v{version}: {error}"));
-    let broker::Reply::Frame(bytes) = reply else {
+    let broker::Reply::Frame(bytes, _) = reply else {
         return None;
     };
     let mut rest: Bytes = bytes.slice(8..);

@@ -170,3 +170,61 @@ pub async fn describe_transactions(
     }
     response
 }
+
+/// What the metrics show of the node's consumer groups, transactions and producers, read at each scrape.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeGauges {
+    /// Consumer groups by Kafka's state name (a group known only by its committed offsets is `Empty`), as
+    /// ListGroups lists them.
+    pub groups_by_state: BTreeMap<&'static str, usize>,
+    /// Transactional ids by Kafka's state name (`Ongoing`: a transaction open), as ListTransactions lists them.
+    pub transactions_by_state: BTreeMap<&'static str, usize>,
+    /// Producer ids the partitions' producer-state managers hold (a producer writing to three partitions counts
+    /// three, as Kafka's per-partition `ProducerIdCount` adds up).
+    pub producer_ids: usize,
+}
+
+impl Node {
+    /// Counts the node's groups, transactional ids and producer ids ([`NodeGauges`]); each partition is locked in
+    /// turn, never two at once.
+    pub async fn gauges(&self) -> NodeGauges {
+        let mut gauges = NodeGauges::default();
+        let offsets_only: Vec<String> = {
+            let offsets = self.offsets.lock().await;
+            offsets.groups().into_iter().map(str::to_owned).collect()
+        };
+        for (_, _, state) in self.membership.list() {
+            *gauges.groups_by_state.entry(state.name()).or_default() += 1;
+        }
+        for group in offsets_only {
+            if self.membership.protocol_of(&group).is_none() {
+                *gauges
+                    .groups_by_state
+                    .entry(crate::membership::GroupState::Empty.name())
+                    .or_default() += 1;
+            }
+        }
+        {
+            let mut coordinator = self.coordinator.lock().await;
+            for txn in coordinator.coordinator().transactions() {
+                if txn.state != TxnState::Dead {
+                    *gauges
+                        .transactions_by_state
+                        .entry(state_name(txn.state))
+                        .or_default() += 1;
+                }
+            }
+        }
+        let slots: Vec<std::sync::Arc<crate::PartitionSlot>> = {
+            let topics = self.topics.read().await;
+            topics.values().flatten().cloned().collect()
+        };
+        for slot in slots {
+            let guard = slot.lock().await;
+            if let Some(replicas) = guard.as_ref() {
+                gauges.producer_ids += replicas.leader.producer_state().producers().count();
+            }
+        }
+        gauges
+    }
+}

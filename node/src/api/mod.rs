@@ -18,6 +18,8 @@ mod topics;
 mod txn;
 mod users;
 
+pub use inspect::NodeGauges;
+
 use kafka_protocol::messages::*;
 
 use crate::node::{Endpoint, Node};

@@ -875,6 +875,10 @@ impl MirrorLinks {
                         offsets_mirrored: 0,
                         batches_mirrored: 0,
                         failed_rounds: 0,
+                        failed_rounds_by_error: BTreeMap::new(),
+                        retries: 0,
+                        bytes_fetched: 0,
+                        bytes_mirrored: 0,
                         error: Some("not started".to_owned()),
                     });
                     continue;
@@ -915,7 +919,16 @@ impl MirrorLinks {
                     truncations,
                     offsets_mirrored: mirrored.progress.offsets,
                     batches_mirrored: mirrored.progress.batches,
-                    failed_rounds: mirrored.progress.failed_rounds,
+                    failed_rounds: mirrored.progress.failed_rounds.values().sum(),
+                    failed_rounds_by_error: mirrored
+                        .progress
+                        .failed_rounds
+                        .iter()
+                        .map(|(name, count)| ((*name).to_owned(), *count))
+                        .collect(),
+                    retries: mirrored.progress.retries,
+                    bytes_fetched: mirrored.progress.bytes_fetched,
+                    bytes_mirrored: mirrored.progress.bytes_mirrored,
                     error: state
                         .failure()
                         .map(|failure| failure.message.clone())

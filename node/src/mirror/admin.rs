@@ -250,6 +250,19 @@ pub struct PartitionStatus {
     /// Rounds of this partition that failed since `serve` started (each retry that failed again counts).
     #[serde(default)]
     pub failed_rounds: u64,
+    /// Those rounds by why they failed: Kafka's name of the source's error, or `CONNECTION`, `SOURCE_REFUSED`,
+    /// `BATCH_REFUSED`, `STEP`, `RETRY`, `STORAGE` ([`super::round_errors`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub failed_rounds_by_error: BTreeMap<String, u64>,
+    /// Times the partition was retried once FAILED since `serve` started.
+    #[serde(default)]
+    pub retries: u64,
+    /// Bytes of the batches the source answered since `serve` started.
+    #[serde(default)]
+    pub bytes_fetched: u64,
+    /// Bytes of the batches written since `serve` started.
+    #[serde(default)]
+    pub bytes_mirrored: u64,
     /// The latest error (a FAILED partition's failure, or a fetch that failed and is retried).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

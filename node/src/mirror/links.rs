@@ -86,14 +86,57 @@ pub(super) struct Mirrored {
 }
 
 /// What a mirrored partition's rounds did since the links opened (`describe` and the metrics).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct Progress {
     /// Offsets written (records and markers).
     pub(super) offsets: u64,
     /// Batches written.
     pub(super) batches: u64,
-    /// Rounds that ended in an error.
-    pub(super) failed_rounds: u64,
+    /// Bytes of the batches the source answered (written or not).
+    pub(super) bytes_fetched: u64,
+    /// Bytes of the batches written.
+    pub(super) bytes_mirrored: u64,
+    /// Rounds that failed, by why ([`super::round_errors`]).
+    pub(super) failed_rounds: BTreeMap<&'static str, u64>,
+    /// Retries of the partition once FAILED (each retry once, whether it then held or failed again).
+    pub(super) retries: u64,
+}
+
+/// How a round went, for [`Mirrored::after_round`]: what the driver made of it, and what the source answered.
+struct Round<'a> {
+    /// The driver's result: the batches appended, or the step it could not take.
+    applied: Result<usize, mirror_fsm::DriverError>,
+    /// The partition's failure before the round (`None`: it was not FAILED).
+    failure_before: Option<mirror_fsm::Failure>,
+    /// The name of the round's failure should it leave the partition FAILED anew: the source's error, a batch
+    /// refused, or a retry that failed again.
+    failed_as: &'static str,
+    /// The batches the source answered, when it answered some.
+    answer: Option<&'a FetchedBatches>,
+    /// Where the log ended before and after the round.
+    end_before: i64,
+    end: i64,
+}
+
+/// What a round's answer brought: its batches' bytes.
+#[derive(Debug, Clone, Copy, Default)]
+struct FetchedBatches {
+    bytes: u64,
+}
+
+impl FetchedBatches {
+    fn of(response: &mirror_fsm::FetchResponse) -> Self {
+        let bytes = response.batches.iter().map(|batch| batch.size() as u64).sum();
+        FetchedBatches { bytes }
+    }
+}
+
+/// The name a round's failure gets from its answer ([`super::round_errors`]).
+fn failed_as<T>(answer: &Result<T, FetchError>) -> &'static str {
+    match answer {
+        Ok(_) => super::round_errors::BATCH_REFUSED,
+        Err(error) => super::round_errors::fetch_error_name(error),
+    }
 }
 
 impl Mirrored {
@@ -130,28 +173,41 @@ impl Mirrored {
         self.logged = Some(now);
     }
 
-    /// Records how a round of this partition went — its error, when it last caught up — and, when the log end
-    /// moved from `end_before` to `end`, moves the high watermark and wakes consumers. The batches appended.
-    async fn after_round(
-        &mut self,
-        node: &Node,
-        key: &PartitionKey,
-        round: Result<usize, mirror_fsm::DriverError>,
-        end_before: i64,
-        end: i64,
-        now: i64,
-    ) -> usize {
-        let appended = match round {
+    /// Records how a round of this partition went — its error and why it failed, what it fetched and wrote, when
+    /// it last caught up — and, when the log end moved, moves the high watermark and wakes consumers. The batches
+    /// appended.
+    async fn after_round(&mut self, node: &Node, key: &PartitionKey, round: Round<'_>, now: i64) -> usize {
+        let Round {
+            applied,
+            failure_before,
+            failed_as,
+            answer,
+            end_before,
+            end,
+        } = round;
+        let appended = match applied {
             Ok(appended) => {
                 self.error = None;
+                if super::round_errors::failed_again(failure_before.as_ref(), &self.driver) {
+                    let name = super::round_errors::failure_name(&self.driver, failed_as);
+                    *self.progress.failed_rounds.entry(name).or_default() += 1;
+                }
                 appended
             }
             Err(error) => {
+                let name = super::round_errors::driver_error_name(&error);
                 self.error = Some(error.to_string());
-                self.progress.failed_rounds += 1;
+                *self.progress.failed_rounds.entry(name).or_default() += 1;
                 0
             }
         };
+        if let Some(answer) = answer {
+            self.progress.bytes_fetched += answer.bytes;
+            if appended > 0 {
+                // A round appends its whole answer or nothing.
+                self.progress.bytes_mirrored += answer.bytes;
+            }
+        }
         self.progress.batches += u64::try_from(appended).unwrap_or(0);
         // A round appends; one that moved the end back (an alignment) wrote nothing to count.
         self.progress.offsets += u64::try_from(end - end_before).unwrap_or(0);
@@ -600,6 +656,12 @@ impl MirrorLinks {
         let Ok(log) = leader(&mut guard, topic, partition) else {
             return 0;
         };
+        let failure_before = super::round_errors::failure_now(&mirrored.driver);
+        let failed_as = failed_as(&answer);
+        let batches = answer
+            .as_ref()
+            .ok()
+            .map(|answer| FetchedBatches::of(&answer.response));
         let fetched = answer.map(|answer| {
             if answer.last_stable_offset.is_some() {
                 mirrored.source_lso = answer.last_stable_offset;
@@ -613,7 +675,15 @@ impl MirrorLinks {
             .await;
         let end = log.log_end_offset();
         drop(guard);
-        mirrored.after_round(node, key, applied, offset, end, now).await
+        let round = Round {
+            applied,
+            failure_before,
+            failed_as,
+            answer: batches.as_ref(),
+            end_before: offset,
+            end,
+        };
+        mirrored.after_round(node, key, round, now).await
     }
 
     /// One round of one partition through its own fetcher; the batches it appended.
@@ -635,14 +705,38 @@ impl MirrorLinks {
             return 0;
         };
         let end_before = log.log_end_offset();
+        let failure_before = super::round_errors::failure_now(&mirrored.driver);
         let tick = mirrored
             .driver
             .handle(log, mirrored.fetcher.as_mut(), Event::Tick { now_ms: now })
             .await;
+        if kind == StateKind::Failed
+            && super::round_errors::failure_now(&mirrored.driver).as_ref() != failure_before.as_ref()
+        {
+            // The tick retried the partition: it left FAILED, or failed again on the way.
+            mirrored.progress.retries += 1;
+        }
+        let mut failed_as = if kind == StateKind::Failed {
+            super::round_errors::RETRY
+        } else {
+            super::round_errors::STEP
+        };
+        let mut batches = None;
         let fetched = match tick {
             // A retry that resumed fetching waits for the next round's fetch.
             Ok(()) if kind == StateKind::Failed => Ok(0),
-            Ok(()) => mirrored.driver.fetch_once(log, mirrored.fetcher.as_mut()).await,
+            Ok(()) if !mirrored.driver.fetching() => Ok(0),
+            Ok(()) => {
+                // Fetched here rather than by the driver, so the round knows what the source answered.
+                let from_offset = log.log_end_offset();
+                let answer = mirrored.fetcher.fetch(from_offset, mirror_fsm::FETCH_BYTES).await;
+                failed_as = self::failed_as(&answer);
+                batches = answer.as_ref().ok().map(FetchedBatches::of);
+                mirrored
+                    .driver
+                    .apply_fetch(log, mirrored.fetcher.as_mut(), from_offset, answer)
+                    .await
+            }
             Err(error) => Err(error),
         };
         if let Some(stable) = mirrored.fetcher.source_last_stable_offset() {
@@ -653,9 +747,15 @@ impl MirrorLinks {
         }
         let end = log.log_end_offset();
         drop(guard);
-        mirrored
-            .after_round(node, key, fetched, end_before, end, now)
-            .await
+        let round = Round {
+            applied: fetched,
+            failure_before,
+            failed_as,
+            answer: batches.as_ref(),
+            end_before,
+            end,
+        };
+        mirrored.after_round(node, key, round, now).await
     }
 
     /// Recovers one partition's driver and brings it where the registry says it belongs. A `fresh` link (just

@@ -12,6 +12,7 @@
 //! - `config_sync` — a mirror topic's configs taken from its source's topic.
 //! - [`local`] — [`NodeSources`]: other nodes of the process as sources (in-process fetchers).
 //! - [`probes`] — whether a source answers, asked before its FAILED partitions are retried (rounds in flight).
+//! - [`round_errors`] — why a round failed, by name (`describe --json`, the metrics).
 //! - [`groups`] — the sources' consumer group offsets, copied every few seconds.
 //! - [`source_topics`] — the source's topics watched: partitions added there are added here, topics matching a
 //!   link's filters are discovered, a topic replaced there is a link warning.
@@ -31,6 +32,7 @@ pub mod links;
 pub mod local;
 pub mod probes;
 pub mod registry;
+pub mod round_errors;
 pub mod source_topics;
 
 pub use actions::{SourceAnswer, SourceQuestion};

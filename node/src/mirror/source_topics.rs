@@ -759,6 +759,7 @@ impl MirrorLinks {
                     Event::Error {
                         message: message.to_owned(),
                         retryable: false,
+                        code: None,
                     },
                 )
                 .await;
