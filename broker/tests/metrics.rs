@@ -246,6 +246,7 @@ async fn a_scrape_counts_the_topics_a_links_patterns_added_and_the_configs_it_fo
             link: "by-pattern".to_owned(),
             set: [("mirror.metadata.refresh.interval.ms".to_owned(), "100".to_owned())].into(),
             delete: Vec::new(),
+            source_config: None,
         },
     )
     .await;

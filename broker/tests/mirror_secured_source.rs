@@ -17,15 +17,19 @@ use node::mirror::AdminRequest;
 
 const TOPIC: &str = "orders";
 
-/// A source whose only listener is SASL_SSL, with the user `mirror` (password `secret`).
+/// A source whose only listener is SASL_SSL, with the users `mirror` (password `secret`) and `mirror2`
+/// (password `rotated`).
 async fn secured_source(dir: &std::path::Path, tls: TlsConfig) -> common::mirror::Serving {
     let node = config(&dir.join("a"), "cluster-a", &[(TOPIC, 2)]);
     {
         let store = node.storage.open().unwrap();
-        let credential = ScramCredential::generate(ScramMechanism::Sha512, b"secret", 4096).unwrap();
-        node::users::add_offline(store.as_ref(), "mirror", ScramMechanism::Sha512, credential)
-            .await
-            .unwrap();
+        for (user, password) in [("mirror", "secret"), ("mirror2", "rotated")] {
+            let credential =
+                ScramCredential::generate(ScramMechanism::Sha512, password.as_bytes(), 4096).unwrap();
+            node::users::add_offline(store.as_ref(), user, ScramMechanism::Sha512, credential)
+                .await
+                .unwrap();
+        }
     }
     let mut broker = BrokerConfig::new("127.0.0.1:0".parse().unwrap(), node.storage.clone());
     broker.listeners = vec!["SASL_SSL://127.0.0.1:0".parse::<ListenerConfig>().unwrap()];
@@ -36,13 +40,18 @@ async fn secured_source(dir: &std::path::Path, tls: TlsConfig) -> common::mirror
 
 /// The link's properties file: SCRAM-SHA-512 as `mirror` with `password`, the CA by a relative path.
 fn properties(dir: &std::path::Path, password: &str) -> std::path::PathBuf {
-    let path = dir.join(format!("source-{password}.properties"));
+    properties_of(dir, "mirror", password)
+}
+
+/// The link's properties file: SCRAM-SHA-512 as `user` with `password`, the CA by a relative path.
+fn properties_of(dir: &std::path::Path, user: &str, password: &str) -> std::path::PathBuf {
+    let path = dir.join(format!("source-{user}-{password}.properties"));
     std::fs::write(
         &path,
         format!(
             "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n\
              sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \
-             username=\"mirror\" password=\"{password}\";\nssl.truststore.type=PEM\nssl.truststore.location=ca.pem\n"
+             username=\"{user}\" password=\"{password}\";\nssl.truststore.type=PEM\nssl.truststore.location=ca.pem\n"
         ),
     )
     .unwrap();
@@ -163,4 +172,80 @@ async fn a_link_reaches_a_sasl_ssl_source_catches_up_restarts_and_fails_over() {
         "the barrier, then the new record"
     );
     common::mirror::stop_all(vec![(b_stop, b_task), (c_stop, c_task), (a_stop, a_task)]).await;
+}
+
+fn alter_client(link: &str, settings: std::collections::BTreeMap<String, String>) -> AdminRequest {
+    AdminRequest::Alter {
+        link: link.to_owned(),
+        set: Default::default(),
+        delete: Vec::new(),
+        source_config: Some(settings),
+    }
+}
+
+/// Issue 53, item 5: a link's source credentials rotated with `mirror alter --source-config`. Settings that do not
+/// reach the source (a wrong password) are refused with the source's answer and change nothing; good ones take
+/// over at once, are durable, and are the ones a restarted destination reaches the source with — the old user is
+/// gone from the source by then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotated_source_credentials_are_checked_then_taken_live_and_durably() {
+    use kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialDeletion;
+    use kafka_protocol::messages::AlterUserScramCredentialsRequest;
+
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path());
+    let tls = TlsConfig {
+        cert: pki.cert.clone(),
+        key: pki.key.clone(),
+        client_ca: None,
+    };
+    let (a_address, a, a_stop, a_task) = secured_source(dir.path(), tls).await;
+    assert_eq!(produce_records(&a, TOPIC, 0, 10).await, 0);
+    let settings = |user: &str, password: &str| {
+        mirror_link::security::self_contained(&properties_of(dir.path(), user, password)).unwrap()
+    };
+    let b_config = config(&dir.path().join("b"), "cluster-b", &[]);
+    let (b_address, b, b_stop, b_task) = serve(b_config.clone(), None).await;
+    let created = admin(
+        &b_address,
+        create("a-to-b", &a_address, settings("mirror", "secret")),
+    )
+    .await;
+    assert!(created.ok, "{created:?}");
+    until_log_end(&b, TOPIC, 0, 10, Duration::from_secs(30)).await;
+
+    let refused = admin(&b_address, alter_client("a-to-b", settings("mirror2", "guess"))).await;
+    assert!(!refused.ok);
+    let message = refused.error.as_ref().unwrap().message.clone();
+    assert!(message.contains("SASL_AUTHENTICATION_FAILED"), "{message}");
+    assert!(!message.contains("guess"), "{message}");
+    assert_eq!(produce_records(&a, TOPIC, 0, 5).await, 0);
+    until_log_end(&b, TOPIC, 0, 15, Duration::from_secs(30)).await;
+
+    let rotated = admin(&b_address, alter_client("a-to-b", settings("mirror2", "rotated"))).await;
+    assert!(rotated.ok, "{rotated:?}");
+    let shown = rotated.links[0].source_config.join(",");
+    assert!(
+        shown.contains("sasl.jaas.config=[redacted]") && !shown.contains("rotated"),
+        "{shown}"
+    );
+    assert_eq!(produce_records(&a, TOPIC, 0, 5).await, 0);
+    until_log_end(&b, TOPIC, 0, 20, Duration::from_secs(30)).await;
+
+    // The old user is deleted at the source; the destination restarts and reaches it as `mirror2`.
+    let mut deletion = ScramCredentialDeletion::default();
+    deletion.name = kafka_protocol::protocol::StrBytes::from_static_str("mirror");
+    deletion.mechanism = 2;
+    let mut request = AlterUserScramCredentialsRequest::default();
+    request.deletions.push(deletion);
+    let deleted = a.alter_user_scram_credentials(request, 0).await;
+    assert_eq!(deleted.results[0].error_code, 0, "{deleted:?}");
+    b_stop.send(()).unwrap();
+    b_task.await.unwrap();
+    drop(b);
+    let (_, b, b_stop, b_task) = serve(b_config, None).await;
+    assert_eq!(produce_records(&a, TOPIC, 0, 5).await, 0);
+    until_log_end(&b, TOPIC, 0, 25, Duration::from_secs(30)).await;
+    assert_eq!(log_bytes(&b, TOPIC, 0).await, log_bytes(&a, TOPIC, 0).await);
+    common::mirror::stop_all(vec![(b_stop, b_task), (a_stop, a_task)]).await;
 }

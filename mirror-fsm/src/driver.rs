@@ -140,6 +140,12 @@ impl MirrorDriver {
         self.realign_on_retry = realign;
     }
 
+    /// Caps the wait between this partition's retries (a link's `mirror.retry.backoff.max.ms`); see
+    /// [`MirrorPartition::set_max_backoff_ms`].
+    pub fn set_max_backoff_ms(&mut self, max_ms: i64) {
+        self.machine.set_max_backoff_ms(max_ms);
+    }
+
     /// Handles an event and every event its actions report back.
     pub async fn handle(
         &mut self,

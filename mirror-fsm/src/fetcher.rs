@@ -176,6 +176,27 @@ pub trait Sources: Send + Sync {
         }
     }
 
+    /// Whether `settings` reach the source at `address`: its cluster id, asked on a connection made with them
+    /// alone — the connections in use, and the settings they were made with, are left as they are (a link's new
+    /// `--source-config` is checked before it replaces the old). The default, for sources that have no client
+    /// settings, asks as [`Sources::describe`] of no topic does, once [`Sources::configure_client`]'s default has
+    /// accepted the settings.
+    async fn verify_client(
+        &self,
+        address: &str,
+        settings: &std::collections::BTreeMap<String, String>,
+    ) -> Result<String, FetchError> {
+        if !settings.is_empty() {
+            return Err(FetchError::new(
+                format!("the source {address} cannot be reached with client security settings here"),
+                false,
+            ));
+        }
+        self.describe(address, &[])
+            .await
+            .map(|description| description.cluster_id)
+    }
+
     /// One round for many partitions of the source at `address` — one Fetch request per source broker instead
     /// of one per partition — each answer as [`Fetcher::fetch`] would give it, in `wanted`'s order, within
     /// `limits` (whole batches; a first batch larger than them comes whole; partitions early in `wanted` are

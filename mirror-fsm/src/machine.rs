@@ -468,9 +468,15 @@ pub const MAX_BACKOFF_MS: i64 = 30_000;
 /// exponential ceiling plus a part of the other half drawn from `seed` (the time of the failure: the machine knows
 /// no randomness, and partitions failing at different moments spread out).
 pub fn backoff_ms(failures: u32, seed: i64) -> i64 {
+    backoff_within_ms(failures, seed, MAX_BACKOFF_MS)
+}
+
+/// [`backoff_ms`] with its ceiling at `max_ms` rather than [`MAX_BACKOFF_MS`] (a link's
+/// `mirror.retry.backoff.max.ms`); never below [`INITIAL_BACKOFF_MS`].
+pub fn backoff_within_ms(failures: u32, seed: i64, max_ms: i64) -> i64 {
     let ceiling = INITIAL_BACKOFF_MS
         .saturating_mul(1_i64 << failures.min(20))
-        .min(MAX_BACKOFF_MS);
+        .min(max_ms.max(INITIAL_BACKOFF_MS));
     let half = ceiling / 2;
     // SplitMix64's finaliser: a well-spread draw from a seed.
     let mut draw = (seed as u64) ^ u64::from(failures).rotate_left(32);
@@ -524,6 +530,8 @@ pub struct MirrorPartition {
     now_ms: i64,
     /// Failures since the last successful fetch: the backoff's exponent.
     failures_in_a_row: u32,
+    /// The longest wait between retries ([`MAX_BACKOFF_MS`] unless set).
+    max_backoff_ms: i64,
 }
 
 impl MirrorPartition {
@@ -533,6 +541,18 @@ impl MirrorPartition {
             state,
             now_ms: 0,
             failures_in_a_row: 0,
+            max_backoff_ms: MAX_BACKOFF_MS,
+        }
+    }
+
+    /// Caps the wait between retries at `max_ms` (at least [`INITIAL_BACKOFF_MS`]) from now on: a FAILED
+    /// partition waiting longer than that retries at most `max_ms` from now. Only the time of a retry changes —
+    /// never whether it is made.
+    pub fn set_max_backoff_ms(&mut self, max_ms: i64) {
+        self.max_backoff_ms = max_ms.max(INITIAL_BACKOFF_MS);
+        let latest = self.now_ms.saturating_add(self.max_backoff_ms);
+        if let MirrorState::Failed { failure, .. } = &mut self.state {
+            failure.retry_at_ms = failure.retry_at_ms.min(latest);
         }
     }
 
@@ -859,7 +879,9 @@ impl MirrorPartition {
     fn fail(&mut self, message: String, retryable: bool, code: Option<i16>) -> Vec<Action> {
         let attempts = self.failures_in_a_row;
         self.failures_in_a_row = attempts.saturating_add(1);
-        let retry_at_ms = self.now_ms.saturating_add(backoff_ms(attempts, self.now_ms));
+        let retry_at_ms =
+            self.now_ms
+                .saturating_add(backoff_within_ms(attempts, self.now_ms, self.max_backoff_ms));
         if let MirrorState::Failed { failure, .. } = &mut self.state {
             failure.attempts = attempts;
             failure.retry_at_ms = retry_at_ms;

@@ -594,3 +594,43 @@ fn every_state_round_trips_through_its_persisted_record() {
     let decoded: MirrorState = serde_json::from_slice(&serde_json::to_vec(&never).unwrap()).unwrap();
     assert_eq!(decoded, never);
 }
+
+/// A link's `mirror.retry.backoff.max.ms`: the waits between retries never exceed it, however many failures in a
+/// row, and setting it lower brings a retry already scheduled further out within it; the source's Kafka code is
+/// kept with the failure.
+#[test]
+fn the_longest_wait_between_retries_is_capped_where_set_and_a_lower_cap_brings_a_due_retry_closer() {
+    let fail = |machine: &mut MirrorPartition| {
+        machine
+            .handle(Event::Error {
+                message: "not the leader".to_owned(),
+                retryable: true,
+                code: Some(6),
+            })
+            .unwrap();
+    };
+    let mut machine = MirrorPartition::new(state(StateKind::Mirroring));
+    machine.set_max_backoff_ms(1_000);
+    let mut now = 0;
+    for _ in 0..12 {
+        fail(&mut machine);
+        let failure = machine.state().failure().cloned().unwrap();
+        assert_eq!(failure.code, Some(6));
+        assert!(failure.retry_at_ms - now <= 1_000, "{failure:?} at {now}");
+        now = failure.retry_at_ms;
+        machine.handle(Event::Tick { now_ms: now }).unwrap();
+    }
+    // Uncapped, twelve failures in a row wait far longer than a second; a cap set then pulls the retry in.
+    let mut machine = MirrorPartition::new(state(StateKind::Mirroring));
+    let mut now = 0;
+    for _ in 0..12 {
+        fail(&mut machine);
+        now = machine.state().failure().unwrap().retry_at_ms;
+        machine.handle(Event::Tick { now_ms: now }).unwrap();
+    }
+    fail(&mut machine);
+    let due = machine.state().failure().unwrap().retry_at_ms;
+    assert!(due - now > 10_000, "{due} at {now}");
+    machine.set_max_backoff_ms(500);
+    assert!(machine.state().failure().unwrap().retry_at_ms - now <= 500);
+}

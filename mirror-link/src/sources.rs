@@ -94,13 +94,26 @@ impl KafkaSources {
         response_bound: usize,
         connections: &mut BTreeMap<String, crate::connection::KafkaConnection>,
     ) -> Result<(MetadataResponse, String, String), LinkError> {
-        let candidates = crate::bootstrap::bootstrap_servers(address)?;
         let security = self.security_of(address)?;
+        self.metadata_with(address, topics, response_bound, connections, &security)
+            .await
+    }
+
+    /// [`Self::metadata_answer`] on connections secured by `security`.
+    async fn metadata_with(
+        &self,
+        address: &str,
+        topics: Option<&[String]>,
+        response_bound: usize,
+        connections: &mut BTreeMap<String, crate::connection::KafkaConnection>,
+        security: &crate::ClientSecurity,
+    ) -> Result<(MetadataResponse, String, String), LinkError> {
+        let candidates = crate::bootstrap::bootstrap_servers(address)?;
         let reach = crate::bootstrap::Reach {
             client_id: &self.template.client_id,
             timeout: self.template.timeout,
             response_bound,
-            security: &security,
+            security,
         };
         crate::bootstrap::metadata_from_any(&candidates, connections, topics, &reach).await
     }
@@ -229,6 +242,27 @@ impl Sources for KafkaSources {
                 false,
             )),
         }
+    }
+
+    async fn verify_client(
+        &self,
+        address: &str,
+        settings: &BTreeMap<String, String>,
+    ) -> Result<String, FetchError> {
+        let security = crate::ClientSecurity::from_settings(settings.clone(), std::path::Path::new("/"))
+            .map_err(|error| FetchError::new(format!("the source settings are refused: {error}"), false))?;
+        // Connections of their own, dropped after: the link's stay as they are until the settings are recorded.
+        let mut connections = BTreeMap::new();
+        self.metadata_with(
+            address,
+            Some(&[]),
+            DESCRIBE_RESPONSE_BYTES,
+            &mut connections,
+            &security,
+        )
+        .await
+        .map(|(_, cluster_id, _)| cluster_id)
+        .map_err(|error| error.as_fetch_error())
     }
 
     fn fetcher(&self, address: &str, topic: &str, partition: i32) -> Box<dyn Fetcher> {

@@ -113,6 +113,10 @@ enum Action {
         /// A key back to its default (repeat the flag).
         #[arg(long = "delete-config", value_name = "KEY")]
         delete: Vec<String>,
+        /// New Kafka client properties for reaching the source (as `create --source-config`: rotated
+        /// credentials, a new trust store); checked before anything changes, then the link reconnects with them.
+        #[arg(long)]
+        source_config: Option<std::path::PathBuf>,
         /// Print the answer as one JSON document.
         #[arg(long)]
         json: bool,
@@ -207,12 +211,18 @@ pub fn mirror(args: MirrorArgs, out: &mut impl Write) -> Result<ExitCode, CliErr
             link,
             set,
             delete,
+            source_config,
             json,
         } => {
+            let source_config = match source_config {
+                Some(path) => Some(source_settings(Some(&path))?),
+                None => None,
+            };
             let request = AdminRequest::Alter {
                 link,
                 set: key_values(&set)?,
                 delete,
+                source_config,
             };
             (bootstrap, json, request, Duration::ZERO)
         }

@@ -1047,6 +1047,7 @@ fn alter(link: &str, set: &[(&str, &str)], delete: &[&str]) -> AdminRequest {
         link: link.to_owned(),
         set: set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         delete: delete.iter().map(|k| k.to_string()).collect(),
+        source_config: None,
     }
 }
 
@@ -1510,4 +1511,90 @@ async fn promote_after_a_pause_fails_over_only_once_the_mirror_holds_what_the_so
         "everything the source wrote, then the barrier"
     );
     assert_eq!(barriers(&held), 1);
+}
+
+/// The sum of `topic`'s partitions' log ends on `node`, and the largest.
+async fn log_ends(node: &Node, topic: &str, partitions: i32) -> (i64, i64) {
+    let mut ends = Vec::new();
+    for partition in 0..partitions {
+        let slot = node.partition(topic, partition).await.unwrap();
+        let guard = slot.lock().await;
+        ends.push(guard.as_ref().unwrap().leader.log_end_offset());
+    }
+    (ends.iter().sum(), ends.into_iter().max().unwrap_or(0))
+}
+
+/// Issue 53, item 5: a link's fetch sizes set live — `mirror.fetch.max.bytes` bounds what one round brings in all,
+/// `mirror.max.partition.fetch.bytes` what it brings of one partition — shown by `describe --config`, and deleting
+/// them brings back the 2 MiB rounds.
+#[tokio::test]
+async fn a_links_fetch_sizes_set_live_bound_each_round_and_deleting_them_restores_the_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = node_in(&dir.path().join("a"), "cluster-a", &[(TOPIC, 2)]).await;
+    let dest = node_in(&dir.path().join("b"), "cluster-b", &[]).await;
+    // Batches of 8 records of 1 KiB (a little over 8 KiB each), 40 per partition.
+    let value = "v".repeat(1 << 10);
+    let values = vec![value.as_str(); 8];
+    for partition in 0..2 {
+        for sequence in 0..40 {
+            assert_eq!(produce(&source, partition, 1, sequence * 8, &values).await, 0);
+        }
+    }
+    let sources = Arc::new(BudgetedSources {
+        sources: NodeSources::new().with("a", source.clone()),
+        source: source.clone(),
+    });
+    let mut links = MirrorLinks::open(&dest, sources).await.unwrap();
+    let created = links.handle(&dest, create("a-to-b", "a")).await;
+    assert!(created.ok, "{created:?}");
+    let set = &[
+        ("mirror.fetch.max.bytes", "20000"),
+        ("mirror.max.partition.fetch.bytes", "10000"),
+    ];
+    let altered = links.handle(&dest, alter("a-to-b", set, &[])).await;
+    assert!(altered.ok, "{altered:?}");
+    assert_eq!(
+        config_value(&altered, "mirror.fetch.max.bytes"),
+        ("20000".to_owned(), false)
+    );
+    let mut before = log_ends(&dest, TOPIC, 2).await;
+    for _ in 0..6 {
+        links.step(&dest).await;
+        let after = log_ends(&dest, TOPIC, 2).await;
+        // At most two batches a round (20,000 bytes), at most one of each partition (10,000 bytes).
+        assert!(after.0 - before.0 <= 16, "{before:?} -> {after:?}");
+        before = after;
+    }
+    assert!(before.0 > 0, "the bounded rounds still mirror");
+    assert!(before.0 < 2 * 320, "six bounded rounds cannot bring it all");
+
+    let reset = links
+        .handle(
+            &dest,
+            alter(
+                "a-to-b",
+                &[],
+                &["mirror.fetch.max.bytes", "mirror.max.partition.fetch.bytes"],
+            ),
+        )
+        .await;
+    assert!(reset.ok, "{reset:?}");
+    assert_eq!(
+        config_value(&reset, "mirror.max.partition.fetch.bytes"),
+        ((2 << 20).to_string(), true)
+    );
+    // A round fetched ahead was asked with the old sizes; the one after it is a 2 MiB round and brings the rest.
+    links.step(&dest).await;
+    links.step(&dest).await;
+    assert_eq!(
+        log_ends(&dest, TOPIC, 2).await.0,
+        2 * 320,
+        "a 2 MiB round brings the rest"
+    );
+    for partition in 0..2 {
+        assert_eq!(
+            log_bytes(&dest, partition).await,
+            log_bytes(&source, partition).await
+        );
+    }
 }

@@ -56,11 +56,21 @@ pub struct SourceQuestion {
     source: String,
     topics: Vec<String>,
     filter: Option<Patterns>,
+    /// An `alter`'s new client settings: the question is whether they reach the source (its cluster id).
+    new_client: Option<BTreeMap<String, String>>,
 }
 
 impl SourceQuestion {
-    /// Asks it: the source's description of the named topics and of those the filters select.
+    /// Asks it: the source's description of the named topics and of those the filters select — or, for an
+    /// `alter` with new client settings, the source's cluster id reached with them alone.
     pub async fn ask(self) -> Result<SourceDescription, FetchError> {
+        if let Some(settings) = &self.new_client {
+            let cluster_id = self.sources.verify_client(&self.source, settings).await?;
+            return Ok(SourceDescription {
+                cluster_id,
+                ..SourceDescription::default()
+            });
+        }
         describe_selected(
             self.sources.as_ref(),
             &self.source,
@@ -136,8 +146,24 @@ impl MirrorLinks {
         self.handle_answered(node, request, SourceAnswer::Ask).await
     }
 
-    /// The question a `create` or `reverse` asks its source; `None` for every other request.
+    /// The question a `create` or `reverse` asks its source, or an `alter` with new client settings; `None` for
+    /// every other request.
     pub fn source_question(&self, request: &AdminRequest) -> Option<SourceQuestion> {
+        if let AdminRequest::Alter {
+            link,
+            source_config: Some(settings),
+            ..
+        } = request
+        {
+            let record = self.links.iter().find(|record| record.name == *link)?;
+            return Some(SourceQuestion {
+                sources: Arc::clone(&self.sources),
+                source: record.source.clone(),
+                topics: Vec::new(),
+                filter: None,
+                new_client: Some(settings.clone()),
+            });
+        }
         let (source, topics, source_config, include, exclude) = match request {
             AdminRequest::Create {
                 source,
@@ -179,6 +205,7 @@ impl MirrorLinks {
                 .into_iter()
                 .collect(),
             filter,
+            new_client: None,
         })
     }
 
@@ -238,7 +265,15 @@ impl MirrorLinks {
             }
             AdminRequest::Failover { link, topics } => self.failover(node, &link, &topics).await,
             AdminRequest::Delete { link } => self.delete(node, &link).await,
-            AdminRequest::Alter { link, set, delete } => self.alter(node, &link, &set, &delete).await,
+            AdminRequest::Alter {
+                link,
+                set,
+                delete,
+                source_config,
+            } => {
+                self.alter(node, &link, (&set, &delete), source_config, answer)
+                    .await
+            }
             AdminRequest::DescribeConfig { link } => match self.select(&link, &[]) {
                 Ok((record, _)) => Ok(vec![self.status_with_config(node, &record).await]),
                 Err(error) => Err((error, Vec::new())),
@@ -277,6 +312,82 @@ impl MirrorLinks {
 
     /// The link that already reaches `source` with other client settings, if any (one source address has one
     /// set of connections, so one set of settings).
+    /// Whether `new_config` reaches `link`'s source — the same cluster — on connections of its own (asked before,
+    /// or now): a wrong password or an untrusted certificate is refused with the source's answer, before the link
+    /// changes.
+    async fn check_new_client(
+        &self,
+        link: &LinkRecord,
+        new_config: &BTreeMap<String, String>,
+        answer: SourceAnswer,
+    ) -> Result<(), MirrorError> {
+        let reached = match answer {
+            SourceAnswer::Given(described) => described.map(|description| description.cluster_id),
+            SourceAnswer::Ask => self.sources.verify_client(&link.source, new_config).await,
+        };
+        let cluster_id = reached.map_err(|error| MirrorError::Source {
+            address: link.source.clone(),
+            error,
+        })?;
+        if cluster_id != link.source_cluster_id {
+            return Err(MirrorError::InvalidRequest(format!(
+                "the new client settings reach cluster {cluster_id:?} at {}; the link mirrors {:?}",
+                link.source, link.source_cluster_id
+            )));
+        }
+        Ok(())
+    }
+
+    /// Reaches `link`'s source with `new_config` from now on — or refuses, changing nothing: another link to the
+    /// same source with other settings (they share its connections), or settings the client refuses (the link's
+    /// own are then put back).
+    fn reconfigure_source(
+        &self,
+        link: &LinkRecord,
+        new_config: &BTreeMap<String, String>,
+    ) -> Result<(), MirrorError> {
+        if let Some(other) = self.links.iter().find(|other| {
+            other.name != link.name && other.source == link.source && other.source_config != *new_config
+        }) {
+            return Err(MirrorError::InvalidRequest(format!(
+                "link {:?} reaches {} with the current client settings: links to one source share its \
+                 connections, so they take the same --source-config (alter both)",
+                other.name, link.source
+            )));
+        }
+        if let Err(error) = self.sources.configure_client(&link.source, new_config) {
+            let _ = self.sources.configure_client(&link.source, &link.source_config);
+            return Err(MirrorError::Source {
+                address: link.source.clone(),
+                error,
+            });
+        }
+        Ok(())
+    }
+
+    /// Puts `settings` in effect on `link`'s running partitions: the retry backoff's cap, and, when its source's
+    /// client settings changed, fetchers that connect with the new ones.
+    fn apply_to_running(&mut self, link: &LinkRecord, settings: &LinkSettings, new_client: bool) {
+        let max_backoff = settings
+            .retry_backoff_max_ms
+            .unwrap_or(mirror_fsm::machine::MAX_BACKOFF_MS);
+        for (topic, record) in &link.topics {
+            for partition in 0..i32::try_from(record.partitions).unwrap_or(i32::MAX) {
+                let Some(mirrored) = self.partitions.get_mut(&(topic.clone(), partition)) else {
+                    continue;
+                };
+                mirrored.driver.set_max_backoff_ms(max_backoff);
+                if new_client {
+                    let mut fetcher = self.sources.fetcher(&link.source, topic, partition);
+                    if let Some(topic_id) = record.source_topic_id {
+                        fetcher.expect_topic_id(topic_id);
+                    }
+                    mirrored.fetcher = fetcher;
+                }
+            }
+        }
+    }
+
     fn settings_conflict(&self, source: &str, settings: &BTreeMap<String, String>) -> Option<&LinkRecord> {
         self.links
             .iter()
@@ -689,12 +800,23 @@ impl MirrorLinks {
         &mut self,
         node: &Node,
         name: &str,
-        set: &BTreeMap<String, String>,
-        delete: &[String],
+        (set, delete): (&BTreeMap<String, String>, &[String]),
+        source_config: Option<BTreeMap<String, String>>,
+        answer: SourceAnswer,
     ) -> Outcome {
         let (link, _) = self.select(name, &[]).map_err(|error| (error, Vec::new()))?;
-        let settings =
-            link_config::altered(&link.settings, set, delete).map_err(|error| (error, Vec::new()))?;
+        let settings = if source_config.is_some() && set.is_empty() && delete.is_empty() {
+            link.settings.clone()
+        } else {
+            link_config::altered(&link.settings, set, delete).map_err(|error| (error, Vec::new()))?
+        };
+        if let Some(new_config) = &source_config {
+            self.check_new_client(&link, new_config, answer)
+                .await
+                .map_err(|error| (error, Vec::new()))?;
+            self.reconfigure_source(&link, new_config)
+                .map_err(|error| (error, Vec::new()))?;
+        }
         let patterns =
             Patterns::new(&settings.include, &settings.exclude).map_err(|error| (error, Vec::new()))?;
         // Only exclude patterns the operator sets now stop topics: the implicit `__.*` that include patterns
@@ -712,12 +834,20 @@ impl MirrorLinks {
         for record in &mut recorded {
             if record.name == name {
                 record.settings = settings.clone();
+                if let Some(new_config) = &source_config {
+                    record.source_config = new_config.clone();
+                }
             }
         }
-        node.put_mirror_links(&recorded)
-            .await
-            .map_err(|error| (error.into(), Vec::new()))?;
+        if let Err(error) = node.put_mirror_links(&recorded).await {
+            if source_config.is_some() {
+                // Not recorded: the source is reached as before.
+                let _ = self.sources.configure_client(&link.source, &link.source_config);
+            }
+            return Err((error.into(), Vec::new()));
+        }
         self.links = recorded;
+        self.apply_to_running(&link, &settings, source_config.is_some());
         self.topic_check_due.remove(name);
         self.group_sync_due.remove(name);
         // The new patterns decide what is left out: the last check's list is stale; a setting gone takes its

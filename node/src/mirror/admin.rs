@@ -67,6 +67,10 @@ pub enum AdminRequest {
         /// Keys back to their defaults.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         delete: Vec<String>,
+        /// New client settings for reaching the source (`mirror alter --source-config FILE`: rotated
+        /// credentials, a new trust store), self-contained as at `create`; `None`: unchanged.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        source_config: Option<BTreeMap<String, String>>,
     },
     /// A link's configuration: every key with its value and whether it is the default.
     DescribeConfig {

@@ -31,8 +31,16 @@ pub const TOPIC_PROPERTIES_EXCLUDE: &str = "mirror.topic.properties.exclude";
 /// ACL rules: the source's ACLs they select are created here (default: none, ACLs are not synced).
 pub const ACL_INCLUDE: &str = "mirror.acl.include";
 
+/// The most one round asks of the link's source, all its partitions together (Kafka's consumer `fetch.max.bytes`).
+pub const FETCH_MAX_BYTES: &str = "mirror.fetch.max.bytes";
+/// The most one partition's answer in a round carries (Kafka's consumer `max.partition.fetch.bytes`); a batch
+/// larger than that still comes whole, as Kafka sends it.
+pub const MAX_PARTITION_FETCH_BYTES: &str = "mirror.max.partition.fetch.bytes";
+/// The longest wait between a FAILED partition's retries (Kafka's clients' `retry.backoff.max.ms`).
+pub const RETRY_BACKOFF_MAX: &str = "mirror.retry.backoff.max.ms";
+
 /// Every key, in the order `describe --config` shows them.
-pub const KEYS: [&str; 8] = [
+pub const KEYS: [&str; 11] = [
     TOPICS_INCLUDE,
     TOPICS_EXCLUDE,
     GROUPS_INCLUDE,
@@ -41,7 +49,19 @@ pub const KEYS: [&str; 8] = [
     GROUPS_SYNC_INTERVAL,
     TOPIC_PROPERTIES_EXCLUDE,
     ACL_INCLUDE,
+    FETCH_MAX_BYTES,
+    MAX_PARTITION_FETCH_BYTES,
+    RETRY_BACKOFF_MAX,
 ];
+
+/// A round's size when the link sets none: small rounds are fast rounds (`links::ROUND_LIMITS` says why).
+pub const DEFAULT_FETCH_BYTES: i64 = 2 << 20;
+/// The smallest fetch size accepted.
+pub const MIN_FETCH_BYTES: i64 = 1 << 10;
+/// The largest fetch size accepted: the largest answer a link reads (`mirror_link::cluster::MAX_RESPONSE_BYTES`).
+pub const MAX_FETCH_BYTES: i64 = 32 << 20;
+/// The longest wait between retries accepted: an hour.
+pub const MAX_RETRY_BACKOFF_MS: i64 = 3_600_000;
 
 /// The topic configs not synced by default (KIP-1279's list): replication throttles and `min.insync.replicas`
 /// describe this cluster's replicas, not the data; the timestamp settings would judge records this cluster does not
@@ -123,7 +143,27 @@ pub fn entries(settings: &LinkSettings, node: NodeIntervals) -> Vec<ConfigEntry>
             settings.acl_include.join(","),
             settings.acl_include.is_empty(),
         ),
+        number(FETCH_MAX_BYTES, settings.fetch_max_bytes, DEFAULT_FETCH_BYTES),
+        number(
+            MAX_PARTITION_FETCH_BYTES,
+            settings.max_partition_fetch_bytes,
+            DEFAULT_FETCH_BYTES,
+        ),
+        number(
+            RETRY_BACKOFF_MAX,
+            settings.retry_backoff_max_ms,
+            mirror_fsm::machine::MAX_BACKOFF_MS,
+        ),
     ]
+}
+
+/// A numeric key's entry: its own value, else its default.
+fn number(name: &str, own: Option<i64>, default: i64) -> ConfigEntry {
+    ConfigEntry {
+        name: name.to_owned(),
+        value: own.unwrap_or(default).to_string(),
+        default: own.is_none(),
+    }
 }
 
 /// `settings` with the keys of `set` given their values and those of `delete` back to their defaults — or why the
@@ -154,6 +194,9 @@ pub fn altered(
             METADATA_REFRESH_INTERVAL => next.metadata_refresh_interval_ms = None,
             GROUPS_SYNC_INTERVAL => next.group_sync_interval_ms = None,
             ACL_INCLUDE => next.acl_include.clear(),
+            FETCH_MAX_BYTES => next.fetch_max_bytes = None,
+            MAX_PARTITION_FETCH_BYTES => next.max_partition_fetch_bytes = None,
+            RETRY_BACKOFF_MAX => next.retry_backoff_max_ms = None,
             _ => next.topic_properties_exclude = None,
         }
     }
@@ -167,6 +210,23 @@ pub fn altered(
             METADATA_REFRESH_INTERVAL => next.metadata_refresh_interval_ms = Some(interval(key, value)?),
             GROUPS_SYNC_INTERVAL => next.group_sync_interval_ms = Some(interval(key, value)?),
             ACL_INCLUDE => next.acl_include = list(value),
+            FETCH_MAX_BYTES | MAX_PARTITION_FETCH_BYTES => {
+                let bytes = Some(within(key, value, MIN_FETCH_BYTES, MAX_FETCH_BYTES, "bytes")?);
+                if key == FETCH_MAX_BYTES {
+                    next.fetch_max_bytes = bytes;
+                } else {
+                    next.max_partition_fetch_bytes = bytes;
+                }
+            }
+            RETRY_BACKOFF_MAX => {
+                next.retry_backoff_max_ms = Some(within(
+                    key,
+                    value,
+                    mirror_fsm::machine::INITIAL_BACKOFF_MS,
+                    MAX_RETRY_BACKOFF_MS,
+                    "milliseconds",
+                )?);
+            }
             _ => next.topic_properties_exclude = Some(config_names(key, value)?),
         }
     }
@@ -217,15 +277,19 @@ fn config_names(key: &str, value: &str) -> Result<Vec<String>, MirrorError> {
 }
 
 fn interval(key: &str, value: &str) -> Result<i64, MirrorError> {
+    within(key, value, MIN_INTERVAL_MS, MAX_INTERVAL_MS, "milliseconds")
+}
+
+/// A whole number of `unit` from `min` to `max`, or the refusal naming `key`.
+fn within(key: &str, value: &str, min: i64, max: i64, unit: &str) -> Result<i64, MirrorError> {
     value
         .trim()
         .parse::<i64>()
         .ok()
-        .filter(|ms| (MIN_INTERVAL_MS..=MAX_INTERVAL_MS).contains(ms))
+        .filter(|number| (min..=max).contains(number))
         .ok_or_else(|| {
             MirrorError::InvalidRequest(format!(
-                "config {key}={value:?} is refused: a whole number of milliseconds from {MIN_INTERVAL_MS} to \
-                 {MAX_INTERVAL_MS}"
+                "config {key}={value:?} is refused: a whole number of {unit} from {min} to {max}"
             ))
         })
 }
@@ -268,6 +332,8 @@ mod tests {
         assert!(shown.iter().all(|entry| entry.default), "{shown:?}");
         assert_eq!(shown[2].value, ".*");
         assert_eq!(shown[4].value, "30000");
+        assert_eq!(shown[8].value, "2097152");
+        assert_eq!(shown[10].value, "30000");
         assert_eq!(shown[5].value, "5000");
         assert!(shown[6].value.contains("min.insync.replicas"));
         let settings = LinkSettings::default();
@@ -349,5 +415,8 @@ mod tests {
             refused(&[(TOPIC_PROPERTIES_EXCLUDE, "retention.ms,retention.msec")], &[])
                 .contains("retention.msec")
         );
+        assert!(refused(&[(FETCH_MAX_BYTES, "100")], &[]).contains(FETCH_MAX_BYTES));
+        assert!(refused(&[(MAX_PARTITION_FETCH_BYTES, "67108864")], &[]).contains("33554432"));
+        assert!(refused(&[(RETRY_BACKOFF_MAX, "-1")], &[]).contains(RETRY_BACKOFF_MAX));
     }
 }

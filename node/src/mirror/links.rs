@@ -610,13 +610,43 @@ impl MirrorLinks {
         by_source
     }
 
+    /// What a round asks of `source`: [`ROUND_LIMITS`], or the links' own `mirror.fetch.max.bytes` and
+    /// `mirror.max.partition.fetch.bytes` — the smallest where several links share the source (they share its
+    /// rounds).
+    fn round_limits(&self, source: &str) -> FetchLimits {
+        let bytes = |value: Option<i64>, default: usize| {
+            value
+                .and_then(|bytes| usize::try_from(bytes).ok())
+                .unwrap_or(default)
+        };
+        self.links
+            .iter()
+            .filter(|link| link.source == source)
+            .map(|link| FetchLimits {
+                per_partition: bytes(
+                    link.settings.max_partition_fetch_bytes,
+                    ROUND_LIMITS.per_partition,
+                ),
+                total: bytes(link.settings.fetch_max_bytes, ROUND_LIMITS.total),
+            })
+            .reduce(|one, other| FetchLimits {
+                per_partition: one.per_partition.min(other.per_partition),
+                total: one.total.min(other.total),
+            })
+            .unwrap_or(ROUND_LIMITS)
+    }
+
     /// One round's fetch from `source`, now: fetched and waited for, or, with rounds in flight, started.
     async fn round_now(&mut self, source: &str, asked: Vec<PartitionFetch>) -> RoundNow {
         if self.rounds_in_flight {
             self.launch(source, asked);
             return RoundNow::InFlight;
         }
-        match self.sources.fetch_many(source, &asked, ROUND_LIMITS).await {
+        match self
+            .sources
+            .fetch_many(source, &asked, self.round_limits(source))
+            .await
+        {
             Some(answers) => RoundNow::Answers(answers),
             None => RoundNow::Unsupported,
         }
@@ -627,9 +657,10 @@ impl MirrorLinks {
     fn launch(&mut self, source: &str, asked: Vec<PartitionFetch>) {
         let sources = Arc::clone(&self.sources);
         let landed = Arc::clone(&self.landed);
+        let limits = self.round_limits(source);
         let (address, wanted) = (source.to_owned(), asked.clone());
         let task = tokio::spawn(async move {
-            let answers = sources.fetch_many(&address, &wanted, ROUND_LIMITS).await;
+            let answers = sources.fetch_many(&address, &wanted, limits).await;
             landed.notify_one();
             answers
         });
@@ -781,6 +812,9 @@ impl MirrorLinks {
             MirrorDriver::recover(log, fetcher.as_mut(), node.config().cluster_id.clone()).await?;
         driver.pause_between_stopping_steps(self.stopping_pause);
         driver.realign_on_retry(self.realign_on_retry);
+        if let Some(max_ms) = link.settings.retry_backoff_max_ms {
+            driver.set_max_backoff_ms(max_ms);
+        }
         driver
             .handle(log, fetcher.as_mut(), Event::Tick { now_ms: now })
             .await?;

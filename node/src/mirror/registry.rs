@@ -76,6 +76,15 @@ pub struct LinkSettings {
     /// are not synced.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub acl_include: Vec<String>,
+    /// The most one round asks of the link's source (`mirror.fetch.max.bytes`); `None`: 2 MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetch_max_bytes: Option<i64>,
+    /// The most one partition's answer in a round carries (`mirror.max.partition.fetch.bytes`); `None`: 2 MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_partition_fetch_bytes: Option<i64>,
+    /// The longest wait between a FAILED partition's retries (`mirror.retry.backoff.max.ms`); `None`: 30 s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_backoff_max_ms: Option<i64>,
 }
 
 impl LinkSettings {
