@@ -1598,3 +1598,118 @@ async fn a_links_fetch_sizes_set_live_bound_each_round_and_deleting_them_restore
         );
     }
 }
+
+/// In-process sources whose principal may not READ the topics in `refused` (Kafka's TOPIC_AUTHORIZATION_FAILED to a
+/// Fetch; DESCRIBE is allowed: the topics are listed and described).
+struct WithoutRead {
+    sources: NodeSources,
+    refused: std::sync::Mutex<std::collections::BTreeSet<String>>,
+}
+
+#[async_trait::async_trait]
+impl Sources for WithoutRead {
+    async fn describe(&self, address: &str, topics: &[String]) -> Result<SourceDescription, FetchError> {
+        self.sources.describe(address, topics).await
+    }
+
+    fn fetcher(&self, address: &str, topic: &str, partition: i32) -> Box<dyn Fetcher> {
+        self.sources.fetcher(address, topic, partition)
+    }
+
+    async fn list_topics(&self, address: &str) -> Result<Vec<mirror_fsm::ListedTopic>, FetchError> {
+        self.sources.list_topics(address).await
+    }
+
+    async fn check_readable(&self, _address: &str, topics: &[String]) -> Result<(), FetchError> {
+        let refused = self.refused.lock().unwrap();
+        match topics.iter().find(|topic| refused.contains(*topic)) {
+            Some(topic) => Err(FetchError::new(
+                format!("the link may not read topic {topic} at the source (TOPIC_AUTHORIZATION_FAILED)"),
+                false,
+            )
+            .with_code(KafkaError::TopicAuthorizationFailed.code())),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Issue 53, item 6: a topic the include patterns find that the link may describe but not read is not created
+/// here — at `create` it is left out, at each check it is a link warning saying why — and once the link may read
+/// it, the next check adds it and mirrors it. A topic created with partitions that fail their first fetch would
+/// stay FAILED (the error is final) even after the right was granted.
+#[tokio::test]
+async fn a_found_topic_the_link_may_not_read_is_a_warning_until_it_may_then_it_is_mirrored() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = node_in(
+        &dir.path().join("a"),
+        "cluster-a",
+        &[("orders.eu", 1), ("orders.secret", 1)],
+    )
+    .await;
+    let dest = node_in(&dir.path().join("b"), "cluster-b", &[]).await;
+    for topic in ["orders.eu", "orders.secret"] {
+        let response = source
+            .produce(produce_request_to(topic, 0, 1, 0, &["x", "y"]), 8)
+            .await;
+        assert_eq!(response.responses[0].partition_responses[0].error_code, 0);
+    }
+    let sources = Arc::new(WithoutRead {
+        sources: NodeSources::new().with("a", source.clone()),
+        refused: std::sync::Mutex::new(["orders.secret".to_owned()].into()),
+    });
+    let mut links = MirrorLinks::open(&dest, sources.clone()).await.unwrap();
+    links.set_source_topic_check_interval_ms(Some(0));
+    let created = links
+        .handle(
+            &dest,
+            AdminRequest::Create {
+                link: "orders".to_owned(),
+                source: "a".to_owned(),
+                topics: Vec::new(),
+                source_config: Default::default(),
+                include: vec![r"orders\..*".to_owned()],
+                exclude: Vec::new(),
+            },
+        )
+        .await;
+    assert!(created.ok, "{created:?}");
+    let topics = |answer: &AdminResponse| {
+        answer.links[0]
+            .partitions
+            .iter()
+            .map(|p| p.topic.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(topics(&created), vec!["orders.eu"]);
+    assert!(dest.partition("orders.secret", 0).await.is_none());
+
+    // Each check finds it, and says why it is not mirrored.
+    links.step(&dest).await;
+    let described = links.handle(&dest, describe_link("orders")).await;
+    assert_eq!(topics(&described), vec!["orders.eu"]);
+    let warning = described.links[0].warnings.join("; ");
+    assert!(
+        warning.contains("orders.secret") && warning.contains("TOPIC_AUTHORIZATION_FAILED"),
+        "{warning}"
+    );
+    assert!(dest.partition("orders.secret", 0).await.is_none());
+
+    // READ granted: the next check adds it, and it is mirrored from its log start.
+    sources.refused.lock().unwrap().clear();
+    links.step(&dest).await;
+    let described = links.handle(&dest, describe_link("orders")).await;
+    assert_eq!(topics(&described), vec!["orders.eu", "orders.secret"]);
+    assert!(described.links[0].warnings.is_empty(), "{described:?}");
+    step_until_caught_up(&mut links, &dest, "orders").await;
+    assert_eq!(
+        log_bytes_of(&dest, "orders.secret", 0).await,
+        log_bytes_of(&source, "orders.secret", 0).await
+    );
+}
+
+fn describe_link(link: &str) -> AdminRequest {
+    AdminRequest::Describe {
+        link: link.to_owned(),
+        topics: Vec::new(),
+    }
+}

@@ -370,6 +370,7 @@ fn register_mirrors(registry: &mut Registry, links: &[LinkStatus]) {
     let failed_rounds: Family<PartitionErrorLabels, Counter> = Family::default();
     let retries: Family<PartitionLabels, Counter> = Family::default();
     let bytes_fetched: Family<PartitionLabels, Counter> = Family::default();
+    let offsets_fetched: Family<PartitionLabels, Counter> = Family::default();
     let bytes_mirrored: Family<PartitionLabels, Counter> = Family::default();
     let by_state: Family<LinkStateLabels, Gauge> = Family::default();
     let warnings: Family<LinkLabels, Gauge> = Family::default();
@@ -454,6 +455,7 @@ fn register_mirrors(registry: &mut Registry, links: &[LinkStatus]) {
                 (&batches_mirrored, partition.batches_mirrored),
                 (&retries, partition.retries),
                 (&bytes_fetched, partition.bytes_fetched),
+                (&offsets_fetched, partition.offsets_fetched),
                 (&bytes_mirrored, partition.bytes_mirrored),
             ] {
                 family.get_or_create(&labels).inc_by(value);
@@ -529,6 +531,11 @@ fn register_mirrors(registry: &mut Registry, links: &[LinkStatus]) {
         "mirror_partition_fetched_bytes",
         "Bytes of the batches the source answered since serve started",
         bytes_fetched,
+    );
+    registry.register(
+        "mirror_partition_offsets_fetched",
+        "Offsets the batches the source answered span since serve started (records and markers, written or not)",
+        offsets_fetched,
     );
     registry.register(
         "mirror_partition_mirrored_bytes",

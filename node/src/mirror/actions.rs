@@ -120,9 +120,25 @@ pub(super) async fn describe_selected(
         Err(error) => return Err(error),
     };
     // Fail fast (issue 53, item 6): a named topic the link may describe but not read refuses the link now, not at
-    // its first fetch. One the patterns found is not checked: it must not block the others, and its partitions
-    // say FAILED with Kafka's error if it cannot be read.
+    // its first fetch. One the patterns found must not block the others: it is left out, and the link's checks
+    // find it again and say why in a link warning until the link may read it (then it is added).
     sources.check_readable(source, named).await?;
+    let mut description = description;
+    let found: Vec<String> = description
+        .partitions
+        .keys()
+        .filter(|topic| !named.contains(*topic))
+        .cloned()
+        .collect();
+    for topic in found {
+        if let Err(refused) = sources.check_readable(source, std::slice::from_ref(&topic)).await {
+            if refused.code == Some(super::round_errors::TOPIC_AUTHORIZATION_FAILED) {
+                tracing::info!(%source, %topic, "left out of the new link: {refused}");
+                description.partitions.remove(&topic);
+                description.topic_ids.remove(&topic);
+            }
+        }
+    }
     Ok(description)
 }
 
@@ -1008,6 +1024,7 @@ impl MirrorLinks {
                         failed_rounds_by_error: BTreeMap::new(),
                         retries: 0,
                         bytes_fetched: 0,
+                        offsets_fetched: 0,
                         bytes_mirrored: 0,
                         error: Some("not started".to_owned()),
                     });
@@ -1058,6 +1075,7 @@ impl MirrorLinks {
                         .collect(),
                     retries: mirrored.progress.retries,
                     bytes_fetched: mirrored.progress.bytes_fetched,
+                    offsets_fetched: mirrored.progress.offsets_fetched,
                     bytes_mirrored: mirrored.progress.bytes_mirrored,
                     error: state
                         .failure()

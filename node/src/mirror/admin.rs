@@ -264,6 +264,9 @@ pub struct PartitionStatus {
     /// Bytes of the batches the source answered since `serve` started.
     #[serde(default)]
     pub bytes_fetched: u64,
+    /// Offsets the batches the source answered span since `serve` started (records and markers; written or not).
+    #[serde(default)]
+    pub offsets_fetched: u64,
     /// Bytes of the batches written since `serve` started.
     #[serde(default)]
     pub bytes_mirrored: u64,

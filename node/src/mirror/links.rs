@@ -94,6 +94,8 @@ pub(super) struct Progress {
     pub(super) batches: u64,
     /// Bytes of the batches the source answered (written or not).
     pub(super) bytes_fetched: u64,
+    /// Offsets the batches the source answered span (written or not).
+    pub(super) offsets_fetched: u64,
     /// Bytes of the batches written.
     pub(super) bytes_mirrored: u64,
     /// Rounds that failed, by why ([`super::round_errors`]).
@@ -118,16 +120,21 @@ struct Round<'a> {
     end: i64,
 }
 
-/// What a round's answer brought: its batches' bytes.
+/// What a round's answer brought: its batches' bytes, and the offsets they span.
 #[derive(Debug, Clone, Copy, Default)]
 struct FetchedBatches {
     bytes: u64,
+    offsets: u64,
 }
 
 impl FetchedBatches {
     fn of(response: &mirror_fsm::FetchResponse) -> Self {
         let bytes = response.batches.iter().map(|batch| batch.size() as u64).sum();
-        FetchedBatches { bytes }
+        let offsets = match (response.batches.first(), response.batches.last()) {
+            (Some(first), Some(last)) => u64::try_from(last.next_offset() - first.base_offset()).unwrap_or(0),
+            _ => 0,
+        };
+        FetchedBatches { bytes, offsets }
     }
 }
 
@@ -203,6 +210,7 @@ impl Mirrored {
         };
         if let Some(answer) = answer {
             self.progress.bytes_fetched += answer.bytes;
+            self.progress.offsets_fetched += answer.offsets;
             if appended > 0 {
                 // A round appends its whole answer or nothing.
                 self.progress.bytes_mirrored += answer.bytes;

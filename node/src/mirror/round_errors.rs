@@ -9,6 +9,9 @@
 
 use mirror_fsm::{DriverError, FetchError, MirrorDriver};
 
+/// Kafka's TOPIC_AUTHORIZATION_FAILED: the link's principal may not do that to the topic at the source.
+pub const TOPIC_AUTHORIZATION_FAILED: i16 = kafka_types::KafkaError::TopicAuthorizationFailed.code();
+
 /// A Kafka error code the source answered that this project's table does not name.
 pub const OTHER_KAFKA_ERROR: &str = "OTHER_KAFKA_ERROR";
 /// No Kafka error: the connection failed or closed, the source did not answer in time, or its answer could not be

@@ -100,6 +100,10 @@ pub(super) struct Answer {
     topic_id: Option<[u8; 16]>,
     /// The topic's overrides there (`None`: not read; an error: why they could not be).
     configs: Option<Result<BTreeMap<String, String>, String>>,
+    /// Why the link may not read the topic there (Kafka's TOPIC_AUTHORIZATION_FAILED to a Fetch: DESCRIBE without
+    /// READ), when it may not: the topic is then left out with a link warning until it may, rather than created
+    /// here with partitions that would fail at their first fetch and stay FAILED.
+    unreadable: Option<String>,
 }
 
 /// What a source description says of `topic`'s configs (`None`: not read; an error: why they could not be).
@@ -245,6 +249,7 @@ impl MirrorLinks {
                 partitions: theirs,
                 topic_id,
                 configs,
+                ..
             }) = answer
             else {
                 continue;
@@ -394,6 +399,13 @@ impl MirrorLinks {
                         topic,
                         "an empty read-only topic of that name, with another partition count, exists on this cluster"
                             .to_owned(),
+                    );
+                    continue;
+                }
+                if let Some(why) = &answer.unreadable {
+                    skipped.insert(
+                        topic,
+                        format!("added at the first check after the link may read it: {why}"),
                     );
                     continue;
                 }
@@ -968,7 +980,7 @@ async fn ask_sources(sources: Arc<dyn Sources>, questions: Questions, deadline: 
                     let answer = if known.contains(&topic.name) {
                         None
                     } else {
-                        describe_one(sources.as_ref(), &source, &topic.name, deadline).await
+                        describe_found(sources.as_ref(), &source, &topic.name, deadline).await
                     };
                     selected.push((topic.name, answer));
                 }
@@ -998,18 +1010,41 @@ async fn describe_one(
     deadline: Option<Duration>,
 ) -> Option<Answer> {
     let topics = [topic.to_owned()];
-    let described = sources.describe(source, &topics);
-    let answer = match deadline {
-        Some(deadline) => tokio::time::timeout(deadline, described).await.ok(),
-        None => Some(described.await),
-    };
-    answer.and_then(Result::ok).and_then(|description| {
-        let configs = configs_of(&description.configs, topic);
-        Some(Answer {
-            partitions: description.partitions.get(topic).copied()?,
-            topic_id: description.topic_ids.get(topic).copied(),
-            cluster_id: description.cluster_id,
-            configs,
-        })
+    let described = within(deadline, sources.describe(source, &topics)).await?.ok()?;
+    Some(Answer {
+        partitions: described.partitions.get(topic).copied()?,
+        topic_id: described.topic_ids.get(topic).copied(),
+        configs: configs_of(&described.configs, topic),
+        cluster_id: described.cluster_id,
+        unreadable: None,
     })
+}
+
+/// A topic found at `source`, described as [`describe_one`] does, and whether the link may read it there (fail
+/// fast, issue 53 item 6); `None` without an answer to either.
+async fn describe_found(
+    sources: &dyn Sources,
+    source: &str,
+    topic: &str,
+    deadline: Option<Duration>,
+) -> Option<Answer> {
+    let mut answer = describe_one(sources, source, topic, deadline).await?;
+    let topics = [topic.to_owned()];
+    match within(deadline, sources.check_readable(source, &topics)).await? {
+        Ok(()) => {}
+        Err(refused) if refused.code == Some(super::round_errors::TOPIC_AUTHORIZATION_FAILED) => {
+            answer.unreadable = Some(refused.message)
+        }
+        // Any other error is no answer about the link's rights: asked again at the next check.
+        Err(_) => return None,
+    }
+    Some(answer)
+}
+
+/// `question`'s answer, or `None` when `deadline` passed first.
+async fn within<T>(deadline: Option<Duration>, question: impl std::future::Future<Output = T>) -> Option<T> {
+    match deadline {
+        Some(deadline) => tokio::time::timeout(deadline, question).await.ok(),
+        None => Some(question.await),
+    }
 }
