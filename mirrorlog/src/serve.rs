@@ -107,6 +107,14 @@ pub struct ServeArgs {
     /// are deleted (`log.retention.bytes`; −1: no bound, Kafka's default).
     #[arg(long, default_value_t = -1, value_parser = clap::value_parser!(i64).range(-1..), allow_negative_numbers = true)]
     log_retention_bytes: i64,
+    /// How long an Empty consumer group's committed offsets are kept, counted from when it emptied (a
+    /// standalone consumer's: from their commit), in minutes (`offsets.retention.minutes`; Kafka's 7 days).
+    #[arg(long, default_value_t = 10_080, value_parser = clap::value_parser!(i64).range(1..=1_000_000_000))]
+    offsets_retention_minutes: i64,
+    /// How often expired committed offsets are looked for, in milliseconds
+    /// (`offsets.retention.check.interval.ms`).
+    #[arg(long, default_value_t = 600_000, value_parser = clap::value_parser!(i64).range(100..=86_400_000))]
+    offsets_retention_check_interval_ms: i64,
     /// How long the log cleaner waits between rounds of compaction, in milliseconds (`log.cleaner.backoff.ms`).
     #[arg(long, default_value_t = 15_000, value_parser = clap::value_parser!(u64).range(100..=86_400_000))]
     log_cleaner_backoff_ms: u64,
@@ -299,6 +307,8 @@ pub fn serve(args: ServeArgs) -> Result<(), CliError> {
     config.node.max_timestamp_ahead_ms = args.message_timestamp_after_max_ms;
     config.node.max_timestamp_behind_ms = args.message_timestamp_before_max_ms;
     config.node.transactional_id_expiration_ms = args.transactional_id_expiration_ms;
+    config.node.offsets_retention_ms = args.offsets_retention_minutes.saturating_mul(60_000);
+    config.node.offsets_retention_check_interval_ms = args.offsets_retention_check_interval_ms;
     config.node.max_transaction_timeout_ms = args.max_transaction_timeout_ms;
     config.node.producer_id_expiration_ms = args.producer_id_expiration_ms;
     config.housekeeping_interval = Duration::from_millis(args.housekeeping_interval_ms);

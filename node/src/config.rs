@@ -37,6 +37,12 @@ pub struct NodeConfig {
     /// `log.retention.bytes`: the size a partition of a topic without its own `retention.bytes` may grow to
     /// (negative: no bound, Kafka's default).
     pub log_retention_bytes: i64,
+    /// `offsets.retention.minutes`, in milliseconds: how long a group's committed offsets are kept once it is
+    /// Empty (counted from then) or, for a standalone consumer's, since their commit (Kafka's default: 7 days).
+    pub offsets_retention_ms: i64,
+    /// `offsets.retention.check.interval.ms`: how often expired offsets are looked for (Kafka's default: 10
+    /// minutes).
+    pub offsets_retention_check_interval_ms: i64,
     /// Which producers a `MIRROR_PID_RESET` barrier clears (the KIP's rule by default; the simulator compares
     /// the alternatives).
     pub barrier_scope: BarrierScope,
@@ -67,6 +73,8 @@ impl NodeConfig {
             max_timestamp_behind_ms: i64::MAX,
             log_retention_ms: 604_800_000,
             log_retention_bytes: -1,
+            offsets_retention_ms: 604_800_000,
+            offsets_retention_check_interval_ms: 600_000,
             barrier_scope: PsmConfig::default().barrier_scope,
             record_delivered_markers: false,
             follower_cluster_id: None,

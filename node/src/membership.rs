@@ -67,6 +67,22 @@ impl GroupState {
     }
 }
 
+/// How a group's committed offsets expire after `offsets.retention.minutes` (Kafka's `GroupMetadata.
+/// removeExpiredOffsets`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OffsetExpiry {
+    /// No group by that name here: a standalone consumer that only stores offsets; each expires counted from
+    /// its commit.
+    Standalone,
+    /// An Empty group since then: its offsets expire counted from that moment (or from their commit, if later).
+    EmptySince(i64),
+    /// A Stable consumer group: its offsets on topics none of its members subscribes to expire counted from their
+    /// commit; the others are kept.
+    Unsubscribed(std::collections::BTreeSet<String>),
+    /// Kept: a rebalance in progress, or members whose subscriptions cannot be read.
+    Keep,
+}
+
 /// What a member sends in JoinGroup.
 #[derive(Debug, Clone)]
 pub struct JoinRequest {
@@ -183,6 +199,10 @@ pub struct StoredGroup {
     pub leader: Option<String>,
     /// Every member (none in an emptied group).
     pub members: Vec<StoredMember>,
+    /// When the group became Empty (its last member gone), for its offsets' retention (Kafka's
+    /// `currentStateTimestamp`); absent while it has members, and in groups stored before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub empty_since_ms: Option<i64>,
 }
 
 /// A member as it is stored.
@@ -248,6 +268,8 @@ struct Group {
     revision: u64,
     /// The revision last handed out by [`Membership::take_unstored`].
     stored_revision: u64,
+    /// When the group became Empty after having members (`None`: it has members, or never had any).
+    empty_since_ms: Option<i64>,
 }
 
 impl Group {
@@ -263,6 +285,7 @@ impl Group {
             rebalance_deadline_ms: 0,
             revision: 0,
             stored_revision: 0,
+            empty_since_ms: None,
         }
     }
 
@@ -296,6 +319,8 @@ impl Group {
             );
         }
         group.state = if group.members.is_empty() {
+            // A group stored before the time was recorded counts from the restart: never earlier than Kafka.
+            group.empty_since_ms = Some(stored.empty_since_ms.unwrap_or(now_ms));
             GroupState::Empty
         } else {
             GroupState::Stable
@@ -327,6 +352,7 @@ impl Group {
                     assignment: member.assignment.to_vec(),
                 })
                 .collect(),
+            empty_since_ms: self.empty_since_ms.filter(|_| self.members.is_empty()),
         }
     }
 
@@ -372,6 +398,7 @@ impl Group {
         if self.members.is_empty() {
             // Kafka keeps an emptied group, with its protocol type, for its committed offsets.
             self.state = GroupState::Empty;
+            self.empty_since_ms = Some(now_ms);
             self.protocol = None;
             self.leader = None;
             self.revision += 1;
@@ -956,6 +983,31 @@ impl Membership {
         Some(Some(topics))
     }
 
+    /// How a group's committed offsets expire (`offsets.retention.minutes`), as Kafka's coordinator decides it.
+    pub fn offsets_expiry(&self, group_id: &str) -> OffsetExpiry {
+        let groups = self.groups();
+        let Some(group) = groups.get(group_id) else {
+            return OffsetExpiry::Standalone;
+        };
+        if group.members.is_empty() && group.state == GroupState::Empty {
+            return match group.empty_since_ms {
+                Some(since) => OffsetExpiry::EmptySince(since),
+                None => OffsetExpiry::Standalone,
+            };
+        }
+        drop(groups);
+        match self.subscribed_topics(group_id) {
+            Some(Some(topics)) if self.state_of(group_id) == Some(GroupState::Stable) => {
+                OffsetExpiry::Unsubscribed(topics)
+            }
+            _ => OffsetExpiry::Keep,
+        }
+    }
+
+    fn state_of(&self, group_id: &str) -> Option<GroupState> {
+        self.groups().get(group_id).map(|group| group.state)
+    }
+
     /// Every group that has or had members: (id, protocol type, state).
     pub fn list(&self) -> Vec<(String, String, GroupState)> {
         self.groups()
@@ -1112,6 +1164,22 @@ mod tests {
             None,
             "an empty group takes simple commits"
         );
+    }
+
+    /// `offsets.retention.minutes` asks the group how its offsets expire: kept while it has members whose
+    /// subscriptions cannot be read, counted from the moment it emptied once Empty (a moment stored with it, so a
+    /// restart does not restart the count), by commit time for a group not known here.
+    #[test]
+    fn a_groups_offsets_expire_from_when_it_emptied_and_not_while_it_has_members() {
+        let groups = Membership::default();
+        assert_eq!(groups.offsets_expiry("standalone"), OffsetExpiry::Standalone);
+        let first = first_member(&groups);
+        now(groups.sync("g", 1, &first, Vec::new(), 0));
+        assert_eq!(groups.offsets_expiry("g"), OffsetExpiry::Keep);
+        assert_eq!(groups.leave("g", &first, None, 7_000), None);
+        assert_eq!(groups.offsets_expiry("g"), OffsetExpiry::EmptySince(7_000));
+        let restored = Membership::restore(groups.take_unstored(), 50_000);
+        assert_eq!(restored.offsets_expiry("g"), OffsetExpiry::EmptySince(7_000));
     }
 
     #[test]

@@ -107,6 +107,8 @@ pub struct Node {
     pub(crate) offsets: Mutex<GroupOffsets>,
     /// Consumer groups' members and generations (in memory).
     pub(crate) membership: crate::membership::Membership,
+    /// When committed offsets were last looked at for expiry (`offsets.retention.check.interval.ms`).
+    offsets_checked_at: std::sync::atomic::AtomicI64,
     /// The internal partition whose metadata holds the mirror links (`crate::mirror::registry`).
     pub(crate) mirror_registry: Mutex<Option<PartitionLog>>,
     /// Topics' config overrides and the settings produce enforces (`crate::topic_configs`). Locked after
@@ -294,6 +296,7 @@ impl Node {
             coordinator: Mutex::new(coordinator),
             offsets: Mutex::new(offsets),
             membership,
+            offsets_checked_at: std::sync::atomic::AtomicI64::new(now),
             appended,
             config,
             repairs,
@@ -683,7 +686,46 @@ impl Node {
         self.expire_transactional_ids().await?;
         self.expire_producers().await;
         self.compact_offsets().await?;
+        self.expire_offsets_if_due().await?;
         Ok(())
+    }
+
+    /// Deletes the committed offsets `offsets.retention.minutes` expired, and the groups left with none, once
+    /// `offsets.retention.check.interval.ms` has passed since the last look (the first, one interval after the
+    /// node opened, as Kafka's coordinator schedules it). Returns what went (nothing when not due).
+    pub async fn expire_offsets_if_due(&self) -> Result<crate::offsets::Expired, NodeError> {
+        use std::sync::atomic::Ordering;
+        let now = self.clock.now_ms();
+        let last = self.offsets_checked_at.load(Ordering::SeqCst);
+        if now.saturating_sub(last) < self.config.offsets_retention_check_interval_ms {
+            return Ok(crate::offsets::Expired::default());
+        }
+        self.offsets_checked_at.store(now, Ordering::SeqCst);
+        self.expire_offsets(now).await
+    }
+
+    /// Deletes the committed offsets expired at `now_ms` ([`crate::offsets::GroupOffsets::expire`]), and forgets
+    /// the groups left with none.
+    pub async fn expire_offsets(&self, now_ms: i64) -> Result<crate::offsets::Expired, NodeError> {
+        let mut offsets = self.offsets.lock().await;
+        let expired = offsets
+            .expire(now_ms, self.config.offsets_retention_ms, |group| {
+                self.membership.offsets_expiry(group)
+            })
+            .await?;
+        drop(offsets);
+        for group in &expired.groups {
+            // Empty when its offsets expired; a member that joined since keeps the group (without offsets).
+            let _ = self.membership.delete(group);
+        }
+        if expired.offsets > 0 || !expired.groups.is_empty() {
+            tracing::info!(
+                offsets = expired.offsets,
+                groups = ?expired.groups,
+                "committed offsets expired (offsets.retention.minutes)"
+            );
+        }
+        Ok(expired)
     }
 
     /// Rewrites the group offset log as its live state once it holds enough history (`offsets::GroupOffsets::

@@ -53,6 +53,26 @@ pub struct Committed {
     pub offset: i64,
     /// The client's metadata string.
     pub metadata: Option<String>,
+    /// When it was committed (milliseconds since the epoch, the node's clock): what `offsets.retention.minutes`
+    /// counts from. Stamped by the store; a record written before it was stored takes its batch's time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit_timestamp_ms: Option<i64>,
+}
+
+impl Committed {
+    /// An offset and its metadata, not yet stamped.
+    pub fn new(offset: i64, metadata: Option<String>) -> Self {
+        Committed {
+            offset,
+            metadata,
+            commit_timestamp_ms: None,
+        }
+    }
+
+    /// Whether `other` commits the same offset with the same metadata (whenever it was committed).
+    pub fn same_position(&self, other: &Committed) -> bool {
+        self.offset == other.offset && self.metadata == other.metadata
+    }
 }
 
 /// One offset a commit names.
@@ -128,6 +148,21 @@ pub struct GroupOffsets {
     snapshot_records: u64,
 }
 
+/// What [`GroupOffsets::expire`] deleted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Expired {
+    /// Committed offsets deleted.
+    pub offsets: usize,
+    /// Groups forgotten with them (left with no offsets).
+    pub groups: Vec<String>,
+}
+
+/// `entry` with its commit time set to `now_ms` when it has none.
+fn stamped(mut entry: OffsetEntry, now_ms: i64) -> OffsetEntry {
+    entry.committed.commit_timestamp_ms.get_or_insert(now_ms);
+    entry
+}
+
 /// The state a snapshot being replayed builds, until its end makes it the store's.
 #[derive(Default)]
 struct Replayed {
@@ -182,6 +217,17 @@ impl GroupOffsets {
                     let record = record.map_err(|e| corrupt(&e))?;
                     let value = record.value.unwrap_or_default();
                     let record: OffsetRecord = serde_json::from_slice(value).map_err(|e| corrupt(&e))?;
+                    // Written before commit times were stored: the batch's time is when it was committed.
+                    let record = match record {
+                        OffsetRecord::Commit(entry) => {
+                            OffsetRecord::Commit(stamped(entry, batch.max_timestamp()))
+                        }
+                        OffsetRecord::Staged { producer_id, entry } => OffsetRecord::Staged {
+                            producer_id,
+                            entry: stamped(entry, batch.max_timestamp()),
+                        },
+                        record => record,
+                    };
                     store.records += 1;
                     store.replay(record, &mut snapshot);
                 }
@@ -343,8 +389,14 @@ impl GroupOffsets {
 
     /// OffsetCommit: durable before it returns.
     pub async fn commit(&mut self, entries: Vec<OffsetEntry>) -> Result<(), NodeError> {
-        self.write(entries.into_iter().map(OffsetRecord::Commit).collect())
-            .await
+        let now = self.clock.now_ms();
+        self.write(
+            entries
+                .into_iter()
+                .map(|entry| OffsetRecord::Commit(stamped(entry, now)))
+                .collect(),
+        )
+        .await
     }
 
     /// DeleteGroups: forgets every committed offset of `group`, durably.
@@ -416,13 +468,75 @@ impl GroupOffsets {
 
     /// TxnOffsetCommit: staged under the producer id until its transaction ends.
     pub async fn stage(&mut self, producer_id: i64, entries: Vec<OffsetEntry>) -> Result<(), NodeError> {
+        let now = self.clock.now_ms();
         self.write(
             entries
                 .into_iter()
-                .map(|entry| OffsetRecord::Staged { producer_id, entry })
+                .map(|entry| OffsetRecord::Staged {
+                    producer_id,
+                    entry: stamped(entry, now),
+                })
                 .collect(),
         )
         .await
+    }
+
+    /// Deletes the committed offsets `offsets.retention.minutes` expired at `now_ms` (Kafka's `GroupMetadata.
+    /// removeExpiredOffsets`), each group as `expiry` says it expires, and forgets a group left with no offsets
+    /// whose expiry allows it (an Empty group, a standalone consumer's; also one OffsetDelete emptied). An offset
+    /// a transaction has staged for its partition is kept until the transaction ends. Returns the offsets
+    /// deleted and the groups forgotten (for the caller to forget their membership too).
+    pub async fn expire(
+        &mut self,
+        now_ms: i64,
+        retention_ms: i64,
+        expiry: impl Fn(&str) -> crate::membership::OffsetExpiry,
+    ) -> Result<Expired, NodeError> {
+        use crate::membership::OffsetExpiry;
+        let expired_at = |base: i64| now_ms.saturating_sub(base) >= retention_ms;
+        let mut records = Vec::new();
+        let mut done = Expired::default();
+        for group in self.groups().into_iter().map(str::to_owned).collect::<Vec<_>>() {
+            let rule = expiry(&group);
+            let whole_group_may_go = matches!(rule, OffsetExpiry::Standalone | OffsetExpiry::EmptySince(_));
+            let mut expired: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+            let mut kept = 0usize;
+            for (topic, partition, committed) in self.group(&group) {
+                // An offset stored before its time was recorded counts from its batch's (replay stamps it).
+                let committed_at = committed.commit_timestamp_ms.unwrap_or(now_ms);
+                let gone = !self.pending(&group, topic, partition)
+                    && match &rule {
+                        OffsetExpiry::Standalone => expired_at(committed_at),
+                        OffsetExpiry::EmptySince(since) => expired_at(committed_at.max(*since)),
+                        OffsetExpiry::Unsubscribed(topics) => {
+                            !topics.contains(topic) && expired_at(committed_at)
+                        }
+                        OffsetExpiry::Keep => false,
+                    };
+                if gone {
+                    expired.entry(topic.to_owned()).or_default().push(partition);
+                } else {
+                    kept += 1;
+                }
+            }
+            let count: usize = expired.values().map(Vec::len).sum();
+            if kept == 0 && whole_group_may_go {
+                done.offsets += count;
+                done.groups.push(group.clone());
+                records.push(OffsetRecord::DeleteGroup { group });
+                continue;
+            }
+            done.offsets += count;
+            for (topic, partitions) in expired {
+                records.push(OffsetRecord::DeleteOffsets {
+                    group: Some(group.clone()),
+                    topic,
+                    partitions: Some(partitions),
+                });
+            }
+        }
+        self.write(records).await?;
+        Ok(done)
     }
 
     /// A COMMIT or ABORT marker of `producer_id` for the `__consumer_offsets` partition `offsets_partition`.
@@ -550,6 +664,7 @@ mod tests {
                     assignment: Vec::new(),
                 })
                 .collect(),
+            empty_since_ms: None,
         }
     }
 
@@ -595,10 +710,7 @@ mod tests {
             group: group.to_owned(),
             topic: "orders".to_owned(),
             partition: 0,
-            committed: Committed {
-                offset: 1,
-                metadata: None,
-            },
+            committed: Committed::new(1, None),
         };
         offsets.commit(vec![entry("ab"), entry("abc")]).await.unwrap();
         assert!(offsets.has_group("ab") && offsets.has_group("abc"));
@@ -610,10 +722,7 @@ mod tests {
             group: group.to_owned(),
             topic: "orders".to_owned(),
             partition,
-            committed: Committed {
-                offset,
-                metadata: Some(format!("at {offset}")),
-            },
+            committed: Committed::new(offset, Some(format!("at {offset}"))),
         }
     }
 
@@ -727,5 +836,95 @@ mod tests {
         let again = reopen(&storage).await;
         assert_eq!(again.committed("readers", "orders", 0).map(|c| c.offset), Some(1));
         assert_eq!(again.committed("readers", "orders", 1).map(|c| c.offset), Some(2));
+    }
+
+    /// `offsets.retention.minutes` (Kafka's `removeExpiredOffsets`): a standalone consumer's offset expires
+    /// counted from its commit, an Empty group's from when it emptied (or the commit, if later), a Stable group's
+    /// only on topics no member subscribes to; an offset a transaction staged is kept; a group left with no offsets
+    /// is forgotten; the deletions are durable and commit times survive a restart.
+    #[tokio::test]
+    async fn offsets_expire_by_the_rule_of_their_group_and_stay_expired_after_a_restart() {
+        use crate::membership::OffsetExpiry;
+        const RETENTION: i64 = 60_000;
+        let storage = MemoryStorage::new();
+        let mut offsets = fresh(&storage).await;
+        let on = |group: &str, topic: &str, partition: i32| OffsetEntry {
+            group: group.to_owned(),
+            topic: topic.to_owned(),
+            partition,
+            committed: Committed::new(5, None),
+        };
+        offsets
+            .commit(vec![
+                on("standalone", "orders", 0),
+                on("emptied", "orders", 0),
+                on("stable", "orders", 0),
+                on("stable", "refunds", 0),
+                on("rebalancing", "orders", 0),
+                on("in-txn", "orders", 0),
+                on("in-txn", "orders", 1),
+            ])
+            .await
+            .unwrap();
+        offsets.stage(7, vec![on("in-txn", "orders", 1)]).await.unwrap();
+        let committed_at = offsets
+            .committed("standalone", "orders", 0)
+            .and_then(|committed| committed.commit_timestamp_ms)
+            .expect("stamped at commit");
+        let emptied_at = committed_at + 30_000;
+        let rule = |group: &str| match group {
+            "emptied" => OffsetExpiry::EmptySince(emptied_at),
+            "stable" => OffsetExpiry::Unsubscribed(["orders".to_owned()].into()),
+            "rebalancing" => OffsetExpiry::Keep,
+            _ => OffsetExpiry::Standalone,
+        };
+        let early = offsets
+            .expire(committed_at + RETENTION - 1, RETENTION, rule)
+            .await
+            .unwrap();
+        assert_eq!(early, Expired::default(), "nothing is due a millisecond early");
+
+        let due = offsets
+            .expire(committed_at + RETENTION, RETENTION, rule)
+            .await
+            .unwrap();
+        assert_eq!(due.offsets, 3, "{due:?}");
+        assert_eq!(due.groups, vec!["standalone".to_owned()]);
+        assert!(offsets.committed("standalone", "orders", 0).is_none());
+        assert!(
+            !offsets.has_group("standalone"),
+            "a group left with nothing is forgotten"
+        );
+        assert!(
+            offsets.committed("emptied", "orders", 0).is_some(),
+            "counted from when it emptied"
+        );
+        assert!(
+            offsets.committed("stable", "orders", 0).is_some(),
+            "a subscribed topic is kept"
+        );
+        assert!(offsets.committed("stable", "refunds", 0).is_none());
+        assert!(offsets.committed("rebalancing", "orders", 0).is_some());
+        assert!(offsets.committed("in-txn", "orders", 0).is_none());
+        assert!(
+            offsets.committed("in-txn", "orders", 1).is_some(),
+            "a transaction's staged offset holds the partition's"
+        );
+
+        let later = offsets
+            .expire(emptied_at + RETENTION, RETENTION, rule)
+            .await
+            .unwrap();
+        assert_eq!(later.groups, vec!["emptied".to_owned()], "{later:?}");
+        let again = reopen(&storage).await;
+        assert!(!again.has_group("standalone") && !again.has_group("emptied"));
+        assert!(again.committed("stable", "refunds", 0).is_none());
+        assert_eq!(
+            again
+                .committed("stable", "orders", 0)
+                .and_then(|committed| committed.commit_timestamp_ms),
+            Some(committed_at),
+            "the commit time is stored with the offset"
+        );
     }
 }

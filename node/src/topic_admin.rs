@@ -188,10 +188,7 @@ mod tests {
             group: "readers".to_owned(),
             topic: topic.to_owned(),
             partition,
-            committed: Committed {
-                offset: 7,
-                metadata: None,
-            },
+            committed: Committed::new(7, None),
         };
         node.offsets
             .lock()

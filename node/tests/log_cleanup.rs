@@ -423,3 +423,69 @@ async fn a_corrupt_keyless_batch_on_a_compacted_topic_is_corrupt_message_not_a_r
     assert!(answer.record_errors.is_empty());
     node.close().await.unwrap();
 }
+
+/// The offset group `readers` has committed on `orders`/0 (−1: none).
+async fn fetched(node: &Node) -> i64 {
+    let mut request = OffsetFetchRequest::default();
+    request.group_id = GroupId(s("readers"));
+    let mut topic = offset_fetch_request::OffsetFetchRequestTopic::default();
+    topic.name = TopicName(s("orders"));
+    topic.partition_indexes = vec![0];
+    request.topics = Some(vec![topic]);
+    node.offset_fetch(request, 1).await.topics[0].partitions[0].committed_offset
+}
+
+/// How many groups ListGroups lists.
+async fn listed(node: &Node) -> usize {
+    node.list_groups(ListGroupsRequest::default(), 4)
+        .await
+        .groups
+        .len()
+}
+
+/// `offsets.retention.minutes` through the node's housekeeping: a standalone consumer's committed offset is kept
+/// until the retention has passed since its commit and a check is due (`offsets.retention.check.interval.ms`),
+/// then it is gone — OffsetFetch answers no offset, ListGroups no longer lists the group — and stays gone after a
+/// restart.
+#[tokio::test]
+async fn committed_offsets_expire_after_the_retention_at_the_next_check_and_stay_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(TestClock::default());
+    clock.0.store(1_000_000, Ordering::SeqCst);
+    let tune = |config: &mut NodeConfig| {
+        config.offsets_retention_ms = 60_000;
+        config.offsets_retention_check_interval_ms = 10_000;
+        config.topics = vec![("orders".to_owned(), 1)];
+    };
+    let store = Store(Backend::Fs, None);
+    let node = open(dir.path(), store, clock.clone(), tune).await;
+    let mut commit = OffsetCommitRequest::default();
+    commit.group_id = GroupId(s("readers"));
+    let mut topic = offset_commit_request::OffsetCommitRequestTopic::default();
+    topic.name = TopicName(s("orders"));
+    let mut partition = offset_commit_request::OffsetCommitRequestPartition::default();
+    partition.committed_offset = 3;
+    topic.partitions.push(partition);
+    commit.topics.push(topic);
+    let committed = node.offset_commit(commit, 2).await;
+    assert_eq!(committed.topics[0].partitions[0].error_code, 0);
+
+    // A millisecond before the retention has passed: kept, whatever the checks.
+    clock.0.store(1_000_000 + 59_999, Ordering::SeqCst);
+    node.housekeeping().await.unwrap();
+    assert_eq!(fetched(&node).await, 3);
+    // Past it, but no check due since the last one (10 s apart): still there.
+    clock.0.store(1_000_000 + 60_000, Ordering::SeqCst);
+    node.housekeeping().await.unwrap();
+    assert_eq!(fetched(&node).await, 3);
+    assert_eq!(listed(&node).await, 1);
+    // The next check deletes it, and forgets the group.
+    clock.0.store(1_000_000 + 69_999, Ordering::SeqCst);
+    node.housekeeping().await.unwrap();
+    assert_eq!(fetched(&node).await, -1);
+    assert_eq!(listed(&node).await, 0);
+    node.close().await.unwrap();
+    let node = open(dir.path(), store, clock, tune).await;
+    assert_eq!(fetched(&node).await, -1);
+    assert_eq!(listed(&node).await, 0);
+}

@@ -78,10 +78,7 @@ fn entry(
         group: group.to_owned(),
         topic: topic.as_str().to_owned(),
         partition,
-        committed: Committed {
-            offset,
-            metadata: metadata.map(|m| m.as_str().to_owned()),
-        },
+        committed: Committed::new(offset, metadata.map(|m| m.as_str().to_owned())),
     }
 }
 

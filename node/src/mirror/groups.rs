@@ -169,16 +169,13 @@ impl MirrorLinks {
                 let Some(end) = log_end(node, &key).await else {
                     continue;
                 };
-                let carried = Committed {
-                    offset: offset.offset.min(end),
-                    metadata: offset.metadata,
-                };
+                let carried = Committed::new(offset.offset.min(end), offset.metadata);
                 let unchanged = node
                     .offsets
                     .lock()
                     .await
                     .committed(&offset.group, &offset.topic, offset.partition)
-                    .is_some_and(|current| *current == carried);
+                    .is_some_and(|current| current.same_position(&carried));
                 if !unchanged {
                     entries.push(OffsetEntry {
                         group: offset.group,
