@@ -224,6 +224,16 @@ async fn without_an_acl_the_data_path_is_refused_at_every_version_and_nothing_is
             "Fetch v{version}"
         );
     }
+    // READ is checked before the offset, as Kafka checks it: a mirror link's readability probe fetches past any
+    // log end, so that an allowed topic answers OFFSET_OUT_OF_RANGE and no data.
+    let mut past_the_end = fetch_request(TOPIC);
+    past_the_end.topics[0].partitions[0].fetch_offset = i64::MAX;
+    for (who, expected) in [(&alice, TOPIC_DENIED), (&admin, 1)] {
+        let response: FetchResponse = call_as(&node, who, ApiKey::Fetch, 11, &past_the_end)
+            .await
+            .expect("answer");
+        assert_eq!(response.responses[0].partitions[0].error_code, expected);
+    }
     for version in versions(ApiKey::ListOffsets) {
         let mut partition = list_offsets_request::ListOffsetsPartition::default();
         partition.timestamp = -1;

@@ -184,11 +184,11 @@ fn alter_client(link: &str, settings: std::collections::BTreeMap<String, String>
 }
 
 /// Issue 53, item 5: a link's source credentials rotated with `mirror alter --source-config`. Settings that do not
-/// reach the source (a wrong password) are refused with the source's answer and change nothing; good ones take
-/// over at once, are durable, and are the ones a restarted destination reaches the source with — the old user is
-/// gone from the source by then.
+/// reach the source (a wrong password) are refused with the source's answer and change nothing. The old user is
+/// then revoked at the source: the restarted destination's link fails (a refused authentication is final), and the
+/// new settings, once altered in, bring its partitions back at once; they are durable.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rotated_source_credentials_are_checked_then_taken_live_and_durably() {
+async fn rotated_source_credentials_are_checked_then_revive_a_link_the_old_ones_failed() {
     use kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialDeletion;
     use kafka_protocol::messages::AlterUserScramCredentialsRequest;
 
@@ -222,6 +222,36 @@ async fn rotated_source_credentials_are_checked_then_taken_live_and_durably() {
     assert_eq!(produce_records(&a, TOPIC, 0, 5).await, 0);
     until_log_end(&b, TOPIC, 0, 15, Duration::from_secs(30)).await;
 
+    // The old user is revoked at the source; the destination restarts and can no longer authenticate.
+    let mut deletion = ScramCredentialDeletion::default();
+    deletion.name = kafka_protocol::protocol::StrBytes::from_static_str("mirror");
+    deletion.mechanism = 2;
+    let mut request = AlterUserScramCredentialsRequest::default();
+    request.deletions.push(deletion);
+    let deleted = a.alter_user_scram_credentials(request, 0).await;
+    assert_eq!(deleted.results[0].error_code, 0, "{deleted:?}");
+    b_stop.send(()).unwrap();
+    b_task.await.unwrap();
+    drop(b);
+    let (b_address, b, b_stop, b_task) = serve(b_config.clone(), None).await;
+    let describe = AdminRequest::Describe {
+        link: "a-to-b".to_owned(),
+        topics: Vec::new(),
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let described = admin(&b_address, describe.clone()).await;
+        let failed = described.links[0]
+            .partitions
+            .iter()
+            .all(|partition| partition.state == "FAILED");
+        if failed {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{described:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
     let rotated = admin(&b_address, alter_client("a-to-b", settings("mirror2", "rotated"))).await;
     assert!(rotated.ok, "{rotated:?}");
     let shown = rotated.links[0].source_config.join(",");
@@ -232,14 +262,7 @@ async fn rotated_source_credentials_are_checked_then_taken_live_and_durably() {
     assert_eq!(produce_records(&a, TOPIC, 0, 5).await, 0);
     until_log_end(&b, TOPIC, 0, 20, Duration::from_secs(30)).await;
 
-    // The old user is deleted at the source; the destination restarts and reaches it as `mirror2`.
-    let mut deletion = ScramCredentialDeletion::default();
-    deletion.name = kafka_protocol::protocol::StrBytes::from_static_str("mirror");
-    deletion.mechanism = 2;
-    let mut request = AlterUserScramCredentialsRequest::default();
-    request.deletions.push(deletion);
-    let deleted = a.alter_user_scram_credentials(request, 0).await;
-    assert_eq!(deleted.results[0].error_code, 0, "{deleted:?}");
+    // Durable: a restarted destination reaches the source as `mirror2`.
     b_stop.send(()).unwrap();
     b_task.await.unwrap();
     drop(b);

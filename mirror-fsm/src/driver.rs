@@ -142,8 +142,14 @@ impl MirrorDriver {
 
     /// Caps the wait between this partition's retries (a link's `mirror.retry.backoff.max.ms`); see
     /// [`MirrorPartition::set_max_backoff_ms`].
-    pub fn set_max_backoff_ms(&mut self, max_ms: i64) {
-        self.machine.set_max_backoff_ms(max_ms);
+    pub fn set_max_backoff_ms(&mut self, max_ms: i64, now_ms: i64) {
+        self.machine.set_max_backoff_ms(max_ms, now_ms);
+    }
+
+    /// Retries a FAILED partition at the next tick, even after a final failure; see
+    /// [`MirrorPartition::retry_now`].
+    pub fn retry_now(&mut self, now_ms: i64) -> bool {
+        self.machine.retry_now(now_ms)
     }
 
     /// Handles an event and every event its actions report back.

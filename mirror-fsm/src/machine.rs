@@ -548,11 +548,31 @@ impl MirrorPartition {
     /// Caps the wait between retries at `max_ms` (at least [`INITIAL_BACKOFF_MS`]) from now on: a FAILED
     /// partition waiting longer than that retries at most `max_ms` from now. Only the time of a retry changes —
     /// never whether it is made.
-    pub fn set_max_backoff_ms(&mut self, max_ms: i64) {
+    pub fn set_max_backoff_ms(&mut self, max_ms: i64, now_ms: i64) {
+        self.now_ms = self.now_ms.max(now_ms);
         self.max_backoff_ms = max_ms.max(INITIAL_BACKOFF_MS);
         let latest = self.now_ms.saturating_add(self.max_backoff_ms);
         if let MirrorState::Failed { failure, .. } = &mut self.state {
             failure.retry_at_ms = failure.retry_at_ms.min(latest);
+        }
+    }
+
+    /// A FAILED partition (not in the middle of a STOPPING) is retried at the next tick at or after `now_ms`, even
+    /// if its failure was final: what made it final has changed (a link's new client settings, after a failed
+    /// authentication). The retry takes the ordinary path (back to the state it failed in, its checks first).
+    /// Returns whether there was such a failure.
+    pub fn retry_now(&mut self, now_ms: i64) -> bool {
+        match &mut self.state {
+            MirrorState::Failed {
+                failure,
+                stop_step: None,
+                ..
+            } => {
+                failure.retryable = true;
+                failure.retry_at_ms = now_ms;
+                true
+            }
+            _ => false,
         }
     }
 

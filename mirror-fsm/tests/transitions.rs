@@ -610,7 +610,7 @@ fn the_longest_wait_between_retries_is_capped_where_set_and_a_lower_cap_brings_a
             .unwrap();
     };
     let mut machine = MirrorPartition::new(state(StateKind::Mirroring));
-    machine.set_max_backoff_ms(1_000);
+    machine.set_max_backoff_ms(1_000, 0);
     let mut now = 0;
     for _ in 0..12 {
         fail(&mut machine);
@@ -631,6 +631,26 @@ fn the_longest_wait_between_retries_is_capped_where_set_and_a_lower_cap_brings_a
     fail(&mut machine);
     let due = machine.state().failure().unwrap().retry_at_ms;
     assert!(due - now > 10_000, "{due} at {now}");
-    machine.set_max_backoff_ms(500);
+    machine.set_max_backoff_ms(500, now);
     assert!(machine.state().failure().unwrap().retry_at_ms - now <= 500);
+}
+
+/// A final failure (a refused authentication) is retried once what made it final changed (`retry_now`, on a link's
+/// new client settings), through the ordinary retry: back to the state it failed in.
+#[test]
+fn a_final_failure_is_retried_when_asked_to_retry_now() {
+    let mut machine = MirrorPartition::new(state(StateKind::Mirroring));
+    machine
+        .handle(Event::Error {
+            message: "SASL authentication failed".to_owned(),
+            retryable: false,
+            code: None,
+        })
+        .unwrap();
+    machine.handle(Event::Tick { now_ms: i64::MAX / 4 }).unwrap();
+    assert_eq!(machine.state().kind(), StateKind::Failed, "final: never retried");
+    assert!(machine.retry_now(i64::MAX / 4));
+    machine.handle(Event::Tick { now_ms: i64::MAX / 4 }).unwrap();
+    assert_eq!(machine.state().kind(), StateKind::Mirroring);
+    assert!(!machine.retry_now(0), "nothing to retry");
 }

@@ -327,7 +327,9 @@ impl SourceCluster {
             .map(|topic| PartitionFetch {
                 topic: topic.clone(),
                 partition: 0,
-                offset: 0,
+                // Past any log end: a broker checks READ before the offset, so the answer is the right or
+                // OFFSET_OUT_OF_RANGE, never a batch (at offset 0 the first batch would come whole, up to a MiB).
+                offset: i64::MAX,
                 topic_id: None,
             })
             .collect();

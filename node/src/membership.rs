@@ -319,8 +319,9 @@ impl Group {
             );
         }
         group.state = if group.members.is_empty() {
-            // A group stored before the time was recorded counts from the restart: never earlier than Kafka.
-            group.empty_since_ms = Some(stored.empty_since_ms.unwrap_or(now_ms));
+            // A group stored before the time was recorded has none: its offsets count from their commit, as
+            // Kafka's `currentStateTimestamp.getOrElse(commitTimestamp)`.
+            group.empty_since_ms = stored.empty_since_ms;
             GroupState::Empty
         } else {
             GroupState::Stable
@@ -1035,6 +1036,19 @@ impl Membership {
                 Ok(true)
             }
         }
+    }
+
+    /// Forgets `group_id` if it is Empty with nobody joining (no member, no member id handed out): what
+    /// offsets expiry may remove. Whether it did.
+    pub fn delete_idle(&self, group_id: &str) -> bool {
+        let mut groups = self.groups();
+        let idle = groups.get(group_id).is_some_and(|group| {
+            group.state == GroupState::Empty && group.members.is_empty() && group.pending.is_empty()
+        });
+        if idle {
+            groups.remove(group_id);
+        }
+        idle
     }
 
     /// How many groups the node holds (members, or member ids handed out and not yet lapsed).

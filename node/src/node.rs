@@ -708,16 +708,34 @@ impl Node {
     /// the groups left with none.
     pub async fn expire_offsets(&self, now_ms: i64) -> Result<crate::offsets::Expired, NodeError> {
         let mut offsets = self.offsets.lock().await;
-        let expired = offsets
+        let mut expired = offsets
             .expire(now_ms, self.config.offsets_retention_ms, |group| {
                 self.membership.offsets_expiry(group)
             })
             .await?;
-        drop(offsets);
+        // Under the offsets lock, as DeleteGroups forgets a group: no commit lands in between. Empty when its
+        // offsets expired; a member that joined since keeps the group (without offsets).
         for group in &expired.groups {
-            // Empty when its offsets expired; a member that joined since keeps the group (without offsets).
-            let _ = self.membership.delete(group);
+            self.membership.delete_idle(group);
         }
+        // An Empty group that never committed (or whose offsets went otherwise) goes too, as Kafka's check removes
+        // every Empty group without offsets — with its stored membership, durably.
+        let empty: Vec<String> = self
+            .membership
+            .list()
+            .into_iter()
+            .filter(|(group, _, state)| {
+                *state == crate::membership::GroupState::Empty && !offsets.has_group(group)
+            })
+            .map(|(group, _, _)| group)
+            .collect();
+        for group in empty {
+            if self.membership.delete_idle(&group) {
+                offsets.delete_group(&group).await?;
+                expired.groups.push(group);
+            }
+        }
+        drop(offsets);
         if expired.offsets > 0 || !expired.groups.is_empty() {
             tracing::info!(
                 offsets = expired.offsets,

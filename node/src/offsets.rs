@@ -148,6 +148,10 @@ pub struct GroupOffsets {
     snapshot_records: u64,
 }
 
+/// A group's offsets as [`GroupOffsets::expire`] judges them: its name, the partitions expired by topic, and how
+/// many offsets are kept.
+type GroupVerdict<'a> = (&'a str, BTreeMap<&'a str, Vec<i32>>, usize);
+
 /// What [`GroupOffsets::expire`] deleted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Expired {
@@ -494,43 +498,69 @@ impl GroupOffsets {
     ) -> Result<Expired, NodeError> {
         use crate::membership::OffsetExpiry;
         let expired_at = |base: i64| now_ms.saturating_sub(base) >= retention_ms;
+        // One pass over the staged offsets, one over the committed ones (ordered by group): linear in the store.
+        let mut staged_groups: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
+        let mut staged_keys: std::collections::BTreeSet<(&str, &str, i32)> =
+            std::collections::BTreeSet::new();
+        for entry in self.staged.values().flatten() {
+            staged_groups.insert(entry.group.as_str());
+            staged_keys.insert((entry.group.as_str(), entry.topic.as_str(), entry.partition));
+        }
         let mut records = Vec::new();
         let mut done = Expired::default();
-        for group in self.groups().into_iter().map(str::to_owned).collect::<Vec<_>>() {
-            let rule = expiry(&group);
-            let whole_group_may_go = matches!(rule, OffsetExpiry::Standalone | OffsetExpiry::EmptySince(_));
-            let mut expired: BTreeMap<String, Vec<i32>> = BTreeMap::new();
-            let mut kept = 0usize;
-            for (topic, partition, committed) in self.group(&group) {
-                // An offset stored before its time was recorded counts from its batch's (replay stamps it).
-                let committed_at = committed.commit_timestamp_ms.unwrap_or(now_ms);
-                let gone = !self.pending(&group, topic, partition)
-                    && match &rule {
-                        OffsetExpiry::Standalone => expired_at(committed_at),
-                        OffsetExpiry::EmptySince(since) => expired_at(committed_at.max(*since)),
-                        OffsetExpiry::Unsubscribed(topics) => {
-                            !topics.contains(topic) && expired_at(committed_at)
-                        }
-                        OffsetExpiry::Keep => false,
-                    };
-                if gone {
-                    expired.entry(topic.to_owned()).or_default().push(partition);
-                } else {
-                    kept += 1;
-                }
+        let mut verdicts: Vec<GroupVerdict<'_>> = Vec::new();
+        let mut current: Option<(&str, OffsetExpiry)> = None;
+        for ((group, topic, partition), committed) in &self.committed {
+            if current.as_ref().is_none_or(|(name, _)| *name != group.as_str()) {
+                current = Some((group.as_str(), expiry(group)));
+                verdicts.push((group.as_str(), BTreeMap::new(), 0));
             }
+            let (Some((_, rule)), Some((_, expired, kept))) = (current.as_ref(), verdicts.last_mut()) else {
+                continue;
+            };
+            // An offset stored before its time was recorded was stamped with its batch's when replayed.
+            let committed_at = committed.commit_timestamp_ms.unwrap_or(now_ms);
+            let gone = !staged_keys.contains(&(group.as_str(), topic.as_str(), *partition))
+                && match rule {
+                    OffsetExpiry::Standalone => expired_at(committed_at),
+                    OffsetExpiry::EmptySince(since) => expired_at(committed_at.max(*since)),
+                    OffsetExpiry::Unsubscribed(topics) => !topics.contains(topic) && expired_at(committed_at),
+                    OffsetExpiry::Keep => false,
+                };
+            if gone {
+                expired.entry(topic.as_str()).or_default().push(*partition);
+            } else {
+                *kept += 1;
+            }
+        }
+        // Groups OffsetDelete emptied: nothing committed, still listed until this check.
+        for group in &self.emptied {
+            if !verdicts.iter().any(|(name, _, _)| name == group) {
+                verdicts.push((group.as_str(), BTreeMap::new(), 0));
+            }
+        }
+        for (group, expired, kept) in verdicts {
             let count: usize = expired.values().map(Vec::len).sum();
-            if kept == 0 && whole_group_may_go {
-                done.offsets += count;
-                done.groups.push(group.clone());
-                records.push(OffsetRecord::DeleteGroup { group });
+            done.offsets += count;
+            // A group goes whole when nothing of it is left — no offset kept, none a transaction holds staged —
+            // and its rule lets it (Empty, or a standalone consumer's).
+            let whole_group_may_go = kept == 0
+                && !staged_groups.contains(group)
+                && matches!(
+                    expiry(group),
+                    OffsetExpiry::Standalone | OffsetExpiry::EmptySince(_)
+                );
+            if whole_group_may_go {
+                done.groups.push(group.to_owned());
+                records.push(OffsetRecord::DeleteGroup {
+                    group: group.to_owned(),
+                });
                 continue;
             }
-            done.offsets += count;
             for (topic, partitions) in expired {
                 records.push(OffsetRecord::DeleteOffsets {
-                    group: Some(group.clone()),
-                    topic,
+                    group: Some(group.to_owned()),
+                    topic: topic.to_owned(),
                     partitions: Some(partitions),
                 });
             }
@@ -863,10 +893,15 @@ mod tests {
                 on("rebalancing", "orders", 0),
                 on("in-txn", "orders", 0),
                 on("in-txn", "orders", 1),
+                on("txn-elsewhere", "orders", 0),
             ])
             .await
             .unwrap();
         offsets.stage(7, vec![on("in-txn", "orders", 1)]).await.unwrap();
+        offsets
+            .stage(8, vec![on("txn-elsewhere", "orders", 2)])
+            .await
+            .unwrap();
         let committed_at = offsets
             .committed("standalone", "orders", 0)
             .and_then(|committed| committed.commit_timestamp_ms)
@@ -888,7 +923,12 @@ mod tests {
             .expire(committed_at + RETENTION, RETENTION, rule)
             .await
             .unwrap();
-        assert_eq!(due.offsets, 3, "{due:?}");
+        assert_eq!(due.offsets, 4, "{due:?}");
+        assert!(offsets.committed("txn-elsewhere", "orders", 0).is_none());
+        assert!(
+            offsets.has_group("txn-elsewhere"),
+            "a group a transaction still stages offsets for is not forgotten"
+        );
         assert_eq!(due.groups, vec!["standalone".to_owned()]);
         assert!(offsets.committed("standalone", "orders", 0).is_none());
         assert!(

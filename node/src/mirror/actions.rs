@@ -354,23 +354,13 @@ impl MirrorLinks {
         Ok(())
     }
 
-    /// Reaches `link`'s source with `new_config` from now on — or refuses, changing nothing: another link to the
-    /// same source with other settings (they share its connections), or settings the client refuses (the link's
-    /// own are then put back).
+    /// Reaches `link`'s source with `new_config` from now on — every link to that source, since they share its
+    /// connections — or refuses, changing nothing: settings the client refuses (the old ones are put back).
     fn reconfigure_source(
         &self,
         link: &LinkRecord,
         new_config: &BTreeMap<String, String>,
     ) -> Result<(), MirrorError> {
-        if let Some(other) = self.links.iter().find(|other| {
-            other.name != link.name && other.source == link.source && other.source_config != *new_config
-        }) {
-            return Err(MirrorError::InvalidRequest(format!(
-                "link {:?} reaches {} with the current client settings: links to one source share its \
-                 connections, so they take the same --source-config (alter both)",
-                other.name, link.source
-            )));
-        }
         if let Err(error) = self.sources.configure_client(&link.source, new_config) {
             let _ = self.sources.configure_client(&link.source, &link.source_config);
             return Err(MirrorError::Source {
@@ -381,10 +371,13 @@ impl MirrorLinks {
         Ok(())
     }
 
-    /// Puts `settings` in effect on `link`'s running partitions: the retry backoff's cap, and, when its source's
-    /// client settings changed, fetchers that connect with the new ones.
-    fn apply_to_running(&mut self, link: &LinkRecord, settings: &LinkSettings, new_client: bool) {
-        let max_backoff = settings
+    /// Puts `link`'s settings in effect on its running partitions: the retry backoff's cap, and, when its
+    /// source's client settings changed, fetchers that connect with the new ones and a retry at the next step of
+    /// every FAILED partition — even one whose failure was final (a refused authentication): what made it final
+    /// has changed.
+    fn apply_to_running(&mut self, link: &LinkRecord, new_client: bool, now_ms: i64) {
+        let max_backoff = link
+            .settings
             .retry_backoff_max_ms
             .unwrap_or(mirror_fsm::machine::MAX_BACKOFF_MS);
         for (topic, record) in &link.topics {
@@ -392,13 +385,14 @@ impl MirrorLinks {
                 let Some(mirrored) = self.partitions.get_mut(&(topic.clone(), partition)) else {
                     continue;
                 };
-                mirrored.driver.set_max_backoff_ms(max_backoff);
+                mirrored.driver.set_max_backoff_ms(max_backoff, now_ms);
                 if new_client {
                     let mut fetcher = self.sources.fetcher(&link.source, topic, partition);
                     if let Some(topic_id) = record.source_topic_id {
                         fetcher.expect_topic_id(topic_id);
                     }
                     mirrored.fetcher = fetcher;
+                    mirrored.driver.retry_now(now_ms);
                 }
             }
         }
@@ -850,9 +844,10 @@ impl MirrorLinks {
         for record in &mut recorded {
             if record.name == name {
                 record.settings = settings.clone();
-                if let Some(new_config) = &source_config {
-                    record.source_config = new_config.clone();
-                }
+            }
+            // Every link to the source takes the new client settings: they share its connections.
+            if let Some(new_config) = source_config.as_ref().filter(|_| record.source == link.source) {
+                record.source_config = new_config.clone();
             }
         }
         if let Err(error) = node.put_mirror_links(&recorded).await {
@@ -863,7 +858,16 @@ impl MirrorLinks {
             return Err((error.into(), Vec::new()));
         }
         self.links = recorded;
-        self.apply_to_running(&link, &settings, source_config.is_some());
+        let now = node.now_ms();
+        let affected: Vec<LinkRecord> = self
+            .links
+            .iter()
+            .filter(|other| other.name == name || (source_config.is_some() && other.source == link.source))
+            .cloned()
+            .collect();
+        for affected in &affected {
+            self.apply_to_running(affected, source_config.is_some(), now);
+        }
         self.topic_check_due.remove(name);
         self.group_sync_due.remove(name);
         // The new patterns decide what is left out: the last check's list is stale; a setting gone takes its

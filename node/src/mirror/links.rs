@@ -129,9 +129,16 @@ struct FetchedBatches {
 
 impl FetchedBatches {
     fn of(response: &mirror_fsm::FetchResponse) -> Self {
-        let bytes = response.batches.iter().map(|batch| batch.size() as u64).sum();
+        let bytes = response
+            .batches
+            .iter()
+            .map(|batch| u64::try_from(batch.size()).unwrap_or(u64::MAX))
+            .fold(0u64, u64::saturating_add);
+        // Offsets the source chose: a hostile answer may span anything, so nothing here may overflow.
         let offsets = match (response.batches.first(), response.batches.last()) {
-            (Some(first), Some(last)) => u64::try_from(last.next_offset() - first.base_offset()).unwrap_or(0),
+            (Some(first), Some(last)) => {
+                u64::try_from(last.next_offset().saturating_sub(first.base_offset())).unwrap_or(0)
+            }
             _ => 0,
         };
         FetchedBatches { bytes, offsets }
@@ -209,11 +216,11 @@ impl Mirrored {
             }
         };
         if let Some(answer) = answer {
-            self.progress.bytes_fetched += answer.bytes;
-            self.progress.offsets_fetched += answer.offsets;
+            self.progress.bytes_fetched = self.progress.bytes_fetched.saturating_add(answer.bytes);
+            self.progress.offsets_fetched = self.progress.offsets_fetched.saturating_add(answer.offsets);
             if appended > 0 {
                 // A round appends its whole answer or nothing.
-                self.progress.bytes_mirrored += answer.bytes;
+                self.progress.bytes_mirrored = self.progress.bytes_mirrored.saturating_add(answer.bytes);
             }
         }
         self.progress.batches += u64::try_from(appended).unwrap_or(0);
@@ -727,6 +734,10 @@ impl MirrorLinks {
 
     /// One round of one partition through its own fetcher; the batches it appended.
     pub(super) async fn step_partition(&mut self, node: &Node, key: &PartitionKey) -> usize {
+        let Some(source) = self.partitions.get(key).map(|mirrored| mirrored.source.clone()) else {
+            return 0;
+        };
+        let max_bytes = self.round_limits(&source).per_partition;
         let Some(mirrored) = self.partitions.get_mut(key) else {
             return 0;
         };
@@ -768,7 +779,7 @@ impl MirrorLinks {
             Ok(()) => {
                 // Fetched here rather than by the driver, so the round knows what the source answered.
                 let from_offset = log.log_end_offset();
-                let answer = mirrored.fetcher.fetch(from_offset, mirror_fsm::FETCH_BYTES).await;
+                let answer = mirrored.fetcher.fetch(from_offset, max_bytes).await;
                 failed_as = self::failed_as(&answer);
                 batches = answer.as_ref().ok().map(FetchedBatches::of);
                 mirrored
@@ -821,7 +832,7 @@ impl MirrorLinks {
         driver.pause_between_stopping_steps(self.stopping_pause);
         driver.realign_on_retry(self.realign_on_retry);
         if let Some(max_ms) = link.settings.retry_backoff_max_ms {
-            driver.set_max_backoff_ms(max_ms);
+            driver.set_max_backoff_ms(max_ms, now);
         }
         driver
             .handle(log, fetcher.as_mut(), Event::Tick { now_ms: now })
