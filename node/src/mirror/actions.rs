@@ -649,6 +649,7 @@ impl MirrorLinks {
             if !transition_allowed(mirrored.driver.state().kind(), kind) {
                 continue;
             }
+            let failure_before = super::round_errors::failure_now(&mirrored.driver);
             let sent = async {
                 let slot = slot(node, &key.0, key.1).await?;
                 let mut guard = slot.lock().await;
@@ -660,6 +661,7 @@ impl MirrorLinks {
                 Ok::<(), MirrorError>(())
             }
             .await;
+            mirrored.count_failure_since(failure_before.as_ref(), super::round_errors::STEP);
             if let Err(error) = sent {
                 first_error.get_or_insert(error);
             }
@@ -704,6 +706,10 @@ impl MirrorLinks {
                 Err(error) => return Err((error, Vec::new())),
             }
         }
+        let failures_before: Vec<Option<mirror_fsm::Failure>> = selected
+            .iter()
+            .map(|(_, mirrored)| super::round_errors::failure_now(&mirrored.driver))
+            .collect();
         let mut jobs = Vec::with_capacity(selected.len());
         let mut stopped_keys = Vec::with_capacity(selected.len());
         for ((key, mirrored), guard) in selected.iter_mut().zip(guards.iter_mut()) {
@@ -719,6 +725,9 @@ impl MirrorLinks {
         }
         let results = stop_all(jobs, STOP_PARALLELISM).await;
         drop(guards);
+        for ((_, mirrored), before) in selected.iter_mut().zip(&failures_before) {
+            mirrored.count_failure_since(before.as_ref(), super::round_errors::STEP);
+        }
         let mut first_error = None;
         for (key, result) in stopped_keys.iter().zip(results) {
             if let Err(error) = result {

@@ -38,9 +38,13 @@ type GroupAnswers = Vec<(BTreeSet<PartitionKey>, Result<Vec<GroupOffset>, FetchE
 pub(super) struct Fetched {
     /// Group offsets: the partitions asked for, and the source's answer.
     offsets: GroupAnswers,
-    /// Paused partitions' last stable offsets (`None`: the source implementation cannot say).
-    paused: Vec<(PartitionKey, Option<Result<i64, FetchError>>)>,
+    /// Paused partitions' last stable offsets (`None`: the source implementation cannot say), with when each
+    /// source's answer landed ([`super::links::next_landing`]).
+    paused: Vec<PausedAnswer>,
 }
+
+/// A paused partition, its source's answer for its last stable offset, and when that answer landed.
+type PausedAnswer = (PartitionKey, Option<Result<i64, FetchError>>, u64);
 
 /// The most one source's group offsets may take when fetched by a task of their own.
 pub const GROUP_FETCH_DEADLINE: Duration = Duration::from_secs(10);
@@ -80,16 +84,18 @@ impl MirrorLinks {
             due_topics.contains(&key.0) && mirrored.driver.state().kind() == StateKind::Paused
         });
         let sources = Arc::clone(&self.sources);
+        let landings = Arc::clone(&self.landings);
         if self.rounds_in_flight {
             let landed = Arc::clone(&self.landed);
             self.group_fetch = Some(tokio::spawn(async move {
-                let fetched = ask_sources(sources, wanted, paused, Some(GROUP_FETCH_DEADLINE)).await;
+                let fetched =
+                    ask_sources(sources, &landings, wanted, paused, Some(GROUP_FETCH_DEADLINE)).await;
                 landed.notify_one();
                 fetched
             }));
             return 0;
         }
-        let fetched = ask_sources(sources, wanted, paused, None).await;
+        let fetched = ask_sources(sources, &landings, wanted, paused, None).await;
         self.apply_periodic(node, fetched).await
     }
 
@@ -113,19 +119,21 @@ impl MirrorLinks {
     /// Records the paused partitions' last stable offsets (those still paused), then commits the group offsets;
     /// the number committed.
     async fn apply_periodic(&mut self, node: &Node, fetched: Fetched) -> usize {
-        for (key, answer) in fetched.paused {
+        for (key, answer, landed) in fetched.paused {
             let Some(mirrored) = self.partitions.get_mut(&key) else {
                 continue;
             };
-            if mirrored.driver.state().kind() != StateKind::Paused {
+            // Still paused, and no later answer recorded since this one was asked.
+            if mirrored.driver.state().kind() != StateKind::Paused || landed < mirrored.source_lso_landed {
                 continue;
             }
             match answer {
                 Some(Ok(stable)) => mirrored.source_lso = Some(stable),
                 // The source could not say: the lag is unknown, not the last answer's.
                 Some(Err(_)) => mirrored.source_lso = None,
-                None => {}
+                None => continue,
             }
+            mirrored.source_lso_landed = landed;
         }
         self.commit_group_offsets(node, fetched.offsets).await
     }
@@ -199,6 +207,7 @@ impl MirrorLinks {
 /// offsets of its `paused` ones, each source's question under `deadline` when one is given.
 async fn ask_sources(
     sources: Arc<dyn Sources>,
+    landings: &std::sync::atomic::AtomicU64,
     wanted: BTreeMap<String, BTreeSet<PartitionKey>>,
     paused: BTreeMap<String, BTreeSet<PartitionKey>>,
     deadline: Option<Duration>,
@@ -214,9 +223,14 @@ async fn ask_sources(
             }),
             None => asked.await,
         };
+        let landed = super::links::next_landing(landings);
         match answers {
-            Some(answers) => stable.extend(keys.into_iter().zip(answers.into_iter().map(Some))),
-            None => stable.extend(keys.into_iter().map(|key| (key, None))),
+            Some(answers) => stable.extend(
+                keys.into_iter()
+                    .zip(answers)
+                    .map(|(key, answer)| (key, Some(answer), landed)),
+            ),
+            None => stable.extend(keys.into_iter().map(|key| (key, None, landed))),
         }
     }
     Fetched {

@@ -43,16 +43,22 @@ const ROUND_LIMITS: FetchLimits = FetchLimits {
 /// See [`ROUND_LIMITS`].
 const ROUND_BYTES: usize = 2 << 20;
 
-/// A round fetched ahead from a source: what it asked for, and the task fetching it.
+/// A round fetched ahead from a source: what it asked for, and the task fetching it (its answers, and when they
+/// landed).
 type Prefetch = (
     Vec<PartitionFetch>,
-    tokio::task::JoinHandle<Option<Vec<Result<FetchedPartition, FetchError>>>>,
+    tokio::task::JoinHandle<(Option<Vec<Result<FetchedPartition, FetchError>>>, u64)>,
 );
+
+/// The next number in the landing order `landings` keeps.
+pub(super) fn next_landing(landings: &std::sync::atomic::AtomicU64) -> u64 {
+    landings.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1
+}
 
 /// What asking a source for a round now gave.
 enum RoundNow {
-    /// Its answers, one per partition asked.
-    Answers(Vec<Result<FetchedPartition, FetchError>>),
+    /// Its answers, one per partition asked, and when they landed.
+    Answers(Vec<Result<FetchedPartition, FetchError>>, u64),
     /// The round is in flight (rounds in flight): it is applied by the step that finds it landed.
     InFlight,
     /// The source cannot fetch several partitions in one request: each partition fetches on its own.
@@ -72,6 +78,9 @@ pub(super) struct Mirrored {
     pub(super) fetcher: Box<dyn Fetcher>,
     /// The source's last stable offset in its latest answer for this partition.
     pub(super) source_lso: Option<i64>,
+    /// When that answer landed, in the links' landing order ([`MirrorLinks::landings`]): an answer that landed
+    /// earlier — a round fetched ahead before a pause, applied after the resume — never replaces a later one.
+    pub(super) source_lso_landed: u64,
     /// Rounds of this partition applied with the source's answer (its last stable offset): `promote` counts them,
     /// so that it judges the lag on answers the source gave after it began.
     pub(super) answers: u64,
@@ -187,6 +196,20 @@ impl Mirrored {
         self.logged = Some(now);
     }
 
+    /// Counts a failure an action other than a round (a start, a resume, a failover's STOPPING, a source topic
+    /// replaced) left the partition with: one it did not have `before`, named as [`super::round_errors::
+    /// failure_name`] names it, else `otherwise`.
+    pub(super) fn count_failure_since(
+        &mut self,
+        before: Option<&mirror_fsm::Failure>,
+        otherwise: &'static str,
+    ) {
+        if super::round_errors::failed_again(before, &self.driver) {
+            let name = super::round_errors::failure_name(&self.driver, otherwise);
+            *self.progress.failed_rounds.entry(name).or_default() += 1;
+        }
+    }
+
     /// Records how a round of this partition went — its error and why it failed, what it fetched and wrote, when
     /// it last caught up — and, when the log end moved, moves the high watermark and wakes consumers. The batches
     /// appended.
@@ -264,6 +287,9 @@ pub struct MirrorLinks {
     pub(super) rounds_in_flight: bool,
     /// Told whenever a round or probe task ends: the owner's wake-up with rounds in flight.
     pub(super) landed: Arc<tokio::sync::Notify>,
+    /// Counts the answers that carry sources' last stable offsets as they land (rounds, fetched ahead or not, and
+    /// the paused partitions' questions): their order decides which is the latest ([`next_landing`]).
+    pub(super) landings: Arc<std::sync::atomic::AtomicU64>,
     /// Whether each source answers, asked before its FAILED partitions are retried ([`super::probes`]).
     pub(super) probes: BTreeMap<String, super::probes::Probe>,
     /// The group offsets being fetched by a task of their own (rounds in flight; [`super::groups`]).
@@ -339,6 +365,7 @@ impl MirrorLinks {
             turns: BTreeMap::new(),
             rounds_in_flight: false,
             landed: Arc::new(tokio::sync::Notify::new()),
+            landings: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             probes: BTreeMap::new(),
             group_fetch: None,
             stopping_pause: None,
@@ -526,11 +553,11 @@ impl MirrorLinks {
                 }
                 // The round fetched ahead asked for exactly this: its answers (a failed task counts as nothing).
                 Some((ahead, task)) if ahead == asked => match task.await {
-                    Ok(Some(answers)) => {
+                    Ok((Some(answers), landed)) => {
                         self.fetched_ahead.used += 1;
-                        RoundNow::Answers(answers)
+                        RoundNow::Answers(answers, landed)
                     }
-                    Ok(None) => RoundNow::Unsupported,
+                    Ok((None, _)) => RoundNow::Unsupported,
                     Err(error) => {
                         self.fetched_ahead.lost += 1;
                         tracing::warn!(%source, %error, "a mirror round fetched ahead was lost; fetched again");
@@ -543,8 +570,8 @@ impl MirrorLinks {
                 }
                 None => self.round_now(&source, asked.clone()).await,
             };
-            let answers = match answers {
-                RoundNow::Answers(answers) => answers,
+            let (answers, landed) = match answers {
+                RoundNow::Answers(answers, landed) => (answers, landed),
                 RoundNow::InFlight => continue,
                 RoundNow::Unsupported => {
                     for fetch in &asked {
@@ -583,7 +610,7 @@ impl MirrorLinks {
             }
             for (fetch, answer) in asked.iter().zip(answers) {
                 let key = (fetch.topic.clone(), fetch.partition);
-                appended += self.apply(node, &key, fetch.offset, answer).await;
+                appended += self.apply(node, &key, fetch.offset, answer, landed).await;
             }
         }
         if self.rounds_in_flight {
@@ -662,7 +689,7 @@ impl MirrorLinks {
             .fetch_many(source, &asked, self.round_limits(source))
             .await
         {
-            Some(answers) => RoundNow::Answers(answers),
+            Some(answers) => RoundNow::Answers(answers, next_landing(&self.landings)),
             None => RoundNow::Unsupported,
         }
     }
@@ -673,11 +700,13 @@ impl MirrorLinks {
         let sources = Arc::clone(&self.sources);
         let landed = Arc::clone(&self.landed);
         let limits = self.round_limits(source);
+        let landings = Arc::clone(&self.landings);
         let (address, wanted) = (source.to_owned(), asked.clone());
         let task = tokio::spawn(async move {
             let answers = sources.fetch_many(&address, &wanted, limits).await;
+            let order = next_landing(&landings);
             landed.notify_one();
-            answers
+            (answers, order)
         });
         self.prefetched.insert(source.to_owned(), (asked, task));
     }
@@ -689,6 +718,7 @@ impl MirrorLinks {
         key: &PartitionKey,
         offset: i64,
         answer: Result<FetchedPartition, FetchError>,
+        landed: u64,
     ) -> usize {
         let Some(mirrored) = self.partitions.get_mut(key) else {
             return 0;
@@ -709,8 +739,9 @@ impl MirrorLinks {
             .ok()
             .map(|answer| FetchedBatches::of(&answer.response));
         let fetched = answer.map(|answer| {
-            if answer.last_stable_offset.is_some() {
+            if answer.last_stable_offset.is_some() && landed >= mirrored.source_lso_landed {
                 mirrored.source_lso = answer.last_stable_offset;
+                mirrored.source_lso_landed = landed;
                 mirrored.answers += 1;
             }
             answer.response
@@ -791,6 +822,7 @@ impl MirrorLinks {
         };
         if let Some(stable) = mirrored.fetcher.source_last_stable_offset() {
             mirrored.source_lso = Some(stable);
+            mirrored.source_lso_landed = next_landing(&self.landings);
             if fetched.is_ok() && kind != StateKind::Failed {
                 mirrored.answers += 1;
             }
@@ -831,6 +863,7 @@ impl MirrorLinks {
             MirrorDriver::recover(log, fetcher.as_mut(), node.config().cluster_id.clone()).await?;
         driver.pause_between_stopping_steps(self.stopping_pause);
         driver.realign_on_retry(self.realign_on_retry);
+        let failure_before = super::round_errors::failure_now(&driver);
         if let Some(max_ms) = link.settings.retry_backoff_max_ms {
             driver.set_max_backoff_ms(max_ms, now);
         }
@@ -851,8 +884,11 @@ impl MirrorLinks {
             None
         };
         let mut error = None;
+        let mut progress = Progress::default();
         if let Some(event) = event {
             if let Err(failed) = driver.handle(log, fetcher.as_mut(), event).await {
+                let name = super::round_errors::driver_error_name(&failed);
+                *progress.failed_rounds.entry(name).or_default() += 1;
                 error = Some(failed.to_string());
             }
         }
@@ -866,14 +902,17 @@ impl MirrorLinks {
                 driver,
                 fetcher,
                 source_lso: None,
+                source_lso_landed: 0,
                 answers: 0,
                 caught_up_at_ms: now,
                 error,
                 logged: None,
-                progress: Progress::default(),
+                progress,
             },
         );
         if let Some(mirrored) = self.partitions.get_mut(&(topic.to_owned(), partition)) {
+            // Its start (a retry of a recorded failure, a new session's alignment) failing counts as a round.
+            mirrored.count_failure_since(failure_before.as_ref(), super::round_errors::STEP);
             mirrored.log_changes(&(topic.to_owned(), partition));
         }
         Ok(())

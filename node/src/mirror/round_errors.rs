@@ -3,7 +3,8 @@
 //! the reason in words staying in the partition's `error`.
 //!
 //! A round failed when it left the partition FAILED with a failure it did not have before (a retry that fails
-//! again is a new failure), or when the local log refused the write. The name is Kafka's name of the error the
+//! again is a new failure), or when the local log refused the write. A partition's start, a resume, a failover's
+//! STOPPING and a source topic found replaced are counted the same way. The name is Kafka's name of the error the
 //! source answered where it answered one — the codes of Kafka's table this project knows, any other as
 //! [`OTHER_KAFKA_ERROR`], so a source sending arbitrary codes cannot grow the label set — else what happened.
 
@@ -18,7 +19,7 @@ pub const OTHER_KAFKA_ERROR: &str = "OTHER_KAFKA_ERROR";
 /// read (retried).
 pub const CONNECTION: &str = "CONNECTION";
 /// No Kafka error, and nothing a retry can help: an answer the link cannot use (a protocol version the source
-/// does not serve, another cluster's id, a failed authentication).
+/// does not serve, another cluster's id, a failed authentication), or a source topic deleted and created again.
 pub const SOURCE_REFUSED: &str = "SOURCE_REFUSED";
 /// The source answered and its answer was refused here (a CRC that does not match, a batch that does not follow
 /// the log, another cluster's answer).

@@ -763,6 +763,7 @@ impl MirrorLinks {
             let Ok(log) = super::links::leader(&mut guard, &key.0, key.1) else {
                 continue;
             };
+            let failure_before = super::round_errors::failure_now(&mirrored.driver);
             let failed = mirrored
                 .driver
                 .handle(
@@ -775,6 +776,7 @@ impl MirrorLinks {
                     },
                 )
                 .await;
+            mirrored.count_failure_since(failure_before.as_ref(), super::round_errors::SOURCE_REFUSED);
             if let Err(error) = failed {
                 mirrored.error = Some(error.to_string());
             }
