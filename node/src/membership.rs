@@ -329,6 +329,30 @@ impl Group {
         group
     }
 
+    /// The topics its members subscribe to: `None` without members; `Some(None)` when they cannot be told (a
+    /// protocol type other than `consumer`, a subscription that does not read).
+    fn subscribed_topics(&self) -> Option<Option<std::collections::BTreeSet<String>>> {
+        let group = self;
+        if group.members.is_empty() {
+            return None;
+        }
+        if group.protocol_type.as_deref() != Some("consumer") {
+            return Some(None);
+        }
+        let mut topics = std::collections::BTreeSet::new();
+        for member in group.members.values() {
+            let metadata = match &group.protocol {
+                Some(chosen) => member.protocols.iter().find(|(name, _)| name == chosen),
+                None => member.protocols.first(),
+            };
+            match metadata.and_then(|(_, bytes)| subscription_topics(bytes)) {
+                Some(subscribed) => topics.extend(subscribed),
+                None => return Some(None),
+            }
+        }
+        Some(Some(topics))
+    }
+
     fn stored(&self) -> StoredGroup {
         StoredGroup {
             protocol_type: self.protocol_type.clone(),
@@ -966,25 +990,11 @@ impl Membership {
     /// does not read), which OffsetDelete takes as "subscribed to everything".
     pub fn subscribed_topics(&self, group_id: &str) -> Option<Option<std::collections::BTreeSet<String>>> {
         let groups = self.groups();
-        let group = groups.get(group_id).filter(|group| !group.members.is_empty())?;
-        if group.protocol_type.as_deref() != Some("consumer") {
-            return Some(None);
-        }
-        let mut topics = std::collections::BTreeSet::new();
-        for member in group.members.values() {
-            let metadata = match &group.protocol {
-                Some(chosen) => member.protocols.iter().find(|(name, _)| name == chosen),
-                None => member.protocols.first(),
-            };
-            match metadata.and_then(|(_, bytes)| subscription_topics(bytes)) {
-                Some(subscribed) => topics.extend(subscribed),
-                None => return Some(None),
-            }
-        }
-        Some(Some(topics))
+        groups.get(group_id).and_then(Group::subscribed_topics)
     }
 
-    /// How a group's committed offsets expire (`offsets.retention.minutes`), as Kafka's coordinator decides it.
+    /// How a group's committed offsets expire (`offsets.retention.minutes`), as Kafka's coordinator decides it
+    /// (one look at the group).
     pub fn offsets_expiry(&self, group_id: &str) -> OffsetExpiry {
         let groups = self.groups();
         let Some(group) = groups.get(group_id) else {
@@ -996,17 +1006,10 @@ impl Membership {
                 None => OffsetExpiry::Standalone,
             };
         }
-        drop(groups);
-        match self.subscribed_topics(group_id) {
-            Some(Some(topics)) if self.state_of(group_id) == Some(GroupState::Stable) => {
-                OffsetExpiry::Unsubscribed(topics)
-            }
+        match group.subscribed_topics() {
+            Some(Some(topics)) if group.state == GroupState::Stable => OffsetExpiry::Unsubscribed(topics),
             _ => OffsetExpiry::Keep,
         }
-    }
-
-    fn state_of(&self, group_id: &str) -> Option<GroupState> {
-        self.groups().get(group_id).map(|group| group.state)
     }
 
     /// Every group that has or had members: (id, protocol type, state).

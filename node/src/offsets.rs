@@ -148,9 +148,16 @@ pub struct GroupOffsets {
     snapshot_records: u64,
 }
 
-/// A group's offsets as [`GroupOffsets::expire`] judges them: its name, the partitions expired by topic, and how
-/// many offsets are kept.
-type GroupVerdict<'a> = (&'a str, BTreeMap<&'a str, Vec<i32>>, usize);
+/// A group's offsets as [`GroupOffsets::expire`] judges them.
+struct GroupVerdict<'a> {
+    group: &'a str,
+    /// How its offsets expire (asked of the membership once).
+    rule: crate::membership::OffsetExpiry,
+    /// The partitions expired, by topic.
+    expired: BTreeMap<&'a str, Vec<i32>>,
+    /// How many offsets are kept.
+    kept: usize,
+}
 
 /// What [`GroupOffsets::expire`] deleted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -509,47 +516,67 @@ impl GroupOffsets {
         let mut records = Vec::new();
         let mut done = Expired::default();
         let mut verdicts: Vec<GroupVerdict<'_>> = Vec::new();
-        let mut current: Option<(&str, OffsetExpiry)> = None;
         for ((group, topic, partition), committed) in &self.committed {
-            if current.as_ref().is_none_or(|(name, _)| *name != group.as_str()) {
-                current = Some((group.as_str(), expiry(group)));
-                verdicts.push((group.as_str(), BTreeMap::new(), 0));
+            if verdicts
+                .last()
+                .is_none_or(|verdict| verdict.group != group.as_str())
+            {
+                verdicts.push(GroupVerdict {
+                    group: group.as_str(),
+                    rule: expiry(group),
+                    expired: BTreeMap::new(),
+                    kept: 0,
+                });
             }
-            let (Some((_, rule)), Some((_, expired, kept))) = (current.as_ref(), verdicts.last_mut()) else {
+            let Some(verdict) = verdicts.last_mut() else {
                 continue;
             };
             // An offset stored before its time was recorded was stamped with its batch's when replayed.
             let committed_at = committed.commit_timestamp_ms.unwrap_or(now_ms);
             let gone = !staged_keys.contains(&(group.as_str(), topic.as_str(), *partition))
-                && match rule {
+                && match &verdict.rule {
                     OffsetExpiry::Standalone => expired_at(committed_at),
                     OffsetExpiry::EmptySince(since) => expired_at(committed_at.max(*since)),
                     OffsetExpiry::Unsubscribed(topics) => !topics.contains(topic) && expired_at(committed_at),
                     OffsetExpiry::Keep => false,
                 };
             if gone {
-                expired.entry(topic.as_str()).or_default().push(*partition);
+                verdict
+                    .expired
+                    .entry(topic.as_str())
+                    .or_default()
+                    .push(*partition);
             } else {
-                *kept += 1;
+                verdict.kept += 1;
             }
         }
         // Groups OffsetDelete emptied: nothing committed, still listed until this check.
-        for group in &self.emptied {
-            if !verdicts.iter().any(|(name, _, _)| name == group) {
-                verdicts.push((group.as_str(), BTreeMap::new(), 0));
-            }
+        let judged: std::collections::BTreeSet<&str> = verdicts.iter().map(|verdict| verdict.group).collect();
+        for group in self
+            .emptied
+            .iter()
+            .filter(|group| !judged.contains(group.as_str()))
+        {
+            verdicts.push(GroupVerdict {
+                group: group.as_str(),
+                rule: expiry(group),
+                expired: BTreeMap::new(),
+                kept: 0,
+            });
         }
-        for (group, expired, kept) in verdicts {
-            let count: usize = expired.values().map(Vec::len).sum();
-            done.offsets += count;
+        for verdict in verdicts {
+            let GroupVerdict {
+                group,
+                rule,
+                expired,
+                kept,
+            } = verdict;
+            done.offsets += expired.values().map(Vec::len).sum::<usize>();
             // A group goes whole when nothing of it is left — no offset kept, none a transaction holds staged —
             // and its rule lets it (Empty, or a standalone consumer's).
             let whole_group_may_go = kept == 0
                 && !staged_groups.contains(group)
-                && matches!(
-                    expiry(group),
-                    OffsetExpiry::Standalone | OffsetExpiry::EmptySince(_)
-                );
+                && matches!(rule, OffsetExpiry::Standalone | OffsetExpiry::EmptySince(_));
             if whole_group_may_go {
                 done.groups.push(group.to_owned());
                 records.push(OffsetRecord::DeleteGroup {
