@@ -43,6 +43,8 @@ async fn broker_on(storage: StorageConfig) -> Node {
     let mut config = NodeConfig::new(storage.clone());
     config.topics = vec![(TOPIC.to_owned(), 2)];
     config.auto_create_topics = true;
+    // Joins answered at once: these tests check ACLs, not the initial rebalance delay.
+    config.group_initial_rebalance_delay_ms = 0;
     Node::open_on(
         config,
         ("127.0.0.1".to_owned(), 9092),

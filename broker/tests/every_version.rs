@@ -38,6 +38,8 @@ async fn broker() -> Node {
     let mut config = NodeConfig::new(storage.clone());
     config.topics = vec![(TOPIC.to_owned(), 2)];
     config.auto_create_topics = false;
+    // Joins answered at once: these tests drive every version, not the initial rebalance delay.
+    config.group_initial_rebalance_delay_ms = 0;
     Node::open_on(
         config,
         ("127.0.0.1".to_owned(), 9092),

@@ -26,6 +26,7 @@ impl Running {
         let storage = StorageConfig::for_backend(storage_config::Backend::Memory, std::path::Path::new(""));
         let mut config = BrokerConfig::new("127.0.0.1:0".parse().expect("address"), storage);
         config.node.topics = vec![("orders".to_owned(), 1)];
+        config.node.group_initial_rebalance_delay_ms = 0;
         config.max_request_bytes = 1 << 20;
         let server = Server::bind(config).await.expect("bind");
         let address = server.local_addr().expect("address");

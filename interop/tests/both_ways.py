@@ -440,7 +440,9 @@ class Serve:
         self.stderr_path = self.data_dir.parent / f"{self.data_dir.name}.stderr"
         with open(self.stderr_path, "ab") as stderr:
             self.process = subprocess.Popen(
-                [os.environ[BIN_ENV], "serve", "--listen", "127.0.0.1:0", "--config", str(self.config), *args],
+                # Groups form at once, as on the reference Kafka (interop/kafka/kafka_node.py).
+                [os.environ[BIN_ENV], "serve", "--listen", "127.0.0.1:0", "--config", str(self.config),
+                 "--group-initial-rebalance-delay-ms", "0", *args],
                 stdout=subprocess.PIPE,
                 stderr=stderr,
                 stdin=subprocess.DEVNULL,

@@ -144,7 +144,7 @@ def start_serve(data_dir: Path, cluster_id: str, *extra):
     with open(data_dir.parent / f"{data_dir.name}.serve.log", "ab") as log:
         process = subprocess.Popen(
             [os.environ[bw.BIN_ENV], "serve", "--listen", "127.0.0.1:0", "--cluster-id", cluster_id,
-             "--data-dir", str(data_dir), *extra],
+             "--data-dir", str(data_dir), "--group-initial-rebalance-delay-ms", "0", *extra],
             stdout=subprocess.PIPE,
             stderr=log,
         )

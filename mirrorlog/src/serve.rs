@@ -111,6 +111,10 @@ pub struct ServeArgs {
     /// standalone consumer's: from their commit), in minutes (`offsets.retention.minutes`; Kafka's 7 days).
     #[arg(long, default_value_t = 10_080, value_parser = clap::value_parser!(i64).range(1..=1_000_000_000))]
     offsets_retention_minutes: i64,
+    /// How long a consumer group's first rebalance from Empty waits for more members before it completes, in
+    /// milliseconds (`group.initial.rebalance.delay.ms`; Kafka's 3 s; 0: at once).
+    #[arg(long, default_value_t = 3_000, value_parser = clap::value_parser!(i64).range(0..=i64::from(i32::MAX)))]
+    group_initial_rebalance_delay_ms: i64,
     /// How often expired committed offsets are looked for, in milliseconds
     /// (`offsets.retention.check.interval.ms`).
     #[arg(long, default_value_t = 600_000, value_parser = clap::value_parser!(i64).range(100..=86_400_000))]
@@ -309,6 +313,7 @@ pub fn serve(args: ServeArgs) -> Result<(), CliError> {
     config.node.transactional_id_expiration_ms = args.transactional_id_expiration_ms;
     config.node.offsets_retention_ms = args.offsets_retention_minutes.saturating_mul(60_000);
     config.node.offsets_retention_check_interval_ms = args.offsets_retention_check_interval_ms;
+    config.node.group_initial_rebalance_delay_ms = args.group_initial_rebalance_delay_ms;
     config.node.max_transaction_timeout_ms = args.max_transaction_timeout_ms;
     config.node.producer_id_expiration_ms = args.producer_id_expiration_ms;
     config.housekeeping_interval = Duration::from_millis(args.housekeeping_interval_ms);

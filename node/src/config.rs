@@ -40,6 +40,9 @@ pub struct NodeConfig {
     /// `offsets.retention.minutes`, in milliseconds: how long a group's committed offsets are kept once it is
     /// Empty (counted from then) or, for a standalone consumer's, since their commit (Kafka's default: 7 days).
     pub offsets_retention_ms: i64,
+    /// `group.initial.rebalance.delay.ms`: how long a consumer group's first rebalance from Empty waits for more
+    /// members before it completes (Kafka's default: 3 s; 0: at once).
+    pub group_initial_rebalance_delay_ms: i64,
     /// `offsets.retention.check.interval.ms`: how often expired offsets are looked for (Kafka's default: 10
     /// minutes).
     pub offsets_retention_check_interval_ms: i64,
@@ -75,6 +78,7 @@ impl NodeConfig {
             log_retention_bytes: -1,
             offsets_retention_ms: 604_800_000,
             offsets_retention_check_interval_ms: 600_000,
+            group_initial_rebalance_delay_ms: 3_000,
             barrier_scope: PsmConfig::default().barrier_scope,
             record_delivered_markers: false,
             follower_cluster_id: None,

@@ -21,8 +21,13 @@
 //! generation, members and assignments, and each member's session starts again from the restart, so members that
 //! still heartbeat carry on without a rebalance and those that are gone expire.
 //!
-//! Deliberately not here: Kafka's initial rebalance delay (the first member's rebalance completes at once; later
-//! members trigger another), and the consumer protocol of KIP-848.
+//! **The initial rebalance delay** (`group.initial.rebalance.delay.ms`, Kafka's 3 s): a rebalance that starts from
+//! Empty does not complete when everyone has joined but when the delay passes, so that consumers started together
+//! land in one generation instead of one rebalance each. While the group has never completed a rebalance
+//! (generation 0), a member that joins during the delay extends it by another delay, up to the members' rebalance
+//! timeout in all — Kafka's `InitialDelayedJoin` rule. With a delay of 0 the first join completes at once.
+//!
+//! Deliberately not here: the consumer protocol of KIP-848.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -270,6 +275,18 @@ struct Group {
     stored_revision: u64,
     /// When the group became Empty after having members (`None`: it has members, or never had any).
     empty_since_ms: Option<i64>,
+    /// The rebalance started from Empty and waits out the initial delay (completing it only at its deadline).
+    initial_delay: Option<InitialDelay>,
+    /// A new member joined during the initial delay of a group that never completed a rebalance.
+    new_member_added: bool,
+}
+
+/// The initial delay a rebalance from Empty is in: the delay now running and what is left of the members'
+/// rebalance timeout for further extensions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct InitialDelay {
+    delay_ms: i64,
+    remaining_ms: i64,
 }
 
 impl Group {
@@ -286,6 +303,8 @@ impl Group {
             revision: 0,
             stored_revision: 0,
             empty_since_ms: None,
+            initial_delay: None,
+            new_member_added: false,
         }
     }
 
@@ -388,8 +407,10 @@ impl Group {
             .map(|(id, _)| id.clone())
     }
 
-    /// Starts (or extends) a rebalance: every member must rejoin within its rebalance timeout.
-    fn prepare_rebalance(&mut self, now_ms: i64) {
+    /// Starts (or extends) a rebalance: every member must rejoin within its rebalance timeout. One that starts
+    /// from Empty waits `initial_delay_ms` first (see the module docs).
+    fn prepare_rebalance(&mut self, now_ms: i64, initial_delay_ms: i64) {
+        let from_empty = self.state == GroupState::Empty;
         if self.state != GroupState::PreparingRebalance {
             for member in self.members.values_mut() {
                 member.joined = false;
@@ -406,7 +427,35 @@ impl Group {
             .map(|member| member.rebalance_timeout_ms)
             .max()
             .unwrap_or(0);
-        self.rebalance_deadline_ms = now_ms.saturating_add(i64::from(timeout));
+        self.new_member_added = false;
+        if from_empty && initial_delay_ms > 0 {
+            self.initial_delay = Some(InitialDelay {
+                delay_ms: initial_delay_ms,
+                remaining_ms: i64::from(timeout).saturating_sub(initial_delay_ms).max(0),
+            });
+            self.rebalance_deadline_ms = now_ms.saturating_add(initial_delay_ms);
+        } else {
+            self.initial_delay = None;
+            self.rebalance_deadline_ms = now_ms.saturating_add(i64::from(timeout));
+        }
+    }
+
+    /// The rebalance's deadline passed: an initial delay during which a new member joined is extended by
+    /// another delay while the rebalance timeout allows (`true`: it was, the rebalance goes on waiting).
+    fn extend_initial_delay(&mut self, now_ms: i64, initial_delay_ms: i64) -> bool {
+        match self.initial_delay {
+            Some(delay) if self.new_member_added && delay.remaining_ms > 0 => {
+                self.new_member_added = false;
+                let next = initial_delay_ms.min(delay.remaining_ms);
+                self.initial_delay = Some(InitialDelay {
+                    delay_ms: next,
+                    remaining_ms: delay.remaining_ms.saturating_sub(delay.delay_ms).max(0),
+                });
+                self.rebalance_deadline_ms = now_ms.saturating_add(next);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Completes the rebalance if every member rejoined, or `force`d (its deadline passed): members that did not
@@ -415,9 +464,12 @@ impl Group {
         if self.state != GroupState::PreparingRebalance {
             return;
         }
-        if !force && self.members.values().any(|member| !member.joined) {
+        // A rebalance from Empty completes at the end of its initial delay, not when everyone has joined.
+        if !force && (self.initial_delay.is_some() || self.members.values().any(|member| !member.joined)) {
             return;
         }
+        self.initial_delay = None;
+        self.new_member_added = false;
         self.members.retain(|_, member| member.joined);
         self.generation = self.generation.wrapping_add(1).max(1);
         if self.members.is_empty() {
@@ -527,7 +579,8 @@ impl Group {
             }
         }
         match self.state {
-            GroupState::Stable | GroupState::CompletingRebalance => self.prepare_rebalance(now_ms),
+            // A group with members is not Empty: no initial delay applies.
+            GroupState::Stable | GroupState::CompletingRebalance => self.prepare_rebalance(now_ms, 0),
             GroupState::PreparingRebalance => {}
             GroupState::Empty => return,
         }
@@ -542,6 +595,8 @@ pub struct Membership {
     next_member: std::sync::atomic::AtomicU64,
     /// Set by [`Membership::close`]: nothing waits any more.
     closed: std::sync::atomic::AtomicBool,
+    /// `group.initial.rebalance.delay.ms` (0: none).
+    initial_rebalance_delay_ms: i64,
 }
 
 impl Membership {
@@ -630,6 +685,10 @@ impl Membership {
             }
         }
         let known = group.members.contains_key(&member_id);
+        if !known && group.state == GroupState::PreparingRebalance && group.generation == 0 {
+            // Kafka's rule: only a group's first rebalance is held open for late members.
+            group.new_member_added = true;
+        }
         let was_pending = group.pending.remove(&member_id).is_some();
         if !known && !was_pending && !request.member_id.is_empty() {
             return fail(KafkaError::UnknownMemberId);
@@ -682,7 +741,7 @@ impl Membership {
         }
         group.protocol_type = Some(request.protocol_type);
         if group.state != GroupState::PreparingRebalance {
-            group.prepare_rebalance(now_ms);
+            group.prepare_rebalance(now_ms, self.initial_rebalance_delay_ms);
         }
         if let Some(member) = group.members.get_mut(&member_id) {
             member.joined = true;
@@ -893,7 +952,10 @@ impl Membership {
             for id in expired {
                 group.remove_member(&id, now_ms);
             }
-            if group.state == GroupState::PreparingRebalance && group.rebalance_deadline_ms <= now_ms {
+            if group.state == GroupState::PreparingRebalance
+                && group.rebalance_deadline_ms <= now_ms
+                && !group.extend_initial_delay(now_ms, self.initial_rebalance_delay_ms)
+            {
                 group.try_complete_join(now_ms, true);
             }
         }
@@ -912,9 +974,22 @@ impl Membership {
         self.groups().clear();
     }
 
+    /// No group yet, a rebalance from Empty waiting `initial_rebalance_delay_ms` (Kafka's
+    /// `group.initial.rebalance.delay.ms`; 0: none).
+    pub fn new(initial_rebalance_delay_ms: i64) -> Self {
+        Membership {
+            initial_rebalance_delay_ms: initial_rebalance_delay_ms.max(0),
+            ..Membership::default()
+        }
+    }
+
     /// The membership of a restarted node: every stored group back, its members' sessions starting at `now_ms`.
-    pub fn restore(stored: impl IntoIterator<Item = (String, StoredGroup)>, now_ms: i64) -> Self {
-        let membership = Membership::default();
+    pub fn restore(
+        stored: impl IntoIterator<Item = (String, StoredGroup)>,
+        now_ms: i64,
+        initial_rebalance_delay_ms: i64,
+    ) -> Self {
+        let membership = Membership::new(initial_rebalance_delay_ms);
         membership.groups().extend(
             stored
                 .into_iter()
@@ -1156,6 +1231,98 @@ mod tests {
         );
     }
 
+    /// A member id handed out, then its join parked: the receiver of its answer.
+    fn parked_join(groups: &Membership, now_ms: i64) -> (String, tokio::sync::oneshot::Receiver<JoinAnswer>) {
+        let id = now(groups.join(join("g", "", &["range"]), now_ms)).member_id;
+        match groups.join(join("g", &id, &["range"]), now_ms) {
+            Pending::Wait(receiver) => (id, receiver),
+            Pending::Now(answer) => panic!("the join was answered at once: {answer:?}"),
+        }
+    }
+
+    #[test]
+    fn a_groups_first_rebalance_waits_the_initial_delay_extended_while_new_members_arrive() {
+        let groups = Membership::new(3_000);
+        let (first, mut first_answer) = parked_join(&groups, 0);
+        groups.tick(2_999);
+        assert!(
+            first_answer.try_recv().is_err(),
+            "alone, the first member still waits out the delay"
+        );
+        let (_second, mut second_answer) = parked_join(&groups, 1_000);
+        // Every member has joined, yet the rebalance from Empty does not complete before the delay.
+        groups.tick(3_000);
+        assert!(
+            first_answer.try_recv().is_err(),
+            "a new member during the delay extends it"
+        );
+        groups.tick(5_999);
+        assert!(second_answer.try_recv().is_err());
+        groups.tick(6_000);
+        let (leader, follower) = (
+            first_answer.try_recv().unwrap(),
+            second_answer.try_recv().unwrap(),
+        );
+        assert_eq!(
+            (leader.generation, follower.generation),
+            (1, 1),
+            "one generation for both"
+        );
+        assert_eq!(leader.leader, first);
+        assert_eq!(leader.members.len(), 2);
+    }
+
+    #[test]
+    fn the_initial_delay_stops_growing_at_the_rebalance_timeout() {
+        let groups = Membership::new(3_000);
+        let (_, mut first_answer) = parked_join(&groups, 0);
+        // A new member every 2.5 s, the timers checked every 100 ms: the delay ends at 3 s, is extended to 6 s and
+        // 9 s, then by the 1 s left of the 10 s rebalance timeout — and not again, whoever joined meanwhile.
+        let mut completed_at = None;
+        for at in (100..=20_000).step_by(100) {
+            groups.tick(at);
+            if first_answer.try_recv().is_ok() {
+                completed_at = Some(at);
+                break;
+            }
+            if at % 2_500 == 0 {
+                let _ = parked_join(&groups, at);
+            }
+        }
+        assert_eq!(completed_at, Some(10_000));
+        assert_eq!(
+            groups.describe_group("g").map(|group| group.state),
+            Some(GroupState::CompletingRebalance)
+        );
+    }
+
+    #[test]
+    fn an_emptied_groups_rebalance_waits_one_delay_and_a_zero_delay_none() {
+        let groups = Membership::new(3_000);
+        let (first, mut answer) = parked_join(&groups, 0);
+        groups.tick(3_000);
+        assert_eq!(answer.try_recv().unwrap().generation, 1);
+        assert_eq!(groups.leave("g", &first, None, 3_001), None);
+        // Emptied (generation 2, as Kafka moves it on): the next rebalance waits one delay, and a member arriving meanwhile does not
+        // extend it (Kafka extends only a group's first rebalance).
+        let (_, mut again) = parked_join(&groups, 10_000);
+        let (_, mut other) = parked_join(&groups, 11_000);
+        groups.tick(12_999);
+        assert!(again.try_recv().is_err());
+        groups.tick(13_000);
+        assert_eq!(
+            (
+                again.try_recv().unwrap().generation,
+                other.try_recv().unwrap().generation
+            ),
+            (3, 3)
+        );
+
+        let at_once = Membership::new(0);
+        let id = now(at_once.join(join("g", "", &["range"]), 0)).member_id;
+        assert_eq!(now(at_once.join(join("g", &id, &["range"]), 0)).generation, 1);
+    }
+
     #[test]
     fn a_member_whose_session_expires_is_removed_and_the_rest_rebalance() {
         let groups = Membership::default();
@@ -1195,7 +1362,7 @@ mod tests {
         assert_eq!(groups.offsets_expiry("g"), OffsetExpiry::Keep);
         assert_eq!(groups.leave("g", &first, None, 7_000), None);
         assert_eq!(groups.offsets_expiry("g"), OffsetExpiry::EmptySince(7_000));
-        let restored = Membership::restore(groups.take_unstored(), 50_000);
+        let restored = Membership::restore(groups.take_unstored(), 50_000, 0);
         assert_eq!(restored.offsets_expiry("g"), OffsetExpiry::EmptySince(7_000));
     }
 
@@ -1349,7 +1516,7 @@ mod tests {
 
         // Restored at 100 s: the member's session runs from then (10 s), so only silence after its last heartbeat
         // expires it.
-        let restored = Membership::restore(stored, 100_000);
+        let restored = Membership::restore(stored, 100_000, 0);
         restored.tick(109_999);
         assert_eq!(restored.heartbeat("g", 1, &id, 109_999), None);
         restored.tick(119_998);

@@ -275,7 +275,11 @@ impl Node {
             .await?,
         )
         .await?;
-        let membership = crate::membership::Membership::restore(offsets.stored_groups().clone(), now);
+        let membership = crate::membership::Membership::restore(
+            offsets.stored_groups().clone(),
+            now,
+            config.group_initial_rebalance_delay_ms,
+        );
         let (appended, _) = watch::channel(0);
         let broker = Node {
             mirror_registry: Mutex::new(Some(mirror_registry)),

@@ -18,6 +18,8 @@ async fn node_in(dir: &std::path::Path) -> Node {
     let storage = StorageConfig::for_backend(Backend::Fs, dir);
     let mut config = NodeConfig::new(storage);
     config.topics = vec![(TOPIC.to_owned(), 1)];
+    // No group timers run here: a join must complete without one.
+    config.group_initial_rebalance_delay_ms = 0;
     Node::open(config, ("localhost".to_owned(), 9092)).await.unwrap()
 }
 

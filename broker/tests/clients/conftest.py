@@ -29,6 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "interop" / "kafka"
 from kafka_node import LIBS_ENV, KafkaNode  # noqa: E402
 
 
+INITIAL_DELAY_FLAG = "--group-initial-rebalance-delay-ms"
+
+
 class Broker:
     """One `mirrorlog serve` process; `restart` keeps the data directory."""
 
@@ -45,7 +48,10 @@ class Broker:
             pytest.fail("MIRRORLOG_BIN is not set (run the suite through `cargo xtask test`)")
         # The first start takes an ephemeral port; a restart takes the same one again.
         listen = f"127.0.0.1:{self.port or 0}"
-        command = [binary, "serve", "--listen", listen, "--data-dir", self.data_dir, *self.args]
+        # As Kafka's own server.properties and the Kafka node of this suite: groups form at once (a test that
+        # checks the initial rebalance delay names the flag itself).
+        delay = [] if INITIAL_DELAY_FLAG in self.args else [INITIAL_DELAY_FLAG, "0"]
+        command = [binary, "serve", "--listen", listen, "--data-dir", self.data_dir, *delay, *self.args]
         self.stderr_path = self.data_dir + ".stderr"
         self.stderr = open(self.stderr_path, "ab")
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=self.stderr)

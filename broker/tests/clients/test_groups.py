@@ -12,6 +12,9 @@ group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup), against `mirrorlog
 - Java, exactly once: a consume-transform-produce member commits its input offsets inside its transactions with
   `sendOffsetsToTransaction(offsets, groupMetadata)` (TxnOffsetCommit v3, KIP-447); the output holds each input
   record once, and the group's committed offsets are the input's end.
+- `serve` only, `group.initial.rebalance.delay.ms` at Kafka's default (3 s; the suite's brokers run with 0, as
+  Kafka's shipped server.properties): two librdkafka members subscribed a moment apart form one generation — each
+  is assigned once, half the partitions, no earlier than the delay.
 - `serve` only: a librdkafka member keeps its assignment across a restart of `serve` (membership is stored when a
   rebalance completes) and reads on without being assigned again.
 """
@@ -313,3 +316,47 @@ def test_a_member_carries_on_at_its_generation_after_serve_restarts(serve):
         assert assignments == [2], f"the member was assigned again: {assignments}"
     finally:
         consumer.close()
+
+
+def test_members_subscribed_together_form_one_generation_after_the_initial_rebalance_delay(serve):
+    """The group's first rebalance waits `group.initial.rebalance.delay.ms` for more members: two members that
+    subscribe half a second apart are each assigned once, half of the partitions. Without the delay the first one
+    would be assigned all four before the second joined."""
+    delay_ms = 3000
+    broker = serve("--topic", "together:4", "--group-initial-rebalance-delay-ms", str(delay_ms))
+    started = time.monotonic()
+    assigned = {"first": [], "second": []}
+    consumers = {}
+
+    def member(name):
+        consumer = Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "group.id": "together",
+                "session.timeout.ms": 10000,
+                "heartbeat.interval.ms": 500,
+                "partition.assignment.strategy": "range",
+            }
+        )
+        consumer.subscribe(
+            ["together"],
+            on_assign=lambda _, parts: assigned[name].append((time.monotonic() - started, len(parts))),
+        )
+        consumers[name] = consumer
+
+    try:
+        member("first")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (assigned["first"] and assigned["second"]):
+            # The second member subscribes once the first has been polling (and so joining) for half a second.
+            if "second" not in consumers and time.monotonic() - started > 0.5:
+                member("second")
+            for consumer in consumers.values():
+                consumer.poll(0.1)
+        first, second = assigned["first"], assigned["second"]
+        assert first and second, f"not both assigned within 60 s: {assigned}"
+        assert (first[0][1], second[0][1]) == (2, 2), f"not one generation for both: {assigned}"
+        assert first[0][0] >= delay_ms / 1000, f"assigned before the initial delay passed: {assigned}"
+    finally:
+        for consumer in consumers.values():
+            consumer.close()
