@@ -1,9 +1,9 @@
 //! The API versions the broker advertises: only ranges it serves completely, chosen so that each client picks a
 //! version with record format v2 and the transaction features it needs (`docs/broker.md` has the reasoning).
 //!
-//! The data-path APIs (Produce, Fetch, ListOffsets, Metadata, CreateTopics, DeleteRecords) and the transaction
-//! APIs but InitProducerId and TxnOffsetCommit stop before their flexible versions; ApiVersions v3, InitProducerId
-//! v2+, TxnOffsetCommit v3 and the group APIs' flexible versions (OffsetCommit v8, OffsetFetch v6+, FindCoordinator
+//! The data-path APIs (Produce, Fetch, Metadata, CreateTopics, DeleteRecords) and the transaction APIs but
+//! InitProducerId and TxnOffsetCommit stop before their flexible versions; ApiVersions v3, ListOffsets v6–v10,
+//! InitProducerId v2+, TxnOffsetCommit v3 and the group APIs' flexible versions (OffsetCommit v8, OffsetFetch v6+, FindCoordinator
 //! v3+, JoinGroup v6+, SyncGroup v4+, Heartbeat v4, LeaveGroup v4+, DescribeGroups v5, ListGroups v3+,
 //! DeleteGroups v2) are served. The request shape check ([`crate::shape`]) has a layout for each.
 //! librdkafka needs Produce ≥ 3 with Fetch ≥ 4 (record format v2), ListOffsets ≥ 2 (isolation level),
@@ -16,7 +16,7 @@ use kafka_protocol::messages::ApiKey;
 pub const ADVERTISED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 8),
     (ApiKey::Fetch, 4, 11),
-    (ApiKey::ListOffsets, 1, 8),
+    (ApiKey::ListOffsets, 1, 10),
     (ApiKey::Metadata, 1, 8),
     (ApiKey::OffsetCommit, 2, 8),
     (ApiKey::OffsetFetch, 1, 8),
@@ -40,7 +40,7 @@ pub const ADVERTISED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DescribeProducers, 0, 0),
-    (ApiKey::ListTransactions, 0, 1),
+    (ApiKey::ListTransactions, 0, 2),
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::DeleteTopics, 1, 5),
     (ApiKey::CreatePartitions, 0, 3),

@@ -192,6 +192,7 @@ const LIST_OFFSETS: &[Field] = &[
             between(0, 0, I32), // max_num_offsets
         ])),
     ])),
+    since(10, I32), // timeout_ms
 ];
 
 const METADATA: &[Field] = &[
@@ -702,7 +703,7 @@ fn layout(key: ApiKey) -> Option<(&'static [Field], i16)> {
     Some(match key {
         ApiKey::Produce => (PRODUCE, 8),
         ApiKey::Fetch => (FETCH, 11),
-        ApiKey::ListOffsets => (LIST_OFFSETS, 8),
+        ApiKey::ListOffsets => (LIST_OFFSETS, 10),
         ApiKey::Metadata => (METADATA, 8),
         ApiKey::OffsetCommit => (OFFSET_COMMIT, 8),
         ApiKey::OffsetFetch => (OFFSET_FETCH, 8),

@@ -144,6 +144,8 @@ pub enum KafkaError {
     DuplicateResource,
     /// 93: a credential below the accepted bounds (an empty user, too few or too many iterations).
     UnacceptableCredential,
+    /// 128: a regular expression that does not compile (ListTransactions v2's transactional id pattern).
+    InvalidRegularExpression,
     /// 134 (KIP-1279 prototype, provisional): the topic is a mirror and refuses client writes.
     ReadOnlyTopic,
 }
@@ -163,7 +165,7 @@ pub enum ClientErrorClass {
 
 impl KafkaError {
     /// Every error, in code order.
-    pub const ALL: [KafkaError; 67] = [
+    pub const ALL: [KafkaError; 68] = [
         KafkaError::UnknownServerError,
         KafkaError::OffsetOutOfRange,
         KafkaError::CorruptMessage,
@@ -226,6 +228,7 @@ impl KafkaError {
         KafkaError::ResourceNotFound,
         KafkaError::DuplicateResource,
         KafkaError::UnacceptableCredential,
+        KafkaError::InvalidRegularExpression,
         KafkaError::TopicAuthorizationFailed,
         KafkaError::GroupAuthorizationFailed,
         KafkaError::ClusterAuthorizationFailed,
@@ -304,6 +307,7 @@ impl KafkaError {
             KafkaError::ResourceNotFound => 91,
             KafkaError::DuplicateResource => 92,
             KafkaError::UnacceptableCredential => 93,
+            KafkaError::InvalidRegularExpression => 128,
         }
     }
 
@@ -377,6 +381,7 @@ impl KafkaError {
             KafkaError::ResourceNotFound => "RESOURCE_NOT_FOUND",
             KafkaError::DuplicateResource => "DUPLICATE_RESOURCE",
             KafkaError::UnacceptableCredential => "UNACCEPTABLE_CREDENTIAL",
+            KafkaError::InvalidRegularExpression => "INVALID_REGULAR_EXPRESSION",
         }
     }
 
@@ -438,7 +443,8 @@ impl KafkaError {
             | KafkaError::SaslAuthenticationFailed
             | KafkaError::ResourceNotFound
             | KafkaError::DuplicateResource
-            | KafkaError::UnacceptableCredential => ClientErrorClass::Fatal,
+            | KafkaError::UnacceptableCredential
+            | KafkaError::InvalidRegularExpression => ClientErrorClass::Fatal,
             // Authorization: an ACL must change before the request can succeed (Kafka's clients raise these).
             KafkaError::TopicAuthorizationFailed
             | KafkaError::GroupAuthorizationFailed

@@ -137,9 +137,11 @@ pub async fn list_offsets_every_version(session: &mut Session) -> Result<(), Dif
     ];
     for version in versions(ApiKey::ListOffsets) {
         let mut times = times.to_vec();
-        // v7 asks for the largest timestamp (-3), v8 for the earliest local offset (-4).
+        // v7 asks for the largest timestamp (-3), v8 for the earliest local offset (-4), v9 for the latest tiered
+        // one (-5; none without tiered storage).
         times.extend((version >= 7).then_some(-3));
         times.extend((version >= 8).then_some(-4));
+        times.extend((version >= 9).then_some(-5));
         let parts: Vec<(&str, i32, i64)> = times.iter().map(|&time| (topic.as_str(), 0, time)).collect();
         let levels: &[i8] = if version >= 2 { &[0, 1] } else { &[0] };
         for &isolation in levels {

@@ -179,6 +179,20 @@ pub async fn list_transactions_every_version(session: &mut Session) -> Result<()
                 requests.push((step, request));
             }
         }
+        if version >= 2 {
+            // KIP-1152: the whole id must match (RE2/J's `matches`); empty means no filter; one that does not
+            // compile is refused.
+            for (step, pattern) in [
+                ("ids ending in open", ".*open"),
+                ("a pattern matching only part of an id", "open"),
+                ("an empty pattern", ""),
+                ("a pattern that does not compile", "(open"),
+            ] {
+                let mut request = ListTransactionsRequest::default();
+                request.transactional_id_pattern = Some(s(pattern));
+                requests.push((step, request));
+            }
+        }
         for (step, mut request) in requests {
             if version == 0 {
                 request.duration_filter = -1;

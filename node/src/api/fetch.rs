@@ -184,6 +184,9 @@ pub async fn list_offsets(node: &Node, request: ListOffsetsRequest, version: i16
                                 // Earliest, and (v8+, KIP-1005) earliest *local*: the same without tiered storage.
                                 -2 => answer.offset = log.log_start_offset(),
                                 -4 if version >= 8 => answer.offset = log.log_start_offset(),
+                                // v9+ (KIP-1005): the latest offset in tiered storage — none here, and Kafka
+                                // without remote storage answers -1 and no error.
+                                -5 if version >= 9 => {}
                                 -1 => answer.offset = upper,
                                 // v7+ (KIP-734): the record with the largest timestamp.
                                 -3 if version >= 7 => match max_timestamp(log, upper).await {

@@ -78,8 +78,9 @@ fn state_name(state: TxnState) -> &'static str {
     }
 }
 
-/// ListTransactions: the transactional ids the coordinator holds, filtered by state, producer id and (v1) how
-/// long their transaction has been open.
+/// ListTransactions: the transactional ids the coordinator holds, filtered by state, producer id, (v1) how long
+/// their transaction has been open and (v2, KIP-1152) a regular expression the whole id matches (RE2 syntax, as
+/// Kafka's RE2/J; one that does not compile is answered INVALID_REGULAR_EXPRESSION and nothing else).
 pub async fn list_transactions(
     node: &Node,
     request: ListTransactionsRequest,
@@ -100,6 +101,19 @@ pub async fn list_transactions(
         .collect();
     let producers: Vec<i64> = request.producer_id_filters.iter().map(|id| id.0).collect();
     let duration = if version >= 1 { request.duration_filter } else { -1 };
+    let pattern = match request.transactional_id_pattern.as_ref() {
+        Some(pattern) if version >= 2 && !pattern.is_empty() => {
+            match crate::mirror::filters::whole_name(pattern.as_str()) {
+                Ok(pattern) => Some(pattern),
+                Err(_) => {
+                    let mut refused = ListTransactionsResponse::default();
+                    refused.error_code = KafkaError::InvalidRegularExpression.code();
+                    return refused;
+                }
+            }
+        }
+        _ => None,
+    };
     let now = node.now_ms();
     let mut coordinator = node.coordinator.lock().await;
     response.transaction_states = coordinator
@@ -109,6 +123,11 @@ pub async fn list_transactions(
         .filter(|txn| states.is_empty() || states.contains(&state_name(txn.state)))
         .filter(|txn| producers.is_empty() || producers.contains(&txn.producer_id.0))
         .filter(|txn| duration < 0 || running_longer_than(txn, now, duration))
+        .filter(|txn| {
+            pattern
+                .as_ref()
+                .is_none_or(|pattern| pattern.is_match(&txn.transactional_id.0))
+        })
         .map(|txn| {
             let mut state = list_transactions_response::TransactionState::default();
             state.transactional_id = TransactionalId(str_bytes(&txn.transactional_id.0));

@@ -100,7 +100,7 @@ fn compile(kind: &str, pattern: &str) -> Result<Regex, MirrorError> {
 
 /// `pattern` compiled to match a whole name (anchored at both ends), within [`MAX_COMPILED_BYTES`]; or why not, in
 /// one line (the regex crate's messages span lines — the pattern, a caret, the reason — and the reason is the last).
-pub(super) fn whole_name(pattern: &str) -> Result<Regex, String> {
+pub(crate) fn whole_name(pattern: &str) -> Result<Regex, String> {
     RegexBuilder::new(&format!("^(?:{pattern})$"))
         .size_limit(MAX_COMPILED_BYTES)
         .build()
