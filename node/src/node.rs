@@ -684,12 +684,13 @@ impl Node {
     }
 
     /// Periodic work: abort transactions past their timeout, expire idle transactional ids and producers, and
-    /// rewrite the group offset log as its live state when it is due.
+    /// rewrite the group offset log and the transaction log as their live state when it is due.
     pub async fn housekeeping(&self) -> Result<(), NodeError> {
         self.abort_timed_out_transactions().await?;
         self.expire_transactional_ids().await?;
         self.expire_producers().await;
         self.compact_offsets().await?;
+        self.compact_transaction_log().await?;
         self.expire_offsets_if_due().await?;
         Ok(())
     }
@@ -754,6 +755,13 @@ impl Node {
     /// snapshot_if_due`), so that a start replays state, not history.
     pub async fn compact_offsets(&self) -> Result<bool, NodeError> {
         self.offsets.lock().await.snapshot_if_due().await
+    }
+
+    /// Rewrites the transaction log as its live state once it holds enough history
+    /// (`txn_coordinator::DurableCoordinator::snapshot_if_due`), so that a start replays state, not history.
+    pub async fn compact_transaction_log(&self) -> Result<bool, NodeError> {
+        let now = self.clock.now_ms();
+        Ok(self.coordinator.lock().await.snapshot_if_due(now).await?)
     }
 
     /// Aborts every transaction past its timeout (markers written) and returns their transactional ids.

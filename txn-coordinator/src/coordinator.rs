@@ -255,6 +255,11 @@ impl Coordinator {
         self.ids.peek_next()
     }
 
+    /// The durable bound of the producer-id allocator: the reservation a rewrite of the transaction log carries.
+    pub fn producer_ids_reserved_up_to(&self) -> i64 {
+        self.ids.reserved_up_to()
+    }
+
     /// Moves the producer-id allocator past `id` (a destination after failover); the reservation, if one is
     /// needed, is in the outcome's writes.
     pub fn advance_producer_ids_past(&mut self, id: i64) -> Outcome<()> {

@@ -16,6 +16,14 @@
 //!
 //! Decoding never trusts a length or count: each is checked against the bytes that remain, and any mismatch is
 //! [`CoordinatorError::CorruptTxnLog`].
+//!
+//! **The log holds live state, not history.** Kafka compacts `__transaction_state` (the latest record of each
+//! transactional id stays); here, once the log holds more records than [`SNAPSHOT_MIN_RECORDS`] (or twice what
+//! the last rewrite wrote), [`DurableCoordinator::snapshot_if_due`] appends the live state again — the
+//! reservation and one record per transactional id — syncs it, and moves the log start to where it began. Every
+//! record sets its key to a whole value (a reservation only ever raises the bound), so a rewrite a crash cut short
+//! replays to the state it was copying: no start or end marker is needed. A start then replays the live state
+//! and what followed it.
 
 use std::collections::BTreeSet;
 
@@ -33,6 +41,10 @@ const TRANSACTION_KEY: u8 = 0x01;
 const VALUE_VERSION: i16 = 1;
 /// Bytes read from the log per call when recovering.
 const READ_BYTES: usize = 1 << 20;
+/// The fewest records since the last rewrite that make the log write the live state again.
+pub const SNAPSHOT_MIN_RECORDS: u64 = 100_000;
+/// Records per batch of a rewrite.
+const SNAPSHOT_RECORDS_PER_BATCH: usize = 1_000;
 
 /// A record's key and value.
 fn encode(write: &Write) -> (Vec<u8>, Option<Vec<u8>>) {
@@ -205,6 +217,10 @@ pub fn batch_of(writes: &[Write], base_offset: i64, now_ms: i64) -> Result<Recor
 pub struct DurableCoordinator {
     storage: Box<dyn PartitionStorage>,
     coordinator: Coordinator,
+    /// Records in the log from its start: what a start replays.
+    records: u64,
+    /// Records the last rewrite wrote (0: none since this open).
+    snapshot_records: u64,
 }
 
 impl std::fmt::Debug for DurableCoordinator {
@@ -240,9 +256,18 @@ impl DurableCoordinator {
                 }
             }
         }
+        let replayed = records.len() as u64;
         let (coordinator, markers) =
             Coordinator::recover(config, ProducerIdManager::recover(None), epoch, records);
-        Ok((DurableCoordinator { storage, coordinator }, markers))
+        Ok((
+            DurableCoordinator {
+                storage,
+                coordinator,
+                records: replayed,
+                snapshot_records: 0,
+            },
+            markers,
+        ))
     }
 
     /// The coordinator, to call a request on; hand its outcome to [`Self::apply`].
@@ -261,7 +286,44 @@ impl DurableCoordinator {
             let batch = batch_of(&outcome.writes, self.storage.log_end_offset(), now_ms)?;
             self.storage.append(&[batch]).await?;
             self.storage.flush(Durability::Sync).await?;
+            self.records = self.records.saturating_add(outcome.writes.len() as u64);
         }
         Ok((outcome.answer, outcome.markers))
+    }
+
+    /// How many records the log holds from its start (what a start replays).
+    pub fn log_records(&self) -> u64 {
+        self.records
+    }
+
+    /// Writes the live state again once the log has grown past the threshold (module docs), syncs it, then moves
+    /// the log start to it; returns whether it did. Storage-fs starts a new segment for it, so the old segments go
+    /// whole. A storage failure is returned: the coordinator must be reopened, as after a failed [`Self::apply`].
+    pub async fn snapshot_if_due(&mut self, now_ms: i64) -> Result<bool, CoordinatorError> {
+        let threshold = SNAPSHOT_MIN_RECORDS.max(self.snapshot_records.saturating_mul(2));
+        if self.records < threshold {
+            return Ok(false);
+        }
+        let mut state = Vec::new();
+        let reserved = self.coordinator.producer_ids_reserved_up_to();
+        if reserved > 0 {
+            state.push(Write::ReserveProducerIds(Reservation { up_to: reserved }));
+        }
+        state.extend(
+            self.coordinator
+                .transactions()
+                .map(|txn| Write::Txn(Box::new(txn.clone()))),
+        );
+        self.storage.roll_segment().await?;
+        let start = self.storage.log_end_offset();
+        for chunk in state.chunks(SNAPSHOT_RECORDS_PER_BATCH) {
+            let batch = batch_of(chunk, self.storage.log_end_offset(), now_ms)?;
+            self.storage.append(&[batch]).await?;
+        }
+        self.storage.flush(Durability::Sync).await?;
+        self.storage.delete_before(start).await?;
+        self.records = state.len() as u64;
+        self.snapshot_records = self.records;
+        Ok(true)
     }
 }

@@ -206,3 +206,110 @@ async fn a_crash_between_prepare_and_complete_resends_every_marker_after_recover
     let fresh = durable.apply(outcome, 5).await.unwrap().0.unwrap();
     assert!(fresh.0.get() > producer.0.get());
 }
+
+/// Writes `history` into the state partition under `dir` as batches of 1,000 records, after what is there.
+async fn append_history(dir: &std::path::Path, history: &[Write]) {
+    let store = FsStorage::open(FsConfig::new(dir)).unwrap();
+    let mut storage = match store.open(&state_partition()).await {
+        Ok(partition) => partition,
+        Err(_) => store.create(&state_partition()).await.unwrap(),
+    };
+    for chunk in history.chunks(1_000) {
+        let batch = batch_of(chunk, storage.log_end_offset(), 7).unwrap();
+        storage.append(&[batch]).await.unwrap();
+    }
+    storage.flush(storage::Durability::Sync).await.unwrap();
+}
+
+/// What a reopened coordinator holds: every transaction, the markers it re-sends and its producer-id bound.
+async fn state_after_open(dir: &std::path::Path, epoch: i32) -> (Vec<TxnMetadata>, Vec<String>, i64, u64) {
+    let (mut durable, resent) = open(dir, epoch).await;
+    let records = durable.log_records();
+    let coordinator = durable.coordinator();
+    let transactions = coordinator.transactions().cloned().collect();
+    let resent = resent
+        .iter()
+        .map(|marker| format!("{}:{}", marker.transactional_id.as_str(), marker.partition))
+        .collect();
+    (
+        transactions,
+        resent,
+        coordinator.producer_ids_issued_below(),
+        records,
+    )
+}
+
+/// 120,000 records of history over 40 transactional ids: each id rewritten again and again, a few tombstoned, one
+/// left in PrepareCommit (its markers are re-sent after a start), reservations rising.
+fn long_history() -> Vec<Write> {
+    let mut history = Vec::new();
+    for round in 0..3_000i64 {
+        history.push(Write::ReserveProducerIds(txn_coordinator::Reservation {
+            up_to: 1_000 * (round + 1),
+        }));
+        for n in 0..39 {
+            let state = if n == 7 {
+                TxnState::PrepareCommit
+            } else {
+                TxnState::CompleteCommit
+            };
+            history.push(Write::Txn(Box::new(TxnMetadata {
+                transactional_id: TransactionalId(format!("app-{n}")),
+                producer_id: ProducerId(n),
+                last_update_ms: round,
+                ..txn(&[("orders", n as u32 % 3)], state)
+            })));
+        }
+    }
+    for n in [3, 11] {
+        history.push(Write::Tombstone(TransactionalId(format!("app-{n}"))));
+    }
+    history
+}
+
+#[tokio::test]
+async fn the_transaction_log_is_rewritten_as_its_live_state_and_a_start_replays_only_that() {
+    let dir = tempfile::tempdir().unwrap();
+    append_history(dir.path(), &long_history()).await;
+    let before = state_after_open(dir.path(), 1).await;
+    assert_eq!(before.3, 120_002, "the whole history is replayed");
+    assert_eq!(before.0.len(), 37);
+    assert_eq!(
+        before.1.len(),
+        1,
+        "the transaction in PrepareCommit has its marker re-sent"
+    );
+
+    let (mut durable, _) = open(dir.path(), 2).await;
+    assert!(durable.snapshot_if_due(10).await.unwrap());
+    assert_eq!(
+        durable.log_records(),
+        38,
+        "the reservation and one record per transactional id"
+    );
+    assert!(
+        !durable.snapshot_if_due(11).await.unwrap(),
+        "not due again at once"
+    );
+    drop(durable);
+
+    let after = state_after_open(dir.path(), 3).await;
+    assert_eq!(after.3, 38, "a start replays the live state only");
+    assert_eq!((&after.0, &after.1, after.2), (&before.0, &before.1, before.2));
+}
+
+#[tokio::test]
+async fn a_rewrite_cut_short_by_a_crash_replays_to_the_state_it_was_copying() {
+    let dir = tempfile::tempdir().unwrap();
+    append_history(dir.path(), &long_history()).await;
+    let before = state_after_open(dir.path(), 1).await;
+    // Half of the live state appended again, then the crash: the log start never moved.
+    let half: Vec<Write> = before.0[..before.0.len() / 2]
+        .iter()
+        .map(|txn| Write::Txn(Box::new(txn.clone())))
+        .collect();
+    append_history(dir.path(), &half).await;
+    let after = state_after_open(dir.path(), 2).await;
+    assert_eq!(after.3, before.3 + half.len() as u64);
+    assert_eq!((&after.0, &after.1, after.2), (&before.0, &before.1, before.2));
+}
