@@ -3,8 +3,11 @@ rewrote, and one Apache Kafka 4.1.2's cleaner rewrote, each read by Kafka's Dump
 dump`, which agree field for field, batch for batch (offsets with gaps, kept records at their offsets, the batch
 headers a cleaner keeps).
 
-Each broker gets the same workload: an idempotent producer writes keys k0..k49 over and over; the cleaner runs
-(every 200 ms) until the log holds fewer records than were written; the broker stops; the tools read its files.
+Each broker gets the same workload: an idempotent producer writes keys k0..k49 over and over, then deletes
+k0..k4 (tombstones) and writes filler keys past them (so that their segment stops being the active one); the cleaner
+runs (every 200 ms) until the log holds fewer records than were written and the tombstones' batch carries the
+delete horizon the cleaner sets when it first keeps a tombstone (KIP-534: attribute bit 6, the base timestamp
+holding it); the broker stops; the tools read its files.
 """
 
 import os
@@ -21,6 +24,9 @@ from kafka_node import KafkaNode
 TOPIC = "compacted"
 KEYS = 50
 ROUNDS = 40
+DELETED = 5
+# About 1.2 MB of filler after the tombstones: past serve's 64 KiB segments and Kafka's 1 MiB one.
+FILLER = 1_300
 VALUE_BYTES = 900
 DEADLINE_S = 90
 
@@ -34,7 +40,12 @@ def produce(bootstrap: str) -> int:
             value = f"round {round_number} ".encode() + b"." * VALUE_BYTES
             producer.produce(TOPIC, key=f"k{key}".encode(), value=value)
         producer.flush(30)
-    return KEYS * ROUNDS
+    for key in range(DELETED):
+        producer.produce(TOPIC, key=f"k{key}".encode(), value=None)
+    for index in range(FILLER):
+        producer.produce(TOPIC, key=f"f{index % 100}".encode(), value=b"." * VALUE_BYTES)
+    producer.flush(30)
+    return KEYS * ROUNDS + DELETED + FILLER
 
 
 def create_topic(bootstrap: str, configs: dict):
@@ -48,10 +59,27 @@ def records_in(directory: Path) -> int:
     return sum(len(batch["records"]) for batch in bw.mirrorlog_json("dump", directory))
 
 
+def tombstone_batches(directory: Path) -> list:
+    """The batches holding a tombstone (a record without a value)."""
+    return [
+        batch
+        for batch in bw.mirrorlog_json("dump", directory)
+        if any(record["value"] is None for record in batch["records"])
+    ]
+
+
+def compacted_with_horizons(directory: Path, written: int) -> bool:
+    """Fewer records than were written, and a cleaner kept the tombstones and set their batches' horizon."""
+    if records_in(directory) >= written:
+        return False
+    batches = tombstone_batches(directory)
+    return bool(batches) and all(batch["attributes"]["raw"] & 0x40 for batch in batches)
+
+
 def wait_until_compacted(directory: Path, written: int):
-    """Until the partition's files hold fewer records than were written (read-only inspection)."""
+    """Until the partition is compacted, its tombstones' horizon set (read-only inspection)."""
     deadline = time.monotonic() + DEADLINE_S
-    while records_in(directory) >= written:
+    while not compacted_with_horizons(directory, written):
         assert time.monotonic() < deadline, f"{directory}: not compacted within {DEADLINE_S} s"
         time.sleep(0.5)
 
@@ -107,4 +135,14 @@ def test_a_compacted_partition_reads_the_same_in_dump_log_segments_and_mirrorlog
     last_round = [
         r for b in batches for r in b["records"] if (bw.text(r["value"]) or "").startswith(f"round {ROUNDS - 1} ")
     ]
-    assert len(last_round) == KEYS, f"{writer}: {len(last_round)} of the last round's records"
+    assert len(last_round) == KEYS - DELETED, f"{writer}: {len(last_round)} of the last round's records"
+    # The deleted keys' tombstones stay (delete.retention.ms is a day), each batch with the horizon the first
+    # cleaning set — about a day after that cleaning — and its records' own timestamps.
+    holders = tombstone_batches(directory)
+    deleted = sorted(bw.text(r["key"]) for b in holders for r in b["records"] if r["value"] is None)
+    assert deleted == [f"k{key}" for key in range(DELETED)], deleted
+    for batch in holders:
+        horizon = batch["base_timestamp"]
+        assert batch["attributes"]["raw"] & 0x40, batch
+        assert 86_000_000 < horizon - time.time() * 1000 < 86_400_000, batch
+        assert all(r["timestamp"] < horizon - 86_000_000 for r in batch["records"]), batch

@@ -174,7 +174,16 @@ def test_connect_refuses_a_config_topic_that_serve_describes_as_not_compacted(se
                     group="mirrorlog-connect-refused")
     worker.start(wait=False)
     try:
-        wait_for(lambda: "cleanup.policy=compact" in worker.log.read_text(errors="replace"), "Connect's refusal")
-        assert "connect-configs-deleted" in tail(worker.log, 400)
+        # The refusal names the topic and the policy it requires, on one line (Connect's own topics are created
+        # with `cleanup.policy=compact` on lines of their own: those are not the refusal).
+        def refusal():
+            return [
+                line
+                for line in worker.log.read_text(errors="replace").splitlines()
+                if "connect-configs-deleted" in line and "cleanup.policy=compact" in line
+            ]
+
+        wait_for(lambda: refusal(), "Connect's refusal naming the topic")
+        assert "cleanup.policy=delete" in refusal()[0], refusal()[0]
     finally:
         worker.kill()

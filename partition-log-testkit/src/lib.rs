@@ -712,8 +712,11 @@ fn keyed(pid: i64, sequence: i32, key: &str, value: Option<&str>, transactional:
     builder.build().unwrap()
 }
 
+/// A record as (offset, key, value).
+type KeyedRecord = (i64, Option<Vec<u8>>, Option<Vec<u8>>);
+
 /// Every record of the log as (offset, key, value), control batches left out.
-async fn records_of(log: &PartitionLog) -> Vec<(i64, Option<Vec<u8>>, Option<Vec<u8>>)> {
+async fn records_of(log: &PartitionLog) -> Vec<KeyedRecord> {
     let mut out = Vec::new();
     let mut offset = log.log_start_offset();
     while offset < log.log_end_offset() {
@@ -915,6 +918,86 @@ pub async fn compaction_waits_for_the_dirty_ratio_or_the_compaction_lags(backend
     let values: Vec<_> = records_of(&log).await.into_iter().filter_map(|r| r.2).collect();
     assert_eq!(values.iter().filter(|v| v.as_slice() == b"second").count(), 2);
     assert_eq!(values.iter().filter(|v| v.as_slice() == b"first").count(), 8);
+}
+
+/// KIP-534 (LogCleanerTest's delete-horizon tests): the first pass that keeps a tombstone writes its delete
+/// horizon into the batch (that pass's time plus `delete.retention.ms`; records written long ago included), later
+/// passes keep the tombstone until the horizon and remove it from then on; the rewritten batch reads back with its
+/// records' own timestamps.
+pub async fn compaction_removes_a_tombstone_only_once_its_delete_horizon_passed(backend: &dyn Backend) {
+    let mut log = create_log(backend, 0, config(BarrierScope::Writer)).await;
+    let policy = CompactionPolicy {
+        min_cleanable_dirty_ratio: 0.0,
+        delete_retention_ms: 1_000,
+        ..CompactionPolicy::default()
+    };
+    // Keys written once more each round (dirty data for the next pass), then a roll and a record in the active
+    // unit, which no pass reads.
+    async fn dirty(log: &mut PartitionLog, round: usize) {
+        produce(
+            log,
+            keyed(-1, -1, "other", Some(&format!("round {round}")), false),
+        )
+        .await
+        .unwrap();
+        log.roll().await.unwrap();
+        produce(log, keyed(-1, -1, "active", Some("v"), false))
+            .await
+            .unwrap();
+        settle(log);
+    }
+    produce(&mut log, keyed(-1, -1, "gone", Some("v"), false))
+        .await
+        .unwrap();
+    // The tombstone's record time (1,000) is far older than delete.retention.ms at every pass below.
+    produce(&mut log, keyed(-1, -1, "gone", None, false))
+        .await
+        .unwrap();
+    dirty(&mut log, 0).await;
+    let tombstone = |records: &[KeyedRecord]| {
+        records
+            .iter()
+            .any(|(_, key, value)| key.as_deref() == Some(b"gone".as_slice()) && value.is_none())
+    };
+    log.clean(policy, 50_000).await.unwrap().expect("dirty");
+    let after_first = records_of(&log).await;
+    assert!(
+        tombstone(&after_first),
+        "the first pass keeps it and sets its horizon (51,000)"
+    );
+    assert!(
+        !after_first
+            .iter()
+            .any(|(_, key, value)| key.as_deref() == Some(b"gone".as_slice()) && value.is_some()),
+        "the value it deletes is gone"
+    );
+    let horizon = {
+        let batches = log
+            .read_for_replica(log.log_start_offset(), 1 << 20)
+            .await
+            .unwrap();
+        let holder = batches
+            .iter()
+            .find(|batch| {
+                batch
+                    .records()
+                    .unwrap()
+                    .iter()
+                    .any(|record| record.unwrap().value.is_none())
+            })
+            .expect("the tombstone's batch");
+        let records = holder.records().unwrap();
+        let record = records.iter().next().unwrap().unwrap();
+        assert_eq!(record.timestamp, 1_000, "the record keeps its own timestamp");
+        holder.delete_horizon_ms()
+    };
+    assert_eq!(horizon, Some(51_000));
+    dirty(&mut log, 1).await;
+    log.clean(policy, 50_999).await.unwrap().expect("dirty");
+    assert!(tombstone(&records_of(&log).await), "kept until the horizon");
+    dirty(&mut log, 2).await;
+    log.clean(policy, 51_000).await.unwrap().expect("dirty");
+    assert!(!tombstone(&records_of(&log).await), "removed from the horizon on");
 }
 
 /// A pass prepares its rewrite through a reader while the log goes on taking appends (what the node does with
@@ -1296,6 +1379,7 @@ macro_rules! kafka_semantics_suite {
             segments_roll_by_record_time_and_by_size,
             compaction_keeps_the_latest_record_of_each_key_and_producer_state,
             compaction_keeps_a_barrier_and_its_effect,
+            compaction_removes_a_tombstone_only_once_its_delete_horizon_passed,
             compaction_waits_for_the_dirty_ratio_or_the_compaction_lags,
             a_compaction_pass_prepares_while_the_log_takes_appends_and_is_dropped_if_the_log_moved,
             retention_past_a_barrier_keeps_its_effect,

@@ -10,8 +10,9 @@
 //!    batches left out), bounded by `offset_map_bytes`: when the keys do not fit, the pass stops at the unit
 //!    where they overflowed, as Kafka's cleaner does with its dedupe buffer.
 //! 2. **Rewrite** of every unit from the log start to there ([`record_format::filter_batch`]): a record stays when
-//!    no later record has its key; a tombstone (null value) also goes once its batch is older than
-//!    `delete.retention.ms`; a record without a key goes (Kafka refuses them on compacted topics); the records of
+//!    no later record has its key; a tombstone (null value) also goes once the delete horizon of its batch has
+//!    passed — the horizon the first pass that kept the tombstone wrote into the batch, that pass's time plus
+//!    `delete.retention.ms` (KIP-534, as Kafka's cleaner: attribute bit 6, the base timestamp holding it); a record without a key goes (Kafka refuses them on compacted topics); the records of
 //!    aborted transactions go. Control batches — commit and abort markers, and `MIRROR_PID_RESET` barriers — all
 //!    stay (ADR 0055: Kafka removes a marker once its transaction's records are gone; keeping it costs a few bytes
 //!    and keeps every rule that reads markers exact). The last batch of each producer the producer state knows
@@ -161,7 +162,8 @@ pub(crate) fn clean_batch(
     map: &OffsetMap,
     aborted_txns: &[AbortedTxn],
     last_batches: &BTreeSet<(i64, i64)>,
-    tombstones_expire_before_ms: i64,
+    now_ms: i64,
+    delete_retention_ms: i64,
 ) -> Result<(Filtered, u64), record_format::FilterError> {
     if batch.is_control() {
         return Ok((Filtered::Unchanged, 0));
@@ -169,7 +171,8 @@ pub(crate) fn clean_batch(
     let retain_empty =
         batch.producer_id() >= 0 && last_batches.contains(&(batch.producer_id(), batch.last_offset()));
     let drop_all = aborted_txn(batch, aborted_txns);
-    let tombstones_expired = batch.max_timestamp() < tombstones_expire_before_ms;
+    // Kafka keeps a tombstone while its batch has no horizon yet, or the horizon is still ahead.
+    let tombstones_expired = batch.delete_horizon_ms().is_some_and(|horizon| now_ms >= horizon);
     let mut removed = 0u64;
     let filtered = filter_batch(
         batch,
@@ -183,6 +186,7 @@ pub(crate) fn clean_batch(
             keep
         },
         retain_empty,
+        Some(now_ms.saturating_add(delete_retention_ms)),
     )?;
     Ok((filtered, removed))
 }
@@ -311,7 +315,6 @@ impl CleanPlan {
             }
             offset = next;
         }
-        let tombstones_expire_before = self.now_ms.saturating_sub(policy.delete_retention_ms);
         let mut cleaned = Cleaned {
             from,
             to,
@@ -358,7 +361,8 @@ impl CleanPlan {
                             &map,
                             &aborted,
                             &self.last_batches,
-                            tombstones_expire_before,
+                            self.now_ms,
+                            policy.delete_retention_ms,
                         )
                         .map_err(|error| failed("batch", batch.base_offset(), error))?;
                         cleaned.records_removed += removed;
@@ -431,7 +435,7 @@ mod tests {
     }
 
     #[test]
-    fn the_latest_record_of_each_key_stays_and_keyless_records_and_old_tombstones_go() {
+    fn the_latest_record_of_each_key_stays_keyless_records_go_and_a_tombstone_goes_at_its_delete_horizon() {
         let first = batch(
             0,
             -1,
@@ -443,16 +447,27 @@ mod tests {
         assert!(map.add(&second, usize::MAX).unwrap());
         assert_eq!(map.len(), 3);
         let none = BTreeSet::new();
-        let (cleaned, removed) = clean_batch(&first, &map, &[], &none, 0).unwrap();
+        let (cleaned, removed) = clean_batch(&first, &map, &[], &none, 0, 1_000).unwrap();
         assert_eq!(
             (keys(&cleaned, &first), removed),
             (vec![1], 2),
             "a superseded, the keyless record gone"
         );
-        let (kept, _) = clean_batch(&second, &map, &[], &none, 0).unwrap();
-        assert_eq!(kept, Filtered::Unchanged, "a young tombstone stays");
-        let (expired, _) = clean_batch(&second, &map, &[], &none, 2_000).unwrap();
-        assert_eq!(keys(&expired, &second), [3], "an old tombstone goes");
+        // Whatever its records' time, a tombstone stays at the first pass that sees it, which writes the horizon.
+        let (marked, _) = clean_batch(&second, &map, &[], &none, 5_000, 1_000).unwrap();
+        assert_eq!(
+            keys(&marked, &second),
+            [3, 4],
+            "a tombstone without a horizon stays"
+        );
+        let Filtered::Rebuilt(marked) = marked else {
+            panic!("rewritten with its horizon")
+        };
+        assert_eq!(marked.delete_horizon_ms(), Some(6_000));
+        let (kept, _) = clean_batch(&marked, &map, &[], &none, 5_999, 1_000).unwrap();
+        assert_eq!(kept, Filtered::Unchanged, "before the horizon it stays");
+        let (expired, _) = clean_batch(&marked, &map, &[], &none, 6_000, 1_000).unwrap();
+        assert_eq!(keys(&expired, &marked), [3], "at the horizon it goes");
     }
 
     #[test]
@@ -470,10 +485,10 @@ mod tests {
             last_stable_offset: 10,
         };
         let map = OffsetMap::default();
-        let (gone, removed) = clean_batch(&data, &map, &[entry], &BTreeSet::new(), 0).unwrap();
+        let (gone, removed) = clean_batch(&data, &map, &[entry], &BTreeSet::new(), 0, 0).unwrap();
         assert_eq!((gone, removed), (Filtered::Removed, 1));
         let last = BTreeSet::from([(7, 10)]);
-        let (empty, _) = clean_batch(&data, &map, &[entry], &last, 0).unwrap();
+        let (empty, _) = clean_batch(&data, &map, &[entry], &last, 0, 0).unwrap();
         let Filtered::Rebuilt(empty) = empty else {
             panic!("kept")
         };

@@ -158,6 +158,16 @@ impl Attributes {
     pub fn has_delete_horizon(self) -> bool {
         self.0 & Self::DELETE_HORIZON != 0
     }
+
+    /// These attributes with bit 6 set or cleared.
+    #[inline]
+    pub fn with_delete_horizon(self, set: bool) -> Self {
+        if set {
+            Attributes(self.0 | Self::DELETE_HORIZON)
+        } else {
+            Attributes(self.0 & !Self::DELETE_HORIZON)
+        }
+    }
 }
 
 /// Adds `delta` to a sequence number, wrapping past `i32::MAX` to 0 as Kafka does.
@@ -429,6 +439,15 @@ impl RecordBatch {
     #[inline]
     pub fn max_timestamp(&self) -> i64 {
         be_i64(&self.buf, offsets::MAX_TIMESTAMP)
+    }
+
+    /// The delete horizon a log cleaner set (attribute bit 6; then `baseTimestamp` holds it, and the records'
+    /// timestamp deltas are relative to it): when the batch's tombstones may go (KIP-534's horizon, Kafka 3.1+).
+    #[inline]
+    pub fn delete_horizon_ms(&self) -> Option<i64> {
+        self.attributes()
+            .has_delete_horizon()
+            .then(|| self.base_timestamp())
     }
 
     /// `producerId` (−1 for none).

@@ -383,6 +383,16 @@ impl BatchBuilder {
             .zip(keep)
             .filter_map(|(record, &keep)| keep.then_some(record))
             .collect();
+        if self.attributes.has_delete_horizon() {
+            // The base timestamp is the cleaner's delete horizon, which stays (Kafka rewrites such a batch with
+            // it): the kept records' deltas are already relative to it.
+            self.records = kept;
+            self.record_count = None;
+            if self.attributes.timestamp_type() != TimestampType::LogAppendTime {
+                self.max_timestamp = None;
+            }
+            return;
+        }
         let new_base = kept
             .first()
             .map_or(base, |first| base.wrapping_add(first.timestamp_delta));
@@ -396,6 +406,20 @@ impl BatchBuilder {
         if self.attributes.timestamp_type() != TimestampType::LogAppendTime {
             self.max_timestamp = None;
         }
+    }
+
+    /// Sets the log cleaner's delete horizon (KIP-534): attribute bit 6, and `baseTimestamp` the horizon, every
+    /// record's timestamp delta rewritten relative to it so that the records keep their timestamps, as Kafka's
+    /// cleaner writes a batch whose tombstones it keeps for the first time.
+    pub fn delete_horizon(&mut self, horizon_ms: i64) -> &mut Self {
+        let base = self.base_timestamp.unwrap_or(NO_TIMESTAMP);
+        for record in &mut self.records {
+            let absolute = base.wrapping_add(record.timestamp_delta);
+            record.timestamp_delta = absolute.wrapping_sub(horizon_ms);
+        }
+        self.base_timestamp = Some(horizon_ms);
+        self.attributes = self.attributes.with_delete_horizon(true);
+        self
     }
 
     /// The records added so far.

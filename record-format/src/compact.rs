@@ -34,17 +34,27 @@ pub enum FilterError {
 }
 
 /// Filters `batch`'s records by `keep`; `retain_empty` keeps a batch none of whose records stay, empty.
+///
+/// `delete_horizon_ms`: the delete horizon a log cleaner sets on a batch that keeps a tombstone and has none yet
+/// (KIP-534, as Kafka's `MemoryRecords.filterTo`): such a batch is rewritten with it even when every record stays.
+/// A batch that has one keeps it.
 pub fn filter_batch(
     batch: &RecordBatch,
     mut keep: impl FnMut(&Record<'_>) -> bool,
     retain_empty: bool,
+    delete_horizon_ms: Option<i64>,
 ) -> Result<Filtered, FilterError> {
     let records = batch.records()?;
     let mut kept = Vec::new();
+    let mut keeps_tombstone = false;
     for record in records.iter() {
-        kept.push(keep(&record?));
+        let record = record?;
+        let stays = keep(&record);
+        keeps_tombstone |= stays && record.value.is_none();
+        kept.push(stays);
     }
-    if kept.iter().all(|&stays| stays) {
+    let horizon = delete_horizon_ms.filter(|_| keeps_tombstone && batch.delete_horizon_ms().is_none());
+    if horizon.is_none() && kept.iter().all(|&stays| stays) {
         return Ok(Filtered::Unchanged);
     }
     if !kept.iter().any(|&stays| stays) {
@@ -55,13 +65,16 @@ pub fn filter_batch(
     }
     let mut builder = BatchBuilder::from_batch(batch)?;
     builder.retain_records(&kept);
+    if let Some(horizon) = horizon {
+        builder.delete_horizon(horizon);
+    }
     Ok(Filtered::Rebuilt(builder.build()?))
 }
 
 /// The header-only batch Kafka writes for a batch that must stay without records: same offsets, producer fields
-/// and flags, no codec, both timestamps the batch's largest.
+/// and flags, no codec and no delete horizon, both timestamps the batch's largest.
 fn empty_like(batch: &RecordBatch) -> Result<RecordBatch, EncodeError> {
-    let attributes = batch.attributes();
+    let attributes = batch.attributes().with_delete_horizon(false);
     let plain = Attributes((attributes.0 & !0x07) | i16::from(Compression::None.id()));
     BatchBuilder::new()
         .base_offset(batch.base_offset())
@@ -115,7 +128,7 @@ mod tests {
         for compression in [Compression::None, Compression::Gzip, Compression::Zstd] {
             let original = batch(compression);
             let Filtered::Rebuilt(filtered) =
-                filter_batch(&original, |record| record.offset % 2 == 1, false).unwrap()
+                filter_batch(&original, |record| record.offset % 2 == 1, false, None).unwrap()
             else {
                 panic!("two records kept");
             };
@@ -153,11 +166,11 @@ mod tests {
     fn a_batch_keeps_its_bytes_when_every_record_stays_and_goes_when_none_does() {
         let original = batch(Compression::Lz4);
         assert_eq!(
-            filter_batch(&original, |_| true, false).unwrap(),
+            filter_batch(&original, |_| true, false, None).unwrap(),
             Filtered::Unchanged
         );
         assert_eq!(
-            filter_batch(&original, |_| false, false).unwrap(),
+            filter_batch(&original, |_| false, false, None).unwrap(),
             Filtered::Removed
         );
     }
@@ -165,7 +178,7 @@ mod tests {
     #[test]
     fn a_batch_that_must_stay_without_records_stays_as_an_empty_header() {
         let original = batch(Compression::Snappy);
-        let Filtered::Rebuilt(empty) = filter_batch(&original, |_| false, true).unwrap() else {
+        let Filtered::Rebuilt(empty) = filter_batch(&original, |_| false, true, None).unwrap() else {
             panic!("kept empty");
         };
         empty.verify_crc().unwrap();
@@ -179,5 +192,74 @@ mod tests {
         assert_eq!(empty.attributes().compression_id(), Compression::None.id());
         assert_eq!((empty.base_timestamp(), empty.max_timestamp()), (1_040, 1_040));
         assert!(kept(&empty).is_empty());
+    }
+
+    /// Records 0–4 at 1,000, 1,010, … with record 2 a tombstone.
+    fn with_tombstone() -> RecordBatch {
+        let mut builder = BatchBuilder::new().base_offset(100);
+        for index in 0..5u8 {
+            let value = [b'v', index];
+            builder.add(
+                1_000 + i64::from(index) * 10,
+                Some(&[b'k', index]),
+                (index != 2).then_some(&value[..]),
+                &[],
+            );
+        }
+        builder.build().unwrap()
+    }
+
+    #[test]
+    fn a_kept_tombstone_gets_the_delete_horizon_once_and_the_records_keep_their_timestamps() {
+        let original = with_tombstone();
+        assert_eq!(original.delete_horizon_ms(), None);
+        let Filtered::Rebuilt(marked) = filter_batch(&original, |_| true, false, Some(90_000)).unwrap()
+        else {
+            panic!("a batch keeping a tombstone without a horizon is rewritten with one");
+        };
+        marked.verify_crc().unwrap();
+        assert_eq!(marked.delete_horizon_ms(), Some(90_000));
+        assert!(marked.attributes().has_delete_horizon());
+        assert_eq!(
+            marked.base_timestamp(),
+            90_000,
+            "the base timestamp holds the horizon"
+        );
+        assert_eq!(marked.max_timestamp(), 1_040);
+        assert_eq!(kept(&marked), kept(&original), "offsets and timestamps unchanged");
+        // A later pass keeps the horizon it found, whatever horizon it would set, and filters around it.
+        assert_eq!(
+            filter_batch(&marked, |_| true, false, Some(99_999)).unwrap(),
+            Filtered::Unchanged
+        );
+        let Filtered::Rebuilt(filtered) =
+            filter_batch(&marked, |r| r.offset != 102, false, Some(99_999)).unwrap()
+        else {
+            panic!("the tombstone removed");
+        };
+        assert_eq!(filtered.delete_horizon_ms(), Some(90_000));
+        assert_eq!(
+            kept(&filtered)
+                .iter()
+                .map(|(offset, timestamp, _)| (*offset, *timestamp))
+                .collect::<Vec<_>>(),
+            [(100, 1_000), (101, 1_010), (103, 1_030), (104, 1_040)]
+        );
+        // Without a kept tombstone, no horizon: the batch is what it was.
+        assert_eq!(
+            filter_batch(&batch(Compression::None), |_| true, false, Some(90_000)).unwrap(),
+            Filtered::Unchanged
+        );
+        let Filtered::Rebuilt(plain) =
+            filter_batch(&original, |r| r.offset != 102, false, Some(90_000)).unwrap()
+        else {
+            panic!("the tombstone removed");
+        };
+        assert_eq!(plain.delete_horizon_ms(), None);
+        // An empty header left for a producer carries no horizon, as Kafka writes it.
+        let Filtered::Rebuilt(empty) = filter_batch(&marked, |_| false, true, None).unwrap() else {
+            panic!("kept empty");
+        };
+        assert_eq!(empty.delete_horizon_ms(), None);
     }
 }

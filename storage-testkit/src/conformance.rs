@@ -496,7 +496,7 @@ pub async fn a_cleaners_rewrite_keeps_offsets_and_survives_a_reopen(backend: &dy
     let mut kept: Vec<RecordBatch> = range.iter().step_by(2).map(|b| (*b).clone()).collect();
     let several = kept.iter().position(|b| b.record_count() > 1).unwrap();
     let record_format::Filtered::Rebuilt(fewer) =
-        record_format::filter_batch(&kept[several], |record| record.offset_delta == 0, false).unwrap()
+        record_format::filter_batch(&kept[several], |record| record.offset_delta == 0, false, None).unwrap()
     else {
         panic!("one record kept");
     };
