@@ -363,6 +363,21 @@ impl Node {
         topics.get(topic)?.get(index).cloned()
     }
 
+    /// Why `slot`, looked up as `topic`/`partition`, held no log: UNKNOWN_TOPIC_OR_PARTITION when the topic was
+    /// deleted (or deleted and created again) since — Kafka's answer for a partition it no longer has — else
+    /// KAFKA_STORAGE_ERROR (the log went offline). Call it without holding the slot's lock.
+    pub(crate) async fn missing_log_error(
+        &self,
+        topic: &str,
+        partition: i32,
+        slot: &Arc<PartitionSlot>,
+    ) -> KafkaError {
+        match self.partition(topic, partition).await {
+            Some(current) if Arc::ptr_eq(&current, slot) => KafkaError::KafkaStorageError,
+            _ => KafkaError::UnknownTopicOrPartition,
+        }
+    }
+
     /// Every consumer group's committed offsets on partitions of `topics` (what a mirror of this node copies
     /// with the data), by group, topic and partition.
     pub async fn committed_offsets_on(&self, topics: &[String]) -> Vec<mirror_fsm::GroupOffset> {

@@ -120,10 +120,41 @@ mod tests {
 
     use crate::mirror::registry::{LinkRecord, TopicRecord};
     use crate::{Node, NodeConfig};
+    use kafka_types::KafkaError;
 
     async fn open(dir: &std::path::Path) -> Node {
         let config = NodeConfig::new(StorageConfig::for_backend(Backend::Fs, dir));
         Node::open(config, ("localhost".to_owned(), 9092)).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_request_holding_a_deleted_topics_partition_is_told_unknown_topic_an_offline_one_storage_error()
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let node = open(dir.path()).await;
+        node.create_topic("busy", 1).await.unwrap();
+        node.create_topic("offline", 1).await.unwrap();
+        // Looked up before the deletion, locked after: no log, because the topic is gone.
+        let held = node.partition("busy", 0).await.unwrap();
+        node.delete_topic("busy").await.unwrap();
+        assert!(held.lock().await.is_none());
+        assert_eq!(
+            node.missing_log_error("busy", 0, &held).await,
+            KafkaError::UnknownTopicOrPartition
+        );
+        // Deleted and created again: the old partition is still not the topic's.
+        node.create_topic("busy", 1).await.unwrap();
+        assert_eq!(
+            node.missing_log_error("busy", 0, &held).await,
+            KafkaError::UnknownTopicOrPartition
+        );
+        // A partition whose log went offline is still the topic's: a storage error.
+        let offline = node.partition("offline", 0).await.unwrap();
+        drop(offline.lock().await.take());
+        assert_eq!(
+            node.missing_log_error("offline", 0, &offline).await,
+            KafkaError::KafkaStorageError
+        );
     }
 
     #[tokio::test]

@@ -167,3 +167,54 @@ async fn a_log_append_time_topic_stamps_batches_with_the_brokers_clock() {
     drop(guard);
     node.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn ten_thousand_configs_in_one_request_get_one_clear_answer_and_change_nothing_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = open(dir.path()).await;
+    let unknown: Vec<String> = (0..10_000).map(|n| format!("no.such.config.{n}")).collect();
+    let unknown: Vec<(&str, Option<&str>)> = unknown.iter().map(|name| (name.as_str(), Some("1"))).collect();
+    let answer = node.create_topics(create("many", &unknown), 4).await;
+    assert_eq!(answer.topics[0].error_code, 40, "INVALID_CONFIG");
+    let message = answer.topics[0].error_message.as_deref().unwrap_or_default();
+    assert!(
+        message.contains("no.such.config.0"),
+        "names the first unknown config: {message}"
+    );
+    assert!(
+        message.len() < 1_000,
+        "one config named, not ten thousand: {} bytes",
+        message.len()
+    );
+    assert!(!node.topic_partitions().await.contains_key("many"));
+
+    // The same config 10,000 times: created, as Kafka does (the differential suite checks the answer).
+    let repeated = vec![("retention.ms", Some("3600000")); 10_000];
+    let answer = node.create_topics(create("repeated", &repeated), 4).await;
+    assert_eq!(answer.topics[0].error_code, 0);
+
+    // An IncrementalAlterConfigs naming one config 10,000 times is refused whole (Kafka's INVALID_REQUEST), the
+    // name said once.
+    let mut resource = incremental_alter_configs_request::AlterConfigsResource::default();
+    resource.resource_type = 2;
+    resource.resource_name = s("repeated");
+    let mut set = incremental_alter_configs_request::AlterableConfig::default();
+    set.name = s("retention.ms");
+    set.value = Some(s("7200000"));
+    resource.configs = vec![set; 10_000];
+    let mut request = IncrementalAlterConfigsRequest::default();
+    request.resources = vec![resource];
+    let answer = node.incremental_alter_configs(request, 1).await;
+    assert_eq!(answer.responses[0].error_code, 42, "INVALID_REQUEST");
+    assert_eq!(
+        answer.responses[0].error_message.as_deref(),
+        Some("Error due to duplicate config keys : retention.ms")
+    );
+    let configs = node.topic_overrides("repeated").await.unwrap();
+    assert_eq!(
+        configs.get("retention.ms").map(String::as_str),
+        Some("3600000"),
+        "nothing changed"
+    );
+    node.close().await.unwrap();
+}

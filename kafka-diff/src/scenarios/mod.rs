@@ -74,6 +74,7 @@ scenarios! {
     admin::create_topics_every_version => "CreateTopics at every version: a new topic, an existing one, no partitions, replication 3, an invalid name, validate_only",
     admin::find_coordinator_every_version => "FindCoordinator at every version: a group, a transactional id (v1+), an unknown key type",
     configs::create_topics_with_configs => "CreateTopics with configs: accepted ones, then an unknown name, a wrong type, out of range, a bad list value, a null value",
+    configs::many_configs_in_one_request => "500 configs in one request: CreateTopics with unknown names, one name repeated, valid ones then an unknown one; IncrementalAlterConfigs repeating a SET and setting unknown names; read back",
     configs::describe_configs_every_version => "DescribeConfigs at every version: every config of a topic with overrides (values, sources, synonyms, types), named keys, an unknown and an invalid topic, broker ids",
     configs::alter_configs_every_version => "AlterConfigs at every version: overrides replaced, validate_only, a bad value, an unknown topic, read back",
     configs::incremental_alter_configs_every_version => "IncrementalAlterConfigs at every version: SET, DELETE, APPEND, SUBTRACT, a null SET, APPEND to a non-list, an unknown topic, read back",

@@ -263,6 +263,33 @@ pub async fn alter_configs(node: &Node, request: AlterConfigsRequest, _version: 
     response
 }
 
+/// INVALID_REQUEST naming the config names a resource's operations repeat (in the order they first repeat), as
+/// Kafka refuses an IncrementalAlterConfigs resource that names a config twice.
+fn duplicate_keys(operations: &[Operation<'_>]) -> Option<ConfigRefusal> {
+    // Each name: false once seen, true once named in `repeated`.
+    let mut seen = std::collections::HashMap::with_capacity(operations.len());
+    let mut repeated: Vec<&str> = Vec::new();
+    for operation in operations {
+        match seen.entry(operation.name) {
+            std::collections::hash_map::Entry::Vacant(first) => {
+                first.insert(false);
+            }
+            std::collections::hash_map::Entry::Occupied(mut again) if !again.get() => {
+                again.insert(true);
+                repeated.push(operation.name);
+            }
+            std::collections::hash_map::Entry::Occupied(_) => {}
+        }
+    }
+    (!repeated.is_empty()).then(|| ConfigRefusal {
+        error: KafkaError::InvalidRequest,
+        message: Some(format!(
+            "Error due to duplicate config keys : {}",
+            repeated.join(",")
+        )),
+    })
+}
+
 /// IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT on a topic's overrides, all of a resource's or none.
 pub async fn incremental_alter_configs(
     node: &Node,
@@ -281,13 +308,19 @@ pub async fn incremental_alter_configs(
             })
             .collect();
         let target = (resource.resource_type, resource.resource_name.as_str());
-        let (code, message) = alter_resource(
-            node,
-            target,
-            |current| current.altered(&operations),
-            request.validate_only,
-        )
-        .await;
+        let (code, message) = match duplicate_keys(&operations) {
+            // Kafka refuses the resource whole, before looking at its type or name.
+            Some(refusal) => answer_of(Err(refusal)),
+            None => {
+                alter_resource(
+                    node,
+                    target,
+                    |current| current.altered(&operations),
+                    request.validate_only,
+                )
+                .await
+            }
+        };
         let mut answer = incremental_alter_configs_response::AlterConfigsResourceResponse::default();
         answer.resource_type = resource.resource_type;
         answer.resource_name = resource.resource_name.clone();

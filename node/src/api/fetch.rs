@@ -77,7 +77,13 @@ async fn read_all(node: &Node, request: &FetchRequest) -> (FetchResponse, usize)
                 Some(slot) => {
                     let guard = slot.lock().await;
                     match guard.as_ref().map(|replicas| &replicas.leader) {
-                        None => data.error_code = KafkaError::KafkaStorageError.code(),
+                        None => {
+                            drop(guard);
+                            data.error_code = node
+                                .missing_log_error(topic.topic.as_str(), partition.partition, &slot)
+                                .await
+                                .code();
+                        }
                         Some(log) => {
                             data.high_watermark = log.high_watermark();
                             data.last_stable_offset = log.last_stable_offset();
@@ -177,7 +183,12 @@ pub async fn list_offsets(node: &Node, request: ListOffsetsRequest, version: i16
             {
                 None => answer.error_code = KafkaError::UnknownTopicOrPartition.code(),
                 Some(slot) => match LogView::take(&slot, isolation).await {
-                    None => answer.error_code = KafkaError::KafkaStorageError.code(),
+                    None => {
+                        answer.error_code = node
+                            .missing_log_error(topic.name.as_str(), partition.partition_index, &slot)
+                            .await
+                            .code()
+                    }
                     Some(view) => {
                         let leader_epoch = view.leader_epoch;
                         let search = match partition.timestamp {

@@ -33,7 +33,13 @@ pub async fn describe_producers(
                 Some(slot) => {
                     let guard = slot.lock().await;
                     match guard.as_ref() {
-                        None => partition.error_code = KafkaError::KafkaStorageError.code(),
+                        None => {
+                            drop(guard);
+                            partition.error_code = node
+                                .missing_log_error(topic.name.as_str(), index, &slot)
+                                .await
+                                .code();
+                        }
                         Some(replicas) => {
                             partition.active_producers = replicas
                                 .leader

@@ -62,12 +62,27 @@ pub async fn produce(node: &Node, request: ProduceRequest, version: i16) -> Prod
     // Made durable and replicated concurrently; each answered with the log start after it, or refused.
     let acknowledgements: Vec<_> = unacknowledged
         .into_iter()
-        .map(|(position, slot)| (position, tokio::spawn(acknowledge(slot, node.now_ms()))))
+        .map(|(position, slot)| {
+            let acknowledged = tokio::spawn(acknowledge(slot.clone(), node.now_ms()));
+            (position, slot, acknowledged)
+        })
         .collect();
-    for ((topic, partition), acknowledgement) in acknowledgements {
-        let outcome = acknowledgement
+    for ((topic, partition), slot, acknowledgement) in acknowledgements {
+        let mut outcome = acknowledgement
             .await
             .unwrap_or_else(|_| Err(KafkaError::KafkaStorageError.into()));
+        let Some((name, index)) = response.responses.get(topic).and_then(|answered| {
+            let index = answered.partition_responses.get(partition)?.index;
+            Some((answered.name.clone(), index))
+        }) else {
+            continue;
+        };
+        if let Err(refusal) = &mut outcome {
+            // No log any more: the topic deleted since the append (its records went with it), or offline.
+            if refusal.error == KafkaError::KafkaStorageError {
+                refusal.error = node.missing_log_error(name.as_str(), index, &slot).await;
+            }
+        }
         let Some(answer) = response
             .responses
             .get_mut(topic)
@@ -210,7 +225,10 @@ async fn append(
         }
     }
     let mut guard = slot.lock().await;
-    let replicas = guard.as_mut().ok_or(KafkaError::KafkaStorageError)?;
+    let Some(replicas) = guard.as_mut() else {
+        drop(guard);
+        return Err(node.missing_log_error(topic, partition, &slot).await.into());
+    };
     let log_start_offset = replicas.leader.log_start_offset();
     replicas
         .leader
