@@ -233,6 +233,23 @@ pub async fn many_configs_in_one_request(session: &mut Session) -> Result<(), Di
             .collect();
         session.observe(&format!("incremental alter, {step}"), json!(seen));
     }
+    // The legacy AlterConfigs, one name repeated.
+    let mut resource = alter_configs_request::AlterConfigsResource::default();
+    resource.resource_type = TOPIC;
+    resource.resource_name = s(&topic);
+    let mut config = alter_configs_request::AlterableConfig::default();
+    config.name = s("retention.ms");
+    config.value = Some(s("9000000"));
+    resource.configs = vec![config; MANY_CONFIGS];
+    let mut request = AlterConfigsRequest::default();
+    request.resources = vec![resource];
+    let answer: AlterConfigsResponse = ask(session, ApiKey::AlterConfigs, &request).await?;
+    let seen: Vec<i16> = answer
+        .responses
+        .iter()
+        .map(|resource| resource.error_code)
+        .collect();
+    session.observe("alter, set repeated", json!(seen));
     read_back(session, &topic, &["retention.ms"], "altered, read back").await
 }
 

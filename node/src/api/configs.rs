@@ -246,13 +246,19 @@ pub async fn alter_configs(node: &Node, request: AlterConfigsRequest, _version: 
             .map(|config| (config.name.as_str(), config.value.as_deref()))
             .collect();
         let target = (resource.resource_type, resource.resource_name.as_str());
-        let (code, message) = alter_resource(
-            node,
-            target,
-            |_| Overrides::from_pairs(pairs),
-            request.validate_only,
-        )
-        .await;
+        let (code, message) = match duplicate_keys(pairs.iter().map(|(name, _)| *name)) {
+            // Kafka refuses the resource whole, before looking at its type or name.
+            Some(refusal) => answer_of(Err(refusal)),
+            None => {
+                alter_resource(
+                    node,
+                    target,
+                    |_| Overrides::from_pairs(pairs),
+                    request.validate_only,
+                )
+                .await
+            }
+        };
         let mut answer = alter_configs_response::AlterConfigsResourceResponse::default();
         answer.resource_type = resource.resource_type;
         answer.resource_name = resource.resource_name.clone();
@@ -263,20 +269,20 @@ pub async fn alter_configs(node: &Node, request: AlterConfigsRequest, _version: 
     response
 }
 
-/// INVALID_REQUEST naming the config names a resource's operations repeat (in the order they first repeat), as
-/// Kafka refuses an IncrementalAlterConfigs resource that names a config twice.
-fn duplicate_keys(operations: &[Operation<'_>]) -> Option<ConfigRefusal> {
+/// INVALID_REQUEST naming the config names a resource repeats (in the order they first repeat), as Kafka refuses
+/// an AlterConfigs or IncrementalAlterConfigs resource that names a config twice.
+fn duplicate_keys<'a>(names: impl ExactSizeIterator<Item = &'a str>) -> Option<ConfigRefusal> {
     // Each name: false once seen, true once named in `repeated`.
-    let mut seen = std::collections::HashMap::with_capacity(operations.len());
+    let mut seen = std::collections::HashMap::with_capacity(names.len());
     let mut repeated: Vec<&str> = Vec::new();
-    for operation in operations {
-        match seen.entry(operation.name) {
+    for name in names {
+        match seen.entry(name) {
             std::collections::hash_map::Entry::Vacant(first) => {
                 first.insert(false);
             }
             std::collections::hash_map::Entry::Occupied(mut again) if !again.get() => {
                 again.insert(true);
-                repeated.push(operation.name);
+                repeated.push(name);
             }
             std::collections::hash_map::Entry::Occupied(_) => {}
         }
@@ -308,7 +314,7 @@ pub async fn incremental_alter_configs(
             })
             .collect();
         let target = (resource.resource_type, resource.resource_name.as_str());
-        let (code, message) = match duplicate_keys(&operations) {
+        let (code, message) = match duplicate_keys(operations.iter().map(|operation| operation.name)) {
             // Kafka refuses the resource whole, before looking at its type or name.
             Some(refusal) => answer_of(Err(refusal)),
             None => {
