@@ -101,8 +101,10 @@ async fn compact_replica(
     let Some(mut work) = plan.prepare(reader.as_ref()).await? else {
         return Ok(None);
     };
-    // Written a group at a time, the partition's lock taken for each: a produce waits for one group at most.
+    // Written a group at a time: staged beside the log without the partition's lock (storage-fs writes and syncs
+    // the new segment files), then installed with it — a produce waits for one installation at most.
     loop {
+        work.stage_next(reader.as_ref()).await?;
         let mut guard = slot.lock().await;
         let Some(log) = guard
             .as_mut()

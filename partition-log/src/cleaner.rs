@@ -41,6 +41,10 @@ use crate::Result;
 pub const PASS_REWRITE_BYTES: usize = 64 << 20;
 /// Rewritten bytes gathered into one storage rewrite, one step of writing a pass (a unit always whole).
 const GROUP_BYTES: usize = 1 << 20;
+/// The most bytes of units before cleaning one group spans: installing a group costs per unit it replaces
+/// (storage-fs renames each segment's files and scans what stayed), so a group of units that kept little is
+/// bounded too — eight 1 MiB segments, one segment of Kafka's default 1 GiB.
+const GROUP_READ_BYTES: u64 = 8 << 20;
 /// Units asked from storage per page.
 const UNITS_PER_PAGE: usize = 256;
 /// Bytes read per call.
@@ -216,7 +220,26 @@ pub struct CleanWork {
     pub(crate) plan: CleanPlan,
     /// Each a range of whole units and its kept batches, in offset order; written one per step.
     pub(crate) rewrites: std::collections::VecDeque<(i64, i64, Vec<RecordBatch>)>,
+    /// The next group, already written beside the log by [`Self::stage_next`]: the next step installs it.
+    pub(crate) staged: Option<storage::StagedRewrite>,
     pub(crate) cleaned: Cleaned,
+}
+
+impl CleanWork {
+    /// Writes the next group's rewrite beside the log through `reader` ([`storage::PartitionReader::
+    /// stage_rewrite`]), without the log: the slow part of a step (storage-fs writes and syncs the new segment
+    /// files here), so that the next [`crate::PartitionLog::apply_clean_step`], with the log, only installs it.
+    /// Nothing to do when a group is staged already or none is left. A step whose log moved meanwhile drops the
+    /// staged group (storage-fs's files go at its next open).
+    pub async fn stage_next(&mut self, reader: &dyn PartitionReader) -> Result<()> {
+        if self.staged.is_some() {
+            return Ok(());
+        }
+        if let Some((from, to, batches)) = self.rewrites.pop_front() {
+            self.staged = Some(reader.stage_rewrite(from, to, batches).await?);
+        }
+        Ok(())
+    }
 }
 
 /// What one step of writing a pass did ([`crate::PartitionLog::apply_clean_step`]).
@@ -326,6 +349,7 @@ impl CleanPlan {
         let mut rewrites = std::collections::VecDeque::new();
         let (mut group, mut group_from, mut group_bytes, mut group_changed) =
             (Vec::new(), from, 0usize, false);
+        let mut group_read = 0u64;
         let mut held = 0usize;
         let mut at = from;
         'rewrite: while at < to {
@@ -334,12 +358,14 @@ impl CleanPlan {
                 break;
             };
             for unit in units.iter().filter(|unit| unit.base_offset < to) {
-                if group_bytes >= GROUP_BYTES || held >= PASS_REWRITE_BYTES {
+                if group_bytes >= GROUP_BYTES || group_read >= GROUP_READ_BYTES || held >= PASS_REWRITE_BYTES
+                {
                     if group_changed {
                         rewrites.push_back((group_from, unit.base_offset, std::mem::take(&mut group)));
                     }
                     (group, group_from, group_bytes, group_changed) =
                         (Vec::new(), unit.base_offset, 0, false);
+                    group_read = 0;
                     if held >= PASS_REWRITE_BYTES {
                         cleaned.to = unit.base_offset;
                         break 'rewrite;
@@ -356,6 +382,7 @@ impl CleanPlan {
                         .filter(|batch| batch.base_offset() < unit.next_offset)
                     {
                         cleaned.bytes_before += batch.size() as u64;
+                        group_read += batch.size() as u64;
                         let (filtered, removed) = clean_batch(
                             batch,
                             &map,
@@ -399,6 +426,7 @@ impl CleanPlan {
         Ok(Some(CleanWork {
             plan: self,
             rewrites,
+            staged: None,
             cleaned,
         }))
     }

@@ -690,10 +690,18 @@ impl PartitionLog {
             return Ok(None);
         };
         let reader = self.storage.reader();
-        let Some(work) = plan.prepare(reader.as_ref()).await? else {
+        let Some(mut work) = plan.prepare(reader.as_ref()).await? else {
             return Ok(None);
         };
-        self.apply_clean(work).await
+        // Each group staged beside the log first, as the node does without the log.
+        loop {
+            work.stage_next(reader.as_ref()).await?;
+            match self.apply_clean_step(&mut work).await? {
+                CleanStep::More => {}
+                CleanStep::Done(cleaned) => return Ok(Some(cleaned)),
+                CleanStep::Dropped => return Ok(None),
+            }
+        }
     }
 
     /// A read-only view of the log's storage that does not borrow the log: what [`CleanPlan::prepare`] reads
@@ -780,6 +788,10 @@ impl PartitionLog {
         let plan = &work.plan;
         if self.truncations != plan.truncations || self.log_start_offset() != plan.log_start {
             return Ok(CleanStep::Dropped);
+        }
+        if let Some(staged) = work.staged.take() {
+            self.storage.install_rewrite(staged).await?;
+            return Ok(CleanStep::More);
         }
         if let Some((from, to, batches)) = work.rewrites.pop_front() {
             self.storage.replace_batches(from, to, &batches).await?;

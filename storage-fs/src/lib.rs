@@ -93,6 +93,13 @@ impl FsStorage {
             )));
         }
         create_dir_durably(vfs.as_ref(), &config.data_dir)?;
+        // Cleaners' rewrites a stop or a crash left staged and never installed: the segments they were to
+        // replace are whole.
+        let staging = config.data_dir.join(STAGING_DIR);
+        if vfs.is_dir(&staging) {
+            vfs.remove_dir_all(&staging)
+                .map_err(|e| StorageError::io(format!("removing {}", staging.display()), e))?;
+        }
         Ok(FsStorage { config, vfs })
     }
 
@@ -146,6 +153,10 @@ fn create_dir_durably(vfs: &dyn Vfs, dir: &Path) -> Result<(), StorageError> {
     }
     Ok(())
 }
+
+/// The directory, in the data directory, where log cleaners stage their rewrites (`partition::FsStager`): not a
+/// partition's name, so listing skips it; removed when the store opens.
+pub(crate) const STAGING_DIR: &str = "cleaning.tmp";
 
 impl BlockingStore for FsStorage {
     fn create(&self, id: &PartitionId) -> Result<Box<dyn BlockingPartition>, StorageError> {

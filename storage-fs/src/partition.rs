@@ -12,13 +12,77 @@ use storage::{
 };
 
 use crate::files::{
-    append_durably, classify, cut_durably, offset_file, sync_dir, write_atomically, DirEntry, LOG_SUFFIX,
-    METADATA_FILE, SNAPSHOT_SUFFIX,
+    append_durably, classify, cut_durably, offset_file, sync_dir, write_atomically, DirEntry, INDEX_SUFFIX,
+    LOG_SUFFIX, METADATA_FILE, SNAPSHOT_SUFFIX, TIME_INDEX_SUFFIX,
 };
 use crate::metadata;
 use crate::segment::Segment;
-use crate::vfs::Vfs;
+use crate::vfs::{OpenFor, Vfs};
 use crate::FsConfig;
+
+/// Writes a cleaner's rewrite beside a partition's segments, without the partition: each segment's new log, and the
+/// offset and time indexes built from it, synced, in a directory of its own under the store's
+/// [`crate::STAGING_DIR`] (Kafka's cleaner stages its `.cleaned` files the same way);
+/// [`FsPartition::install_staged`] renames them over the segment's files. Outside the partition's directory, so
+/// that a staging still running when its topic is deleted neither holds the deletion up nor leaves files where
+/// the topic created again under the name lives; a directory per staging, so that two never share a file. The
+/// store's next open removes whatever was never installed.
+struct FsStager {
+    vfs: Arc<dyn Vfs>,
+    /// The store's staging directory.
+    root: PathBuf,
+    /// The partition's directory name (`topic-N`).
+    name: String,
+    index_interval: u64,
+}
+
+/// Numbers each staging of this process, for a directory of its own.
+static STAGINGS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+impl storage::blocking::RewriteStager for FsStager {
+    fn stage(
+        &self,
+        bases: &[i64],
+        to: i64,
+        batches: &[RecordBatch],
+    ) -> Result<Vec<(i64, PathBuf)>, StorageError> {
+        let number = STAGINGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let staging = self.root.join(format!("{}.{number}", self.name));
+        self.vfs
+            .create_dir_all(&staging)
+            .map_err(|e| StorageError::io(format!("creating {}", staging.display()), e))?;
+        let mut files = Vec::with_capacity(bases.len());
+        for (index, &base) in bases.iter().enumerate() {
+            let end = bases.get(index + 1).copied().unwrap_or(to);
+            let bytes: Vec<u8> = batches
+                .iter()
+                .filter(|batch| (base..end).contains(&batch.base_offset()))
+                .flat_map(|batch| batch.as_bytes().iter().copied())
+                .collect();
+            let path = offset_file(&staging, base, LOG_SUFFIX);
+            let io = |what: &str, e| StorageError::io(format!("{what} {}", path.display()), e);
+            let mut file = self
+                .vfs
+                .open(&path, OpenFor::CreateEmpty)
+                .map_err(|e| io("creating", e))?;
+            file.append(&bytes).map_err(|e| io("writing", e))?;
+            file.sync().map_err(|e| io("syncing", e))?;
+            drop(file);
+            // Opening the staged segment builds its indexes and writes them beside it, durably.
+            let (staged, _recovery) = Segment::open(
+                &self.vfs,
+                &staging,
+                base,
+                self.index_interval,
+                OpenMode::ReadWrite,
+            )?;
+            drop(staged);
+            files.push((base, path));
+        }
+        sync_dir(self.vfs.as_ref(), &staging)?;
+        Ok(files)
+    }
+}
 
 /// Our own metadata record for the log start offset (user keys cannot start with `@`).
 const LOG_START_KEY: &str = "@log-start-offset";
@@ -123,11 +187,19 @@ impl FsPartition {
                     metadata_len = decoded.valid_len;
                 }
                 DirEntry::Leftover => {
-                    if name.ends_with(".tmp") && !writes {
+                    // A `.tmp` is an interrupted atomic write; a `.cleaned` a cleaner's staged rewrite never
+                    // installed (ours or Kafka's, which deletes them at load too): the files they would have
+                    // replaced are whole.
+                    let interrupted = name.ends_with(".tmp") || name.ends_with(".cleaned");
+                    if interrupted && !writes {
                         report.removed_leftovers.push(name);
-                    } else if name.ends_with(".tmp") {
-                        vfs.remove_file(&path)
-                            .map_err(|e| StorageError::io(format!("removing {}", path.display()), e))?;
+                    } else if interrupted {
+                        let removed = if vfs.is_dir(&path) {
+                            vfs.remove_dir_all(&path)
+                        } else {
+                            vfs.remove_file(&path)
+                        };
+                        removed.map_err(|e| StorageError::io(format!("removing {}", path.display()), e))?;
                         report.removed_leftovers.push(name);
                     } else {
                         report.unknown_files.push(name);
@@ -543,6 +615,74 @@ impl BlockingPartition for FsPartition {
                 .filter(|batch| (base..end).contains(&batch.base_offset()))
                 .collect();
             self.rewrite_segment(base, &inside)?;
+        }
+        Ok(())
+    }
+
+    fn rewrite_stager(&self) -> Option<Arc<dyn storage::blocking::RewriteStager>> {
+        Some(Arc::new(FsStager {
+            vfs: self.vfs.clone(),
+            root: self.config.data_dir.join(crate::STAGING_DIR),
+            name: self.id.dir_name(),
+            index_interval: self.config.index_interval_bytes,
+        }))
+    }
+
+    /// Each staged segment's indexes and log renamed over its own and the segment read again (its indexes found
+    /// equal, nothing written), then one sync of the directory: the partition is held for renames and a scan of
+    /// what stayed, not for writing and syncing it. Refused, the staged files removed, when the range's segments
+    /// are not the ones staged.
+    fn install_staged(&mut self, from: i64, to: i64, files: Vec<(i64, PathBuf)>) -> Result<(), StorageError> {
+        let active = self.segments.keys().next_back().copied().unwrap_or(0);
+        let bases: Vec<i64> = self.segments.range(from..to).map(|(&base, _)| base).collect();
+        let staged: Vec<i64> = files.iter().map(|(base, _)| *base).collect();
+        if !(self.segments.contains_key(&from) && self.segments.contains_key(&to) && to <= active)
+            || bases != staged
+        {
+            if let Some(staging) = files.first().and_then(|(_, path)| path.parent()) {
+                // Never to be installed; should removing it fail, the store's next open removes it.
+                let _ = self.vfs.remove_dir_all(staging);
+            }
+            return Err(StorageError::InvalidRewrite {
+                from,
+                to,
+                reason: "the segments staged are not the range's segments below the active one".to_owned(),
+            });
+        }
+        let staging = files
+            .first()
+            .and_then(|(_, path)| path.parent().map(Path::to_path_buf));
+        for (base, path) in files {
+            if let Some(old) = self.segments.get_mut(&base) {
+                old.write_pending_indexes()?;
+            }
+            let staging = path.parent().unwrap_or(&self.dir);
+            // The indexes first, the log last: a crash in between leaves the old log with new indexes, which the
+            // next open finds wrong and rebuilds (they are derived data).
+            for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX] {
+                let (from_path, to_path) = (
+                    offset_file(staging, base, suffix),
+                    offset_file(&self.dir, base, suffix),
+                );
+                self.vfs
+                    .rename(&from_path, &to_path)
+                    .map_err(|e| StorageError::io(format!("renaming {}", from_path.display()), e))?;
+            }
+            // The old segment's handles go (its files are the new one's now), then the segment is read again.
+            self.segments.remove(&base);
+            let (segment, _recovery) = Segment::open(
+                &self.vfs,
+                &self.dir,
+                base,
+                self.config.index_interval_bytes,
+                OpenMode::ReadWrite,
+            )?;
+            self.segments.insert(base, segment);
+        }
+        sync_dir(self.vfs.as_ref(), &self.dir)?;
+        if let Some(staging) = staging {
+            // Emptied by the renames; should removing it fail, the store's next open removes it.
+            let _ = self.vfs.remove_dir_all(&staging);
         }
         Ok(())
     }

@@ -204,6 +204,19 @@ impl BlockingPartition for Guarded {
         self.inner.replace_batches(from, to, batches)
     }
 
+    fn rewrite_stager(&self) -> Option<std::sync::Arc<dyn storage::blocking::RewriteStager>> {
+        self.inner.rewrite_stager()
+    }
+
+    fn install_staged(
+        &mut self,
+        from: i64,
+        to: i64,
+        files: Vec<(i64, std::path::PathBuf)>,
+    ) -> storage::Result<()> {
+        self.inner.install_staged(from, to, files)
+    }
+
     fn read_with_buffers(
         &self,
         from_offset: i64,

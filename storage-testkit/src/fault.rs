@@ -123,6 +123,10 @@ impl PartitionStorage for FaultyPartition {
         self.write(false)?;
         self.inner.replace_batches(from, to, batches).await
     }
+    async fn install_rewrite(&mut self, staged: storage::StagedRewrite) -> Result<()> {
+        self.write(false)?;
+        self.inner.install_rewrite(staged).await
+    }
     async fn truncate_to(&mut self, offset: i64) -> Result<()> {
         self.write(false)?;
         self.inner.truncate_to(offset).await

@@ -144,6 +144,17 @@ impl BlockingPartition for FaultyBlockingPartition {
     fn replace_batches(&mut self, from: i64, to: i64, batches: &[RecordBatch]) -> storage::Result<()> {
         self.inner.replace_batches(from, to, batches)
     }
+    fn rewrite_stager(&self) -> Option<std::sync::Arc<dyn storage::blocking::RewriteStager>> {
+        self.inner.rewrite_stager()
+    }
+    fn install_staged(
+        &mut self,
+        from: i64,
+        to: i64,
+        files: Vec<(i64, std::path::PathBuf)>,
+    ) -> storage::Result<()> {
+        self.inner.install_staged(from, to, files)
+    }
     fn truncate_to(&mut self, offset: i64) -> storage::Result<()> {
         self.inner.truncate_to(offset)
     }

@@ -141,6 +141,21 @@ pub trait BlockingPartition: Send + 'static {
     /// `to` at segment bases below the active segment and rewrites one segment at a time, each atomically; the
     /// others rewrite the range atomically. Offsets never change: each batch holds offsets the range held.
     fn replace_batches(&mut self, from: i64, to: i64, batches: &[RecordBatch]) -> Result<()>;
+    /// What writes a cleaner's rewrite beside the log without this handle (see
+    /// [`crate::PartitionReader::stage_rewrite`]); `None` (the default): the backend rewrites in place only.
+    fn rewrite_stager(&self) -> Option<std::sync::Arc<dyn RewriteStager>> {
+        None
+    }
+    /// Renames the files `stager` wrote into place: each replaces the log of the segment at its base offset, the
+    /// segments being exactly those of `[from, to)`. Only a backend with a stager has files to install.
+    fn install_staged(&mut self, from: i64, to: i64, files: Vec<(i64, std::path::PathBuf)>) -> Result<()> {
+        let _ = files;
+        Err(crate::StorageError::InvalidRewrite {
+            from,
+            to,
+            reason: "this backend stages no files".to_owned(),
+        })
+    }
     /// Moves the log start forward to `offset`; batches wholly below it may be dropped.
     fn delete_before(&mut self, offset: i64) -> Result<()>;
     /// Makes appended data durable to the given level.
@@ -166,4 +181,18 @@ pub trait BlockingPartition: Send + 'static {
     fn put_metadata(&mut self, key: &str, value: &[u8]) -> Result<()>;
     /// Reads a metadata record.
     fn metadata(&self, key: &str) -> Result<Option<Vec<u8>>>;
+}
+
+/// Writes a cleaner's rewrite of whole segments beside a partition's log, durably, without the partition: the
+/// slow half of [`BlockingPartition::replace_batches`], so that the partition is held only to install it
+/// ([`BlockingPartition::install_staged`]).
+pub trait RewriteStager: Send + Sync {
+    /// Writes, for each segment base in `bases` (ascending, the segments of `[bases[0], to)`), the batches of
+    /// `batches` that lie in it into a file of its own, synced; returns each base with its file.
+    fn stage(
+        &self,
+        bases: &[i64],
+        to: i64,
+        batches: &[RecordBatch],
+    ) -> Result<Vec<(i64, std::path::PathBuf)>>;
 }

@@ -166,6 +166,46 @@ impl Checked {
         self.write(|inner| inner.replace_batches(from, to, batches))
     }
 
+    /// See [`crate::BlockingPartition::rewrite_stager`]; with the bases of the segments in `[from, to)` once the
+    /// range and `batches` are checked as [`Self::replace_batches`] checks them.
+    pub fn rewrite_stager(&self, from: i64, to: i64, batches: &[RecordBatch]) -> Result<Option<Staging>> {
+        self.writable()?;
+        check_rewrite(from, to, self.log_end_offset(), batches)?;
+        let Some(stager) = self.inner.rewrite_stager() else {
+            return Ok(None);
+        };
+        let mut bases = Vec::new();
+        let mut at = from;
+        while at < to {
+            let units = self.inner.segments(at, 256)?;
+            let Some(last) = units.last().map(|unit| unit.next_offset) else {
+                break;
+            };
+            bases.extend(
+                units
+                    .iter()
+                    .map(|unit| unit.base_offset)
+                    .filter(|base| (from..to).contains(base)),
+            );
+            if last <= at {
+                break;
+            }
+            at = last;
+        }
+        Ok(Some((stager, bases)))
+    }
+
+    /// See [`crate::BlockingPartition::install_staged`] (which checks that the range still holds the segments
+    /// staged, and removes the staged files when it does not).
+    pub fn install_staged(
+        &mut self,
+        from: i64,
+        to: i64,
+        files: Vec<(i64, std::path::PathBuf)>,
+    ) -> Result<()> {
+        self.write(|inner| inner.install_staged(from, to, files))
+    }
+
     /// See [`crate::PartitionStorage::roll_segment`].
     pub fn roll_segment(&mut self) -> Result<()> {
         self.writable()?;
@@ -253,3 +293,6 @@ impl Checked {
         self.inner.metadata(key)
     }
 }
+
+/// What stages a cleaner's rewrite, and the base offsets of the segments it replaces.
+pub type Staging = (std::sync::Arc<dyn crate::blocking::RewriteStager>, Vec<i64>);

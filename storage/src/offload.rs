@@ -32,7 +32,7 @@ use crate::blocking::{BlockingStore, OpenMode};
 use crate::checked::Checked;
 use crate::error::StorageError;
 use crate::id::PartitionId;
-use crate::partition::{Durability, PartitionReader, PartitionStorage, Storage};
+use crate::partition::{Durability, PartitionReader, PartitionStorage, StagedRewrite, Storage};
 use crate::report::OpenReport;
 use crate::segments::SegmentSummary;
 use crate::Result;
@@ -243,6 +243,22 @@ impl PartitionReader for OffloadedReader {
         self.read_call(move |checked| checked.aborted_txns(from_offset, upper_bound))
             .await
     }
+
+    /// The partition is held only to check the range and learn its segments; the files are written without it,
+    /// off the executor.
+    async fn stage_rewrite(&self, from: i64, to: i64, batches: Vec<RecordBatch>) -> Result<StagedRewrite> {
+        let shared = self.shared.clone();
+        let (staging, batches) = offload(self.cheap_reads, move || {
+            let staging = lock(&shared).rewrite_stager(from, to, &batches)?;
+            Ok((staging, batches))
+        })
+        .await?;
+        let Some((stager, bases)) = staging else {
+            return Ok(StagedRewrite::Batches { from, to, batches });
+        };
+        let files = offload(false, move || stager.stage(&bases, to, &batches)).await?;
+        Ok(StagedRewrite::Files { from, to, files })
+    }
 }
 
 #[async_trait]
@@ -306,6 +322,16 @@ impl PartitionStorage for OffloadedPartition {
         let batches = batches.to_vec();
         self.call(move |checked| checked.replace_batches(from, to, &batches))
             .await
+    }
+
+    async fn install_rewrite(&mut self, staged: StagedRewrite) -> Result<()> {
+        match staged {
+            StagedRewrite::Batches { from, to, batches } => self.replace_batches(from, to, &batches).await,
+            StagedRewrite::Files { from, to, files } => {
+                self.call(move |checked| checked.install_staged(from, to, files))
+                    .await
+            }
+        }
     }
 
     async fn roll_segment(&mut self) -> Result<()> {

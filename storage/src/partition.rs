@@ -50,6 +50,38 @@ pub trait PartitionReader: Send + Sync {
     async fn segments(&self, from_offset: i64, max: usize) -> Result<Vec<SegmentSummary>>;
     /// As [`PartitionStorage::aborted_txns`].
     async fn aborted_txns(&self, from_offset: i64, upper_bound: i64) -> Result<Vec<AbortedTxn>>;
+    /// The slow half of a log cleaner's rewrite of `[from, to)` ([`PartitionStorage::replace_batches`]), done
+    /// without the partition's handle: a backend that can writes the new data beside the log, durably, changing
+    /// nothing the log holds; [`PartitionStorage::install_rewrite`] then puts it in place. By default nothing is
+    /// written ahead: the batches are installed whole.
+    async fn stage_rewrite(&self, from: i64, to: i64, batches: Vec<RecordBatch>) -> Result<StagedRewrite> {
+        Ok(StagedRewrite::Batches { from, to, batches })
+    }
+}
+
+/// A log cleaner's rewrite prepared by [`PartitionReader::stage_rewrite`], for
+/// [`PartitionStorage::install_rewrite`].
+#[derive(Debug)]
+pub enum StagedRewrite {
+    /// Nothing written ahead: the batches replacing `[from, to)`.
+    Batches {
+        /// The range's start.
+        from: i64,
+        /// The range's end.
+        to: i64,
+        /// What stays of the range.
+        batches: Vec<RecordBatch>,
+    },
+    /// Written beside the log, durably (storage-fs: one file per segment of the range, by its base offset), to
+    /// be renamed into place.
+    Files {
+        /// The range's start.
+        from: i64,
+        /// The range's end.
+        to: i64,
+        /// Each segment's base offset and the staged file that replaces its log.
+        files: Vec<(i64, std::path::PathBuf)>,
+    },
 }
 
 /// One partition: its log, producer snapshots, aborted-transaction index and metadata.
@@ -102,6 +134,19 @@ pub trait PartitionStorage: Send + Sync {
     async fn truncate_to(&mut self, offset: i64) -> Result<()>;
     /// Empties the log (and its index) and restarts it at `offset`.
     async fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<()>;
+    /// Puts a rewrite staged by this partition's reader in place: the quick half of a cleaner's rewrite
+    /// ([`PartitionReader::stage_rewrite`]). By default the staged batches are installed by
+    /// [`Self::replace_batches`].
+    async fn install_rewrite(&mut self, staged: StagedRewrite) -> Result<()> {
+        match staged {
+            StagedRewrite::Batches { from, to, batches } => self.replace_batches(from, to, &batches).await,
+            StagedRewrite::Files { from, to, .. } => Err(crate::StorageError::InvalidRewrite {
+                from,
+                to,
+                reason: "this backend stages no files".to_owned(),
+            }),
+        }
+    }
     /// Moves the log start offset up to `offset` (retention); batches wholly below it may be dropped.
     async fn delete_before(&mut self, offset: i64) -> Result<()>;
     /// Makes appended data durable to the given level.

@@ -1,0 +1,138 @@
+//! A log cleaner's rewrite in two halves (ADR 0055): staged without the partition — new segment logs and their
+//! indexes in the store's staging directory, synced, the log unchanged — then installed with it by renames. A
+//! staging whose segments changed before the installation is refused and its files removed; one a crash
+//! interrupted leaves the log as it was, its files removed by the store's next open.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails by panicking
+
+use std::path::{Path, PathBuf};
+
+use record_format::RecordBatch;
+use storage::{Durability, PartitionId, PartitionStorage, StagedRewrite, Storage, StorageError};
+use storage_fs::{FsConfig, FsStorage};
+use storage_testkit::conformance::run_of_batches;
+
+fn config(dir: &Path) -> FsConfig {
+    FsConfig {
+        segment_bytes: 8 * 1024,
+        index_interval_bytes: 256,
+        ..FsConfig::new(dir)
+    }
+}
+
+fn pid() -> PartitionId {
+    PartitionId::new("orders", 0).unwrap()
+}
+
+/// The staged segment files (logs and indexes) under the store's staging directory.
+fn cleaned_files(dir: &Path) -> Vec<PathBuf> {
+    let Ok(stagings) = std::fs::read_dir(dir.join("cleaning.tmp")) else {
+        return Vec::new();
+    };
+    let mut files: Vec<PathBuf> = stagings
+        .flat_map(|staging| std::fs::read_dir(staging.unwrap().path()).unwrap())
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    files.sort();
+    files
+}
+
+async fn read_all(partition: &dyn PartitionStorage) -> Vec<RecordBatch> {
+    let mut out = Vec::new();
+    let mut offset = partition.log_start_offset();
+    while offset < partition.log_end_offset() {
+        let batches = partition.read(offset, 1 << 20).await.unwrap();
+        offset = batches.last().unwrap().next_offset();
+        out.extend(batches);
+    }
+    out
+}
+
+/// A partition of several segments, and the range of its first two (whole segments below the active one) with
+/// every other batch of it kept.
+async fn written(
+    dir: &Path,
+) -> (
+    Box<dyn PartitionStorage>,
+    Vec<RecordBatch>,
+    (i64, i64),
+    Vec<RecordBatch>,
+) {
+    let store = FsStorage::open(config(dir)).unwrap();
+    let mut partition = store.create(&pid()).await.unwrap();
+    let batches = run_of_batches(0, 60);
+    partition.append(&batches).await.unwrap();
+    partition.flush(Durability::Sync).await.unwrap();
+    let units = partition.segments(0, 10).await.unwrap();
+    assert!(units.len() >= 4, "several segments: {}", units.len());
+    let (from, to) = (units[0].base_offset, units[2].base_offset);
+    let kept: Vec<RecordBatch> = batches
+        .iter()
+        .filter(|batch| batch.base_offset() < to && batch.base_offset() % 2 == 0)
+        .cloned()
+        .collect();
+    (partition, batches, (from, to), kept)
+}
+
+#[tokio::test]
+async fn a_staged_rewrite_changes_nothing_until_it_is_installed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut partition, batches, (from, to), kept) = written(dir.path()).await;
+    let staged = partition
+        .reader()
+        .stage_rewrite(from, to, kept.clone())
+        .await
+        .unwrap();
+    let StagedRewrite::Files { ref files, .. } = staged else {
+        panic!("storage-fs stages files: {staged:?}");
+    };
+    assert_eq!(files.len(), 2, "one log per segment of the range");
+    assert_eq!(
+        cleaned_files(dir.path()).len(),
+        6,
+        "each with its offset and time indexes"
+    );
+    assert_eq!(read_all(partition.as_ref()).await, batches, "the log as it was");
+
+    partition.install_rewrite(staged).await.unwrap();
+    assert!(cleaned_files(dir.path()).is_empty(), "renamed into place");
+    let after: Vec<RecordBatch> = batches
+        .iter()
+        .filter(|batch| batch.base_offset() >= to || batch.base_offset() % 2 == 0)
+        .cloned()
+        .collect();
+    assert_eq!(read_all(partition.as_ref()).await, after);
+    drop(partition);
+    // And so after an open (the indexes rebuilt from the new logs).
+    let store = FsStorage::open(config(dir.path())).unwrap();
+    let reopened = store.open(&pid()).await.unwrap();
+    assert_eq!(read_all(reopened.as_ref()).await, after);
+}
+
+#[tokio::test]
+async fn a_staging_whose_segments_changed_is_refused_and_its_files_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut partition, _batches, (from, to), kept) = written(dir.path()).await;
+    let staged = partition.reader().stage_rewrite(from, to, kept).await.unwrap();
+    // The log cut back into the range: its second segment is gone.
+    let second = partition.segments(0, 10).await.unwrap()[1].base_offset;
+    partition.truncate_to(second).await.unwrap();
+    let refused = partition.install_rewrite(staged).await.unwrap_err();
+    assert!(
+        matches!(refused, StorageError::InvalidRewrite { .. }),
+        "{refused}"
+    );
+    assert!(cleaned_files(dir.path()).is_empty());
+}
+
+#[tokio::test]
+async fn a_staging_a_crash_interrupted_leaves_the_log_and_its_files_go_at_the_next_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let (partition, batches, (from, to), kept) = written(dir.path()).await;
+    let _staged = partition.reader().stage_rewrite(from, to, kept).await.unwrap();
+    drop(partition);
+    assert_eq!(cleaned_files(dir.path()).len(), 6);
+    let store = FsStorage::open(config(dir.path())).unwrap();
+    let reopened = store.open(&pid()).await.unwrap();
+    assert!(cleaned_files(dir.path()).is_empty());
+    assert_eq!(read_all(reopened.as_ref()).await, batches);
+}
