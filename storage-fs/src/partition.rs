@@ -365,7 +365,12 @@ impl FsPartition {
             &offset_file(&self.dir, base, LOG_SUFFIX),
             &bytes,
         )?;
-        // The old segment's handles go (its files are the new one's now), then the segment is read again.
+        self.reopen_segment(base)
+    }
+
+    /// Reads the segment at `base` again, its files replaced: the old segment's handles go (its files are the new
+    /// one's now), then the segment is opened (indexes rebuilt, or found equal to the ones on disk).
+    fn reopen_segment(&mut self, base: i64) -> Result<(), StorageError> {
         self.segments.remove(&base);
         let (segment, _recovery) = Segment::open(
             &self.vfs,
@@ -668,16 +673,7 @@ impl BlockingPartition for FsPartition {
                     .rename(&from_path, &to_path)
                     .map_err(|e| StorageError::io(format!("renaming {}", from_path.display()), e))?;
             }
-            // The old segment's handles go (its files are the new one's now), then the segment is read again.
-            self.segments.remove(&base);
-            let (segment, _recovery) = Segment::open(
-                &self.vfs,
-                &self.dir,
-                base,
-                self.config.index_interval_bytes,
-                OpenMode::ReadWrite,
-            )?;
-            self.segments.insert(base, segment);
+            self.reopen_segment(base)?;
         }
         sync_dir(self.vfs.as_ref(), &self.dir)?;
         if let Some(staging) = staging {
