@@ -685,13 +685,13 @@ impl Membership {
             }
         }
         let known = group.members.contains_key(&member_id);
-        if !known && group.state == GroupState::PreparingRebalance && group.generation == 0 {
-            // Kafka's rule: only a group's first rebalance is held open for late members.
-            group.new_member_added = true;
-        }
         let was_pending = group.pending.remove(&member_id).is_some();
         if !known && !was_pending && !request.member_id.is_empty() {
             return fail(KafkaError::UnknownMemberId);
+        }
+        if !known && group.state == GroupState::PreparingRebalance && group.generation == 0 {
+            // Kafka's rule: only a group's first rebalance is held open for late members.
+            group.new_member_added = true;
         }
         let changed = group
             .members

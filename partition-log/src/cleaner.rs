@@ -41,9 +41,10 @@ use crate::Result;
 pub const PASS_REWRITE_BYTES: usize = 64 << 20;
 /// Rewritten bytes gathered into one storage rewrite, one step of writing a pass (a unit always whole).
 const GROUP_BYTES: usize = 1 << 20;
-/// The most bytes of units before cleaning one group spans: installing a group costs per unit it replaces
+/// The bytes of units before cleaning after which a group closes: installing a group costs per unit it replaces
 /// (storage-fs renames each segment's files and scans what stayed), so a group of units that kept little is
-/// bounded too — eight 1 MiB segments, one segment of Kafka's default 1 GiB.
+/// bounded too — eight 1 MiB segments; a unit larger than this (one of Kafka's default 1 GiB segments) is a group
+/// of its own.
 const GROUP_READ_BYTES: u64 = 8 << 20;
 /// Units asked from storage per page.
 const UNITS_PER_PAGE: usize = 256;
@@ -270,12 +271,19 @@ impl CleanPlan {
         let (mut from, mut to, mut total, mut dirty) = (None, self.log_start, 0u64, 0u64);
         let mut oldest_dirty: Option<i64> = None;
         let mut at = self.log_start;
+        // A page starts with the unit holding `at`: the last one of the page before when its tail was compacted
+        // away (its next offset below the next unit's base). It is not counted twice.
+        let mut seen = i64::MIN;
         'walk: while at < self.log_end {
             let page = reader.segments(at, UNITS_PER_PAGE).await?;
             let Some(last) = page.last().map(|unit| unit.next_offset) else {
                 break;
             };
             for unit in &page {
+                if unit.base_offset <= seen {
+                    continue;
+                }
+                seen = unit.base_offset;
                 if unit.base_offset >= self.active_base
                     || unit.next_offset > self.upper
                     || unit.max_timestamp > young_after
@@ -352,12 +360,18 @@ impl CleanPlan {
         let mut group_read = 0u64;
         let mut held = 0usize;
         let mut at = from;
+        // As in the walk above: a unit a page repeats is not rewritten twice.
+        let mut seen = i64::MIN;
         'rewrite: while at < to {
             let units = reader.segments(at, UNITS_PER_PAGE).await?;
             let Some(last) = units.last().map(|unit| unit.next_offset) else {
                 break;
             };
             for unit in units.iter().filter(|unit| unit.base_offset < to) {
+                if unit.base_offset <= seen {
+                    continue;
+                }
+                seen = unit.base_offset;
                 if group_bytes >= GROUP_BYTES || group_read >= GROUP_READ_BYTES || held >= PASS_REWRITE_BYTES
                 {
                     if group_changed {

@@ -279,17 +279,7 @@ impl StorageConfig {
     /// Opens the configured store for reading and writing (creating the data directory if needed).
     pub fn open(&self) -> Result<Box<dyn Storage>, ConfigError> {
         match self {
-            StorageConfig::Fs(options) => {
-                let mut config = storage_fs::FsConfig::new(&options.data_dir);
-                if let Some(segment_bytes) = options.segment_bytes {
-                    config.segment_bytes = segment_bytes;
-                }
-                if let Some(interval) = options.index_interval_bytes {
-                    config.index_interval_bytes = interval;
-                }
-                config.max_open_files = options.max_open_files;
-                Ok(Box::new(storage_fs::FsStorage::open(config)?))
-            }
+            StorageConfig::Fs(options) => Ok(Box::new(storage_fs::FsStorage::open(fs_config(options))?)),
             StorageConfig::Sled(options) => Ok(Box::new(storage_sled::SledStorage::open(
                 storage_sled::SledConfig::new(&options.data_dir),
             )?)),
@@ -314,9 +304,26 @@ impl StorageConfig {
                 storage_sled::SledConfig::new(&options.data_dir),
             )?)),
             StorageConfig::Rocks(options) => open_rocks_read_only(options),
-            StorageConfig::Fs(_) | StorageConfig::Memory(_) => self.open(),
+            // A running broker may be using the data directory: its cleaners' staged rewrites stay.
+            StorageConfig::Fs(options) => Ok(Box::new(storage_fs::FsStorage::open_inspecting(fs_config(
+                options,
+            ))?)),
+            StorageConfig::Memory(_) => self.open(),
         }
     }
+}
+
+/// The fs backend's config from the storage config's options.
+fn fs_config(options: &FsOptions) -> storage_fs::FsConfig {
+    let mut config = storage_fs::FsConfig::new(&options.data_dir);
+    if let Some(segment_bytes) = options.segment_bytes {
+        config.segment_bytes = segment_bytes;
+    }
+    if let Some(interval) = options.index_interval_bytes {
+        config.index_interval_bytes = interval;
+    }
+    config.max_open_files = options.max_open_files;
+    config
 }
 
 #[cfg(feature = "rocks")]

@@ -83,15 +83,20 @@ impl FsStorage {
         Self::open_on(config, Arc::new(PooledFs::new(budget)))
     }
 
+    /// Opens an existing store to inspect it, perhaps while a broker runs on it: nothing in the data directory
+    /// changes here (partitions are then opened read-only, `Storage::open_read_only`).
+    pub fn open_inspecting(config: FsConfig) -> Result<Self, StorageError> {
+        check_segment_bytes(&config)?;
+        let budget = config.max_open_files.unwrap_or_else(pool::default_budget);
+        Ok(FsStorage {
+            config,
+            vfs: Arc::new(PooledFs::new(budget)),
+        })
+    }
+
     /// Opens the store on another file system (the power-loss simulator in tests).
     pub fn open_on(config: FsConfig, vfs: Arc<dyn Vfs>) -> Result<Self, StorageError> {
-        if config.segment_bytes < 1024 || config.segment_bytes > i32::MAX as u64 {
-            return Err(StorageError::Config(format!(
-                "segment size {} must be between 1 KiB and {} bytes",
-                config.segment_bytes,
-                i32::MAX
-            )));
-        }
+        check_segment_bytes(&config)?;
         create_dir_durably(vfs.as_ref(), &config.data_dir)?;
         // Cleaners' rewrites a stop or a crash left staged and never installed: the segments they were to
         // replace are whole.
@@ -133,6 +138,17 @@ impl FsStorage {
             OpenMode::ReadOnly,
         )
     }
+}
+
+fn check_segment_bytes(config: &FsConfig) -> Result<(), StorageError> {
+    if config.segment_bytes < 1024 || config.segment_bytes > i32::MAX as u64 {
+        return Err(StorageError::Config(format!(
+            "segment size {} must be between 1 KiB and {} bytes",
+            config.segment_bytes,
+            i32::MAX
+        )));
+    }
+    Ok(())
 }
 
 /// Creates `dir` and any missing parents, and syncs the parent of each one created, so that a partition made

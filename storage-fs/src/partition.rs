@@ -31,8 +31,6 @@ struct FsStager {
     vfs: Arc<dyn Vfs>,
     /// The store's staging directory.
     root: PathBuf,
-    /// The partition's directory name (`topic-N`).
-    name: String,
     index_interval: u64,
 }
 
@@ -45,12 +43,21 @@ impl storage::blocking::RewriteStager for FsStager {
         bases: &[i64],
         to: i64,
         batches: &[RecordBatch],
-    ) -> Result<Vec<(i64, PathBuf)>, StorageError> {
+    ) -> Result<(Vec<(i64, PathBuf)>, storage::StagingCleanup), StorageError> {
+        // Named by number alone: a topic's name would make it too long for some file systems.
         let number = STAGINGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let staging = self.root.join(format!("{}.{number}", self.name));
+        let staging = self.root.join(number.to_string());
+        let cleanup = {
+            let (vfs, staging) = (self.vfs.clone(), staging.clone());
+            // Should removing it fail, the store's next open removes it.
+            storage::StagingCleanup::new(move || {
+                let _ = vfs.remove_dir_all(&staging);
+            })
+        };
         self.vfs
             .create_dir_all(&staging)
             .map_err(|e| StorageError::io(format!("creating {}", staging.display()), e))?;
+        // On an error below, `cleanup` is dropped and removes what was written.
         let mut files = Vec::with_capacity(bases.len());
         for (index, &base) in bases.iter().enumerate() {
             let end = bases.get(index + 1).copied().unwrap_or(to);
@@ -80,7 +87,7 @@ impl storage::blocking::RewriteStager for FsStager {
             files.push((base, path));
         }
         sync_dir(self.vfs.as_ref(), &staging)?;
-        Ok(files)
+        Ok((files, cleanup))
     }
 }
 
@@ -371,7 +378,8 @@ impl FsPartition {
     /// Reads the segment at `base` again, its files replaced: the old segment's handles go (its files are the new
     /// one's now), then the segment is opened (indexes rebuilt, or found equal to the ones on disk).
     fn reopen_segment(&mut self, base: i64) -> Result<(), StorageError> {
-        self.segments.remove(&base);
+        // Opened before the old one goes: should the open fail, the map keeps a segment at `base` (reads of it
+        // then fail rather than find a hole).
         let (segment, _recovery) = Segment::open(
             &self.vfs,
             &self.dir,
@@ -628,7 +636,6 @@ impl BlockingPartition for FsPartition {
         Some(Arc::new(FsStager {
             vfs: self.vfs.clone(),
             root: self.config.data_dir.join(crate::STAGING_DIR),
-            name: self.id.dir_name(),
             index_interval: self.config.index_interval_bytes,
         }))
     }
@@ -644,19 +651,13 @@ impl BlockingPartition for FsPartition {
         if !(self.segments.contains_key(&from) && self.segments.contains_key(&to) && to <= active)
             || bases != staged
         {
-            if let Some(staging) = files.first().and_then(|(_, path)| path.parent()) {
-                // Never to be installed; should removing it fail, the store's next open removes it.
-                let _ = self.vfs.remove_dir_all(staging);
-            }
+            // The staging's files go with its cleanup, when the caller drops the refused rewrite.
             return Err(StorageError::InvalidRewrite {
                 from,
                 to,
                 reason: "the segments staged are not the range's segments below the active one".to_owned(),
             });
         }
-        let staging = files
-            .first()
-            .and_then(|(_, path)| path.parent().map(Path::to_path_buf));
         for (base, path) in files {
             if let Some(old) = self.segments.get_mut(&base) {
                 old.write_pending_indexes()?;
@@ -674,11 +675,9 @@ impl BlockingPartition for FsPartition {
                     .map_err(|e| StorageError::io(format!("renaming {}", from_path.display()), e))?;
             }
             self.reopen_segment(base)?;
-        }
-        sync_dir(self.vfs.as_ref(), &self.dir)?;
-        if let Some(staging) = staging {
-            // Emptied by the renames; should removing it fail, the store's next open removes it.
-            let _ = self.vfs.remove_dir_all(&staging);
+            // Segment by segment, in order, as the rewrite in place: a crash never keeps a later segment's
+            // rewrite without an earlier one's.
+            sync_dir(self.vfs.as_ref(), &self.dir)?;
         }
         Ok(())
     }

@@ -136,3 +136,15 @@ async fn a_staging_a_crash_interrupted_leaves_the_log_and_its_files_go_at_the_ne
     assert!(cleaned_files(dir.path()).is_empty());
     assert_eq!(read_all(reopened.as_ref()).await, batches);
 }
+
+#[tokio::test]
+async fn a_staged_rewrite_dropped_uninstalled_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let (partition, batches, (from, to), kept) = written(dir.path()).await;
+    let staged = partition.reader().stage_rewrite(from, to, kept).await.unwrap();
+    assert_eq!(cleaned_files(dir.path()).len(), 6);
+    // A pass dropped because its log moved, or its partition deleted: the staging goes with it.
+    drop(staged);
+    assert!(cleaned_files(dir.path()).is_empty());
+    assert_eq!(read_all(partition.as_ref()).await, batches);
+}

@@ -188,11 +188,12 @@ pub trait BlockingPartition: Send + 'static {
 /// ([`BlockingPartition::install_staged`]).
 pub trait RewriteStager: Send + Sync {
     /// Writes, for each segment base in `bases` (ascending, the segments of `[bases[0], to)`), the batches of
-    /// `batches` that lie in it into a file of its own, synced; returns each base with its file.
+    /// `batches` that lie in it into a file of its own, synced; returns each base with its file, and what removes
+    /// the staging's leftovers. A staging that fails removes what it wrote.
     fn stage(
         &self,
         bases: &[i64],
         to: i64,
         batches: &[RecordBatch],
-    ) -> Result<Vec<(i64, std::path::PathBuf)>>;
+    ) -> Result<(Vec<(i64, std::path::PathBuf)>, crate::partition::StagingCleanup)>;
 }

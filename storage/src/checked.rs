@@ -181,11 +181,13 @@ impl Checked {
             let Some(last) = units.last().map(|unit| unit.next_offset) else {
                 break;
             };
+            // A page starts with the segment holding `at`, which may be the previous page's last: not twice.
+            let seen = bases.last().copied().unwrap_or(i64::MIN);
             bases.extend(
                 units
                     .iter()
                     .map(|unit| unit.base_offset)
-                    .filter(|base| (from..to).contains(base)),
+                    .filter(|base| (from..to).contains(base) && *base > seen),
             );
             if last <= at {
                 break;

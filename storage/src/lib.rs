@@ -38,7 +38,7 @@ pub use blocking::{BlockingPartition, BlockingStore, OpenMode};
 pub use error::StorageError;
 pub use id::PartitionId;
 pub use memory::MemoryStorage;
-pub use partition::{Durability, PartitionReader, PartitionStorage, StagedRewrite, Storage};
+pub use partition::{Durability, PartitionReader, PartitionStorage, StagedRewrite, StagingCleanup, Storage};
 pub use record_format::AbortedTxn;
 pub use report::OpenReport;
 pub use segments::SegmentSummary;

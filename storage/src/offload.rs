@@ -208,8 +208,18 @@ async fn read_on<T: Send + 'static>(
     cheap: bool,
     work: impl FnOnce(&Checked) -> Result<T> + Send + 'static,
 ) -> Result<T> {
+    // A cheap read runs here only when the partition is free: a reader need not hold the partition's log (a
+    // cleaner's pass, a search by timestamp), and the partition may be in the middle of a sync on the blocking
+    // pool, which this thread must not wait for.
+    if cheap {
+        match shared.try_lock() {
+            Ok(checked) => return work(&checked),
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => return work(&poisoned.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => {}
+        }
+    }
     let shared = shared.clone();
-    offload(cheap, move || work(&lock(&shared))).await
+    offload(false, move || work(&lock(&shared))).await
 }
 
 /// An [`OffloadedPartition`]'s reader: the same backend partition, its calls made as the handle's reads are.
@@ -247,17 +257,21 @@ impl PartitionReader for OffloadedReader {
     /// The partition is held only to check the range and learn its segments; the files are written without it,
     /// off the executor.
     async fn stage_rewrite(&self, from: i64, to: i64, batches: Vec<RecordBatch>) -> Result<StagedRewrite> {
-        let shared = self.shared.clone();
-        let (staging, batches) = offload(self.cheap_reads, move || {
-            let staging = lock(&shared).rewrite_stager(from, to, &batches)?;
+        let (staging, batches) = read_on(&self.shared, self.cheap_reads, move |checked| {
+            let staging = checked.rewrite_stager(from, to, &batches)?;
             Ok((staging, batches))
         })
         .await?;
         let Some((stager, bases)) = staging else {
             return Ok(StagedRewrite::Batches { from, to, batches });
         };
-        let files = offload(false, move || stager.stage(&bases, to, &batches)).await?;
-        Ok(StagedRewrite::Files { from, to, files })
+        let (files, cleanup) = offload(false, move || stager.stage(&bases, to, &batches)).await?;
+        Ok(StagedRewrite::Files {
+            from,
+            to,
+            files,
+            cleanup,
+        })
     }
 }
 
@@ -327,9 +341,17 @@ impl PartitionStorage for OffloadedPartition {
     async fn install_rewrite(&mut self, staged: StagedRewrite) -> Result<()> {
         match staged {
             StagedRewrite::Batches { from, to, batches } => self.replace_batches(from, to, &batches).await,
-            StagedRewrite::Files { from, to, files } => {
-                self.call(move |checked| checked.install_staged(from, to, files))
-                    .await
+            StagedRewrite::Files {
+                from,
+                to,
+                files,
+                cleanup,
+            } => {
+                let installed = self
+                    .call(move |checked| checked.install_staged(from, to, files))
+                    .await;
+                drop(cleanup);
+                installed
             }
         }
     }

@@ -81,7 +81,34 @@ pub enum StagedRewrite {
         to: i64,
         /// Each segment's base offset and the staged file that replaces its log.
         files: Vec<(i64, std::path::PathBuf)>,
+        /// Removes what is left of the staging once the rewrite is installed, refused or dropped.
+        cleanup: StagingCleanup,
     },
+}
+
+/// Removes a staged rewrite's leftovers when dropped: after an installation (what the renames left), and when
+/// the rewrite is never installed (a pass dropped because its log moved, its partition deleted, an error).
+pub struct StagingCleanup(Option<Box<dyn FnOnce() + Send + Sync>>);
+
+impl StagingCleanup {
+    /// Runs `remove` when dropped.
+    pub fn new(remove: impl FnOnce() + Send + Sync + 'static) -> Self {
+        StagingCleanup(Some(Box::new(remove)))
+    }
+}
+
+impl Drop for StagingCleanup {
+    fn drop(&mut self) {
+        if let Some(remove) = self.0.take() {
+            remove();
+        }
+    }
+}
+
+impl std::fmt::Debug for StagingCleanup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StagingCleanup")
+    }
 }
 
 /// One partition: its log, producer snapshots, aborted-transaction index and metadata.

@@ -215,6 +215,13 @@ pub async fn list_offsets(node: &Node, request: ListOffsetsRequest, version: i16
                                 answer.timestamp = timestamp;
                             }
                             Ok(None) => {}
+                            // A read that failed because the topic was deleted under the scan.
+                            Err(code) if code == KafkaError::KafkaStorageError.code() => {
+                                answer.error_code = node
+                                    .missing_log_error(topic.name.as_str(), partition.partition_index, &slot)
+                                    .await
+                                    .code();
+                            }
                             Err(code) => answer.error_code = code,
                         }
                         // From v4 (an older response that sets the field does not encode), and only beside an

@@ -101,19 +101,27 @@ fn compile(kind: &str, pattern: &str) -> Result<Regex, MirrorError> {
 /// `pattern` compiled to match a whole name (anchored at both ends), within [`MAX_COMPILED_BYTES`]; or why not, in
 /// one line (the regex crate's messages span lines — the pattern, a caret, the reason — and the reason is the last).
 pub(crate) fn whole_name(pattern: &str) -> Result<Regex, String> {
+    // The pattern compiles on its own first: wrapped at once, `a)|(b` would compile as `^(?:a)|(b)$` and match
+    // names it does not name whole (Kafka refuses it).
+    RegexBuilder::new(pattern)
+        .size_limit(MAX_COMPILED_BYTES)
+        .build()
+        .map_err(|error| last_line(&error.to_string()))?;
     RegexBuilder::new(&format!("^(?:{pattern})$"))
         .size_limit(MAX_COMPILED_BYTES)
         .build()
-        .map_err(|error| {
-            let message = error.to_string();
-            message
-                .lines()
-                .rev()
-                .find(|line| !line.trim().is_empty())
-                .unwrap_or(&message)
-                .trim()
-                .to_owned()
-        })
+        .map_err(|error| last_line(&error.to_string()))
+}
+
+/// The last non-blank line of a regex error: its reason.
+fn last_line(message: &str) -> String {
+    message
+        .lines()
+        .rev()
+        .find(|line| !line.trim().is_empty())
+        .unwrap_or(message)
+        .trim()
+        .to_owned()
 }
 
 #[cfg(test)]
@@ -189,6 +197,9 @@ mod tests {
             (vec!["orders("], vec![], "include pattern \"orders(\""),
             (vec!["ok"], vec!["[z-a]"], "exclude pattern \"[z-a]\""),
             (vec![""], vec![], "it is empty"),
+            // Unbalanced once alone: wrapped at once it would compile and match names it does not name whole.
+            (vec!["a)|(b"], vec![], "include pattern \"a)|(b\""),
+            (vec!["ok"], vec!["x)|(?:"], "exclude pattern \"x)|(?:\""),
         ] {
             let include: Vec<String> = include.into_iter().map(String::from).collect();
             let exclude: Vec<String> = exclude.into_iter().map(String::from).collect();
