@@ -77,10 +77,19 @@ def compacted_with_horizons(directory: Path, written: int) -> bool:
 
 
 def wait_until_compacted(directory: Path, written: int):
-    """Until the partition is compacted, its tombstones' horizon set (read-only inspection)."""
+    """Until the partition is compacted, its tombstones' horizon set (read-only inspection of a running broker's
+    files: a dump that meets a segment the cleaner is replacing fails, and is tried again)."""
     deadline = time.monotonic() + DEADLINE_S
-    while not compacted_with_horizons(directory, written):
-        assert time.monotonic() < deadline, f"{directory}: not compacted within {DEADLINE_S} s"
+    last_failure = None
+    while True:
+        try:
+            if compacted_with_horizons(directory, written):
+                return
+        except AssertionError as failure:
+            last_failure = failure
+        assert time.monotonic() < deadline, (
+            f"{directory}: not compacted within {DEADLINE_S} s; last dump failure: {last_failure}"
+        )
         time.sleep(0.5)
 
 
