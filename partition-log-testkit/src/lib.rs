@@ -920,6 +920,55 @@ pub async fn compaction_waits_for_the_dirty_ratio_or_the_compaction_lags(backend
     assert_eq!(values.iter().filter(|v| v.as_slice() == b"first").count(), 8);
 }
 
+/// LogCleanerManager's choice of a log: the dirty share must be *more* than `min.cleanable.dirty.ratio` — a log
+/// exactly half dirty is not cleaned at the default 0.5.
+pub async fn compaction_needs_more_than_the_dirty_ratio(backend: &dyn Backend) {
+    let mut log = create_log(backend, 0, config(BarrierScope::Writer)).await;
+    // Four batches of one size each (two-byte keys, one-byte values, one timestamp), then a roll and the first
+    // batch of the next unit.
+    async fn four_then_roll(log: &mut PartitionLog, prefix: char, next: &str) {
+        for index in 0..4 {
+            produce(log, keyed(-1, -1, &format!("{prefix}{index}"), Some("x"), false))
+                .await
+                .unwrap();
+        }
+        log.roll().await.unwrap();
+        produce(log, keyed(-1, -1, next, Some("x"), false)).await.unwrap();
+        settle(log);
+    }
+    four_then_roll(&mut log, 'a', "b4").await;
+    let first = log
+        .clean(CompactionPolicy::default(), 2_000)
+        .await
+        .unwrap()
+        .expect("all dirty");
+    assert_eq!(first.records_removed, 0);
+    // The active unit holds b4 already: three more make four batches of the same size as the clean unit's.
+    for index in 1..4 {
+        produce(&mut log, keyed(-1, -1, &format!("b{index}"), Some("x"), false))
+            .await
+            .unwrap();
+    }
+    log.roll().await.unwrap();
+    produce(&mut log, keyed(-1, -1, "c0", Some("x"), false))
+        .await
+        .unwrap();
+    settle(&mut log);
+    assert_eq!(
+        log.clean(CompactionPolicy::default(), 2_000).await.unwrap(),
+        None,
+        "half of the cleanable bytes dirty is not more than 0.5"
+    );
+    let lower = CompactionPolicy {
+        min_cleanable_dirty_ratio: 0.49,
+        ..CompactionPolicy::default()
+    };
+    assert!(
+        log.clean(lower, 2_000).await.unwrap().is_some(),
+        "0.5 is more than 0.49"
+    );
+}
+
 /// KIP-534 (LogCleanerTest's delete-horizon tests): the first pass that keeps a tombstone writes its delete
 /// horizon into the batch (that pass's time plus `delete.retention.ms`; records written long ago included), later
 /// passes keep the tombstone until the horizon and remove it from then on; the rewritten batch reads back with its
@@ -1381,6 +1430,7 @@ macro_rules! kafka_semantics_suite {
             compaction_keeps_a_barrier_and_its_effect,
             compaction_removes_a_tombstone_only_once_its_delete_horizon_passed,
             compaction_waits_for_the_dirty_ratio_or_the_compaction_lags,
+            compaction_needs_more_than_the_dirty_ratio,
             a_compaction_pass_prepares_while_the_log_takes_appends_and_is_dropped_if_the_log_moved,
             retention_past_a_barrier_keeps_its_effect,
             idle_producers_expire_on_schedule,

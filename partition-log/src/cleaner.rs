@@ -4,7 +4,9 @@
 //! unstable offset (an open transaction's records are not decided yet), the active unit (the last segment, or the
 //! last batch where units are batches) and the first unit holding a record younger than `min.compaction.lag.ms`.
 //! It runs only when the **dirty** part — written since the last pass, whose end is the checkpoint
-//! `log.cleaner-offset` — is at least `min.cleanable.dirty.ratio` of the cleanable bytes.
+//! `log.cleaner-offset` — is more than `min.cleanable.dirty.ratio` of the cleanable bytes, or its oldest unit passed
+//! `max.compaction.lag.ms`. A log nobody writes to is not cleaned again, even once a tombstone's delete horizon
+//! has passed: Kafka's cleaner chooses its logs by the same two tests.
 //!
 //! 1. **Offset map**: each key's latest offset in the dirty part (records of aborted transactions and control
 //!    batches left out), bounded by `offset_map_bytes`: when the keys do not fit, the pass stops at the unit
@@ -308,7 +310,8 @@ impl CleanPlan {
         let overdue = oldest_dirty.is_some_and(|newest| {
             i128::from(self.now_ms) - i128::from(newest) > i128::from(policy.max_compaction_lag_ms)
         });
-        let dirty_enough = (dirty as f64) >= policy.min_cleanable_dirty_ratio * total as f64;
+        // Strictly more than the ratio, as Kafka's LogCleanerManager: a log exactly half dirty waits at 0.5.
+        let dirty_enough = (dirty as f64) > policy.min_cleanable_dirty_ratio * total as f64;
         if to <= self.checkpoint || total == 0 || !(dirty_enough || overdue) {
             return Ok(None);
         }
