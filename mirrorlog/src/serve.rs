@@ -122,6 +122,10 @@ pub struct ServeArgs {
     /// How long the log cleaner waits between rounds of compaction, in milliseconds (`log.cleaner.backoff.ms`).
     #[arg(long, default_value_t = 15_000, value_parser = clap::value_parser!(u64).range(100..=86_400_000))]
     log_cleaner_backoff_ms: u64,
+    /// The most bytes per second the log cleaner reads and writes, all its passes together
+    /// (`log.cleaner.io.max.bytes.per.second`; default: Kafka's, no limit).
+    #[arg(long, value_parser = parse_bytes_per_second)]
+    log_cleaner_io_max_bytes_per_second: Option<f64>,
     /// How often retention runs, in milliseconds (`log.retention.check.interval.ms`).
     #[arg(long, default_value_t = 300_000, value_parser = clap::value_parser!(u64).range(100..=86_400_000))]
     log_retention_check_interval_ms: u64,
@@ -245,6 +249,16 @@ enum Authorizer {
     Acl,
 }
 
+/// A rate in bytes per second: a positive finite number, as Java reads a double (`1048576`, `1.5E7`).
+fn parse_bytes_per_second(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(rate) if rate.is_finite() && rate > 0.0 => Ok(rate),
+        _ => Err(format!(
+            "{text:?} is not a rate in bytes per second (a positive number)"
+        )),
+    }
+}
+
 fn parse_super_user(text: &str) -> Result<String, String> {
     kafka_auth::Principal::parse(text).map(|principal| principal.to_string())
 }
@@ -321,6 +335,9 @@ pub fn serve(args: ServeArgs) -> Result<(), CliError> {
     config.node.log_retention_bytes = args.log_retention_bytes;
     config.retention_check_interval = Duration::from_millis(args.log_retention_check_interval_ms);
     config.cleaner_backoff = Duration::from_millis(args.log_cleaner_backoff_ms);
+    if let Some(rate) = args.log_cleaner_io_max_bytes_per_second {
+        config.node.cleaner_io_max_bytes_per_second = rate;
+    }
     config.mirror_metadata_refresh = Duration::from_millis(args.mirror_metadata_refresh_ms);
     config.metrics_listen = args.metrics_listen;
     config.faults = Faults {

@@ -2,11 +2,13 @@
 //! whose `cleanup.policy` includes `compact` gets a pass when it is due (`partition_log::cleaner`, ADR 0055): its
 //! dirty part reached `min.cleanable.dirty.ratio` or passed `max.compaction.lag.ms`. One partition at a time, on
 //! the leader and each follower; a pass holds its partition's lock only to plan and to write its rewrite, and
-//! reads and rewrites in between without it.
+//! reads and rewrites in between without it. Its reads and rewrites are held to
+//! `log.cleaner.io.max.bytes.per.second` (`crate::cleaner_throttle`).
 
 use partition_log::{CleanStep, Cleaned, CompactionPolicy, LogError, PartitionLog, ReplicaSet};
 use storage::PartitionId;
 
+use crate::cleaner_throttle::{CleanerThrottle, ThrottledReader};
 use crate::{Node, NodeError, PartitionSlot};
 
 /// What one pass did to one replica of one partition.
@@ -49,7 +51,7 @@ impl Node {
                     None => continue,
                 };
                 for replica in 0..replicas {
-                    match compact_replica(&slot, replica, policy, now).await {
+                    match compact_replica(&slot, replica, policy, now, &self.cleaner_throttle).await {
                         Ok(Some((partition, cleaned))) => {
                             tracing::info!(
                                 %partition,
@@ -89,6 +91,7 @@ async fn compact_replica(
     replica: usize,
     policy: CompactionPolicy,
     now: i64,
+    throttle: &CleanerThrottle,
 ) -> Result<Option<(PartitionId, Cleaned)>, LogError> {
     let (plan, reader, partition) = {
         let guard = slot.lock().await;
@@ -98,13 +101,18 @@ async fn compact_replica(
         (log.plan_clean(policy, now).await?, log.reader(), log.id().clone())
     };
     let Some(plan) = plan else { return Ok(None) };
-    let Some(mut work) = plan.prepare(reader.as_ref()).await? else {
+    // Every batch the pass reads and every rewrite it stages is charged to the node's I/O budget.
+    let reader = ThrottledReader {
+        inner: reader.as_ref(),
+        throttle,
+    };
+    let Some(mut work) = plan.prepare(&reader).await? else {
         return Ok(None);
     };
     // Written a group at a time: staged beside the log without the partition's lock (storage-fs writes and syncs
     // the new segment files), then installed with it — a produce waits for one installation at most.
     loop {
-        work.stage_next(reader.as_ref()).await?;
+        work.stage_next(&reader).await?;
         let mut guard = slot.lock().await;
         let Some(log) = guard
             .as_mut()

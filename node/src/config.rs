@@ -43,6 +43,9 @@ pub struct NodeConfig {
     /// `group.initial.rebalance.delay.ms`: how long a consumer group's first rebalance from Empty waits for more
     /// members before it completes (Kafka's default: 3 s; 0: at once).
     pub group_initial_rebalance_delay_ms: i64,
+    /// `log.cleaner.io.max.bytes.per.second`: the log cleaner's reads and writes, in bytes per second (Kafka's
+    /// default: `f64::MAX`, no limit).
+    pub cleaner_io_max_bytes_per_second: f64,
     /// `offsets.retention.check.interval.ms`: how often expired offsets are looked for (Kafka's default: 10
     /// minutes).
     pub offsets_retention_check_interval_ms: i64,
@@ -79,6 +82,7 @@ impl NodeConfig {
             offsets_retention_ms: 604_800_000,
             offsets_retention_check_interval_ms: 600_000,
             group_initial_rebalance_delay_ms: 3_000,
+            cleaner_io_max_bytes_per_second: f64::MAX,
             barrier_scope: PsmConfig::default().barrier_scope,
             record_delivered_markers: false,
             follower_cluster_id: None,

@@ -19,6 +19,7 @@
 //! What it deliberately does not know: sockets, frames, request headers and the advertised version table.
 
 mod api;
+mod cleaner_throttle;
 pub mod clock;
 mod compaction;
 pub mod config;

@@ -117,6 +117,8 @@ pub struct Node {
     /// SCRAM credentials and ACLs (`crate::users`).
     pub(crate) users: RwLock<crate::users::SecurityStore>,
     appended: watch::Sender<u64>,
+    /// The log cleaner's I/O budget (`log.cleaner.io.max.bytes.per.second`), shared by every pass.
+    pub(crate) cleaner_throttle: crate::cleaner_throttle::CleanerThrottle,
     /// Partitions whose storage opening repaired something (a torn tail cut, a segment dropped, an index
     /// rebuilt, …), with what it did.
     repairs: Vec<(PartitionId, storage::OpenReport)>,
@@ -302,6 +304,9 @@ impl Node {
             membership,
             offsets_checked_at: std::sync::atomic::AtomicI64::new(now),
             appended,
+            cleaner_throttle: crate::cleaner_throttle::CleanerThrottle::new(
+                config.cleaner_io_max_bytes_per_second,
+            ),
             config,
             repairs,
         };

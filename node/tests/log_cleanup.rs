@@ -387,6 +387,49 @@ async fn a_compacted_topic_keeps_the_latest_record_of_each_key_at_its_offset_acr
     }
 }
 
+/// `log.cleaner.io.max.bytes.per.second`: a pass that reads its log twice (the offset map, then the rewrite) at
+/// 256 KiB/s takes at least what those bytes take at that rate, less the one interval (0.3 s) whose bytes go
+/// unpaid; unthrottled, the same pass over memory takes milliseconds.
+#[tokio::test]
+async fn the_cleaners_reads_and_writes_are_held_to_the_brokers_io_rate() {
+    const RATE: f64 = 256.0 * 1024.0;
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(TestClock::default());
+    let node = open(
+        dir.path(),
+        Store(Backend::Memory, None),
+        clock.clone(),
+        |config| {
+            config.cleaner_io_max_bytes_per_second = RATE;
+        },
+    )
+    .await;
+    let configs = [("cleanup.policy", "compact")];
+    assert_eq!(
+        node.create_topics(create("table", &configs), 4).await.topics[0].error_code,
+        0
+    );
+    // 300 records of 1 KiB over 10 keys: about 300 KiB to read twice.
+    for index in 0..300 {
+        produce_keyed(&node, "table", MINUTE, &format!("k{}", index % 10), &[b'x'; 1024]).await;
+    }
+    clock.0.store(2 * MINUTE, Ordering::SeqCst);
+    let started = std::time::Instant::now();
+    let done = node.compact_topics().await.unwrap();
+    let took = started.elapsed();
+    let [pass] = done.as_slice() else {
+        panic!("one pass: {done:?}")
+    };
+    assert!(pass.cleaned.records_removed >= 280, "{pass:?}");
+    let read = 2 * pass.cleaned.bytes_before;
+    let least = std::time::Duration::from_secs_f64(read as f64 / RATE - 0.3);
+    assert!(
+        took >= least,
+        "{read} bytes read at {RATE} bytes/s took {took:?}, less than {least:?}"
+    );
+    node.close().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_corrupt_keyless_batch_on_a_compacted_topic_is_corrupt_message_not_a_record_error() {
     let dir = tempfile::tempdir().unwrap();

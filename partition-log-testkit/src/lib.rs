@@ -1049,6 +1049,74 @@ pub async fn compaction_removes_a_tombstone_only_once_its_delete_horizon_passed(
     assert!(!tombstone(&records_of(&log).await), "removed from the horizon on");
 }
 
+/// A storage reader that counts the bytes of the batches read through it.
+struct CountingReader {
+    inner: Box<dyn storage::PartitionReader>,
+    bytes: std::sync::atomic::AtomicU64,
+}
+
+#[async_trait::async_trait]
+impl storage::PartitionReader for CountingReader {
+    async fn read(&self, from_offset: i64, max_bytes: usize) -> storage::Result<Vec<RecordBatch>> {
+        let batches = self.inner.read(from_offset, max_bytes).await?;
+        let bytes: u64 = batches.iter().map(|batch| batch.size() as u64).sum();
+        self.bytes.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
+        Ok(batches)
+    }
+
+    async fn segments(&self, from_offset: i64, max: usize) -> storage::Result<Vec<storage::SegmentSummary>> {
+        self.inner.segments(from_offset, max).await
+    }
+
+    async fn aborted_txns(&self, from_offset: i64, upper_bound: i64) -> storage::Result<Vec<AbortedTxn>> {
+        self.inner.aborted_txns(from_offset, upper_bound).await
+    }
+}
+
+/// A pass reads its log at most twice — the offset map over the dirty part, then the rewrite — whatever its
+/// units: where a unit is one batch (the key-value backends), the rewrite does not read a whole read window
+/// from each unit and keep only the unit.
+pub async fn a_compaction_pass_reads_each_byte_of_its_log_at_most_twice(backend: &dyn Backend) {
+    let mut log = create_log(backend, 0, config(BarrierScope::Writer)).await;
+    let value = "x".repeat(100);
+    for index in 0..200 {
+        produce(
+            &mut log,
+            keyed(-1, -1, &format!("k{}", index % 10), Some(&value), false),
+        )
+        .await
+        .unwrap();
+    }
+    log.roll().await.unwrap();
+    produce(&mut log, keyed(-1, -1, "active", Some("v"), false))
+        .await
+        .unwrap();
+    settle(&mut log);
+    let log_bytes: u64 = log
+        .read_for_replica(log.log_start_offset(), 1 << 30)
+        .await
+        .unwrap()
+        .iter()
+        .map(|batch| batch.size() as u64)
+        .sum();
+    let plan = log
+        .plan_clean(CompactionPolicy::default(), 2_000)
+        .await
+        .unwrap()
+        .expect("all dirty");
+    let counting = CountingReader {
+        inner: log.reader(),
+        bytes: std::sync::atomic::AtomicU64::new(0),
+    };
+    let work = plan.prepare(&counting).await.unwrap();
+    assert!(work.is_some(), "190 of 200 records superseded");
+    let read = counting.bytes.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        read <= 2 * log_bytes,
+        "the pass read {read} bytes of a {log_bytes}-byte log"
+    );
+}
+
 /// A pass prepares its rewrite through a reader while the log goes on taking appends (what the node does with
 /// the partition unlocked); its rewrite then lands below them. A pass whose log was cut back, or whose log start
 /// moved, between its plan and its write is dropped: nothing is written.
@@ -1432,6 +1500,7 @@ macro_rules! kafka_semantics_suite {
             compaction_waits_for_the_dirty_ratio_or_the_compaction_lags,
             compaction_needs_more_than_the_dirty_ratio,
             a_compaction_pass_prepares_while_the_log_takes_appends_and_is_dropped_if_the_log_moved,
+            a_compaction_pass_reads_each_byte_of_its_log_at_most_twice,
             retention_past_a_barrier_keeps_its_effect,
             idle_producers_expire_on_schedule,
             truncation_rebuilds_producer_state,

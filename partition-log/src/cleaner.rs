@@ -389,8 +389,15 @@ impl CleanPlan {
                     }
                 }
                 let mut offset = unit.base_offset.max(self.log_start);
+                // Reads stop at the unit's end: a read asks no more than the bytes left of the unit (at least one
+                // batch comes back whatever the bound), so a log of small units is read once, not a READ_BYTES
+                // window per unit.
+                let mut unit_left = unit.size_bytes;
                 while offset < unit.next_offset {
-                    let batches = reader.read(offset, READ_BYTES).await?;
+                    let want = usize::try_from(unit_left)
+                        .unwrap_or(usize::MAX)
+                        .clamp(1, READ_BYTES);
+                    let batches = reader.read(offset, want).await?;
                     let Some(next) = batches.last().map(RecordBatch::next_offset) else {
                         break;
                     };
@@ -400,6 +407,7 @@ impl CleanPlan {
                     {
                         cleaned.bytes_before += batch.size() as u64;
                         group_read += batch.size() as u64;
+                        unit_left = unit_left.saturating_sub(batch.size() as u64);
                         let (filtered, removed) = clean_batch(
                             batch,
                             &map,

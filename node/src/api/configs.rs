@@ -152,10 +152,11 @@ fn describe_broker(node: &Node, name: &str, keys: Option<&[&str]>) -> Result<Vec
         )));
     }
     let config = node.config();
-    let settings: [(&str, ConfigType, String, &str, &'static str); 11] = [
+    let settings: [(&str, ConfigType, String, &str, &'static str); 12] = [
         ("auto.create.topics.enable", ConfigType::Boolean, config.auto_create_topics.to_string(), "true", "Create a topic a Metadata request names when it does not exist."),
         ("log.message.timestamp.after.max.ms", ConfigType::Long, config.max_timestamp_ahead_ms.to_string(), "3600000", "How far ahead of the broker's clock a record's timestamp may be, for topics without their own setting."),
         ("log.message.timestamp.before.max.ms", ConfigType::Long, config.max_timestamp_behind_ms.to_string(), topic_config::definition("message.timestamp.before.max.ms").map_or("", |def| def.default), "How far behind the broker's clock a record's timestamp may be, for topics without their own setting."),
+        ("log.cleaner.io.max.bytes.per.second", ConfigType::Double, java_double(config.cleaner_io_max_bytes_per_second), "1.7976931348623157E308", "The most bytes per second the log cleaner reads and writes, all its passes together."),
         ("log.retention.bytes", ConfigType::Long, config.log_retention_bytes.to_string(), "-1", "The size a partition may grow to before its oldest data is deleted, for topics without their own retention.bytes (-1: no bound)."),
         ("log.retention.ms", ConfigType::Long, config.log_retention_ms.to_string(), "604800000", "How long data is kept, for topics without their own retention.ms (-1: forever)."),
         ("message.max.bytes", ConfigType::Int, config.max_message_bytes.to_string(), "1048588", "The largest record batch a produce may write, for topics without their own max.message.bytes."),
@@ -190,6 +191,38 @@ fn describe_broker(node: &Node, name: &str, keys: Option<&[&str]>) -> Result<Vec
             }
         })
         .collect())
+}
+
+/// `value` as Java's `Double.toString` writes it (what Kafka's DescribeConfigs shows for a DOUBLE): the shortest
+/// digits that read back as `value`, in plain notation from 10⁻³ up to 10⁷ (`1048576.0`), in computerized
+/// scientific notation otherwise (`1.0E7`, `1.7976931348623157E308`).
+fn java_double(value: f64) -> String {
+    if !value.is_finite() {
+        return if value.is_nan() {
+            "NaN".to_owned()
+        } else if value > 0.0 {
+            "Infinity".to_owned()
+        } else {
+            "-Infinity".to_owned()
+        };
+    }
+    let magnitude = value.abs();
+    if value == 0.0 || (1e-3..1e7).contains(&magnitude) {
+        let plain = format!("{value}");
+        return if plain.contains('.') {
+            plain
+        } else {
+            format!("{plain}.0")
+        };
+    }
+    let scientific = format!("{value:e}");
+    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+    let mantissa = if mantissa.contains('.') {
+        mantissa.to_owned()
+    } else {
+        format!("{mantissa}.0")
+    };
+    format!("{mantissa}E{exponent}")
 }
 
 fn unsupported_resource(resource_type: i8) -> ConfigRefusal {
@@ -335,4 +368,25 @@ pub async fn incremental_alter_configs(
         response.responses.push(answer);
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::java_double;
+
+    #[test]
+    fn doubles_are_written_as_javas_double_to_string_writes_them() {
+        for (value, java) in [
+            (f64::MAX, "1.7976931348623157E308"),
+            (1_048_576.0, "1048576.0"),
+            (0.5, "0.5"),
+            (0.001, "0.001"),
+            (0.0001, "1.0E-4"),
+            (1e7, "1.0E7"),
+            (1.5e7, "1.5E7"),
+            (0.0, "0.0"),
+        ] {
+            assert_eq!(java_double(value), java, "{value}");
+        }
+    }
 }
