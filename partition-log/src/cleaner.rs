@@ -44,7 +44,7 @@ pub const PASS_REWRITE_BYTES: usize = 64 << 20;
 /// Rewritten bytes gathered into one storage rewrite, one step of writing a pass (a unit always whole).
 const GROUP_BYTES: usize = 1 << 20;
 /// The bytes of units before cleaning after which a group closes: installing a group costs per unit it replaces
-/// (storage-fs renames each segment's files and scans what stayed), so a group of units that kept little is
+/// (storage-fs renames each segment's files and syncs the directory), so a group of units that kept little is
 /// bounded too — eight 1 MiB segments; a unit larger than this (one of Kafka's default 1 GiB segments) is a group
 /// of its own.
 const GROUP_READ_BYTES: u64 = 8 << 20;

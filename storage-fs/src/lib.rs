@@ -19,6 +19,7 @@
 //! budget of descriptors ([`pool`], ADR 0031), so a store holds tens of thousands of partitions under the
 //! process's limit.
 
+mod closer;
 pub mod files;
 pub mod metadata;
 pub mod partition;

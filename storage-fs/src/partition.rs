@@ -32,6 +32,18 @@ struct FsStager {
     /// The store's staging directory.
     root: PathBuf,
     index_interval: u64,
+    /// The partition's staged segments, opened (scanned, indexed) here.
+    prepared: PreparedSegments,
+}
+
+/// Staged segments opened by their staging, by the path of their staged log, until the partition installs them
+/// or their staging is dropped: the scan of a new segment's log that opening it costs is done without the
+/// partition, and installing it only renames its files and takes the open segment (a 1 GiB segment kept whole
+/// is read at staging, not while produce and fetch wait). Shared by a partition and its stagers.
+type PreparedSegments = Arc<std::sync::Mutex<BTreeMap<PathBuf, Segment>>>;
+
+fn lock_prepared(prepared: &PreparedSegments) -> std::sync::MutexGuard<'_, BTreeMap<PathBuf, Segment>> {
+    prepared.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Numbers each staging of this process, for a directory of its own.
@@ -49,8 +61,23 @@ impl storage::blocking::RewriteStager for FsStager {
         let staging = self.root.join(number.to_string());
         let cleanup = {
             let (vfs, staging) = (self.vfs.clone(), staging.clone());
-            // Should removing it fail, the store's next open removes it.
+            let prepared = self.prepared.clone();
+            // Should removing it fail, the store's next open removes it. Its segments not installed are closed
+            // first (taken out of the map under its lock, dropped after it).
             storage::StagingCleanup::new(move || {
+                let leftover = {
+                    let mut map = lock_prepared(&prepared);
+                    let paths: Vec<PathBuf> = map
+                        .keys()
+                        .filter(|path| path.starts_with(&staging))
+                        .cloned()
+                        .collect();
+                    paths
+                        .into_iter()
+                        .filter_map(|path| map.remove(&path))
+                        .collect::<Vec<_>>()
+                };
+                drop(leftover);
                 let _ = vfs.remove_dir_all(&staging);
             })
         };
@@ -75,7 +102,8 @@ impl storage::blocking::RewriteStager for FsStager {
             file.append(&bytes).map_err(|e| io("writing", e))?;
             file.sync().map_err(|e| io("syncing", e))?;
             drop(file);
-            // Opening the staged segment builds its indexes and writes them beside it, durably.
+            // Opening the staged segment builds its indexes and writes them beside it, durably; the open segment
+            // waits for the installation.
             let (staged, _recovery) = Segment::open(
                 &self.vfs,
                 &staging,
@@ -83,7 +111,7 @@ impl storage::blocking::RewriteStager for FsStager {
                 self.index_interval,
                 OpenMode::ReadWrite,
             )?;
-            drop(staged);
+            lock_prepared(&self.prepared).insert(path.clone(), staged);
             files.push((base, path));
         }
         sync_dir(self.vfs.as_ref(), &staging)?;
@@ -115,6 +143,8 @@ pub struct FsPartition {
     /// change after an open rewrites the file, so that nothing an earlier process left unsynced (its last frame,
     /// the directory entry of its last rewrite) is built upon.
     metadata_appendable: bool,
+    /// Staged segments its stagers opened, for [`Self::install_staged`].
+    prepared: PreparedSegments,
 }
 
 /// The metadata journal is rewritten as one frame once it would grow past this.
@@ -145,6 +175,7 @@ impl FsPartition {
             directory_unsynced: false,
             metadata_len: 0,
             metadata_appendable: false,
+            prepared: PreparedSegments::default(),
         })
     }
 
@@ -286,6 +317,7 @@ impl FsPartition {
             directory_unsynced: false,
             metadata_len,
             metadata_appendable: false,
+            prepared: PreparedSegments::default(),
         };
         // The one file created without an immediate directory sync is a `.txnindex` (its first entry's sync does
         // it); one an earlier process created may still lack its entry, so the first sync syncs the directory.
@@ -387,7 +419,8 @@ impl FsPartition {
             self.config.index_interval_bytes,
             OpenMode::ReadWrite,
         )?;
-        self.segments.insert(base, segment);
+        let replaced = self.segments.insert(base, segment);
+        crate::closer::close_retired(replaced.into_iter().map(Segment::retire).collect());
         Ok(())
     }
 
@@ -422,9 +455,12 @@ impl FsPartition {
     }
 
     fn empty_at(&mut self, offset: i64) -> Result<(), StorageError> {
+        let mut gone = Vec::new();
         for segment in std::mem::take(&mut self.segments).into_values() {
             segment.delete_files()?;
+            gone.push(segment.retire());
         }
+        crate::closer::close_retired(gone);
         let segment = Segment::create(&self.vfs, &self.dir, offset)?;
         self.segments.insert(offset, segment);
         sync_dir(self.vfs.as_ref(), &self.dir)?;
@@ -572,6 +608,7 @@ impl BlockingPartition for FsPartition {
         if !later.is_empty() {
             sync_dir(self.vfs.as_ref(), &self.dir)?;
         }
+        crate::closer::close_retired(later.into_values().map(Segment::retire).collect());
         let index_interval = self.config.index_interval_bytes;
         if let Some(segment) = self.segments.get_mut(&holder) {
             segment.truncate_to(offset, index_interval)?;
@@ -637,13 +674,14 @@ impl BlockingPartition for FsPartition {
             vfs: self.vfs.clone(),
             root: self.config.data_dir.join(crate::STAGING_DIR),
             index_interval: self.config.index_interval_bytes,
+            prepared: self.prepared.clone(),
         }))
     }
 
-    /// Each staged segment's indexes and log renamed over its own and the segment read again (its indexes found
-    /// equal, nothing written), then one sync of the directory: the partition is held for renames and a scan of
-    /// what stayed, not for writing and syncing it. Refused, the staged files removed, when the range's segments
-    /// are not the ones staged.
+    /// Each staged segment's indexes and log renamed over its own and the segment its staging opened taken in
+    /// place of the old one (its `.txnindex` read), then a sync of the directory: the partition is held for
+    /// renames, not for writing, syncing or scanning the new segments. Refused, the staged files removed, when the
+    /// range's segments are not the ones staged.
     fn install_staged(&mut self, from: i64, to: i64, files: Vec<(i64, PathBuf)>) -> Result<(), StorageError> {
         let active = self.segments.keys().next_back().copied().unwrap_or(0);
         let bases: Vec<i64> = self.segments.range(from..to).map(|(&base, _)| base).collect();
@@ -674,7 +712,17 @@ impl BlockingPartition for FsPartition {
                     .rename(&from_path, &to_path)
                     .map_err(|e| StorageError::io(format!("renaming {}", from_path.display()), e))?;
             }
-            self.reopen_segment(base)?;
+            // The segment its staging opened, now under its own name; opened here only when the staging did not
+            // (a staging from before this process, which its open would have removed, never comes here).
+            let prepared = lock_prepared(&self.prepared).remove(&path);
+            match prepared {
+                Some(mut segment) => {
+                    segment.adopt(&self.dir)?;
+                    let replaced = self.segments.insert(base, segment);
+                    crate::closer::close_retired(replaced.into_iter().map(Segment::retire).collect());
+                }
+                None => self.reopen_segment(base)?,
+            }
             // Segment by segment, in order, as the rewrite in place: a crash never keeps a later segment's
             // rewrite without an earlier one's.
             sync_dir(self.vfs.as_ref(), &self.dir)?;
@@ -703,13 +751,16 @@ impl BlockingPartition for FsPartition {
         self.save_metadata()?;
         // Whole segments below the new start go; the active one always stays.
         let bases: Vec<i64> = self.segments.keys().copied().collect();
+        let mut gone = Vec::new();
         for pair in bases.windows(2) {
             if pair[1] <= offset {
                 if let Some(segment) = self.segments.remove(&pair[0]) {
                     segment.delete_files()?;
+                    gone.push(segment.retire());
                 }
             }
         }
+        crate::closer::close_retired(gone);
         sync_dir(self.vfs.as_ref(), &self.dir)
     }
 

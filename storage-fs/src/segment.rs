@@ -94,6 +94,8 @@ pub struct Segment {
     /// The `.txnindex` was written since the last sync (or, after an open, may hold what an earlier process did
     /// not sync).
     txn_index_unsynced: bool,
+    /// Its files are gone (removed, or renamed over by a rewrite): closing it writes nothing ([`Self::retire`]).
+    retired: bool,
 }
 
 /// The part of a [`Segment`] an append changes before its write (see [`Segment::append`]).
@@ -135,7 +137,7 @@ impl Drop for Segment {
     /// A writable segment closes as Kafka's does: its time index ends with its largest timestamp (best effort:
     /// the indexes are derived data, checked and rebuilt on every open).
     fn drop(&mut self) {
-        if self.time_index_file.is_some() {
+        if self.time_index_file.is_some() && !self.retired {
             self.seal_time_index();
             let _ = self.write_pending_indexes();
         }
@@ -204,6 +206,7 @@ impl Segment {
             dirty: false,
             txn_index_created: false,
             txn_index_unsynced: false,
+            retired: false,
         }
     }
 
@@ -281,6 +284,26 @@ impl Segment {
         segment.dirty = true;
         segment.txn_index_unsynced = !segment.aborted.is_empty();
         Ok((segment, recovery))
+    }
+
+    /// Marks a segment whose files are gone — removed, or renamed over by a rewrite — so that closing it writes
+    /// nothing; [`crate::closer::close_retired`] then closes it off the caller's thread.
+    pub(crate) fn retire(mut self) -> Self {
+        self.retired = true;
+        self
+    }
+
+    /// Takes this segment, opened where a cleaner staged it, as the segment of its base offset in `dir`, its
+    /// files renamed there (their handles stay open on them): its paths name `dir` from now on, and its aborted
+    /// transactions are read from `dir`'s `.txnindex`, which a rewrite keeps. As after an open, its first sync
+    /// syncs it.
+    pub(crate) fn adopt(&mut self, dir: &Path) -> Result<(), StorageError> {
+        self.dir = dir.to_path_buf();
+        self.aborted.clear();
+        self.load_txn_index(OpenMode::ReadWrite)?;
+        self.dirty = true;
+        self.txn_index_unsynced = !self.aborted.is_empty();
+        Ok(())
     }
 
     /// Cuts the log file after its last valid batch, durably (nothing when it ends there).

@@ -61,6 +61,8 @@ pub struct SimStats {
     pub file_syncs: u64,
     /// Directory syncs.
     pub dir_syncs: u64,
+    /// Bytes read from files (whole-file reads and reads at an offset).
+    pub bytes_read: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -515,29 +517,38 @@ impl Vfs for SimFs {
         let mut state = self.lock();
         let (parent, from_name) = state.parent(from)?;
         let (to_parent, to_name) = state.parent(to)?;
-        if parent != to_parent {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "the simulator renames within one directory only",
-            ));
-        }
         let id = state.lookup(from)?;
         let last = state.mutation()?;
-        state.dir_op(
-            parent,
-            DirOp::Rename {
-                from: from_name,
-                to: to_name,
-                id,
-            },
-        );
+        if parent == to_parent {
+            state.dir_op(
+                parent,
+                DirOp::Rename {
+                    from: from_name,
+                    to: to_name,
+                    id,
+                },
+            );
+        } else {
+            // Across directories: a link in the target and an unlink in the source, each durable only once its own
+            // directory is synced — a crash may keep either, both or neither (harsher than a journaling file
+            // system, which keeps the two together; what POSIX promises without both syncs).
+            state.dir_op(to_parent, DirOp::Link(to_name, id));
+            state.dir_op(parent, DirOp::Unlink(from_name));
+        }
         outcome(last)
     }
 
     fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
-        let state = self.lock();
-        match state.nodes.get(&state.lookup(path)?) {
-            Some(Node::File(file)) => Ok(file.data.clone()),
+        let mut state = self.lock();
+        let data = match state.nodes.get(&state.lookup(path)?) {
+            Some(Node::File(file)) => Some(file.data.clone()),
+            _ => None,
+        };
+        match data {
+            Some(data) => {
+                state.stats.bytes_read += data.len() as u64;
+                Ok(data)
+            }
             _ => Err(io::Error::new(
                 io::ErrorKind::IsADirectory,
                 format!("{} is a directory", path.display()),
@@ -638,6 +649,7 @@ impl VfsFile for SimFile {
             .and_then(|end| data.get(start..end))
             .ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "read past the end"))?;
         buf.copy_from_slice(source);
+        state.stats.bytes_read += buf.len() as u64;
         Ok(())
     }
 

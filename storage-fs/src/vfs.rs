@@ -51,7 +51,8 @@ pub trait Vfs: Send + Sync + Debug {
     fn remove_dir_all(&self, path: &Path) -> io::Result<()>;
     /// Removes a file.
     fn remove_file(&self, path: &Path) -> io::Result<()>;
-    /// Renames a file, replacing `to` atomically (both in the same directory).
+    /// Renames a file, replacing `to` atomically (across directories of one file system too: a cleaner's staged
+    /// segments move from the staging directory into the partition's).
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Reads a whole file.
     fn read(&self, path: &Path) -> io::Result<Vec<u8>>;

@@ -148,3 +148,62 @@ async fn a_staged_rewrite_dropped_uninstalled_leaves_nothing_behind() {
     assert!(cleaned_files(dir.path()).is_empty());
     assert_eq!(read_all(partition.as_ref()).await, batches);
 }
+
+/// The installation takes the segments the staging opened (scanned and indexed without the partition): it reads
+/// none of their logs — a segment kept whole, up to Kafka's 1 GiB, is not read while produce and fetch wait — and
+/// the installed segment still knows the aborted transactions its `.txnindex` holds.
+#[tokio::test]
+async fn an_installation_reads_no_staged_log_and_keeps_the_segments_aborted_transactions() {
+    let fs = storage_fs::sim::SimFs::new();
+    let store = FsStorage::open_on(config(Path::new("/data")), std::sync::Arc::new(fs.clone())).unwrap();
+    let mut partition = store.create(&pid()).await.unwrap();
+    let batches = run_of_batches(0, 60);
+    // An aborted transaction whose marker is the fifth batch: its entry lands in the first segment's index.
+    partition.append(&batches[..5]).await.unwrap();
+    let aborted = record_format::AbortedTxn {
+        producer_id: 7,
+        first_offset: batches[1].base_offset(),
+        last_offset: batches[4].base_offset(),
+        last_stable_offset: batches[1].base_offset(),
+    };
+    partition.append_aborted_txn(aborted).await.unwrap();
+    partition.append(&batches[5..]).await.unwrap();
+    partition.flush(Durability::Sync).await.unwrap();
+    let units = partition.segments(0, 10).await.unwrap();
+    let (from, to) = (units[0].base_offset, units[2].base_offset);
+    let kept: Vec<RecordBatch> = batches
+        .iter()
+        .filter(|batch| batch.base_offset() < to && batch.base_offset() % 2 == 0)
+        .cloned()
+        .collect();
+    let kept_bytes: u64 = kept.iter().map(|batch| batch.size() as u64).sum();
+    let staged = partition.reader().stage_rewrite(from, to, kept).await.unwrap();
+
+    let before = fs.stats().bytes_read;
+    partition.install_rewrite(staged).await.unwrap();
+    let read = fs.stats().bytes_read - before;
+    assert!(
+        read < kept_bytes / 8,
+        "the installation read {read} bytes; the new segments hold {kept_bytes}"
+    );
+    assert_eq!(
+        partition
+            .aborted_txns(0, partition.log_end_offset())
+            .await
+            .unwrap(),
+        [aborted]
+    );
+    let expected: Vec<RecordBatch> = batches
+        .iter()
+        .filter(|batch| batch.base_offset() >= to || batch.base_offset() % 2 == 0)
+        .cloned()
+        .collect();
+    assert_eq!(read_all(partition.as_ref()).await, expected);
+    // The installed segments go on taking what a segment takes: a roll past them, and retention removing them.
+    partition.delete_before(to).await.unwrap();
+    assert_eq!(partition.log_start_offset(), to);
+    assert_eq!(
+        read_all(partition.as_ref()).await,
+        expected[expected.iter().position(|b| b.base_offset() >= to).unwrap()..]
+    );
+}
