@@ -463,7 +463,7 @@ impl Node {
         }
         PartitionId::new(name, 0).map_err(|_| KafkaError::InvalidTopic)?;
         if let Err(error) = self.topic_configs.write().await.put(name, overrides).await {
-            eprintln!("mirrorlog: recording the configs of topic {name}: {error}");
+            tracing::error!(topic = name, %error, "recording a topic's configs failed");
             return Err(KafkaError::KafkaStorageError);
         }
         let mut logs = Vec::new();
@@ -530,7 +530,7 @@ impl Node {
             Err(error) => {
                 // The client hears KAFKA_STORAGE_ERROR; the operator reads why (a full disk, a descriptor
                 // limit with its numbers, …).
-                eprintln!("mirrorlog: creating partition {id}: {error}");
+                tracing::error!(partition = %id, %error, "creating a partition failed");
                 Err(KafkaError::KafkaStorageError)
             }
         }

@@ -22,7 +22,7 @@ impl Node {
                 return Err(KafkaError::UnknownTopicOrPartition.into());
             }
             if let Err(error) = self.topic_configs.write().await.mark_deletion(name, true).await {
-                eprintln!("mirrorlog: recording the deletion of topic {name}: {error}");
+                tracing::error!(topic = name, %error, "recording a topic's deletion failed");
                 return Err(KafkaError::KafkaStorageError.into());
             }
             topics.remove(name).unwrap_or_default()
@@ -34,7 +34,7 @@ impl Node {
         let count = u32::try_from(slots.len()).unwrap_or(u32::MAX);
         if let Err(error) = self.finish_deletion(name, count).await {
             // The record still names the topic: the next open finishes the deletion.
-            eprintln!("mirrorlog: deleting topic {name}: {error}");
+            tracing::error!(topic = name, %error, "deleting a topic failed");
             return Err(KafkaError::KafkaStorageError.into());
         }
         Ok(())
@@ -94,7 +94,7 @@ impl Node {
     /// POLICY_VIOLATION for a topic a mirror link holds.
     async fn refuse_if_mirrored(&self, name: &str) -> Result<(), ConfigRefusal> {
         let links = self.mirror_links().await.map_err(|error| {
-            eprintln!("mirrorlog: reading the mirror links: {error}");
+            tracing::error!(%error, "reading the mirror links failed");
             ConfigRefusal::from(KafkaError::KafkaStorageError)
         })?;
         match links.iter().find(|link| link.topics.contains_key(name)) {

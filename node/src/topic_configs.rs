@@ -297,7 +297,7 @@ impl Node {
             return Ok(None);
         }
         configs.put(topic, synced.clone()).await.map_err(|error| {
-            eprintln!("mirrorlog: recording the configs of topic {topic}: {error}");
+            tracing::error!(topic, %error, "recording a topic's configs failed");
             ConfigRefusal::from(KafkaError::KafkaStorageError)
         })?;
         Ok(Some(synced))
@@ -343,7 +343,7 @@ impl Node {
             .mirror_links()
             .await
             .map_err(|error| {
-                eprintln!("mirrorlog: reading the mirror links: {error}");
+                tracing::error!(%error, "reading the mirror links failed");
                 ConfigRefusal::from(KafkaError::KafkaStorageError)
             })?
             .into_iter()
@@ -370,7 +370,7 @@ impl Node {
             return Ok(());
         }
         configs.put(topic, altered).await.map_err(|error| {
-            eprintln!("mirrorlog: recording the configs of topic {topic}: {error}");
+            tracing::error!(topic, %error, "recording a topic's configs failed");
             ConfigRefusal::from(KafkaError::KafkaStorageError)
         })
     }

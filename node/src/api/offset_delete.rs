@@ -67,7 +67,7 @@ pub async fn offset_delete(node: &Node, request: OffsetDeleteRequest, _version: 
             match offsets.delete_offsets(Some(group), name, Some(indexes)).await {
                 Ok(()) => NO_ERROR,
                 Err(error) => {
-                    eprintln!("mirrorlog: deleting group {group}'s offsets on {name}: {error}");
+                    tracing::error!(group, topic = %name, %error, "deleting a group's committed offsets failed");
                     KafkaError::KafkaStorageError.code()
                 }
             }
