@@ -95,7 +95,8 @@ enum Command {
     /// independent oracle counts, minimal reproductions, and whether the seeds' claims hold (exit 0 iff they do).
     Simulate(simulate::SimulateArgs),
     /// Run a Kafka wire-protocol broker over the partition log (one node leading every partition) until SIGTERM
-    /// or Ctrl-C. Listeners PLAINTEXT (loopback by default), SSL, SASL_PLAINTEXT, SASL_SSL; no ACLs yet.
+    /// or Ctrl-C. Listeners PLAINTEXT (loopback by default), SSL, SASL_PLAINTEXT, SASL_SSL; Kafka's ACLs with
+    /// `--authorizer acl`.
     Serve(Box<serve::ServeArgs>),
     /// Administer a destination's mirror links (create, reverse, list, describe, pause, resume, failover,
     /// promote) over its Kafka port; exit 0 only when the action completed.

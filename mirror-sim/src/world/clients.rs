@@ -17,13 +17,6 @@ use crate::script::{AppPolicy, ClientKind};
 use crate::truth::{Status, CLIENT_HEADER, RECORD_HEADER, SOURCE_HEADER};
 use crate::SimError;
 
-/// The request versions the simulated clients speak (the highest `mirrorlog serve` advertises, as a current
-/// client negotiates them): PRODUCER_FENCED is answered as such from these on.
-const PRODUCE_VERSION: i16 = 8;
-const INIT_PRODUCER_ID_VERSION: i16 = 4;
-const ADD_PARTITIONS_VERSION: i16 = 2;
-const END_TXN_VERSION: i16 = 2;
-
 pub(super) fn protocol_string(text: &str) -> StrBytes {
     StrBytes::from_string(text.to_owned())
 }
@@ -93,7 +86,9 @@ impl World {
             request.transaction_timeout_ms = TRANSACTION_TIMEOUT_MS;
             request.producer_id = kafka_protocol::messages::ProducerId(-1);
             request.producer_epoch = -1;
-            let response = node.init_producer_id(request, INIT_PRODUCER_ID_VERSION).await;
+            let response = node
+                .init_producer_id(request, super::versions::INIT_PRODUCER_ID)
+                .await;
             self.note_delivered_markers().await;
             let result = answer(response.error_code).map(|()| {
                 (
@@ -262,7 +257,7 @@ impl World {
         request.acks = -1;
         request.timeout_ms = 30_000;
         request.topic_data = vec![topic];
-        let response = node.produce(request, PRODUCE_VERSION).await;
+        let response = node.produce(request, super::versions::PRODUCE).await;
         let code = response
             .responses
             .first()
@@ -344,7 +339,9 @@ impl World {
         request.v3_and_below_producer_id = kafka_protocol::messages::ProducerId(producer_id.get());
         request.v3_and_below_producer_epoch = epoch.get();
         request.v3_and_below_topics = vec![topic];
-        let response = node.add_partitions_to_txn(request, ADD_PARTITIONS_VERSION).await;
+        let response = node
+            .add_partitions_to_txn(request, super::versions::ADD_PARTITIONS_TO_TXN)
+            .await;
         self.note_delivered_markers().await;
         let code = response
             .results_by_topic_v3_and_below
@@ -442,7 +439,7 @@ impl World {
         request.producer_id = kafka_protocol::messages::ProducerId(producer_id.get());
         request.producer_epoch = epoch.get();
         request.committed = commit;
-        let response = node.end_txn(request, END_TXN_VERSION).await;
+        let response = node.end_txn(request, super::versions::END_TXN).await;
         self.note_delivered_markers().await;
         match answer(response.error_code) {
             Ok(_) => {

@@ -40,6 +40,7 @@ mod network;
 mod offsets;
 mod rewinds;
 mod sources;
+pub mod versions;
 
 /// The simulated clock every node of a run reads: it moves a step at a time, and one millisecond on every
 /// reading, so that no two transaction markers share a timestamp (the oracle names a marker's transaction by its

@@ -17,11 +17,6 @@ use super::World;
 use crate::script::ClientKind;
 use crate::SimError;
 
-/// The versions the applications speak (their answers carry nothing the simulator reads beyond error codes).
-const ADD_OFFSETS_VERSION: i16 = 3;
-const TXN_OFFSET_COMMIT_VERSION: i16 = 3;
-const OFFSET_FETCH_VERSION: i16 = 7;
-
 impl World {
     /// An application's group (its transactional id) and input topic; `None` for other clients.
     fn app_group(&self, name: &str) -> Option<(String, String)> {
@@ -61,7 +56,9 @@ impl World {
             request.producer_id = ProducerId(producer_id.get());
             request.producer_epoch = epoch.get();
             request.group_id = GroupId(text(&group));
-            let response = node.add_offsets_to_txn(request, ADD_OFFSETS_VERSION).await;
+            let response = node
+                .add_offsets_to_txn(request, super::versions::ADD_OFFSETS_TO_TXN)
+                .await;
             if let Err(error) = answer(response.error_code) {
                 self.heard(error);
                 return self.fail_transactional(name, error).await;
@@ -87,7 +84,9 @@ impl World {
         request.producer_epoch = epoch.get();
         request.generation_id = -1;
         request.topics = vec![topic];
-        let response = node.txn_offset_commit(request, TXN_OFFSET_COMMIT_VERSION).await;
+        let response = node
+            .txn_offset_commit(request, super::versions::TXN_OFFSET_COMMIT)
+            .await;
         let code = response
             .topics
             .iter()
@@ -111,7 +110,7 @@ impl World {
         let mut request = OffsetFetchRequest::default();
         request.group_id = GroupId(text(group));
         request.topics = Some(vec![wanted]);
-        let response = node.offset_fetch(request, OFFSET_FETCH_VERSION).await;
+        let response = node.offset_fetch(request, super::versions::OFFSET_FETCH).await;
         response
             .topics
             .iter()
