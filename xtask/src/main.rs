@@ -247,8 +247,11 @@ const OUTSIDE_THE_REPOSITORY: &[&str] = &["shared", ".library", ".mirror"];
 
 /// Repository hygiene that no compiler checks: no tracked file refers to a path outside the repository
 /// (a sibling directory such as `shared` exists on one machine only), and every ADR has a `Status:` line.
+/// The README's length: what it is, the two commands, a short tour; the rest in docs/ (issue 55).
+const README_MAX_LINES: usize = 250;
+
 fn check_repository() -> Result<(), String> {
-    eprintln!("==> repository checks (paths outside the repository, ADR status lines)");
+    eprintln!("==> repository checks (paths outside the repository, ADR status lines, the README's length)");
     let root = workspace_root();
     let listed = Command::new("git")
         .args(["ls-files", "-z"])
@@ -281,6 +284,12 @@ fn check_repository() -> Result<(), String> {
                     number + 1
                 ));
             }
+        }
+        if path == "README.md" && text.lines().count() > README_MAX_LINES {
+            problems.push(format!(
+                "README.md: {} lines; a newcomer's page stays within {README_MAX_LINES} (the depth goes to docs/)",
+                text.lines().count()
+            ));
         }
         let is_adr = path.starts_with("docs/adr/") && path.ends_with(".md");
         if is_adr && !text.lines().take(6).any(|line| line.starts_with("Status: ")) {
