@@ -110,7 +110,7 @@ async fn fill(server: &Server, topic: &str, partitions: u32, bytes_each: usize) 
 }
 
 async fn admin(address: &str, request: &AdminRequest) -> AdminResponse {
-    broker::mirror::call(
+    mirror_link::admin::call(
         address,
         request,
         Duration::from_secs(120),

@@ -10,10 +10,11 @@
 //! retries fall due). A round waits at the source up to [`MAX_IDLE`] for data (a long poll, holding no partition);
 //! a failing source's partitions back off in their machines.
 //!
-//! **Wire form** (ADR 0040): a request on the private API key [`MIRROR_ADMIN_API_KEY`], version 0, request
-//! header v1 (key, version, correlation id, client id), whose body is one JSON `AdminRequest`; the answer is the
-//! correlation id followed by one JSON `AdminResponse`. The key is not advertised in ApiVersions; a Kafka broker
-//! that does not know it closes the connection, which `mirrorlog mirror` reports as "not a mirrorlog broker".
+//! **Wire form** (ADR 0040, the contract in `mirror-admin`, ADR 0061): a request on the private API key
+//! [`MIRROR_ADMIN_API_KEY`], version 0, request header v1 (key, version, correlation id, client id), whose body is
+//! one JSON `AdminRequest`; the answer is the correlation id followed by one JSON `AdminResponse`. The key is not
+//! advertised in ApiVersions; a Kafka broker that does not know it closes the connection, which `mirrorlog
+//! mirror` (`mirror_link::admin::call`) reports as "not a mirrorlog broker".
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -29,7 +30,7 @@ use crate::authorize::Access;
 use crate::frame::Request;
 
 /// The private API key of mirror administration and its only version (defined where links ask peers too).
-pub use mirror_link::{MIRROR_ADMIN_API_KEY, MIRROR_ADMIN_VERSION};
+pub use mirror_admin::{MIRROR_ADMIN_API_KEY, MIRROR_ADMIN_VERSION};
 
 /// How long a round waits at the source for data, and the longest pause between two steps.
 pub const MAX_IDLE: Duration = Duration::from_millis(50);
@@ -237,92 +238,6 @@ pub enum AdminError {
     AnswerTooLarge(usize),
 }
 
-/// The largest administration answer a client accepts (a describe of every partition of a large link).
-pub const MAX_ANSWER_BYTES: usize = 256 << 20;
-
-/// Why an administration call from a client failed.
-#[derive(Debug, thiserror::Error)]
-pub enum AdminCallError {
-    /// The broker cannot be reached.
-    #[error("cannot reach {address}: {source}")]
-    Unreachable {
-        /// The broker's address.
-        address: String,
-        /// Why.
-        source: mirror_link::LinkError,
-    },
-    /// The broker closed the connection on the request: it does not know the administration key.
-    #[error(
-        "{address} closed the connection on the mirror administration request: not a mirrorlog broker, or one \
-         too old to mirror ({source})"
-    )]
-    NotMirrorlog {
-        /// The broker's address.
-        address: String,
-        /// What the connection said.
-        source: mirror_link::LinkError,
-    },
-    /// The call failed otherwise (a timeout, an answer too large).
-    #[error("{address}: {source}")]
-    Call {
-        /// The broker's address.
-        address: String,
-        /// Why.
-        source: mirror_link::LinkError,
-    },
-    /// The answer is not an administration answer.
-    #[error("{address} answered something that is not a mirror answer: {reason}")]
-    Answer {
-        /// The broker's address.
-        address: String,
-        /// What is wrong.
-        reason: String,
-    },
-}
-
-/// Sends one administration request to the broker at `address` (over TLS and SASL when `security` says so), as
-/// `mirrorlog mirror` does, and reads its answer (within `timeout`, at most [`MAX_ANSWER_BYTES`]).
-pub async fn call(
-    address: &str,
-    request: &AdminRequest,
-    timeout: Duration,
-    security: &mirror_link::ClientSecurity,
-) -> Result<AdminResponse, AdminCallError> {
-    let mut connection = mirror_link::KafkaConnection::connect_secured(
-        address,
-        "mirrorlog-mirror-admin",
-        timeout,
-        MAX_ANSWER_BYTES,
-        security,
-    )
-    .await
-    .map_err(|source| AdminCallError::Unreachable {
-        address: address.to_owned(),
-        source,
-    })?;
-    let body = serde_json::to_vec(request).map_err(|error| AdminCallError::Answer {
-        address: address.to_owned(),
-        reason: format!("the request does not encode: {error}"),
-    })?;
-    let answer = connection
-        .call_raw(MIRROR_ADMIN_API_KEY, MIRROR_ADMIN_VERSION, &body)
-        .await
-        .map_err(|source| match source {
-            mirror_link::LinkError::Io { .. } => AdminCallError::NotMirrorlog {
-                address: address.to_owned(),
-                source,
-            },
-            source => AdminCallError::Call {
-                address: address.to_owned(),
-                source,
-            },
-        })?;
-    serde_json::from_slice(&answer).map_err(|error| AdminCallError::Answer {
-        address: address.to_owned(),
-        reason: error.to_string(),
-    })
-}
-
 /// Answers one administration request frame: the response frame (size, correlation id, JSON).
 pub async fn answer(
     service: &MirrorService,
@@ -332,13 +247,14 @@ pub async fn answer(
     if request.version != MIRROR_ADMIN_VERSION {
         return Err(AdminError::UnsupportedVersion(request.version));
     }
-    let admin: AdminRequest =
-        serde_json::from_slice(&request.body).map_err(|error| AdminError::Malformed(error.to_string()))?;
+    let admin = mirror_admin::decode_request(&request.body)
+        .map_err(|error| AdminError::Malformed(error.to_string()))?;
     let response = match crate::authorize::admin::mirror(access, &admin) {
         Some(refused) => refused,
         None => service.handle(admin).await,
     };
-    let json = serde_json::to_vec(&response).map_err(|error| AdminError::Malformed(error.to_string()))?;
+    let json =
+        mirror_admin::encode_answer(&response).map_err(|error| AdminError::Malformed(error.to_string()))?;
     let size = i32::try_from(4 + json.len()).map_err(|_| AdminError::AnswerTooLarge(json.len()))?;
     let mut frame = BytesMut::with_capacity(8 + json.len());
     frame.put_i32(size);

@@ -257,7 +257,7 @@ async fn answer_the_question_once(listener: &tokio::net::TcpListener, answer: Op
     let request = read_request(&mut socket).await;
     assert_eq!(
         i16::from_be_bytes(request[0..2].try_into().unwrap()),
-        mirror_link::MIRROR_ADMIN_API_KEY
+        mirror_admin::MIRROR_ADMIN_API_KEY
     );
     let Some(answer) = answer else {
         return;

@@ -236,7 +236,7 @@ async fn destination() -> String {
 }
 
 async fn admin(address: &str, request: &AdminRequest) -> AdminResponse {
-    broker::mirror::call(
+    mirror_link::admin::call(
         address,
         request,
         Duration::from_secs(120),

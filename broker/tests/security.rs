@@ -654,7 +654,7 @@ async fn mirror_administration_reaches_a_secured_serve_with_a_kafka_client_prope
     let call = |security: mirror_link::ClientSecurity| {
         let address = address.clone();
         async move {
-            broker::mirror::call(&address, &AdminRequest::List, Duration::from_secs(10), &security).await
+            mirror_link::admin::call(&address, &AdminRequest::List, Duration::from_secs(10), &security).await
         }
     };
     for (mechanism, module) in [

@@ -20,6 +20,7 @@
 //!   node's mirror links use to describe a source (its cluster id, partition counts) and fetch from it.
 //! - `configs` — a source topic's overrides (DescribeConfigs), which a link takes for its mirror topic.
 //! - `acls` — a source's ACLs (DescribeAcls), which a link's ACL rules sync.
+//! - [`admin`] — [`admin::call`]: one mirror administration request to a broker, as `mirrorlog mirror` sends it.
 //! - [`peer`] — the last mirrored offset a mirrorlog source recorded for us (failback alignment), asked on its
 //!   private administration key; a source that is not mirrorlog counts as never having mirrored from us.
 //! - [`security`] — [`ClientSecurity`]: TLS and SASL (PLAIN, SCRAM) to a secured broker, from a Kafka client
@@ -32,6 +33,7 @@
 //! What it does not do yet: fetch sessions (KIP-227; every fetch is a full one).
 
 pub(crate) mod acls;
+pub mod admin;
 pub mod bootstrap;
 pub mod cluster;
 pub(crate) mod configs;
@@ -46,6 +48,5 @@ pub use cluster::SourceCluster;
 pub use connection::KafkaConnection;
 pub use error::LinkError;
 pub use fetcher::{FetcherConfig, KafkaFetcher};
-pub use peer::{MIRROR_ADMIN_API_KEY, MIRROR_ADMIN_VERSION};
 pub use security::ClientSecurity;
 pub use sources::KafkaSources;

@@ -3,43 +3,21 @@
 //! former destination; that peer recorded where its failover cut our partition, and the state machine aligns our
 //! log there instead of copying the peer's whole log again.
 //!
-//! The question travels on the private administration key of ADR 0040 ([`MIRROR_ADMIN_API_KEY`], the JSON
-//! request `{"action": "last_mirrored", …}` that `node::mirror::AdminRequest::LastMirrored` defines). A source
+//! The question travels on the private administration key of ADR 0040 ([`MIRROR_ADMIN_API_KEY`]) as
+//! `mirror_admin::AdminRequest::LastMirrored`, the contract `mirror-admin` holds (ADR 0061). A source
 //! that is not a mirrorlog node (Apache Kafka) closes the connection on the unknown key: that is the answer "never
 //! mirrored from you", and the machine copies from the peer's log start, as with any new source. Because that
 //! answer empties the partition, a closing counts only when it is the broker's answer and not a fault: the
 //! question is asked on a fresh connection whose ApiVersions the broker answered, and asked again on another
 //! when the first closes; only two such closings in a row mean "not a mirrorlog node".
 
-use serde::Deserialize;
+use mirror_admin::{AdminRequest, MIRROR_ADMIN_API_KEY, MIRROR_ADMIN_VERSION};
 
 use crate::connection::KafkaConnection;
 use crate::error::LinkError;
 
-/// The private API key of mirrorlog's administration requests (not advertised in ApiVersions).
-pub const MIRROR_ADMIN_API_KEY: i16 = 10_000;
-
-/// The only version of the administration requests.
-pub const MIRROR_ADMIN_VERSION: i16 = 0;
-
 /// The largest answer to the question (a small JSON object).
 const MAX_ANSWER_BYTES: usize = 64 << 10;
-
-/// The fields of the administration answer this question reads.
-#[derive(Debug, Deserialize)]
-struct Answer {
-    ok: bool,
-    #[serde(default)]
-    error: Option<Failure>,
-    #[serde(default)]
-    last_mirrored_offset: Option<i64>,
-}
-
-#[derive(Debug, Deserialize)]
-struct Failure {
-    category: String,
-    message: String,
-}
 
 /// The last mirrored offset of `topic`/`partition` that the node at `address` recorded for the cluster
 /// `mirrored_from`; `None` when it never mirrored the partition from there or is not a mirrorlog node. A fresh
@@ -53,20 +31,24 @@ pub async fn last_mirrored_offset(
     topic: &str,
     partition: i32,
 ) -> Result<Option<i64>, LinkError> {
-    let body = serde_json::json!({
-        "action": "last_mirrored",
-        "source_cluster_id": mirrored_from,
-        "topic": topic,
-        "partition": partition,
+    let malformed = |reason: String| LinkError::Malformed {
+        address: address.to_owned(),
+        what: "the last mirrored offset".to_owned(),
+        reason,
+    };
+    let body = mirror_admin::encode_request(&AdminRequest::LastMirrored {
+        source_cluster_id: mirrored_from.to_owned(),
+        topic: topic.to_owned(),
+        partition,
     })
-    .to_string();
+    .map_err(|error| malformed(format!("the question does not encode: {error}")))?;
     let mut closings = 0;
     let answer = loop {
         // `connect` has the broker answer ApiVersions: it is up and speaking Kafka when the question is asked.
         let mut connection =
             KafkaConnection::connect_secured(address, client_id, timeout, MAX_ANSWER_BYTES, security).await?;
         match connection
-            .call_raw(MIRROR_ADMIN_API_KEY, MIRROR_ADMIN_VERSION, body.as_bytes())
+            .call_raw(MIRROR_ADMIN_API_KEY, MIRROR_ADMIN_VERSION, &body)
             .await
         {
             Ok(answer) => break answer,
@@ -80,11 +62,7 @@ pub async fn last_mirrored_offset(
             Err(error) => return Err(error),
         }
     };
-    let answer: Answer = serde_json::from_slice(&answer).map_err(|error| LinkError::Malformed {
-        address: address.to_owned(),
-        what: "the last mirrored offset".to_owned(),
-        reason: error.to_string(),
-    })?;
+    let answer = mirror_admin::decode_answer(&answer).map_err(|error| malformed(error.to_string()))?;
     match (answer.ok, answer.error) {
         (true, _) => Ok(answer.last_mirrored_offset),
         (false, Some(failure)) => Err(LinkError::Refused(format!(

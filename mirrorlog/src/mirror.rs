@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use node::mirror::{AdminRequest, LinkStatus};
+use mirror_admin::{AdminRequest, LinkStatus};
 
 use crate::error::CliError;
 
@@ -258,7 +258,7 @@ pub fn mirror(args: MirrorArgs, out: &mut impl Write) -> Result<ExitCode, CliErr
         .build()
         .map_err(|error| CliError::Usage(format!("cannot start a runtime: {error}")))?;
     let response = runtime
-        .block_on(broker::mirror::call(
+        .block_on(mirror_link::admin::call(
             &bootstrap,
             &request,
             CALL_TIMEOUT.saturating_add(wait),

@@ -120,7 +120,7 @@ pub async fn log_bytes(node: &Node, topic: &str, partition: i32) -> Vec<bytes::B
 
 /// Sends `request` to the administration listener at `address`, as `mirrorlog mirror` does.
 pub async fn admin(address: &str, request: AdminRequest) -> AdminResponse {
-    broker::mirror::call(
+    mirror_link::admin::call(
         address,
         &request,
         Duration::from_secs(60),

@@ -12,7 +12,6 @@ use mirror_fsm::{
     SourceDescription, Sources, StateKind, StopJob,
 };
 
-use super::admin::{AdminRequest, AdminResponse, LinkStatus, PartitionStatus};
 use super::error::MirrorError;
 use super::filters::{effective_topic_exclude, Patterns};
 use super::link_config;
@@ -21,6 +20,7 @@ use super::links::{
 };
 use super::registry::{LinkRecord, LinkSettings, TopicRecord};
 use crate::Node;
+use mirror_admin::{AdminRequest, AdminResponse, LinkStatus, PartitionStatus};
 
 /// The topics a `create` or `reverse` names, and its filters.
 struct Asked {
@@ -1101,7 +1101,7 @@ impl MirrorLinks {
             name: link.name.clone(),
             source: link.source.clone(),
             source_cluster_id: link.source_cluster_id.clone(),
-            source_config: super::admin::shown_settings(&link.source_config),
+            source_config: mirror_admin::shown_settings(&link.source_config),
             include: link.settings.include.clone(),
             exclude: link.settings.exclude.clone(),
             partitions,

@@ -7,10 +7,10 @@
 
 use std::collections::BTreeMap;
 
-use super::admin::ConfigEntry;
 use super::error::MirrorError;
 use super::filters::{effective_topic_exclude, Patterns, DEFAULT_TOPIC_EXCLUDE};
 use super::registry::LinkSettings;
+use mirror_admin::ConfigEntry;
 
 /// Topic include patterns: source topics they select are mirrored as they appear.
 pub const TOPICS_INCLUDE: &str = "mirror.topics.include";

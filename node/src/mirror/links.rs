@@ -318,8 +318,8 @@ pub struct MirrorLinks {
     pub(super) acl_warnings: BTreeMap<String, String>,
     /// Links whose source answered that it has no authorizer (said once, at INFO).
     pub(super) acl_no_authorizer: std::collections::BTreeSet<String>,
-    /// By link: what its source checks did since the links opened ([`super::admin::LinkActivity`]).
-    pub(super) activity: BTreeMap<String, super::admin::LinkActivity>,
+    /// By link: what its source checks did since the links opened ([`mirror_admin::LinkActivity`]).
+    pub(super) activity: BTreeMap<String, mirror_admin::LinkActivity>,
     /// The comparison under way in a task of its own (rounds in flight).
     pub(super) topic_check: Option<tokio::task::JoinHandle<super::source_topics::Found>>,
 }

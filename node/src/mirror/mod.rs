@@ -17,12 +17,12 @@
 //! - [`source_topics`] — the source's topics watched: partitions added there are added here, topics matching a
 //!   link's filters are discovered, a topic replaced there is a link warning.
 //! - [`filters`] — a link's include/exclude patterns for topics and groups ([`filters::Patterns`]).
-//! - [`admin`] — the administration requests and answers ([`AdminRequest`], [`AdminResponse`]).
 //! - [`error`] — [`MirrorError`] and its answer categories.
+//!
+//! The administration requests and answers ([`AdminRequest`], [`AdminResponse`]) are `mirror-admin`'s (ADR 0061).
 
 pub mod acl_sync;
 mod actions;
-pub mod admin;
 mod config_sync;
 pub mod error;
 pub mod filters;
@@ -36,8 +36,8 @@ pub mod round_errors;
 pub mod source_topics;
 
 pub use actions::{SourceAnswer, SourceQuestion};
-pub use admin::{AdminFailure, AdminRequest, AdminResponse, ConfigEntry, LinkStatus, PartitionStatus};
 pub use error::MirrorError;
 pub use links::{MirrorLinks, RoundsAhead};
 pub use local::{describe_node, NodeFetcher, NodeSources};
+pub use mirror_admin::{AdminFailure, AdminRequest, AdminResponse, ConfigEntry, LinkStatus, PartitionStatus};
 pub use registry::{LinkRecord, LinkSettings, TopicRecord, MIRROR_LINKS_PARTITION};

@@ -32,7 +32,7 @@ pub struct LinkRecord {
     /// The source's cluster id when the link was created (every fetch session checks it again).
     pub source_cluster_id: String,
     /// How the link reaches the source (Kafka client settings, secrets included: the node must reconnect after a
-    /// restart); empty: PLAINTEXT. Never shown unredacted (`admin::shown_settings`).
+    /// restart); empty: PLAINTEXT. Never shown unredacted (`mirror_admin::shown_settings`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub source_config: BTreeMap<String, String>,
     /// The mirrored topics.

@@ -1,4 +1,4 @@
-//! The mirror administration contract: what `mirrorlog mirror …` asks a node and what it answers, as JSON
+//! The mirror administration requests and answers: what `mirrorlog mirror …` asks a node and what it answers, as JSON
 //! values (ADR 0040 puts them on a private API key of the Kafka port). Every action answers with the status of
 //! the partitions it touched, so a script reads one shape.
 
@@ -137,7 +137,9 @@ pub struct AdminResponse {
     /// Why it did not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<AdminFailure>,
-    /// The links the action touched, with their partitions' status.
+    /// The links the action touched, with their partitions' status (absent from an answer: none — the failback
+    /// question's answer needs none, and a peer may leave it out).
+    #[serde(default)]
     pub links: Vec<LinkStatus>,
     /// The answer to `LastMirrored`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -255,7 +257,7 @@ pub struct PartitionStatus {
     #[serde(default)]
     pub failed_rounds: u64,
     /// Those rounds by why they failed: Kafka's name of the source's error, or `CONNECTION`, `SOURCE_REFUSED`,
-    /// `BATCH_REFUSED`, `STEP`, `RETRY`, `STORAGE` ([`super::round_errors`]).
+    /// `BATCH_REFUSED`, `STEP`, `RETRY`, `STORAGE` (`node::mirror::round_errors`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub failed_rounds_by_error: BTreeMap<String, u64>,
     /// Times the partition was retried once FAILED since `serve` started.
