@@ -243,8 +243,9 @@ impl Server {
         while acceptors.join_next().await.is_some() {}
         // A connection waiting for an administration answer (a promote) must not hold the shutdown back.
         mirror.shut_down();
-        // Nor a JoinGroup waiting for a rebalance.
+        // Nor a JoinGroup waiting for a rebalance, nor a compaction pass paused by its I/O limit.
         self.node.close_groups();
+        self.node.stop_compaction();
         while connections.join_next().await.is_some() {}
         let _ = housekeeping.await;
         let _ = group_timers.await;

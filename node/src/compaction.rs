@@ -23,6 +23,12 @@ pub struct Compacted {
 }
 
 impl Node {
+    /// Stops the log cleaner for good (the broker is shutting down): a pass paused by
+    /// `log.cleaner.io.max.bytes.per.second` ends at once, and [`Self::compact_topics`] starts no more passes.
+    pub fn stop_compaction(&self) {
+        self.cleaner_throttle.stop();
+    }
+
     /// Runs the compaction passes that are due now; returns what they did. A partition that fails is logged and
     /// skipped (its error is the first one returned once every other partition had its turn).
     ///
@@ -46,6 +52,9 @@ impl Node {
                 ..CompactionPolicy::default()
             };
             for slot in slots {
+                if self.cleaner_throttle.is_stopped() {
+                    return Ok(done);
+                }
                 let replicas = match slot.lock().await.as_ref() {
                     Some(replicas) => 1 + replicas.followers.len(),
                     None => continue,
@@ -70,6 +79,8 @@ impl Node {
                             });
                         }
                         Ok(None) => {}
+                        // A pass the shutdown ended failed nothing.
+                        Err(_) if self.cleaner_throttle.is_stopped() => return Ok(done),
                         Err(error) => {
                             tracing::warn!(topic, replica, %error, "compaction failed");
                             first_error.get_or_insert(NodeError::Log(error));

@@ -62,8 +62,8 @@ impl storage::blocking::RewriteStager for FsStager {
         let cleanup = {
             let (vfs, staging) = (self.vfs.clone(), staging.clone());
             let prepared = self.prepared.clone();
-            // Should removing it fail, the store's next open removes it. Its segments not installed are closed
-            // first (taken out of the map under its lock, dropped after it).
+            // Should removing it fail, the store's next open removes it. Its segments not installed are taken out
+            // of the map under its lock and closed after it.
             storage::StagingCleanup::new(move || {
                 let leftover = {
                     let mut map = lock_prepared(&prepared);
@@ -75,9 +75,12 @@ impl storage::blocking::RewriteStager for FsStager {
                     paths
                         .into_iter()
                         .filter_map(|path| map.remove(&path))
+                        .map(Segment::retire)
                         .collect::<Vec<_>>()
                 };
-                drop(leftover);
+                // Their files are the staging's, about to go, or (after an installation cut short) renamed into
+                // the partition: closing them must write nothing.
+                crate::closer::close_retired(leftover);
                 let _ = vfs.remove_dir_all(&staging);
             })
         };

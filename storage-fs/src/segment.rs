@@ -294,11 +294,20 @@ impl Segment {
     }
 
     /// Takes this segment, opened where a cleaner staged it, as the segment of its base offset in `dir`, its
-    /// files renamed there (their handles stay open on them): its paths name `dir` from now on, and its aborted
-    /// transactions are read from `dir`'s `.txnindex`, which a rewrite keeps. As after an open, its first sync
-    /// syncs it.
+    /// files renamed there: its files are opened again under their new names (a pooled file that lost its
+    /// descriptor reopens by name, and the staging's names are gone — three opens, nothing read), its paths name
+    /// `dir` from now on, and its aborted transactions are read from `dir`'s `.txnindex`, which a rewrite keeps.
+    /// As after an open, its first sync syncs it.
     pub(crate) fn adopt(&mut self, dir: &Path) -> Result<(), StorageError> {
         self.dir = dir.to_path_buf();
+        let vfs = self.vfs.clone();
+        self.log = open_rw(vfs.as_ref(), &self.path(LOG_SUFFIX), false)?;
+        if self.index_file.is_some() {
+            self.index_file = Some(open_rw(vfs.as_ref(), &self.path(INDEX_SUFFIX), false)?);
+        }
+        if self.time_index_file.is_some() {
+            self.time_index_file = Some(open_rw(vfs.as_ref(), &self.path(TIME_INDEX_SUFFIX), false)?);
+        }
         self.aborted.clear();
         self.load_txn_index(OpenMode::ReadWrite)?;
         self.dirty = true;
@@ -822,7 +831,9 @@ impl Segment {
             index_interval,
             OpenMode::ReadWrite,
         )?;
-        *self = reopened;
+        // The old state goes without writing: its pending index entries may name batches the cut removed, and
+        // its handles may be the live files' (an index the reopen found equal is not rewritten).
+        drop(std::mem::replace(self, reopened).retire());
         self.dirty = dirty;
         self.txn_index_created = txn_index_created;
         self.txn_index_unsynced = txn_index_unsynced && !self.aborted.is_empty();

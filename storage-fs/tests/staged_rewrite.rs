@@ -199,11 +199,62 @@ async fn an_installation_reads_no_staged_log_and_keeps_the_segments_aborted_tran
         .cloned()
         .collect();
     assert_eq!(read_all(partition.as_ref()).await, expected);
-    // The installed segments go on taking what a segment takes: a roll past them, and retention removing them.
+    // The installed segments go on taking what a segment takes: retention removes them.
     partition.delete_before(to).await.unwrap();
     assert_eq!(partition.log_start_offset(), to);
     assert_eq!(
         read_all(partition.as_ref()).await,
         expected[expected.iter().position(|b| b.base_offset() >= to).unwrap()..]
     );
+}
+
+/// The installed segments are the partition's files under their own names: once the descriptor pool has closed
+/// their descriptors (more files open than its budget), reading them reopens the partition's files — not the
+/// staging's, which are gone — and so do a sync and a truncation into them.
+#[tokio::test]
+async fn installed_segments_reopen_by_their_own_names_once_the_pool_closed_their_descriptors() {
+    let dir = tempfile::tempdir().unwrap();
+    let pooled = FsConfig {
+        max_open_files: Some(storage_fs::pool::MIN_BUDGET),
+        ..config(dir.path())
+    };
+    let store = FsStorage::open(pooled).unwrap();
+    let mut partition = store.create(&pid()).await.unwrap();
+    let batches = run_of_batches(0, 60);
+    partition.append(&batches).await.unwrap();
+    partition.flush(Durability::Sync).await.unwrap();
+    let units = partition.segments(0, 10).await.unwrap();
+    let (from, to) = (units[0].base_offset, units[2].base_offset);
+    let kept: Vec<RecordBatch> = batches
+        .iter()
+        .filter(|batch| batch.base_offset() < to && batch.base_offset() % 2 == 0)
+        .cloned()
+        .collect();
+    let staged = partition.reader().stage_rewrite(from, to, kept).await.unwrap();
+    partition.install_rewrite(staged).await.unwrap();
+    // Other partitions' files, kept open, take every descriptor of the budget.
+    let mut others = Vec::new();
+    for number in 0..storage_fs::pool::MIN_BUDGET {
+        let mut other = store
+            .create(&PartitionId::new("other", number as u32).unwrap())
+            .await
+            .unwrap();
+        other.append(&run_of_batches(0, 3)).await.unwrap();
+        other.flush(Durability::Sync).await.unwrap();
+        others.push(other);
+    }
+    let expected: Vec<RecordBatch> = batches
+        .iter()
+        .filter(|batch| batch.base_offset() >= to || batch.base_offset() % 2 == 0)
+        .cloned()
+        .collect();
+    assert_eq!(read_all(partition.as_ref()).await, expected);
+    partition.flush(Durability::Sync).await.unwrap();
+    // A truncation into the first installed segment cuts its log through its handle.
+    let cut = expected[1].next_offset();
+    partition.truncate_to(cut).await.unwrap();
+    assert_eq!(read_all(partition.as_ref()).await, expected[..2]);
+    drop(partition);
+    let reopened = store.open(&pid()).await.unwrap();
+    assert_eq!(read_all(reopened.as_ref()).await, expected[..2]);
 }

@@ -154,9 +154,9 @@ fn describe_broker(node: &Node, name: &str, keys: Option<&[&str]>) -> Result<Vec
     let config = node.config();
     let settings: [(&str, ConfigType, String, &str, &'static str); 12] = [
         ("auto.create.topics.enable", ConfigType::Boolean, config.auto_create_topics.to_string(), "true", "Create a topic a Metadata request names when it does not exist."),
+        ("log.cleaner.io.max.bytes.per.second", ConfigType::Double, java_double(config.cleaner_io_max_bytes_per_second), "1.7976931348623157E308", "The most bytes per second the log cleaner reads and writes, all its passes together."),
         ("log.message.timestamp.after.max.ms", ConfigType::Long, config.max_timestamp_ahead_ms.to_string(), "3600000", "How far ahead of the broker's clock a record's timestamp may be, for topics without their own setting."),
         ("log.message.timestamp.before.max.ms", ConfigType::Long, config.max_timestamp_behind_ms.to_string(), topic_config::definition("message.timestamp.before.max.ms").map_or("", |def| def.default), "How far behind the broker's clock a record's timestamp may be, for topics without their own setting."),
-        ("log.cleaner.io.max.bytes.per.second", ConfigType::Double, java_double(config.cleaner_io_max_bytes_per_second), "1.7976931348623157E308", "The most bytes per second the log cleaner reads and writes, all its passes together."),
         ("log.retention.bytes", ConfigType::Long, config.log_retention_bytes.to_string(), "-1", "The size a partition may grow to before its oldest data is deleted, for topics without their own retention.bytes (-1: no bound)."),
         ("log.retention.ms", ConfigType::Long, config.log_retention_ms.to_string(), "604800000", "How long data is kept, for topics without their own retention.ms (-1: forever)."),
         ("message.max.bytes", ConfigType::Int, config.max_message_bytes.to_string(), "1048588", "The largest record batch a produce may write, for topics without their own max.message.bytes."),
