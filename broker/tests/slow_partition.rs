@@ -104,7 +104,7 @@ async fn a_slow_sync_on_one_partition_does_not_delay_another() {
 
     faults.delay_syncs(&orders(0), SLOW_SYNC);
     let slow = tokio::spawn(produce(address, 0, common::valid_batch()));
-    tokio::time::sleep(Duration::from_millis(200)).await; // the slow produce is in its sync now
+    faults.delayed_syncs_begun(1).await; // the slow produce is in its sync now
     let (fast_error, fast_latency) = produce(address, 1, common::valid_batch()).await;
     assert_eq!(fast_error, 0);
     assert!(

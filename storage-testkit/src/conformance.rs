@@ -830,8 +830,8 @@ pub async fn a_slow_sync_does_not_stall_other_partitions(backend: &dyn Backend) 
             partition.flush(Durability::Sync).await.unwrap();
         }));
     }
-    // Let both slow syncs start (each would hold a worker thread if storage ran on it).
-    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    // Both slow syncs have begun (each would hold a worker thread if storage ran on it).
+    backend.faults().delayed_syncs_begun(2).await;
     let started = std::time::Instant::now();
     let appends = tokio::spawn(async move {
         for _ in 0..20 {

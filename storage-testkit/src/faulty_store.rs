@@ -21,6 +21,9 @@ pub struct StoreFaults {
     fail_next_sync: Mutex<BTreeSet<PartitionId>>,
     sync_delay: Mutex<BTreeMap<PartitionId, Duration>>,
     append_delay: Mutex<Option<Duration>>,
+    /// Delayed syncs that have begun their delay, and a signal for each one that begins.
+    delayed_syncs_begun: std::sync::atomic::AtomicUsize,
+    delayed_sync_begins: tokio::sync::Notify,
 }
 
 impl StoreFaults {
@@ -32,6 +35,21 @@ impl StoreFaults {
     /// Makes every `flush(Sync)` of `id` sleep `delay` first (a slow disk).
     pub fn delay_syncs(&self, id: &PartitionId, delay: Duration) {
         self.sync_delay.lock().unwrap().insert(id.clone(), delay);
+    }
+
+    /// Waits until `count` delayed syncs (of any partition, since the store was wrapped) have begun their delay:
+    /// what a test waits for before it shows that the delay holds nobody else up.
+    pub async fn delayed_syncs_begun(&self, count: usize) {
+        loop {
+            let begun = self.delayed_sync_begins.notified();
+            tokio::pin!(begun);
+            // Registered before the count is read: a sync beginning in between wakes it.
+            begun.as_mut().enable();
+            if self.delayed_syncs_begun.load(std::sync::atomic::Ordering::SeqCst) >= count {
+                return;
+            }
+            begun.await;
+        }
     }
 
     /// Makes every append of every partition sleep `delay` first (a deliberately slow backend: what a benchmark
@@ -168,6 +186,10 @@ impl BlockingPartition for FaultyBlockingPartition {
         if durability == Durability::Sync {
             let delay = self.faults.sync_delay.lock().unwrap().get(self.id()).copied();
             if let Some(delay) = delay {
+                self.faults
+                    .delayed_syncs_begun
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                self.faults.delayed_sync_begins.notify_waiters();
                 std::thread::sleep(delay);
             }
             if self.faults.fail_next_sync.lock().unwrap().remove(self.id()) {
