@@ -82,10 +82,14 @@ async fn open_or_create(store: &dyn Storage) -> Box<dyn PartitionStorage> {
 }
 
 /// The child's loop: append three batches, every fourth round sync, record and print the acknowledged offset,
-/// every sixteenth also write a snapshot. Runs until killed.
+/// every sixteenth also write a snapshot. Runs until killed. Run without [`CHILD_DIR_ENV`] (`cargo test --
+/// --ignored`), it is not a test and says so by failing: nothing passes that checked nothing.
 pub fn child_writer(open: impl Fn(&Path) -> Box<dyn Storage>) {
     let Some(dir) = std::env::var_os(CHILD_DIR_ENV) else {
-        return;
+        panic!(
+            "crash_child_writer is the child process of the kill test beside it (which sets {CHILD_DIR_ENV}), not a \
+             test: run that one"
+        );
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
