@@ -10,7 +10,8 @@
 //! - [`node`] — topics, partition logs, the coordinator's driver (persist, deliver markers, re-send, report),
 //!   housekeeping, closing.
 //! - [`offsets`] — the group offset store (OffsetCommit, OffsetFetch, TxnOffsetCommit).
-//! - [`membership`] — consumer groups' classic protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup).
+//! - [`membership`] — consumer groups' classic protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup): the
+//!   `group-coordinator` crate's, which the node drives (stores, restores, ticks).
 //! - `api` — the answer to each request, as methods of [`Node`].
 //! - [`mirror`] — mirror links: the node as a mirror destination (registry, drivers and fetchers, the
 //!   administration actions).
@@ -25,7 +26,7 @@ mod compaction;
 pub mod config;
 mod error;
 mod log_passes;
-pub mod membership;
+pub use group_coordinator::membership;
 pub mod mirror;
 pub mod node;
 pub mod offsets;

@@ -15,7 +15,7 @@
 //! and the old id is fenced.
 //!
 //! Durability follows Kafka's group metadata: a group is stored ([`StoredGroup`], written by the node into the
-//! offset log of [`crate::offsets`]) when a rebalance completes (the leader's assignment reached the group), when
+//! offset log of `node::offsets`) when a rebalance completes (the leader's assignment reached the group), when
 //! it empties, and when a static member comes back under a new id; [`Membership::take_unstored`] hands out what
 //! changed since. A restarted node restores each stored group ([`Membership::restore`]): a stable group keeps its
 //! generation, members and assignments, and each member's session starts again from the restart, so members that
@@ -608,14 +608,14 @@ impl Membership {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn new_member_id(&self, client_id: &str) -> String {
+    /// A member id no other member of this process has had: the client id, the caller's time and a counter (Kafka
+    /// appends a random UUID; the time keeps an id given after a restart apart from the ids restored, and the
+    /// simulator's runs deterministic).
+    fn new_member_id(&self, client_id: &str, now_ms: i64) -> String {
         let n = self
             .next_member
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let nonce = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |elapsed| elapsed.as_nanos());
-        format!("{client_id}-{nonce:x}-{n}")
+        format!("{client_id}-{now_ms:x}-{n}")
     }
 
     /// JoinGroup.
@@ -653,7 +653,7 @@ impl Membership {
             {
                 // A static member back under a new id: the old id is fenced, its place kept.
                 Some(old) => {
-                    let new = self.new_member_id(&request.client_id);
+                    let new = self.new_member_id(&request.client_id, now_ms);
                     if let Some(member) = group.members.remove(&old) {
                         if group.leader.as_deref() == Some(old.as_str()) {
                             group.leader = Some(new.clone());
@@ -667,14 +667,14 @@ impl Membership {
                     return fail(KafkaError::GroupMaxSizeReached);
                 }
                 None if request.require_known_member_id && request.instance_id.is_none() => {
-                    let new = self.new_member_id(&request.client_id);
+                    let new = self.new_member_id(&request.client_id, now_ms);
                     group.pending.insert(
                         new.clone(),
                         now_ms.saturating_add(i64::from(request.session_timeout_ms)),
                     );
                     return Pending::Now(JoinAnswer::failed(KafkaError::MemberIdRequired, &new));
                 }
-                None => self.new_member_id(&request.client_id),
+                None => self.new_member_id(&request.client_id, now_ms),
             };
         } else if let Some(instance) = request.instance_id.as_deref() {
             if group
