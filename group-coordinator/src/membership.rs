@@ -12,7 +12,8 @@
 //! the rebalance completes (a join, a leave or [`Membership::tick`] on the node's clock). New members of version
 //! 4 and above first get a member id with MEMBER_ID_REQUIRED (KIP-394). Static members (`group.instance.id`)
 //! keep their place across restarts of the client: a join with a known instance id replaces the old member id,
-//! and the old id is fenced.
+//! and the old id is fenced; in a Stable group whose protocol it leaves as it is, nothing rebalances (KIP-345:
+//! the member gets the current generation, and the leader id as it was, so a returning leader does not assign).
 //!
 //! Durability follows Kafka's group metadata: a group is stored ([`StoredGroup`], written by the node into the
 //! offset log of `node::offsets`) when a rebalance completes (the leader's assignment reached the group), when
@@ -654,6 +655,7 @@ impl Membership {
                 // A static member back under a new id: the old id is fenced, its place kept.
                 Some(old) => {
                     let new = self.new_member_id(&request.client_id, now_ms);
+                    let leader_before = group.leader.clone();
                     if let Some(member) = group.members.remove(&old) {
                         if group.leader.as_deref() == Some(old.as_str()) {
                             group.leader = Some(new.clone());
@@ -661,6 +663,32 @@ impl Membership {
                         group.members.insert(new.clone(), member);
                     }
                     group.revision += 1;
+                    // Kafka's rule (KIP-345): in a Stable group, a return that leaves the group's protocol as it
+                    // is rebalances nothing — the member gets the current generation, and the leader id as it was
+                    // before the return, so that a returning leader does not assign (a Stable group would not pass
+                    // its assignment on).
+                    if group.state == GroupState::Stable {
+                        if let Some(member) = group.members.get_mut(&new) {
+                            member.protocols = request.protocols.clone();
+                            member.client_id = request.client_id.clone();
+                            member.client_host = request.client_host.clone();
+                            member.session_timeout_ms = request.session_timeout_ms;
+                            member.rebalance_timeout_ms =
+                                request.rebalance_timeout_ms.max(request.session_timeout_ms);
+                            member.expires_at_ms =
+                                now_ms.saturating_add(i64::from(request.session_timeout_ms));
+                        }
+                        if group.choose_protocol() == group.protocol {
+                            return Pending::Now(JoinAnswer {
+                                error: None,
+                                generation: group.generation,
+                                protocol: group.protocol.clone(),
+                                leader: leader_before.unwrap_or_default(),
+                                member_id: new,
+                                members: Vec::new(),
+                            });
+                        }
+                    }
                     new
                 }
                 None if group.members.len() + group.pending.len() >= MAX_MEMBERS => {
@@ -1405,9 +1433,20 @@ mod tests {
         request.instance_id = Some("instance-1".to_owned());
         let old = now(groups.join(request.clone(), 0));
         assert_eq!(old.generation, 1);
-        now(groups.sync("g", 1, &old.member_id, Vec::new(), 0));
+        let assigned = vec![(old.member_id.clone(), Bytes::from_static(b"p0"))];
+        now(groups.sync("g", 1, &old.member_id, assigned, 0));
         let back = now(groups.join(request, 1));
         assert_ne!(back.member_id, old.member_id);
+        assert_eq!(
+            (back.generation, back.leader.as_str(), back.members.len()),
+            (1, old.member_id.as_str(), 0),
+            "no rebalance; the leader id as it was, so the returning leader does not assign"
+        );
+        assert_eq!(
+            now(groups.sync("g", 1, &back.member_id, Vec::new(), 2)).assignment,
+            Bytes::from_static(b"p0"),
+            "its assignment as it was"
+        );
         assert_eq!(
             groups.heartbeat("g", back.generation, &old.member_id, 2),
             Some(KafkaError::UnknownMemberId)

@@ -326,6 +326,65 @@ pub async fn group_refusals(session: &mut Session) -> Result<(), DiffError> {
     Ok(())
 }
 
+/// KIP-345: a static member (`group.instance.id`) that comes back under a new member id while its group is Stable
+/// takes its place without a rebalance — the current generation, and the leader id as it was — and its old id is
+/// fenced.
+pub async fn static_member_returns(session: &mut Session) -> Result<(), DiffError> {
+    let group = session.transactional_id("static");
+    find_coordinator(session, &group, 0).await?;
+    let version = top(ApiKey::JoinGroup);
+    let static_join = |member_id: &str| {
+        let mut request = join_request(&group, member_id, 10_000);
+        request.group_instance_id = Some(s("instance-1"));
+        request
+    };
+    let first: JoinGroupResponse = session.call(ApiKey::JoinGroup, version, &static_join("")).await?;
+    session.observe(
+        "static member joins",
+        json!({
+            "error": first.error_code,
+            "generation": first.generation_id,
+            "leads": first.leader == first.member_id,
+            "members": first.members.len(),
+        }),
+    );
+    let old = first.member_id.as_str().to_owned();
+    let sync_version = top(ApiKey::SyncGroup);
+    let mut sync = sync_request(&group, first.generation_id, &old, &[old.as_str()], sync_version);
+    sync.group_instance_id = Some(s("instance-1"));
+    let synced: SyncGroupResponse = session.call(ApiKey::SyncGroup, sync_version, &sync).await?;
+    session.observe("leader syncs", json!({ "error": synced.error_code }));
+    let back: JoinGroupResponse = session.call(ApiKey::JoinGroup, version, &static_join("")).await?;
+    session.observe(
+        "the same instance joins again with no member id",
+        json!({
+            "error": back.error_code,
+            "same_generation": back.generation_id == first.generation_id,
+            "new_member_id": back.member_id != first.member_id,
+            "leader_is_the_old_id": back.leader.as_str() == old,
+            "members": back.members.len(),
+        }),
+    );
+    let mut sync = sync_request(
+        &group,
+        back.generation_id,
+        back.member_id.as_str(),
+        &[],
+        sync_version,
+    );
+    sync.group_instance_id = Some(s("instance-1"));
+    let resynced: SyncGroupResponse = session.call(ApiKey::SyncGroup, sync_version, &sync).await?;
+    session.observe(
+        "the returned member syncs",
+        json!({ "error": resynced.error_code, "assignment_kept": resynced.assignment == synced.assignment }),
+    );
+    let stale: JoinGroupResponse = session
+        .call(ApiKey::JoinGroup, version, &static_join(&old))
+        .await?;
+    session.observe("the old member id joins", json!({ "error": stale.error_code }));
+    Ok(())
+}
+
 /// What DescribeGroups and ListGroups say of `group` (whose one member, if any, is `member`), at every version.
 async fn describe_and_list(
     session: &mut Session,

@@ -146,6 +146,7 @@ scenarios! {
     offsets::offset_fetch_pending_transactional_offsets => "OffsetFetch while a transaction's offsets are pending",
     groups::group_every_version => "a group member's life at every JoinGroup, SyncGroup, Heartbeat and LeaveGroup version: join, sync as leader, heartbeats, commits, leave",
     groups::group_refusals => "a short session timeout, an unknown member id, no common protocol, a stale generation, unknown members",
+    groups::static_member_returns => "a static member back under a new member id in a Stable group: no rebalance, the old leader id, its assignment kept, the old id fenced",
     groups::transactional_offsets_checked_against_the_group => "TxnOffsetCommit v3 (KIP-447) from an unknown member, at a stale generation, from the current member",
     groups::offset_delete_every_version => "OffsetDelete at every version: a group with only offsets, one whose member subscribes to a topic, one never seen; what OffsetFetch says after",
     groups::delete_groups_every_version => "DeleteGroups at every version: a group with a member, emptied, one with only committed offsets, one never seen",
