@@ -1,5 +1,5 @@
 //! A [`Fetcher`] over a partition log in the same process: the source side of mirrors between clusters that
-//! one task drives (tests, the simulator, benchmarks).
+//! one task drives (tests and benchmarks).
 //!
 //! It reads the source log up to its last stable offset, as every mirror fetcher must (ADR 0009), and answers
 //! failback alignment from the source's own `mirror.lmo.<cluster>` record. The log is shared as a [`SharedLog`]
