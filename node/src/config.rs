@@ -4,6 +4,12 @@
 use producer_state::{BarrierScope, PsmConfig};
 use storage_config::StorageConfig;
 
+/// The transaction version a node runs: 1. Its EndTxn stops at v2 (version 2, KIP-890 part 2 — an epoch bump per
+/// transaction — needs EndTxn v5, which `serve` does not advertise), so the coordinator ends transactions under
+/// version 1 and client appends are checked under it; the one choice both follow. (A partition log writes the
+/// coordinator's markers under version 0's rules, which version 1 shares.)
+pub const TRANSACTION_VERSION: kafka_types::TransactionVersion = kafka_types::TransactionVersion::V1;
+
 /// A node's settings; [`NodeConfig::new`] gives Kafka's defaults where Kafka has one.
 #[derive(Debug, Clone)]
 pub struct NodeConfig {

@@ -10,7 +10,7 @@
 use kafka_protocol::messages::produce_response::BatchIndexAndErrorMessage;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::*;
-use kafka_types::{KafkaError, ProducerEpoch, ProducerId, TransactionVersion, TransactionalId};
+use kafka_types::{KafkaError, ProducerEpoch, ProducerId, TransactionalId};
 use partition_log::LogError;
 use producer_state::AppendOrigin;
 use record_format::{BatchIter, DecodeError, TimestampType};
@@ -276,7 +276,7 @@ async fn append(
     }
     let outcome = replicas
         .leader
-        .append_as_leader(batches, AppendOrigin::Client, TransactionVersion::V0)
+        .append_as_leader(batches, AppendOrigin::Client, crate::config::TRANSACTION_VERSION)
         .await
         .map_err(|error| stored_refusal(&error, log_start_offset))?;
     Ok(Appended {

@@ -10,7 +10,7 @@ use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
 };
 use kafka_protocol::messages::*;
-use kafka_types::{KafkaError, ProducerEpoch, ProducerId, TransactionVersion, TransactionalId, NO_ERROR};
+use kafka_types::{KafkaError, ProducerEpoch, ProducerId, TransactionalId, NO_ERROR};
 use storage::PartitionId;
 
 use crate::node::Node;
@@ -152,7 +152,7 @@ pub async fn end_txn(node: &Node, request: EndTxnRequest, version: i16) -> EndTx
         ProducerId(request.producer_id.0),
         ProducerEpoch(request.producer_epoch),
         request.committed,
-        TransactionVersion::V1,
+        crate::config::TRANSACTION_VERSION,
         node.now_ms(),
     );
     let mut response = EndTxnResponse::default();
