@@ -14,21 +14,22 @@
 //! snapshot a crash cut short (no `SnapshotEnd` before the log end) is closed at open by a `SnapshotAbandoned`
 //! record, written before anything else: on every later replay its records build a state that is dropped.
 //!
-//! Transactional commits follow Kafka's rule: staged per producer id, they become visible when the COMMIT
-//! marker for the group's `__consumer_offsets` partition arrives and are dropped on ABORT. Staging and ending are
-//! records too, so a crash between the coordinator's PrepareCommit and its markers loses nothing: the
+//! The state and its rules — what each request writes, how a transaction's offsets become visible, what expires —
+//! are `group-coordinator`'s ([`group_coordinator::offsets::OffsetState`]); this module is its log: each decision's
+//! records appended and made durable, then applied; opening replays them. Staging and ending a transaction's
+//! offsets are records too, so a crash between the coordinator's PrepareCommit and its markers loses nothing: the
 //! coordinator re-sends the markers on restart and the staged offsets are still there.
-
-use std::collections::BTreeMap;
-
-use record_format::BatchBuilder;
-use serde::{Deserialize, Serialize};
-use storage::{Durability, PartitionStorage};
 
 use std::sync::Arc;
 
+use group_coordinator::offsets::{stamped, OffsetRecord, OffsetState, SnapshotReplay};
+use record_format::BatchBuilder;
+use storage::{Durability, PartitionStorage};
+
 use crate::membership::StoredGroup;
 use crate::{Clock, NodeError};
+
+pub use group_coordinator::offsets::{Committed, Expired, OffsetEntry, MAX_STORED_GROUP_BYTES};
 
 /// The internal partition holding the offset log.
 pub const OFFSETS_PARTITION: &str = "__mirrorlog_group_offsets";
@@ -41,93 +42,10 @@ pub const SNAPSHOT_MIN_RECORDS: u64 = 100_000;
 /// Records of a snapshot per batch.
 const SNAPSHOT_RECORDS_PER_BATCH: usize = 10_000;
 
-/// The largest record a group's stored membership may take (JSON). Kafka refuses group metadata larger than
-/// the offsets topic's largest message (about 1 MiB, binary) and fails the SyncGroup; this bound is the JSON
-/// equivalent of a few MiB, far above any real group, and keeps one hostile group from writing gigabytes.
-pub const MAX_STORED_GROUP_BYTES: usize = 16 << 20;
-
-/// One committed offset.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Committed {
-    /// The offset (the next record the group will read).
-    pub offset: i64,
-    /// The client's metadata string.
-    pub metadata: Option<String>,
-    /// When it was committed (milliseconds since the epoch, the node's clock): what `offsets.retention.minutes`
-    /// counts from. Stamped by the store; a record written before it was stored takes its batch's time.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub commit_timestamp_ms: Option<i64>,
+/// A group's `__consumer_offsets` partition, by Kafka's hash (the transaction coordinator's).
+fn offsets_partition_of(group: &str) -> Option<u32> {
+    txn_coordinator::offsets_partition_for(group).map(|partition| partition.partition())
 }
-
-impl Committed {
-    /// An offset and its metadata, not yet stamped.
-    pub fn new(offset: i64, metadata: Option<String>) -> Self {
-        Committed {
-            offset,
-            metadata,
-            commit_timestamp_ms: None,
-        }
-    }
-
-    /// Whether `other` commits the same offset with the same metadata (whenever it was committed).
-    pub fn same_position(&self, other: &Committed) -> bool {
-        self.offset == other.offset && self.metadata == other.metadata
-    }
-}
-
-/// One offset a commit names.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OffsetEntry {
-    /// The group.
-    pub group: String,
-    /// The topic.
-    pub topic: String,
-    /// The partition.
-    pub partition: i32,
-    /// What is committed.
-    pub committed: Committed,
-}
-
-/// A record of the offset log.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-enum OffsetRecord {
-    /// Committed at once (OffsetCommit).
-    Commit(OffsetEntry),
-    /// Staged by a transaction (TxnOffsetCommit).
-    Staged { producer_id: i64, entry: OffsetEntry },
-    /// DeleteGroups: every committed offset of the group goes, and its stored membership.
-    DeleteGroup { group: String },
-    /// OffsetDelete (one group, some partitions) or a topic's deletion (every group, every partition): the
-    /// committed offsets named go.
-    DeleteOffsets {
-        /// The group; every group when absent.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        group: Option<String>,
-        topic: String,
-        /// The partitions; every partition when absent.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        partitions: Option<Vec<i32>>,
-    },
-    /// A group's membership as last stored.
-    Group { group: String, stored: StoredGroup },
-    /// A transaction's marker reached the `__consumer_offsets` partition `offsets_partition`.
-    End {
-        producer_id: i64,
-        offsets_partition: u32,
-        commit: bool,
-    },
-    /// A snapshot of the whole state begins: the records up to [`OffsetRecord::SnapshotEnd`] are the state.
-    SnapshotStart,
-    /// A group whose offsets were all deleted and that still exists (part of a snapshot).
-    Emptied { group: String },
-    /// The snapshot is complete.
-    SnapshotEnd,
-    /// The snapshot begun before was cut short by a crash: its records are not the state.
-    SnapshotAbandoned,
-}
-
-type Key = (String, String, i32);
 
 /// The store; see the module docs.
 pub struct GroupOffsets {
@@ -135,60 +53,17 @@ pub struct GroupOffsets {
     durability: Durability,
     /// Stamps the records' timestamps.
     clock: Arc<dyn Clock>,
-    committed: BTreeMap<Key, Committed>,
-    staged: BTreeMap<i64, Vec<OffsetEntry>>,
-    groups: BTreeMap<String, StoredGroup>,
-    /// Groups whose committed offsets were deleted (OffsetDelete, a topic's deletion): they still exist, empty,
-    /// as Kafka's coordinator keeps them, until DeleteGroups (Kafka's periodic cleanup of empty groups is not
-    /// done).
-    emptied: std::collections::BTreeSet<String>,
+    state: OffsetState,
     /// Records in the log from its start (replayed at open, written since).
     records: u64,
     /// Records of the last snapshot (0: none).
     snapshot_records: u64,
 }
 
-/// A group's offsets as [`GroupOffsets::expire`] judges them.
-struct GroupVerdict<'a> {
-    group: &'a str,
-    /// How its offsets expire (asked of the membership once).
-    rule: crate::membership::OffsetExpiry,
-    /// The partitions expired, by topic.
-    expired: BTreeMap<&'a str, Vec<i32>>,
-    /// How many offsets are kept.
-    kept: usize,
-}
-
-/// What [`GroupOffsets::expire`] deleted.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Expired {
-    /// Committed offsets deleted.
-    pub offsets: usize,
-    /// Groups forgotten with them (left with no offsets).
-    pub groups: Vec<String>,
-}
-
-/// `entry` with its commit time set to `now_ms` when it has none.
-fn stamped(mut entry: OffsetEntry, now_ms: i64) -> OffsetEntry {
-    entry.committed.commit_timestamp_ms.get_or_insert(now_ms);
-    entry
-}
-
-/// The state a snapshot being replayed builds, until its end makes it the store's.
-#[derive(Default)]
-struct Replayed {
-    committed: BTreeMap<Key, Committed>,
-    staged: BTreeMap<i64, Vec<OffsetEntry>>,
-    groups: BTreeMap<String, StoredGroup>,
-    emptied: std::collections::BTreeSet<String>,
-    records: u64,
-}
-
 impl std::fmt::Debug for GroupOffsets {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GroupOffsets")
-            .field("committed", &self.committed.len())
-            .field("staged", &self.staged.len())
+            .field("state", &self.state)
             .finish_non_exhaustive()
     }
 }
@@ -204,15 +79,12 @@ impl GroupOffsets {
             storage,
             durability,
             clock,
-            committed: BTreeMap::new(),
-            staged: BTreeMap::new(),
-            groups: BTreeMap::new(),
-            emptied: std::collections::BTreeSet::new(),
+            state: OffsetState::new(offsets_partition_of),
             records: 0,
             snapshot_records: 0,
         };
         // A snapshot being read: its records build a state of their own, which becomes the store's at its end.
-        let mut snapshot: Option<Replayed> = None;
+        let mut snapshot = SnapshotReplay::default();
         let mut offset = store.storage.log_start_offset();
         while offset < store.storage.log_end_offset() {
             let batches = store.storage.read(offset, READ_BYTES).await?;
@@ -240,59 +112,18 @@ impl GroupOffsets {
                         record => record,
                     };
                     store.records += 1;
-                    store.replay(record, &mut snapshot);
+                    if let Some(records) = store.state.replay(record, &mut snapshot) {
+                        store.snapshot_records = records;
+                    }
                 }
             }
         }
-        if snapshot.is_some() {
+        if snapshot.is_open() {
             // Closed before anything else is written, so no record of the store's can follow it unclosed.
             store.write(vec![OffsetRecord::SnapshotAbandoned]).await?;
             store.storage.flush(Durability::Sync).await?;
         }
         Ok(store)
-    }
-
-    /// Replays one record: into the snapshot being read, if one is, else into the store.
-    fn replay(&mut self, record: OffsetRecord, snapshot: &mut Option<Replayed>) {
-        match (record, snapshot.as_mut()) {
-            (OffsetRecord::SnapshotStart, _) => *snapshot = Some(Replayed::default()),
-            (OffsetRecord::SnapshotEnd, Some(_)) => {
-                if let Some(done) = snapshot.take() {
-                    self.committed = done.committed;
-                    self.staged = done.staged;
-                    self.groups = done.groups;
-                    self.emptied = done.emptied;
-                    self.snapshot_records = done.records + 2;
-                }
-            }
-            (OffsetRecord::SnapshotEnd | OffsetRecord::SnapshotAbandoned, None) => {}
-            (OffsetRecord::SnapshotAbandoned, Some(_)) => *snapshot = None,
-            (OffsetRecord::Commit(entry), Some(state)) => {
-                state.records += 1;
-                state
-                    .committed
-                    .insert((entry.group, entry.topic, entry.partition), entry.committed);
-            }
-            (OffsetRecord::Staged { producer_id, entry }, Some(state)) => {
-                state.records += 1;
-                state.staged.entry(producer_id).or_default().push(entry);
-            }
-            (OffsetRecord::Group { group, stored }, Some(state)) => {
-                state.records += 1;
-                state.groups.insert(group, stored);
-            }
-            (OffsetRecord::Emptied { group }, Some(state)) => {
-                state.records += 1;
-                state.emptied.insert(group);
-            }
-            (record, Some(_)) => {
-                // A record a snapshot never holds (a deletion, a transaction's end): the snapshot before it was
-                // not a whole one. Its records are dropped; the store's state is what came before it.
-                *snapshot = None;
-                self.apply(record);
-            }
-            (record, None) => self.apply(record),
-        }
     }
 
     /// How many records the log holds from its start (what a start replays).
@@ -308,32 +139,7 @@ impl GroupOffsets {
         if self.records < threshold {
             return Ok(false);
         }
-        let mut state: Vec<OffsetRecord> = Vec::new();
-        for ((group, topic, partition), committed) in &self.committed {
-            state.push(OffsetRecord::Commit(OffsetEntry {
-                group: group.clone(),
-                topic: topic.clone(),
-                partition: *partition,
-                committed: committed.clone(),
-            }));
-        }
-        for (producer_id, entries) in &self.staged {
-            for entry in entries {
-                state.push(OffsetRecord::Staged {
-                    producer_id: *producer_id,
-                    entry: entry.clone(),
-                });
-            }
-        }
-        for (group, stored) in &self.groups {
-            state.push(OffsetRecord::Group {
-                group: group.clone(),
-                stored: stored.clone(),
-            });
-        }
-        for group in &self.emptied {
-            state.push(OffsetRecord::Emptied { group: group.clone() });
-        }
+        let state = self.state.snapshot();
         self.storage.roll_segment().await?;
         let start = self.storage.log_end_offset();
         let count = state.len() as u64;
@@ -366,48 +172,43 @@ impl GroupOffsets {
 
     /// The committed offset of a group's partition.
     pub fn committed(&self, group: &str, topic: &str, partition: i32) -> Option<&Committed> {
-        self.committed
-            .get(&(group.to_owned(), topic.to_owned(), partition))
+        self.state.committed(group, topic, partition)
     }
 
     /// Whether a transaction's offsets for a group's partition are staged, waiting for its marker.
     pub fn pending(&self, group: &str, topic: &str, partition: i32) -> bool {
-        self.staged
-            .values()
-            .flatten()
-            .any(|entry| entry.group == group && entry.topic == topic && entry.partition == partition)
+        self.state.pending(group, topic, partition)
     }
 
     /// Every committed offset of a group, by topic then partition.
     pub fn group(&self, group: &str) -> Vec<(&str, i32, &Committed)> {
-        self.committed
-            .iter()
-            .filter(|((g, _, _), _)| g == group)
-            .map(|((_, topic, partition), committed)| (topic.as_str(), *partition, committed))
-            .collect()
+        self.state.group(group)
     }
 
     /// Every committed offset on partitions of `topics`, of every group: (group, topic, partition, committed).
     pub fn on_topics(&self, topics: &std::collections::BTreeSet<&str>) -> Vec<(&str, &str, i32, &Committed)> {
-        self.committed
-            .iter()
-            .filter(|((_, topic, _), _)| topics.contains(topic.as_str()))
-            .map(|((group, topic, partition), committed)| {
-                (group.as_str(), topic.as_str(), *partition, committed)
-            })
-            .collect()
+        self.state.on_topics(topics)
+    }
+
+    /// Whether `group` has a committed offset, or had some that were deleted.
+    pub fn has_group(&self, group: &str) -> bool {
+        self.state.has_group(group)
+    }
+
+    /// Every group with a committed offset, or whose offsets were deleted.
+    pub fn groups(&self) -> std::collections::BTreeSet<&str> {
+        self.state.groups()
+    }
+
+    /// Every group's membership as last stored (what a restarted node restores).
+    pub fn stored_groups(&self) -> &std::collections::BTreeMap<String, StoredGroup> {
+        self.state.stored_groups()
     }
 
     /// OffsetCommit: durable before it returns.
     pub async fn commit(&mut self, entries: Vec<OffsetEntry>) -> Result<(), NodeError> {
         let now = self.clock.now_ms();
-        self.write(
-            entries
-                .into_iter()
-                .map(|entry| OffsetRecord::Commit(stamped(entry, now)))
-                .collect(),
-        )
-        .await
+        self.write(OffsetState::commit_records(entries, now)).await
     }
 
     /// DeleteGroups: forgets every committed offset of `group`, durably.
@@ -434,164 +235,35 @@ impl GroupOffsets {
         .await
     }
 
-    /// Whether `group` has a committed offset (a range lookup, not a scan), or had some that were deleted.
-    pub fn has_group(&self, group: &str) -> bool {
-        self.emptied.contains(group)
-            || self
-                .committed
-                .range((group.to_owned(), String::new(), i32::MIN)..)
-                .next()
-                .is_some_and(|((g, _, _), _)| g == group)
-    }
-
-    /// Every group with a committed offset, or whose offsets were deleted.
-    pub fn groups(&self) -> std::collections::BTreeSet<&str> {
-        self.committed
-            .keys()
-            .map(|(group, _, _)| group.as_str())
-            .chain(self.emptied.iter().map(String::as_str))
-            .collect()
-    }
-
-    /// Every group's membership as last stored (what a restarted node restores).
-    pub fn stored_groups(&self) -> &BTreeMap<String, StoredGroup> {
-        &self.groups
-    }
-
     /// Stores groups' membership, durably. A group whose record would exceed [`MAX_STORED_GROUP_BYTES`] is not
     /// stored (the others are) and makes the call fail with [`NodeError::GroupTooLarge`].
     pub async fn store_groups(&mut self, groups: Vec<(String, StoredGroup)>) -> Result<(), NodeError> {
-        let mut too_large = None;
-        let mut records = Vec::with_capacity(groups.len());
-        for (group, stored) in groups {
-            let record = OffsetRecord::Group { group, stored };
-            let size = serde_json::to_vec(&record).map_or(usize::MAX, |json| json.len());
-            match record {
-                OffsetRecord::Group { group, .. } if size > MAX_STORED_GROUP_BYTES => {
-                    too_large = Some(NodeError::GroupTooLarge { group, size });
-                }
-                record => records.push(record),
-            }
-        }
+        let (records, too_large) = OffsetState::store_group_records(groups);
         self.write(records).await?;
-        too_large.map_or(Ok(()), Err)
+        too_large.map_or(Ok(()), |refused| {
+            Err(NodeError::GroupTooLarge {
+                group: refused.group,
+                size: refused.size,
+            })
+        })
     }
 
     /// TxnOffsetCommit: staged under the producer id until its transaction ends.
     pub async fn stage(&mut self, producer_id: i64, entries: Vec<OffsetEntry>) -> Result<(), NodeError> {
         let now = self.clock.now_ms();
-        self.write(
-            entries
-                .into_iter()
-                .map(|entry| OffsetRecord::Staged {
-                    producer_id,
-                    entry: stamped(entry, now),
-                })
-                .collect(),
-        )
-        .await
+        self.write(OffsetState::stage_records(producer_id, entries, now))
+            .await
     }
 
-    /// Deletes the committed offsets `offsets.retention.minutes` expired at `now_ms` (Kafka's `GroupMetadata.
-    /// removeExpiredOffsets`), each group as `expiry` says it expires, and forgets a group left with no offsets
-    /// whose expiry allows it (an Empty group, a standalone consumer's; also one OffsetDelete emptied). An offset
-    /// a transaction has staged for its partition is kept until the transaction ends. Returns the offsets
-    /// deleted and the groups forgotten (for the caller to forget their membership too).
+    /// Deletes, durably, the committed offsets `offsets.retention.minutes` expired at `now_ms`
+    /// ([`OffsetState::expire`]); returns the offsets deleted and the groups forgotten.
     pub async fn expire(
         &mut self,
         now_ms: i64,
         retention_ms: i64,
         expiry: impl Fn(&str) -> crate::membership::OffsetExpiry,
     ) -> Result<Expired, NodeError> {
-        use crate::membership::OffsetExpiry;
-        let expired_at = |base: i64| now_ms.saturating_sub(base) >= retention_ms;
-        // One pass over the staged offsets, one over the committed ones (ordered by group): linear in the store.
-        let mut staged_groups: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
-        let mut staged_keys: std::collections::BTreeSet<(&str, &str, i32)> =
-            std::collections::BTreeSet::new();
-        for entry in self.staged.values().flatten() {
-            staged_groups.insert(entry.group.as_str());
-            staged_keys.insert((entry.group.as_str(), entry.topic.as_str(), entry.partition));
-        }
-        let mut records = Vec::new();
-        let mut done = Expired::default();
-        let mut verdicts: Vec<GroupVerdict<'_>> = Vec::new();
-        for ((group, topic, partition), committed) in &self.committed {
-            if verdicts
-                .last()
-                .is_none_or(|verdict| verdict.group != group.as_str())
-            {
-                verdicts.push(GroupVerdict {
-                    group: group.as_str(),
-                    rule: expiry(group),
-                    expired: BTreeMap::new(),
-                    kept: 0,
-                });
-            }
-            let Some(verdict) = verdicts.last_mut() else {
-                continue;
-            };
-            // An offset stored before its time was recorded was stamped with its batch's when replayed.
-            let committed_at = committed.commit_timestamp_ms.unwrap_or(now_ms);
-            let gone = !staged_keys.contains(&(group.as_str(), topic.as_str(), *partition))
-                && match &verdict.rule {
-                    OffsetExpiry::Standalone => expired_at(committed_at),
-                    OffsetExpiry::EmptySince(since) => expired_at(committed_at.max(*since)),
-                    OffsetExpiry::Unsubscribed(topics) => !topics.contains(topic) && expired_at(committed_at),
-                    OffsetExpiry::Keep => false,
-                };
-            if gone {
-                verdict
-                    .expired
-                    .entry(topic.as_str())
-                    .or_default()
-                    .push(*partition);
-            } else {
-                verdict.kept += 1;
-            }
-        }
-        // Groups OffsetDelete emptied: nothing committed, still listed until this check.
-        let judged: std::collections::BTreeSet<&str> = verdicts.iter().map(|verdict| verdict.group).collect();
-        for group in self
-            .emptied
-            .iter()
-            .filter(|group| !judged.contains(group.as_str()))
-        {
-            verdicts.push(GroupVerdict {
-                group: group.as_str(),
-                rule: expiry(group),
-                expired: BTreeMap::new(),
-                kept: 0,
-            });
-        }
-        for verdict in verdicts {
-            let GroupVerdict {
-                group,
-                rule,
-                expired,
-                kept,
-            } = verdict;
-            done.offsets += expired.values().map(Vec::len).sum::<usize>();
-            // A group goes whole when nothing of it is left — no offset kept, none a transaction holds staged —
-            // and its rule lets it (Empty, or a standalone consumer's).
-            let whole_group_may_go = kept == 0
-                && !staged_groups.contains(group)
-                && matches!(rule, OffsetExpiry::Standalone | OffsetExpiry::EmptySince(_));
-            if whole_group_may_go {
-                done.groups.push(group.to_owned());
-                records.push(OffsetRecord::DeleteGroup {
-                    group: group.to_owned(),
-                });
-                continue;
-            }
-            for (topic, partitions) in expired {
-                records.push(OffsetRecord::DeleteOffsets {
-                    group: Some(group.to_owned()),
-                    topic: topic.to_owned(),
-                    partitions: Some(partitions),
-                });
-            }
-        }
+        let (records, done) = self.state.expire(now_ms, retention_ms, expiry);
         self.write(records).await?;
         Ok(done)
     }
@@ -617,6 +289,7 @@ impl GroupOffsets {
         Ok(())
     }
 
+    /// Appends `records`, makes them as durable as the store's durability says, then applies them.
     async fn write(&mut self, records: Vec<OffsetRecord>) -> Result<(), NodeError> {
         if records.is_empty() {
             return Ok(());
@@ -625,75 +298,9 @@ impl GroupOffsets {
         self.storage.flush(self.durability).await?;
         self.records += records.len() as u64;
         for record in records {
-            self.apply(record);
+            self.state.apply(record);
         }
         Ok(())
-    }
-
-    fn apply(&mut self, record: OffsetRecord) {
-        match record {
-            OffsetRecord::Commit(entry) => {
-                self.committed
-                    .insert((entry.group, entry.topic, entry.partition), entry.committed);
-            }
-            OffsetRecord::Staged { producer_id, entry } => {
-                self.staged.entry(producer_id).or_default().push(entry);
-            }
-            OffsetRecord::DeleteGroup { group } => {
-                self.committed.retain(|(g, _, _), _| *g != group);
-                self.groups.remove(&group);
-                self.emptied.remove(&group);
-            }
-            OffsetRecord::Group { group, stored } => {
-                self.groups.insert(group, stored);
-            }
-            OffsetRecord::DeleteOffsets {
-                group,
-                topic,
-                partitions,
-            } => {
-                let emptied = &mut self.emptied;
-                self.committed.retain(|(g, t, p), _| {
-                    let named = group.as_ref().is_none_or(|group| group == g)
-                        && *t == topic
-                        && partitions
-                            .as_ref()
-                            .is_none_or(|partitions| partitions.contains(p));
-                    if named {
-                        emptied.insert(g.clone());
-                    }
-                    !named
-                });
-                // A group OffsetDelete names exists afterwards, even if it held nothing to delete.
-                emptied.extend(group);
-            }
-            OffsetRecord::Emptied { group } => {
-                self.emptied.insert(group);
-            }
-            OffsetRecord::SnapshotStart | OffsetRecord::SnapshotEnd | OffsetRecord::SnapshotAbandoned => {}
-            OffsetRecord::End {
-                producer_id,
-                offsets_partition,
-                commit,
-            } => {
-                let Some(entries) = self.staged.remove(&producer_id) else {
-                    return;
-                };
-                let (ended, kept): (Vec<_>, Vec<_>) = entries.into_iter().partition(|entry| {
-                    txn_coordinator::offsets_partition_for(&entry.group)
-                        .is_some_and(|p| p.partition() == offsets_partition)
-                });
-                if !kept.is_empty() {
-                    self.staged.insert(producer_id, kept);
-                }
-                if commit {
-                    for entry in ended {
-                        self.committed
-                            .insert((entry.group, entry.topic, entry.partition), entry.committed);
-                    }
-                }
-            }
-        }
     }
 }
 
@@ -825,12 +432,7 @@ mod tests {
             .await
             .unwrap();
         assert!(offsets.log_records() > SNAPSHOT_MIN_RECORDS);
-        let live = (
-            offsets.committed.clone(),
-            offsets.staged.clone(),
-            offsets.groups.clone(),
-            offsets.emptied.clone(),
-        );
+        let live = offsets.state.snapshot();
 
         assert!(offsets.snapshot_if_due().await.unwrap());
         assert!(!offsets.snapshot_if_due().await.unwrap(), "not due again at once");
@@ -840,12 +442,7 @@ mod tests {
 
         let mut reopened = reopen(&storage).await;
         assert_eq!(reopened.log_records(), 105, "a start replays the live state only");
-        let state = (
-            reopened.committed.clone(),
-            reopened.staged.clone(),
-            reopened.groups.clone(),
-            reopened.emptied.clone(),
-        );
+        let state = reopened.state.snapshot();
         assert_eq!(state, live);
         assert_eq!(
             reopened.committed("readers", "orders", 99).map(|c| c.offset),
