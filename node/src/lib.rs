@@ -34,6 +34,7 @@ mod retention;
 mod topic_admin;
 mod topic_configs;
 pub mod users;
+mod wakeups;
 
 pub use api::NodeGauges;
 pub use clock::{Clock, SystemClock};

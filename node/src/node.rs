@@ -21,7 +21,7 @@ use kafka_types::{CoordinatorEpoch, KafkaError, TransactionalId};
 use partition_log::{LogConfig, PartitionLog, ReplicaSet};
 use producer_state::{PsmConfig, StateSummary};
 use storage::{PartitionId, Storage};
-use tokio::sync::{watch, Mutex, RwLock};
+use tokio::sync::{Mutex, RwLock};
 use topic_config::Overrides;
 use txn_coordinator::{CoordinatorConfig, DurableCoordinator, MarkerFailure, MarkerRequest, Outcome};
 
@@ -116,7 +116,8 @@ pub struct Node {
     pub(crate) topic_configs: RwLock<TopicConfigs>,
     /// SCRAM credentials and ACLs (`crate::users`).
     pub(crate) users: RwLock<crate::users::SecurityStore>,
-    appended: watch::Sender<u64>,
+    /// Long-polling fetches, woken by the partitions they wait on (`crate::wakeups`).
+    pub(crate) fetch_wakeups: crate::wakeups::FetchWakeups,
     /// The log cleaner's I/O budget (`log.cleaner.io.max.bytes.per.second`), shared by every pass.
     pub(crate) cleaner_throttle: crate::cleaner_throttle::CleanerThrottle,
     /// Partitions whose storage opening repaired something (a torn tail cut, a segment dropped, an index
@@ -282,7 +283,6 @@ impl Node {
             now,
             config.group_initial_rebalance_delay_ms,
         );
-        let (appended, _) = watch::channel(0);
         let broker = Node {
             mirror_registry: Mutex::new(Some(mirror_registry)),
             topic_configs: RwLock::new(topic_configs),
@@ -303,7 +303,7 @@ impl Node {
             offsets: Mutex::new(offsets),
             membership,
             offsets_checked_at: std::sync::atomic::AtomicI64::new(now),
-            appended,
+            fetch_wakeups: crate::wakeups::FetchWakeups::default(),
             cleaner_throttle: crate::cleaner_throttle::CleanerThrottle::new(
                 config.cleaner_io_max_bytes_per_second,
             ),
@@ -557,15 +557,10 @@ impl Node {
         &self.repairs
     }
 
-    /// Tells long-polling fetches that records were appended.
-    pub fn notify_appended(&self) {
-        self.appended
-            .send_modify(|generation| *generation = generation.wrapping_add(1));
-    }
-
-    /// A receiver that wakes when records are appended.
-    pub fn subscribe_appended(&self) -> watch::Receiver<u64> {
-        self.appended.subscribe()
+    /// Tells the long-polling fetches waiting on `topic`'s `partition` that it changed (records appended, the
+    /// high watermark or the last stable offset moved).
+    pub fn wake_fetches(&self, topic: &str, partition: i32) {
+        self.fetch_wakeups.wake(topic, partition);
     }
 
     /// Makes an outcome durable, writes its markers (completing the transactions) and returns its answer; a
@@ -681,7 +676,8 @@ impl Node {
     ) -> Result<(), partition_log::LogError> {
         replicas.leader.flush_acknowledged().await?;
         replicas.replicate(timestamp).await?;
-        self.notify_appended();
+        let id = replicas.leader.id();
+        self.wake_fetches(id.topic(), i32::try_from(id.partition()).unwrap_or(i32::MAX));
         Ok(())
     }
 

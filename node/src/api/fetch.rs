@@ -32,19 +32,34 @@ fn isolation(level: i8) -> Isolation {
     }
 }
 
-/// Answers when `min_bytes` are there or `max_wait_ms` passed, re-reading whenever records are appended.
+/// Answers when `min_bytes` are there or `max_wait_ms` passed, re-reading whenever one of its partitions
+/// changes (`crate::wakeups`: an append elsewhere does not wake it).
 pub async fn fetch(node: &Node, request: FetchRequest, _version: i16) -> FetchResponse {
     let wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0)).min(MAX_WAIT);
     let deadline = tokio::time::Instant::now() + wait;
-    let mut appended = node.subscribe_appended();
+    let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
+    let (response, bytes) = read_all(node, &request).await;
+    if bytes >= min_bytes.max(1) || wait.is_zero() {
+        return response;
+    }
+    // Registered before the next read: a change between that read and the wait leaves a permit.
+    let partitions = request
+        .topics
+        .iter()
+        .flat_map(|topic| {
+            topic
+                .partitions
+                .iter()
+                .map(|partition| (topic.topic.as_str().to_owned(), partition.partition))
+        })
+        .collect();
+    let registration = node.fetch_wakeups.register(partitions);
     loop {
-        appended.borrow_and_update();
         let (response, bytes) = read_all(node, &request).await;
-        let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
         if bytes >= min_bytes.max(1) || tokio::time::Instant::now() >= deadline {
             return response;
         }
-        if tokio::time::timeout_at(deadline, appended.changed())
+        if tokio::time::timeout_at(deadline, registration.woken())
             .await
             .is_err()
         {

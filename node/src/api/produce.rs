@@ -23,7 +23,6 @@ use crate::node::{Node, PartitionSlot};
 /// Appends every partition's batch and answers each partition's offset or error.
 pub async fn produce(node: &Node, request: ProduceRequest, version: i16) -> ProduceResponse {
     let mut response = ProduceResponse::default();
-    let mut appended = false;
     // Kafka refuses the whole request, every partition, for an `acks` it does not know.
     let acks_known = matches!(request.acks, -1..=1);
     let transactional_id = request.transactional_id.as_ref().map(|id| id.as_str().to_owned());
@@ -51,7 +50,6 @@ pub async fn produce(node: &Node, request: ProduceRequest, version: i16) -> Prod
                     answer.log_append_time_ms = appended_at.log_append_time;
                     let position = (response.responses.len(), topic_response.partition_responses.len());
                     unacknowledged.push((position, appended_at.to_acknowledge));
-                    appended = true;
                 }
                 Err(refusal) => refuse(&mut answer, refusal, version),
             }
@@ -77,6 +75,8 @@ pub async fn produce(node: &Node, request: ProduceRequest, version: i16) -> Prod
         }) else {
             continue;
         };
+        // Made durable and replicated (or refused): fetches waiting on the partition read it again.
+        node.wake_fetches(name.as_str(), index);
         if let Err(refusal) = &mut outcome {
             // No log any more: the topic deleted since the append (its records went with it), or offline.
             if refusal.error == KafkaError::KafkaStorageError {
@@ -98,9 +98,6 @@ pub async fn produce(node: &Node, request: ProduceRequest, version: i16) -> Prod
                 refuse(answer, refusal, version);
             }
         }
-    }
-    if appended {
-        node.notify_appended();
     }
     response
 }

@@ -966,6 +966,6 @@ pub(super) async fn log_end_and_truncations(node: &Node, key: &PartitionKey) -> 
 /// After a driver wrote: replication moves the high watermark, long polls wake.
 pub(super) async fn wrote(node: &Node, topic: &str, partition: i32) -> Result<(), MirrorError> {
     node.replicate(topic, partition).await?;
-    node.notify_appended();
+    node.wake_fetches(topic, partition);
     Ok(())
 }
