@@ -104,7 +104,10 @@ async fn a_slow_sync_on_one_partition_does_not_delay_another() {
 
     faults.delay_syncs(&orders(0), SLOW_SYNC);
     let slow = tokio::spawn(produce(address, 0, common::valid_batch()));
-    faults.delayed_syncs_begun(1).await; // the slow produce is in its sync now
+    // The slow produce is in its sync now.
+    tokio::time::timeout(Duration::from_secs(60), faults.delayed_syncs_begun(1))
+        .await
+        .expect("the slow produce's sync began");
     let (fast_error, fast_latency) = produce(address, 1, common::valid_batch()).await;
     assert_eq!(fast_error, 0);
     assert!(

@@ -609,14 +609,19 @@ impl Membership {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// A member id no other member of this process has had: the client id, the caller's time and a counter (Kafka
-    /// appends a random UUID; the time keeps an id given after a restart apart from the ids restored, and the
-    /// simulator's runs deterministic).
-    fn new_member_id(&self, client_id: &str, now_ms: i64) -> String {
-        let n = self
-            .next_member
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        format!("{client_id}-{now_ms:x}-{n}")
+    /// A member id no member of `group` has, known or pending: the client id, the caller's time and a counter
+    /// (Kafka appends a random UUID; the time keeps ids given after a restart apart from the ones restored, and the
+    /// simulator's runs deterministic; should a clock step back onto a restored id, the counter moves on).
+    fn new_member_id(&self, client_id: &str, now_ms: i64, group: &Group) -> String {
+        loop {
+            let n = self
+                .next_member
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let id = format!("{client_id}-{now_ms:x}-{n}");
+            if !group.members.contains_key(&id) && !group.pending.contains_key(&id) {
+                return id;
+            }
+        }
     }
 
     /// JoinGroup.
@@ -654,11 +659,18 @@ impl Membership {
             {
                 // A static member back under a new id: the old id is fenced, its place kept.
                 Some(old) => {
-                    let new = self.new_member_id(&request.client_id, now_ms);
+                    let new = self.new_member_id(&request.client_id, now_ms, group);
                     let leader_before = group.leader.clone();
-                    if let Some(member) = group.members.remove(&old) {
+                    if let Some(mut member) = group.members.remove(&old) {
                         if group.leader.as_deref() == Some(old.as_str()) {
                             group.leader = Some(new.clone());
+                        }
+                        // The old id's waiting join or sync is fenced, as Kafka's `replaceStaticMember` answers it.
+                        if let Some(waiter) = member.join_waiter.take() {
+                            let _ = waiter.send(JoinAnswer::failed(KafkaError::FencedInstanceId, &old));
+                        }
+                        if let Some(waiter) = member.sync_waiter.take() {
+                            let _ = waiter.send(SyncAnswer::failed(KafkaError::FencedInstanceId));
                         }
                         group.members.insert(new.clone(), member);
                     }
@@ -668,8 +680,12 @@ impl Membership {
                     // before the return, so that a returning leader does not assign (a Stable group would not pass
                     // its assignment on).
                     if group.state == GroupState::Stable {
+                        let mut protocols_before = None;
                         if let Some(member) = group.members.get_mut(&new) {
-                            member.protocols = request.protocols.clone();
+                            protocols_before = Some(std::mem::replace(
+                                &mut member.protocols,
+                                request.protocols.clone(),
+                            ));
                             member.client_id = request.client_id.clone();
                             member.client_host = request.client_host.clone();
                             member.session_timeout_ms = request.session_timeout_ms;
@@ -688,6 +704,12 @@ impl Membership {
                                 members: Vec::new(),
                             });
                         }
+                        // The group's protocol would change: the member's old protocols go back, so that the join
+                        // below sees the change and rebalances.
+                        if let (Some(member), Some(before)) = (group.members.get_mut(&new), protocols_before)
+                        {
+                            member.protocols = before;
+                        }
                     }
                     new
                 }
@@ -695,14 +717,14 @@ impl Membership {
                     return fail(KafkaError::GroupMaxSizeReached);
                 }
                 None if request.require_known_member_id && request.instance_id.is_none() => {
-                    let new = self.new_member_id(&request.client_id, now_ms);
+                    let new = self.new_member_id(&request.client_id, now_ms, group);
                     group.pending.insert(
                         new.clone(),
                         now_ms.saturating_add(i64::from(request.session_timeout_ms)),
                     );
                     return Pending::Now(JoinAnswer::failed(KafkaError::MemberIdRequired, &new));
                 }
-                None => self.new_member_id(&request.client_id, now_ms),
+                None => self.new_member_id(&request.client_id, now_ms, group),
             };
         } else if let Some(instance) = request.instance_id.as_deref() {
             if group
@@ -1457,6 +1479,70 @@ mod tests {
             now(groups.join(stale, 3)).error,
             Some(KafkaError::FencedInstanceId)
         );
+    }
+
+    #[test]
+    fn a_static_follower_back_with_protocols_that_change_the_groups_choice_rebalances() {
+        let groups = Membership::default();
+        // a leads with [range, roundrobin]; b, static, joins with [roundrobin]: the group settles on roundrobin.
+        let a = now(groups.join(join("g", "", &["range", "roundrobin"]), 0)).member_id;
+        now(groups.join(join("g", &a, &["range", "roundrobin"]), 0));
+        let mut b = join("g", "", &["roundrobin"]);
+        b.instance_id = Some("instance-b".to_owned());
+        let parked = groups.join(b.clone(), 0);
+        let rejoin = now(groups.join(join("g", &a, &["range", "roundrobin"]), 0));
+        let Pending::Wait(mut parked) = parked else {
+            panic!("b waits for the rebalance")
+        };
+        let b_id = parked.try_recv().expect("answered").member_id;
+        assert_eq!(rejoin.protocol.as_deref(), Some("roundrobin"));
+        now(groups.sync("g", rejoin.generation, &a, Vec::new(), 0));
+        // b comes back, offering range too: range would win now (two votes), so the group rebalances.
+        b.protocols = join("g", "", &["range", "roundrobin"]).protocols;
+        let back = groups.join(b, 1);
+        assert!(
+            matches!(back, Pending::Wait(_)),
+            "a changed choice of protocol is a rebalance, not the current generation"
+        );
+        assert_eq!(
+            groups.heartbeat("g", rejoin.generation, &a, 2),
+            Some(KafkaError::RebalanceInProgress)
+        );
+        assert_eq!(
+            groups.heartbeat("g", rejoin.generation, &b_id, 2),
+            Some(KafkaError::UnknownMemberId),
+            "the old id is gone"
+        );
+    }
+
+    #[test]
+    fn a_static_members_old_id_waiting_for_a_rebalance_is_fenced_when_it_comes_back() {
+        let groups = Membership::default();
+        let leader = first_member(&groups);
+        now(groups.sync("g", 1, &leader, Vec::new(), 0));
+        let mut static_join = join("g", "", &["range"]);
+        static_join.instance_id = Some("instance-1".to_owned());
+        // The static member joins: a rebalance starts, its join waits for the leader's.
+        let Pending::Wait(mut waiting) = groups.join(static_join.clone(), 1) else {
+            panic!("waits for the rebalance")
+        };
+        // It comes back under a new id while the rebalance is still open.
+        let _back = groups.join(static_join, 2);
+        let fenced = waiting.try_recv().expect("answered");
+        assert_eq!(fenced.error, Some(KafkaError::FencedInstanceId));
+    }
+
+    #[test]
+    fn a_member_id_given_after_a_restart_is_never_one_restored() {
+        let groups = Membership::default();
+        let first = now(groups.join(join("g", "", &["range"]), 5)).member_id;
+        let joined = now(groups.join(join("g", &first, &["range"]), 5));
+        now(groups.sync("g", joined.generation, &first, Vec::new(), 5));
+        let stored = groups.take_unstored();
+        // Restarted at the same millisecond (a clock stepped back): the counter starts again from 0.
+        let restarted = Membership::restore(stored, 5, 0);
+        let fresh = now(restarted.join(join("g", "", &["range"]), 5)).member_id;
+        assert_ne!(fresh, first);
     }
 
     #[test]

@@ -72,6 +72,9 @@ impl Run {
         if let Some(alias) = self.alias_of.get(id) {
             return alias.clone();
         }
+        if let Some(taken) = wanted.and_then(|wanted| self.id_of.get(wanted)) {
+            panic!("{} is already the alias of {taken}", wanted.unwrap_or_default());
+        }
         let alias = wanted.map_or_else(|| format!("m{}", self.alias_of.len()), str::to_owned);
         self.alias_of.insert(id.to_owned(), alias.clone());
         self.id_of.insert(alias.clone(), id.to_owned());
@@ -121,6 +124,29 @@ impl Run {
 
     fn run(&mut self, line: &str) -> String {
         let (command, args) = args(line);
+        let known: &[&str] = match command.as_str() {
+            "new" => &["delay"],
+            "join" => &[
+                "group",
+                "as",
+                "member",
+                "client",
+                "instance",
+                "session",
+                "rebalance",
+                "protocols",
+                "required",
+                "now",
+            ],
+            "sync" => &["group", "member", "generation", "assign", "now"],
+            "heartbeat" => &["group", "member", "generation", "now"],
+            "leave" => &["group", "member", "now"],
+            "tick" => &["now"],
+            _ => &["group"],
+        };
+        if let Some(unknown) = args.keys().find(|key| !known.contains(&key.as_str())) {
+            panic!("`{line}`: `{command}` takes no `{unknown}`");
+        }
         let arg = |key: &str| args.get(key).cloned();
         let now = || arg("now").map_or(0, |t| t.parse::<i64>().unwrap());
         let group = || arg("group").unwrap_or_else(|| "g".to_owned());
@@ -311,7 +337,11 @@ fn check(file: &str) {
     let path = scenarios_dir().join(file);
     let text = std::fs::read_to_string(&path).unwrap();
     let answered = replay(&text);
-    if std::env::var_os("MIRRORLOG_REWRITE").is_some() {
+    assert!(
+        answered.lines().any(|line| line == "----"),
+        "{file} has no command"
+    );
+    if std::env::var("MIRRORLOG_REWRITE").is_ok_and(|value| value == "1") {
         std::fs::write(&path, &answered).unwrap();
         return;
     }

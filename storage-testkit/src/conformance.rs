@@ -831,7 +831,12 @@ pub async fn a_slow_sync_does_not_stall_other_partitions(backend: &dyn Backend) 
         }));
     }
     // Both slow syncs have begun (each would hold a worker thread if storage ran on it).
-    backend.faults().delayed_syncs_begun(2).await;
+    tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        backend.faults().delayed_syncs_begun(2),
+    )
+    .await
+    .expect("the two delayed syncs began");
     let started = std::time::Instant::now();
     let appends = tokio::spawn(async move {
         for _ in 0..20 {
