@@ -219,7 +219,8 @@ pub struct DurableCoordinator {
     coordinator: Coordinator,
     /// Records in the log from its start: what a start replays.
     records: u64,
-    /// Records the last rewrite wrote (0: none since this open).
+    /// Records the last rewrite wrote — at open, the records a rewrite would write then: the live state's size,
+    /// so that a log of many live transactional ids is not rewritten again at each start.
     snapshot_records: u64,
 }
 
@@ -259,12 +260,13 @@ impl DurableCoordinator {
         let replayed = records.len() as u64;
         let (coordinator, markers) =
             Coordinator::recover(config, ProducerIdManager::recover(None), epoch, records);
+        let live = live_records(&coordinator);
         Ok((
             DurableCoordinator {
                 storage,
                 coordinator,
                 records: replayed,
-                snapshot_records: 0,
+                snapshot_records: live,
             },
             markers,
         ))
@@ -304,16 +306,7 @@ impl DurableCoordinator {
         if self.records < threshold {
             return Ok(false);
         }
-        let mut state = Vec::new();
-        let reserved = self.coordinator.producer_ids_reserved_up_to();
-        if reserved > 0 {
-            state.push(Write::ReserveProducerIds(Reservation { up_to: reserved }));
-        }
-        state.extend(
-            self.coordinator
-                .transactions()
-                .map(|txn| Write::Txn(Box::new(txn.clone()))),
-        );
+        let state = self.live_state();
         self.storage.roll_segment().await?;
         let start = self.storage.log_end_offset();
         for chunk in state.chunks(SNAPSHOT_RECORDS_PER_BATCH) {
@@ -326,4 +319,26 @@ impl DurableCoordinator {
         self.snapshot_records = self.records;
         Ok(true)
     }
+
+    /// The records a rewrite writes: the producer-id reservation and one record per transactional id.
+    fn live_state(&self) -> Vec<Write> {
+        let mut state = Vec::new();
+        let reserved = self.coordinator.producer_ids_reserved_up_to();
+        if reserved > 0 {
+            state.push(Write::ReserveProducerIds(Reservation { up_to: reserved }));
+        }
+        state.extend(
+            self.coordinator
+                .transactions()
+                .map(|txn| Write::Txn(Box::new(txn.clone()))),
+        );
+        state
+    }
+}
+
+/// How many records a rewrite of `coordinator`'s live state writes ([`DurableCoordinator::live_state`]), counted
+/// without building them.
+fn live_records(coordinator: &Coordinator) -> u64 {
+    let reservation = u64::from(coordinator.producer_ids_reserved_up_to() > 0);
+    reservation + coordinator.transactions().count() as u64
 }

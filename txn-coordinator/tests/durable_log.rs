@@ -313,3 +313,26 @@ async fn a_rewrite_cut_short_by_a_crash_replays_to_the_state_it_was_copying() {
     assert_eq!(after.3, before.3 + half.len() as u64);
     assert_eq!((&after.0, &after.1, after.2), (&before.0, &before.1, before.2));
 }
+
+/// A log that holds only live state — more transactional ids than the rewrite threshold — is not rewritten again
+/// at each start: the live state counts as the last rewrite (before, every start rewrote it once).
+#[tokio::test]
+async fn a_log_of_live_state_alone_is_not_rewritten_again_after_a_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let live: Vec<Write> = (0..110_000i64)
+        .map(|n| {
+            Write::Txn(Box::new(TxnMetadata {
+                transactional_id: TransactionalId(format!("app-{n}")),
+                producer_id: ProducerId(n),
+                ..txn(&[("orders", 0)], TxnState::CompleteCommit)
+            }))
+        })
+        .collect();
+    append_history(dir.path(), &live).await;
+    let (mut durable, _) = open(dir.path(), 1).await;
+    assert_eq!(durable.log_records(), 110_000);
+    assert!(
+        !durable.snapshot_if_due(10).await.unwrap(),
+        "nothing to rewrite: the log is its live state"
+    );
+}
