@@ -27,9 +27,11 @@ impl Node {
             }
             topics.remove(name).unwrap_or_default()
         };
-        // Requests holding a slot see no log from here on.
-        for slot in &slots {
+        // Requests holding a slot see no log from here on; long polls on the topic answer now (with
+        // UNKNOWN_TOPIC_OR_PARTITION), as Kafka completes a delayed fetch whose partition went away.
+        for (partition, slot) in slots.iter().enumerate() {
             drop(slot.lock().await.take());
+            self.wake_fetches(name, i32::try_from(partition).unwrap_or(i32::MAX));
         }
         let count = u32::try_from(slots.len()).unwrap_or(u32::MAX);
         if let Err(error) = self.finish_deletion(name, count).await {

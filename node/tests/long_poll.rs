@@ -75,3 +75,38 @@ async fn a_long_poll_waits_through_other_partitions_appends_and_is_answered_by_i
     assert_eq!(data.high_watermark, 1);
     assert!(data.records.as_ref().is_some_and(|records| !records.is_empty()));
 }
+
+/// As Kafka's `fetchMessages` and `DelayedFetch`: a partition that cannot be read answers the whole fetch at once —
+/// an unknown topic at the first read, a topic deleted while the fetch waits when it goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_poll_answers_at_once_when_a_partition_is_unknown_or_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = NodeConfig::new(StorageConfig::for_backend(Backend::Memory, dir.path()));
+    config.topics = vec![("orders".to_owned(), 1)];
+    config.auto_create_topics = false;
+    let node = Arc::new(Node::open(config, ("localhost".to_owned(), 9092)).await.unwrap());
+    let unknown = tokio::time::timeout(Duration::from_secs(10), node.fetch(long_poll("nowhere", 0), 12))
+        .await
+        .expect("answered at once, not after 30 s");
+    assert_eq!(
+        unknown.responses[0].partitions[0].error_code,
+        kafka_types::KafkaError::UnknownTopicOrPartition.code()
+    );
+    let waiting = {
+        let node = node.clone();
+        tokio::spawn(async move { node.fetch(long_poll("orders", 0), 12).await })
+    };
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+    }
+    assert!(!waiting.is_finished(), "nothing to read yet");
+    node.delete_topic("orders").await.unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("answered when its topic was deleted")
+        .unwrap();
+    assert_eq!(
+        answer.responses[0].partitions[0].error_code,
+        kafka_types::KafkaError::UnknownTopicOrPartition.code()
+    );
+}

@@ -32,14 +32,16 @@ fn isolation(level: i8) -> Isolation {
     }
 }
 
-/// Answers when `min_bytes` are there or `max_wait_ms` passed, re-reading whenever one of its partitions
-/// changes (`crate::wakeups`: an append elsewhere does not wake it).
+/// Answers when `min_bytes` are there, a partition's read failed, or `max_wait_ms` passed, re-reading whenever one
+/// of its partitions changes (`crate::wakeups`: an append elsewhere does not wake it). As Kafka's
+/// `ReplicaManager.fetchMessages` and `DelayedFetch`: an error on any partition (unknown, deleted, offset out of
+/// range, …) is answered at once, not held for the wait.
 pub async fn fetch(node: &Node, request: FetchRequest, _version: i16) -> FetchResponse {
     let wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0)).min(MAX_WAIT);
     let deadline = tokio::time::Instant::now() + wait;
     let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
     let (response, bytes) = read_all(node, &request).await;
-    if bytes >= min_bytes.max(1) || wait.is_zero() {
+    if bytes >= min_bytes.max(1) || wait.is_zero() || any_error(&response) {
         return response;
     }
     // Registered before the next read: a change between that read and the wait leaves a permit.
@@ -56,7 +58,7 @@ pub async fn fetch(node: &Node, request: FetchRequest, _version: i16) -> FetchRe
     let registration = node.fetch_wakeups.register(partitions);
     loop {
         let (response, bytes) = read_all(node, &request).await;
-        if bytes >= min_bytes.max(1) || tokio::time::Instant::now() >= deadline {
+        if bytes >= min_bytes.max(1) || any_error(&response) || tokio::time::Instant::now() >= deadline {
             return response;
         }
         if tokio::time::timeout_at(deadline, registration.woken())
@@ -66,6 +68,15 @@ pub async fn fetch(node: &Node, request: FetchRequest, _version: i16) -> FetchRe
             return read_all(node, &request).await.0;
         }
     }
+}
+
+/// Whether a partition of the answer carries an error.
+fn any_error(response: &FetchResponse) -> bool {
+    response
+        .responses
+        .iter()
+        .flat_map(|topic| &topic.partitions)
+        .any(|partition| partition.error_code != 0)
 }
 
 async fn read_all(node: &Node, request: &FetchRequest) -> (FetchResponse, usize) {
