@@ -26,9 +26,16 @@ use record_format::BatchBuilder;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const TOPIC: &str = "orders";
+/// A second topic, mirrored beside `TOPIC` by the group offsets test.
+const OTHER: &str = "payments";
 
-/// Produces one idempotent batch of `count` records to partition 0; the error code.
+/// Produces one idempotent batch of `count` records to `TOPIC`'s partition 0; the error code.
 async fn produce(node: &Node, producer_id: i64, sequence: i32, count: usize) -> i16 {
+    produce_to(node, TOPIC, producer_id, sequence, count).await
+}
+
+/// Produces one idempotent batch of `count` records to `topic`'s partition 0; the error code.
+async fn produce_to(node: &Node, topic_name: &str, producer_id: i64, sequence: i32, count: usize) -> i16 {
     let mut builder = BatchBuilder::new().producer(producer_id, 0, sequence);
     for index in 0..count {
         builder.add(0, None, Some(format!("record {index}").as_bytes()), &[]);
@@ -37,7 +44,7 @@ async fn produce(node: &Node, producer_id: i64, sequence: i32, count: usize) -> 
     data.index = 0;
     data.records = Some(builder.build().unwrap().into_bytes());
     let mut topic = TopicProduceData::default();
-    topic.name = TopicName(StrBytes::from_static_str(TOPIC));
+    topic.name = TopicName(StrBytes::from_string(topic_name.to_owned()));
     topic.partition_data = vec![data];
     let mut request = ProduceRequest::default();
     request.acks = -1;
@@ -49,12 +56,17 @@ async fn produce(node: &Node, producer_id: i64, sequence: i32, count: usize) -> 
 
 /// Creates the link `a-to-b` on the destination at `b_address`, mirroring `TOPIC` from `a_address`.
 async fn create_link(b_address: &str, a_address: &str) {
+    create_link_of(b_address, a_address, &[TOPIC]).await;
+}
+
+/// Creates the link `a-to-b` on the destination at `b_address`, mirroring `topics` from `a_address`.
+async fn create_link_of(b_address: &str, a_address: &str, topics: &[&str]) {
     let created = admin(
         b_address,
         AdminRequest::Create {
             link: "a-to-b".to_owned(),
             source: a_address.to_owned(),
-            topics: vec![TOPIC.to_owned()],
+            topics: topics.iter().map(|topic| (*topic).to_owned()).collect(),
             source_config: Default::default(),
             include: Vec::new(),
             exclude: Vec::new(),
@@ -66,11 +78,16 @@ async fn create_link(b_address: &str, a_address: &str) {
 
 /// Fails the link `a-to-b` over on the destination at `b_address`.
 async fn fail_over(b_address: &str) {
+    fail_over_topics(b_address, &[]).await;
+}
+
+/// Fails `topics` of the link `a-to-b` over on the destination at `b_address` (all of them when empty).
+async fn fail_over_topics(b_address: &str, topics: &[&str]) {
     let failover = admin(
         b_address,
         AdminRequest::Failover {
             link: "a-to-b".to_owned(),
-            topics: Vec::new(),
+            topics: topics.iter().map(|topic| (*topic).to_owned()).collect(),
         },
     )
     .await;
@@ -159,26 +176,40 @@ async fn a_failback_from_a_serve_node_fetches_only_what_it_wrote_after_the_cut()
     b_running.await.unwrap();
 }
 
-/// Commits `offset` for `group` on partition 0 (a group without members takes it).
+/// Commits `offset` for `group` on `TOPIC`'s partition 0 (a group without members takes it).
 async fn commit(node: &Node, group: &str, offset: i64) {
-    let mut partition = offset_commit_request::OffsetCommitRequestPartition::default();
-    partition.committed_offset = offset;
-    partition.committed_metadata = Some(StrBytes::from_static_str("from A"));
-    let mut topic = offset_commit_request::OffsetCommitRequestTopic::default();
-    topic.name = TopicName(StrBytes::from_static_str(TOPIC));
-    topic.partitions = vec![partition];
+    commit_offsets(node, group, &[(TOPIC, offset)]).await;
+}
+
+/// Commits, in one request, each `(topic, offset)` for `group` on the topic's partition 0.
+async fn commit_offsets(node: &Node, group: &str, offsets: &[(&str, i64)]) {
     let mut request = OffsetCommitRequest::default();
     request.group_id = GroupId(StrBytes::from_string(group.to_owned()));
     request.generation_id_or_member_epoch = -1;
-    request.topics = vec![topic];
+    for (topic_name, offset) in offsets {
+        let mut partition = offset_commit_request::OffsetCommitRequestPartition::default();
+        partition.committed_offset = *offset;
+        partition.committed_metadata = Some(StrBytes::from_static_str("from A"));
+        let mut topic = offset_commit_request::OffsetCommitRequestTopic::default();
+        topic.name = TopicName(StrBytes::from_string((*topic_name).to_owned()));
+        topic.partitions = vec![partition];
+        request.topics.push(topic);
+    }
     let answer = node.offset_commit(request, 7).await;
-    assert_eq!(answer.topics[0].partitions[0].error_code, 0);
+    for topic in &answer.topics {
+        assert_eq!(topic.partitions[0].error_code, 0);
+    }
 }
 
-/// `group`'s committed offset and metadata on partition 0 (-1 for none).
+/// `group`'s committed offset and metadata on `TOPIC`'s partition 0 (-1 for none).
 async fn committed(node: &Node, group: &str) -> (i64, Option<String>) {
+    committed_on(node, group, TOPIC).await
+}
+
+/// `group`'s committed offset and metadata on `topic_name`'s partition 0 (-1 for none).
+async fn committed_on(node: &Node, group: &str, topic_name: &str) -> (i64, Option<String>) {
     let mut topic = offset_fetch_request::OffsetFetchRequestTopic::default();
-    topic.name = TopicName(StrBytes::from_static_str(TOPIC));
+    topic.name = TopicName(StrBytes::from_string(topic_name.to_owned()));
     topic.partition_indexes = vec![0];
     let mut request = OffsetFetchRequest::default();
     request.group_id = GroupId(StrBytes::from_string(group.to_owned()));
@@ -191,39 +222,48 @@ async fn committed(node: &Node, group: &str) -> (i64, Option<String>) {
     )
 }
 
+/// Polls `group`'s committed offset on `topic` at `node` until it is `offset`, for at most 30 s.
+async fn wait_for_committed(node: &Node, group: &str, topic: &str, offset: i64) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while committed_on(node, group, topic).await.0 != offset && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        committed_on(node, group, topic).await.0,
+        offset,
+        "{group} on {topic}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_destination_carries_the_source_groups_offsets_over_and_keeps_them_after_failover() {
     let dir = tempfile::tempdir().unwrap();
-    let (a_address, a, stop_a, a_running) =
-        serve(config(&dir.path().join("a"), "cluster-a", &[(TOPIC, 1)]), None).await;
+    let (a_address, a, stop_a, a_running) = serve(
+        config(&dir.path().join("a"), "cluster-a", &[(TOPIC, 1), (OTHER, 1)]),
+        None,
+    )
+    .await;
     for sequence in 0..20 {
         assert_eq!(produce(&a, 1, sequence * 5, 5).await, 0);
+        assert_eq!(produce_to(&a, OTHER, 2, sequence * 5, 5).await, 0);
     }
     commit(&a, "readers", 60).await;
     let (b_address, b, stop_b, b_running) =
         serve(config(&dir.path().join("b"), "cluster-b", &[]), None).await;
-    create_link(&b_address, &a_address).await;
+    create_link_of(&b_address, &a_address, &[TOPIC, OTHER]).await;
     // The link copies the source's groups every few seconds.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while committed(&b, "readers").await.0 != 60 && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for_committed(&b, "readers", TOPIC, 60).await;
     assert_eq!(committed(&b, "readers").await, (60, Some("from A".to_owned())));
     // A later commit on A follows.
     commit(&a, "readers", 75).await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while committed(&b, "readers").await.0 != 75 && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(committed(&b, "readers").await.0, 75);
+    wait_for_committed(&b, "readers", TOPIC, 75).await;
 
-    fail_over(&b_address).await;
-    // After the failover the group's offsets on B are B's own: A's later commits no longer reach them.
-    commit(&a, "readers", 90).await;
-    tokio::time::sleep(Duration::from_millis(
-        node::mirror::groups::GROUP_SYNC_INTERVAL_MS as u64 + 1_000,
-    ))
-    .await;
+    // Only TOPIC fails over: OTHER, still mirrored, is the witness that the group's offsets were synced again.
+    fail_over_topics(&b_address, &[TOPIC]).await;
+    commit_offsets(&a, "readers", &[(TOPIC, 90), (OTHER, 40)]).await;
+    wait_for_committed(&b, "readers", OTHER, 40).await;
+    // The round that carried OTHER's offset of the same commit did not touch the failed-over partition: the
+    // group's offsets on it are B's own now.
     assert_eq!(committed(&b, "readers").await.0, 75);
     stop_b.send(()).unwrap();
     b_running.await.unwrap();
