@@ -26,7 +26,7 @@ use crate::error::DriverError;
 use crate::fetcher::Fetcher;
 use crate::machine::{Action, Event, LogFailure, MirrorPartition, MirrorState, StateKind};
 use crate::resume;
-use crate::stopping::{self, StableCut, StoppingTail};
+use crate::stopping::{self, StableCut, StoppingDeparture, StoppingTail};
 
 /// The metadata key of the machine's state.
 pub const STATE_KEY: &str = "mirror.state";
@@ -83,6 +83,22 @@ pub struct MirrorDriver {
     stopping_pause: Option<std::time::Duration>,
     /// A deliberate bug (the simulator's oracle must catch it): a resumed session aligns again as a new one.
     realign_on_retry: bool,
+    /// The simulator's STOPPING with one rule left out ([`Self::depart_from_stopping`]).
+    stopping_departure: Option<StoppingDeparture>,
+    /// The log end when this process last ran the cut (for [`StoppingDeparture::LastMirroredBeforeTheCut`]).
+    end_before_the_cut: Option<i64>,
+}
+
+/// Deliberate faults a driver runs with from its recovery on, for tests and the simulator only (`serve` recovers
+/// with the default: none). Each has the setter of the same name for a driver already running.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DriverFaults {
+    /// [`MirrorDriver::pause_between_stopping_steps`].
+    pub stopping_pause: Option<std::time::Duration>,
+    /// [`MirrorDriver::realign_on_retry`].
+    pub realign_on_retry: bool,
+    /// [`MirrorDriver::depart_from_stopping`].
+    pub stopping_departure: Option<StoppingDeparture>,
 }
 
 impl MirrorDriver {
@@ -92,6 +108,19 @@ impl MirrorDriver {
         log: &mut PartitionLog,
         fetcher: &mut dyn Fetcher,
         local_cluster_id: impl Into<String>,
+    ) -> Result<Self, DriverError> {
+        Self::recover_with_faults(log, fetcher, local_cluster_id, DriverFaults::default()).await
+    }
+
+    /// [`Self::recover`] with `faults` in force from the start, so that what the recovery resumes (a STOPPING
+    /// interrupted by a crash, a session's position check) runs with them too. Never used outside tests and
+    /// the simulator.
+    #[doc(hidden)]
+    pub async fn recover_with_faults(
+        log: &mut PartitionLog,
+        fetcher: &mut dyn Fetcher,
+        local_cluster_id: impl Into<String>,
+        faults: DriverFaults,
     ) -> Result<Self, DriverError> {
         let state = match log.metadata(STATE_KEY).await? {
             None => None,
@@ -107,8 +136,10 @@ impl MirrorDriver {
             local_cluster_id: local_cluster_id.into(),
             fetcher_running: false,
             now_ms: 0,
-            stopping_pause: None,
-            realign_on_retry: false,
+            stopping_pause: faults.stopping_pause,
+            realign_on_retry: faults.realign_on_retry,
+            stopping_departure: faults.stopping_departure,
+            end_before_the_cut: None,
         };
         driver.handle(log, fetcher, Event::Recovered { state }).await?;
         Ok(driver)
@@ -138,6 +169,15 @@ impl MirrorDriver {
     #[doc(hidden)]
     pub fn realign_on_retry(&mut self, realign: bool) {
         self.realign_on_retry = realign;
+    }
+
+    /// For the simulator only: this partition's next STOPPING leaves out one of its rules (`None`: all of them
+    /// kept, as `serve` always does); [`Self::recover_with_faults`] sets it for what a recovery resumes. A
+    /// `LastMirroredBeforeTheCut` STOPPING resumed after a crash past its cut records the cut: the log end before
+    /// it is not kept. Never set outside the simulator.
+    #[doc(hidden)]
+    pub fn depart_from_stopping(&mut self, departure: Option<StoppingDeparture>) {
+        self.stopping_departure = departure;
     }
 
     /// Caps the wait between this partition's retries (a link's `mirror.retry.backoff.max.ms`); see
@@ -371,8 +411,13 @@ impl MirrorDriver {
                 // The stable cut, not the LSO itself: a cut at the LSO can remove the marker of a transaction
                 // whose records lie below it, taking back what readers were already served (ADR 0045). What stays
                 // open above the LSO is aborted by markers before the barrier.
-                let cut = stable_cut(log).await?;
-                if cut < log.log_end_offset() {
+                let end = log.log_end_offset();
+                self.end_before_the_cut = Some(end);
+                let cut = match self.stopping_departure {
+                    Some(StoppingDeparture::NoStableCut | StoppingDeparture::NoBarrier) => end,
+                    _ => stable_cut(log).await?,
+                };
+                if cut < end {
                     log.truncate_to(cut, self.now_ms).await?;
                 }
                 Ok(Some(Event::Truncated {
@@ -383,6 +428,10 @@ impl MirrorDriver {
                 source_cluster_id,
                 offset,
             } => {
+                let offset = match (self.stopping_departure, self.end_before_the_cut) {
+                    (Some(StoppingDeparture::LastMirroredBeforeTheCut), Some(end)) => end,
+                    _ => offset,
+                };
                 log.put_metadata(&last_mirrored_key(&source_cluster_id), &offset.to_be_bytes())
                     .await?;
                 Ok(Some(Event::LastMirroredPersisted))
@@ -394,7 +443,9 @@ impl MirrorDriver {
             Action::AppendBarrier {
                 source_cluster_id, ..
             } => {
-                self.append_barrier(log, &source_cluster_id).await?;
+                if self.stopping_departure != Some(StoppingDeparture::NoBarrier) {
+                    self.append_barrier(log, &source_cluster_id).await?;
+                }
                 Ok(None)
             }
             Action::SyncLog => {

@@ -18,7 +18,7 @@ pub mod machine;
 pub mod resume;
 pub mod stopping;
 
-pub use driver::{last_mirrored_offset, MirrorDriver, FETCH_BYTES};
+pub use driver::{last_mirrored_offset, DriverFaults, MirrorDriver, FETCH_BYTES};
 pub use error::DriverError;
 pub use failover::{stop_all, StopJob};
 pub use fetcher::{
@@ -31,4 +31,4 @@ pub use machine::{
     transition_allowed, Action, Event, EventKind, Failure, LogFailure, MirrorPartition, MirrorState, Session,
     StateKind, StopStep, TransitionError,
 };
-pub use stopping::{abort_markers, read_tail, StableCut, StoppingTail};
+pub use stopping::{abort_markers, read_tail, StableCut, StoppingDeparture, StoppingTail};

@@ -31,6 +31,24 @@ use record_format::{EncodeError, RecordBatch};
 
 use crate::machine::Event;
 
+/// A rule of STOPPING left out on purpose (ADR 0062), for the simulator alone: its mutants, and its strategies
+/// that fail over without KIP-1279's producer-id handling, run the machine's own STOPPING with one rule missing
+/// instead of writing the machine's keys and barriers themselves. `serve` never sets one
+/// ([`crate::MirrorDriver::depart_from_stopping`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoppingDeparture {
+    /// No stable cut: the log keeps what it copied above its last stable offset, and the ABORT markers and the
+    /// barrier land at its end.
+    NoStableCut,
+    /// No cut, no ABORT markers, no barrier: a failover that only stops fetching, records where mirroring ended
+    /// and opens the partition for writes (the strategies without the barrier, and the barrier strategies'
+    /// `NoBarrier` mutant).
+    NoBarrier,
+    /// The last mirrored offset recorded is the log end before the cut, not the cut (a failback then aligns
+    /// with a position inside this cluster's own writes).
+    LastMirroredBeforeTheCut,
+}
+
 /// The stable cut of a log, found by observing its batches from the LSO to the log end in order; see the
 /// module docs.
 #[derive(Debug, Clone)]

@@ -195,3 +195,57 @@ async fn a_downstream_mirror_stays_a_prefix_of_a_middle_node_that_failed_over_an
         );
     }
 }
+
+/// A source whose copied tail the stable cut empties: P7 opens at 0, P9 at 1, and P7 commits at 2, so the link
+/// copies P7's record alone (up to the source's LSO, 1) and holds it open: its LSO and stable cut are 0.
+async fn open_transaction_source() -> PartitionLog {
+    let mut source = memory_log("A", "t", BarrierScope::Writer).await;
+    produce(&mut source, data(7, 0, 0, 1, true)).await.unwrap(); // 0: P7 opens
+    produce(&mut source, data(9, 0, 0, 1, true)).await.unwrap(); // 1: P9 opens
+    coordinate(&mut source, marker(true, 7, 0, 0)).await.unwrap(); // 2: P7 commits
+    let end = source.log_end_offset();
+    source.advance_high_watermark(end);
+    assert_eq!(source.last_stable_offset(), 1, "P9 holds the source's LSO");
+    source
+}
+
+/// The simulator's departures from STOPPING (ADR 0062) each leave out their one rule and keep the rest.
+#[tokio::test]
+async fn each_stopping_departure_leaves_out_its_one_rule_and_keeps_the_others() {
+    use mirror_fsm::StoppingDeparture;
+    let barrier_at = |offset: i64| vec![(offset, Some("B".to_owned()))];
+    // (departure, log end after STOPPING, barriers, last mirrored offset)
+    let cases = [
+        // Cut to 0 (nothing left open, so no marker), the barrier at 0.
+        (None, 1, barrier_at(0), 0),
+        // No cut: P7's ABORT marker at 1, the barrier at 2.
+        (Some(StoppingDeparture::NoStableCut), 3, barrier_at(2), 1),
+        // Nothing written: the copied log as it was, opened for writes.
+        (Some(StoppingDeparture::NoBarrier), 1, Vec::new(), 1),
+        // The cut and the barrier as always; the offset recorded is the end before the cut.
+        (
+            Some(StoppingDeparture::LastMirroredBeforeTheCut),
+            1,
+            barrier_at(0),
+            1,
+        ),
+    ];
+    for (departure, end, expected_barriers, last_mirrored) in cases {
+        let source = mirror_fsm::shared(open_transaction_source().await);
+        let mut dest = memory_log("B", "t", BarrierScope::Writer).await;
+        let mut fetcher = LogFetcher::new(&source, "A");
+        let mut driver = start_mirroring(&mut dest, &mut fetcher, "A", "B").await;
+        assert_eq!(dest.log_end_offset(), 1, "{departure:?}: P7's record, open");
+        driver.depart_from_stopping(departure);
+        driver.handle(&mut dest, &mut fetcher, Event::Stop).await.unwrap();
+        assert_eq!(driver.state().kind(), StateKind::Stopped, "{departure:?}");
+        assert!(!dest.is_read_only(), "{departure:?}: writable");
+        assert_eq!(dest.log_end_offset(), end, "{departure:?}");
+        assert_eq!(barriers(&dest).await, expected_barriers, "{departure:?}");
+        assert_eq!(
+            mirror_fsm::last_mirrored_offset(&dest, "A").await.unwrap(),
+            Some(last_mirrored),
+            "{departure:?}"
+        );
+    }
+}

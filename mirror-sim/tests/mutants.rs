@@ -164,9 +164,10 @@ fn ids_in_log(
 }
 
 /// A mutant the verdict cannot see, and why: STOPPING without its cut to the LSO leaves the copied records of a
-/// transaction the source aborted after the link's last fetch in the destination's log, but the barrier aborts
-/// every transaction it meets open (ADR 0005), so no consumer sees them. Each of the two rules is enough; the
-/// test pins that both are there.
+/// transaction the source aborted after the link's last fetch in the destination's log, but STOPPING closes
+/// every transaction it leaves open, with an ABORT marker before the barrier (ADR 0045; the barrier itself aborts
+/// what it meets open, ADR 0005), so no consumer sees them. Either the cut or the closing is enough; the test pins
+/// that both are there.
 #[test]
 fn without_the_cut_to_the_lso_the_barrier_still_aborts_what_the_link_copied_of_an_open_transaction() {
     let script = mirror_sim::generate(Topology::ActivePassive, mirror_sim::Workload::Unplanned, 1, 30);

@@ -1,11 +1,12 @@
 //! Mirror links: the destination node's own (`node::mirror::MirrorLinks`, what `mirrorlog serve` runs), reached
 //! through the administration requests an operator sends (`create` or `reverse`, `failover`, `delete`) and
-//! stepped round by round as `serve` steps them (each round also copies the sources' consumer group offsets). Under the barrier strategies a link stops with the node's
-//! failover (STOPPING, the barrier); under the others, and for the mutants that break STOPPING, the link is
-//! deleted and the partition opened by the simulator's own steps below. The node's replication then brings the
+//! stepped round by round as `serve` steps them (each round also copies the sources' consumer group offsets). A
+//! link stops with the node's failover (STOPPING). The strategies without the barrier, and the mutants that break
+//! STOPPING, run that same STOPPING with one rule left out (`mirror_fsm::StoppingDeparture`, ADR 0062); the one
+//! mutant whose failover never completes deletes the link instead. The node's replication then brings the
 //! follower along.
 
-use mirror_fsm::MirrorState;
+use mirror_fsm::StoppingDeparture;
 use node::mirror::{AdminRequest, AdminResponse, MirrorLinks};
 use node::{Node, PartitionSlot};
 use std::sync::Arc;
@@ -173,40 +174,12 @@ impl World {
         let source = self.links[index].source.clone();
         self.compare_mirror_state(&source, dest, topic).await?;
         let link = self.links.remove(index);
-        let bypassed = self.mutation == Some(Mutation::FailoverNeverCompletes)
-            || !self.strategy.writes_barrier()
-            || matches!(self.mutation, Some(Mutation::NoLsoCut | Mutation::NoBarrier));
-        if bypassed {
-            // The link is forgotten without STOPPING; what happens to the partition is the simulator's below.
+        if self.mutation == Some(Mutation::FailoverNeverCompletes) {
+            // The bug: the link is deleted without STOPPING; its partitions stay read-only.
             self.forget_link(&link).await?;
-            for partition in self.partition_numbers() {
-                let dest_slot = self.leader(dest, topic, partition).await?;
-                let now = self.now();
-                let mut guard = dest_slot.lock().await;
-                let log = &mut closed_if_none(guard.as_mut(), dest, topic)?.leader;
-                if self.mutation == Some(Mutation::FailoverNeverCompletes) {
-                    // The bug: the link is dropped without STOPPING.
-                } else if self.strategy.writes_barrier() && self.mutation == Some(Mutation::NoLsoCut) {
-                    stop_without_the_lso_cut(log, &link.source, dest, now).await?;
-                } else {
-                    // A mirror without the KIP's PID handling (or the barrier strategies' `NoBarrier` mutant):
-                    // stop fetching, remember where mirroring ended (for a later failback), open the partition
-                    // for writes. No cut to the LSO and no barrier: that is the KIP's STOPPING.
-                    let end = log.log_end_offset();
-                    persist_last_mirrored(log, &link.source, end).await?;
-                    open_as_stopped(log).await?;
-                }
-            }
         } else {
-            let mut ends_before_the_cut = Vec::new();
-            for partition in self.partition_numbers() {
-                let dest_slot = self.leader(dest, topic, partition).await?;
-                let guard = dest_slot.lock().await;
-                let end = closed_if_none_ref(guard.as_ref(), dest, topic)?
-                    .leader
-                    .log_end_offset();
-                ends_before_the_cut.push((partition, end));
-            }
+            // STOPPING as `serve` runs it, with the rule the strategy or the mutant leaves out
+            // (`stopping_departure`, set when the links opened).
             let failover = AdminRequest::Failover {
                 link: topic.to_owned(),
                 topics: Vec::new(),
@@ -221,14 +194,6 @@ impl World {
                     link.dest,
                     refusal(&answer)
                 ));
-            }
-            if self.mutation == Some(Mutation::LastMirroredBeforeTheCut) {
-                for (partition, end_before_the_cut) in ends_before_the_cut {
-                    let dest_slot = self.leader(dest, topic, partition).await?;
-                    let mut guard = dest_slot.lock().await;
-                    let log = &mut closed_if_none(guard.as_mut(), dest, topic)?.leader;
-                    persist_last_mirrored(log, &link.source, end_before_the_cut).await?;
-                }
             }
             self.forget_link(&link).await?;
         }
@@ -325,6 +290,7 @@ impl World {
                 links.set_fetch_ahead(true);
                 links.set_group_sync_interval_ms((mutation != Some(Mutation::NoOffsetSync)).then_some(0));
                 links.realign_on_retry(mutation == Some(Mutation::TruncateOnRetry));
+                links.depart_from_stopping(stopping_departure(strategy, mutation));
                 empty.insert(links)
             }
         };
@@ -359,72 +325,16 @@ fn refusal(answer: &AdminResponse) -> String {
     )
 }
 
-/// The replicas of a partition, or the error of a closed one (shared access).
-fn closed_if_none_ref<'a>(
-    replicas: Option<&'a partition_log::ReplicaSet>,
-    cluster: &str,
-    topic: &str,
-) -> Result<&'a partition_log::ReplicaSet, SimError> {
-    replicas.ok_or_else(|| SimError::Setup(format!("{cluster}/{topic} is closed")))
-}
-
-/// The replicas of a partition, or the error of a closed one.
-fn closed_if_none<'a>(
-    replicas: Option<&'a mut partition_log::ReplicaSet>,
-    cluster: &str,
-    topic: &str,
-) -> Result<&'a mut partition_log::ReplicaSet, SimError> {
-    replicas.ok_or_else(|| SimError::Setup(format!("{cluster}/{topic} is closed")))
-}
-
-/// The `NoLsoCut` mutant's STOPPING: what the driver does, minus the cut to the last stable offset — remember
-/// where mirroring ended, append this cluster's barrier at the log end, persist STOPPED, open for writes.
-async fn stop_without_the_lso_cut(
-    log: &mut partition_log::PartitionLog,
-    source: &str,
-    dest: &str,
-    now_ms: i64,
-) -> Result<(), SimError> {
-    let end = log.log_end_offset();
-    persist_last_mirrored(log, source, end).await?;
-    let barrier = record_format::MirrorPidResetRecord::new(source, Some(dest.to_owned()));
-    let placement = record_format::control::ControlBatchPlacement {
-        base_offset: end,
-        partition_leader_epoch: log.config().leader_epoch,
-        timestamp: now_ms,
-    };
-    let batch = record_format::control::mirror_pid_reset_batch(&barrier, placement)
-        .map_err(|error| SimError::Setup(format!("cannot encode the barrier: {error}")))?;
-    log.append_as_leader(
-        vec![batch],
-        producer_state::AppendOrigin::Coordinator,
-        kafka_types::TransactionVersion::V0,
-    )
-    .await
-    .map_err(SimError::log)?;
-    open_as_stopped(log).await
-}
-
-/// Records where mirroring from `source` ended, as STOPPING does (a later failback aligns with it).
-async fn persist_last_mirrored(
-    log: &mut partition_log::PartitionLog,
-    source: &str,
-    offset: i64,
-) -> Result<(), SimError> {
-    log.put_metadata(
-        &mirror_fsm::driver::last_mirrored_key(source),
-        &offset.to_be_bytes(),
-    )
-    .await
-    .map_err(SimError::log)
-}
-
-/// Leaves the partition mirrored by nobody and writable, without the driver's STOPPING.
-async fn open_as_stopped(log: &mut partition_log::PartitionLog) -> Result<(), SimError> {
-    let stopped = serde_json::to_vec(&MirrorState::never_mirrored())
-        .map_err(|error| SimError::Setup(error.to_string()))?;
-    log.put_metadata(mirror_fsm::driver::STATE_KEY, &stopped)
-        .await
-        .map_err(SimError::log)?;
-    log.set_read_only(false).await.map_err(SimError::log)
+/// The rule of STOPPING a run leaves out: all of it without the barrier (a strategy without KIP-1279's producer-id
+/// handling, or the `NoBarrier` mutant), or the one rule a mutant breaks; none otherwise.
+fn stopping_departure(strategy: Strategy, mutation: Option<Mutation>) -> Option<StoppingDeparture> {
+    if !strategy.writes_barrier() {
+        return Some(StoppingDeparture::NoBarrier);
+    }
+    match mutation {
+        Some(Mutation::NoBarrier) => Some(StoppingDeparture::NoBarrier),
+        Some(Mutation::NoLsoCut) => Some(StoppingDeparture::NoStableCut),
+        Some(Mutation::LastMirroredBeforeTheCut) => Some(StoppingDeparture::LastMirroredBeforeTheCut),
+        _ => None,
+    }
 }

@@ -138,7 +138,8 @@ impl FetchBound {
 pub enum Mutation {
     /// A failover stops fetching but never runs STOPPING: no barrier, and the partition stays read-only.
     FailoverNeverCompletes,
-    /// The barrier strategies' failover opens the partition without the barrier (as `none` does).
+    /// The barrier strategies' failover opens the partition without the cut, the ABORT markers and the barrier
+    /// (as `none` does; `StoppingDeparture::NoBarrier`).
     NoBarrier,
     /// `barrier+advance` does not move the destination's producer-id allocator past the mirrored ids.
     AllocatorNotAdvanced,

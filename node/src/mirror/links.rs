@@ -298,6 +298,8 @@ pub struct MirrorLinks {
     pub(super) stopping_pause: Option<std::time::Duration>,
     /// The simulator's "truncate on retry" mutant (`MirrorDriver::realign_on_retry`). Never set outside it.
     pub(super) realign_on_retry: bool,
+    /// The simulator's STOPPING with a rule left out (`MirrorDriver::depart_from_stopping`). Never set outside it.
+    stopping_departure: Option<mirror_fsm::StoppingDeparture>,
     /// Set when the owner shuts down: an action that waits (`promote`) gives up.
     pub(super) stopping: Arc<std::sync::atomic::AtomicBool>,
     /// By link: when its source's consumer group offsets are next copied ([`super::groups`]; absent: now).
@@ -370,6 +372,7 @@ impl MirrorLinks {
             group_fetch: None,
             stopping_pause: None,
             realign_on_retry: false,
+            stopping_departure: None,
             stopping: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             group_sync_due: BTreeMap::new(),
             group_sync_interval_ms: Some(super::groups::GROUP_SYNC_INTERVAL_MS),
@@ -473,6 +476,16 @@ impl MirrorLinks {
         self.realign_on_retry = realign;
         for mirrored in self.partitions.values_mut() {
             mirrored.driver.realign_on_retry(realign);
+        }
+    }
+
+    /// Every partition's STOPPING leaves out one rule, for the simulator's mutants and its strategies without
+    /// the barrier (`MirrorDriver::depart_from_stopping`). Never set outside it.
+    #[doc(hidden)]
+    pub fn depart_from_stopping(&mut self, departure: Option<mirror_fsm::StoppingDeparture>) {
+        self.stopping_departure = departure;
+        for mirrored in self.partitions.values_mut() {
+            mirrored.driver.depart_from_stopping(departure);
         }
     }
 
@@ -859,10 +872,18 @@ impl MirrorLinks {
         let now = node.now_ms();
         let mut guard = slot.lock().await;
         let log = leader(&mut guard, topic, partition)?;
-        let mut driver =
-            MirrorDriver::recover(log, fetcher.as_mut(), node.config().cluster_id.clone()).await?;
-        driver.pause_between_stopping_steps(self.stopping_pause);
-        driver.realign_on_retry(self.realign_on_retry);
+        let faults = mirror_fsm::DriverFaults {
+            stopping_pause: self.stopping_pause,
+            realign_on_retry: self.realign_on_retry,
+            stopping_departure: self.stopping_departure,
+        };
+        let mut driver = MirrorDriver::recover_with_faults(
+            log,
+            fetcher.as_mut(),
+            node.config().cluster_id.clone(),
+            faults,
+        )
+        .await?;
         let failure_before = super::round_errors::failure_now(&driver);
         if let Some(max_ms) = link.settings.retry_backoff_max_ms {
             driver.set_max_backoff_ms(max_ms, now);
