@@ -60,11 +60,13 @@ pub struct NodeConfig {
     pub barrier_scope: BarrierScope,
     /// Keep every delivered marker for [`crate::Node::take_delivered_markers`] (a simulator's oracle needs them;
     /// a server does not, and would grow without bound).
+    #[cfg(feature = "simulator")]
     pub record_delivered_markers: bool,
     /// The cluster id the follower replicas' producer state compares barriers with; `None` (always, outside the
     /// simulator's mutation tests): the node's own. A different id makes followers ignore this cluster's barriers
     /// under writer scope — the "barrier on the leader only" bug the verdict must catch.
     #[doc(hidden)]
+    #[cfg(feature = "simulator")]
     pub follower_cluster_id: Option<String>,
 }
 
@@ -90,7 +92,9 @@ impl NodeConfig {
             group_initial_rebalance_delay_ms: 3_000,
             cleaner_io_max_bytes_per_second: f64::MAX,
             barrier_scope: PsmConfig::default().barrier_scope,
+            #[cfg(feature = "simulator")]
             record_delivered_markers: false,
+            #[cfg(feature = "simulator")]
             follower_cluster_id: None,
         }
     }

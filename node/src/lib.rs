@@ -41,6 +41,8 @@ pub use clock::{Clock, SystemClock};
 pub use compaction::Compacted;
 pub use config::NodeConfig;
 pub use error::NodeError;
-pub use node::{DeliveredMarker, Endpoint, Node, PartitionSlot, TXN_STATE_PARTITION};
+#[cfg(feature = "simulator")]
+pub use node::DeliveredMarker;
+pub use node::{Endpoint, Node, PartitionSlot, TXN_STATE_PARTITION};
 pub use retention::RetentionDeleted;
 pub use topic_configs::ConfigRefusal;

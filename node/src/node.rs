@@ -62,6 +62,7 @@ pub(crate) const MAX_PARTITIONS: u32 = 10_000;
 pub type PartitionSlot = Mutex<Option<ReplicaSet>>;
 
 /// A transaction marker the coordinator's driver tried to write, as [`Node::take_delivered_markers`] reports it.
+#[cfg(feature = "simulator")]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeliveredMarker {
     /// The transaction it ends.
@@ -103,6 +104,7 @@ pub struct Node {
     /// The coordinator's epoch: it grows each time the coordinator is reloaded from its log.
     coordinator_epoch: AtomicI32,
     /// Markers delivered since the last [`Node::take_delivered_markers`] (kept only when the config asks).
+    #[cfg(feature = "simulator")]
     delivered: Mutex<Vec<DeliveredMarker>>,
     pub(crate) offsets: Mutex<GroupOffsets>,
     /// Consumer groups' members and generations (in memory).
@@ -175,7 +177,9 @@ impl Node {
             },
             ..LogConfig::default()
         };
+        #[cfg_attr(not(feature = "simulator"), allow(unused_mut))]
         let mut follower_log_config = log_config.clone();
+        #[cfg(feature = "simulator")]
         if let Some(id) = &config.follower_cluster_id {
             follower_log_config.producer_state.cluster_id = Some(id.clone());
         }
@@ -295,6 +299,7 @@ impl Node {
             storage,
             follower_stores,
             coordinator_epoch: AtomicI32::new(0),
+            #[cfg(feature = "simulator")]
             delivered: Mutex::new(Vec::new()),
             log_config,
             follower_log_config,
@@ -681,6 +686,11 @@ impl Node {
         Ok(())
     }
 
+    #[cfg(not(feature = "simulator"))]
+    async fn record_delivered(&self, _marker: &MarkerRequest, _timestamp: i64, _refused: Option<KafkaError>) {
+    }
+
+    #[cfg(feature = "simulator")]
     async fn record_delivered(&self, marker: &MarkerRequest, timestamp: i64, refused: Option<KafkaError>) {
         if self.config.record_delivered_markers {
             self.delivered.lock().await.push(DeliveredMarker {
@@ -695,6 +705,7 @@ impl Node {
 
     /// The markers delivered to topic partitions since the last call (always empty unless
     /// [`NodeConfig::record_delivered_markers`] is set): a simulator names each marker's transaction by them.
+    #[cfg(feature = "simulator")]
     pub async fn take_delivered_markers(&self) -> Vec<DeliveredMarker> {
         std::mem::take(&mut *self.delivered.lock().await)
     }

@@ -147,8 +147,8 @@ pub enum Mutation {
     /// the ids it issued (the data-only advance before ADR 0047): an id the source issued but nothing mirrored
     /// carried is issued again.
     AdvancePastCopiedIdsOnly,
-    /// STOPPING without its cut to the last stable offset: the barrier lands after whatever open transactions the
-    /// link copied, and clears them from producer state.
+    /// STOPPING without its cut to the last stable offset: the ABORT markers and the barrier land after whatever
+    /// open transactions the link copied, and close them (`StoppingDeparture::NoStableCut`).
     NoLsoCut,
     /// STOPPING records the last mirrored offset as the log end before its cut to the LSO, not after: a later
     /// failback aligns the old source with a position the new one cut.
