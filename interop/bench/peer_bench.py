@@ -259,6 +259,45 @@ def medians(runs: list[dict]) -> dict:
     return out
 
 
+NAMES = {"mib_s": "throughput", "p50_ms": "latency p50", "p99_ms": "latency p99", "broker_cpu_s": "broker CPU"}
+UNITS = {"mib_s": "MiB/s", "p50_ms": "ms", "p99_ms": "ms", "broker_cpu_s": "s"}
+
+
+def run_ratio(runs: dict, broker: str, load: str, metric: str):
+    """The median over the runs of `broker`'s figure ÷ Kafka's in the same run (None when Kafka's were all 0)."""
+    ratios = [
+        run[load][metric] / base[load][metric]
+        for run, base in zip(runs[broker], runs["kafka"])
+        if base[load][metric]
+    ]
+    return statistics.median(ratios) if ratios else None
+
+
+def entries(result: dict, runs: dict) -> list[dict]:
+    """One entry per load, metric and serve durability, for programs (`docs/peer.json`, merged into
+    `docs/bench-report.json` by `cargo xtask bench --publish`)."""
+    out = []
+    for load, metrics in result["kafka"].items():
+        for metric in metrics:
+            if metric not in NAMES:
+                continue
+            for broker in BROKERS[1:]:
+                out.append(
+                    {
+                        "load": load,
+                        "generator": "librdkafka",
+                        "metric": NAMES[metric],
+                        "unit": UNITS[metric],
+                        "higher_is_better": metric == "mib_s",
+                        "serve_durability": broker.split()[1],
+                        "kafka": result["kafka"][load][metric],
+                        "serve": result[broker][load][metric],
+                        "ratio": run_ratio(runs, broker, load, metric),
+                    }
+                )
+    return out
+
+
 def table(result: dict, runs: dict, messages: int, run_count: int) -> str:
     """The medians, each serve figure with the median of its per-run ratios to Kafka's (the run's own Kafka
     figure), then the CPU each side spent."""
@@ -270,23 +309,18 @@ def table(result: dict, runs: dict, messages: int, run_count: int) -> str:
         "| load | metric | Kafka 4.1.2 | serve buffered | ratio | serve sync | ratio |",
         "|---|---|---|---|---|---|---|",
     ]
-    names = {"mib_s": "throughput", "p50_ms": "latency p50", "p99_ms": "latency p99"}
     for load, metrics in kafka.items():
         for metric, value in metrics.items():
-            if metric not in names:
+            if metric not in NAMES or metric == "broker_cpu_s":
                 continue
             unit = "MiB/s" if metric == "mib_s" else "ms"
             cells = [f"{value:.1f} {unit}" if unit == "MiB/s" else f"{value:.2f} {unit}"]
             for broker in ("serve buffered", "serve sync"):
                 mine = result[broker][load][metric]
-                ratios = [
-                    run[load][metric] / base[load][metric]
-                    for run, base in zip(runs[broker], runs["kafka"])
-                    if base[load][metric]
-                ]
+                ratio = run_ratio(runs, broker, load, metric)
                 cells.append(f"{mine:.1f} {unit}" if unit == "MiB/s" else f"{mine:.2f} {unit}")
-                cells.append(f"{statistics.median(ratios):.2f}×" if ratios else "n/a")
-            lines.append(f"| {load} | {names[metric]} | " + " | ".join(cells) + " |")
+                cells.append(f"{ratio:.2f}×" if ratio is not None else "n/a")
+            lines.append(f"| {load} | {NAMES[metric]} | " + " | ".join(cells) + " |")
     lines += [
         "",
         "CPU seconds per load, broker / client (this Python process with librdkafka's threads), medians:",
@@ -330,7 +364,7 @@ def main():
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "peer.json").write_text(json.dumps({"medians": result, "runs": runs}, indent=1))
+        (out / "peer.json").write_text(json.dumps({"entries": entries(result, runs), "medians": result, "runs": runs}, indent=1))
         (out / "peer.md").write_text(text)
 
 

@@ -18,6 +18,7 @@
 
 pub mod engine_floor;
 pub mod micro;
+pub mod publish;
 pub mod report;
 pub mod soak;
 pub mod suite;

@@ -103,6 +103,10 @@ pub struct Report {
     pub measurements: Vec<Measurement>,
     /// Backends asked for but not measured.
     pub skipped: Vec<Skipped>,
+    /// The peer benchmark's figures against Apache Kafka, merged in when the run is published
+    /// ([`crate::publish`]); empty in a run's own `report.json`.
+    #[serde(default)]
+    pub peer: Vec<crate::publish::PeerEntry>,
 }
 
 /// Median, min and max of some samples.
@@ -192,11 +196,19 @@ pub fn markdown(report: &Report, chart_dir: &str) -> String {
         "Each figure is the median of the runs (min–max beside it); the baseline is measured in the same run; the \
          ratio is above 1 when the backend beats the baseline.\n"
     );
+    out.push_str(&measurement_tables(report, chart_dir, "##"));
+    out
+}
+
+/// The skipped backends, then each measurement under a `heading` (`##`, `###`) with its table and its chart from
+/// `chart_dir`.
+pub fn measurement_tables(report: &Report, chart_dir: &str, heading: &str) -> String {
+    let mut out = String::new();
     for skipped in &report.skipped {
         let _ = writeln!(out, "- skipped **{}**: {}", skipped.backend, skipped.reason);
     }
     for measurement in &report.measurements {
-        let _ = writeln!(out, "\n## {}\n", measurement.title);
+        let _ = writeln!(out, "\n{heading} {}\n", measurement.title);
         if let Some(baseline) = &measurement.baseline {
             let _ = writeln!(out, "Baseline: {baseline}.");
         }

@@ -27,6 +27,7 @@ fn test_report(
         },
         measurements,
         skipped,
+        peer: Vec::new(),
     }
 }
 
@@ -127,6 +128,11 @@ fn a_deliberately_slowed_backend_shows_up_as_slower() {
     backends.push(slow);
     let only = ["append-1k-nosync".to_owned(), "log-appends".to_owned()];
     let measurements = run(Sizes::TINY, &backends, &only, &mut |_, _| {});
+    assert_eq!(
+        measurements.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(),
+        only,
+        "both measurements ran (an unknown id is skipped in silence)"
+    );
     for measurement in &measurements {
         let [fast, slow] = measurement.figures.as_slice() else {
             panic!("{}: two figures", measurement.id);

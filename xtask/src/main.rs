@@ -23,7 +23,9 @@
 //!   mode, runs the micro-benchmark headlines (criterion), mirroring between two `serve` nodes
 //!   (`broker/benches/mirror_links.rs`, printed), the cross-backend macro benchmark (`storage-bench`'s
 //!   `bench-report`) and the peer benchmark against Apache Kafka, and writes `DIR/report.md`, `DIR/report.json` and SVG charts (default
-//!   `target/bench-report`). `cargo xtask bench --compare OLD.json NEW.json` prints the ratio per measurement and
+//!   `target/bench-report`); with `--publish` it then writes that run into `docs/` (`bench-report.json`,
+//!   `peer.json`, `bench-charts/`, the generated tables of `benchmarks.md`, which a test keeps equal to the JSON).
+//!   `cargo xtask bench --compare OLD.json NEW.json` prints the ratio per measurement and
 //!   flags regressions beyond the measured noise.
 //! - `cargo xtask fuzz <target> [seconds]`: runs a cargo-fuzz target (installs cargo-fuzz on first use).
 
@@ -215,6 +217,12 @@ fn test() -> Result<(), String> {
     run(
         "cargo clippy --workspace --all-targets -- -D warnings",
         cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]),
+    )?;
+    // The workspace build turns on `node`'s `simulator` feature (mirror-sim asks for it); the node as the broker
+    // and `serve` build it, without the feature, must compile and lint clean too.
+    run(
+        "cargo clippy -p node --lib (without the simulator feature) -- -D warnings",
+        cargo().args(["clippy", "-p", "node", "--lib", "--", "-D", "warnings"]),
     )?;
     run("cargo test --workspace", cargo().args(["test", "--workspace"]))?;
     run(
@@ -596,7 +604,29 @@ fn flag_value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
         .map(String::as_str)
 }
 
+/// The directory a bench run writes to (`--out`, absolute: the steps run in different working directories).
+fn bench_out(args: &[String]) -> PathBuf {
+    let out = flag_value(args, "--out")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target_dir().join("bench-report"));
+    std::path::absolute(&out).unwrap_or(out)
+}
+
 fn bench(args: &[String]) -> Result<(), String> {
+    let publish = args.iter().any(|arg| arg == "--publish");
+    if publish {
+        // The published report stands for the whole benchmark: a partial or quick run, a comparison or the peer
+        // section alone would replace it with less.
+        if let Some(partial) = ["--only", "--backends", "--quick", "--compare", "--peer-only"]
+            .into_iter()
+            .find(|flag| args.iter().any(|arg| arg == flag))
+        {
+            return Err(format!(
+                "--publish publishes a full run (every measurement, every backend, the peer section): it cannot \
+                 go with {partial}"
+            ));
+        }
+    }
     if args.iter().any(|arg| arg == "--peer-only") {
         return peer_bench(args);
     }
@@ -663,20 +693,43 @@ fn bench(args: &[String]) -> Result<(), String> {
         mirror_links.env("MIRRORLOG_BENCH_MIB", "64");
     }
     run("mirror links (broker/benches/mirror_links.rs)", &mut mirror_links)?;
-    let mut extra: Vec<String> = args.to_vec();
-    if !args.iter().any(|arg| arg == "--out") {
-        extra.extend([
-            "--out".to_owned(),
-            target_dir().join("bench-report").display().to_string(),
-        ]);
+    // `--publish` is this command's own: bench-report's takes a run and a directory.
+    let out = bench_out(args);
+    let mut extra: Vec<String> = Vec::new();
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            "--publish" => {}
+            "--out" => {
+                rest.next();
+            }
+            _ => extra.push(arg.clone()),
+        }
     }
+    extra.extend(["--out".to_owned(), out.display().to_string()]);
     extra.extend([
         "--criterion".to_owned(),
         target_dir().join("criterion").display().to_string(),
     ]);
     let features: &[&str] = if rocks { &["rocks"] } else { &[] };
     run("bench-report", &mut report(&extra, features))?;
-    peer_bench(args)
+    // An earlier run's peer figures must not pass for this run's.
+    let peer_json = out.join("peer.json");
+    if let Err(error) = std::fs::remove_file(&peer_json) {
+        if error.kind() != std::io::ErrorKind::NotFound {
+            return Err(format!("cannot remove {}: {error}", peer_json.display()));
+        }
+    }
+    peer_bench(args)?;
+    if publish {
+        let publish = [
+            "--publish".to_owned(),
+            out.display().to_string(),
+            workspace_root().join("docs").display().to_string(),
+        ];
+        run("bench-report --publish (docs/)", &mut report(&publish, features))?;
+    }
+    Ok(())
 }
 
 /// The `peer` section of `cargo xtask bench` (alone with `--peer-only`): the same librdkafka load against Apache
@@ -697,9 +750,7 @@ fn peer_bench(args: &[String]) -> Result<(), String> {
         "cargo build --release -p mirrorlog",
         cargo().args(["build", "--release", "-p", "mirrorlog"]),
     )?;
-    let out = flag_value(args, "--out")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| target_dir().join("bench-report"));
+    let out = bench_out(args);
     let mut command = Command::new(venv.join("bin/python"));
     command
         .arg(workspace_root().join("interop/bench/peer_bench.py"))
@@ -820,7 +871,7 @@ fn main() -> ExitCode {
         Some("bench") => bench(&args[1..]),
         Some("fuzz") => fuzz(&args[1..]),
         Some("crash") => crash(&args[1..]),
-        _ => Err("usage: cargo xtask <test | repo-checks | model [--topology T] [--depth N] [--source-writes N] [--local-writes N] [--crashes N] [--mutant M] | clients [pytest args] | kafka [pytest args] | bench [--quick] [--backends LIST] [--only ID]... [--out DIR] | bench --compare OLD.json NEW.json | fuzz <target> [seconds] | crash [--minutes N]>".into()),
+        _ => Err("usage: cargo xtask <test | repo-checks | model [--topology T] [--depth N] [--source-writes N] [--local-writes N] [--crashes N] [--mutant M] | clients [pytest args] | kafka [pytest args] | bench [--quick] [--backends LIST] [--only ID]... [--out DIR] | bench --publish | bench --compare OLD.json NEW.json | fuzz <target> [seconds] | crash [--minutes N]>".into()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,5 +1,6 @@
 //! `bench-report`: runs the macro benchmark and writes `report.md`, `report.json` and one SVG chart per
-//! measurement (what `cargo xtask bench` runs), or compares two reports (`--compare OLD.json NEW.json`).
+//! measurement (what `cargo xtask bench` runs), compares two reports (`--compare OLD.json NEW.json`), or
+//! publishes a run into `docs/` (`--publish RUN DOCS`, [`storage_bench::publish`]).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -40,6 +41,11 @@ struct Args {
     /// Compare two reports instead of measuring: OLD.json NEW.json.
     #[arg(long, num_args = 2, value_names = ["OLD", "NEW"])]
     compare: Vec<PathBuf>,
+    /// Publish a run instead of measuring: RUN (a run's `--out`, with `report.json` and the peer benchmark's
+    /// `peer.json` if it ran) into DOCS (`bench-report.json`, `peer.json`, `bench-charts/`, and the generated
+    /// tables of `benchmarks.md`).
+    #[arg(long, num_args = 2, value_names = ["RUN", "DOCS"])]
+    publish: Vec<PathBuf>,
 }
 
 fn machine(scratch: &std::path::Path) -> Machine {
@@ -216,6 +222,22 @@ fn load(path: &PathBuf) -> Result<Report, String> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let [run_dir, docs] = args.publish.as_slice() {
+        return match storage_bench::publish::publish(run_dir, docs) {
+            Ok(()) => {
+                eprintln!(
+                    "bench-report: published {} into {}",
+                    run_dir.display(),
+                    docs.display()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("bench-report: {error}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if let [old, new] = args.compare.as_slice() {
         return match (load(old), load(new)) {
             (Ok(old), Ok(new)) => {
@@ -337,6 +359,7 @@ fn main() -> ExitCode {
         machine: machine(&std::env::temp_dir()),
         measurements,
         skipped,
+        peer: Vec::new(),
     };
     let charts = args.out.join("charts");
     if let Err(error) = std::fs::create_dir_all(&charts) {
