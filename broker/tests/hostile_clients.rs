@@ -319,7 +319,22 @@ async fn hostile_group_requests_close_their_connection_and_a_waiting_join_does_n
         ))
         .await
         .expect("write");
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The second join waits once the group rebalances for it (the group's state, asked on another connection).
+    let mut probe = TcpStream::connect(running.address).await.expect("connect");
+    let mut describe = DescribeGroupsRequest::default();
+    describe.groups = vec![GroupId(StrBytes::from_static_str("group"))];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let described: DescribeGroupsResponse = ask(&mut probe, ApiKey::DescribeGroups, 4, &describe).await;
+        if described.groups[0].group_state.as_str() == "PreparingRebalance" {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the second join never began a rebalance: {described:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     // The broker keeps serving others meanwhile, and shuts down without waiting for the rebalance.
     assert!(!api_versions_answered(running.address).await.api_keys.is_empty());
     running.shutdown().await;

@@ -119,7 +119,9 @@ async fn a_failback_from_a_serve_node_fetches_only_what_it_wrote_after_the_cut()
         link: link.to_owned(),
         topics: Vec::new(),
     };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while !caught_up(&admin(&b_address, describe("a-to-b")).await) {
+        assert!(tokio::time::Instant::now() < deadline, "B never caught up with A");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     fail_over(&b_address).await;

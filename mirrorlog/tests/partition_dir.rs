@@ -210,6 +210,8 @@ fn partitions_of_a_missing_data_directory_creates_nothing() {
     assert!(!missing.exists());
 }
 
+/// Only a build without RocksDB has a backend to miss (with `--features rocks` the test is not built).
+#[cfg(not(feature = "rocks"))]
 #[test]
 fn a_config_naming_a_backend_missing_from_the_build_names_its_feature() {
     let dir = tempfile::tempdir().unwrap();
@@ -220,9 +222,6 @@ fn a_config_naming_a_backend_missing_from_the_build_names_its_feature() {
     )
     .unwrap();
     let output = mirrorlog(&["partitions", "--config", config.to_str().unwrap()]);
-    if cfg!(feature = "rocks") {
-        return;
-    }
     assert_eq!(output.status.code(), Some(1));
     assert!(String::from_utf8(output.stderr)
         .unwrap()

@@ -568,6 +568,12 @@ impl Node {
         self.fetch_wakeups.wake(topic, partition);
     }
 
+    /// How many long-polling fetches wait for records on `topic`'s `partition` (a test waits on it to know a
+    /// fetch is parked before it writes).
+    pub fn long_polls_waiting_on(&self, topic: &str, partition: i32) -> usize {
+        self.fetch_wakeups.waiting_on(topic, partition)
+    }
+
     /// Makes an outcome durable, writes its markers (completing the transactions) and returns its answer; a
     /// storage failure of the coordinator's log is `COORDINATOR_NOT_AVAILABLE`-like: the answer does not go out.
     pub async fn coordinate<T>(

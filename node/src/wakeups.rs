@@ -67,6 +67,14 @@ impl FetchWakeups {
         }
     }
 
+    /// The fetches waiting on `topic`'s `partition`.
+    pub(crate) fn waiting_on(&self, topic: &str, partition: i32) -> usize {
+        self.waiting()
+            .get(topic)
+            .and_then(|partitions| partitions.get(&partition))
+            .map_or(0, Vec::len)
+    }
+
     /// Fetches waiting, over every partition (a fetch counts once per partition it names).
     #[cfg(test)]
     fn registered(&self) -> usize {

@@ -31,6 +31,18 @@ async fn produce(node: &Node, topic: &str, partition: i32) {
     assert_eq!(answer.responses[0].partition_responses[0].error_code, 0);
 }
 
+/// Waits (up to 10 s) until a long poll is parked on `topic`'s `partition`.
+async fn until_parked(node: &Node, topic: &str, partition: i32) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while node.long_polls_waiting_on(topic, partition) == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no long poll parked on {topic}-{partition}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// A long poll on `topic`'s `partition` from offset 0: up to 30 s for one byte.
 fn long_poll(topic: &str, partition: i32) -> FetchRequest {
     let mut wanted_partition = fetch_request::FetchPartition::default();
@@ -57,6 +69,7 @@ async fn a_long_poll_waits_through_other_partitions_appends_and_is_answered_by_i
         let node = node.clone();
         tokio::spawn(async move { node.fetch(long_poll("orders", 0), 12).await })
     };
+    until_parked(&node, "orders", 0).await;
     // The other partition's appends leave it waiting (that they do not even wake it is `wakeups`' unit test).
     for _ in 0..3 {
         produce(&node, "orders", 1).await;
@@ -64,7 +77,11 @@ async fn a_long_poll_waits_through_other_partitions_appends_and_is_answered_by_i
     for _ in 0..100 {
         tokio::task::yield_now().await;
     }
-    assert!(!waiting.is_finished(), "woken by another partition's append");
+    assert!(
+        !waiting.is_finished(),
+        "answered after another partition's append"
+    );
+    assert_eq!(node.long_polls_waiting_on("orders", 0), 1, "still parked");
     produce(&node, "orders", 0).await;
     let answer = tokio::time::timeout(Duration::from_secs(10), waiting)
         .await
@@ -96,10 +113,7 @@ async fn a_long_poll_answers_at_once_when_a_partition_is_unknown_or_deleted() {
         let node = node.clone();
         tokio::spawn(async move { node.fetch(long_poll("orders", 0), 12).await })
     };
-    for _ in 0..100 {
-        tokio::task::yield_now().await;
-    }
-    assert!(!waiting.is_finished(), "nothing to read yet");
+    until_parked(&node, "orders", 0).await;
     node.delete_topic("orders").await.unwrap();
     let answer = tokio::time::timeout(Duration::from_secs(10), waiting)
         .await

@@ -1,11 +1,11 @@
 //! [`FaultyStore`]: a backend wrapper whose syncs fail or stall, and whose appends slow down, on command.
 //!
 //! It sits *below* `storage`'s checks (it is a [`BlockingStore`] like any backend), so a failure it injects is
-//! seen by the contract exactly as a real failed fsync would be: the partition is poisoned. A delay it injects
-//! runs on whatever thread runs the backend call, which is how a test shows that a slow fsync does not hold an
+//! seen by the contract exactly as a real failed fsync would be: the partition is poisoned. A sync it holds
+//! waits on whatever thread runs the backend call, which is how a test shows that a slow fsync does not hold an
 //! executor thread.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,12 +19,22 @@ use storage::{
 #[derive(Debug, Default)]
 pub struct StoreFaults {
     fail_next_sync: Mutex<BTreeSet<PartitionId>>,
-    sync_delay: Mutex<BTreeMap<PartitionId, Duration>>,
     append_delay: Mutex<Option<Duration>>,
-    /// Delayed syncs that have begun their delay, and a signal for each one that begins.
-    delayed_syncs_begun: std::sync::atomic::AtomicUsize,
-    delayed_sync_begins: tokio::sync::Notify,
+    /// Held syncs that have begun to wait, and a signal for each one that begins.
+    held_syncs_begun: std::sync::atomic::AtomicUsize,
+    held_sync_begins: tokio::sync::Notify,
+    /// Partitions whose syncs wait for [`StoreFaults::release_held_syncs`].
+    held: Mutex<BTreeSet<PartitionId>>,
+    /// Set by [`StoreFaults::release_held_syncs`]; the held syncs wait on `released_signal`.
+    released: Mutex<bool>,
+    released_signal: std::sync::Condvar,
+    /// Held syncs that gave up waiting after [`HOLD_LIMIT`] instead of being released.
+    held_syncs_expired: std::sync::atomic::AtomicUsize,
 }
+
+/// The longest a held sync waits for its release (so that a test whose release never comes ends instead of
+/// hanging); [`StoreFaults::held_syncs_expired`] counts those that waited that long.
+pub const HOLD_LIMIT: Duration = Duration::from_secs(20);
 
 impl StoreFaults {
     /// Makes the next `flush(Sync)` of `id` fail with an I/O error.
@@ -32,20 +42,51 @@ impl StoreFaults {
         self.fail_next_sync.lock().unwrap().insert(id.clone());
     }
 
-    /// Makes every `flush(Sync)` of `id` sleep `delay` first (a slow disk).
-    pub fn delay_syncs(&self, id: &PartitionId, delay: Duration) {
-        self.sync_delay.lock().unwrap().insert(id.clone(), delay);
+    /// Makes every `flush(Sync)` of `id` wait until [`Self::release_held_syncs`] (at most [`HOLD_LIMIT`]): a disk
+    /// that stalls for as long as the test needs, with no timing in the test.
+    pub fn hold_syncs(&self, id: &PartitionId) {
+        self.held.lock().unwrap().insert(id.clone());
     }
 
-    /// Waits until `count` delayed syncs (of any partition, since the store was wrapped) have begun their delay:
-    /// what a test waits for before it shows that the delay holds nobody else up.
-    pub async fn delayed_syncs_begun(&self, count: usize) {
+    /// Lets every held sync, and every later one, go on.
+    pub fn release_held_syncs(&self) {
+        *self.released.lock().unwrap() = true;
+        self.released_signal.notify_all();
+    }
+
+    /// How many held syncs went on because [`HOLD_LIMIT`] passed, not because they were released.
+    pub fn held_syncs_expired(&self) -> usize {
+        self.held_syncs_expired.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Blocks a held sync of `id` until the release or [`HOLD_LIMIT`].
+    fn wait_if_held(&self, id: &PartitionId) {
+        if !self.held.lock().unwrap().contains(id) {
+            return;
+        }
+        self.held_syncs_begun
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.held_sync_begins.notify_waiters();
+        let released = self.released.lock().unwrap();
+        let (released, waited) = self
+            .released_signal
+            .wait_timeout_while(released, HOLD_LIMIT, |released| !*released)
+            .unwrap();
+        if waited.timed_out() && !*released {
+            self.held_syncs_expired
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// Waits until `count` held syncs (of any partition, since the store was wrapped) have begun to wait: what a
+    /// test waits for before it shows that the hold holds nobody else up.
+    pub async fn held_syncs_begun(&self, count: usize) {
         loop {
-            let begun = self.delayed_sync_begins.notified();
+            let begun = self.held_sync_begins.notified();
             tokio::pin!(begun);
             // Registered before the count is read: a sync beginning in between wakes it.
             begun.as_mut().enable();
-            if self.delayed_syncs_begun.load(std::sync::atomic::Ordering::SeqCst) >= count {
+            if self.held_syncs_begun.load(std::sync::atomic::Ordering::SeqCst) >= count {
                 return;
             }
             begun.await;
@@ -184,14 +225,7 @@ impl BlockingPartition for FaultyBlockingPartition {
     }
     fn flush(&mut self, durability: Durability) -> storage::Result<()> {
         if durability == Durability::Sync {
-            let delay = self.faults.sync_delay.lock().unwrap().get(self.id()).copied();
-            if let Some(delay) = delay {
-                self.faults
-                    .delayed_syncs_begun
-                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                self.faults.delayed_sync_begins.notify_waiters();
-                std::thread::sleep(delay);
-            }
+            self.faults.wait_if_held(self.id());
             if self.faults.fail_next_sync.lock().unwrap().remove(self.id()) {
                 return Err(StorageError::io(
                     "syncing (injected failure)",

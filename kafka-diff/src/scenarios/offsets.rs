@@ -2,6 +2,7 @@
 //! transactions (AddOffsetsToTxn, TxnOffsetCommit).
 
 use kafka_protocol::messages::*;
+use kafka_types::KafkaError;
 use serde_json::json;
 
 use super::{
@@ -171,6 +172,30 @@ async fn settled_offset(
     Ok(())
 }
 
+/// Polls OffsetFetch with `require_stable` (at most 100 times, 100 ms apart) until `topic`'s partition 0 of `group`
+/// is no longer UNSTABLE_OFFSET_COMMIT: the transaction that staged offsets there has ended in the group's state.
+async fn until_stable(session: &mut Session, group: &str, topic: &str) -> Result<(), DiffError> {
+    let partitions: &[i32] = &[0];
+    let request = requests::offset_fetch(
+        group,
+        Some(&[(topic, partitions)]),
+        true,
+        top(ApiKey::OffsetFetch),
+    );
+    for _attempt in 0..100 {
+        let answer: OffsetFetchResponse = ask(session, ApiKey::OffsetFetch, &request).await?;
+        let unstable = observe::fetched_offsets(&answer)
+            .1
+            .iter()
+            .any(|partition| partition.4 == KafkaError::UnstableOffsetCommit.code());
+        if !unstable {
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
 pub async fn transactional_offsets_every_version(session: &mut Session) -> Result<(), DiffError> {
     let topic = fresh_topic(session, "t", 1).await?;
     let txn = session.transactional_id("txn");
@@ -216,8 +241,9 @@ pub async fn transactional_offsets_aborted(session: &mut Session) -> Result<(), 
     settled_offset(session, "committed 5", &group, &topic, 5).await?;
     transactional_offsets(session, &txn, producer, &group, &topic, 9, versions).await?;
     end_txn_at(session, top(ApiKey::EndTxn), &txn, producer, false, &[]).await?;
-    // Nothing to wait for: the offset stays 5 on a broker that is right; give the abort time to land.
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    // The offset stays 5 on a broker that is right: wait until the abort has landed in the group's offsets (no
+    // longer UNSTABLE_OFFSET_COMMIT to a require_stable fetch, KIP-447), then look.
+    until_stable(session, &group, &topic).await?;
     settled_offset(session, "after the abort", &group, &topic, 5).await
 }
 

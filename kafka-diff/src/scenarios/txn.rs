@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use kafka_protocol::messages::*;
+use kafka_types::KafkaError;
 use serde_json::json;
 
 use super::{
@@ -15,9 +16,32 @@ use crate::observe;
 use crate::requests::{self, BatchSpec};
 use crate::session::Session;
 
-/// How long the differential suite configures both brokers to keep an idle transactional id
-/// (`transactional.id.expiration.ms`), and how long a scenario waits for it to pass.
-const EXPIRATION_WAIT: Duration = Duration::from_secs(8);
+/// The longest a scenario waits for an idle transactional id to expire: the differential suite configures both
+/// brokers to keep one 3 s (`transactional.id.expiration.ms`) and to look every 500 ms.
+const EXPIRATION_WAIT: Duration = Duration::from_secs(30);
+
+/// Polls DescribeTransactions until the coordinator no longer knows `txn` (TRANSACTIONAL_ID_NOT_FOUND), for at
+/// most [`EXPIRATION_WAIT`]; what follows observes the answers to the expired id either way.
+async fn until_expired(session: &mut Session, txn: &str) -> Result<(), DiffError> {
+    let mut request = DescribeTransactionsRequest::default();
+    request.transactional_ids = vec![TransactionalId(kafka_protocol::protocol::StrBytes::from_string(
+        txn.to_owned(),
+    ))];
+    let deadline = tokio::time::Instant::now() + EXPIRATION_WAIT;
+    while tokio::time::Instant::now() < deadline {
+        let answer: DescribeTransactionsResponse =
+            ask(session, ApiKey::DescribeTransactions, &request).await?;
+        let gone = answer
+            .transaction_states
+            .iter()
+            .all(|state| state.error_code == KafkaError::TransactionalIdNotFound.code());
+        if gone {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
 
 async fn observe_init(
     session: &mut Session,
@@ -295,7 +319,7 @@ pub async fn transactional_id_expiry(session: &mut Session) -> Result<(), DiffEr
     let txn = session.transactional_id("txn");
     let producer = open_transaction(session, &txn, &[(&topic, 0)], 1).await?;
     end_txn_at(session, top(ApiKey::EndTxn), &txn, producer, true, &[(&topic, 0)]).await?;
-    tokio::time::sleep(EXPIRATION_WAIT).await;
+    until_expired(session, &txn).await?;
     let request = requests::add_partitions(&txn, producer, &[(&topic, 0)]);
     let answer: AddPartitionsToTxnResponse = ask(session, ApiKey::AddPartitionsToTxn, &request).await?;
     session.observe(
