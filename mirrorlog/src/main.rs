@@ -16,6 +16,11 @@
 //! is printed first, then the error), 1 when a script mismatches or the command could not run (missing file, bad
 //! arguments).
 
+/// mimalloc rather than glibc's malloc: it keeps freed pages for the next allocation, where glibc unmapped each
+/// large fetch buffer and page-faulted a fresh one in for the next fetch (docs/benchmarks.md, 2026-12-07).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod dump;
 mod dump_dir;
 mod error;
