@@ -143,6 +143,17 @@ async fn transactional_offsets(
     Ok(())
 }
 
+/// An OffsetFetch of `group`'s offset of `topic`/0 at the top version.
+fn partition_zero_fetch(group: &str, topic: &str, require_stable: bool) -> OffsetFetchRequest {
+    let partitions: &[i32] = &[0];
+    requests::offset_fetch(
+        group,
+        Some(&[(topic, partitions)]),
+        require_stable,
+        top(ApiKey::OffsetFetch),
+    )
+}
+
 /// Waits until `group`'s committed offset of `topic`/0 is `expected` (Kafka applies a transaction's offsets
 /// once its markers are written) or 10 s passed; then observes it.
 async fn settled_offset(
@@ -152,13 +163,7 @@ async fn settled_offset(
     topic: &str,
     expected: i64,
 ) -> Result<(), DiffError> {
-    let partitions: &[i32] = &[0];
-    let request = requests::offset_fetch(
-        group,
-        Some(&[(topic, partitions)]),
-        false,
-        top(ApiKey::OffsetFetch),
-    );
+    let request = partition_zero_fetch(group, topic, false);
     for _attempt in 0..100 {
         let answer: OffsetFetchResponse = ask(session, ApiKey::OffsetFetch, &request).await?;
         let offset = observe::fetched_offsets(&answer).1.first().map(|p| p.2);
@@ -175,13 +180,7 @@ async fn settled_offset(
 /// Polls OffsetFetch with `require_stable` (at most 100 times, 100 ms apart) until `topic`'s partition 0 of `group`
 /// is no longer UNSTABLE_OFFSET_COMMIT: the transaction that staged offsets there has ended in the group's state.
 async fn until_stable(session: &mut Session, group: &str, topic: &str) -> Result<(), DiffError> {
-    let partitions: &[i32] = &[0];
-    let request = requests::offset_fetch(
-        group,
-        Some(&[(topic, partitions)]),
-        true,
-        top(ApiKey::OffsetFetch),
-    );
+    let request = partition_zero_fetch(group, topic, true);
     for _attempt in 0..100 {
         let answer: OffsetFetchResponse = ask(session, ApiKey::OffsetFetch, &request).await?;
         let unstable = observe::fetched_offsets(&answer)
