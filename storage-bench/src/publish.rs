@@ -76,6 +76,49 @@ pub enum PublishError {
     /// without it would stand for the whole benchmark with less.
     #[error("{0}: missing; publish a run whose peer section ran")]
     NoPeerFigures(PathBuf),
+    /// The run is not the whole benchmark (quick sizes, a backend skipped or left out, a measurement missing).
+    #[error("{path}: not a full run ({why}); publish the run of a plain `cargo xtask bench --publish`")]
+    Partial {
+        /// The report.
+        path: PathBuf,
+        /// What it lacks.
+        why: String,
+    },
+}
+
+/// The backends a published report measures.
+pub const PUBLISHED_BACKENDS: [&str; 4] = ["fs", "sled", "rocks", "memory"];
+/// The criterion headlines a published report holds beside [`crate::suite::MEASUREMENTS`].
+pub const PUBLISHED_MICRO: [&str; 4] = [
+    "micro-validate",
+    "micro-iterate",
+    "micro-encode",
+    "micro-psm-appends",
+];
+
+/// Why `report` is not the whole benchmark, if it is not: quick sizes, a skipped backend, a measurement missing,
+/// or a backend missing from the first one (`append-1k-nosync`, which every backend runs).
+pub fn partial(report: &Report) -> Option<String> {
+    if report.quick {
+        return Some("quick sizes".to_owned());
+    }
+    if let Some(skipped) = report.skipped.first() {
+        return Some(format!("{} skipped: {}", skipped.backend, skipped.reason));
+    }
+    let ids: Vec<&str> = report.measurements.iter().map(|m| m.id.as_str()).collect();
+    if let Some(missing) = crate::suite::MEASUREMENTS
+        .iter()
+        .chain(PUBLISHED_MICRO.iter())
+        .find(|id| !ids.contains(id))
+    {
+        return Some(format!("no {missing} measurement"));
+    }
+    // Whole unless a backend is missing (`None` from either `?`: nothing lacks).
+    let first = report.measurements.iter().find(|m| m.id == "append-1k-nosync")?;
+    let missing_backend = PUBLISHED_BACKENDS
+        .iter()
+        .find(|backend| !first.figures.iter().any(|figure| figure.backend == **backend))?;
+    Some(format!("no {missing_backend} figures"))
 }
 
 /// `YYYY-MM-DD` (UTC) of a Unix time (days-from-civil inverted, proleptic Gregorian).
@@ -218,11 +261,21 @@ fn read(path: &Path) -> Result<String, PublishError> {
     })
 }
 
-/// Files written beside their destinations (`NAME.partial`) and renamed over them together at the end, so that
-/// a failure part way leaves the published documents as they were.
+/// Files written beside their destinations (`NAME.partial`) and renamed over them at the end, so that a failure
+/// while writing leaves the published documents as they were (the partial files removed); a rename failing part
+/// way through the renames can still leave some documents new and others old.
 #[derive(Default)]
 struct Staged {
     files: Vec<(PathBuf, PathBuf)>,
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        // Whatever was staged and not renamed (a later write failed): nothing half-published stays behind.
+        for (partial, _) in &self.files {
+            let _ = std::fs::remove_file(partial);
+        }
+    }
 }
 
 impl Staged {
@@ -238,8 +291,9 @@ impl Staged {
         Ok(())
     }
 
-    fn commit(self) -> Result<(), PublishError> {
-        for (partial, path) in self.files {
+    fn commit(mut self) -> Result<(), PublishError> {
+        while !self.files.is_empty() {
+            let (partial, path) = self.files.remove(0);
             std::fs::rename(&partial, &path).map_err(|source| PublishError::Io { path, source })?;
         }
         Ok(())
@@ -256,10 +310,17 @@ fn parse<T: serde::de::DeserializeOwned>(path: &Path, text: &str) -> Result<T, P
 /// Publishes the run in `run_dir` (`report.json` and the peer benchmark's `peer.json`) into `docs`:
 /// `bench-report.json` with the peer entries merged in, `peer.json`, the charts (a chart of no published
 /// measurement removed), and the tables of `benchmarks.md`. Everything is read and checked (the Markdown's
-/// markers included) before anything is written, and the new files replace the old ones together at the end.
+/// markers included, and that the run is whole) before anything is written, and the new files replace the old
+/// ones at the end.
 pub fn publish(run_dir: &Path, docs: &Path) -> Result<(), PublishError> {
     let report_path = run_dir.join("report.json");
     let mut report: Report = parse(&report_path, &read(&report_path)?)?;
+    if let Some(why) = partial(&report) {
+        return Err(PublishError::Partial {
+            path: report_path,
+            why,
+        });
+    }
     let peer_path = run_dir.join("peer.json");
     let peer_text = match std::fs::read_to_string(&peer_path) {
         Ok(text) => text,
@@ -330,6 +391,47 @@ mod tests {
         assert_eq!(utc_date(951_782_400), "2000-02-29");
         assert_eq!(utc_date(1_796_204_359), "2026-12-02");
         assert_eq!(utc_date(4_107_542_399), "2100-02-28");
+    }
+
+    #[test]
+    fn a_quick_or_reduced_run_is_not_published() {
+        let report = |quick: bool, ids: &[&str]| Report {
+            finished_unix_s: 0,
+            quick,
+            machine: crate::report::Machine {
+                cpu: "test".into(),
+                cores: 1,
+                memory_mib: 1,
+                file_system: "test".into(),
+                os: "test".into(),
+            },
+            measurements: ids
+                .iter()
+                .map(|id| crate::report::Measurement {
+                    id: (*id).to_owned(),
+                    title: String::new(),
+                    unit: String::new(),
+                    higher_is_better: true,
+                    baseline: None,
+                    target_ratio: None,
+                    runs: 1,
+                    figures: Vec::new(),
+                })
+                .collect(),
+            skipped: Vec::new(),
+            peer: Vec::new(),
+        };
+        let every: Vec<&str> = crate::suite::MEASUREMENTS
+            .iter()
+            .chain(PUBLISHED_MICRO.iter())
+            .copied()
+            .collect();
+        assert_eq!(partial(&report(true, &every)).as_deref(), Some("quick sizes"));
+        assert_eq!(
+            partial(&report(false, &every[1..])).as_deref(),
+            Some("no append-1k-nosync measurement")
+        );
+        assert_eq!(partial(&report(false, &every)).as_deref(), Some("no fs figures"));
     }
 
     #[test]

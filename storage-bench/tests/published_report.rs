@@ -57,6 +57,11 @@ fn the_published_charts_are_the_json_s_charts_and_no_others() {
 #[test]
 fn the_published_report_holds_engine_floors_and_peer_figures() {
     let report = published();
+    assert_eq!(
+        storage_bench::publish::partial(&report),
+        None,
+        "docs/bench-report.json is not a full run"
+    );
     for id in [
         "log-appends-floor",
         "mirror-copy-floor",

@@ -617,14 +617,28 @@ fn bench(args: &[String]) -> Result<(), String> {
     if publish {
         // The published report stands for the whole benchmark: a partial or quick run, a comparison or the peer
         // section alone would replace it with less.
-        if let Some(partial) = ["--only", "--backends", "--quick", "--compare", "--peer-only"]
-            .into_iter()
-            .find(|flag| args.iter().any(|arg| arg == flag))
-        {
+        let reducing = [
+            "--only",
+            "--backends",
+            "--quick",
+            "--tiny",
+            "--failover-partitions",
+            "--compare",
+            "--peer-only",
+        ];
+        if let Some(partial) = reducing.into_iter().find(|flag| {
+            args.iter()
+                .any(|arg| arg == flag || arg.starts_with(&format!("{flag}=")))
+        }) {
             return Err(format!(
                 "--publish publishes a full run (every measurement, every backend, the peer section): it cannot \
                  go with {partial}"
             ));
+        }
+        if java_major_version().is_none_or(|major| major < 17) || !on_path("mvn") {
+            return Err("--publish needs the peer section, which needs Java 17 or newer and Maven: `cargo xtask \
+                        kafka` installs them as root (or: sudo apt-get install -y default-jdk-headless maven)"
+                .into());
         }
     }
     if args.iter().any(|arg| arg == "--peer-only") {
