@@ -67,20 +67,22 @@ fn orders(partition: u32) -> PartitionId {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_partitions_of_one_produce_request_sync_side_by_side() {
     let broker = FaultyBroker::start().await;
+    let faults = broker.faults.clone();
+    let release = faults.release_on_drop();
     // Both partitions' syncs are held until released: were they run one after the other, the second could only
     // begin once the first gave up its hold.
-    broker.faults.hold_syncs(&orders(0));
-    broker.faults.hold_syncs(&orders(1));
+    faults.hold_syncs(&orders(0));
+    faults.hold_syncs(&orders(1));
     let address = broker.address;
     let batches = [(0, common::valid_batch()), (1, common::valid_batch())];
     let produced = tokio::spawn(async move { produce_partitions(address, "orders", &batches).await });
-    tokio::time::timeout(HOLD_WAIT, broker.faults.held_syncs_begun(2))
+    tokio::time::timeout(HOLD_WAIT, faults.held_syncs_begun(2))
         .await
         .expect("both partitions' syncs were under way at once");
-    broker.faults.release_held_syncs();
+    drop(release);
     let (errors, _) = produced.await.expect("produce");
     assert_eq!(errors, vec![0, 0]);
-    assert_eq!(broker.faults.held_syncs_expired(), 0, "released, not given up");
+    assert_eq!(faults.held_syncs_expired(), 0, "released, not given up");
     broker.stop().await.expect("clean close");
 }
 
@@ -104,6 +106,7 @@ async fn a_slow_sync_on_one_partition_does_not_delay_another() {
     let broker = FaultyBroker::start().await;
     let (address, faults) = (broker.address, broker.faults.clone());
 
+    let release = faults.release_on_drop();
     faults.hold_syncs(&orders(0));
     let slow = tokio::spawn(produce(address, 0, common::valid_batch()));
     // The slow produce is in its sync now, and stays there until released.
@@ -116,7 +119,7 @@ async fn a_slow_sync_on_one_partition_does_not_delay_another() {
         !slow.is_finished(),
         "the held produce was answered before its sync"
     );
-    faults.release_held_syncs();
+    drop(release);
     let (slow_error, _) = slow.await.expect("slow produce");
     assert_eq!(slow_error, 0);
     assert_eq!(

@@ -479,6 +479,9 @@ def test_a_kafka_topic_deleted_and_created_again_fails_its_mirror_by_topic_id_an
 
 
 METRICS_TOPIC = "mirrored-metrics"
+# Mirrored by the same link and asked in the same periodic question, before METRICS_TOPIC (names in order): a record
+# written to it after the open transaction shows, once its lag counts it, that the question came after that write.
+WITNESS_TOPIC = "mirrored-a-witness"
 
 
 def start_serve_with_metrics(data_dir: Path, cluster_id: str):
@@ -514,13 +517,13 @@ def lag(scraped: dict, link: str, topic: str, partition: int):
     return scraped.get(("mirrorlog_mirror_partition_lag_records", labels))
 
 
-def until_lag(url: str, wanted, what: str) -> dict:
+def until_lag(url: str, wanted, what: str, topic: str = METRICS_TOPIC) -> dict:
     for _ in range(200):
         scraped = scrape(url)
-        if lag(scraped, "metered", METRICS_TOPIC, 0) == wanted:
+        if lag(scraped, "metered", topic, 0) == wanted:
             return scraped
         time.sleep(0.1)
-    raise AssertionError(f"{what}: lag {lag(scraped, 'metered', METRICS_TOPIC, 0)}, wanted {wanted}")
+    raise AssertionError(f"{what}: lag of {topic} {lag(scraped, 'metered', topic, 0)}, wanted {wanted}")
 
 
 def test_the_metrics_of_a_mirror_of_kafka_follow_its_last_stable_offset_through_a_pause(source, tmp_path):
@@ -529,15 +532,20 @@ def test_the_metrics_of_a_mirror_of_kafka_follow_its_last_stable_offset_through_
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": node.bootstrap})
-    admin.create_topics([NewTopic(METRICS_TOPIC, 1, 1)])[METRICS_TOPIC].result(30)
+    for future in admin.create_topics([NewTopic(METRICS_TOPIC, 1, 1), NewTopic(WITNESS_TOPIC, 1, 1)]).values():
+        future.result(30)
     producer = Producer({"bootstrap.servers": node.bootstrap, "enable.idempotence": True})
     for index in range(5):
         producer.produce(METRICS_TOPIC, value=f"before {index}".encode())
     producer.flush(30)
     process, dest, url = start_serve_with_metrics(tmp_path / "dest", "serve-metered")
     try:
-        mirror_json("create", dest, "--link", "metered", "--source", node.bootstrap, "--topic", METRICS_TOPIC)
+        mirror_json(
+            "create", dest, "--link", "metered", "--source", node.bootstrap,
+            "--topic", METRICS_TOPIC, "--topic", WITNESS_TOPIC,
+        )
         until_lag(url, 0, "caught up")
+        until_lag(url, 0, "caught up", WITNESS_TOPIC)
         mirror_json("pause", dest, "--link", "metered")
         for index in range(7):
             producer.produce(METRICS_TOPIC, value=f"paused {index}".encode())
@@ -549,7 +557,12 @@ def test_the_metrics_of_a_mirror_of_kafka_follow_its_last_stable_offset_through_
         for index in range(3):
             transactional.produce(METRICS_TOPIC, value=f"open {index}".encode())
         transactional.flush(30)
-        paused = until_lag(url, 7, "paused, 7 records written and 3 in an open transaction")
+        producer.produce(WITNESS_TOPIC, value=b"after the open transaction")
+        producer.flush(30)
+        # The scrape in which the witness's lag counts its record holds an answer for METRICS_TOPIC asked after the
+        # open transaction was written: 7 (its last stable offset), not 10 (its high watermark).
+        paused = until_lag(url, 1, "the witness, asked after the open transaction", WITNESS_TOPIC)
+        assert lag(paused, "metered", METRICS_TOPIC, 0) == 7, "paused, 7 records written and 3 in an open transaction"
         state = tuple(sorted({"link": "metered", "topic": METRICS_TOPIC, "partition": "0", "state": "PAUSED"}.items()))
         assert paused[("mirrorlog_mirror_partition_state", state)] == 1
         # Committed: the 3 records and the COMMIT marker are below the last stable offset now.

@@ -32,6 +32,16 @@ pub struct StoreFaults {
     held_syncs_expired: std::sync::atomic::AtomicUsize,
 }
 
+/// Releases the held syncs of a [`StoreFaults`] when dropped ([`StoreFaults::release_on_drop`]).
+#[must_use = "dropping the guard releases the held syncs at once"]
+pub struct ReleaseOnDrop<'a>(&'a StoreFaults);
+
+impl Drop for ReleaseOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.release_held_syncs();
+    }
+}
+
 /// The longest a held sync waits for its release (so that a test whose release never comes ends instead of
 /// hanging); [`StoreFaults::held_syncs_expired`] counts those that waited that long.
 pub const HOLD_LIMIT: Duration = Duration::from_secs(20);
@@ -52,6 +62,12 @@ impl StoreFaults {
     pub fn release_held_syncs(&self) {
         *self.released.lock().unwrap() = true;
         self.released_signal.notify_all();
+    }
+
+    /// A guard that calls [`Self::release_held_syncs`] when dropped: a test that fails before its release leaves
+    /// no blocking thread waiting out [`HOLD_LIMIT`].
+    pub fn release_on_drop(&self) -> ReleaseOnDrop<'_> {
+        ReleaseOnDrop(self)
     }
 
     /// How many held syncs went on because [`HOLD_LIMIT`] passed, not because they were released.

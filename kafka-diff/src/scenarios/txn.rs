@@ -31,10 +31,11 @@ async fn until_expired(session: &mut Session, txn: &str) -> Result<(), DiffError
     while tokio::time::Instant::now() < deadline {
         let answer: DescribeTransactionsResponse =
             ask(session, ApiKey::DescribeTransactions, &request).await?;
-        let gone = answer
-            .transaction_states
-            .iter()
-            .all(|state| state.error_code == KafkaError::TransactionalIdNotFound.code());
+        let gone = !answer.transaction_states.is_empty()
+            && answer
+                .transaction_states
+                .iter()
+                .all(|state| state.error_code == KafkaError::TransactionalIdNotFound.code());
         if gone {
             return Ok(());
         }
