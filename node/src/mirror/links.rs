@@ -294,12 +294,9 @@ pub struct MirrorLinks {
     pub(super) probes: BTreeMap<String, super::probes::Probe>,
     /// The group offsets being fetched by a task of their own (rounds in flight; [`super::groups`]).
     pub(super) group_fetch: Option<tokio::task::JoinHandle<super::groups::Fetched>>,
-    /// A test fault every driver gets: a pause after each STOPPING action.
-    pub(super) stopping_pause: Option<std::time::Duration>,
-    /// The simulator's "truncate on retry" mutant (`MirrorDriver::realign_on_retry`). Never set outside it.
-    pub(super) realign_on_retry: bool,
-    /// The simulator's STOPPING with a rule left out (`MirrorDriver::depart_from_stopping`). Never set outside it.
-    stopping_departure: Option<mirror_fsm::StoppingDeparture>,
+    /// The deliberate faults every driver gets (a pause after each STOPPING action for the crash tests; the
+    /// simulator's "truncate on retry" mutant and its STOPPING with a rule left out). None outside them.
+    faults: mirror_fsm::DriverFaults,
     /// Set when the owner shuts down: an action that waits (`promote`) gives up.
     pub(super) stopping: Arc<std::sync::atomic::AtomicBool>,
     /// By link: when its source's consumer group offsets are next copied ([`super::groups`]; absent: now).
@@ -370,9 +367,7 @@ impl MirrorLinks {
             landings: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             probes: BTreeMap::new(),
             group_fetch: None,
-            stopping_pause: None,
-            realign_on_retry: false,
-            stopping_departure: None,
+            faults: mirror_fsm::DriverFaults::default(),
             stopping: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             group_sync_due: BTreeMap::new(),
             group_sync_interval_ms: Some(super::groups::GROUP_SYNC_INTERVAL_MS),
@@ -463,7 +458,7 @@ impl MirrorLinks {
     /// `MirrorDriver::pause_between_stopping_steps`). Never set outside tests.
     #[doc(hidden)]
     pub fn pause_between_stopping_steps(&mut self, pause: Option<std::time::Duration>) {
-        self.stopping_pause = pause;
+        self.faults.stopping_pause = pause;
         for mirrored in self.partitions.values_mut() {
             mirrored.driver.pause_between_stopping_steps(pause);
         }
@@ -473,7 +468,7 @@ impl MirrorLinks {
     /// `MirrorDriver::realign_on_retry`). Never set outside it.
     #[doc(hidden)]
     pub fn realign_on_retry(&mut self, realign: bool) {
-        self.realign_on_retry = realign;
+        self.faults.realign_on_retry = realign;
         for mirrored in self.partitions.values_mut() {
             mirrored.driver.realign_on_retry(realign);
         }
@@ -483,7 +478,7 @@ impl MirrorLinks {
     /// the barrier (`MirrorDriver::depart_from_stopping`). Never set outside it.
     #[doc(hidden)]
     pub fn depart_from_stopping(&mut self, departure: Option<mirror_fsm::StoppingDeparture>) {
-        self.stopping_departure = departure;
+        self.faults.stopping_departure = departure;
         for mirrored in self.partitions.values_mut() {
             mirrored.driver.depart_from_stopping(departure);
         }
@@ -872,16 +867,11 @@ impl MirrorLinks {
         let now = node.now_ms();
         let mut guard = slot.lock().await;
         let log = leader(&mut guard, topic, partition)?;
-        let faults = mirror_fsm::DriverFaults {
-            stopping_pause: self.stopping_pause,
-            realign_on_retry: self.realign_on_retry,
-            stopping_departure: self.stopping_departure,
-        };
         let mut driver = MirrorDriver::recover_with_faults(
             log,
             fetcher.as_mut(),
             node.config().cluster_id.clone(),
-            faults,
+            self.faults,
         )
         .await?;
         let failure_before = super::round_errors::failure_now(&driver);
