@@ -5,6 +5,7 @@
 //! Every step is meaningful on its own — a step whose client, cluster or link does not exist (because shrinking
 //! removed what created it) does nothing — so any subsequence of a script is a valid script.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -149,6 +150,16 @@ pub enum Step {
         /// The cluster.
         cluster: String,
     },
+    /// An operator adds a partition to `topic` on `cluster` (`kafka-topics --alter --partitions N+1`, a
+    /// CreatePartitions request; refused where the topic is a mirror's). Producers there write to it from their
+    /// next batch; the links that mirror the topic from `cluster` add it at their next check of the source's
+    /// topics (KIP-1279's metadata refresh).
+    AddPartition {
+        /// The cluster.
+        cluster: String,
+        /// The topic.
+        topic: String,
+    },
     /// The next `count` requests mirror links send to `cluster` as their source meet `fault` (the network between
     /// clusters, deterministic per seed).
     SourceFault {
@@ -276,6 +287,9 @@ impl fmt::Display for Step {
                     "{cluster} answers mirror links as Apache Kafka does (no private question)"
                 )
             }
+            Step::AddPartition { cluster, topic } => {
+                write!(f, "an operator adds a partition to {topic} on {cluster}")
+            }
             Step::SourceFault {
                 cluster,
                 fault,
@@ -306,8 +320,11 @@ pub struct Script {
 /// How many requests one [`Step::SourceFault`] hits at most.
 pub const MAX_FAULT_COUNT: u8 = 3;
 
-/// The most partitions per topic a script may ask for.
+/// The most partitions per topic a script may ask for (and [`Script::with_network_faults`] grows a topic to).
 pub const MAX_PARTITIONS: u32 = 16;
+
+/// The percentage of mirror rounds before which [`Script::with_network_faults`] adds a partition somewhere.
+const GROWTH_ODDS: u64 = 6;
 
 fn one_partition() -> u32 {
     1
@@ -340,10 +357,16 @@ impl Script {
 
     /// The same script over an unreliable network, deterministic per `seed` (issue 50): every cluster that is no
     /// link's destination answers as Apache Kafka does ([`Step::BehaveAsKafka`]: a mirrorlog destination cannot be
-    /// one), and before some mirror rounds, starts and failovers a link's source meets a few
-    /// [`Step::SourceFault`]s. The script's own steps are unchanged and in order: only fault steps are added.
+    /// one), before some mirror rounds, starts and failovers a link's source meets a few [`Step::SourceFault`]s,
+    /// and before some mirror rounds an operator adds a partition to a topic a link mirrors, where its source
+    /// writes it ([`Step::AddPartition`]; up to [`MAX_PARTITIONS`] per topic, drawn apart from the faults so that
+    /// a seed's faults stay where they were). The script's own steps are unchanged and in order: only these steps
+    /// are added.
     pub fn with_network_faults(mut self, seed: u64) -> Self {
         let mut rng = SimRng::new(seed ^ 0xFA17_5EED_0BAD_CAFE);
+        let mut growth_rng = SimRng::new(seed ^ 0x6120_4E57_5EED_0001);
+        // Partitions each topic has once the growth steps added so far are applied.
+        let mut partitions: BTreeMap<String, u32> = BTreeMap::new();
         let destinations = self.destinations();
         let mut steps: Vec<Step> = self
             .clusters
@@ -381,6 +404,27 @@ impl Script {
                         fault,
                         count,
                     });
+                }
+            }
+            if step == Step::Mirror && growth_rng.chance(GROWTH_ODDS) {
+                // A topic grows where it is written: at a running link's source that no link mirrors it into.
+                let writable: Vec<&(String, String, String)> = running
+                    .iter()
+                    .filter(|(source, _, topic)| {
+                        !running
+                            .iter()
+                            .any(|(_, dest, other)| dest == source && other == topic)
+                    })
+                    .collect();
+                if let Some((cluster, _, topic)) = growth_rng.pick(&writable).copied() {
+                    let count = partitions.entry(topic.clone()).or_insert(self.partitions);
+                    if *count < MAX_PARTITIONS {
+                        *count += 1;
+                        steps.push(Step::AddPartition {
+                            cluster: cluster.clone(),
+                            topic: topic.clone(),
+                        });
+                    }
                 }
             }
             match &step {

@@ -1,6 +1,6 @@
 //! The simulator over an unreliable network (issue 50, item 5): sources that answer as Apache Kafka does (no
 //! private question) and requests to them refused, closed mid-answer, answered NOT_LEADER_OR_FOLLOWER, cut short
-//! or late. The barrier claims hold on every seed; the oracle catches a retry that truncates a mirror
+//! or late, and topics that grow at the source (`tests/topic_growth.rs`). The barrier claims hold on every seed; the oracle catches a retry that truncates a mirror
 //! (`Mutation::TruncateOnRetry`, what the links did before ADR 0046) and says which batches it removed.
 //!
 //! 20 seeds in the test profile; `MIRRORLOG_SIM_SEEDS=N` runs N (`cargo xtask test`: 1,000, release).
@@ -40,7 +40,7 @@ fn options(mutation: Option<Mutation>, seeds: u64) -> MatrixOptions {
 }
 
 #[test]
-fn network_faults_add_fault_steps_only_and_make_every_cluster_that_never_mirrors_kafka_like() {
+fn network_faults_add_fault_and_growth_steps_only_and_make_every_cluster_that_never_mirrors_kafka_like() {
     for topology in Topology::ALL {
         let plain = generate_with(topology, Workload::Seed, 7, 30, 1, false);
         let faulty = generate_with(topology, Workload::Seed, 7, 30, 1, true);
@@ -52,7 +52,12 @@ fn network_faults_add_fault_steps_only_and_make_every_cluster_that_never_mirrors
         let own: Vec<&Step> = faulty
             .steps
             .iter()
-            .filter(|step| !matches!(step, Step::BehaveAsKafka { .. } | Step::SourceFault { .. }))
+            .filter(|step| {
+                !matches!(
+                    step,
+                    Step::BehaveAsKafka { .. } | Step::SourceFault { .. } | Step::AddPartition { .. }
+                )
+            })
             .collect();
         assert_eq!(own, plain.steps.iter().collect::<Vec<_>>(), "{topology}");
         let destinations = plain.destinations();

@@ -36,7 +36,8 @@ pub struct SimulateArgs {
     pub partitions: u32,
     /// Run every script over an unreliable network, the same for every strategy and drawn from each seed:
     /// sources that answer as Apache Kafka does (no private question) and requests to them refused, closed in
-    /// the middle of an answer, answered NOT_LEADER_OR_FOLLOWER, cut short or late.
+    /// the middle of an answer, answered NOT_LEADER_OR_FOLLOWER, cut short or late; and topics that grow where
+    /// their links' sources write them.
     #[arg(long)]
     pub network_faults: bool,
     /// A storage config: its backend, durability and options are used, and each run's stores go to a fresh

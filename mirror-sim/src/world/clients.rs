@@ -242,7 +242,11 @@ impl World {
             .or_default()
             .insert(name.to_owned());
         let transactional = client.transactional_id().is_some();
-        let partitions = self.partition_numbers().end.max(1);
+        let partitions = self
+            .partition_numbers(&client.cluster, &client.topic)
+            .await
+            .end
+            .max(1);
         let Some(node) = self.node(&client.cluster) else {
             return Ok(());
         };
@@ -558,6 +562,14 @@ impl World {
             if !keep_ids {
                 entry.producer = None;
                 entry.pending = None;
+            }
+        }
+        // Its next batch goes to a partition the topic has there: a failover may have come before the link met a
+        // partition the old cluster added (a batch waiting for its acknowledgement keeps its partition).
+        let count = self.partition_numbers(cluster, &client.topic).await.end.max(1);
+        if let Some(entry) = self.clients.get_mut(name) {
+            if entry.pending.is_none() && entry.partition >= count {
+                entry.partition %= count;
             }
         }
         if !keep_ids {

@@ -82,6 +82,14 @@ impl World {
             answer = self.administer(dest, request.clone()).await?;
             attempts += 1;
         }
+        if into_existing && !answer.ok && answer.links.is_empty() {
+            if let Some(retried) = self
+                .reverse_with_other_counts(source, dest, topic, &request)
+                .await?
+            {
+                answer = retried;
+            }
+        }
         if let Some(cluster) = self.clusters.get_mut(dest) {
             if cluster.node.topic_partitions().await.contains_key(topic) {
                 cluster.topics.insert(topic.to_owned());
@@ -105,6 +113,50 @@ impl World {
         self.replicate(dest, topic).await
     }
 
+    /// The operator's remedy for a `reverse` that partition counts refused (the old source's topic and the new
+    /// one's grew apart, as when an unplanned failover came before a link met a partition its source added), as
+    /// the refusal tells it: a topic with fewer partitions than its new source is grown to their count and the
+    /// reverse sent again; one with more (a partition only it has, whose records are the failover's loss window)
+    /// is deleted and the link created afresh. `None`: the counts are the same, so the refusal was another.
+    async fn reverse_with_other_counts(
+        &mut self,
+        source: &str,
+        dest: &str,
+        topic: &str,
+        reverse: &AdminRequest,
+    ) -> Result<Option<AdminResponse>, SimError> {
+        let here = self.partition_numbers(dest, topic).await.end;
+        let there = self.partition_numbers(source, topic).await.end;
+        if here == there {
+            return Ok(None);
+        }
+        if here < there {
+            if !self.grow_topic(dest, topic, there).await? {
+                return Ok(None);
+            }
+            return self.administer(dest, reverse.clone()).await.map(Some);
+        }
+        let Some(node) = self.node(dest) else {
+            return Ok(None);
+        };
+        if node.delete_topic(topic).await.is_err() {
+            // Refused (a link holds the topic): the reverse's refusal stands and is judged.
+            return Ok(None);
+        }
+        if let Some(cluster) = self.clusters.get_mut(dest) {
+            cluster.topics.remove(topic);
+        }
+        let create = AdminRequest::Create {
+            link: topic.to_owned(),
+            source: source.to_owned(),
+            topics: vec![topic.to_owned()],
+            source_config: Default::default(),
+            include: Vec::new(),
+            exclude: Vec::new(),
+        };
+        self.administer(dest, create).await.map(Some)
+    }
+
     pub(super) async fn mirror_all(&mut self) -> Result<(), SimError> {
         for index in 0..self.links.len() {
             let (source, dest, topic) = {
@@ -118,12 +170,15 @@ impl World {
             let (mut rounds, mut retries) = (0, 0);
             loop {
                 let watched = self.watch_rewinds(&dest).await?;
+                let held = self.partition_numbers(&dest, &topic).await;
                 let (appended, next_retry) = match self.links_of(&dest).await? {
                     Some((node, links)) => (links.step(node).await, links.next_retry_at_ms()),
                     None => break,
                 };
                 self.check_rewinds(watched).await?;
-                if appended > 0 {
+                // A round that added partitions (the source's topic grew) has them to copy.
+                let grew = self.partition_numbers(&dest, &topic).await.end > held.end;
+                if appended > 0 || grew {
                     rounds += 1;
                     if rounds == MAX_ROUNDS {
                         return Err(SimError::Setup(format!(
@@ -140,7 +195,7 @@ impl World {
                     _ => break,
                 }
             }
-            let partitions = self.partition_numbers();
+            let partitions = self.partition_numbers(&dest, &topic).await;
             let failures: Vec<(i32, String)> = match self.links_of(&dest).await? {
                 Some((_, links)) => partitions
                     .filter_map(|partition| Some((partition, links.failure(&topic, partition)?)))
@@ -266,6 +321,7 @@ impl World {
             std::collections::BTreeMap::new()
         };
         let (bound, strategy, mutation) = (self.fetch_bound, self.strategy, self.mutation);
+        let topics_check_every_round = self.topics_check_every_round;
         let (network, clock) = (self.network.clone(), Arc::clone(&self.clock));
         let Some(state) = self.clusters.get_mut(cluster) else {
             return Ok(None);
@@ -291,6 +347,11 @@ impl World {
                 links.set_group_sync_interval_ms((mutation != Some(Mutation::NoOffsetSync)).then_some(0));
                 links.realign_on_retry(mutation == Some(Mutation::TruncateOnRetry));
                 links.depart_from_stopping(stopping_departure(strategy, mutation));
+                if mutation == Some(Mutation::GrowthNotFollowed) {
+                    links.set_source_topic_check_interval_ms(None);
+                } else if topics_check_every_round {
+                    links.set_source_topic_check_interval_ms(Some(0));
+                }
                 empty.insert(links)
             }
         };

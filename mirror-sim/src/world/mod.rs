@@ -158,6 +158,9 @@ pub enum Mutation {
     LeaderOnlyBarrier,
     /// The links copy no consumer-group offsets: an application that moves finds no committed position.
     NoOffsetSync,
+    /// The links never check their sources' topics (`MirrorLinks::set_source_topic_check_interval_ms(None)`): a
+    /// partition added at a source is never mirrored.
+    GrowthNotFollowed,
     /// A session that resumes after a transient source error aligns again as a new one, and a source that never
     /// answers the private question (Apache Kafka) counts as "never mirrored from us": the mirror is emptied and
     /// copied again (issue 50's "a retry wipes the partition"; `MirrorDriver::realign_on_retry`).
@@ -323,6 +326,8 @@ pub struct World {
     network: network::Network,
     /// The real clients that sent batches under each (cluster, topic, producer id).
     senders: BTreeMap<(String, String, i64), std::collections::BTreeSet<String>>,
+    /// A topic grew ([`Step::AddPartition`]): the links check their sources' topics at every round.
+    topics_check_every_round: bool,
 }
 
 impl World {
@@ -368,6 +373,7 @@ impl World {
             failover_window: std::collections::BTreeSet::new(),
             operations: 0,
             senders: BTreeMap::new(),
+            topics_check_every_round: false,
             txn_owners: BTreeMap::new(),
             fetch_bound: FetchBound::LastStableOffset,
             mutation,
@@ -454,14 +460,21 @@ impl World {
         self.clusters.get(cluster).map(|state| &*state.node)
     }
 
-    /// The partitions of every topic.
-    fn partition_numbers(&self) -> std::ops::Range<i32> {
-        0..i32::try_from(self.partitions).unwrap_or(1)
+    /// The partitions of `topic` on `cluster`: as many as its node holds (a topic grows by
+    /// [`Step::AddPartition`], and a mirror of it by its link), or the script's count where it holds none.
+    pub(super) async fn partition_numbers(&self, cluster: &str, topic: &str) -> std::ops::Range<i32> {
+        let held = match self.node(cluster) {
+            Some(node) => node.topic_partitions().await.get(topic).copied(),
+            None => None,
+        };
+        let count = held.map_or(self.partitions, |held| u32::try_from(held).unwrap_or(u32::MAX));
+        0..i32::try_from(count).unwrap_or(i32::MAX)
     }
 
-    /// A partition's name in findings: the topic alone when topics have one partition, else `topic-N`.
+    /// A partition's name in findings: the topic alone for partition 0 when the script's topics have one partition
+    /// (a partition added later is `topic-N`), else `topic-N`.
     pub(super) fn log_name(&self, topic: &str, partition: i32) -> String {
-        if self.partitions == 1 {
+        if self.partitions == 1 && partition == 0 {
             topic.to_owned()
         } else {
             format!("{topic}-{partition}")
@@ -518,6 +531,7 @@ impl World {
                 }
             }
             Step::BehaveAsKafka { cluster } => self.network.behave_as_kafka(cluster),
+            Step::AddPartition { cluster, topic } => self.add_partition(cluster, topic).await?,
             Step::SourceFault {
                 cluster,
                 fault,
@@ -561,13 +575,86 @@ impl World {
         }
     }
 
+    /// An operator's CreatePartitions: `topic` on `cluster` gains one partition (a topic a link mirrors into
+    /// `cluster` is refused, as `serve` refuses `kafka-topics --alter` there; the refusal is counted with the
+    /// clients'). From then on every cluster's links check their sources' topics at every round (but under the
+    /// [`Mutation::GrowthNotFollowed`] mutant), so the next mirror step meets the growth as a metadata refresh that
+    /// came due.
+    async fn add_partition(&mut self, cluster: &str, topic: &str) -> Result<(), SimError> {
+        let held = match self.clusters.get(cluster) {
+            Some(state) if state.topics.contains(topic) => {
+                state.node.topic_partitions().await.get(topic).copied()
+            }
+            _ => None,
+        };
+        let Some(count) = held.and_then(|held| i32::try_from(held + 1).ok()) else {
+            return Ok(());
+        };
+        if !self.grow_topic(cluster, topic, count).await? {
+            return Ok(());
+        }
+        if !self.topics_check_every_round && self.mutation != Some(Mutation::GrowthNotFollowed) {
+            self.topics_check_every_round = true;
+            for links in self
+                .clusters
+                .values_mut()
+                .filter_map(|state| state.links.as_mut())
+            {
+                links.set_source_topic_check_interval_ms(Some(0));
+            }
+        }
+        self.replicate(cluster, topic).await
+    }
+
+    /// Sends `cluster` a CreatePartitions request growing `topic` to `count` partitions, as `kafka-topics --alter
+    /// --partitions` does: whether it was granted (a refusal is counted with the clients').
+    pub(super) async fn grow_topic(
+        &mut self,
+        cluster: &str,
+        topic: &str,
+        count: i32,
+    ) -> Result<bool, SimError> {
+        use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+        use kafka_protocol::messages::{CreatePartitionsRequest, TopicName};
+
+        let Some(node) = self.node(cluster) else {
+            return Ok(false);
+        };
+        let mut grown = CreatePartitionsTopic::default();
+        grown.name = TopicName(clients::protocol_string(topic));
+        grown.count = count;
+        grown.assignments = None;
+        let mut request = CreatePartitionsRequest::default();
+        request.topics = vec![grown];
+        request.timeout_ms = 30_000;
+        let response = node.create_partitions(request, versions::CREATE_PARTITIONS).await;
+        self.operations += 1;
+        let Some(code) = response
+            .results
+            .iter()
+            .map(|result| result.error_code)
+            .find(|&code| code != kafka_types::NO_ERROR)
+        else {
+            return Ok(true);
+        };
+        let error = kafka_types::KafkaError::from_code(code);
+        if error == Some(kafka_types::KafkaError::KafkaStorageError) {
+            return Err(SimError::Storage(format!(
+                "{cluster}: adding partitions to {topic} failed (the reason is on stderr)"
+            )));
+        }
+        let name = error.map_or_else(|| format!("error code {code}"), |error| error.name().to_owned());
+        *self.client_errors.entry(name).or_default() += 1;
+        Ok(false)
+    }
+
     /// The follower catches up with the leader (the node's replication: cut back first where its history left
     /// the leader's), and the leader's high watermark follows the follower (acks=all with one follower).
     async fn replicate(&mut self, cluster: &str, topic: &str) -> Result<(), SimError> {
         let Some(node) = self.node(cluster) else {
             return Ok(());
         };
-        for partition in self.partition_numbers() {
+        for partition in self.partition_numbers(cluster, topic).await {
             node.replicate(topic, partition).await.map_err(SimError::node)?;
         }
         Ok(())
@@ -578,7 +665,7 @@ impl World {
             return Ok(());
         };
         // The crash: the followers' in-memory state is gone; each reopens from what its storage holds.
-        for partition in self.partition_numbers() {
+        for partition in self.partition_numbers(cluster, topic).await {
             node.restart_follower(topic, partition, 0)
                 .await
                 .map_err(SimError::node)?;
@@ -589,7 +676,7 @@ impl World {
 
     /// Records a divergence when a partition's leader and follower producer state differ.
     async fn compare_replicas(&mut self, cluster: &str, topic: &str, when: &str) -> Result<(), SimError> {
-        for partition in self.partition_numbers() {
+        for partition in self.partition_numbers(cluster, topic).await {
             let Some(node) = self.node(cluster) else {
                 return Ok(());
             };
@@ -624,7 +711,7 @@ impl World {
         if self.strategy.transforms_producer_ids() {
             return Ok(());
         }
-        for partition in self.partition_numbers() {
+        for partition in self.partition_numbers(dest, topic).await {
             self.compare_mirror_partition(source, dest, topic, partition)
                 .await?;
         }
@@ -742,7 +829,7 @@ impl World {
         dest: &str,
         topic: &str,
     ) -> Result<(), SimError> {
-        for partition in self.partition_numbers() {
+        for partition in self.partition_numbers(source, topic).await {
             self.note_partition_window(source, dest, topic, partition).await?;
         }
         Ok(())
@@ -774,12 +861,17 @@ impl World {
                 }
             }
         }
-        let on_dest: std::collections::BTreeSet<u64> = self
-            .committed_view(dest, topic, partition)
-            .await?
-            .into_iter()
-            .map(|(_, id)| id)
-            .collect();
+        // A partition the source added that the link had not met yet: the destination holds none of it.
+        let on_dest: std::collections::BTreeSet<u64> =
+            if self.partition_numbers(dest, topic).await.contains(&partition) {
+                self.committed_view(dest, topic, partition)
+                    .await?
+                    .into_iter()
+                    .map(|(_, id)| id)
+                    .collect()
+            } else {
+                std::collections::BTreeSet::new()
+            };
         let lost: Vec<u64> = on_source
             .into_iter()
             .map(|(_, id)| id)
@@ -809,7 +901,7 @@ impl World {
             {
                 continue;
             }
-            for partition in self.partition_numbers() {
+            for partition in self.partition_numbers(cluster, topic).await {
                 let slot = self.leader(cluster, topic, partition).await?;
                 let guard = slot.lock().await;
                 if guard
@@ -828,10 +920,21 @@ impl World {
     /// never had) has diverged.
     async fn compare_mirrors(&mut self) -> Result<(), SimError> {
         let mut found = Vec::new();
-        let pairs = self
-            .links
-            .iter()
-            .flat_map(|link| self.partition_numbers().map(move |partition| (link, partition)));
+        let mut pairs = Vec::new();
+        for link in &self.links {
+            let (held, of_source) = (
+                self.partition_numbers(&link.dest, &link.topic).await,
+                self.partition_numbers(&link.source, &link.topic).await,
+            );
+            if held.end < of_source.end {
+                // After the drain every link has met its source's topics: a partition the source added is mirrored.
+                found.push(format!(
+                    "{}/{}: mirror of {} holds {} partition(s) where its source has {}",
+                    link.dest, link.topic, link.source, held.end, of_source.end
+                ));
+            }
+            pairs.extend(held.map(|partition| (link, partition)));
+        }
         for (link, partition) in pairs {
             let source_batches = self.leader_batches(&link.source, &link.topic, partition).await?;
             let dest_batches = self.leader_batches(&link.dest, &link.topic, partition).await?;
@@ -936,14 +1039,14 @@ impl World {
             self.compare_replicas(cluster, topic, "at the end").await?;
             // Recovery: a fresh copy of the follower from its storage must reach the same state again.
             if let Some(node) = self.node(cluster) {
-                for partition in self.partition_numbers() {
+                for partition in self.partition_numbers(cluster, topic).await {
                     node.restart_follower(topic, partition, 0)
                         .await
                         .map_err(SimError::node)?;
                 }
             }
             self.compare_replicas(cluster, topic, "after recovery").await?;
-            for partition in self.partition_numbers() {
+            for partition in self.partition_numbers(cluster, topic).await {
                 let key = (cluster.clone(), self.log_name(topic, partition));
                 let slot = self.leader(cluster, topic, partition).await?;
                 let guard = slot.lock().await;

@@ -32,7 +32,7 @@ impl World {
     pub(super) async fn watch_rewinds(&self, dest: &str) -> Result<Vec<Watched>, SimError> {
         let mut watched = Vec::new();
         for link in self.links.iter().filter(|link| link.dest == dest) {
-            for partition in self.partition_numbers() {
+            for partition in self.partition_numbers(dest, &link.topic).await {
                 let slot = self.leader(dest, &link.topic, partition).await?;
                 let guard = slot.lock().await;
                 let Some(replicas) = guard.as_ref() else {

@@ -515,7 +515,14 @@ impl MirrorLinks {
                 }
                 (Some(&count), true) if count != partitions as usize => {
                     return Err(no_status(MirrorError::InvalidRequest(format!(
-                        "topic {topic} has {count} partitions here and {partitions} at the source"
+                        "topic {topic} has {count} partitions here and {partitions} at the source: `mirror \
+                         reverse` needs the same count ({})",
+                        if count < partitions as usize {
+                            "add the partitions here first: kafka-topics --alter --partitions"
+                        } else {
+                            "a partition only this cluster has cannot be mirrored into: delete the topic here and \
+                             `mirror create` the link"
+                        }
                     ))))
                 }
                 (Some(_), true) => {}
