@@ -370,7 +370,6 @@ pub struct FetchedPartition {
 
 /// A topic id as Kafka prints it (`kafka-topics --describe`: URL-safe base64 without padding).
 pub fn topic_id_text(id: [u8; 16]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut text = String::with_capacity(22);
     let mut bits: u32 = 0;
     let mut held = 0;
@@ -388,9 +387,54 @@ pub fn topic_id_text(id: [u8; 16]) -> String {
     text
 }
 
+/// URL-safe base64's alphabet, in which Kafka prints topic ids.
+const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/// A topic id from the text [`topic_id_text`] prints (22 characters of URL-safe base64, no padding); `None` for
+/// any other text.
+pub fn topic_id_from_text(text: &str) -> Option<[u8; 16]> {
+    if text.len() != 22 {
+        return None;
+    }
+    let mut id = [0u8; 16];
+    let (mut bits, mut held, mut at) = (0u32, 0, 0);
+    for character in text.bytes() {
+        let value = ALPHABET.iter().position(|&letter| letter == character)?;
+        bits = (bits << 6) | u32::try_from(value).ok()?;
+        held += 6;
+        if held >= 8 {
+            held -= 8;
+            *id.get_mut(at)? = u8::try_from((bits >> held) & 0xff).ok()?;
+            at += 1;
+        }
+    }
+    // 22 characters hold 132 bits: the last 4 are padding and must be zero, as in the text of an id.
+    (at == 16 && bits & 0xf == 0).then_some(id)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::topic_id_text;
+    use super::{topic_id_from_text, topic_id_text};
+
+    #[test]
+    fn a_topic_id_reads_back_from_its_text_and_other_text_is_refused() {
+        for id in [[0u8; 16], [0xff; 16], *b"0123456789abcdef"] {
+            assert_eq!(topic_id_from_text(&topic_id_text(id)), Some(id));
+        }
+        assert_eq!(
+            topic_id_from_text("AQIDBAUGBwgJCgsMDQ4PEA"),
+            Some(std::array::from_fn(|i| i as u8 + 1))
+        );
+        for bad in [
+            "",
+            "AQIDBAUGBwgJCgsMDQ4PE",
+            "AQIDBAUGBwgJCgsMDQ4PEA=",
+            "AQIDBAUGBwgJCgsMDQ4P+A",
+            "AQIDBAUGBwgJCgsMDQ4PEB",
+        ] {
+            assert_eq!(topic_id_from_text(bad), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn a_topic_id_prints_as_kafka_prints_it_url_safe_base64_without_padding() {

@@ -22,9 +22,9 @@ pub use driver::{last_mirrored_offset, DriverFaults, MirrorDriver, FETCH_BYTES};
 pub use error::DriverError;
 pub use failover::{stop_all, StopJob};
 pub use fetcher::{
-    topic_id_text, DetachedFetch, FetchError, FetchLimits, FetchResponse, FetchedPartition, Fetcher,
-    GroupOffset, ListedTopic, PartitionFetch, SourceAcl, SourceAcls, SourceConfigs, SourceDescription,
-    Sources,
+    topic_id_from_text, topic_id_text, DetachedFetch, FetchError, FetchLimits, FetchResponse,
+    FetchedPartition, Fetcher, GroupOffset, ListedTopic, PartitionFetch, SourceAcl, SourceAcls,
+    SourceConfigs, SourceDescription, Sources,
 };
 pub use local::{shared, LocalFetcher, SharedLog};
 pub use machine::{

@@ -160,6 +160,14 @@ pub enum Step {
         /// The topic.
         topic: String,
     },
+    /// An operator deletes `topic` on `cluster` and creates it again with as many partitions (DeleteTopics, then
+    /// CreateTopics); refused where the topic is a mirror's.
+    RecreateTopic {
+        /// The cluster.
+        cluster: String,
+        /// The topic.
+        topic: String,
+    },
     /// The next `count` requests mirror links send to `cluster` as their source meet `fault` (the network between
     /// clusters, deterministic per seed).
     SourceFault {
@@ -289,6 +297,9 @@ impl fmt::Display for Step {
             }
             Step::AddPartition { cluster, topic } => {
                 write!(f, "an operator adds a partition to {topic} on {cluster}")
+            }
+            Step::RecreateTopic { cluster, topic } => {
+                write!(f, "an operator deletes {topic} on {cluster} and creates it again")
             }
             Step::SourceFault {
                 cluster,

@@ -256,3 +256,84 @@ fn a_failback_into_a_topic_with_fewer_partitions_grows_it_first() {
         );
     }
 }
+
+/// A → B; A's topic is deleted and created again, and a new producer writes the new topic past the mirror's end.
+fn recreated_at_the_source() -> Vec<Step> {
+    let mut steps = vec![
+        start("A", "B", "orders"),
+        idempotent("A/p", "A", "orders"),
+        produce("A/p", 2),
+        produce("A/p", 2),
+        produce("A/p", 2),
+        Step::Mirror,
+        Step::RecreateTopic {
+            cluster: "A".into(),
+            topic: "orders".into(),
+        },
+        idempotent("A/q", "A", "orders"),
+    ];
+    steps.extend((0..4).map(|_| produce("A/q", 2)));
+    steps.push(Step::Mirror);
+    steps
+}
+
+#[test]
+fn a_topic_created_again_at_the_source_fails_its_mirror_by_name_and_mixes_nothing() {
+    let mut steps = recreated_at_the_source();
+    steps.push(stop("B", "orders"));
+    let (findings, finished) = run(&script(&["A", "B"], steps), Strategy::BarrierAdvance);
+    assert_eq!(findings.anomalies.corruption(), 0, "{:?}", findings.notes);
+    assert_eq!(finished.failed_links.len(), 1, "{:?}", finished.failed_links);
+    let failure = &finished.failed_links[0];
+    assert!(
+        failure.starts_with("A -> B (orders): topic orders at A has topic id ")
+            && failure.contains("deleted and created again")
+            && failure.contains("UNKNOWN_TOPIC_ID"),
+        "{failure}"
+    );
+    assert_eq!(
+        finished.deleted_records,
+        (1..=6).collect(),
+        "the old topic's records went with it"
+    );
+    // B kept the three batches it mirrored and took none of the new topic's; its failover still completes.
+    let on_b: Vec<i64> = finished.logs[&("B".to_owned(), "orders".to_owned())]
+        .iter()
+        .filter(|batch| !batch.is_control())
+        .map(|batch| batch.base_offset())
+        .collect();
+    assert_eq!(on_b, [0, 2, 4]);
+    assert_eq!(record_ids(&finished, "B", "orders"), [1, 2, 3, 4, 5, 6]);
+    assert_eq!(barriers(&finished, "B", "orders"), 1);
+    assert!(finished.read_only_after_failover.is_empty());
+}
+
+#[test]
+fn the_oracle_catches_a_mirror_that_mixes_two_topics_of_one_name() {
+    let (findings, finished) = mirror_sim::run_script_mutated(
+        &script(&["A", "B"], recreated_at_the_source()),
+        Strategy::Barrier,
+        &SimStorage::memory(),
+        mirror_sim::FetchBound::default(),
+        Some(Mutation::TopicIdsIgnored),
+    )
+    .unwrap();
+    assert!(findings.anomalies.divergence > 0, "{:?}", findings.notes);
+    assert!(
+        finished.divergences.iter().any(|found| found.starts_with(
+            "B/orders: mirror of A holds a batch at offset 6 that the topic it mirrored never held"
+        )),
+        "{:?}",
+        finished.divergences
+    );
+}
+
+#[test]
+fn a_seeded_run_draws_the_same_topic_ids_every_time() {
+    let first = run(&script(&["A", "B"], recreated_at_the_source()), Strategy::Barrier).1;
+    let second = run(&script(&["A", "B"], recreated_at_the_source()), Strategy::Barrier).1;
+    assert_eq!(
+        first.failed_links, second.failed_links,
+        "the ids in the message too"
+    );
+}

@@ -68,6 +68,10 @@ pub struct NodeConfig {
     #[doc(hidden)]
     #[cfg(feature = "simulator")]
     pub follower_cluster_id: Option<String>,
+    /// Draw topic ids from this seed rather than the operating system's randomness, so that a simulated run is
+    /// the same every time (`None`: random, as `serve` draws them).
+    #[cfg(feature = "simulator")]
+    pub topic_id_seed: Option<u64>,
 }
 
 impl NodeConfig {
@@ -96,6 +100,8 @@ impl NodeConfig {
             record_delivered_markers: false,
             #[cfg(feature = "simulator")]
             follower_cluster_id: None,
+            #[cfg(feature = "simulator")]
+            topic_id_seed: None,
         }
     }
 }

@@ -333,6 +333,14 @@ impl Node {
                 .finish_deletion(&name, u32::try_from(slots.len()).unwrap_or(u32::MAX))
                 .await?;
         }
+        // Topics from a data directory written before topic ids were kept get theirs now.
+        let held: std::collections::BTreeSet<String> = broker.topics.read().await.keys().cloned().collect();
+        broker
+            .topic_configs
+            .write()
+            .await
+            .assign_missing_ids(&held)
+            .await?;
         for (name, partitions) in broker.config.topics.clone() {
             match broker.create_topic(&name, partitions).await {
                 Ok(()) | Err(KafkaError::TopicAlreadyExists) => {}
@@ -415,6 +423,20 @@ impl Node {
             .collect()
     }
 
+    /// The topic id of `topic` (KIP-516; see `crate::topic_configs`), if the node holds it.
+    pub async fn topic_id(&self, topic: &str) -> Option<[u8; 16]> {
+        self.topic_configs.read().await.topic_id(topic)
+    }
+
+    /// The topic whose id is `id`, if the node holds one.
+    pub async fn topic_named_by(&self, id: [u8; 16]) -> Option<String> {
+        self.topic_configs
+            .read()
+            .await
+            .topic_named_by(id)
+            .map(str::to_owned)
+    }
+
     /// Creates a topic with `partitions` partitions and Kafka's default configs.
     pub async fn create_topic(&self, name: &str, partitions: u32) -> Result<(), KafkaError> {
         self.create_topic_with(name, partitions, false, Overrides::default())
@@ -467,7 +489,7 @@ impl Node {
             return Err(KafkaError::TopicAlreadyExists);
         }
         PartitionId::new(name, 0).map_err(|_| KafkaError::InvalidTopic)?;
-        if let Err(error) = self.topic_configs.write().await.put(name, overrides).await {
+        if let Err(error) = self.topic_configs.write().await.create(name, overrides).await {
             tracing::error!(topic = name, %error, "recording a topic's configs failed");
             return Err(KafkaError::KafkaStorageError);
         }

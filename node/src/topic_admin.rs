@@ -116,7 +116,7 @@ impl Node {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails by panicking
 
-    use std::collections::BTreeMap;
+    use std::collections::{BTreeMap, BTreeSet};
 
     use storage_config::{Backend, StorageConfig};
 
@@ -207,6 +207,58 @@ mod tests {
                 .log_end_offset(),
             0
         );
+        node.close().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_topic_keeps_its_id_across_restarts_and_a_topic_created_again_gets_another() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = open(dir.path()).await;
+        node.create_topic("orders", 2).await.unwrap();
+        node.create_topic("audit", 1).await.unwrap();
+        let first = node.topic_id("orders").await.unwrap();
+        let audit = node.topic_id("audit").await.unwrap();
+        assert_ne!(first, audit);
+        assert_ne!(first, [0; 16]);
+        assert_eq!(first[6] >> 4, 4, "a version-4 UUID");
+        assert!(!mirror_fsm::topic_id_text(first).starts_with('-'));
+        assert_eq!(node.topic_named_by(first).await.as_deref(), Some("orders"));
+        node.close().await.unwrap();
+
+        let node = open(dir.path()).await;
+        assert_eq!(node.topic_id("orders").await, Some(first), "durable");
+        node.grow_topic("orders", 3, false).await.unwrap();
+        assert_eq!(node.topic_id("orders").await, Some(first), "growing keeps the id");
+        node.delete_topic("orders").await.unwrap();
+        assert_eq!(node.topic_id("orders").await, None);
+        assert_eq!(node.topic_named_by(first).await, None);
+        node.create_topic("orders", 2).await.unwrap();
+        let second = node.topic_id("orders").await.unwrap();
+        assert_ne!(second, first, "a topic created again is another topic");
+        assert_eq!(node.topic_id("audit").await, Some(audit));
+        node.close().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn topics_from_before_topic_ids_get_one_at_the_next_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = open(dir.path()).await;
+        node.create_topic("old", 1).await.unwrap();
+        // A record written by a build without ids: the topic is there, its id is not.
+        node.topic_configs
+            .write()
+            .await
+            .assign_missing_ids(&BTreeSet::new())
+            .await
+            .unwrap();
+        assert_eq!(node.topic_id("old").await, None);
+        node.close().await.unwrap();
+
+        let node = open(dir.path()).await;
+        let given = node.topic_id("old").await.expect("an id given at the open");
+        node.close().await.unwrap();
+        let node = open(dir.path()).await;
+        assert_eq!(node.topic_id("old").await, Some(given), "given once, then kept");
         node.close().await.unwrap();
     }
 

@@ -7,6 +7,11 @@
 //! A topic's record is written **before** its partitions are created, so a topic is never seen without its
 //! configs; a record left by a creation that crashed before its partitions names a topic that does not exist,
 //! which nothing reads, and the next creation of that name writes its own.
+//!
+//! The record also holds each topic's **topic id** (KIP-516): 16 random bytes drawn at creation (a version-4
+//! UUID, never all zeros, whose text does not begin with `-`, as Kafka draws them), so a topic deleted and created
+//! again under the same name has another id. A topic from a data directory written before ids were kept gets one
+//! when the node opens ([`TopicConfigs::assign_missing_ids`]), as Kafka gives ids to topics that had none.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -36,6 +41,9 @@ struct Record {
     /// down, so what is left is always partitions 0..k; the next open finishes the job).
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     deleting: BTreeSet<String>,
+    /// Topic → its topic id, as Kafka prints it (URL-safe base64 without padding).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    ids: BTreeMap<String, String>,
 }
 
 /// The overrides of every topic, their store, and the broker settings topics fall back to.
@@ -49,6 +57,52 @@ pub(crate) struct TopicConfigs {
     defaults: TopicSettings,
     /// Topics being deleted (see [`Record::deleting`]).
     deleting: BTreeSet<String>,
+    /// Each topic's id (see the module docs).
+    ids: BTreeMap<String, [u8; 16]>,
+    /// Where new ids come from.
+    id_source: IdSource,
+}
+
+/// Where new topic ids come from: the operating system's randomness, or (the simulator) a seeded sequence.
+#[derive(Debug)]
+enum IdSource {
+    Random,
+    #[cfg_attr(not(feature = "simulator"), allow(dead_code))]
+    Seeded(u64),
+}
+
+impl IdSource {
+    fn of(config: &NodeConfig) -> Self {
+        #[cfg(feature = "simulator")]
+        if let Some(seed) = config.topic_id_seed {
+            return IdSource::Seeded(seed);
+        }
+        let _ = config;
+        IdSource::Random
+    }
+
+    /// 16 bytes.
+    fn draw(&mut self) -> Result<[u8; 16], NodeError> {
+        let mut id = [0u8; 16];
+        match self {
+            IdSource::Random => getrandom::fill(&mut id).map_err(|error| NodeError::Topic {
+                name: TOPIC_CONFIGS_PARTITION.to_owned(),
+                reason: format!("no randomness for a topic id: {error}"),
+            })?,
+            IdSource::Seeded(state) => {
+                for half in id.chunks_mut(8) {
+                    // SplitMix64: each step a well-mixed 64-bit word.
+                    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                    let mut word = *state;
+                    word = (word ^ (word >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                    word = (word ^ (word >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                    word ^= word >> 31;
+                    half.copy_from_slice(&word.to_be_bytes());
+                }
+            }
+        }
+        Ok(id)
+    }
 }
 
 impl TopicConfigs {
@@ -57,6 +111,7 @@ impl TopicConfigs {
         let broker = broker_settings(config);
         let mut overrides = BTreeMap::new();
         let mut deleting = BTreeSet::new();
+        let mut ids = BTreeMap::new();
         if let Some(bytes) = store.metadata(CONFIGS_KEY).await? {
             let record: Record = serde_json::from_slice(&bytes).map_err(|error| NodeError::Topic {
                 name: TOPIC_CONFIGS_PARTITION.to_owned(),
@@ -72,6 +127,13 @@ impl TopicConfigs {
                 });
             }
             deleting = record.deleting;
+            for (topic, text) in record.ids {
+                let id = mirror_fsm::topic_id_from_text(&text).ok_or_else(|| NodeError::Topic {
+                    name: topic.clone(),
+                    reason: format!("its stored topic id {text:?} is not 16 bytes of URL-safe base64"),
+                })?;
+                ids.insert(topic, id);
+            }
             for (topic, map) in record.topics {
                 let checked = Overrides::from_stored(map).map_err(|error| NodeError::Topic {
                     name: topic.clone(),
@@ -92,7 +154,63 @@ impl TopicConfigs {
             broker,
             defaults,
             deleting,
+            ids,
+            id_source: IdSource::of(config),
         })
+    }
+
+    /// The id of `topic`, if it has one (every topic the node holds has one once it is open).
+    pub(crate) fn topic_id(&self, topic: &str) -> Option<[u8; 16]> {
+        self.ids.get(topic).copied()
+    }
+
+    /// The topic named by `id`, if any.
+    pub(crate) fn topic_named_by(&self, id: [u8; 16]) -> Option<&str> {
+        self.ids
+            .iter()
+            .find(|(_, held)| **held == id)
+            .map(|(name, _)| name.as_str())
+    }
+
+    /// Records `topic` as created now: a new id and its `overrides` (durable when this returns). A record a
+    /// crashed creation left for the name is replaced.
+    pub(crate) async fn create(&mut self, topic: &str, overrides: Overrides) -> Result<(), NodeError> {
+        let mut ids = self.ids.clone();
+        let id = new_topic_id(&mut self.id_source, &ids)?;
+        ids.insert(topic.to_owned(), id);
+        let deleting = self.deleting.clone();
+        self.write(topic, &overrides, &deleting, &ids).await?;
+        self.log_kept(topic, &overrides);
+        self.keep(topic, overrides);
+        self.ids = ids;
+        Ok(())
+    }
+
+    /// Gives each of `topics` that has no id one (a data directory from before ids were kept), in one durable
+    /// write; ids of topics not among them (a creation that crashed before its partitions) are dropped with it.
+    pub(crate) async fn assign_missing_ids(&mut self, topics: &BTreeSet<String>) -> Result<(), NodeError> {
+        let mut ids: BTreeMap<String, [u8; 16]> = self
+            .ids
+            .iter()
+            .filter(|(name, _)| topics.contains(*name))
+            .map(|(name, id)| (name.clone(), *id))
+            .collect();
+        let missing: Vec<&String> = topics.iter().filter(|name| !ids.contains_key(*name)).collect();
+        if missing.is_empty() && ids.len() == self.ids.len() {
+            return Ok(());
+        }
+        for name in missing {
+            let id = new_topic_id(&mut self.id_source, &ids)?;
+            ids.insert(name.clone(), id);
+        }
+        let (deleting, topic) = (
+            self.deleting.clone(),
+            topics.iter().next().cloned().unwrap_or_default(),
+        );
+        let overrides = self.overrides(&topic);
+        self.write(&topic, &overrides, &deleting, &ids).await?;
+        self.ids = ids;
+        Ok(())
     }
 
     /// Topics whose deletion may not be finished.
@@ -121,15 +239,15 @@ impl TopicConfigs {
         if held == Some(&overrides) || (held.is_none() && overrides.as_map().is_empty()) {
             return Ok(());
         }
-        let deleting = self.deleting.clone();
-        self.write(topic, &overrides, &deleting).await?;
+        let (deleting, ids) = (self.deleting.clone(), self.ids.clone());
+        self.write(topic, &overrides, &deleting, &ids).await?;
         self.log_kept(topic, &overrides);
         self.keep(topic, overrides);
         Ok(())
     }
 
-    /// Records that `topic` is being deleted (`deleting`) or is gone (not): its overrides go with it. Durable when
-    /// this returns.
+    /// Records that `topic` is being deleted (`deleting`) or is gone (not): its overrides and its id go with it.
+    /// Durable when this returns.
     pub(crate) async fn mark_deletion(&mut self, topic: &str, deleting: bool) -> Result<(), NodeError> {
         let mut set = self.deleting.clone();
         if deleting {
@@ -137,18 +255,23 @@ impl TopicConfigs {
         } else {
             set.remove(topic);
         }
-        self.write(topic, &Overrides::default(), &set).await?;
+        let mut ids = self.ids.clone();
+        ids.remove(topic);
+        self.write(topic, &Overrides::default(), &set, &ids).await?;
         self.keep(topic, Overrides::default());
         self.deleting = set;
+        self.ids = ids;
         Ok(())
     }
 
-    /// Writes the record with `topic`'s overrides replaced by `overrides` and the deletions `deleting`.
+    /// Writes the record with `topic`'s overrides replaced by `overrides`, the deletions `deleting` and the ids
+    /// `ids`.
     async fn write(
         &mut self,
         topic: &str,
         overrides: &Overrides,
         deleting: &BTreeSet<String>,
+        ids: &BTreeMap<String, [u8; 16]>,
     ) -> Result<(), NodeError> {
         let mut topics: BTreeMap<String, BTreeMap<String, String>> = self
             .overrides
@@ -163,6 +286,10 @@ impl TopicConfigs {
             version: FORMAT_VERSION,
             topics,
             deleting: deleting.clone(),
+            ids: ids
+                .iter()
+                .map(|(name, id)| (name.clone(), mirror_fsm::topic_id_text(*id)))
+                .collect(),
         })
         .map_err(|error| NodeError::Topic {
             name: topic.to_owned(),
@@ -205,6 +332,20 @@ impl TopicConfigs {
         match self.store.take() {
             Some(store) => Ok(store.close().await?),
             None => Ok(()),
+        }
+    }
+}
+
+/// A new topic id unlike every id in `held`: a random version-4 UUID whose text does not begin with `-` (Kafka
+/// draws again for those, which a command line would read as a flag).
+fn new_topic_id(source: &mut IdSource, held: &BTreeMap<String, [u8; 16]>) -> Result<[u8; 16], NodeError> {
+    loop {
+        let mut id = source.draw()?;
+        id[6] = (id[6] & 0x0f) | 0x40;
+        id[8] = (id[8] & 0x3f) | 0x80;
+        // Base64's first character is the first byte's top six bits; 62 is `-` in the URL-safe alphabet.
+        if id[0] >> 2 != 62 && !held.values().any(|other| *other == id) {
+            return Ok(id);
         }
     }
 }

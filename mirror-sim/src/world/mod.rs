@@ -161,6 +161,9 @@ pub enum Mutation {
     /// The links never check their sources' topics (`MirrorLinks::set_source_topic_check_interval_ms(None)`): a
     /// partition added at a source is never mirrored.
     GrowthNotFollowed,
+    /// The sources are described without their topic ids (a source that has none): a link records no id, so a
+    /// topic deleted and created again at the source is fetched on as if it were the one mirrored.
+    TopicIdsIgnored,
     /// A session that resumes after a transient source error aligns again as a new one, and a source that never
     /// answers the private question (Apache Kafka) counts as "never mirrored from us": the mirror is emptied and
     /// copied again (issue 50's "a retry wipes the partition"; `MirrorDriver::realign_on_retry`).
@@ -188,6 +191,10 @@ struct Link {
     source: String,
     dest: String,
     topic: String,
+    /// The source's topic was deleted and created again since the link started ([`Step::RecreateTopic`]): the
+    /// batches each partition of the topic it mirrored held then. The mirror is judged against them, and holds
+    /// nothing of the new topic.
+    source_before_recreation: Option<BTreeMap<i32, Vec<RecordBatch>>>,
 }
 
 /// A client and what it holds.
@@ -278,6 +285,8 @@ pub struct Finished {
     /// Records a failover's source acknowledged (plain, or committed) that a read_committed consumer of the
     /// destination could not see when it took over: the failover's loss window, not silent loss (record ids).
     pub failover_window: std::collections::BTreeSet<u64>,
+    /// Records acknowledged in a topic an operator deleted since ([`Step::RecreateTopic`]): gone with it, not lost.
+    pub deleted_records: std::collections::BTreeSet<u64>,
     /// Client operations executed (produce attempts, transaction ends, initialisations).
     pub operations: u64,
     /// (cluster, topic, producer id) under which two or more real clients sent batches, with the clients.
@@ -315,6 +324,8 @@ pub struct World {
     failed_over: std::collections::BTreeSet<(String, String)>,
     /// Records a failover's source acknowledged that its destination never received.
     failover_window: std::collections::BTreeSet<u64>,
+    /// Records acknowledged in a topic an operator deleted since.
+    deleted_records: std::collections::BTreeSet<u64>,
     operations: u64,
     /// The client whose transaction each transactional id last opened (the owner of the markers that end it).
     txn_owners: BTreeMap<TransactionalId, String>,
@@ -371,6 +382,7 @@ impl World {
             failed_links: Vec::new(),
             failed_over: std::collections::BTreeSet::new(),
             failover_window: std::collections::BTreeSet::new(),
+            deleted_records: std::collections::BTreeSet::new(),
             operations: 0,
             senders: BTreeMap::new(),
             topics_check_every_round: false,
@@ -430,6 +442,10 @@ impl World {
         config.auto_create_topics = false;
         config.barrier_scope = self.strategy.barrier_scope();
         config.record_delivered_markers = true;
+        // Topic ids from the cluster's name: a run is the same every time.
+        config.topic_id_seed = Some(name.bytes().fold(0xC1A5_7E00_u64, |seed, byte| {
+            seed.wrapping_mul(31).wrapping_add(u64::from(byte))
+        }));
         if self.mutation == Some(Mutation::LeaderOnlyBarrier) {
             config.follower_cluster_id = Some(format!("{name}-follower"));
         }
@@ -532,6 +548,7 @@ impl World {
             }
             Step::BehaveAsKafka { cluster } => self.network.behave_as_kafka(cluster),
             Step::AddPartition { cluster, topic } => self.add_partition(cluster, topic).await?,
+            Step::RecreateTopic { cluster, topic } => self.recreate_topic(cluster, topic).await?,
             Step::SourceFault {
                 cluster,
                 fault,
@@ -601,6 +618,70 @@ impl World {
                 .filter_map(|state| state.links.as_mut())
             {
                 links.set_source_topic_check_interval_ms(Some(0));
+            }
+        }
+        self.replicate(cluster, topic).await
+    }
+
+    /// An operator deletes `topic` on `cluster` and creates it again with as many partitions (DeleteTopics, then
+    /// CreateTopics; a topic a link mirrors into `cluster` is refused). What its partitions held is gone with them:
+    /// its acknowledged records are [`Finished::deleted_records`], and each link reading it keeps the batches it
+    /// had, to judge its mirror by.
+    async fn recreate_topic(&mut self, cluster: &str, topic: &str) -> Result<(), SimError> {
+        let partitions = self.partition_numbers(cluster, topic).await;
+        let Some(node) = self.node(cluster) else {
+            return Ok(());
+        };
+        let Some(count) = node.topic_partitions().await.get(topic).copied() else {
+            return Ok(());
+        };
+        let mut held = BTreeMap::new();
+        for partition in partitions.clone() {
+            held.insert(partition, self.leader_batches(cluster, topic, partition).await?);
+        }
+        let Some(node) = self.node(cluster) else {
+            return Ok(());
+        };
+        if let Err(refusal) = node.delete_topic(topic).await {
+            *self
+                .client_errors
+                .entry(refusal.error.name().to_owned())
+                .or_default() += 1;
+            return Ok(());
+        }
+        let created = node
+            .create_topic(topic, u32::try_from(count).unwrap_or(u32::MAX))
+            .await;
+        self.operations += 1;
+        match created {
+            Ok(()) => {}
+            Err(kafka_types::KafkaError::KafkaStorageError) => {
+                return Err(SimError::Storage(format!(
+                    "{cluster}: creating {topic} again failed (the reason is on stderr)"
+                )))
+            }
+            Err(error) => {
+                return Err(SimError::Setup(format!(
+                    "{cluster}: creating {topic} again: {error}"
+                )))
+            }
+        }
+        let names: Vec<String> = partitions
+            .map(|partition| self.log_name(topic, partition))
+            .collect();
+        let gone: Vec<u64> = self
+            .truth
+            .records
+            .iter()
+            .filter(|(_, record)| {
+                record.acked_on.as_deref() == Some(cluster) && names.contains(&record.topic)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        self.deleted_records.extend(gone);
+        for link in &mut self.links {
+            if link.source == cluster && link.topic == topic && link.source_before_recreation.is_none() {
+                link.source_before_recreation = Some(held.clone());
             }
         }
         self.replicate(cluster, topic).await
@@ -926,7 +1007,7 @@ impl World {
                 self.partition_numbers(&link.dest, &link.topic).await,
                 self.partition_numbers(&link.source, &link.topic).await,
             );
-            if held.end < of_source.end {
+            if held.end < of_source.end && link.source_before_recreation.is_none() {
                 // After the drain every link has met its source's topics: a partition the source added is mirrored.
                 found.push(format!(
                     "{}/{}: mirror of {} holds {} partition(s) where its source has {}",
@@ -936,7 +1017,11 @@ impl World {
             pairs.extend(held.map(|partition| (link, partition)));
         }
         for (link, partition) in pairs {
-            let source_batches = self.leader_batches(&link.source, &link.topic, partition).await?;
+            let recreated = link.source_before_recreation.as_ref();
+            let source_batches = match recreated {
+                Some(held) => held.get(&partition).cloned().unwrap_or_default(),
+                None => self.leader_batches(&link.source, &link.topic, partition).await?,
+            };
             let dest_batches = self.leader_batches(&link.dest, &link.topic, partition).await?;
             let name = self.log_name(&link.topic, partition);
             let by_offset: BTreeMap<i64, &RecordBatch> = source_batches
@@ -945,6 +1030,17 @@ impl World {
                 .collect();
             for batch in &dest_batches {
                 let Some(original) = by_offset.get(&batch.base_offset()) else {
+                    if recreated.is_some() {
+                        found.push(format!(
+                            "{}/{}: mirror of {} holds a batch at offset {} that the topic it mirrored never held: \
+                             the source's topic was deleted and created again, and the two topics' logs mixed",
+                            link.dest,
+                            name,
+                            link.source,
+                            batch.base_offset()
+                        ));
+                        break;
+                    }
                     if source_batches
                         .last()
                         .is_some_and(|last| batch.base_offset() < last.next_offset())
@@ -1112,6 +1208,7 @@ impl World {
             read_only_after_failover,
             unacknowledged,
             failover_window: self.failover_window,
+            deleted_records: self.deleted_records,
             operations: self.operations,
             shared_ids: self
                 .senders

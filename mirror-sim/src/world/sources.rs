@@ -57,6 +57,9 @@ pub(super) struct SimSources {
     pub(super) network: Network,
     /// The run's clock (a slow answer moves it).
     pub(super) clock: Arc<SimClock>,
+    /// Describe the sources without their topic ids, as a source without them answers (the
+    /// `TopicIdsIgnored` mutant).
+    pub(super) without_topic_ids: bool,
 }
 
 fn unreachable(address: &str) -> FetchError {
@@ -72,7 +75,11 @@ impl Sources for SimSources {
     async fn describe(&self, address: &str, topics: &[String]) -> Result<SourceDescription, FetchError> {
         let node = self.nodes.get(address).ok_or_else(|| unreachable(address))?;
         self.network.cross(address, "Metadata", &self.clock)?;
-        node::mirror::describe_node(node, address, topics).await
+        let mut description = node::mirror::describe_node(node, address, topics).await?;
+        if self.without_topic_ids {
+            description.topic_ids.clear();
+        }
+        Ok(description)
     }
 
     async fn group_offsets(&self, address: &str, topics: &[String]) -> Result<Vec<GroupOffset>, FetchError> {
@@ -101,7 +108,8 @@ impl Sources for SimSources {
         let mut left = limits.total;
         let mut answers = Vec::with_capacity(wanted.len());
         for fetch in wanted {
-            let fetcher = self.sim_fetcher(address, &fetch.topic, fetch.partition);
+            let mut fetcher = self.sim_fetcher(address, &fetch.topic, fetch.partition);
+            fetcher.expected_topic_id = fetch.topic_id;
             let max_bytes = limits.per_partition.min(left);
             let answer = if max_bytes == 0 {
                 Ok((
@@ -144,6 +152,7 @@ impl SimSources {
             copied_ids: Arc::clone(&self.copied_ids),
             network: self.network.clone(),
             clock: Arc::clone(&self.clock),
+            expected_topic_id: None,
         }
     }
 }
@@ -159,6 +168,9 @@ pub(super) struct SimFetcher {
     copied_ids: CopiedIds,
     network: Network,
     clock: Arc<SimClock>,
+    /// The topic's id at the source when the link was created: asked by it, as `serve`'s rounds ask a source
+    /// with topic ids (a topic deleted and created again is another topic; ADR 0050).
+    expected_topic_id: Option<[u8; 16]>,
 }
 
 impl SimFetcher {
@@ -176,6 +188,8 @@ impl SimFetcher {
             .source
             .as_ref()
             .ok_or_else(|| unreachable(&self.source_cluster_id))?;
+        node::mirror::check_topic_id(node, &self.source_cluster_id, &self.topic, self.expected_topic_id)
+            .await?;
         let slot = node.partition(&self.topic, self.partition).await.ok_or_else(|| {
             FetchError::new(
                 format!(
@@ -287,5 +301,9 @@ impl Fetcher for SimFetcher {
         self.cross("Metadata")?;
         self.with_source(async |_| Ok(())).await?;
         Ok(self.source_cluster_id.clone())
+    }
+
+    fn expect_topic_id(&mut self, topic_id: [u8; 16]) {
+        self.expected_topic_id = Some(topic_id);
     }
 }

@@ -44,6 +44,42 @@ fn unreachable(address: &str) -> FetchError {
     FetchError::new(format!("no source node at {address}"), true)
 }
 
+/// Whether `topic` on `node` (reached as `address`) is still the topic a link recorded the id `expected` of (as a
+/// Kafka source answers a fetch by topic id, ADR 0050): another id is a final error naming both — the topic was
+/// deleted and created again, and its log is not the one mirrored — and no topic of that name a retryable one (a
+/// missing answer is no evidence). Nothing is checked without an expected id.
+pub async fn check_topic_id(
+    node: &Node,
+    address: &str,
+    topic: &str,
+    expected: Option<[u8; 16]>,
+) -> Result<(), FetchError> {
+    let Some(expected) = expected else {
+        return Ok(());
+    };
+    match node.topic_id(topic).await {
+        Some(found) if found == expected => Ok(()),
+        Some(found) => Err(FetchError::new(
+            format!(
+                "topic {topic} at {address} has topic id {}, not {} as when this link was created: it was deleted \
+                 and created again, and its log is not the one mirrored here (UNKNOWN_TOPIC_ID); nothing was \
+                 truncated or appended",
+                mirror_fsm::topic_id_text(found),
+                mirror_fsm::topic_id_text(expected),
+            ),
+            false,
+        )),
+        None => Err(FetchError::new(
+            format!(
+                "topic {topic} (id {}) does not exist at {address} now: deleted, or not created again yet; \
+                 waiting, nothing truncated",
+                mirror_fsm::topic_id_text(expected),
+            ),
+            true,
+        )),
+    }
+}
+
 /// What `node`, reached as `address`, tells a mirror about itself and `topics` (a topic it lacks is an error
 /// naming it): for every in-process implementation of [`Sources`].
 pub async fn describe_node(
@@ -65,11 +101,16 @@ pub async fn describe_node(
             configs.insert(topic.clone(), overrides);
         }
     }
-    // A node has no topic ids: the description leaves them out.
+    let mut topic_ids = BTreeMap::new();
+    for topic in topics {
+        if let Some(id) = node.topic_id(topic).await {
+            topic_ids.insert(topic.clone(), id);
+        }
+    }
     Ok(SourceDescription {
         cluster_id: node.config().cluster_id.clone(),
         partitions,
-        topic_ids: BTreeMap::new(),
+        topic_ids,
         configs: SourceConfigs::Read(configs),
     })
 }
@@ -131,6 +172,7 @@ impl Sources for NodeSources {
             topic: topic.to_owned(),
             partition,
             last_stable: AtomicI64::new(-1),
+            expected_topic_id: None,
         })
     }
 }
@@ -144,11 +186,14 @@ pub struct NodeFetcher {
     partition: i32,
     /// The source's last stable offset at the latest fetch (−1 before the first).
     last_stable: AtomicI64,
+    /// The topic's id at the source when the link was created ([`Fetcher::expect_topic_id`]).
+    expected_topic_id: Option<[u8; 16]>,
 }
 
 impl NodeFetcher {
     async fn slot(&self) -> Result<Arc<crate::PartitionSlot>, FetchError> {
         let node = self.node.as_ref().ok_or_else(|| unreachable(&self.address))?;
+        check_topic_id(node, &self.address, &self.topic, self.expected_topic_id).await?;
         node.partition(&self.topic, self.partition).await.ok_or_else(|| {
             FetchError::new(
                 format!(
@@ -210,7 +255,12 @@ impl Fetcher for NodeFetcher {
 
     async fn cluster_id(&mut self) -> Result<String, FetchError> {
         let node = self.node.as_ref().ok_or_else(|| unreachable(&self.address))?;
+        check_topic_id(node, &self.address, &self.topic, self.expected_topic_id).await?;
         Ok(node.config().cluster_id.clone())
+    }
+
+    fn expect_topic_id(&mut self, topic_id: [u8; 16]) {
+        self.expected_topic_id = Some(topic_id);
     }
 
     fn source_last_stable_offset(&self) -> Option<i64> {

@@ -38,6 +38,6 @@ pub mod source_topics;
 pub use actions::{SourceAnswer, SourceQuestion};
 pub use error::MirrorError;
 pub use links::{MirrorLinks, RoundsAhead};
-pub use local::{describe_node, NodeFetcher, NodeSources};
+pub use local::{check_topic_id, describe_node, NodeFetcher, NodeSources};
 pub use mirror_admin::{AdminFailure, AdminRequest, AdminResponse, ConfigEntry, LinkStatus, PartitionStatus};
 pub use registry::{LinkRecord, LinkSettings, TopicRecord, MIRROR_LINKS_PARTITION};
