@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{idempotent, move_to, produce, run, script, start, stop};
+use common::{end, idempotent, move_to, produce, run, script, start, stop, transactional};
 use mirror_sim::script::generate_with;
 use mirror_sim::{Finished, Mutation, SimStorage, Step, Strategy, Topology, Workload};
 use record_format::ControlRecord;
@@ -278,7 +278,7 @@ fn recreated_at_the_source() -> Vec<Step> {
 }
 
 #[test]
-fn a_topic_created_again_at_the_source_fails_its_mirror_by_name_and_mixes_nothing() {
+fn a_topic_created_again_at_the_source_fails_its_mirror_by_topic_id_and_mixes_nothing() {
     let mut steps = recreated_at_the_source();
     steps.push(stop("B", "orders"));
     let (findings, finished) = run(&script(&["A", "B"], steps), Strategy::BarrierAdvance);
@@ -309,29 +309,63 @@ fn a_topic_created_again_at_the_source_fails_its_mirror_by_name_and_mixes_nothin
 }
 
 #[test]
-fn the_oracle_catches_a_mirror_that_mixes_two_topics_of_one_name() {
-    let (findings, finished) = mirror_sim::run_script_mutated(
-        &script(&["A", "B"], recreated_at_the_source()),
-        Strategy::Barrier,
-        &SimStorage::memory(),
-        mirror_sim::FetchBound::default(),
-        Some(Mutation::TopicIdsIgnored),
-    )
-    .unwrap();
-    assert!(findings.anomalies.divergence > 0, "{:?}", findings.notes);
-    assert!(
-        finished.divergences.iter().any(|found| found.starts_with(
-            "B/orders: mirror of A holds a batch at offset 6 that the topic it mirrored never held"
-        )),
-        "{:?}",
-        finished.divergences
-    );
+fn the_oracle_catches_a_mirror_that_mixes_two_topics_of_one_name_running_or_failed_over() {
+    for failover in [false, true] {
+        let mut steps = recreated_at_the_source();
+        if failover {
+            steps.push(stop("B", "orders"));
+        }
+        let (findings, finished) = mirror_sim::run_script_mutated(
+            &script(&["A", "B"], steps),
+            Strategy::Barrier,
+            &SimStorage::memory(),
+            mirror_sim::FetchBound::default(),
+            Some(Mutation::TopicIdsIgnored),
+        )
+        .unwrap();
+        assert!(
+            findings.anomalies.divergence > 0,
+            "failover {failover}: {:?}",
+            findings.notes
+        );
+        assert!(
+            finished.divergences.iter().any(|found| found.starts_with(
+                "B/orders: mirror of A holds a batch at offset 6 that the topic it mirrored never held"
+            )),
+            "failover {failover}: {:?}",
+            finished.divergences
+        );
+    }
+}
+
+#[test]
+fn a_transaction_open_on_a_deleted_topic_goes_with_it_and_is_no_loss() {
+    let steps = vec![
+        start("A", "B", "orders"),
+        transactional("A/t", "A", "orders", "t-id"),
+        produce("A/t", 2),
+        Step::Mirror,
+        Step::RecreateTopic {
+            cluster: "A".into(),
+            topic: "orders".into(),
+        },
+        end("A/t", true),
+        Step::Mirror,
+    ];
+    let (findings, finished) = run(&script(&["A", "B"], steps), Strategy::Barrier);
+    assert_eq!(findings.anomalies.silent_loss, 0, "{:?}", findings.notes);
+    assert_eq!(finished.deleted_records, [1, 2].into());
 }
 
 #[test]
 fn a_seeded_run_draws_the_same_topic_ids_every_time() {
     let first = run(&script(&["A", "B"], recreated_at_the_source()), Strategy::Barrier).1;
     let second = run(&script(&["A", "B"], recreated_at_the_source()), Strategy::Barrier).1;
+    assert!(
+        first.failed_links[0].contains("has topic id"),
+        "{:?}",
+        first.failed_links
+    );
     assert_eq!(
         first.failed_links, second.failed_links,
         "the ids in the message too"

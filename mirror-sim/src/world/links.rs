@@ -39,23 +39,15 @@ impl World {
             .clusters
             .get(dest)
             .is_some_and(|cluster| cluster.topics.contains(topic));
-        let (link, topics) = (topic.to_owned(), vec![topic.to_owned()]);
         let request = if into_existing {
             AdminRequest::Reverse {
-                link,
+                link: topic.to_owned(),
                 source: source.to_owned(),
-                topics,
+                topics: vec![topic.to_owned()],
                 source_config: Default::default(),
             }
         } else {
-            AdminRequest::Create {
-                link,
-                source: source.to_owned(),
-                topics,
-                source_config: Default::default(),
-                include: Vec::new(),
-                exclude: Vec::new(),
-            }
+            create_request(source, topic)
         };
         if let Some(cluster) = self.clusters.get(dest) {
             let mut ids = cluster
@@ -82,7 +74,12 @@ impl World {
             answer = self.administer(dest, request.clone()).await?;
             attempts += 1;
         }
-        if into_existing && !answer.ok && answer.links.is_empty() {
+        // Only the refusal of partition counts that differ has the remedy the operator follows.
+        let counts_refused = answer
+            .error
+            .as_ref()
+            .is_some_and(|error| error.message.contains(" partitions here and "));
+        if into_existing && !answer.ok && answer.links.is_empty() && counts_refused {
             if let Some(retried) = self
                 .reverse_with_other_counts(source, dest, topic, &request)
                 .await?
@@ -137,25 +134,16 @@ impl World {
             }
             return self.administer(dest, reverse.clone()).await.map(Some);
         }
-        let Some(node) = self.node(dest) else {
-            return Ok(None);
-        };
-        if node.delete_topic(topic).await.is_err() {
+        if !self.delete_topic(dest, topic).await? {
             // Refused (a link holds the topic): the reverse's refusal stands and is judged.
             return Ok(None);
         }
         if let Some(cluster) = self.clusters.get_mut(dest) {
             cluster.topics.remove(topic);
         }
-        let create = AdminRequest::Create {
-            link: topic.to_owned(),
-            source: source.to_owned(),
-            topics: vec![topic.to_owned()],
-            source_config: Default::default(),
-            include: Vec::new(),
-            exclude: Vec::new(),
-        };
-        self.administer(dest, create).await.map(Some)
+        self.administer(dest, create_request(source, topic))
+            .await
+            .map(Some)
     }
 
     pub(super) async fn mirror_all(&mut self) -> Result<(), SimError> {
@@ -231,7 +219,13 @@ impl World {
         // A source whose topic was deleted and created again is another topic: neither its producer state nor
         // its records are the mirror's to compare or to miss.
         let recreated = self.links[index].source_before_recreation.is_some();
-        if !recreated {
+        if recreated {
+            // The mirror as it fails over holds nothing the deleted topic did not.
+            for partition in self.partition_numbers(dest, topic).await {
+                let found = self.mirror_divergence(&self.links[index], partition).await?;
+                self.divergences.extend(found);
+            }
+        } else {
             self.compare_mirror_state(&source, dest, topic).await?;
         }
         let link = self.links.remove(index);
@@ -384,6 +378,18 @@ impl World {
                 self.log_name(topic, partition)
             ))
         })
+    }
+}
+
+/// `mirror create` of a link named after `topic`, mirroring it from `source`.
+fn create_request(source: &str, topic: &str) -> AdminRequest {
+    AdminRequest::Create {
+        link: topic.to_owned(),
+        source: source.to_owned(),
+        topics: vec![topic.to_owned()],
+        source_config: Default::default(),
+        include: Vec::new(),
+        exclude: Vec::new(),
     }
 }
 

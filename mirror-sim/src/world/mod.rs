@@ -624,36 +624,19 @@ impl World {
     }
 
     /// An operator deletes `topic` on `cluster` and creates it again with as many partitions (DeleteTopics, then
-    /// CreateTopics; a topic a link mirrors into `cluster` is refused). What its partitions held is gone with them:
-    /// its acknowledged records are [`Finished::deleted_records`], and each link reading it keeps the batches it
-    /// had, to judge its mirror by.
+    /// CreateTopics; see [`Self::delete_topic`]).
     async fn recreate_topic(&mut self, cluster: &str, topic: &str) -> Result<(), SimError> {
-        let partitions = self.partition_numbers(cluster, topic).await;
-        let Some(node) = self.node(cluster) else {
+        let count = self.partition_numbers(cluster, topic).await.end;
+        if !self.delete_topic(cluster, topic).await? {
             return Ok(());
-        };
-        let Some(count) = node.topic_partitions().await.get(topic).copied() else {
-            return Ok(());
-        };
-        let mut held = BTreeMap::new();
-        for partition in partitions.clone() {
-            held.insert(partition, self.leader_batches(cluster, topic, partition).await?);
         }
         let Some(node) = self.node(cluster) else {
             return Ok(());
         };
-        if let Err(refusal) = node.delete_topic(topic).await {
-            *self
-                .client_errors
-                .entry(refusal.error.name().to_owned())
-                .or_default() += 1;
-            return Ok(());
-        }
-        let created = node
+        match node
             .create_topic(topic, u32::try_from(count).unwrap_or(u32::MAX))
-            .await;
-        self.operations += 1;
-        match created {
+            .await
+        {
             Ok(()) => {}
             Err(kafka_types::KafkaError::KafkaStorageError) => {
                 return Err(SimError::Storage(format!(
@@ -666,25 +649,58 @@ impl World {
                 )))
             }
         }
+        self.operations += 1;
+        self.replicate(cluster, topic).await
+    }
+
+    /// An operator deletes `topic` on `cluster` (DeleteTopics; a topic a link mirrors into `cluster` is refused,
+    /// counted with the clients' refusals): whether it was deleted. What its partitions held is gone with them —
+    /// its acknowledged records, and those of transactions open on it, are [`Finished::deleted_records`] — and each
+    /// link reading it keeps the batches it had, to judge its mirror by.
+    pub(super) async fn delete_topic(&mut self, cluster: &str, topic: &str) -> Result<bool, SimError> {
+        let partitions = self.partition_numbers(cluster, topic).await;
+        let held_topic = self
+            .clusters
+            .get(cluster)
+            .is_some_and(|state| state.topics.contains(topic));
+        if !held_topic {
+            return Ok(false);
+        }
+        let mut held = BTreeMap::new();
+        for partition in partitions.clone() {
+            held.insert(partition, self.leader_batches(cluster, topic, partition).await?);
+        }
+        let Some(node) = self.node(cluster) else {
+            return Ok(false);
+        };
+        if let Err(refusal) = node.delete_topic(topic).await {
+            *self
+                .client_errors
+                .entry(refusal.error.name().to_owned())
+                .or_default() += 1;
+            return Ok(false);
+        }
+        self.operations += 1;
         let names: Vec<String> = partitions
             .map(|partition| self.log_name(topic, partition))
             .collect();
-        let gone: Vec<u64> = self
-            .truth
-            .records
-            .iter()
-            .filter(|(_, record)| {
-                record.acked_on.as_deref() == Some(cluster) && names.contains(&record.topic)
-            })
-            .map(|(id, _)| *id)
-            .collect();
+        let acknowledged = self.truth.records.iter().filter(|(_, record)| {
+            record.acked_on.as_deref() == Some(cluster) && names.contains(&record.topic)
+        });
+        let mut gone: Vec<u64> = acknowledged.map(|(id, _)| *id).collect();
+        // A transaction open on the topic: a commit after the deletion would find the new topic's partitions.
+        for client in self.clients.values() {
+            if client.cluster == cluster && client.topic == topic && client.in_txn {
+                gone.extend(client.txn_records.iter().copied());
+            }
+        }
         self.deleted_records.extend(gone);
         for link in &mut self.links {
             if link.source == cluster && link.topic == topic && link.source_before_recreation.is_none() {
                 link.source_before_recreation = Some(held.clone());
             }
         }
-        self.replicate(cluster, topic).await
+        Ok(true)
     }
 
     /// Sends `cluster` a CreatePartitions request growing `topic` to `count` partitions, as `kafka-topics --alter
@@ -1017,59 +1033,56 @@ impl World {
             pairs.extend(held.map(|partition| (link, partition)));
         }
         for (link, partition) in pairs {
-            let recreated = link.source_before_recreation.as_ref();
-            let source_batches = match recreated {
-                Some(held) => held.get(&partition).cloned().unwrap_or_default(),
-                None => self.leader_batches(&link.source, &link.topic, partition).await?,
-            };
-            let dest_batches = self.leader_batches(&link.dest, &link.topic, partition).await?;
-            let name = self.log_name(&link.topic, partition);
-            let by_offset: BTreeMap<i64, &RecordBatch> = source_batches
-                .iter()
-                .map(|batch| (batch.base_offset(), batch))
-                .collect();
-            for batch in &dest_batches {
-                let Some(original) = by_offset.get(&batch.base_offset()) else {
-                    if recreated.is_some() {
-                        found.push(format!(
-                            "{}/{}: mirror of {} holds a batch at offset {} that the topic it mirrored never held: \
-                             the source's topic was deleted and created again, and the two topics' logs mixed",
-                            link.dest,
-                            name,
-                            link.source,
-                            batch.base_offset()
-                        ));
-                        break;
-                    }
-                    if source_batches
-                        .last()
-                        .is_some_and(|last| batch.base_offset() < last.next_offset())
-                    {
-                        found.push(format!(
-                            "{}/{}: mirror of {} holds a batch at offset {} where its source has none",
-                            link.dest,
-                            name,
-                            link.source,
-                            batch.base_offset()
-                        ));
-                        break;
-                    }
-                    continue;
-                };
-                if self.as_mirrored(original).as_bytes() != batch.as_bytes() {
-                    found.push(format!(
-                        "{}/{}: mirror of {} differs from its source at offset {}",
-                        link.dest,
-                        name,
-                        link.source,
-                        batch.base_offset()
-                    ));
-                    break;
-                }
-            }
+            found.extend(self.mirror_divergence(link, partition).await?);
         }
         self.divergences.extend(found);
         Ok(())
+    }
+
+    /// Where the destination of `link` holds, in `partition`, a batch its source does not hold the same (after the
+    /// strategy's producer-id transform) — judged against what the source topic held when it was deleted and
+    /// created again, if it was: then any batch that topic never held is two topics' logs mixed.
+    async fn mirror_divergence(&self, link: &Link, partition: i32) -> Result<Option<String>, SimError> {
+        let recreated = link.source_before_recreation.as_ref();
+        let source_batches = match recreated {
+            Some(held) => held.get(&partition).cloned().unwrap_or_default(),
+            None => self.leader_batches(&link.source, &link.topic, partition).await?,
+        };
+        let dest_batches = self.leader_batches(&link.dest, &link.topic, partition).await?;
+        let name = self.log_name(&link.topic, partition);
+        let by_offset: BTreeMap<i64, &RecordBatch> = source_batches
+            .iter()
+            .map(|batch| (batch.base_offset(), batch))
+            .collect();
+        for batch in &dest_batches {
+            let offset = batch.base_offset();
+            let Some(original) = by_offset.get(&offset) else {
+                if recreated.is_some() {
+                    return Ok(Some(format!(
+                        "{}/{name}: mirror of {} holds a batch at offset {offset} that the topic it mirrored never \
+                         held: the source's topic was deleted and created again, and the two topics' logs mixed",
+                        link.dest, link.source
+                    )));
+                }
+                if source_batches
+                    .last()
+                    .is_some_and(|last| offset < last.next_offset())
+                {
+                    return Ok(Some(format!(
+                        "{}/{name}: mirror of {} holds a batch at offset {offset} where its source has none",
+                        link.dest, link.source
+                    )));
+                }
+                continue;
+            };
+            if self.as_mirrored(original).as_bytes() != batch.as_bytes() {
+                return Ok(Some(format!(
+                    "{}/{name}: mirror of {} differs from its source at offset {offset}",
+                    link.dest, link.source
+                )));
+            }
+        }
+        Ok(None)
     }
 
     /// `original` as a mirror of it holds it: after the strategy's producer-id transform.

@@ -7,7 +7,9 @@
 //! source's log start), nothing justified the truncation — the source proved no divergence — and it is a
 //! divergence of class (e). A truncation after the source cut its own log (a chain's middle failing over) or
 //! passed our end is justified and not counted. The check reads the destination before the round because a
-//! truncated mirror copies the same bytes again within the round: its log alone at the end shows nothing.
+//! truncated mirror copies the same bytes again within the round: its log alone at the end shows nothing. A link
+//! whose source topic was deleted and created again is judged by what the old topic held: nothing the new topic
+//! does justifies removing what was mirrored.
 
 use std::collections::BTreeMap;
 
@@ -25,6 +27,8 @@ pub(super) struct Watched {
     partition: i32,
     truncations: u64,
     held: Vec<RecordBatch>,
+    /// What the link's source topic held of this partition when it was deleted and created again, if it was.
+    source_before_recreation: Option<Vec<RecordBatch>>,
 }
 
 impl World {
@@ -45,6 +49,10 @@ impl World {
                     partition,
                     truncations: replicas.leader.truncations(),
                     held: all_batches(&replicas.leader).await?,
+                    source_before_recreation: link
+                        .source_before_recreation
+                        .as_ref()
+                        .map(|held| held.get(&partition).cloned().unwrap_or_default()),
                 });
             }
         }
@@ -63,9 +71,13 @@ impl World {
             if truncations.is_none_or(|now| now == before.truncations) || before.held.is_empty() {
                 continue;
             }
-            let source = self
-                .leader_batches(&before.source, &before.topic, before.partition)
-                .await?;
+            let source = match before.source_before_recreation {
+                Some(held) => held,
+                None => {
+                    self.leader_batches(&before.source, &before.topic, before.partition)
+                        .await?
+                }
+            };
             let by_offset: BTreeMap<i64, &RecordBatch> =
                 source.iter().map(|batch| (batch.base_offset(), batch)).collect();
             let still_held = before.held.iter().all(|ours| {
