@@ -298,7 +298,14 @@ pub async fn handle_from(node: &Node, request: &Request, caller: &Caller) -> Res
         Decoded::ApiVersions => frame(key, version, id, &api_versions()),
         Decoded::Metadata(mut request) => {
             let all_topics = request.topics.is_none();
-            let refused = if access.authorizer_on() && !all_topics {
+            // v12 names topics by id: DESCRIBE is checked on the names they resolve to, in the answer.
+            let by_id = version >= 12
+                && request
+                    .topics
+                    .iter()
+                    .flatten()
+                    .any(|topic| !topic.topic_id.is_nil());
+            let refused = if access.authorizer_on() && !all_topics && !by_id {
                 let auto_create =
                     node.config().auto_create_topics && (version < 4 || request.allow_auto_topic_creation);
                 let existing = node.topic_partitions().await;
@@ -309,6 +316,9 @@ pub async fn handle_from(node: &Node, request: &Request, caller: &Caller) -> Res
             let mut response = node.metadata(request, version, endpoint).await;
             if all_topics {
                 data::metadata_response(&access, &mut response);
+            }
+            if by_id {
+                data::metadata_by_id_response(&access, &mut response);
             }
             response.topics.extend(refused);
             frame(key, version, id, &response)

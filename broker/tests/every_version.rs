@@ -247,6 +247,44 @@ async fn scenario(key: ApiKey, version: i16) {
             let response: MetadataResponse = call(b, key, version, &named).await.expect("answered");
             let codes: Vec<i16> = response.topics.iter().map(|t| t.error_code).collect();
             assert_eq!(codes, vec![0, 3, 3], "v{version}");
+            let ids: Vec<bool> = response.topics.iter().map(|t| !t.topic_id.is_nil()).collect();
+            // KIP-516: from v10 a topic that exists carries its id; the encoder drops it below v10.
+            assert_eq!(ids, vec![version >= 10, false, false], "v{version}");
+            if version >= 10 {
+                assert_eq!(
+                    b.topic_id(TOPIC).await.as_ref(),
+                    Some(response.topics[0].topic_id.as_bytes())
+                );
+                // Topics asked by id: answered from v12 (an unknown id is UNKNOWN_TOPIC_ID), INVALID_REQUEST
+                // before, as Kafka 4.1 answers them.
+                let asked = |id| {
+                    let mut topic = metadata_request::MetadataRequestTopic::default();
+                    topic.topic_id = id;
+                    topic.name = None;
+                    topic
+                };
+                let mut request = MetadataRequest::default();
+                let unknown = uuid::Uuid::from_u128(response.topics[0].topic_id.as_u128() ^ 1);
+                request.topics = Some(vec![asked(response.topics[0].topic_id), asked(unknown)]);
+                let by_id: MetadataResponse = call(b, key, version, &request).await.expect("answered");
+                let seen: Vec<(i16, Option<&str>, usize)> = by_id
+                    .topics
+                    .iter()
+                    .map(|t| {
+                        (
+                            t.error_code,
+                            t.name.as_ref().map(|n| n.as_str()),
+                            t.partitions.len(),
+                        )
+                    })
+                    .collect();
+                if version >= 12 {
+                    assert_eq!(seen, vec![(0, Some(TOPIC), 2), (100, None, 0)], "v{version}");
+                    assert_eq!(by_id.topics[1].topic_id, unknown);
+                } else {
+                    assert_eq!(seen, vec![(42, Some(""), 0), (42, Some(""), 0)], "v{version}");
+                }
+            }
         }
         ApiKey::CreateTopics => {
             let topic = |name: &str, partitions: i32, replication: i16| {

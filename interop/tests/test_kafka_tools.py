@@ -7,7 +7,7 @@ identity is masked (broker ids, cluster id, producer ids, broker-clock times, to
 
 What the comparison masks besides identities, and why, is in docs/kafka-differences.md ("Kafka's tools"):
 `kafka-topics --describe` prints ELR fields Kafka 4.1 answers through DescribeTopicPartitions, which serve does not
-serve (the tool falls back to Metadata and prints N/A), and a topic id, which serve's topics do not have.
+serve (the tool falls back to Metadata and prints N/A), and a topic id, which each broker draws for itself.
 """
 
 import re

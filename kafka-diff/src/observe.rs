@@ -202,6 +202,8 @@ pub fn metadata(answer: &MetadataResponse, keep: impl Fn(&str) -> bool) -> Value
             json!({
                 "name": topic.name.as_ref().map(|name| name.0.as_str()),
                 "error": topic.error_code,
+                // KIP-516 (v10+): the id itself is each broker's own draw.
+                "has_topic_id": !topic.topic_id.is_nil(),
                 "internal": topic.is_internal,
                 "partitions": sorted(topic
                     .partitions

@@ -197,7 +197,14 @@ const LIST_OFFSETS: &[Field] = &[
 
 const METADATA: &[Field] = &[
     between(0, 0, STRINGS),
-    since(1, nullable_array(&[all(STRING)])),
+    since(
+        1,
+        nullable_array(&[
+            since(10, UUID),            // topic_id
+            between(0, 9, STRING),      // name
+            since(10, NULLABLE_STRING), // name (null for a topic asked by id)
+        ]),
+    ),
     since(4, I8),       // allow_auto_topic_creation
     between(8, 10, I8), // include_cluster_authorized_operations
     since(8, I8),       // include_topic_authorized_operations
@@ -704,7 +711,7 @@ fn layout(key: ApiKey) -> Option<(&'static [Field], i16)> {
         ApiKey::Produce => (PRODUCE, 8),
         ApiKey::Fetch => (FETCH, 11),
         ApiKey::ListOffsets => (LIST_OFFSETS, 10),
-        ApiKey::Metadata => (METADATA, 8),
+        ApiKey::Metadata => (METADATA, 12),
         ApiKey::OffsetCommit => (OFFSET_COMMIT, 8),
         ApiKey::OffsetFetch => (OFFSET_FETCH, 8),
         ApiKey::FindCoordinator => (FIND_COORDINATOR, 4),
@@ -757,7 +764,7 @@ pub fn check(key: ApiKey, version: i16, body: &[u8]) -> Result<(), ShapeError> {
         version,
         key.request_header_version(version) >= 2,
         body,
-        Trailing::EmptyTagsTolerated,
+        Trailing::AfterFlexibleBodyTolerated,
     )
 }
 
@@ -766,8 +773,8 @@ pub fn check(key: ApiKey, version: i16, body: &[u8]) -> Result<(), ShapeError> {
 enum Trailing {
     /// Nothing.
     Refused,
-    /// Empty tagged-field sections after a flexible body (requests: see [`walk`]).
-    EmptyTagsTolerated,
+    /// Bytes after a flexible body (requests: see [`walk`]).
+    AfterFlexibleBodyTolerated,
 }
 
 fn walk(
@@ -789,12 +796,13 @@ fn walk(
         walker.tagged()?;
     }
     let rest = &body[walker.at..];
-    // Empty tagged-field sections after a flexible request are tolerated: librdkafka 2.x ends
-    // AlterUserScramCredentials with two (it writes one and its buffer's finalisation another), and Kafka, which
-    // ignores trailing bytes, serves it. Anything else after the last field is refused, and so is anything after a
-    // response's (a source has no such excuse).
-    let tolerated =
-        trailing == Trailing::EmptyTagsTolerated && flexible && rest.iter().all(|&byte| byte == 0);
+    // Bytes after a flexible request's last field are tolerated, as Kafka's parser ignores them: librdkafka 2.x
+    // leaves some where it reserved room for a compact count — a second empty tagged-field section after
+    // AlterUserScramCredentials, and after Metadata v12 for every topic (its null array written as four bytes:
+    // `00 00 00 00 01 00 00` reads as null, false, false, no tags, then `01 00 00`). Every field was walked within
+    // the body, so they cost nothing. Anything after a non-flexible request's last field is refused (no client
+    // sends it), and so is anything after a response's (a source has no such excuse).
+    let tolerated = trailing == Trailing::AfterFlexibleBodyTolerated && flexible;
     if rest.is_empty() || tolerated {
         Ok(())
     } else {

@@ -425,16 +425,22 @@ impl Node {
 
     /// The topic id of `topic` (KIP-516; see `crate::topic_configs`), if the node holds it.
     pub async fn topic_id(&self, topic: &str) -> Option<[u8; 16]> {
-        self.topic_configs.read().await.topic_id(topic)
+        // The record may name a topic whose creation failed after it was written: only a held topic has an id.
+        let topics = self.topics.read().await;
+        let id = self.topic_configs.read().await.topic_id(topic);
+        id.filter(|_| topics.contains_key(topic))
     }
 
     /// The topic whose id is `id`, if the node holds one.
     pub async fn topic_named_by(&self, id: [u8; 16]) -> Option<String> {
-        self.topic_configs
+        let topics = self.topics.read().await;
+        let name = self
+            .topic_configs
             .read()
             .await
             .topic_named_by(id)
-            .map(str::to_owned)
+            .map(str::to_owned);
+        name.filter(|name| topics.contains_key(name))
     }
 
     /// Creates a topic with `partitions` partitions and Kafka's default configs.

@@ -240,26 +240,52 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn topics_from_before_topic_ids_get_one_at_the_next_open() {
+    async fn topics_from_before_topic_ids_get_one_at_the_next_open_and_a_later_format_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let node = open(dir.path()).await;
         node.create_topic("old", 1).await.unwrap();
-        // A record written by a build without ids: the topic is there, its id is not.
+        // The record as a build before topic ids wrote it (format version 1, no ids).
+        let old_record = br#"{"version":1,"topics":{"old":{"retention.ms":"1000"}}}"#;
         node.topic_configs
             .write()
             .await
-            .assign_missing_ids(&BTreeSet::new())
+            .put_raw(old_record)
             .await
             .unwrap();
-        assert_eq!(node.topic_id("old").await, None);
         node.close().await.unwrap();
 
         let node = open(dir.path()).await;
         let given = node.topic_id("old").await.expect("an id given at the open");
+        assert_eq!(
+            node.topic_overrides("old")
+                .await
+                .and_then(|o| o.get("retention.ms").cloned())
+                .as_deref(),
+            Some("1000"),
+            "the overrides read from the old record are kept"
+        );
         node.close().await.unwrap();
         let node = open(dir.path()).await;
         assert_eq!(node.topic_id("old").await, Some(given), "given once, then kept");
+        // A record from a later format is refused, not rewritten without what it holds.
+        node.topic_configs
+            .write()
+            .await
+            .put_raw(br#"{"version":3,"topics":{}}"#)
+            .await
+            .unwrap();
         node.close().await.unwrap();
+        let config = NodeConfig::new(StorageConfig::for_backend(Backend::Fs, dir.path()));
+        let refused = Node::open(config, ("localhost".to_owned(), 9092))
+            .await
+            .err()
+            .map(|error| error.to_string());
+        assert!(
+            refused
+                .as_deref()
+                .is_some_and(|error| error.contains("format version 3")),
+            "{refused:?}"
+        );
     }
 
     #[tokio::test]

@@ -29,8 +29,13 @@ pub const TOPIC_CONFIGS_PARTITION: &str = "__mirrorlog_topic_configs";
 /// The metadata key of the record.
 const CONFIGS_KEY: &str = "topic.configs";
 
-/// The record's format version.
-const FORMAT_VERSION: u32 = 1;
+/// The record's format version: 2 since it holds topic ids. A build that reads only version 1 refuses it rather
+/// than rewrite it without them (every link that recorded an id would then take the topics for new ones); this
+/// build reads both.
+const FORMAT_VERSION: u32 = 2;
+
+/// The format versions this build reads (1: before topic ids).
+const READABLE_VERSIONS: [u32; 2] = [1, FORMAT_VERSION];
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Record {
@@ -63,7 +68,9 @@ pub(crate) struct TopicConfigs {
     id_source: IdSource,
 }
 
-/// Where new topic ids come from: the operating system's randomness, or (the simulator) a seeded sequence.
+/// Where new topic ids come from: the operating system's randomness, or (the simulator) a seeded sequence. A
+/// seeded sequence starts again when its node opens again, so it may draw a deleted topic's id anew: the
+/// simulator opens each node once.
 #[derive(Debug)]
 enum IdSource {
     Random,
@@ -117,11 +124,12 @@ impl TopicConfigs {
                 name: TOPIC_CONFIGS_PARTITION.to_owned(),
                 reason: format!("the topic config record is corrupt: {error}"),
             })?;
-            if record.version != FORMAT_VERSION {
+            if !READABLE_VERSIONS.contains(&record.version) {
                 return Err(NodeError::Topic {
                     name: TOPIC_CONFIGS_PARTITION.to_owned(),
                     reason: format!(
-                        "the topic config record has format version {}, this build reads {FORMAT_VERSION}",
+                        "the topic config record has format version {}, this build reads versions 1 and \
+                         {FORMAT_VERSION}",
                         record.version
                     ),
                 });
@@ -324,6 +332,15 @@ impl TopicConfigs {
             self.settings
                 .insert(topic.to_owned(), overrides.settings(&self.broker));
             self.overrides.insert(topic.to_owned(), overrides);
+        }
+    }
+
+    /// Writes `record` as the stored record, as another build would have (tests of what this one reads).
+    #[cfg(test)]
+    pub(crate) async fn put_raw(&mut self, record: &[u8]) -> Result<(), NodeError> {
+        match self.store.as_mut() {
+            Some(store) => Ok(store.put_metadata(CONFIGS_KEY, record).await?),
+            None => Ok(()),
         }
     }
 

@@ -161,6 +161,24 @@ pub fn metadata_response(access: &Access, response: &mut MetadataResponse) {
     });
 }
 
+/// Metadata asked by topic id (v12), after: a topic the caller may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED
+/// under its id alone, without its name or partitions, as Kafka answers it (it deems ids not sensitive).
+pub fn metadata_by_id_response(access: &Access, response: &mut MetadataResponse) {
+    for topic in &mut response.topics {
+        let denied = topic
+            .name
+            .as_ref()
+            .is_some_and(|name| !access.topic(Operation::Describe, name));
+        if denied {
+            topic.name = None;
+            topic.error_code = TOPIC_DENIED;
+            topic.is_internal = false;
+            topic.partitions = Vec::new();
+            topic.topic_authorized_operations = i32::MIN;
+        }
+    }
+}
+
 /// DeleteRecords: each topic the caller may not DELETE from is refused.
 pub fn delete_records(access: &Access, request: &mut DeleteRecordsRequest) -> Vec<DeleteRecordsTopicResult> {
     take_denied(&mut request.topics, |topic| {

@@ -69,6 +69,39 @@ pub async fn metadata_every_version(session: &mut Session) -> Result<(), DiffErr
             observe::metadata(&answer, |_| true)
         });
         session.observe(&format!("v{version} auto-created topic later"), seen);
+        if version >= 10 {
+            // The known topic asked by its id (no name), and a topic without a name or an id.
+            let id = answer
+                .topics
+                .iter()
+                .find(|topic| topic.name.as_ref().is_some_and(|name| name.0.as_str() == known))
+                .map(|topic| topic.topic_id)
+                .unwrap_or_default();
+            for (what, topic_id) in [("by id", id), ("nameless", Default::default())] {
+                let mut topic = metadata_request::MetadataRequestTopic::default();
+                topic.topic_id = topic_id;
+                topic.name = None;
+                let mut request = MetadataRequest::default();
+                request.topics = Some(vec![topic]);
+                let refused: MetadataResponse = session.call(ApiKey::Metadata, version, &request).await?;
+                let topics: Vec<serde_json::Value> = refused
+                    .topics
+                    .iter()
+                    .map(|topic| {
+                        json!({
+                            "error": topic.error_code,
+                            "named": topic.name.as_ref().is_some_and(|name| !name.0.is_empty()),
+                            "same_id": topic.topic_id == topic_id,
+                            "partitions": topic.partitions.len(),
+                        })
+                    })
+                    .collect();
+                session.observe(
+                    &format!("v{version} {what}"),
+                    json!({"brokers": refused.brokers.len(), "topics": topics}),
+                );
+            }
+        }
     }
     let request = requests::metadata(None, true);
     let answer: MetadataResponse = ask(session, ApiKey::Metadata, &request).await?;

@@ -84,6 +84,29 @@ fn describe_request(resources: &[(i8, &str, Option<&[&str]>)], version: i16) -> 
     request
 }
 
+/// Waits (up to 10 s) until the broker describes `topic`'s config `name` as `value`.
+async fn until_described(
+    session: &mut Session,
+    topic: &str,
+    name: &str,
+    value: &str,
+) -> Result<(), DiffError> {
+    let request = describe_request(&[(TOPIC, topic, Some(&[name]))], 1);
+    for _attempt in 0..100 {
+        let answer: DescribeConfigsResponse = session.call(ApiKey::DescribeConfigs, 1, &request).await?;
+        let described = answer
+            .results
+            .iter()
+            .flat_map(|result| &result.configs)
+            .any(|entry| entry.name.as_str() == name && entry.value.as_deref() == Some(value));
+        if described {
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
 /// A DescribeConfigs answer: per resource its error and, for topics, every entry in name order.
 fn described(answer: &DescribeConfigsResponse, version: i16) -> Value {
     json!(answer
@@ -533,6 +556,9 @@ pub async fn topic_configs_applied(session: &mut Session) -> Result<(), DiffErro
         "switched to LogAppendTime",
         json!(answer.responses.iter().map(|r| r.error_code).collect::<Vec<_>>()),
     );
+    // Kafka's controller answers the alter before its broker applies it (a metadata record the broker reads
+    // afterwards): the produce waits until the broker describes the new value.
+    until_described(session, &fresh, "message.timestamp.type", "LogAppendTime").await?;
     produce_step(
         session,
         "a batch after the switch",

@@ -8,6 +8,7 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::*;
 
 use kafka_types::KafkaError;
+use uuid::Uuid;
 
 use topic_config::Overrides;
 
@@ -16,13 +17,42 @@ use crate::node::{Endpoint, Node};
 use crate::ConfigRefusal;
 
 /// Metadata: this node (node 0) leads every partition. Named topics that do not exist are created when the
-/// node auto-creates topics and the request allows it (v4+; always before v4, as Kafka did).
+/// node auto-creates topics and the request allows it (v4+; always before v4, as Kafka did). From v10 each topic
+/// carries its topic id (KIP-516); from v12 topics may be asked by id instead, as Kafka 4.1 answers them
+/// ([`by_id`]).
 pub async fn metadata(
     node: &Node,
-    request: MetadataRequest,
+    mut request: MetadataRequest,
     version: i16,
     endpoint: &Endpoint,
 ) -> MetadataResponse {
+    let mut unknown_ids = Vec::new();
+    match by_id(&request, version) {
+        ById::Names => {}
+        ById::Refused(response) => return response,
+        ById::Ids(ids) => {
+            // Kafka answers the ids alone (names beside them are not asked), each known one under its name.
+            let mut names = Vec::new();
+            for id in ids {
+                match node.topic_named_by(*id.as_bytes()).await {
+                    Some(name) => {
+                        let mut topic = metadata_request::MetadataRequestTopic::default();
+                        topic.name = Some(TopicName(str_bytes(&name)));
+                        names.push(topic);
+                    }
+                    None => {
+                        let mut topic = MetadataResponseTopic::default();
+                        topic.name = None;
+                        topic.topic_id = id;
+                        topic.error_code = KafkaError::UnknownTopicId.code();
+                        unknown_ids.push(topic);
+                    }
+                }
+            }
+            request.topics = Some(names);
+            request.allow_auto_topic_creation = false;
+        }
+    }
     let mut created_errors = std::collections::BTreeMap::new();
     if let Some(requested) = &request.topics {
         let allowed = version < 4 || request.allow_auto_topic_creation;
@@ -92,7 +122,61 @@ pub async fn metadata(
             topic
         })
         .collect();
+    for topic in &mut response.topics {
+        if let Some(name) = &topic.name {
+            if let Some(id) = node.topic_id(name.as_str()).await {
+                topic.topic_id = Uuid::from_bytes(id);
+            }
+        }
+    }
+    response.topics.extend(unknown_ids);
     response
+}
+
+/// How a Metadata request names its topics.
+enum ById {
+    /// By name (or all topics).
+    Names,
+    /// By these ids (v12+; the nil id names nothing).
+    Ids(Vec<Uuid>),
+    /// Not answerable: the answer Kafka 4.1 gives instead.
+    Refused(MetadataResponse),
+}
+
+/// Whether `request` names topics by id. Before v12 an id, or a topic without a name, is INVALID_REQUEST for every
+/// topic asked (Kafka's `InvalidRequestException`: "Topic IDs are not supported in requests for version …", "Topic
+/// name can not be null …"); at v12 a topic with neither is UNKNOWN_SERVER_ERROR, as Kafka 4.1 fails on it.
+fn by_id(request: &MetadataRequest, version: i16) -> ById {
+    let Some(topics) = &request.topics else {
+        return ById::Names;
+    };
+    let ids: Vec<Uuid> = topics
+        .iter()
+        .map(|topic| topic.topic_id)
+        .filter(|id| !id.is_nil())
+        .collect();
+    let nameless = topics.iter().any(|topic| topic.name.is_none());
+    let refused = if version < 12 && (nameless || !ids.is_empty()) {
+        KafkaError::InvalidRequest
+    } else if !ids.is_empty() {
+        return ById::Ids(ids);
+    } else if nameless {
+        KafkaError::UnknownServerError
+    } else {
+        return ById::Names;
+    };
+    let mut response = MetadataResponse::default();
+    response.topics = topics
+        .iter()
+        .map(|asked| {
+            let mut topic = MetadataResponseTopic::default();
+            topic.name = Some(asked.name.clone().unwrap_or_else(|| TopicName(str_bytes(""))));
+            topic.topic_id = asked.topic_id;
+            topic.error_code = refused.code();
+            topic
+        })
+        .collect();
+    ById::Refused(response)
 }
 
 /// CreateTopics: one replica (this node); replica assignments are refused; configs are checked (crate

@@ -520,8 +520,8 @@ impl MirrorLinks {
                         if count < partitions as usize {
                             "add the partitions here first: kafka-topics --alter --partitions"
                         } else {
-                            "a partition only this cluster has cannot be mirrored into: delete the topic here and \
-                             `mirror create` the link"
+                            "a partition only this cluster has cannot be mirrored into: delete the topic here, \
+                             losing what only this cluster holds, and `mirror create` the link"
                         }
                     ))))
                 }
