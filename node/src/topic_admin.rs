@@ -116,7 +116,7 @@ impl Node {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails by panicking
 
-    use std::collections::{BTreeMap, BTreeSet};
+    use std::collections::BTreeMap;
 
     use storage_config::{Backend, StorageConfig};
 
