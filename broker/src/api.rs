@@ -175,20 +175,20 @@ pub fn decode(request: &Request) -> Result<Decoded, RequestError> {
         }
         return Err(RequestError::UnsupportedVersion { key, version });
     }
-    shape::check(key, version, &request.body).map_err(|source| RequestError::Shape {
+    let walked = shape::check_request(key, version, &request.body).map_err(|source| RequestError::Shape {
         key,
         version,
         source,
     })?;
+    // The decoder reads only what the layout walked (bytes tolerated after a flexible body are not its).
+    let body = request.body.slice(..walked);
     macro_rules! decode {
         ($variant:ident) => {
             Decoded::$variant(
-                Decodable::decode(&mut request.body.clone(), version).map_err(|error| {
-                    RequestError::Decode {
-                        key,
-                        version,
-                        reason: error.to_string(),
-                    }
+                Decodable::decode(&mut body.clone(), version).map_err(|error| RequestError::Decode {
+                    key,
+                    version,
+                    reason: error.to_string(),
                 })?,
             )
         };
@@ -298,14 +298,12 @@ pub async fn handle_from(node: &Node, request: &Request, caller: &Caller) -> Res
         Decoded::ApiVersions => frame(key, version, id, &api_versions()),
         Decoded::Metadata(mut request) => {
             let all_topics = request.topics.is_none();
-            // v12 names topics by id: DESCRIBE is checked on the names they resolve to, in the answer.
-            let by_id = version >= 12
-                && request
-                    .topics
-                    .iter()
-                    .flatten()
-                    .any(|topic| !topic.topic_id.is_nil());
-            let refused = if access.authorizer_on() && !all_topics && !by_id {
+            // v12 names topics by id: DESCRIBE is checked on the names they resolve to, in the answer. A request
+            // the node refuses whole (an id before v12, a topic without a name) is refused before anything is
+            // authorized or created, as Kafka refuses it.
+            let by_id = node::metadata_by_id(&request, version);
+            let refused_whole = node::metadata_refused_whole(&request, version);
+            let refused = if access.authorizer_on() && !all_topics && !by_id && !refused_whole {
                 let auto_create =
                     node.config().auto_create_topics && (version < 4 || request.allow_auto_topic_creation);
                 let existing = node.topic_partitions().await;

@@ -9,10 +9,12 @@
 //! with tagged fields at flexible versions (KIP-482) — and refuses a body whose array count exceeds the bytes left
 //! (every element takes at least one byte), whose strings or byte fields run past the end, that holds more than
 //! [`MAX_ELEMENTS`] array elements in all (decoded structs cost more than their bytes: this bounds the
-//! amplification), or that has bytes left over. Only a body that passes is decoded.
+//! amplification), or that has bytes left over — but after a flexible request, whose extra bytes Kafka ignores and
+//! librdkafka sends ([`check_request`] returns the length walked, and only that much is decoded). Only a body that
+//! passes is decoded.
 //!
 //! The layouts are checked against `kafka-protocol`'s own encoder in the tests (every advertised version of
-//! every request, encoded there, walks to exactly its last byte here).
+//! every request, encoded there, walks to exactly its last byte here: [`check_exact`]).
 
 use kafka_protocol::messages::ApiKey;
 
@@ -703,6 +705,7 @@ pub fn check_response(key: ApiKey, version: i16, body: &[u8]) -> Result<(), Shap
         body,
         Trailing::Refused,
     )
+    .map(|_| ())
 }
 
 /// The layout of a request body and the highest version it describes (flexible versions included).
@@ -755,6 +758,22 @@ fn layout(key: ApiKey) -> Option<(&'static [Field], i16)> {
 
 /// Checks a request body (after its header) against the layout of `key` at `version`; see the module docs.
 pub fn check(key: ApiKey, version: i16, body: &[u8]) -> Result<(), ShapeError> {
+    check_request(key, version, body).map(|_| ())
+}
+
+/// [`check`], returning how many bytes of `body` the layout covers: what the decoder is given, so that bytes
+/// after a flexible body, which are tolerated, are never read by it.
+pub fn check_request(key: ApiKey, version: i16, body: &[u8]) -> Result<usize, ShapeError> {
+    request_walk(key, version, body, Trailing::AfterFlexibleBodyTolerated)
+}
+
+/// [`check`] refusing any byte after the last field, flexible or not: the layouts' own test against
+/// `kafka-protocol`'s encoder, which must walk each body to exactly its last byte.
+pub fn check_exact(key: ApiKey, version: i16, body: &[u8]) -> Result<(), ShapeError> {
+    request_walk(key, version, body, Trailing::Refused).map(|_| ())
+}
+
+fn request_walk(key: ApiKey, version: i16, body: &[u8], trailing: Trailing) -> Result<usize, ShapeError> {
     let (fields, highest) = layout(key).ok_or(ShapeError::Unsupported)?;
     if !(0..=highest).contains(&version) {
         return Err(ShapeError::Unsupported);
@@ -764,7 +783,7 @@ pub fn check(key: ApiKey, version: i16, body: &[u8]) -> Result<(), ShapeError> {
         version,
         key.request_header_version(version) >= 2,
         body,
-        Trailing::AfterFlexibleBodyTolerated,
+        trailing,
     )
 }
 
@@ -777,13 +796,14 @@ enum Trailing {
     AfterFlexibleBodyTolerated,
 }
 
+/// Walks `body`; the bytes walked.
 fn walk(
     fields: &[Field],
     version: i16,
     flexible: bool,
     body: &[u8],
     trailing: Trailing,
-) -> Result<(), ShapeError> {
+) -> Result<usize, ShapeError> {
     let mut walker = Walker {
         body,
         at: 0,
@@ -804,7 +824,7 @@ fn walk(
     // sends it), and so is anything after a response's (a source has no such excuse).
     let tolerated = trailing == Trailing::AfterFlexibleBodyTolerated && flexible;
     if rest.is_empty() || tolerated {
-        Ok(())
+        Ok(walker.at)
     } else {
         Err(ShapeError::TrailingBytes(rest.len()))
     }

@@ -716,7 +716,7 @@ impl SourceCluster {
                     };
                     return Err(self.failed(&error));
                 }
-                Err(FetchError::new(
+                let waiting = FetchError::new(
                     format!(
                         "topic {topic} (id {}) is not in the Metadata of the source (cluster {cluster_id}) now \
                          ({}): deleted, or created again and not yet known to the broker asked; waiting, nothing \
@@ -725,7 +725,12 @@ impl SourceCluster {
                         answered.map_or_else(|| "absent from the answer".to_owned(), crate::error::kafka_error_name),
                     ),
                     true,
-                ))
+                );
+                // The source's answer names the failure in `describe` and the metrics (UNKNOWN_TOPIC_OR_PARTITION).
+                Err(match answered {
+                    Some(code) => waiting.with_code(code),
+                    None => waiting,
+                })
             }
             Ok((cluster_id, _)) => Ok(cluster_id),
             Err(error) => Err(self.failed(&error)),

@@ -66,6 +66,8 @@ pub(crate) struct TopicConfigs {
     ids: BTreeMap<String, [u8; 16]>,
     /// Where new ids come from.
     id_source: IdSource,
+    /// The stored record is of an older format: the next [`TopicConfigs::assign_missing_ids`] writes it anew.
+    stale_format: bool,
 }
 
 /// Where new topic ids come from: the operating system's randomness, or (the simulator) a seeded sequence. A
@@ -119,6 +121,7 @@ impl TopicConfigs {
         let mut overrides = BTreeMap::new();
         let mut deleting = BTreeSet::new();
         let mut ids = BTreeMap::new();
+        let mut stale_format = false;
         if let Some(bytes) = store.metadata(CONFIGS_KEY).await? {
             let record: Record = serde_json::from_slice(&bytes).map_err(|error| NodeError::Topic {
                 name: TOPIC_CONFIGS_PARTITION.to_owned(),
@@ -135,6 +138,7 @@ impl TopicConfigs {
                 });
             }
             deleting = record.deleting;
+            stale_format = record.version < FORMAT_VERSION;
             for (topic, text) in record.ids {
                 let id = mirror_fsm::topic_id_from_text(&text).ok_or_else(|| NodeError::Topic {
                     name: topic.clone(),
@@ -164,6 +168,7 @@ impl TopicConfigs {
             deleting,
             ids,
             id_source: IdSource::of(config),
+            stale_format,
         })
     }
 
@@ -204,7 +209,7 @@ impl TopicConfigs {
             .map(|(name, id)| (name.clone(), *id))
             .collect();
         let missing: Vec<&String> = topics.iter().filter(|name| !ids.contains_key(*name)).collect();
-        if missing.is_empty() && ids.len() == self.ids.len() {
+        if missing.is_empty() && ids.len() == self.ids.len() && !self.stale_format {
             return Ok(());
         }
         for name in missing {
@@ -218,6 +223,7 @@ impl TopicConfigs {
         let overrides = self.overrides(&topic);
         self.write(&topic, &overrides, &deleting, &ids).await?;
         self.ids = ids;
+        self.stale_format = false;
         Ok(())
     }
 

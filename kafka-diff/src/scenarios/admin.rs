@@ -77,12 +77,27 @@ pub async fn metadata_every_version(session: &mut Session) -> Result<(), DiffErr
                 .find(|topic| topic.name.as_ref().is_some_and(|name| name.0.as_str() == known))
                 .map(|topic| topic.topic_id)
                 .unwrap_or_default();
-            for (what, topic_id) in [("by id", id), ("nameless", Default::default())] {
-                let mut topic = metadata_request::MetadataRequestTopic::default();
-                topic.topic_id = topic_id;
-                topic.name = None;
+            // An id no topic has (the known one with its bits turned), asked alone and beside the known one.
+            let unknown = uuid_of(id.as_u128() ^ u128::MAX);
+            let asks: [(&str, Vec<_>); 4] = [
+                ("by id", vec![id]),
+                ("unknown id", vec![unknown]),
+                ("known and unknown ids", vec![id, unknown]),
+                ("nameless", vec![Default::default()]),
+            ];
+            for (what, topic_ids) in asks {
                 let mut request = MetadataRequest::default();
-                request.topics = Some(vec![topic]);
+                request.topics = Some(
+                    topic_ids
+                        .iter()
+                        .map(|topic_id| {
+                            let mut topic = metadata_request::MetadataRequestTopic::default();
+                            topic.topic_id = *topic_id;
+                            topic.name = None;
+                            topic
+                        })
+                        .collect(),
+                );
                 let refused: MetadataResponse = session.call(ApiKey::Metadata, version, &request).await?;
                 let topics: Vec<serde_json::Value> = refused
                     .topics
@@ -91,7 +106,7 @@ pub async fn metadata_every_version(session: &mut Session) -> Result<(), DiffErr
                         json!({
                             "error": topic.error_code,
                             "named": topic.name.as_ref().is_some_and(|name| !name.0.is_empty()),
-                            "same_id": topic.topic_id == topic_id,
+                            "asked_id": topic_ids.iter().position(|asked| *asked == topic.topic_id),
                             "partitions": topic.partitions.len(),
                         })
                     })
@@ -213,4 +228,9 @@ pub async fn metadata_empty_topic_list(session: &mut Session) -> Result<(), Diff
         );
     }
     Ok(())
+}
+
+/// A topic id from its 128 bits.
+fn uuid_of(bits: u128) -> uuid::Uuid {
+    uuid::Uuid::from_u128(bits)
 }

@@ -84,6 +84,31 @@ fn describe_request(resources: &[(i8, &str, Option<&[&str]>)], version: i16) -> 
     request
 }
 
+/// Waits (up to 10 s) until a batch produced to `partition` of `topic` is stamped with the broker's log append
+/// time (the topic's LogAppendTime in effect in its logs).
+async fn until_log_append_time(session: &mut Session, topic: &str, partition: i32) -> Result<(), DiffError> {
+    for _attempt in 0..100 {
+        let request = requests::produce(
+            None,
+            -1,
+            vec![(topic, partition, BatchSpec::plain("probe", 1).build()?)],
+        );
+        let answer: ProduceResponse = ask(session, ApiKey::Produce, &request).await?;
+        let stamped = answer
+            .responses
+            .iter()
+            .flat_map(|topic| &topic.partition_responses)
+            .any(|answered| answered.error_code == 0 && answered.log_append_time_ms > 0);
+        if stamped {
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    Err(DiffError::Setup(format!(
+        "{topic}-{partition} never stamped a batch with the log append time within 10 s"
+    )))
+}
+
 /// Waits (up to 10 s) until the broker describes `topic`'s config `name` as `value`.
 async fn until_described(
     session: &mut Session,
@@ -104,7 +129,9 @@ async fn until_described(
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    Ok(())
+    Err(DiffError::Setup(format!(
+        "{topic}'s {name} was never described as {value} within 10 s"
+    )))
 }
 
 /// A DescribeConfigs answer: per resource its error and, for topics, every entry in name order.
@@ -544,7 +571,8 @@ pub async fn topic_configs_applied(session: &mut Session) -> Result<(), DiffErro
         &[(appended.as_str(), 0, 0)],
     )
     .await?;
-    let fresh = fresh_topic(session, "later", 1).await?;
+    // Two partitions: the second is where the switch is seen to take effect before the first is written.
+    let fresh = fresh_topic(session, "later", 2).await?;
     let mut request = IncrementalAlterConfigsRequest::default();
     request.resources = vec![incremental_resource(
         &fresh,
@@ -557,8 +585,10 @@ pub async fn topic_configs_applied(session: &mut Session) -> Result<(), DiffErro
         json!(answer.responses.iter().map(|r| r.error_code).collect::<Vec<_>>()),
     );
     // Kafka's controller answers the alter before its broker applies it (a metadata record the broker reads
-    // afterwards): the produce waits until the broker describes the new value.
+    // afterwards, and its logs after its DescribeConfigs): the produce waits until the broker describes the new
+    // value and a batch on the other partition is stamped with the log append time.
     until_described(session, &fresh, "message.timestamp.type", "LogAppendTime").await?;
+    until_log_append_time(session, &fresh, 1).await?;
     produce_step(
         session,
         "a batch after the switch",

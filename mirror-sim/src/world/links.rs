@@ -134,7 +134,7 @@ impl World {
             }
             return self.administer(dest, reverse.clone()).await.map(Some);
         }
-        if !self.delete_topic(dest, topic).await? {
+        if !self.delete_topic(dest, topic, false).await? {
             // Refused (a link holds the topic): the reverse's refusal stands and is judged.
             return Ok(None);
         }

@@ -286,6 +286,7 @@ pub struct Finished {
     /// destination could not see when it took over: the failover's loss window, not silent loss (record ids).
     pub failover_window: std::collections::BTreeSet<u64>,
     /// Records acknowledged in a topic an operator deleted since ([`Step::RecreateTopic`]): gone with it, not lost.
+    /// (A failback's fresh mirror deletes a topic too, and keeps holding its records to the loss check.)
     pub deleted_records: std::collections::BTreeSet<u64>,
     /// Client operations executed (produce attempts, transaction ends, initialisations).
     pub operations: u64,
@@ -627,7 +628,7 @@ impl World {
     /// CreateTopics; see [`Self::delete_topic`]).
     async fn recreate_topic(&mut self, cluster: &str, topic: &str) -> Result<(), SimError> {
         let count = self.partition_numbers(cluster, topic).await.end;
-        if !self.delete_topic(cluster, topic).await? {
+        if !self.delete_topic(cluster, topic, true).await? {
             return Ok(());
         }
         let Some(node) = self.node(cluster) else {
@@ -654,10 +655,17 @@ impl World {
     }
 
     /// An operator deletes `topic` on `cluster` (DeleteTopics; a topic a link mirrors into `cluster` is refused,
-    /// counted with the clients' refusals): whether it was deleted. What its partitions held is gone with them —
-    /// its acknowledged records, and those of transactions open on it, are [`Finished::deleted_records`] — and each
-    /// link reading it keeps the batches it had, to judge its mirror by.
-    pub(super) async fn delete_topic(&mut self, cluster: &str, topic: &str) -> Result<bool, SimError> {
+    /// counted with the clients' refusals): whether it was deleted. Each link reading it keeps the batches it had,
+    /// to judge its mirror by. With `records_go`, what its partitions held is gone with them — its acknowledged
+    /// records, and those of transactions open on it, are [`Finished::deleted_records`]; without (a failback's
+    /// fresh mirror, which copies back what the new source holds and whose loss the failover's window counted),
+    /// the loss check still holds every record to be where it was acknowledged.
+    pub(super) async fn delete_topic(
+        &mut self,
+        cluster: &str,
+        topic: &str,
+        records_go: bool,
+    ) -> Result<bool, SimError> {
         let partitions = self.partition_numbers(cluster, topic).await;
         let held_topic = self
             .clusters
@@ -681,6 +689,20 @@ impl World {
             return Ok(false);
         }
         self.operations += 1;
+        for link in &mut self.links {
+            if link.source == cluster && link.topic == topic && link.source_before_recreation.is_none() {
+                link.source_before_recreation = Some(held.clone());
+            }
+        }
+        if records_go {
+            self.forget_records_of(cluster, topic, partitions);
+        }
+        Ok(true)
+    }
+
+    /// Counts the records acknowledged in `partitions` of `topic` on `cluster`, and those of transactions open on
+    /// it, as [`Finished::deleted_records`].
+    fn forget_records_of(&mut self, cluster: &str, topic: &str, partitions: std::ops::Range<i32>) {
         let names: Vec<String> = partitions
             .map(|partition| self.log_name(topic, partition))
             .collect();
@@ -695,12 +717,6 @@ impl World {
             }
         }
         self.deleted_records.extend(gone);
-        for link in &mut self.links {
-            if link.source == cluster && link.topic == topic && link.source_before_recreation.is_none() {
-                link.source_before_recreation = Some(held.clone());
-            }
-        }
-        Ok(true)
     }
 
     /// Sends `cluster` a CreatePartitions request growing `topic` to `count` partitions, as `kafka-topics --alter

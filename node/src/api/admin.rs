@@ -31,7 +31,9 @@ pub async fn metadata(
         ById::Names => {}
         ById::Refused(response) => return response,
         ById::Ids(ids) => {
-            // Kafka answers the ids alone (names beside them are not asked), each known one under its name.
+            // Kafka answers the ids alone (names beside them are not asked, an id asked twice is answered once),
+            // each known one under its name.
+            let ids: std::collections::BTreeSet<Uuid> = ids.into_iter().collect();
             let mut names = Vec::new();
             for id in ids {
                 match node.topic_named_by(*id.as_bytes()).await {
@@ -129,7 +131,9 @@ pub async fn metadata(
             }
         }
     }
-    response.topics.extend(unknown_ids);
+    // Kafka lists the unknown ids first.
+    unknown_ids.append(&mut response.topics);
+    response.topics = unknown_ids;
     response
 }
 
@@ -141,6 +145,17 @@ enum ById {
     Ids(Vec<Uuid>),
     /// Not answerable: the answer Kafka 4.1 gives instead.
     Refused(MetadataResponse),
+}
+
+/// Whether the node refuses `request` whole, before anything is authorized or created: an id, or a topic without a
+/// name, before v12; a topic with neither at v12 ([`by_id`]).
+pub fn metadata_refused_whole(request: &MetadataRequest, version: i16) -> bool {
+    matches!(by_id(request, version), ById::Refused(_))
+}
+
+/// Whether `request` names topics by id (v12).
+pub fn metadata_by_id(request: &MetadataRequest, version: i16) -> bool {
+    matches!(by_id(request, version), ById::Ids(_))
 }
 
 /// Whether `request` names topics by id. Before v12 an id, or a topic without a name, is INVALID_REQUEST for every

@@ -18,6 +18,7 @@ mod topics;
 mod txn;
 mod users;
 
+pub use admin::{metadata_by_id, metadata_refused_whole};
 pub use inspect::NodeGauges;
 
 use kafka_protocol::messages::*;
