@@ -7,10 +7,9 @@
 
 mod common;
 
-use common::{end, idempotent, produce, script, start, stop, transactional};
+use common::{barriers, end, idempotent, produce, script, start, stop, transactional};
 use mirror_sim::report::{run_matrix, MatrixOptions};
 use mirror_sim::{Mutation, SimStorage, Strategy, Topology, Workload};
-use record_format::ControlRecord;
 
 const PARTITIONS: u32 = 3;
 
@@ -31,22 +30,6 @@ fn options(
         partitions: PARTITIONS,
         network_faults: false,
     }
-}
-
-/// The offsets of the `MIRROR_PID_RESET` barriers in one log.
-fn barriers(finished: &mirror_sim::Finished, cluster: &str, partition: &str) -> Vec<i64> {
-    finished.logs[&(cluster.to_owned(), partition.to_owned())]
-        .iter()
-        .filter(|batch| batch.is_control())
-        .filter(|batch| {
-            record_format::control::decode_control_records(batch).is_ok_and(|records| {
-                records
-                    .iter()
-                    .any(|record| matches!(record, ControlRecord::MirrorPidReset(_)))
-            })
-        })
-        .map(|batch| batch.base_offset())
-        .collect()
 }
 
 #[test]

@@ -112,3 +112,19 @@ pub fn stored_ids(finished: &Finished, cluster: &str, topic: &str) -> Vec<i64> {
     }
     ids
 }
+
+/// The offsets of the `MIRROR_PID_RESET` barriers in one log.
+pub fn barriers(finished: &Finished, cluster: &str, partition: &str) -> Vec<i64> {
+    finished.logs[&(cluster.to_owned(), partition.to_owned())]
+        .iter()
+        .filter(|batch| batch.is_control())
+        .filter(|batch| {
+            record_format::control::decode_control_records(batch).is_ok_and(|records| {
+                records
+                    .iter()
+                    .any(|record| matches!(record, record_format::ControlRecord::MirrorPidReset(_)))
+            })
+        })
+        .map(|batch| batch.base_offset())
+        .collect()
+}
