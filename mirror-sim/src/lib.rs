@@ -28,7 +28,7 @@ pub use oracle::{judge, Anomalies, Findings};
 pub use report::{run_matrix, Cell, Matrix, MatrixOptions};
 pub use script::{generate, AppPolicy, ClientKind, Script, Step, Topology, Workload};
 pub use strategy::Strategy;
-pub use world::{FetchBound, Finished, Mutation, SimStorage, World};
+pub use world::{DeletedLog, FetchBound, Finished, Mutation, SimStorage, World};
 
 /// Why a run could not be carried out (a broken simulator or storage, never an anomaly: anomalies are counted).
 #[derive(Debug, thiserror::Error)]

@@ -81,3 +81,18 @@ pub(crate) fn header<'a>(record: &'a record_format::Record<'a>, key: &str) -> Op
         .and_then(|header| header.value)
         .and_then(|value| std::str::from_utf8(value).ok())
 }
+
+/// The record ids of a batch's data records (none for a control batch, or one whose records do not decode).
+pub(crate) fn record_ids(batch: &RecordBatch) -> Vec<u64> {
+    if batch.is_control() {
+        return Vec::new();
+    }
+    let Ok(records) = batch.records() else {
+        return Vec::new();
+    };
+    records
+        .iter()
+        .flatten()
+        .filter_map(|record| header(&record, RECORD_HEADER)?.parse().ok())
+        .collect()
+}

@@ -337,6 +337,10 @@ pub const MAX_PARTITIONS: u32 = 16;
 /// The percentage of mirror rounds before which [`Script::with_network_faults`] adds a partition somewhere.
 const GROWTH_ODDS: u64 = 6;
 
+/// The percentage of mirror rounds before which [`Script::with_network_faults`] deletes a topic somewhere and
+/// creates it again.
+const RECREATION_ODDS: u64 = 2;
+
 fn one_partition() -> u32 {
     1
 }
@@ -370,12 +374,15 @@ impl Script {
     /// link's destination answers as Apache Kafka does ([`Step::BehaveAsKafka`]: a mirrorlog destination cannot be
     /// one), before some mirror rounds, starts and failovers a link's source meets a few [`Step::SourceFault`]s,
     /// and before some mirror rounds an operator adds a partition to a topic a link mirrors, where its source
-    /// writes it ([`Step::AddPartition`]; up to [`MAX_PARTITIONS`] per topic, drawn apart from the faults so that
-    /// a seed's faults stay where they were). The script's own steps are unchanged and in order: only these steps
+    /// writes it ([`Step::AddPartition`]; up to [`MAX_PARTITIONS`] per topic), or deletes such a topic and creates
+    /// it again ([`Step::RecreateTopic`]; the links reading it fail by its id, and the operator mirrors the new
+    /// topic afresh). Growth and recreation are each drawn from a random stream of their own, apart from the
+    /// faults, so that a seed's other steps stay where they were. The script's own steps are unchanged and in order: only these steps
     /// are added.
     pub fn with_network_faults(mut self, seed: u64) -> Self {
         let mut rng = SimRng::new(seed ^ 0xFA17_5EED_0BAD_CAFE);
         let mut growth_rng = SimRng::new(seed ^ 0x6120_4E57_5EED_0001);
+        let mut recreation_rng = SimRng::new(seed ^ 0x2EC2_EA7E_5EED_0002);
         // Partitions each topic has once the growth steps added so far are applied.
         let mut partitions: BTreeMap<String, u32> = BTreeMap::new();
         let destinations = self.destinations();
@@ -417,16 +424,25 @@ impl Script {
                     });
                 }
             }
+            // A topic grows, or is created again, where it is written: at a running link's source that no link
+            // mirrors it into.
+            let writable: Vec<&(String, String, String)> = running
+                .iter()
+                .filter(|(source, _, topic)| {
+                    !running
+                        .iter()
+                        .any(|(_, dest, other)| dest == source && other == topic)
+                })
+                .collect();
+            if step == Step::Mirror && recreation_rng.chance(RECREATION_ODDS) {
+                if let Some((cluster, _, topic)) = recreation_rng.pick(&writable).copied() {
+                    steps.push(Step::RecreateTopic {
+                        cluster: cluster.clone(),
+                        topic: topic.clone(),
+                    });
+                }
+            }
             if step == Step::Mirror && growth_rng.chance(GROWTH_ODDS) {
-                // A topic grows where it is written: at a running link's source that no link mirrors it into.
-                let writable: Vec<&(String, String, String)> = running
-                    .iter()
-                    .filter(|(source, _, topic)| {
-                        !running
-                            .iter()
-                            .any(|(_, dest, other)| dest == source && other == topic)
-                    })
-                    .collect();
                 if let Some((cluster, _, topic)) = growth_rng.pick(&writable).copied() {
                     let count = partitions.entry(topic.clone()).or_insert(self.partitions);
                     if *count < MAX_PARTITIONS {

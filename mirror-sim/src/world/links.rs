@@ -16,6 +16,9 @@ use super::{Link, Mutation, World};
 use crate::strategy::Strategy;
 use crate::SimError;
 
+/// What a link's failure says when its source topic is another topic now (deleted and created again: its id
+/// differs from the one the link recorded; `node::mirror::local::check_topic_id`, and Kafka's answer by id).
+const TOPIC_REPLACED: &str = "UNKNOWN_TOPIC_ID";
 /// The most rounds one mirror step runs on one destination before it calls the links stuck.
 const MAX_ROUNDS: usize = 100_000;
 /// The most retries one mirror step waits for on one destination after the network's faults.
@@ -147,6 +150,9 @@ impl World {
     }
 
     pub(super) async fn mirror_all(&mut self) -> Result<(), SimError> {
+        // Links whose source topic is another topic now (deleted and created again): mirrored afresh after the
+        // round, by the operator's remedy.
+        let mut replaced = Vec::new();
         for index in 0..self.links.len() {
             let (source, dest, topic) = {
                 let link = &self.links[index];
@@ -191,6 +197,17 @@ impl World {
                     .collect(),
                 None => Vec::new(),
             };
+            // A link whose source topic was created again fails by the topic's id, as it must: the operator
+            // follows the failure's remedy, and the mirror is judged before it goes.
+            let recreated = self.links[index].source_before_recreation.is_some();
+            if let Some((_, failure)) = failures
+                .iter()
+                .find(|(_, failure)| recreated && failure.contains(TOPIC_REPLACED))
+            {
+                replaced.push((source.clone(), dest.clone(), topic.clone(), failure.clone()));
+                self.replicate(&dest, &topic).await?;
+                continue;
+            }
             // A link that cannot go on — FAILED, or an error its retries meet every time (a destination aligned
             // with the wrong position) — is judged, not a crash of the simulation.
             for (partition, failure) in failures {
@@ -204,7 +221,81 @@ impl World {
             }
             self.replicate(&dest, &topic).await?;
         }
+        for (source, dest, topic, failure) in replaced {
+            self.mirror_the_topic_created_again(&source, &dest, &topic, &failure)
+                .await?;
+        }
         Ok(())
+    }
+
+    /// The operator's remedy for a link whose source topic was deleted and created again, which FAILED by the
+    /// topic's id with the old topic's records in its mirror (KIP-1279 leaves a replaced source topic to the
+    /// operator): the mirror, judged against the topic it mirrored, is deleted with its link — its records went
+    /// with the source's topic — and the link created afresh, to mirror the new topic from its start.
+    async fn mirror_the_topic_created_again(
+        &mut self,
+        source: &str,
+        dest: &str,
+        topic: &str,
+        failure: &str,
+    ) -> Result<(), SimError> {
+        let Some(index) = self.links.iter().position(|link| {
+            link.source == source
+                && link.dest == dest
+                && link.topic == topic
+                && link.source_before_recreation.is_some()
+        }) else {
+            return Ok(());
+        };
+        for partition in self.partition_numbers(dest, topic).await {
+            let found = self.mirror_divergence(&self.links[index], partition).await?;
+            self.divergences.extend(found);
+        }
+        let link = self.links.remove(index);
+        if !self.forget_link(&link).await? {
+            // Refused (judged by `forget_link`): the link stays, and its failure with it.
+            self.links.insert(index, link);
+            return Ok(());
+        }
+        self.remedies += 1;
+        self.remedied.push(format!(
+            "{source} -> {dest} ({topic}): {failure}; the operator deleted the mirror and created its link afresh"
+        ));
+        if !self.delete_topic(dest, topic, true).await? {
+            self.failed_links.push(format!(
+                "{source} -> {dest} ({topic}): the mirror of a topic created again at its source could not be \
+                 deleted to mirror the new one"
+            ));
+            return Ok(());
+        }
+        if let Some(cluster) = self.clusters.get_mut(dest) {
+            cluster.topics.remove(topic);
+        }
+        self.replicate(dest, topic).await?;
+        // What the old link learnt of its source's producer ids stays true of the same source (its producers keep
+        // their ids across the topic's recreation, and its allocator is the cluster's): the new link starts from
+        // it rather than from nothing, as a new link (`start_link`) does.
+        let learnt = self.learnt_ids(dest, source, topic);
+        self.start_link(source, dest, topic).await?;
+        if let (Some(learnt), Some(cluster)) = (learnt, self.clusters.get(dest)) {
+            let mut ids = cluster
+                .copied_ids
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let entry = ids.entry((source.to_owned(), topic.to_owned())).or_insert(learnt);
+            *entry = entry.merged(learnt);
+        }
+        Ok(())
+    }
+
+    /// What `dest`'s links learnt of `source`'s producer ids through `topic`.
+    fn learnt_ids(&self, dest: &str, source: &str, topic: &str) -> Option<super::sources::SourceIds> {
+        let cluster = self.clusters.get(dest)?;
+        let ids = cluster
+            .copied_ids
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        ids.get(&(source.to_owned(), topic.to_owned())).copied()
     }
 
     pub(super) async fn stop_link(&mut self, dest: &str, topic: &str) -> Result<(), SimError> {
@@ -281,8 +372,9 @@ impl World {
         self.replicate(dest, topic).await
     }
 
-    /// Deletes `link` from its destination's links (its partition keeps the state the link left it in).
-    async fn forget_link(&mut self, link: &Link) -> Result<(), SimError> {
+    /// Deletes `link` from its destination's links (its partition keeps the state the link left it in): whether
+    /// it was (a refusal is judged as a failed link).
+    async fn forget_link(&mut self, link: &Link) -> Result<bool, SimError> {
         let delete = AdminRequest::Delete {
             link: link.topic.clone(),
         };
@@ -296,7 +388,7 @@ impl World {
                 refusal(&answer)
             ));
         }
-        Ok(())
+        Ok(answer.ok)
     }
 
     /// Sends an administration request to `dest`'s mirror links, as `mirrorlog mirror` would.

@@ -258,6 +258,21 @@ pub struct AppOutcome {
     pub output: String,
 }
 
+/// A partition's leader log as its topic's deletion found it.
+#[derive(Debug, Clone)]
+pub struct DeletedLog {
+    /// The cluster.
+    pub cluster: String,
+    /// The partition, named as in [`Finished::logs`].
+    pub log: String,
+    /// Its batches.
+    pub batches: Vec<RecordBatch>,
+    /// What a read_committed consumer saw: the record ids, in order.
+    pub committed_view: Vec<u64>,
+    /// Its last stable offset.
+    pub last_stable_offset: i64,
+}
+
 /// A run's end state, handed to the oracle.
 pub struct Finished {
     /// The ground truth.
@@ -285,9 +300,16 @@ pub struct Finished {
     /// Records a failover's source acknowledged (plain, or committed) that a read_committed consumer of the
     /// destination could not see when it took over: the failover's loss window, not silent loss (record ids).
     pub failover_window: std::collections::BTreeSet<u64>,
-    /// Records acknowledged in a topic an operator deleted since ([`Step::RecreateTopic`]): gone with it, not lost.
-    /// (A failback's fresh mirror deletes a topic too, and keeps holding its records to the loss check.)
+    /// Records acknowledged in a topic an operator deleted since ([`Step::RecreateTopic`], and the mirror the
+    /// operator deletes after it): gone with it, not lost. (A failback's fresh mirror deletes a topic too, and
+    /// keeps holding its records to the loss check.)
     pub deleted_records: std::collections::BTreeSet<u64>,
+    /// The logs of every topic deleted during the run, as they were just before: judged by the oracle as the logs
+    /// at the end are, but for the loss check (their records are gone) and committed records they hide.
+    pub deleted_logs: Vec<DeletedLog>,
+    /// Links that failed because their source's topic was created again, each with its failure, whose mirror the
+    /// simulated operator deleted and whose link it created afresh (not failed links: the remedy followed).
+    pub remedied: Vec<String>,
     /// Client operations executed (produce attempts, transaction ends, initialisations).
     pub operations: u64,
     /// (cluster, topic, producer id) under which two or more real clients sent batches, with the clients.
@@ -327,6 +349,10 @@ pub struct World {
     failover_window: std::collections::BTreeSet<u64>,
     /// Records acknowledged in a topic an operator deleted since.
     deleted_records: std::collections::BTreeSet<u64>,
+    deleted_logs: Vec<DeletedLog>,
+    /// Mirrors the simulated operator deleted and created afresh after their source's topic was created again.
+    remedies: usize,
+    remedied: Vec<String>,
     operations: u64,
     /// The client whose transaction each transactional id last opened (the owner of the markers that end it).
     txn_owners: BTreeMap<TransactionalId, String>,
@@ -384,6 +410,9 @@ impl World {
             failed_over: std::collections::BTreeSet::new(),
             failover_window: std::collections::BTreeSet::new(),
             deleted_records: std::collections::BTreeSet::new(),
+            deleted_logs: Vec::new(),
+            remedies: 0,
+            remedied: Vec::new(),
             operations: 0,
             senders: BTreeMap::new(),
             topics_check_every_round: false,
@@ -674,9 +703,34 @@ impl World {
         if !held_topic {
             return Ok(false);
         }
+        // Judged as it was before it goes: its replicas' state, and its logs (by the oracle, as the logs at the end).
+        self.compare_replicas(cluster, topic, "before its deletion")
+            .await?;
         let mut held = BTreeMap::new();
+        let mut logs = Vec::new();
         for partition in partitions.clone() {
-            held.insert(partition, self.leader_batches(cluster, topic, partition).await?);
+            let slot = self.leader(cluster, topic, partition).await?;
+            let guard = slot.lock().await;
+            let Some(replicas) = guard.as_ref() else {
+                return Err(SimError::Setup(format!(
+                    "{cluster}/{} is closed",
+                    self.log_name(topic, partition)
+                )));
+            };
+            let leader = &replicas.leader;
+            let batches = all_batches(leader).await?;
+            held.insert(partition, batches.clone());
+            logs.push(DeletedLog {
+                cluster: cluster.to_owned(),
+                log: self.log_name(topic, partition),
+                batches,
+                committed_view: committed_records(leader, leader.log_start_offset())
+                    .await?
+                    .into_iter()
+                    .map(|(_, id)| id)
+                    .collect(),
+                last_stable_offset: leader.last_stable_offset(),
+            });
         }
         let Some(node) = self.node(cluster) else {
             return Ok(false);
@@ -689,25 +743,35 @@ impl World {
             return Ok(false);
         }
         self.operations += 1;
+        self.deleted_logs.extend(logs);
+        if records_go {
+            self.forget_records_of(cluster, topic, &held);
+        }
         for link in &mut self.links {
             if link.source == cluster && link.topic == topic && link.source_before_recreation.is_none() {
                 link.source_before_recreation = Some(held.clone());
             }
         }
-        if records_go {
-            self.forget_records_of(cluster, topic, partitions);
-        }
         Ok(true)
     }
 
-    /// Counts the records acknowledged in `partitions` of `topic` on `cluster`, and those of transactions open on
-    /// it, as [`Finished::deleted_records`].
-    fn forget_records_of(&mut self, cluster: &str, topic: &str, partitions: std::ops::Range<i32>) {
-        let names: Vec<String> = partitions
-            .map(|partition| self.log_name(topic, partition))
+    /// Counts the records of `topic` on `cluster` that went with its deletion as [`Finished::deleted_records`]:
+    /// those acknowledged there that its partitions held (`held`, by partition, as the deletion found them; one
+    /// acknowledged there and missing already was lost before, and stays judged as such), and those of
+    /// transactions open on it.
+    fn forget_records_of(&mut self, cluster: &str, topic: &str, held: &BTreeMap<i32, Vec<RecordBatch>>) {
+        let in_log: std::collections::BTreeSet<(String, u64)> = held
+            .iter()
+            .flat_map(|(partition, batches)| {
+                let name = self.log_name(topic, *partition);
+                batches
+                    .iter()
+                    .flat_map(crate::logview::record_ids)
+                    .map(move |id| (name.clone(), id))
+            })
             .collect();
-        let acknowledged = self.truth.records.iter().filter(|(_, record)| {
-            record.acked_on.as_deref() == Some(cluster) && names.contains(&record.topic)
+        let acknowledged = self.truth.records.iter().filter(|(id, record)| {
+            record.acked_on.as_deref() == Some(cluster) && in_log.contains(&(record.topic.clone(), **id))
         });
         let mut gone: Vec<u64> = acknowledged.map(|(id, _)| *id).collect();
         // A transaction open on the topic: a commit after the deletion would find the new topic's partitions.
@@ -914,7 +978,16 @@ impl World {
                 }
             }
         }
-        self.mirror_all().await
+        // A mirror the operator created afresh in a round (its source's topic was created again) copies at the
+        // next, and a link reading from it (a chain) meets the new topic's id there: one more round per link.
+        for _ in 0..=self.links.len() {
+            let remedies = self.remedies;
+            self.mirror_all().await?;
+            if self.remedies == remedies {
+                break;
+            }
+        }
+        Ok(())
     }
 
     /// What a read_committed consumer of a partition's leader on `cluster` sees: (offset, record id).
@@ -1238,6 +1311,8 @@ impl World {
             unacknowledged,
             failover_window: self.failover_window,
             deleted_records: self.deleted_records,
+            deleted_logs: self.deleted_logs,
+            remedied: self.remedied,
             operations: self.operations,
             shared_ids: self
                 .senders

@@ -44,6 +44,14 @@ impl SourceIds {
         let past = self.highest_copied.max(self.issued_below.saturating_sub(1));
         (past >= 0).then_some(past)
     }
+
+    /// What both `self` and `other` learnt.
+    pub(super) fn merged(self, other: SourceIds) -> SourceIds {
+        SourceIds {
+            highest_copied: self.highest_copied.max(other.highest_copied),
+            issued_below: self.issued_below.max(other.issued_below),
+        }
+    }
 }
 
 /// Every cluster of the run as a source, by name, seen from one destination; see the module docs.

@@ -266,7 +266,7 @@ impl MirrorLinks {
             {
                 let warning = format!(
                     "topic {topic} at the source has topic id {}, not {} as when this link was created: it was \
-                     deleted and created again; its partitions here are FAILED and keep what they mirrored",
+                     deleted and created again (UNKNOWN_TOPIC_ID); its partitions here are FAILED and keep what they mirrored",
                     topic_id_text(found),
                     topic_id_text(expected)
                 );
