@@ -125,14 +125,17 @@ def collect_lines(process, into):
 
 
 @pytest.mark.parametrize("client", ["librdkafka", "kafka-python", "kafkajs", "java"])
-def test_subscribed_members_share_partitions_and_take_over_a_killed_member(request, broker, client):
+def test_subscribed_members_share_partitions_and_take_over_a_killed_member(request, tmp_path, broker, client):
     topic = broker.create_topic(PARTITIONS, prefix="grouped")
     group = broker.unique("group")
     produce(broker.bootstrap, topic, PARTITIONS, RECORDS)
     command, env = member_command(request, client, broker.bootstrap, topic, group)
+    # Each member's stderr goes to a file of its own, so that a member that fails says why in the assertion.
+    stderr_paths = [tmp_path / f"member-{index}.stderr" for index in range(3)]
+    stderr_files = [open(path, "w") for path in stderr_paths]
     members = [
-        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
-        for _ in range(3)
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env)
+        for stderr in stderr_files
     ]
     seen = [[] for _ in members]
     readers = [collect_lines(member, lines) for member, lines in zip(members, seen)]
@@ -141,7 +144,9 @@ def test_subscribed_members_share_partitions_and_take_over_a_killed_member(reque
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and len(seen[0]) < 20:
             time.sleep(0.05)
-        assert len(seen[0]) >= 20, "the first member never got records"
+        assert len(seen[0]) >= 20, (
+            f"the first member never got records; its stderr ends: {stderr_paths[0].read_text()[-3000:]!r}"
+        )
         members[0].send_signal(signal.SIGKILL)
         members[0].wait(10)
         # The others go on until every record has been processed (the victim's partitions after its session ends).
@@ -158,6 +163,8 @@ def test_subscribed_members_share_partitions_and_take_over_a_killed_member(reque
                 member.wait(10)
         for reader in readers:
             reader.join(10)
+        for stderr in stderr_files:
+            stderr.close()
     errors = [r for lines in seen for r in lines if "error" in r]
     assert not errors, errors
     refused = sum(1 for lines in seen for r in lines if "commit_refused" in r)
