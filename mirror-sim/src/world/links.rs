@@ -258,9 +258,6 @@ impl World {
             return Ok(());
         }
         self.remedies += 1;
-        self.remedied.push(format!(
-            "{source} -> {dest} ({topic}): {failure}; the operator deleted the mirror and created its link afresh"
-        ));
         if !self.delete_topic(dest, topic, true).await? {
             self.failed_links.push(format!(
                 "{source} -> {dest} ({topic}): the mirror of a topic created again at its source could not be \
@@ -277,6 +274,17 @@ impl World {
         // it rather than from nothing, as a new link (`start_link`) does.
         let learnt = self.learnt_ids(dest, source, topic);
         self.start_link(source, dest, topic).await?;
+        // Listed once the link runs again (a refused `create` is judged by `start_link` as a failed link).
+        if self
+            .links
+            .iter()
+            .any(|link| link.source == source && link.dest == dest && link.topic == topic)
+        {
+            self.remedied.push(format!(
+                "{source} -> {dest} ({topic}): {failure}; the operator deleted the mirror and created its link \
+                 afresh"
+            ));
+        }
         if let (Some(learnt), Some(cluster)) = (learnt, self.clusters.get(dest)) {
             let mut ids = cluster
                 .copied_ids

@@ -704,6 +704,8 @@ impl World {
             return Ok(false);
         }
         // Judged as it was before it goes: its replicas' state, and its logs (by the oracle, as the logs at the end).
+        // (Taken back if the deletion is refused: the topic stays, and is judged where it ends.)
+        let divergences_before = self.divergences.len();
         self.compare_replicas(cluster, topic, "before its deletion")
             .await?;
         let mut held = BTreeMap::new();
@@ -740,6 +742,7 @@ impl World {
                 .client_errors
                 .entry(refusal.error.name().to_owned())
                 .or_default() += 1;
+            self.divergences.truncate(divergences_before);
             return Ok(false);
         }
         self.operations += 1;
