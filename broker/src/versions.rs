@@ -1,9 +1,9 @@
 //! The API versions the broker advertises: only ranges it serves completely, chosen so that each client picks a
 //! version with record format v2 and the transaction features it needs (`docs/broker.md` has the reasoning).
 //!
-//! The data-path APIs (Produce, Fetch, Metadata, CreateTopics, DeleteRecords) and the transaction APIs but
-//! InitProducerId and TxnOffsetCommit stop before their flexible versions (Metadata v9–v12, with topic ids, is
-//! answered by the node but not advertised yet: ADR 0064); ApiVersions v3, ListOffsets v6–v10,
+//! The data-path APIs (Produce, Fetch, CreateTopics, DeleteRecords) and the transaction APIs but InitProducerId
+//! and TxnOffsetCommit stop before their flexible versions; Metadata v9–v12 (v10+ carry topic ids), ApiVersions v3,
+//! ListOffsets v6–v10,
 //! InitProducerId v2+, TxnOffsetCommit v3 and the group APIs' flexible versions (OffsetCommit v8, OffsetFetch v6+, FindCoordinator
 //! v3+, JoinGroup v6+, SyncGroup v4+, Heartbeat v4, LeaveGroup v4+, DescribeGroups v5, ListGroups v3+,
 //! DeleteGroups v2) are served. The request shape check ([`crate::shape`]) has a layout for each.
@@ -18,7 +18,7 @@ pub const ADVERTISED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 8),
     (ApiKey::Fetch, 4, 11),
     (ApiKey::ListOffsets, 1, 10),
-    (ApiKey::Metadata, 1, 8),
+    (ApiKey::Metadata, 1, 12),
     (ApiKey::OffsetCommit, 2, 8),
     (ApiKey::OffsetFetch, 1, 8),
     (ApiKey::FindCoordinator, 0, 4),

@@ -322,6 +322,47 @@ async fn metadata_shows_only_described_topics_and_creates_none_without_create() 
 }
 
 #[tokio::test]
+async fn a_topic_asked_by_id_is_described_only_to_a_caller_who_may_describe_it() {
+    let node = broker().await;
+    let id = uuid::Uuid::from_bytes(node.topic_id(TOPIC).await.expect("the topic has an id"));
+    let mut asked = metadata_request::MetadataRequestTopic::default();
+    asked.topic_id = id;
+    asked.name = None;
+    let mut by_id = MetadataRequest::default();
+    by_id.topics = Some(vec![asked]);
+    let alice = caller(&node, "alice", false);
+    let response: MetadataResponse = call_as(&node, &alice, ApiKey::Metadata, 12, &by_id)
+        .await
+        .expect("answer");
+    let topic = &response.topics[0];
+    // Kafka answers the id alone: neither the name nor the partitions of a topic the caller may not describe.
+    assert_eq!(
+        (
+            topic.error_code,
+            topic.name.as_ref(),
+            topic.topic_id,
+            topic.partitions.len()
+        ),
+        (TOPIC_DENIED, None, id, 0)
+    );
+    grant(
+        &node,
+        ResourceType::Topic,
+        TOPIC,
+        "User:alice",
+        Operation::Describe,
+    )
+    .await;
+    let response: MetadataResponse = call_as(&node, &alice, ApiKey::Metadata, 12, &by_id)
+        .await
+        .expect("answer");
+    let topic = &response.topics[0];
+    assert_eq!(topic.error_code, 0);
+    assert_eq!(topic.name.as_ref().map(|name| name.as_str()), Some(TOPIC));
+    assert!(!topic.partitions.is_empty());
+}
+
+#[tokio::test]
 async fn groups_transactions_and_the_cluster_answer_their_own_authorization_errors() {
     let node = broker().await;
     let alice = caller(&node, "alice", false);

@@ -417,3 +417,68 @@ async fn a_link_whose_first_bootstrap_address_is_down_mirrors_through_the_next()
     stop_a.send(()).unwrap();
     a_running.await.unwrap();
 }
+
+/// The error `describe` gives for the link `a-to-b`'s partition 0 of `TOPIC`, if any.
+fn partition_error(answer: &AdminResponse) -> Option<String> {
+    answer
+        .links
+        .iter()
+        .flat_map(|link| &link.partitions)
+        .find(|partition| partition.topic == TOPIC && partition.partition == 0)
+        .and_then(|partition| partition.error.clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topic_created_again_on_a_serve_source_fails_its_mirror_by_topic_id_and_mixes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a_address, a, stop_a, a_running) =
+        serve(config(&dir.path().join("a"), "cluster-a", &[(TOPIC, 1)]), None).await;
+    for sequence in 0..3 {
+        assert_eq!(produce(&a, 1, sequence * 5, 5).await, 0);
+    }
+    let (b_address, b, stop_b, b_running) =
+        serve(config(&dir.path().join("b"), "cluster-b", &[]), None).await;
+    create_link(&b_address, &a_address).await;
+    let describe = AdminRequest::Describe {
+        link: "a-to-b".to_owned(),
+        topics: Vec::new(),
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !caught_up(&admin(&b_address, describe.clone()).await) {
+        assert!(tokio::time::Instant::now() < deadline, "B never caught up with A");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mirrored = log_bytes(&b, TOPIC, 0).await;
+    assert_eq!(mirrored.len(), 3);
+
+    // A's topic is deleted and created again, and the new one written past where B's mirror ends (15).
+    let first = a.topic_id(TOPIC).await.unwrap();
+    a.delete_topic(TOPIC).await.unwrap();
+    a.create_topic(TOPIC, 1).await.unwrap();
+    assert_ne!(a.topic_id(TOPIC).await, Some(first));
+    for sequence in 0..5 {
+        assert_eq!(produce(&a, 2, sequence * 5, 5).await, 0);
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let error = loop {
+        let answer = admin(&b_address, describe.clone()).await;
+        if let Some(error) = partition_error(&answer).filter(|error| error.contains("has topic id")) {
+            break error;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the mirror never named the new topic: {answer:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(error.contains("deleted and created again"), "{error}");
+    assert_eq!(
+        log_bytes(&b, TOPIC, 0).await,
+        mirrored,
+        "B keeps what it mirrored and takes none of the new topic"
+    );
+    stop_b.send(()).unwrap();
+    b_running.await.unwrap();
+    stop_a.send(()).unwrap();
+    a_running.await.unwrap();
+}
