@@ -461,7 +461,14 @@ pub async fn handle_from(node: &Node, request: &Request, caller: &Caller) -> Res
             frame(key, version, id, &response)
         }
         Decoded::DeleteTopics(mut request) => {
-            let refused = admin::delete_topics(&access, &mut request);
+            // Topics named by id (v6) are authorized under their names.
+            let mut names_by_id = std::collections::BTreeMap::new();
+            for topic in request.topics.iter().filter(|topic| topic.name.is_none()) {
+                if let Some(name) = node.topic_named_by(topic.topic_id.into_bytes()).await {
+                    names_by_id.insert(topic.topic_id, name);
+                }
+            }
+            let refused = admin::delete_topics(&access, &mut request, &names_by_id);
             let mut response = node.delete_topics(request, version).await;
             response.responses.extend(refused);
             frame(key, version, id, &response)

@@ -6,7 +6,7 @@
 //! ListOffsets v6–v10,
 //! InitProducerId v2+, TxnOffsetCommit v3 and the group APIs' flexible versions (OffsetCommit v8, OffsetFetch v6+, FindCoordinator
 //! v3+, JoinGroup v6+, SyncGroup v4+, Heartbeat v4, LeaveGroup v4+, DescribeGroups v5, ListGroups v3+,
-//! DeleteGroups v2) are served. The request shape check ([`crate::shape`]) has a layout for each.
+//! DeleteGroups v2), DeleteTopics v4–v6 (v6 by topic id) are served. The request shape check ([`crate::shape`]) has a layout for each.
 //! librdkafka needs Produce ≥ 3 with Fetch ≥ 4 (record format v2), ListOffsets ≥ 2 (isolation level),
 //! FindCoordinator ≥ 1 and InitProducerId ≥ 3 (KIP-360 epoch bumps); kafka-python guesses the broker's version
 //! from this table.
@@ -43,7 +43,7 @@ pub const ADVERTISED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::ListTransactions, 0, 2),
     (ApiKey::DescribeTransactions, 0, 0),
-    (ApiKey::DeleteTopics, 1, 5),
+    (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::DescribeCluster, 0, 2),
     (ApiKey::DescribeLogDirs, 1, 4),

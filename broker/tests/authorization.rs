@@ -363,6 +363,74 @@ async fn a_topic_asked_by_id_is_described_only_to_a_caller_who_may_describe_it()
 }
 
 #[tokio::test]
+async fn a_topic_deleted_by_id_needs_delete_on_its_name_and_is_named_only_to_a_caller_who_may_describe_it() {
+    let node = broker().await;
+    let id = uuid::Uuid::from_bytes(node.topic_id(TOPIC).await.expect("the topic has an id"));
+    let delete_by_id = |ids: &[uuid::Uuid]| {
+        let mut request = DeleteTopicsRequest::default();
+        request.topics = ids
+            .iter()
+            .map(|id| {
+                let mut topic = delete_topics_request::DeleteTopicState::default();
+                topic.topic_id = *id;
+                topic
+            })
+            .collect();
+        request
+    };
+    let alice = caller(&node, "alice", false);
+    let answers = |response: DeleteTopicsResponse| -> Vec<(Option<String>, uuid::Uuid, i16)> {
+        response
+            .responses
+            .into_iter()
+            .map(|answer| {
+                (
+                    answer.name.map(|name| name.to_string()),
+                    answer.topic_id,
+                    answer.error_code,
+                )
+            })
+            .collect()
+    };
+    let response: DeleteTopicsResponse =
+        call_as(&node, &alice, ApiKey::DeleteTopics, 6, &delete_by_id(&[id]))
+            .await
+            .expect("answer");
+    // Refused, and the id alone: the name is not told to a caller who may not describe the topic.
+    assert_eq!(answers(response), vec![(None, id, TOPIC_DENIED)]);
+    // An id given twice is INVALID_REQUEST whoever asks, as Kafka checks it before it authorizes; nothing goes.
+    let response: DeleteTopicsResponse =
+        call_as(&node, &alice, ApiKey::DeleteTopics, 6, &delete_by_id(&[id, id]))
+            .await
+            .expect("answer");
+    assert_eq!(answers(response), vec![(None, id, INVALID_REQUEST)]);
+    grant(
+        &node,
+        ResourceType::Topic,
+        TOPIC,
+        "User:alice",
+        Operation::Describe,
+    )
+    .await;
+    let response: DeleteTopicsResponse =
+        call_as(&node, &alice, ApiKey::DeleteTopics, 6, &delete_by_id(&[id]))
+            .await
+            .expect("answer");
+    assert_eq!(
+        answers(response),
+        vec![(Some(TOPIC.to_owned()), id, TOPIC_DENIED)]
+    );
+    assert!(node.partition(TOPIC, 0).await.is_some(), "nothing was deleted");
+    grant(&node, ResourceType::Topic, TOPIC, "User:alice", Operation::Delete).await;
+    let response: DeleteTopicsResponse =
+        call_as(&node, &alice, ApiKey::DeleteTopics, 6, &delete_by_id(&[id]))
+            .await
+            .expect("answer");
+    assert_eq!(answers(response), vec![(Some(TOPIC.to_owned()), id, 0)]);
+    assert!(node.partition(TOPIC, 0).await.is_none());
+}
+
+#[tokio::test]
 async fn groups_transactions_and_the_cluster_answer_their_own_authorization_errors() {
     let node = broker().await;
     let alice = caller(&node, "alice", false);
@@ -498,7 +566,13 @@ async fn groups_transactions_and_the_cluster_answer_their_own_authorization_erro
     }
     for version in versions(ApiKey::DeleteTopics) {
         let mut request = DeleteTopicsRequest::default();
-        request.topic_names = vec![TopicName(s(TOPIC))];
+        if version >= 6 {
+            let mut by_name = delete_topics_request::DeleteTopicState::default();
+            by_name.name = Some(TopicName(s(TOPIC)));
+            request.topics = vec![by_name];
+        } else {
+            request.topic_names = vec![TopicName(s(TOPIC))];
+        }
         let response: DeleteTopicsResponse = call_as(&node, &alice, ApiKey::DeleteTopics, version, &request)
             .await
             .expect("answer");

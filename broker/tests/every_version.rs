@@ -987,12 +987,33 @@ async fn scenario(key: ApiKey, version: i16) {
         ApiKey::DeleteTopics => {
             let plain = produce_request(None, -1, vec![(TOPIC, 0, batch(None, false, 5))]);
             assert_eq!(produce(b, max(ApiKey::Produce), &plain).await, vec![0]);
+            let id = b.topic_id(TOPIC).await.expect("the topic has an id");
             let mut request = DeleteTopicsRequest::default();
-            request.topic_names = vec![topic_name(TOPIC), topic_name("missing")];
+            if version >= 6 {
+                // v6 names topics in `topics`: by name here (by id in authorization.rs and delete_topics.rs).
+                request.topics = [TOPIC, "missing"]
+                    .map(|name| {
+                        let mut topic = delete_topics_request::DeleteTopicState::default();
+                        topic.name = Some(topic_name(name));
+                        topic
+                    })
+                    .to_vec();
+            } else {
+                request.topic_names = vec![topic_name(TOPIC), topic_name("missing")];
+            }
             request.timeout_ms = 10_000;
             let response: DeleteTopicsResponse = call(b, key, version, &request).await.expect("answered");
             let codes: Vec<i16> = response.responses.iter().map(|r| r.error_code).collect();
             assert_eq!(codes, vec![0, 3], "v{version}");
+            if version >= 6 {
+                // The deleted topic's answer carries its id; the missing one's the zero id.
+                let ids: Vec<[u8; 16]> = response
+                    .responses
+                    .iter()
+                    .map(|r| r.topic_id.into_bytes())
+                    .collect();
+                assert_eq!(ids, vec![id, [0; 16]], "v{version}");
+            }
             assert_eq!(
                 produce(b, max(ApiKey::Produce), &plain).await,
                 vec![3],

@@ -333,7 +333,15 @@ fn sample(key: ApiKey, version: i16) -> BytesMut {
         }
         ApiKey::DeleteTopics => {
             let mut request = DeleteTopicsRequest::default();
-            request.topic_names = vec![topic("orders"), topic("other")];
+            if version >= 6 {
+                let mut by_name = delete_topics_request::DeleteTopicState::default();
+                by_name.name = Some(topic("orders"));
+                let mut by_id = delete_topics_request::DeleteTopicState::default();
+                by_id.topic_id = uuid::Uuid::from_bytes([7; 16]);
+                request.topics = vec![by_name, by_id];
+            } else {
+                request.topic_names = vec![topic("orders"), topic("other")];
+            }
             request.timeout_ms = 30_000;
             request.encode(&mut out, version)
         }

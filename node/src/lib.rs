@@ -36,7 +36,7 @@ mod topic_configs;
 pub mod users;
 mod wakeups;
 
-pub use api::{metadata_by_id, metadata_refused_whole, NodeGauges};
+pub use api::{delete_topics_given_twice, metadata_by_id, metadata_refused_whole, NodeGauges};
 pub use clock::{Clock, SystemClock};
 pub use compaction::Compacted;
 pub use config::NodeConfig;

@@ -19,6 +19,8 @@ use kafka_types::KafkaError;
 use node::mirror::{AdminRequest, AdminResponse};
 
 use super::{take_denied, text, Access};
+use std::collections::BTreeMap;
+use uuid::Uuid;
 
 const TOPIC_DENIED: i16 = KafkaError::TopicAuthorizationFailed.code();
 const CLUSTER_DENIED: i16 = KafkaError::ClusterAuthorizationFailed.code();
@@ -41,33 +43,56 @@ pub fn create_topics(access: &Access, request: &mut CreateTopicsRequest) -> Vec<
     .collect()
 }
 
-/// DeleteTopics (by name): each topic the caller may not DELETE is refused.
-pub fn delete_topics(access: &Access, request: &mut DeleteTopicsRequest) -> Vec<DeletableTopicResult> {
-    let mut refused: Vec<DeletableTopicResult> = take_denied(&mut request.topic_names, |name| {
-        access.topic(Operation::Delete, name)
-    })
-    .into_iter()
-    .map(|name| {
+/// DeleteTopics: each topic the caller may not DELETE is refused, as Kafka's controller refuses it. A topic named
+/// by id (v6) is checked under the name `names_by_id` resolves it to; refused, its answer names it only to a caller
+/// who may DESCRIBE it. Entries the node answers INVALID_REQUEST whoever asks (a name or an id given twice, both or
+/// neither) and ids no topic has are left to the node, as Kafka checks them before it authorizes.
+pub fn delete_topics(
+    access: &Access,
+    request: &mut DeleteTopicsRequest,
+    names_by_id: &BTreeMap<Uuid, String>,
+) -> Vec<DeletableTopicResult> {
+    let refusal = |name: Option<TopicName>, id: Uuid| {
         let mut result = DeletableTopicResult::default();
-        result.name = Some(name);
+        result.name = name;
+        result.topic_id = id;
         result.error_code = TOPIC_DENIED;
         result
+    };
+    // An id no topic had when the broker resolved it cannot name one when the node does: ids are drawn at creation.
+    let twice = node::delete_topics_given_twice(request);
+    let (names_twice, states_twice) = twice.split_at(request.topic_names.len().min(twice.len()));
+    let mut given_twice = names_twice.iter().copied();
+    let mut refused: Vec<DeletableTopicResult> = take_denied(&mut request.topic_names, |name| {
+        given_twice.next().unwrap_or(false) || access.topic(Operation::Delete, name)
     })
+    .into_iter()
+    .map(|name| refusal(Some(name), Uuid::nil()))
     .collect();
+    let mut given_twice = states_twice.iter().copied();
     refused.extend(
         take_denied(&mut request.topics, |topic| {
-            topic
-                .name
-                .as_ref()
-                .is_none_or(|name| access.topic(Operation::Delete, name))
+            let left_to_the_node = given_twice.next().unwrap_or(false);
+            match (&topic.name, topic.topic_id.is_nil()) {
+                (Some(name), true) => left_to_the_node || access.topic(Operation::Delete, name),
+                (None, false) => match names_by_id.get(&topic.topic_id) {
+                    Some(name) => left_to_the_node || access.topic(Operation::Delete, name),
+                    None => true,
+                },
+                // Both a name and an id, or neither: INVALID_REQUEST from the node.
+                _ => true,
+            }
         })
         .into_iter()
-        .map(|topic| {
-            let mut result = DeletableTopicResult::default();
-            result.name = topic.name;
-            result.topic_id = topic.topic_id;
-            result.error_code = TOPIC_DENIED;
-            result
+        .map(|topic| match topic.name {
+            Some(name) => refusal(Some(name), topic.topic_id),
+            None => {
+                let name = names_by_id
+                    .get(&topic.topic_id)
+                    .filter(|name| access.topic(Operation::Describe, name))
+                    .map(|name| TopicName(text(name)));
+                refusal(name, topic.topic_id)
+            }
         }),
     );
     refused

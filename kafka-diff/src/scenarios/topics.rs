@@ -38,13 +38,24 @@ pub async fn delete_topics_every_version(session: &mut Session) -> Result<(), Di
         let topic = fresh_topic(session, &format!("v{version}"), 2).await?;
         produce_plain(session, &format!("v{version} produce"), &topic, 0, "a", 3).await?;
         let mut request = DeleteTopicsRequest::default();
-        request.topic_names = vec![topic_name(&topic), topic_name(&missing)];
+        if version >= 6 {
+            request.topics = vec![by_name(&topic), by_name(&missing)];
+        } else {
+            request.topic_names = vec![topic_name(&topic), topic_name(&missing)];
+        }
         request.timeout_ms = 30_000;
         let answer: DeleteTopicsResponse = session.call(ApiKey::DeleteTopics, version, &request).await?;
+        // From v6 each answer carries an id: the two clusters draw their own, so only whether it is zero is seen.
         let mut seen: Vec<_> = answer
             .responses
             .iter()
-            .map(|r| json!([r.name.as_ref().map(|n| n.as_str()), r.error_code]))
+            .map(|r| {
+                json!([
+                    r.name.as_ref().map(|n| n.as_str()),
+                    r.error_code,
+                    r.topic_id.is_nil()
+                ])
+            })
             .collect();
         observe::sort_by_partition(&mut seen);
         session.observe(&format!("v{version}"), json!(seen));
@@ -63,6 +74,88 @@ pub async fn delete_topics_every_version(session: &mut Session) -> Result<(), Di
             1,
         )
         .await?;
+    }
+    Ok(())
+}
+
+/// A DeleteTopics v6+ entry naming `name`.
+fn by_name(name: &str) -> delete_topics_request::DeleteTopicState {
+    let mut topic = delete_topics_request::DeleteTopicState::default();
+    topic.name = Some(topic_name(name));
+    topic
+}
+
+/// A DeleteTopics v6+ entry naming the topic whose id is `id`.
+fn by_id(id: uuid::Uuid) -> delete_topics_request::DeleteTopicState {
+    let mut topic = delete_topics_request::DeleteTopicState::default();
+    topic.topic_id = id;
+    topic
+}
+
+/// DeleteTopics v6+ by topic id (KIP-516), after Metadata told the id: a topic deleted by id, an id no topic has,
+/// an entry with both a name and an id, one with neither, an id given twice, a name given beside its own topic's
+/// id. Each answer is seen as its name, its error and how its id relates to the ones asked (the clusters draw their
+/// own ids), in a sorted order (Kafka shuffles its answers).
+pub async fn delete_topics_by_id(session: &mut Session) -> Result<(), DiffError> {
+    let version = *versions(ApiKey::DeleteTopics).end();
+    if version < 6 {
+        return Ok(());
+    }
+    let id_of = |answer: &MetadataResponse| answer.topics.first().map(|topic| topic.topic_id);
+    let mut ids = Vec::new();
+    let mut names = Vec::new();
+    for suffix in ["by-id", "twice", "both", "beside"] {
+        let topic = fresh_topic(session, suffix, 1).await?;
+        let answer: MetadataResponse = ask(
+            session,
+            ApiKey::Metadata,
+            &requests::metadata(Some(&[&topic]), false),
+        )
+        .await?;
+        let id = id_of(&answer)
+            .filter(|id| !id.is_nil())
+            .ok_or_else(|| DiffError::Setup(format!("Metadata gave {topic} no id")))?;
+        ids.push(id);
+        names.push(topic);
+    }
+    let stranger = uuid::Uuid::from_bytes([0x5a; 16]);
+    let mut both = by_name(&names[2]);
+    both.topic_id = ids[2];
+    let request = {
+        let mut request = DeleteTopicsRequest::default();
+        request.timeout_ms = 30_000;
+        request.topics = vec![
+            by_id(ids[0]),
+            by_id(stranger),
+            by_id(ids[1]),
+            by_id(ids[1]),
+            both,
+            delete_topics_request::DeleteTopicState::default(),
+            by_id(ids[3]),
+            by_name(&names[3]),
+        ];
+        request
+    };
+    let answer: DeleteTopicsResponse = session.call(ApiKey::DeleteTopics, version, &request).await?;
+    let mut seen: Vec<_> = answer
+        .responses
+        .iter()
+        .map(|r| {
+            let id = match ids.iter().position(|id| *id == r.topic_id) {
+                Some(index) => format!("id of {}", names[index]),
+                None if r.topic_id == stranger => "the unknown id".to_owned(),
+                None if r.topic_id.is_nil() => "zero".to_owned(),
+                None => "another id".to_owned(),
+            };
+            json!([r.name.as_ref().map(|n| n.as_str()), r.error_code, id])
+        })
+        .collect();
+    seen.sort_by_key(|answer| answer.to_string());
+    session.observe(&format!("v{version} by id"), json!(seen));
+    // The one deleted is gone; the others stay.
+    metadata_once(session, &names[0], "deleted by id: gone", |t| t.error_code != 0).await?;
+    for name in &names[1..] {
+        metadata_once(session, name, &format!("{name} kept"), |t| t.error_code == 0).await?;
     }
     Ok(())
 }

@@ -20,6 +20,7 @@ mod users;
 
 pub use admin::{metadata_by_id, metadata_refused_whole};
 pub use inspect::NodeGauges;
+pub use topics::delete_topics_given_twice;
 
 use kafka_protocol::messages::*;
 

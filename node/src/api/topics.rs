@@ -2,22 +2,164 @@
 
 use kafka_protocol::messages::*;
 use kafka_types::KafkaError;
+use uuid::Uuid;
 
 use super::configs::answer_of;
 use super::str_bytes;
 use crate::node::{Endpoint, Node};
 
-/// DeleteTopics (by name): each topic deleted with its data, or why not.
+/// DeleteTopics: each topic deleted with its data, or why not. Topics are named by `topic_names` (v0–v5) or by
+/// `topics` (v6+), each entry a name or an id, never both, as Kafka's controller takes them: an entry with both or
+/// neither, and a name or an id given twice, is answered INVALID_REQUEST (once per duplicate, and nothing of it is
+/// deleted); an id no topic has, UNKNOWN_TOPIC_ID; a name whose topic's id is also given, INVALID_REQUEST for the
+/// pair. v6 answers carry each topic's id (a name's too, once resolved). The broker has refused what the caller
+/// may not delete before this runs ([`crate`] knows no principals).
 pub async fn delete_topics(node: &Node, request: DeleteTopicsRequest, _version: i16) -> DeleteTopicsResponse {
     let mut response = DeleteTopicsResponse::default();
-    for name in request.topic_names {
+    let duplicated = delete_topics_given_twice(&request);
+    let entries: Vec<Named> = request
+        .topic_names
+        .into_iter()
+        .map(Named::Name)
+        .chain(request.topics.into_iter().map(Named::of))
+        .collect();
+    // What is left to delete, in the request's order: (name, id, whether it was named by id).
+    let mut chosen: Vec<(TopicName, Uuid, bool)> = Vec::new();
+    let mut answered_duplicates: Vec<&Named> = Vec::new();
+    for (entry, duplicated) in entries.iter().zip(duplicated) {
+        if duplicated {
+            if !answered_duplicates.contains(&entry) {
+                answered_duplicates.push(entry);
+                let (name, id, what) = match entry {
+                    Named::Name(name) => (
+                        Some(name.clone()),
+                        Uuid::nil(),
+                        "the topic name is given more than once",
+                    ),
+                    Named::Id(id) => (None, *id, "the topic id is given more than once"),
+                    _ => (None, Uuid::nil(), ""),
+                };
+                response.responses.push(invalid(name, id, what));
+            }
+            continue;
+        }
+        match entry {
+            Named::Neither => {
+                response.responses.push(invalid(
+                    None,
+                    Uuid::nil(),
+                    "neither a topic name nor a topic id is given",
+                ));
+            }
+            Named::Both(name, id) => response.responses.push(invalid(
+                Some(name.clone()),
+                *id,
+                "a topic is named by its name or by its id, not by both",
+            )),
+            Named::Id(id) => match node.topic_named_by(id.into_bytes()).await {
+                Some(name) => chosen.push((TopicName(str_bytes(&name)), *id, true)),
+                None => response
+                    .responses
+                    .push(result(None, *id, Err(KafkaError::UnknownTopicId.into()))),
+            },
+            Named::Name(name) => {
+                let id = node
+                    .topic_id(name.as_str())
+                    .await
+                    .map_or(Uuid::nil(), Uuid::from_bytes);
+                chosen.push((name.clone(), id, false));
+            }
+        }
+    }
+    // A name whose topic's id is given too names one topic twice: the pair is refused, under the name.
+    let twice: Vec<Uuid> = chosen
+        .iter()
+        .filter(|(_, id, by_id)| !by_id && !id.is_nil())
+        .filter(|(_, id, _)| chosen.iter().any(|(_, other, by_id)| *by_id && other == id))
+        .map(|(_, id, _)| *id)
+        .collect();
+    for (name, id, by_id) in chosen {
+        if twice.contains(&id) {
+            if !by_id {
+                response.responses.push(invalid(
+                    Some(name),
+                    id,
+                    "the topic name is that of a topic id given too",
+                ));
+            }
+            continue;
+        }
         let outcome = node.delete_topic(name.as_str()).await;
-        let mut result = delete_topics_response::DeletableTopicResult::default();
-        result.name = Some(name);
-        (result.error_code, result.error_message) = answer_of(outcome);
-        response.responses.push(result);
+        response.responses.push(result(Some(name), id, outcome));
     }
     response
+}
+
+/// For each DeleteTopics entry (`topic_names`, then `topics`): whether it names by name alone, or by id alone, a
+/// topic another such entry names the same way. The node answers those INVALID_REQUEST whoever asks, so the broker
+/// leaves them to it unauthorized (as Kafka checks them before it authorizes): both use this one definition.
+pub fn delete_topics_given_twice(request: &DeleteTopicsRequest) -> Vec<bool> {
+    let entries: Vec<Named> = request
+        .topic_names
+        .iter()
+        .cloned()
+        .map(Named::Name)
+        .chain(request.topics.iter().cloned().map(Named::of))
+        .collect();
+    entries
+        .iter()
+        .map(|entry| {
+            matches!(entry, Named::Name(_) | Named::Id(_))
+                && entries.iter().filter(|other| *other == entry).count() > 1
+        })
+        .collect()
+}
+
+/// How a DeleteTopics entry names its topic.
+#[derive(PartialEq)]
+enum Named {
+    Name(TopicName),
+    Id(Uuid),
+    /// A name and a (non-zero) id: refused.
+    Both(TopicName, Uuid),
+    /// Neither: refused.
+    Neither,
+}
+
+impl Named {
+    fn of(topic: delete_topics_request::DeleteTopicState) -> Named {
+        match (topic.name, topic.topic_id.is_nil()) {
+            (None, true) => Named::Neither,
+            (None, false) => Named::Id(topic.topic_id),
+            (Some(name), true) => Named::Name(name),
+            (Some(name), false) => Named::Both(name, topic.topic_id),
+        }
+    }
+}
+
+/// One DeleteTopics answer.
+fn result(
+    name: Option<TopicName>,
+    id: Uuid,
+    outcome: Result<(), crate::ConfigRefusal>,
+) -> delete_topics_response::DeletableTopicResult {
+    let mut result = delete_topics_response::DeletableTopicResult::default();
+    result.name = name;
+    result.topic_id = id;
+    (result.error_code, result.error_message) = answer_of(outcome);
+    result
+}
+
+/// An INVALID_REQUEST answer saying `what`.
+fn invalid(name: Option<TopicName>, id: Uuid, what: &str) -> delete_topics_response::DeletableTopicResult {
+    result(
+        name,
+        id,
+        Err(crate::ConfigRefusal {
+            error: KafkaError::InvalidRequest,
+            message: Some(what.to_owned()),
+        }),
+    )
 }
 
 /// CreatePartitions: each topic grown to its new count (manual assignments refused: one broker places them).
