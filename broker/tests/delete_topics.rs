@@ -179,3 +179,23 @@ async fn a_name_given_beside_its_own_topics_id_is_refused_once_under_the_name() 
     assert_eq!(answers, vec![(Some("orders".to_owned()), id, INVALID_REQUEST)]);
     assert!(node.partition("orders", 0).await.is_some(), "nothing was deleted");
 }
+
+#[tokio::test]
+async fn a_request_of_many_entries_naming_few_topics_is_answered_once_per_topic() {
+    // Duplicates are counted in maps: 100,000 entries cost 100,000 lookups (a pairwise count, 10^10 comparisons,
+    // would hold the request for minutes).
+    let node = broker().await;
+    let id = id_of(&node, "orders").await;
+    let mut entries = vec![by_id(id); 50_000];
+    entries.extend(vec![by_name("payments"); 50_000]);
+    let mut answers = delete(&node, entries).await;
+    answers.sort();
+    assert_eq!(
+        answers,
+        vec![
+            (None, id, INVALID_REQUEST),
+            (Some("payments".to_owned()), Uuid::nil(), INVALID_REQUEST)
+        ]
+    );
+    assert!(node.partition("orders", 0).await.is_some());
+}

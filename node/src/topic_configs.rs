@@ -64,6 +64,8 @@ pub(crate) struct TopicConfigs {
     deleting: BTreeSet<String>,
     /// Each topic's id (see the module docs).
     ids: BTreeMap<String, [u8; 16]>,
+    /// The same, by id ([`TopicConfigs::topic_named_by`]: a DeleteTopics or Metadata by id asks it once per entry).
+    names: BTreeMap<[u8; 16], String>,
     /// Where new ids come from.
     id_source: IdSource,
     /// The stored record is of an older format: the next [`TopicConfigs::assign_missing_ids`] writes it anew.
@@ -112,6 +114,11 @@ impl IdSource {
         }
         Ok(id)
     }
+}
+
+/// Each topic of `ids` by its id.
+fn names_of(ids: &BTreeMap<String, [u8; 16]>) -> BTreeMap<[u8; 16], String> {
+    ids.iter().map(|(name, id)| (*id, name.clone())).collect()
 }
 
 impl TopicConfigs {
@@ -166,6 +173,7 @@ impl TopicConfigs {
             broker,
             defaults,
             deleting,
+            names: names_of(&ids),
             ids,
             id_source: IdSource::of(config),
             stale_format,
@@ -179,10 +187,13 @@ impl TopicConfigs {
 
     /// The topic named by `id`, if any.
     pub(crate) fn topic_named_by(&self, id: [u8; 16]) -> Option<&str> {
-        self.ids
-            .iter()
-            .find(|(_, held)| **held == id)
-            .map(|(name, _)| name.as_str())
+        self.names.get(&id).map(String::as_str)
+    }
+
+    /// Keeps `ids`, and the map by id beside them.
+    fn set_ids(&mut self, ids: BTreeMap<String, [u8; 16]>) {
+        self.names = names_of(&ids);
+        self.ids = ids;
     }
 
     /// Records `topic` as created now: a new id and its `overrides` (durable when this returns). A record a
@@ -195,7 +206,7 @@ impl TopicConfigs {
         self.write(topic, &overrides, &deleting, &ids).await?;
         self.log_kept(topic, &overrides);
         self.keep(topic, overrides);
-        self.ids = ids;
+        self.set_ids(ids);
         Ok(())
     }
 
@@ -222,7 +233,7 @@ impl TopicConfigs {
         );
         let overrides = self.overrides(&topic);
         self.write(&topic, &overrides, &deleting, &ids).await?;
-        self.ids = ids;
+        self.set_ids(ids);
         self.stale_format = false;
         Ok(())
     }
@@ -274,7 +285,7 @@ impl TopicConfigs {
         self.write(topic, &Overrides::default(), &set, &ids).await?;
         self.keep(topic, Overrides::default());
         self.deleting = set;
-        self.ids = ids;
+        self.set_ids(ids);
         Ok(())
     }
 

@@ -1,6 +1,8 @@
 //! DeleteTopics and CreatePartitions (`crate::topic_admin` does the work), and DescribeCluster.
 
 use kafka_protocol::messages::*;
+use std::collections::{HashMap, HashSet};
+
 use kafka_types::KafkaError;
 use uuid::Uuid;
 
@@ -25,11 +27,10 @@ pub async fn delete_topics(node: &Node, request: DeleteTopicsRequest, _version: 
         .collect();
     // What is left to delete, in the request's order: (name, id, whether it was named by id).
     let mut chosen: Vec<(TopicName, Uuid, bool)> = Vec::new();
-    let mut answered_duplicates: Vec<&Named> = Vec::new();
+    let mut answered_duplicates: HashSet<&Named> = HashSet::new();
     for (entry, duplicated) in entries.iter().zip(duplicated) {
         if duplicated {
-            if !answered_duplicates.contains(&entry) {
-                answered_duplicates.push(entry);
+            if answered_duplicates.insert(entry) {
                 let (name, id, what) = match entry {
                     Named::Name(name) => (
                         Some(name.clone()),
@@ -72,10 +73,14 @@ pub async fn delete_topics(node: &Node, request: DeleteTopicsRequest, _version: 
         }
     }
     // A name whose topic's id is given too names one topic twice: the pair is refused, under the name.
-    let twice: Vec<Uuid> = chosen
+    let given_by_id: HashSet<Uuid> = chosen
         .iter()
-        .filter(|(_, id, by_id)| !by_id && !id.is_nil())
-        .filter(|(_, id, _)| chosen.iter().any(|(_, other, by_id)| *by_id && other == id))
+        .filter(|(_, _, by_id)| *by_id)
+        .map(|(_, id, _)| *id)
+        .collect();
+    let twice: HashSet<Uuid> = chosen
+        .iter()
+        .filter(|(_, id, by_id)| !by_id && given_by_id.contains(id))
         .map(|(_, id, _)| *id)
         .collect();
     for (name, id, by_id) in chosen {
@@ -106,17 +111,22 @@ pub fn delete_topics_given_twice(request: &DeleteTopicsRequest) -> Vec<bool> {
         .map(Named::Name)
         .chain(request.topics.iter().cloned().map(Named::of))
         .collect();
+    // Counted in a map: a hostile request of a million entries costs a million lookups, not a million squared.
+    let mut counts: HashMap<&Named, usize> = HashMap::new();
+    for entry in &entries {
+        *counts.entry(entry).or_default() += 1;
+    }
     entries
         .iter()
         .map(|entry| {
             matches!(entry, Named::Name(_) | Named::Id(_))
-                && entries.iter().filter(|other| *other == entry).count() > 1
+                && counts.get(entry).is_some_and(|count| *count > 1)
         })
         .collect()
 }
 
 /// How a DeleteTopics entry names its topic.
-#[derive(PartialEq)]
+#[derive(PartialEq, Eq, Hash)]
 enum Named {
     Name(TopicName),
     Id(Uuid),
