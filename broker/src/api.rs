@@ -468,7 +468,9 @@ pub async fn handle_from(node: &Node, request: &Request, caller: &Caller) -> Res
                     names_by_id.insert(topic.topic_id, name);
                 }
             }
-            let refused = admin::delete_topics(&access, &mut request, &names_by_id);
+            let held: std::collections::BTreeSet<String> =
+                node.topic_partitions().await.into_keys().collect();
+            let refused = admin::delete_topics(&access, &mut request, &names_by_id, &held);
             let mut response = node.delete_topics(request, version).await;
             response.responses.extend(refused);
             frame(key, version, id, &response)

@@ -430,6 +430,178 @@ async fn a_topic_deleted_by_id_needs_delete_on_its_name_and_is_named_only_to_a_c
     assert!(node.partition(TOPIC, 0).await.is_none());
 }
 
+/// Each DeleteTopics answer as (name, id, error code), sorted (Kafka shuffles its answers).
+fn deletion_answers(response: DeleteTopicsResponse) -> Vec<(Option<String>, uuid::Uuid, i16)> {
+    let mut answers: Vec<_> = response
+        .responses
+        .into_iter()
+        .map(|answer| {
+            (
+                answer.name.map(|name| name.to_string()),
+                answer.topic_id,
+                answer.error_code,
+            )
+        })
+        .collect();
+    answers.sort();
+    answers
+}
+
+fn deletion_by_name(name: &str) -> delete_topics_request::DeleteTopicState {
+    let mut topic = delete_topics_request::DeleteTopicState::default();
+    topic.name = Some(TopicName(s(name)));
+    topic
+}
+
+fn deletion_by_id(id: uuid::Uuid) -> delete_topics_request::DeleteTopicState {
+    let mut topic = delete_topics_request::DeleteTopicState::default();
+    topic.topic_id = id;
+    topic
+}
+
+#[tokio::test]
+async fn a_deletion_mixing_allowed_denied_and_repeated_topics_deletes_only_the_allowed_one() {
+    const UNKNOWN_TOPIC: i16 = 3;
+    const UNKNOWN_TOPIC_ID: i16 = 100;
+    for version in [5, 6] {
+        let node = broker().await;
+        for name in ["alpha", "beta", "gamma"] {
+            node.create_topic(name, 1).await.unwrap();
+        }
+        grant(&node, ResourceType::Topic, TOPIC, "User:alice", Operation::Delete).await;
+        // alice may describe "missing" (no such topic): told it is unknown, not refused.
+        grant(
+            &node,
+            ResourceType::Topic,
+            "missing",
+            "User:alice",
+            Operation::Describe,
+        )
+        .await;
+        let alice = caller(&node, "alice", false);
+        let names = ["alpha", TOPIC, "beta", "beta", "gamma", "missing"];
+        let mut request = DeleteTopicsRequest::default();
+        let stranger = uuid::Uuid::from_bytes([3; 16]);
+        let beta = uuid::Uuid::from_bytes(node.topic_id("beta").await.unwrap());
+        if version >= 6 {
+            request.topics = names.iter().map(|name| deletion_by_name(name)).collect();
+            let mut both = deletion_by_name("gamma");
+            both.topic_id = beta;
+            request.topics.extend([
+                deletion_by_id(stranger),
+                both,
+                delete_topics_request::DeleteTopicState::default(),
+            ]);
+        } else {
+            request.topic_names = names.iter().map(|name| TopicName(s(name))).collect();
+        }
+        let response: DeleteTopicsResponse = call_as(&node, &alice, ApiKey::DeleteTopics, version, &request)
+            .await
+            .expect("answer");
+        let topic_id = |answers: &[(Option<String>, uuid::Uuid, i16)]| {
+            answers
+                .iter()
+                .find(|answer| answer.0.as_deref() == Some(TOPIC))
+                .map_or(uuid::Uuid::nil(), |answer| answer.1)
+        };
+        let answers = deletion_answers(response);
+        let mut expected = vec![
+            (Some("alpha".to_owned()), uuid::Uuid::nil(), TOPIC_DENIED),
+            (Some(TOPIC.to_owned()), topic_id(&answers), 0),
+            (Some("beta".to_owned()), uuid::Uuid::nil(), INVALID_REQUEST),
+            (Some("gamma".to_owned()), uuid::Uuid::nil(), TOPIC_DENIED),
+            (Some("missing".to_owned()), uuid::Uuid::nil(), UNKNOWN_TOPIC),
+        ];
+        if version >= 6 {
+            assert!(
+                !topic_id(&answers).is_nil(),
+                "v6 answers carry the deleted topic's id"
+            );
+            expected.extend([
+                (None, stranger, UNKNOWN_TOPIC_ID),
+                (Some("gamma".to_owned()), beta, INVALID_REQUEST),
+                (None, uuid::Uuid::nil(), INVALID_REQUEST),
+            ]);
+        }
+        expected.sort();
+        assert_eq!(answers, expected, "v{version}");
+        assert!(
+            node.partition(TOPIC, 0).await.is_none(),
+            "v{version}: the allowed topic is gone"
+        );
+        for kept in ["alpha", "beta", "gamma"] {
+            assert!(
+                node.partition(kept, 0).await.is_some(),
+                "v{version}: {kept} is kept"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_name_beside_its_own_id_tells_a_caller_who_may_not_delete_nothing_of_the_pairing() {
+    let node = broker().await;
+    let id = uuid::Uuid::from_bytes(node.topic_id(TOPIC).await.unwrap());
+    let mut request = DeleteTopicsRequest::default();
+    request.topics = vec![deletion_by_id(id), deletion_by_name(TOPIC)];
+    let alice = caller(&node, "alice", false);
+    let ask = || call_as(&node, &alice, ApiKey::DeleteTopics, 6, &request);
+    let response: DeleteTopicsResponse = ask().await.expect("answer");
+    // Two refusals, as for any two topics; INVALID_REQUEST would tell that the id is the name's.
+    assert_eq!(
+        deletion_answers(response),
+        vec![
+            (None, id, TOPIC_DENIED),
+            (Some(TOPIC.to_owned()), uuid::Uuid::nil(), TOPIC_DENIED)
+        ]
+    );
+    grant(
+        &node,
+        ResourceType::Topic,
+        TOPIC,
+        "User:alice",
+        Operation::Describe,
+    )
+    .await;
+    let response: DeleteTopicsResponse = ask().await.expect("answer");
+    assert_eq!(
+        deletion_answers(response),
+        vec![
+            (Some(TOPIC.to_owned()), uuid::Uuid::nil(), TOPIC_DENIED),
+            (Some(TOPIC.to_owned()), id, TOPIC_DENIED)
+        ]
+    );
+    assert!(node.partition(TOPIC, 0).await.is_some());
+}
+
+#[tokio::test]
+async fn delete_on_the_cluster_deletes_any_topic_by_name_or_by_id() {
+    let node = broker().await;
+    node.create_topic("alpha", 1).await.unwrap();
+    let id = uuid::Uuid::from_bytes(node.topic_id("alpha").await.unwrap());
+    grant(
+        &node,
+        ResourceType::Cluster,
+        "kafka-cluster",
+        "User:alice",
+        Operation::Delete,
+    )
+    .await;
+    let alice = caller(&node, "alice", false);
+    let mut request = DeleteTopicsRequest::default();
+    request.topics = vec![deletion_by_name(TOPIC), deletion_by_id(id)];
+    let response: DeleteTopicsResponse = call_as(&node, &alice, ApiKey::DeleteTopics, 6, &request)
+        .await
+        .expect("answer");
+    let codes: Vec<i16> = deletion_answers(response)
+        .into_iter()
+        .map(|answer| answer.2)
+        .collect();
+    assert_eq!(codes, vec![0, 0]);
+    assert!(node.partition(TOPIC, 0).await.is_none());
+    assert!(node.partition("alpha", 0).await.is_none());
+}
+
 #[tokio::test]
 async fn groups_transactions_and_the_cluster_answer_their_own_authorization_errors() {
     let node = broker().await;

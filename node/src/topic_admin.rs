@@ -15,9 +15,27 @@ use crate::{ConfigRefusal, Node, NodeError};
 impl Node {
     /// Deletes the topic `name` and its data. Durable when this returns; the storage of every partition is gone.
     pub async fn delete_topic(&self, name: &str) -> Result<(), ConfigRefusal> {
+        self.delete_topic_checked(name, None).await
+    }
+
+    /// Deletes the topic `name` if its id is still `id` (one deleted and created again since it was looked up is
+    /// another topic: UNKNOWN_TOPIC_ID, and it stays); as [`Node::delete_topic`] otherwise.
+    pub async fn delete_topic_with_id(&self, name: &str, id: [u8; 16]) -> Result<(), ConfigRefusal> {
+        self.delete_topic_checked(name, Some(id)).await
+    }
+
+    async fn delete_topic_checked(&self, name: &str, id: Option<[u8; 16]>) -> Result<(), ConfigRefusal> {
         self.refuse_if_mirrored(name).await?;
         let slots = {
             let mut topics = self.topics.write().await;
+            if let Some(id) = id {
+                // Checked under the topic map's lock, which a creation holds too.
+                let held =
+                    topics.contains_key(name) && self.topic_configs.read().await.topic_id(name) == Some(id);
+                if !held {
+                    return Err(KafkaError::UnknownTopicId.into());
+                }
+            }
             if !topics.contains_key(name) {
                 return Err(KafkaError::UnknownTopicOrPartition.into());
             }

@@ -19,7 +19,7 @@ use kafka_types::KafkaError;
 use node::mirror::{AdminRequest, AdminResponse};
 
 use super::{take_denied, text, Access};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use uuid::Uuid;
 
 const TOPIC_DENIED: i16 = KafkaError::TopicAuthorizationFailed.code();
@@ -43,58 +43,76 @@ pub fn create_topics(access: &Access, request: &mut CreateTopicsRequest) -> Vec<
     .collect()
 }
 
-/// DeleteTopics: each topic the caller may not DELETE is refused, as Kafka's controller refuses it. A topic named
-/// by id (v6) is checked under the name `names_by_id` resolves it to; refused, its answer names it only to a caller
-/// who may DESCRIBE it. Entries the node answers INVALID_REQUEST whoever asks (a name or an id given twice, both or
-/// neither) and ids no topic has are left to the node, as Kafka checks them before it authorizes.
+/// DeleteTopics: each topic the caller may not DELETE (on the topic, or on the cluster) is refused, as Kafka's
+/// controller refuses it: with TOPIC_AUTHORIZATION_FAILED, or UNKNOWN_TOPIC_OR_PARTITION for a name the caller may
+/// describe that no topic has (`held` names the topics there are). A topic named by id (v6) is checked under the
+/// name `names_by_id` resolves it to, and a refusal names it only to a caller who may DESCRIBE it; an id that
+/// resolves to nothing is answered UNKNOWN_TOPIC_ID here, so the node deletes nothing the broker did not check.
+/// Entries the node answers INVALID_REQUEST whoever asks (a name or an id given twice, both or neither) are left
+/// to it, as Kafka checks them before it authorizes.
 pub fn delete_topics(
     access: &Access,
     request: &mut DeleteTopicsRequest,
     names_by_id: &BTreeMap<Uuid, String>,
+    held: &BTreeSet<String>,
 ) -> Vec<DeletableTopicResult> {
-    let refusal = |name: Option<TopicName>, id: Uuid| {
+    let cluster = access.cluster(Operation::Delete);
+    let deletable = |name: &str| cluster || access.topic(Operation::Delete, name);
+    let describable = |name: &str| cluster || access.topic(Operation::Describe, name);
+    let answer = |name: Option<TopicName>, id: Uuid, error_code: i16| {
         let mut result = DeletableTopicResult::default();
         result.name = name;
         result.topic_id = id;
-        result.error_code = TOPIC_DENIED;
+        result.error_code = error_code;
         result
     };
-    // An id no topic had when the broker resolved it cannot name one when the node does: ids are drawn at creation.
+    let refused_by_name = |name: TopicName| {
+        let code = if describable(&name) && !held.contains(name.as_str()) {
+            KafkaError::UnknownTopicOrPartition.code()
+        } else {
+            TOPIC_DENIED
+        };
+        answer(Some(name), Uuid::nil(), code)
+    };
     let twice = node::delete_topics_given_twice(request);
     let (names_twice, states_twice) = twice.split_at(request.topic_names.len().min(twice.len()));
-    let mut given_twice = names_twice.iter().copied();
-    let mut refused: Vec<DeletableTopicResult> = take_denied(&mut request.topic_names, |name| {
-        given_twice.next().unwrap_or(false) || access.topic(Operation::Delete, name)
-    })
-    .into_iter()
-    .map(|name| refusal(Some(name), Uuid::nil()))
-    .collect();
-    let mut given_twice = states_twice.iter().copied();
-    refused.extend(
-        take_denied(&mut request.topics, |topic| {
-            let left_to_the_node = given_twice.next().unwrap_or(false);
-            match (&topic.name, topic.topic_id.is_nil()) {
-                (Some(name), true) => left_to_the_node || access.topic(Operation::Delete, name),
-                (None, false) => match names_by_id.get(&topic.topic_id) {
-                    Some(name) => left_to_the_node || access.topic(Operation::Delete, name),
-                    None => true,
-                },
-                // Both a name and an id, or neither: INVALID_REQUEST from the node.
-                _ => true,
-            }
-        })
+    let mut refused = Vec::new();
+    // Each entry beside its own flag (an entry without one, which cannot be, is checked).
+    for (name, twice) in std::mem::take(&mut request.topic_names)
         .into_iter()
-        .map(|topic| match topic.name {
-            Some(name) => refusal(Some(name), topic.topic_id),
-            None => {
-                let name = names_by_id
-                    .get(&topic.topic_id)
-                    .filter(|name| access.topic(Operation::Describe, name))
-                    .map(|name| TopicName(text(name)));
-                refusal(name, topic.topic_id)
+        .zip(names_twice.iter().copied().chain(std::iter::repeat(false)))
+    {
+        if twice || deletable(&name) {
+            request.topic_names.push(name);
+        } else {
+            refused.push(refused_by_name(name));
+        }
+    }
+    for (topic, twice) in std::mem::take(&mut request.topics)
+        .into_iter()
+        .zip(states_twice.iter().copied().chain(std::iter::repeat(false)))
+    {
+        match (&topic.name, topic.topic_id.is_nil()) {
+            _ if twice => request.topics.push(topic),
+            (Some(name), true) => {
+                if deletable(name) {
+                    request.topics.push(topic);
+                } else {
+                    refused.push(refused_by_name(name.clone()));
+                }
             }
-        }),
-    );
+            (None, false) => match names_by_id.get(&topic.topic_id) {
+                Some(name) if deletable(name) => request.topics.push(topic),
+                Some(name) => {
+                    let shown = describable(name).then(|| TopicName(text(name)));
+                    refused.push(answer(shown, topic.topic_id, TOPIC_DENIED));
+                }
+                None => refused.push(answer(None, topic.topic_id, KafkaError::UnknownTopicId.code())),
+            },
+            // Both a name and an id, or neither: INVALID_REQUEST from the node.
+            _ => request.topics.push(topic),
+        }
+    }
     refused
 }
 

@@ -85,7 +85,7 @@ scenarios! {
     inspect::write_txn_markers_every_version => "WriteTxnMarkers at every version: a client aborts an open transaction itself (kafka-transactions abort), an unknown partition; what read_committed reads after",
     inspect::describe_transactions_every_version => "DescribeTransactions at every version: an open transaction, a committed one, an unknown id",
     topics::delete_topics_every_version => "DeleteTopics at every version: a topic with records and an unknown one; Metadata after; the name created again",
-    topics::delete_topics_by_id => "DeleteTopics v6 by topic id: deleted by id, an unknown id, a name and an id in one entry, neither, an id given twice, a name beside its own id; Metadata after",
+    topics::delete_topics_by_id => "DeleteTopics v6 by topic id: deleted by id, an unknown id, a name and an id in one entry, neither, an id given twice, a name beside its own id (given once and twice), a name given twice; Metadata after",
     topics::create_partitions_every_version => "CreatePartitions at every version: validate_only, grown by one, the same count, fewer, an unknown topic; Metadata and a produce after",
     topics::describe_cluster_every_version => "DescribeCluster at every version: brokers, controller, authorized operations; controller endpoints (v1+)",
     topics::describe_log_dirs_every_version => "DescribeLogDirs at every version: the partitions asked (missing ones left out), their sizes and lag; then every topic",

@@ -94,7 +94,7 @@ fn by_id(id: uuid::Uuid) -> delete_topics_request::DeleteTopicState {
 
 /// DeleteTopics v6+ by topic id (KIP-516), after Metadata told the id: a topic deleted by id, an id no topic has,
 /// an entry with both a name and an id, one with neither, an id given twice, a name given beside its own topic's
-/// id. Each answer is seen as its name, its error and how its id relates to the ones asked (the clusters draw their
+/// id (once, and given twice), a name given twice. Each answer is seen as its name, its error and how its id relates to the ones asked (the clusters draw their
 /// own ids), in a sorted order (Kafka shuffles its answers).
 pub async fn delete_topics_by_id(session: &mut Session) -> Result<(), DiffError> {
     let version = *versions(ApiKey::DeleteTopics).end();
@@ -104,7 +104,7 @@ pub async fn delete_topics_by_id(session: &mut Session) -> Result<(), DiffError>
     let id_of = |answer: &MetadataResponse| answer.topics.first().map(|topic| topic.topic_id);
     let mut ids = Vec::new();
     let mut names = Vec::new();
-    for suffix in ["by-id", "twice", "both", "beside"] {
+    for suffix in ["by-id", "twice", "both", "beside", "beside-twice", "named-twice"] {
         let topic = fresh_topic(session, suffix, 1).await?;
         let answer: MetadataResponse = ask(
             session,
@@ -133,6 +133,11 @@ pub async fn delete_topics_by_id(session: &mut Session) -> Result<(), DiffError>
             delete_topics_request::DeleteTopicState::default(),
             by_id(ids[3]),
             by_name(&names[3]),
+            by_id(ids[4]),
+            by_id(ids[4]),
+            by_name(&names[4]),
+            by_name(&names[5]),
+            by_name(&names[5]),
         ];
         request
     };

@@ -13,55 +13,60 @@ use crate::node::{Endpoint, Node};
 /// DeleteTopics: each topic deleted with its data, or why not. Topics are named by `topic_names` (v0–v5) or by
 /// `topics` (v6+), each entry a name or an id, never both, as Kafka's controller takes them: an entry with both or
 /// neither, and a name or an id given twice, is answered INVALID_REQUEST (once per duplicate, and nothing of it is
-/// deleted); an id no topic has, UNKNOWN_TOPIC_ID; a name whose topic's id is also given, INVALID_REQUEST for the
-/// pair. v6 answers carry each topic's id (a name's too, once resolved). The broker has refused what the caller
-/// may not delete before this runs ([`crate`] knows no principals).
+/// deleted); an id no topic has, UNKNOWN_TOPIC_ID; a name whose topic's id is also given (once or more), one
+/// INVALID_REQUEST under the name, and the topic kept. A topic named by id is deleted only while it still has that
+/// id (one deleted and created again meanwhile is another topic: UNKNOWN_TOPIC_ID). v6 answers carry each topic's
+/// id (a name's too, once resolved). The broker has refused what the caller may not delete before this runs
+/// ([`crate`] knows no principals).
 pub async fn delete_topics(node: &Node, request: DeleteTopicsRequest, _version: i16) -> DeleteTopicsResponse {
     let mut response = DeleteTopicsResponse::default();
-    let duplicated = delete_topics_given_twice(&request);
-    let entries: Vec<Named> = request
-        .topic_names
-        .into_iter()
-        .map(Named::Name)
-        .chain(request.topics.into_iter().map(Named::of))
+    let entries = entries(&request);
+    let twice = given_twice(&entries);
+    // Ids given more than once: answered INVALID_REQUEST below, and still "given" for the name check after.
+    let ids_given_twice: HashSet<Uuid> = entries
+        .iter()
+        .zip(&twice)
+        .filter_map(|(entry, twice)| match entry {
+            Named::Id(id) if *twice => Some(*id),
+            _ => None,
+        })
         .collect();
     // What is left to delete, in the request's order: (name, id, whether it was named by id).
     let mut chosen: Vec<(TopicName, Uuid, bool)> = Vec::new();
-    let mut answered_duplicates: HashSet<&Named> = HashSet::new();
-    for (entry, duplicated) in entries.iter().zip(duplicated) {
-        if duplicated {
-            if answered_duplicates.insert(entry) {
-                let (name, id, what) = match entry {
-                    Named::Name(name) => (
+    let mut answered_duplicates: HashSet<Named> = HashSet::new();
+    for (entry, twice) in entries.iter().zip(&twice) {
+        if *twice {
+            if answered_duplicates.insert(*entry) {
+                response.responses.push(match *entry {
+                    Named::Name(name) => invalid(
                         Some(name.clone()),
                         Uuid::nil(),
                         "the topic name is given more than once",
                     ),
-                    Named::Id(id) => (None, *id, "the topic id is given more than once"),
-                    _ => (None, Uuid::nil(), ""),
-                };
-                response.responses.push(invalid(name, id, what));
+                    Named::Id(id) => invalid(None, id, "the topic id is given more than once"),
+                    Named::Both(..) | Named::Neither => {
+                        invalid(None, Uuid::nil(), "the entry is given more than once")
+                    }
+                });
             }
             continue;
         }
-        match entry {
-            Named::Neither => {
-                response.responses.push(invalid(
-                    None,
-                    Uuid::nil(),
-                    "neither a topic name nor a topic id is given",
-                ));
-            }
+        match *entry {
+            Named::Neither => response.responses.push(invalid(
+                None,
+                Uuid::nil(),
+                "neither a topic name nor a topic id is given",
+            )),
             Named::Both(name, id) => response.responses.push(invalid(
                 Some(name.clone()),
-                *id,
+                id,
                 "a topic is named by its name or by its id, not by both",
             )),
             Named::Id(id) => match node.topic_named_by(id.into_bytes()).await {
-                Some(name) => chosen.push((TopicName(str_bytes(&name)), *id, true)),
+                Some(name) => chosen.push((TopicName(str_bytes(&name)), id, true)),
                 None => response
                     .responses
-                    .push(result(None, *id, Err(KafkaError::UnknownTopicId.into()))),
+                    .push(result(None, id, Err(KafkaError::UnknownTopicId.into()))),
             },
             Named::Name(name) => {
                 let id = node
@@ -77,14 +82,15 @@ pub async fn delete_topics(node: &Node, request: DeleteTopicsRequest, _version: 
         .iter()
         .filter(|(_, _, by_id)| *by_id)
         .map(|(_, id, _)| *id)
+        .chain(ids_given_twice)
         .collect();
-    let twice: HashSet<Uuid> = chosen
+    let named_twice: HashSet<Uuid> = chosen
         .iter()
-        .filter(|(_, id, by_id)| !by_id && given_by_id.contains(id))
+        .filter(|(_, id, by_id)| !by_id && !id.is_nil() && given_by_id.contains(id))
         .map(|(_, id, _)| *id)
         .collect();
     for (name, id, by_id) in chosen {
-        if twice.contains(&id) {
+        if named_twice.contains(&id) {
             if !by_id {
                 response.responses.push(invalid(
                     Some(name),
@@ -94,7 +100,11 @@ pub async fn delete_topics(node: &Node, request: DeleteTopicsRequest, _version: 
             }
             continue;
         }
-        let outcome = node.delete_topic(name.as_str()).await;
+        let outcome = if by_id {
+            node.delete_topic_with_id(name.as_str(), id.into_bytes()).await
+        } else {
+            node.delete_topic(name.as_str()).await
+        };
         response.responses.push(result(Some(name), id, outcome));
     }
     response
@@ -104,17 +114,15 @@ pub async fn delete_topics(node: &Node, request: DeleteTopicsRequest, _version: 
 /// topic another such entry names the same way. The node answers those INVALID_REQUEST whoever asks, so the broker
 /// leaves them to it unauthorized (as Kafka checks them before it authorizes): both use this one definition.
 pub fn delete_topics_given_twice(request: &DeleteTopicsRequest) -> Vec<bool> {
-    let entries: Vec<Named> = request
-        .topic_names
-        .iter()
-        .cloned()
-        .map(Named::Name)
-        .chain(request.topics.iter().cloned().map(Named::of))
-        .collect();
-    // Counted in a map: a hostile request of a million entries costs a million lookups, not a million squared.
-    let mut counts: HashMap<&Named, usize> = HashMap::new();
-    for entry in &entries {
-        *counts.entry(entry).or_default() += 1;
+    given_twice(&entries(request))
+}
+
+/// See [`delete_topics_given_twice`]. Counted in a map: a hostile request of a million entries costs a million
+/// lookups, not a million squared.
+fn given_twice(entries: &[Named]) -> Vec<bool> {
+    let mut counts: HashMap<Named, usize> = HashMap::new();
+    for entry in entries {
+        *counts.entry(*entry).or_default() += 1;
     }
     entries
         .iter()
@@ -125,20 +133,30 @@ pub fn delete_topics_given_twice(request: &DeleteTopicsRequest) -> Vec<bool> {
         .collect()
 }
 
+/// Every entry of `request` as it names its topic, borrowed from it: `topic_names`, then `topics`.
+fn entries(request: &DeleteTopicsRequest) -> Vec<Named<'_>> {
+    request
+        .topic_names
+        .iter()
+        .map(Named::Name)
+        .chain(request.topics.iter().map(Named::of))
+        .collect()
+}
+
 /// How a DeleteTopics entry names its topic.
-#[derive(PartialEq, Eq, Hash)]
-enum Named {
-    Name(TopicName),
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Named<'a> {
+    Name(&'a TopicName),
     Id(Uuid),
     /// A name and a (non-zero) id: refused.
-    Both(TopicName, Uuid),
+    Both(&'a TopicName, Uuid),
     /// Neither: refused.
     Neither,
 }
 
-impl Named {
-    fn of(topic: delete_topics_request::DeleteTopicState) -> Named {
-        match (topic.name, topic.topic_id.is_nil()) {
+impl<'a> Named<'a> {
+    fn of(topic: &'a delete_topics_request::DeleteTopicState) -> Named<'a> {
+        match (&topic.name, topic.topic_id.is_nil()) {
             (None, true) => Named::Neither,
             (None, false) => Named::Id(topic.topic_id),
             (Some(name), true) => Named::Name(name),
