@@ -368,30 +368,11 @@ async fn a_topic_deleted_by_id_needs_delete_on_its_name_and_is_named_only_to_a_c
     let id = uuid::Uuid::from_bytes(node.topic_id(TOPIC).await.expect("the topic has an id"));
     let delete_by_id = |ids: &[uuid::Uuid]| {
         let mut request = DeleteTopicsRequest::default();
-        request.topics = ids
-            .iter()
-            .map(|id| {
-                let mut topic = delete_topics_request::DeleteTopicState::default();
-                topic.topic_id = *id;
-                topic
-            })
-            .collect();
+        request.topics = ids.iter().map(|id| deletion_by_id(*id)).collect();
         request
     };
     let alice = caller(&node, "alice", false);
-    let answers = |response: DeleteTopicsResponse| -> Vec<(Option<String>, uuid::Uuid, i16)> {
-        response
-            .responses
-            .into_iter()
-            .map(|answer| {
-                (
-                    answer.name.map(|name| name.to_string()),
-                    answer.topic_id,
-                    answer.error_code,
-                )
-            })
-            .collect()
-    };
+    let answers = deletion_answers;
     let response: DeleteTopicsResponse =
         call_as(&node, &alice, ApiKey::DeleteTopics, 6, &delete_by_id(&[id]))
             .await
