@@ -161,11 +161,11 @@ pub async fn create_topics_every_version(session: &mut Session) -> Result<(), Di
         let answer: CreateTopicsResponse = session.call(ApiKey::CreateTopics, version, &request).await?;
         session.observe(&format!("v{version}"), observe::create_topics(&answer));
         request.validate_only = true;
-        request.topics = vec![requests::creatable(
-            &session.topic(&format!("checked-v{version}")),
-            1,
-            1,
-        )];
+        // A new name passes; an existing one is TOPIC_ALREADY_EXISTS, validated only or not.
+        request.topics = vec![
+            requests::creatable(&session.topic(&format!("checked-v{version}")), 1, 1),
+            requests::creatable(&existing, 1, 1),
+        ];
         let answer: CreateTopicsResponse = session.call(ApiKey::CreateTopics, version, &request).await?;
         session.observe(
             &format!("v{version} validate_only"),

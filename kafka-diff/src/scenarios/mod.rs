@@ -71,7 +71,7 @@ scenarios! {
     admin::metadata_every_version => "Metadata at every version: a known topic, an unknown one (auto-created where the version asks), an invalid name",
     admin::metadata_without_auto_creation => "Metadata v4+ with allow_auto_topic_creation false: an unknown topic stays unknown",
     admin::metadata_empty_topic_list => "Metadata v1+ naming no topic (an empty list, not null)",
-    admin::create_topics_every_version => "CreateTopics at every version: a new topic, an existing one, no partitions, replication 3, an invalid name, validate_only",
+    admin::create_topics_every_version => "CreateTopics at every version: a new topic, an existing one, no partitions, replication 3, an invalid name, validate_only (of a new topic and of an existing one)",
     admin::find_coordinator_every_version => "FindCoordinator at every version: a group, a transactional id (v1+), an unknown key type",
     configs::create_topics_with_configs => "CreateTopics with configs: accepted ones, then an unknown name, a wrong type, out of range, a bad list value, a null value",
     configs::many_configs_in_one_request => "500 configs in one request: CreateTopics with unknown names, one name repeated, valid ones then an unknown one; IncrementalAlterConfigs repeating a SET and setting unknown names; read back",

@@ -211,27 +211,32 @@ pub async fn create_topics(node: &Node, request: CreateTopicsRequest, _version: 
                 .iter()
                 .map(|config| (config.name.as_str(), config.value.as_deref())),
         );
-        let outcome: Result<(), ConfigRefusal> =
-            if let Some(message) = crate::node::reserved_topic_name(topic.name.as_str()) {
-                Err(ConfigRefusal {
-                    error: KafkaError::InvalidRequest,
-                    message: Some(message),
-                })
-            } else if !matches!(topic.replication_factor, -1 | 1) {
-                Err(KafkaError::InvalidReplicationFactor.into())
-            } else if !topic.assignments.is_empty() {
-                Err(KafkaError::InvalidRequest.into())
-            } else {
-                match (partitions, overrides) {
-                    (Err(error), _) => Err(error.into()),
-                    (Ok(_), Err(error)) => Err(error.into()),
-                    (Ok(_), Ok(_)) if request.validate_only => Ok(()),
-                    (Ok(partitions), Ok(overrides)) => node
-                        .create_topic_with_configs(topic.name.as_str(), partitions, overrides)
-                        .await
-                        .map_err(ConfigRefusal::from),
-                }
-            };
+        let outcome: Result<(), ConfigRefusal> = if let Some(message) =
+            crate::node::reserved_topic_name(topic.name.as_str())
+        {
+            Err(ConfigRefusal {
+                error: KafkaError::InvalidRequest,
+                message: Some(message),
+            })
+        } else if !matches!(topic.replication_factor, -1 | 1) {
+            Err(KafkaError::InvalidReplicationFactor.into())
+        } else if !topic.assignments.is_empty() {
+            Err(KafkaError::InvalidRequest.into())
+        } else {
+            match (partitions, overrides) {
+                (Err(error), _) => Err(error.into()),
+                (Ok(_), Err(error)) => Err(error.into()),
+                // Validated only, a name that is taken is refused as the creation would be.
+                (Ok(_), Ok(_)) if request.validate_only => match node.topic_id(topic.name.as_str()).await {
+                    Some(_) => Err(KafkaError::TopicAlreadyExists.into()),
+                    None => Ok(()),
+                },
+                (Ok(partitions), Ok(overrides)) => node
+                    .create_topic_with_configs(topic.name.as_str(), partitions, overrides)
+                    .await
+                    .map_err(ConfigRefusal::from),
+            }
+        };
         (result.error_code, result.error_message) = super::configs::answer_of(outcome);
         response.topics.push(result);
     }
