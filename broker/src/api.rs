@@ -324,6 +324,7 @@ pub async fn handle_from(node: &Node, request: &Request, caller: &Caller) -> Res
         Decoded::CreateTopics(mut request) => {
             let refused = admin::create_topics(&access, &mut request);
             let mut response = node.create_topics(request, version).await;
+            admin::create_topics_answered(&access, &mut response);
             response.topics.extend(refused);
             frame(key, version, id, &response)
         }

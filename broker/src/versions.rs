@@ -1,8 +1,9 @@
 //! The API versions the broker advertises: only ranges it serves completely, chosen so that each client picks a
 //! version with record format v2 and the transaction features it needs (`docs/broker.md` has the reasoning).
 //!
-//! The data-path APIs (Produce, Fetch, CreateTopics, DeleteRecords) and the transaction APIs but InitProducerId
-//! and TxnOffsetCommit stop before their flexible versions; Metadata v9–v12 (v10+ carry topic ids), ApiVersions v3,
+//! The data-path APIs (Produce, Fetch, DeleteRecords) and the transaction APIs but InitProducerId
+//! and TxnOffsetCommit stop before their flexible versions; Metadata v9–v12 (v10+ carry topic ids), CreateTopics v5–v7
+//! (v5+ answer each new topic's configs, v7 its id), ApiVersions v3,
 //! ListOffsets v6–v10,
 //! InitProducerId v2+, TxnOffsetCommit v3 and the group APIs' flexible versions (OffsetCommit v8, OffsetFetch v6+, FindCoordinator
 //! v3+, JoinGroup v6+, SyncGroup v4+, Heartbeat v4, LeaveGroup v4+, DescribeGroups v5, ListGroups v3+,
@@ -30,7 +31,7 @@ pub const ADVERTISED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListGroups, 0, 5),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::ApiVersions, 0, 3),
-    (ApiKey::CreateTopics, 2, 4),
+    (ApiKey::CreateTopics, 2, 7),
     (ApiKey::InitProducerId, 0, 4),
     (ApiKey::AddPartitionsToTxn, 0, 2),
     (ApiKey::AddOffsetsToTxn, 0, 2),

@@ -583,6 +583,99 @@ async fn delete_on_the_cluster_deletes_any_topic_by_name_or_by_id() {
     assert!(node.partition("alpha", 0).await.is_none());
 }
 
+fn creation(name: &str) -> create_topics_request::CreatableTopic {
+    let mut topic = create_topics_request::CreatableTopic::default();
+    topic.name = TopicName(s(name));
+    topic.num_partitions = 1;
+    topic.replication_factor = 1;
+    topic
+}
+
+#[tokio::test]
+async fn a_topic_created_without_describe_configs_on_it_is_answered_without_its_configs() {
+    let node = broker().await;
+    for (topic, operation) in [
+        ("plain", Operation::Create),
+        ("described", Operation::Create),
+        ("described", Operation::DescribeConfigs),
+        ("altered", Operation::Create),
+        ("altered", Operation::AlterConfigs),
+    ] {
+        grant(&node, ResourceType::Topic, topic, "User:alice", operation).await;
+    }
+    // DESCRIBE_CONFIGS on the cluster does not count: Kafka asks the topic's ACLs alone.
+    grant(
+        &node,
+        ResourceType::Cluster,
+        "kafka-cluster",
+        "User:alice",
+        Operation::DescribeConfigs,
+    )
+    .await;
+    let alice = caller(&node, "alice", false);
+    for version in [5, 7] {
+        for (topic, describable) in [("plain", false), ("described", true), ("altered", true)] {
+            let mut request = CreateTopicsRequest::default();
+            request.topics = vec![creation(topic)];
+            request.validate_only = true;
+            let response: CreateTopicsResponse =
+                call_as(&node, &alice, ApiKey::CreateTopics, version, &request)
+                    .await
+                    .expect("answer");
+            let answer = &response.topics[0];
+            assert_eq!(answer.error_code, 0, "v{version} {topic}");
+            let configs = answer.configs.as_ref().map_or(0, Vec::len);
+            if describable {
+                assert_eq!(answer.topic_config_error_code, 0, "v{version} {topic}");
+                assert_eq!(answer.num_partitions, 1, "v{version} {topic}");
+                assert!(configs > 0, "v{version} {topic}");
+            } else {
+                assert_eq!(answer.topic_config_error_code, TOPIC_DENIED, "v{version} {topic}");
+                assert_eq!(
+                    (answer.num_partitions, answer.replication_factor, configs),
+                    (-1, -1, 0),
+                    "v{version} {topic}"
+                );
+            }
+            assert_eq!(!answer.topic_id.is_nil(), version >= 7, "v{version} {topic}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_name_given_twice_or_the_metadata_log_is_refused_invalid_before_authorization() {
+    let node = broker().await;
+    let alice = caller(&node, "alice", false);
+    for version in versions(ApiKey::CreateTopics) {
+        let mut request = CreateTopicsRequest::default();
+        request.topics = vec![
+            creation("twice"),
+            creation("denied"),
+            creation("twice"),
+            creation("__cluster_metadata"),
+        ];
+        let response: CreateTopicsResponse = call_as(&node, &alice, ApiKey::CreateTopics, version, &request)
+            .await
+            .expect("answer");
+        let mut codes: Vec<(String, i16)> = response
+            .topics
+            .iter()
+            .map(|answer| (answer.name.to_string(), answer.error_code))
+            .collect();
+        codes.sort();
+        assert_eq!(
+            codes,
+            vec![
+                ("__cluster_metadata".to_owned(), INVALID_REQUEST),
+                ("denied".to_owned(), TOPIC_DENIED),
+                ("twice".to_owned(), INVALID_REQUEST),
+            ],
+            "CreateTopics v{version}"
+        );
+    }
+    assert!(node.partition("twice", 0).await.is_none());
+}
+
 #[tokio::test]
 async fn groups_transactions_and_the_cluster_answer_their_own_authorization_errors() {
     let node = broker().await;

@@ -147,9 +147,34 @@ def min_insync_replicas_cluster_default(kafka: dict, serve: dict) -> None:
                     entry.update(source="cluster default", synonyms="cluster default")
 
 
+def min_insync_replicas_cluster_default_in_created_topics(kafka: dict, serve: dict) -> None:
+    """The same difference in CreateTopics v5+ answers, which list each new topic's configs as
+    `[name, value, read_only, source, sensitive]`: Kafka's source for `min.insync.replicas` is 3, serve's 5, the
+    value 1 on both. Checked, then set aside."""
+
+    def walk(kafka_seen, serve_seen) -> None:
+        if not (isinstance(kafka_seen, list) and isinstance(serve_seen, list)):
+            if isinstance(kafka_seen, dict) and isinstance(serve_seen, dict):
+                for key in set(kafka_seen) & set(serve_seen):
+                    walk(kafka_seen[key], serve_seen[key])
+            return
+        if len(kafka_seen) == 5 and kafka_seen[:1] == ["min.insync.replicas"] and serve_seen[:1] == kafka_seen[:1]:
+            assert kafka_seen[1] == serve_seen[1] == "1", (kafka_seen, serve_seen)
+            assert kafka_seen[3] == 3 and serve_seen[3] == 5, (kafka_seen, serve_seen)
+            kafka_seen[3] = serve_seen[3] = "cluster default"
+            return
+        for kafka_item, serve_item in zip(kafka_seen, serve_seen):
+            walk(kafka_item, serve_item)
+
+    for kafka_step, serve_step in zip(kafka["observations"], serve["observations"]):
+        walk(kafka_step["seen"], serve_step["seen"])
+
+
 KNOWN_DIFFERENCES = {
     "metadata_every_version": auto_created_topic_first_answer,
     "describe_configs_every_version": min_insync_replicas_cluster_default,
+    "create_topics_every_version": min_insync_replicas_cluster_default_in_created_topics,
+    "create_topics_with_configs": min_insync_replicas_cluster_default_in_created_topics,
 }
 
 

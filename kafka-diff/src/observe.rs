@@ -235,12 +235,38 @@ fn sorted(mut partitions: Vec<Value>) -> Vec<Value> {
     partitions
 }
 
-/// A CreateTopics answer: per topic its error (and, where the version has them, partitions and replication).
+/// A CreateTopics answer: per topic its error and (where the version has them: v5+, v7 for the id) its partition
+/// count, replication factor, config error, whether it has an id, and every config it answered
+/// (`[name, value, read_only, source, sensitive]`, in the order given).
 pub fn create_topics(answer: &CreateTopicsResponse) -> Value {
     let mut topics: Vec<Value> = answer
         .topics
         .iter()
-        .map(|topic| json!([topic.name.0.as_str(), topic.error_code]))
+        .map(|topic| {
+            let configs: Vec<Value> = topic
+                .configs
+                .iter()
+                .flatten()
+                .map(|config| {
+                    json!([
+                        config.name.as_str(),
+                        config.value.as_deref(),
+                        config.read_only,
+                        config.config_source,
+                        config.is_sensitive
+                    ])
+                })
+                .collect();
+            json!([
+                topic.name.0.as_str(),
+                topic.error_code,
+                topic.num_partitions,
+                topic.replication_factor,
+                topic.topic_config_error_code,
+                !topic.topic_id.is_nil(),
+                configs
+            ])
+        })
         .collect();
     sort_by_partition(&mut topics);
     json!(topics)

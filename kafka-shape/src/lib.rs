@@ -725,7 +725,7 @@ fn layout(key: ApiKey) -> Option<(&'static [Field], i16)> {
         ApiKey::DescribeGroups => (DESCRIBE_GROUPS, 5),
         ApiKey::ListGroups => (LIST_GROUPS, 5),
         ApiKey::DeleteGroups => (DELETE_GROUPS, 2),
-        ApiKey::CreateTopics => (CREATE_TOPICS, 4),
+        ApiKey::CreateTopics => (CREATE_TOPICS, 7),
         ApiKey::InitProducerId => (INIT_PRODUCER_ID, 4),
         ApiKey::AddPartitionsToTxn => (ADD_PARTITIONS_TO_TXN, 2),
         ApiKey::AddOffsetsToTxn => (ADD_OFFSETS_TO_TXN, 2),

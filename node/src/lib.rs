@@ -36,13 +36,15 @@ mod topic_configs;
 pub mod users;
 mod wakeups;
 
-pub use api::{delete_topics_given_twice, metadata_by_id, metadata_refused_whole, NodeGauges};
+pub use api::{
+    create_topics_given_twice, delete_topics_given_twice, metadata_by_id, metadata_refused_whole, NodeGauges,
+};
 pub use clock::{Clock, SystemClock};
 pub use compaction::Compacted;
 pub use config::NodeConfig;
 pub use error::NodeError;
 #[cfg(feature = "simulator")]
 pub use node::DeliveredMarker;
-pub use node::{Endpoint, Node, PartitionSlot, TXN_STATE_PARTITION};
+pub use node::{Endpoint, Node, PartitionSlot, CLUSTER_METADATA_TOPIC, TXN_STATE_PARTITION};
 pub use retention::RetentionDeleted;
 pub use topic_configs::ConfigRefusal;

@@ -22,7 +22,7 @@ use partition_log::{LogConfig, PartitionLog, ReplicaSet};
 use producer_state::{PsmConfig, StateSummary};
 use storage::{PartitionId, Storage};
 use tokio::sync::{Mutex, RwLock};
-use topic_config::Overrides;
+use topic_config::{Described, Overrides};
 use txn_coordinator::{CoordinatorConfig, DurableCoordinator, MarkerFailure, MarkerRequest, Outcome};
 
 use crate::config::NodeConfig;
@@ -34,18 +34,57 @@ use crate::{Clock, NodeError};
 /// The internal partition holding the transaction coordinator's log.
 pub const TXN_STATE_PARTITION: &str = "__transaction_state";
 
+/// KRaft's metadata log, which no client may create: Kafka refuses it before it authorizes.
+pub const CLUSTER_METADATA_TOPIC: &str = "__cluster_metadata";
+
 /// Why a topic may not be created under `name`, if it may not: Kafka's internal topic names (serve keeps that
 /// state in internal logs of its own, one of them under `__transaction_state`) and the names of serve's own
 /// internal logs (`__mirrorlog_…`). Any other name beginning with `__` is a topic like any other, as in Kafka.
 pub fn reserved_topic_name(name: &str) -> Option<String> {
     const KAFKA_INTERNAL: [&str; 4] = [
-        "__cluster_metadata",
+        CLUSTER_METADATA_TOPIC,
         "__consumer_offsets",
         "__share_group_state",
         TXN_STATE_PARTITION,
     ];
     (KAFKA_INTERNAL.contains(&name) || name.starts_with("__mirrorlog_"))
         .then(|| format!("Creation of internal topic {name} is prohibited."))
+}
+
+/// Whether a topic `name` of `partitions` partitions may be created beside `topics`: the checks every creation
+/// makes, and a creation only validated makes too.
+fn creatable<T>(name: &str, partitions: u32, topics: &BTreeMap<String, T>) -> Result<(), KafkaError> {
+    if reserved_topic_name(name).is_some() {
+        return Err(KafkaError::InvalidRequest);
+    }
+    if partitions == 0 || partitions > MAX_PARTITIONS {
+        return Err(KafkaError::InvalidPartitions);
+    }
+    if topics.contains_key(name) {
+        return Err(KafkaError::TopicAlreadyExists);
+    }
+    PartitionId::new(name, 0).map_err(|_| KafkaError::InvalidTopic)?;
+    if colliding(name, topics).is_some() {
+        return Err(KafkaError::InvalidTopic);
+    }
+    Ok(())
+}
+
+/// The topic of `topics` whose name collides with `name` (equal but for `.` against `_`), if any. Only a name with
+/// one of those characters can collide; the others cost no scan.
+fn colliding<'a, T>(name: &str, topics: &'a BTreeMap<String, T>) -> Option<&'a str> {
+    let collision_char = |byte: u8| matches!(byte, b'.' | b'_');
+    if !name.bytes().any(collision_char) {
+        return None;
+    }
+    topics.keys().map(String::as_str).find(|other| {
+        *other != name
+            && other.len() == name.len()
+            && other
+                .bytes()
+                .zip(name.bytes())
+                .all(|(a, b)| a == b || (collision_char(a) && collision_char(b)))
+    })
 }
 
 /// The topic transaction markers name for group offsets (Kafka's).
@@ -447,17 +486,48 @@ impl Node {
     pub async fn create_topic(&self, name: &str, partitions: u32) -> Result<(), KafkaError> {
         self.create_topic_with(name, partitions, false, Overrides::default())
             .await
+            .map(|_| ())
     }
 
     /// Creates a topic with `partitions` partitions and the config `overrides` (recorded before any partition
-    /// exists: see `crate::topic_configs`).
+    /// exists: see `crate::topic_configs`); answers the new topic's id.
     pub async fn create_topic_with_configs(
         &self,
         name: &str,
         partitions: u32,
         overrides: Overrides,
-    ) -> Result<(), KafkaError> {
+    ) -> Result<[u8; 16], KafkaError> {
         self.create_topic_with(name, partitions, false, overrides).await
+    }
+
+    /// Every config a topic created now with `overrides` would have, in name order, with its value and source
+    /// (what CreateTopics v5+ answers, as DescribeConfigs would describe the topic).
+    pub async fn configs_of_new_topic(&self, overrides: &Overrides) -> Vec<Described> {
+        let configs = self.topic_configs.read().await;
+        let mut described = overrides.describe(configs.broker(), None);
+        described.sort_by(|a, b| a.value.name.cmp(&b.value.name));
+        described
+    }
+
+    /// Whether a topic `name` of `partitions` partitions could be created now, by the checks a creation makes
+    /// (CreateTopics' `validate_only`).
+    pub async fn check_new_topic(&self, name: &str, partitions: u32) -> Result<(), KafkaError> {
+        creatable(name, partitions, &*self.topics.read().await)
+    }
+
+    /// An existing topic whose name differs from `name` only where one has `.` and the other `_` (Kafka's
+    /// metrics name both alike, so its controller refuses the second: INVALID_TOPIC_EXCEPTION).
+    pub async fn topic_colliding_with(&self, name: &str) -> Option<String> {
+        colliding(name, &*self.topics.read().await).map(str::to_owned)
+    }
+
+    /// A fresh topic id, which no topic holds: what CreateTopics v7 answers for a creation it only validated, as
+    /// Kafka draws one.
+    pub async fn unused_topic_id(&self) -> Result<[u8; 16], KafkaError> {
+        self.topic_configs.write().await.unused_id().map_err(|error| {
+            tracing::error!(%error, "drawing a topic id failed");
+            KafkaError::KafkaStorageError
+        })
     }
 
     /// Creates a topic whose partitions are read-only from the start (durably, before any client can see the
@@ -465,6 +535,7 @@ impl Node {
     pub async fn create_read_only_topic(&self, name: &str, partitions: u32) -> Result<(), KafkaError> {
         self.create_topic_with(name, partitions, true, Overrides::default())
             .await
+            .map(|_| ())
     }
 
     /// Creates a read-only topic (a mirror topic) with the config `overrides` its source's topic has.
@@ -474,37 +545,34 @@ impl Node {
         partitions: u32,
         overrides: Overrides,
     ) -> Result<(), KafkaError> {
-        self.create_topic_with(name, partitions, true, overrides).await
+        self.create_topic_with(name, partitions, true, overrides)
+            .await
+            .map(|_| ())
     }
 
+    /// Creates a topic; answers its id.
     async fn create_topic_with(
         &self,
         name: &str,
         partitions: u32,
         read_only: bool,
         overrides: Overrides,
-    ) -> Result<(), KafkaError> {
-        if reserved_topic_name(name).is_some() {
-            return Err(KafkaError::InvalidRequest);
-        }
-        if partitions == 0 || partitions > MAX_PARTITIONS {
-            return Err(KafkaError::InvalidPartitions);
-        }
+    ) -> Result<[u8; 16], KafkaError> {
         let mut topics = self.topics.write().await;
-        if topics.contains_key(name) {
-            return Err(KafkaError::TopicAlreadyExists);
-        }
-        PartitionId::new(name, 0).map_err(|_| KafkaError::InvalidTopic)?;
-        if let Err(error) = self.topic_configs.write().await.create(name, overrides).await {
-            tracing::error!(topic = name, %error, "recording a topic's configs failed");
-            return Err(KafkaError::KafkaStorageError);
-        }
+        creatable(name, partitions, &topics)?;
+        let id = match self.topic_configs.write().await.create(name, overrides).await {
+            Ok(id) => id,
+            Err(error) => {
+                tracing::error!(topic = name, %error, "recording a topic's configs failed");
+                return Err(KafkaError::KafkaStorageError);
+            }
+        };
         let mut logs = Vec::new();
         for partition in 0..partitions {
             logs.push(self.create_partition(name, partition, read_only).await?);
         }
         topics.insert(name.to_owned(), logs);
-        Ok(())
+        Ok(id)
     }
 
     /// Adds partitions to the topic `name` until it has `partitions`. Counts only grow, as in Kafka's

@@ -198,16 +198,21 @@ impl TopicConfigs {
 
     /// Records `topic` as created now: a new id and its `overrides` (durable when this returns). A record a
     /// crashed creation left for the name is replaced.
-    pub(crate) async fn create(&mut self, topic: &str, overrides: Overrides) -> Result<(), NodeError> {
+    pub(crate) async fn create(&mut self, topic: &str, overrides: Overrides) -> Result<[u8; 16], NodeError> {
         let mut ids = self.ids.clone();
-        let id = new_topic_id(&mut self.id_source, &ids)?;
+        let id = new_topic_id(&mut self.id_source, &self.names)?;
         ids.insert(topic.to_owned(), id);
         let deleting = self.deleting.clone();
         self.write(topic, &overrides, &deleting, &ids).await?;
         self.log_kept(topic, &overrides);
         self.keep(topic, overrides);
         self.set_ids(ids);
-        Ok(())
+        Ok(id)
+    }
+
+    /// A new id no topic has, given to none (a creation only validated).
+    pub(crate) fn unused_id(&mut self) -> Result<[u8; 16], NodeError> {
+        new_topic_id(&mut self.id_source, &self.names)
     }
 
     /// Gives each of `topics` that has no id one (a data directory from before ids were kept), in one durable
@@ -223,9 +228,11 @@ impl TopicConfigs {
         if missing.is_empty() && ids.len() == self.ids.len() && !self.stale_format {
             return Ok(());
         }
+        let mut names = names_of(&ids);
         for name in missing {
-            let id = new_topic_id(&mut self.id_source, &ids)?;
+            let id = new_topic_id(&mut self.id_source, &names)?;
             ids.insert(name.clone(), id);
+            names.insert(id, name.clone());
         }
         let (deleting, topic) = (
             self.deleting.clone(),
@@ -372,13 +379,13 @@ impl TopicConfigs {
 
 /// A new topic id unlike every id in `held`: a random version-4 UUID whose text does not begin with `-` (Kafka
 /// draws again for those, which a command line would read as a flag).
-fn new_topic_id(source: &mut IdSource, held: &BTreeMap<String, [u8; 16]>) -> Result<[u8; 16], NodeError> {
+fn new_topic_id(source: &mut IdSource, held: &BTreeMap<[u8; 16], String>) -> Result<[u8; 16], NodeError> {
     loop {
         let mut id = source.draw()?;
         id[6] = (id[6] & 0x0f) | 0x40;
         id[8] = (id[8] & 0x3f) | 0x80;
         // Base64's first character is the first byte's top six bits; 62 is `-` in the URL-safe alphabet.
-        if id[0] >> 2 != 62 && !held.values().any(|other| *other == id) {
+        if id[0] >> 2 != 62 && !held.contains_key(&id) {
             return Ok(id);
         }
     }

@@ -25,22 +25,45 @@ use uuid::Uuid;
 const TOPIC_DENIED: i16 = KafkaError::TopicAuthorizationFailed.code();
 const CLUSTER_DENIED: i16 = KafkaError::ClusterAuthorizationFailed.code();
 
-/// CreateTopics: each topic the caller may not CREATE (on the cluster, or on the topic) is refused.
+/// CreateTopics: each topic the caller may not CREATE (on the cluster, or on the topic) is refused. A name given
+/// twice and the cluster metadata topic are left to the node, which refuses them whoever asks (Kafka's controller
+/// refuses them before it authorizes).
 pub fn create_topics(access: &Access, request: &mut CreateTopicsRequest) -> Vec<CreatableTopicResult> {
     let cluster = access.cluster(Operation::Create);
+    let twice: BTreeSet<String> = node::create_topics_given_twice(request)
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
     take_denied(&mut request.topics, |topic| {
-        cluster || access.topic(Operation::Create, &topic.name)
+        let name = topic.name.as_str();
+        cluster
+            || twice.contains(name)
+            || name == node::CLUSTER_METADATA_TOPIC
+            || access.topic(Operation::Create, name)
     })
     .into_iter()
     .map(|topic| {
         let mut refused = CreatableTopicResult::default();
         refused.name = topic.name;
         refused.error_code = TOPIC_DENIED;
-        refused.num_partitions = -1;
-        refused.replication_factor = -1;
+        refused.error_message = Some(text("Authorization failed."));
         refused
     })
     .collect()
+}
+
+/// CreateTopics' answer (v5+): a topic created for a caller who may not DESCRIBE_CONFIGS on it is answered
+/// without its configs, partition count and replication factor, and with TOPIC_AUTHORIZATION_FAILED as its config
+/// error, as Kafka's controller answers it (only the topic's own ACLs count, not the cluster's).
+pub fn create_topics_answered(access: &Access, response: &mut CreateTopicsResponse) {
+    for topic in &mut response.topics {
+        if topic.error_code == 0 && !access.topic(Operation::DescribeConfigs, &topic.name) {
+            topic.configs = Some(Vec::new());
+            topic.num_partitions = -1;
+            topic.replication_factor = -1;
+            topic.topic_config_error_code = TOPIC_DENIED;
+        }
+    }
 }
 
 /// DeleteTopics: each topic the caller may not DELETE (on the topic, or on the cluster) is refused, as Kafka's

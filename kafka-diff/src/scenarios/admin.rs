@@ -141,13 +141,20 @@ pub async fn metadata_without_auto_creation(session: &mut Session) -> Result<(),
 pub async fn create_topics_every_version(session: &mut Session) -> Result<(), DiffError> {
     let existing = fresh_topic(session, "existing", 1).await?;
     for version in versions(ApiKey::CreateTopics) {
+        fresh_topic(session, &format!("collide.v{version}"), 1).await?;
         let fresh = session.topic(&format!("fresh-v{version}"));
         let mut request = CreateTopicsRequest::default();
         request.timeout_ms = 30_000;
         request.topics = vec![
             requests::creatable(&fresh, 3, 1),
-            requests::creatable(&existing, 1, 1),
+            // Taken, with a replication factor no broker can place: the name is checked first.
+            requests::creatable(&existing, 1, 3),
             requests::creatable(&session.topic(&format!("zero-v{version}")), 0, 1),
+            // No partitions and a replication factor no broker can place: the counts as given come first.
+            requests::creatable(&session.topic(&format!("zero-replicated-v{version}")), 0, 3),
+            requests::creatable("bad/replicated", 1, 3),
+            // Equal to a topic made above but for `.` against `_`: the names collide.
+            requests::creatable(&session.topic(&format!("collide_v{version}")), 1, 1),
             requests::creatable(&session.topic(&format!("replicated-v{version}")), 1, 3),
             requests::creatable("bad/name", 1, 1),
             // A name beginning with `__` is a topic like any other; only internal names are refused.
@@ -157,24 +164,53 @@ pub async fn create_topics_every_version(session: &mut Session) -> Result<(), Di
                 1,
             ),
             requests::creatable("__cluster_metadata", 1, 1),
+            // Given twice: neither created, one INVALID_REQUEST.
+            requests::creatable(&session.topic(&format!("twice-v{version}")), 1, 1),
+            requests::creatable(&session.topic(&format!("twice-v{version}")), 2, 1),
+            // The broker's default partition count.
+            requests::creatable(&session.topic(&format!("default-v{version}")), -1, -1),
         ];
         let answer: CreateTopicsResponse = session.call(ApiKey::CreateTopics, version, &request).await?;
         session.observe(&format!("v{version}"), observe::create_topics(&answer));
         request.validate_only = true;
-        // A new name passes; an existing one is TOPIC_ALREADY_EXISTS, validated only or not.
+        // A new name passes; what the creation would refuse is refused validated only too: a taken name
+        // (TOPIC_ALREADY_EXISTS), no partitions, a name no topic may have, a name given twice.
         request.topics = vec![
             requests::creatable(&session.topic(&format!("checked-v{version}")), 1, 1),
             requests::creatable(&existing, 1, 1),
+            requests::creatable(&session.topic(&format!("checked-zero-v{version}")), 0, 1),
+            requests::creatable("bad/name", 1, 1),
+            requests::creatable(&session.topic(&format!("checked-twice-v{version}")), 1, 1),
+            requests::creatable(&session.topic(&format!("checked-twice-v{version}")), 1, 1),
         ];
         let answer: CreateTopicsResponse = session.call(ApiKey::CreateTopics, version, &request).await?;
         session.observe(
             &format!("v{version} validate_only"),
             observe::create_topics(&answer),
         );
+        // 10,002 metadata records (two topics, 10,000 partitions) are over Kafka's bound on one request: neither
+        // is created, validated only or not.
+        request.topics = vec![
+            requests::creatable(&session.topic(&format!("large-v{version}")), 5_000, 1),
+            requests::creatable(&session.topic(&format!("larger-v{version}")), 5_000, 1),
+        ];
+        let answer: CreateTopicsResponse = session.call(ApiKey::CreateTopics, version, &request).await?;
+        session.observe(
+            &format!("v{version} validate_only, too many records"),
+            observe::create_topics(&answer),
+        );
+        // 10,001 partitions asked for are over Kafka's other bound, counted before any check: a taken name too.
+        request.topics = vec![requests::creatable(&existing, 10_001, 1)];
+        let answer: CreateTopicsResponse = session.call(ApiKey::CreateTopics, version, &request).await?;
+        session.observe(
+            &format!("v{version} validate_only, too many partitions"),
+            observe::create_topics(&answer),
+        );
     }
     let checked = session.topic("checked-v2");
     let fresh = session.topic("fresh-v2");
-    let request = requests::metadata(Some(&[fresh.as_str(), checked.as_str()]), false);
+    let twice = session.topic("twice-v2");
+    let request = requests::metadata(Some(&[fresh.as_str(), checked.as_str(), twice.as_str()]), false);
     let answer: MetadataResponse = ask(session, ApiKey::Metadata, &request).await?;
     session.observe(
         "created, and validated only",

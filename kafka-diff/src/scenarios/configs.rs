@@ -228,7 +228,11 @@ pub async fn create_topics_with_configs(session: &mut Session) -> Result<(), Dif
             .iter()
             .map(|topic| json!({ "error": topic.error_code, "message": topic.error_message.as_deref() }))
             .collect::<Vec<_>>();
-        session.observe(suffix, json!(seen));
+        // With the configs the topic was created with, as the answer lists them (v5+).
+        session.observe(
+            suffix,
+            json!({ "seen": seen, "created": crate::observe::create_topics(&answer) }),
+        );
     }
     let accepted = session.topic("accepted");
     read_back(

@@ -1,7 +1,6 @@
 //! Metadata, CreateTopics and FindCoordinator: what a client asks before it produces or fetches (ApiVersions is
 //! the wire front end's: the node does not know versions).
 
-use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
@@ -10,11 +9,8 @@ use kafka_protocol::messages::*;
 use kafka_types::KafkaError;
 use uuid::Uuid;
 
-use topic_config::Overrides;
-
 use super::str_bytes;
 use crate::node::{Endpoint, Node};
-use crate::ConfigRefusal;
 
 /// Metadata: this node (node 0) leads every partition. Named topics that do not exist are created when the
 /// node auto-creates topics and the request allows it (v4+; always before v4, as Kafka did). From v10 each topic
@@ -192,55 +188,6 @@ fn by_id(request: &MetadataRequest, version: i16) -> ById {
         })
         .collect();
     ById::Refused(response)
-}
-
-/// CreateTopics: one replica (this node); replica assignments are refused; configs are checked (crate
-/// `topic-config`) and recorded with the topic.
-pub async fn create_topics(node: &Node, request: CreateTopicsRequest, _version: i16) -> CreateTopicsResponse {
-    let mut response = CreateTopicsResponse::default();
-    for topic in request.topics {
-        let mut result = CreatableTopicResult::default();
-        result.name = topic.name.clone();
-        let partitions = match topic.num_partitions {
-            -1 => Ok(node.config.default_partitions),
-            n => u32::try_from(n).map_err(|_| KafkaError::InvalidPartitions),
-        };
-        let overrides = Overrides::from_pairs(
-            topic
-                .configs
-                .iter()
-                .map(|config| (config.name.as_str(), config.value.as_deref())),
-        );
-        let outcome: Result<(), ConfigRefusal> = if let Some(message) =
-            crate::node::reserved_topic_name(topic.name.as_str())
-        {
-            Err(ConfigRefusal {
-                error: KafkaError::InvalidRequest,
-                message: Some(message),
-            })
-        } else if !matches!(topic.replication_factor, -1 | 1) {
-            Err(KafkaError::InvalidReplicationFactor.into())
-        } else if !topic.assignments.is_empty() {
-            Err(KafkaError::InvalidRequest.into())
-        } else {
-            match (partitions, overrides) {
-                (Err(error), _) => Err(error.into()),
-                (Ok(_), Err(error)) => Err(error.into()),
-                // Validated only, a name that is taken is refused as the creation would be.
-                (Ok(_), Ok(_)) if request.validate_only => match node.topic_id(topic.name.as_str()).await {
-                    Some(_) => Err(KafkaError::TopicAlreadyExists.into()),
-                    None => Ok(()),
-                },
-                (Ok(partitions), Ok(overrides)) => node
-                    .create_topic_with_configs(topic.name.as_str(), partitions, overrides)
-                    .await
-                    .map_err(ConfigRefusal::from),
-            }
-        };
-        (result.error_code, result.error_message) = super::configs::answer_of(outcome);
-        response.topics.push(result);
-    }
-    response
 }
 
 /// FindCoordinator: this node coordinates every group and transactional id.

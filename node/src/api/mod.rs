@@ -20,7 +20,7 @@ mod users;
 
 pub use admin::{metadata_by_id, metadata_refused_whole};
 pub use inspect::NodeGauges;
-pub use topics::delete_topics_given_twice;
+pub use topics::{create_topics_given_twice, delete_topics_given_twice};
 
 use kafka_protocol::messages::*;
 
@@ -46,7 +46,7 @@ impl Node {
 
     /// CreateTopics (one replica).
     pub async fn create_topics(&self, request: CreateTopicsRequest, version: i16) -> CreateTopicsResponse {
-        admin::create_topics(self, request, version).await
+        topics::create_topics(self, request, version).await
     }
 
     /// DescribeConfigs: topics' configs with their sources, and the broker's settings.

@@ -1,14 +1,291 @@
-//! DeleteTopics and CreatePartitions (`crate::topic_admin` does the work), and DescribeCluster.
+//! CreateTopics, DeleteTopics and CreatePartitions (`crate::topic_admin` does the work), and DescribeCluster.
 
+use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
 use kafka_protocol::messages::*;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use kafka_types::KafkaError;
+use topic_config::{Described, Overrides};
 use uuid::Uuid;
 
 use super::configs::answer_of;
 use super::str_bytes;
 use crate::node::{Endpoint, Node};
+use crate::ConfigRefusal;
+
+/// The most partitions one CreateTopics may ask for in Kafka (its controller's `MAX_PARTITIONS_PER_BATCH`), counted
+/// over every topic it is given before any is checked: a request over it creates nothing, even validated only.
+const MAX_PARTITIONS_PER_REQUEST: u64 = 10_000;
+
+/// The most metadata records one CreateTopics may make in Kafka (its controller's bound on one user operation): a
+/// topic, each config given and each partition one record, counted over the topics that pass their checks. A
+/// request over it creates nothing, even validated only.
+const MAX_RECORDS_PER_REQUEST: usize = 10_000;
+
+/// CreateTopics: one replica (this node); replica assignments are refused; configs are checked (crate
+/// `topic-config`) and recorded with the topic. As Kafka's controller answers it:
+/// - a name given twice is created never and answered INVALID_REQUEST once, after the others;
+/// - a request asking for more than [`MAX_PARTITIONS_PER_REQUEST`] partitions in all, or whose topics that pass
+///   their checks would make more than [`MAX_RECORDS_PER_REQUEST`] records, creates nothing and answers every
+///   entry POLICY_VIOLATION (which also bounds what one request can make the node create and answer);
+/// - from v5 a topic created (or validated only) is answered with its partition count, its replication factor and
+///   every config it has, in name order, as DescribeConfigs describes them; from v7
+///   with its id (for one validated only, a fresh id, which no topic holds, as Kafka draws one).
+///
+/// Every topic is checked before any is created. The broker has refused what the caller may not create, and
+/// withdraws the configs from a caller who may not describe them, before and after this runs ([`crate`] knows no
+/// principals).
+pub async fn create_topics(node: &Node, request: CreateTopicsRequest, version: i16) -> CreateTopicsResponse {
+    let twice: Vec<String> = create_topics_given_twice(&request)
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    let given_twice = |name: &TopicName| {
+        twice
+            .binary_search_by(|other| other.as_str().cmp(name.as_str()))
+            .is_ok()
+    };
+    let counted = request.topics.iter().filter(|topic| {
+        !given_twice(&topic.name) && topic.name.as_str() != crate::node::CLUSTER_METADATA_TOPIC
+    });
+    if partitions_asked(counted, node.config.default_partitions) > MAX_PARTITIONS_PER_REQUEST {
+        return refused_whole(&request, "Excessively large number of partitions per request.");
+    }
+    let mut plans = Vec::with_capacity(request.topics.len());
+    for topic in request.topics.iter().filter(|topic| !given_twice(&topic.name)) {
+        plans.push((topic.name.clone(), plan_topic(node, topic).await));
+    }
+    let records: usize = plans
+        .iter()
+        .filter_map(|(_, plan)| plan.as_ref().ok())
+        .map(Plan::records)
+        .fold(0, usize::saturating_add);
+    if records > MAX_RECORDS_PER_REQUEST {
+        return refused_whole(&request, "Unable to perform excessively large batch operation.");
+    }
+    let mut response = CreateTopicsResponse::default();
+    for (name, plan) in plans {
+        let mut result = CreatableTopicResult::default();
+        result.name = name.clone();
+        let created = match plan {
+            Ok(plan) => create_planned(node, &name, plan, request.validate_only, version).await,
+            Err(refusal) => Err(refusal),
+        };
+        match created {
+            Ok(created) => {
+                result.error_message = None;
+                result.topic_id = Uuid::from_bytes(created.id);
+                result.num_partitions = i32::try_from(created.partitions).unwrap_or(i32::MAX);
+                result.replication_factor = 1;
+                result.configs = Some(created.configs);
+            }
+            Err(refusal) => (result.error_code, result.error_message) = answer_of(Err(refusal)),
+        }
+        response.topics.push(result);
+    }
+    for name in twice {
+        let mut result = CreatableTopicResult::default();
+        result.name = TopicName(str_bytes(&name));
+        result.error_code = KafkaError::InvalidRequest.code();
+        result.error_message = Some(str_bytes("Duplicate topic name."));
+        response.topics.push(result);
+    }
+    response
+}
+
+/// The partitions `topics` ask for in all, as Kafka counts them: the broker's default for `-1`, a positive count
+/// as given, nothing for another, a manual assignment by its length. Saturating: a hostile sum does not wrap.
+fn partitions_asked<'a>(
+    topics: impl Iterator<Item = &'a create_topics_request::CreatableTopic>,
+    default_partitions: u32,
+) -> u64 {
+    topics
+        .map(|topic| {
+            if !topic.assignments.is_empty() {
+                u64::try_from(topic.assignments.len()).unwrap_or(u64::MAX)
+            } else if topic.num_partitions == -1 {
+                u64::from(default_partitions)
+            } else {
+                u64::try_from(topic.num_partitions).unwrap_or(0)
+            }
+        })
+        .fold(0, u64::saturating_add)
+}
+
+/// Every entry of `request` answered POLICY_VIOLATION with `message`, nothing created: Kafka's answer to a request
+/// over one of its bounds.
+fn refused_whole(request: &CreateTopicsRequest, message: &str) -> CreateTopicsResponse {
+    let mut response = CreateTopicsResponse::default();
+    response.topics = request
+        .topics
+        .iter()
+        .map(|topic| {
+            let mut result = CreatableTopicResult::default();
+            result.name = topic.name.clone();
+            result.error_code = KafkaError::PolicyViolation.code();
+            result.error_message = Some(str_bytes(message));
+            result
+        })
+        .collect();
+    response
+}
+
+/// The names CreateTopics `request` gives more than once, in name order. The node answers those INVALID_REQUEST
+/// whoever asks, so the broker leaves them to it unauthorized (as Kafka checks them before it authorizes): both use
+/// this one definition.
+pub fn create_topics_given_twice(request: &CreateTopicsRequest) -> BTreeSet<&str> {
+    let mut seen = HashSet::new();
+    request
+        .topics
+        .iter()
+        .map(|topic| topic.name.as_str())
+        .filter(|name| !seen.insert(*name))
+        .collect()
+}
+
+/// A topic CreateTopics found it could create: its partition count and config overrides.
+struct Plan {
+    partitions: u32,
+    overrides: Overrides,
+}
+
+impl Plan {
+    /// The metadata records Kafka's controller would write for it: the topic, each config, each partition.
+    fn records(&self) -> usize {
+        let partitions = usize::try_from(self.partitions).unwrap_or(usize::MAX);
+        partitions
+            .saturating_add(self.overrides.as_map().len())
+            .saturating_add(1)
+    }
+}
+
+/// A topic CreateTopics created (or found it could create), as its answer shows it.
+struct Created {
+    id: [u8; 16],
+    partitions: u32,
+    configs: Vec<CreatableTopicConfigs>,
+}
+
+/// A refusal with Kafka's message.
+fn refusal(error: KafkaError, message: String) -> ConfigRefusal {
+    ConfigRefusal {
+        error,
+        message: Some(message),
+    }
+}
+
+/// Whether `topic` could be created now, by every check its creation makes, in the order Kafka's controller makes
+/// them (the name, whether it is taken, the configs, the replication factor and partition count as given, then
+/// as this one node can place them); what it would be if so.
+async fn plan_topic(
+    node: &Node,
+    topic: &create_topics_request::CreatableTopic,
+) -> Result<Plan, ConfigRefusal> {
+    let name = topic.name.as_str();
+    if let Some(message) = crate::node::reserved_topic_name(name) {
+        return Err(refusal(KafkaError::InvalidRequest, message));
+    }
+    storage::PartitionId::new(name, 0).map_err(|_| KafkaError::InvalidTopic)?;
+    if let Some(other) = node.topic_colliding_with(name).await {
+        return Err(refusal(
+            KafkaError::InvalidTopic,
+            format!("Topic '{name}' collides with existing topic: {other}"),
+        ));
+    }
+    if node.topic_id(name).await.is_some() {
+        return Err(refusal(
+            KafkaError::TopicAlreadyExists,
+            format!("Topic '{name}' already exists."),
+        ));
+    }
+    let overrides = Overrides::from_pairs(
+        topic
+            .configs
+            .iter()
+            .map(|config| (config.name.as_str(), config.value.as_deref())),
+    )?;
+    if !topic.assignments.is_empty() {
+        return Err(KafkaError::InvalidRequest.into());
+    }
+    if topic.replication_factor == 0 || topic.replication_factor < -1 {
+        return Err(refusal(
+            KafkaError::InvalidReplicationFactor,
+            "Replication factor must be larger than 0, or -1 to use the default value.".to_owned(),
+        ));
+    }
+    let partitions = match topic.num_partitions {
+        -1 => node.config.default_partitions,
+        n => u32::try_from(n).ok().filter(|n| *n > 0).ok_or_else(|| {
+            refusal(
+                KafkaError::InvalidPartitions,
+                "Number of partitions was set to an invalid non-positive value.".to_owned(),
+            )
+        })?,
+    };
+    if topic.replication_factor > 1 {
+        return Err(refusal(
+            KafkaError::InvalidReplicationFactor,
+            format!(
+                "Unable to replicate the partition {} time(s): this node is the only broker.",
+                topic.replication_factor
+            ),
+        ));
+    }
+    // The node's own checks, which its creation makes again.
+    node.check_new_topic(name, partitions).await?;
+    Ok(Plan {
+        partitions,
+        overrides,
+    })
+}
+
+/// Creates the topic `name` as `plan` says (checks nothing more, `validate_only`), or says why not; with what a
+/// `version` answer carries of it (configs from v5, the id from v7).
+async fn create_planned(
+    node: &Node,
+    name: &TopicName,
+    plan: Plan,
+    validate_only: bool,
+    version: i16,
+) -> Result<Created, ConfigRefusal> {
+    let configs = if version >= 5 {
+        configs_answer(node.configs_of_new_topic(&plan.overrides).await)
+    } else {
+        Vec::new()
+    };
+    let id = if !validate_only {
+        node.create_topic_with_configs(name.as_str(), plan.partitions, plan.overrides)
+            .await?
+    } else if version >= 7 {
+        node.unused_topic_id().await?
+    } else {
+        [0; 16]
+    };
+    Ok(Created {
+        id,
+        partitions: plan.partitions,
+        configs,
+    })
+}
+
+/// A new topic's configs as CreateTopics answers them: each described one, in name order (Kafka 4.1's controller
+/// lists the same ones DescribeConfigs does; the differential suite compares them).
+fn configs_answer(described: Vec<Described>) -> Vec<CreatableTopicConfigs> {
+    let mut configs: Vec<CreatableTopicConfigs> = described.into_iter().map(config_answer).collect();
+    configs.sort_by(|a, b| a.name.cmp(&b.name));
+    configs
+}
+
+/// One config of a new topic as CreateTopics answers it: never read-only, never sensitive (no topic config is).
+fn config_answer(described: Described) -> CreatableTopicConfigs {
+    let mut config = CreatableTopicConfigs::default();
+    config.name = str_bytes(&described.value.name);
+    config.value = Some(str_bytes(&described.value.value));
+    config.read_only = false;
+    config.config_source = described.value.source.code();
+    config.is_sensitive = false;
+    config
+}
 
 /// DeleteTopics: each topic deleted with its data, or why not. Topics are named by `topic_names` (v0–v5) or by
 /// `topics` (v6+), each entry a name or an id, never both, as Kafka's controller takes them: an entry with both or
