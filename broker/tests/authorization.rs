@@ -637,7 +637,9 @@ async fn a_topic_created_without_describe_configs_on_it_is_answered_without_its_
                     "v{version} {topic}"
                 );
             }
-            assert_eq!(!answer.topic_id.is_nil(), version >= 7, "v{version} {topic}");
+            if version >= 7 {
+                assert!(!answer.topic_id.is_nil(), "v{version} {topic}");
+            }
         }
     }
 }

@@ -355,6 +355,26 @@ async fn a_request_over_kafka_s_bounds_on_partitions_or_records_creates_nothing(
         assert_eq!(metadata_ids(&node, &["large", "small"]).await[0].1, 3);
         assert_eq!(metadata_ids(&node, &["small"]).await[0].1, 3);
     }
+    // A name given twice is not counted (Kafka's controller is not passed it): 12,001 partitions asked for, 1
+    // counted.
+    let answers = create(
+        &node,
+        7,
+        true,
+        vec![
+            creatable("twice", 6_000, &[]),
+            creatable("twice", 6_000, &[]),
+            creatable("small", 1, &[]),
+        ],
+    )
+    .await;
+    assert_eq!(
+        answered(answers)
+            .into_iter()
+            .map(|(name, code, _)| (name, code))
+            .collect::<Vec<_>>(),
+        vec![("small".to_owned(), 0), ("twice".to_owned(), INVALID_REQUEST)]
+    );
     // 9,998 partitions, the topic and a config: 10,000 records, within both bounds.
     let answers = create(
         &node,
@@ -365,4 +385,57 @@ async fn a_request_over_kafka_s_bounds_on_partitions_or_records_creates_nothing(
     .await;
     assert_eq!(answers[0].error_code, 0, "{:?}", answers[0].error_message);
     assert_eq!(answers[0].num_partitions, 9_998);
+}
+
+#[tokio::test]
+async fn names_alike_but_for_dot_and_underscore_collide_only_with_a_topic_that_existed_before() {
+    let node = broker().await;
+    // Two new names alike in one request are both created, as Kafka's controller checks existing topics only.
+    let answers = create(
+        &node,
+        7,
+        false,
+        vec![
+            creatable("daily.totals", 1, &[]),
+            creatable("daily_totals", 1, &[]),
+            creatable("hourly.totals.eu", 1, &[]),
+        ],
+    )
+    .await;
+    assert_eq!(
+        answers.iter().map(|answer| answer.error_code).collect::<Vec<_>>(),
+        vec![0, 0, 0]
+    );
+    // Afterwards another spelling collides, and each existing one is taken: TOPIC_ALREADY_EXISTS wins, as in
+    // Kafka, so a client creating a topic if absent goes on.
+    let answers = create(
+        &node,
+        7,
+        true,
+        vec![
+            creatable("daily.totals", 1, &[]),
+            creatable("daily_totals", 1, &[]),
+            creatable("weekly.totals", 1, &[]),
+            creatable("hourly_totals.eu", 1, &[]),
+        ],
+    )
+    .await;
+    let codes: Vec<(String, i16, Option<String>)> = answers
+        .into_iter()
+        .map(|answer| {
+            (
+                answer.name.to_string(),
+                answer.error_code,
+                answer.error_message.map(|message| message.to_string()),
+            )
+        })
+        .collect();
+    assert_eq!(codes[0].1, TOPIC_ALREADY_EXISTS, "{codes:?}");
+    assert_eq!(codes[1].1, TOPIC_ALREADY_EXISTS, "{codes:?}");
+    assert_eq!(codes[2].1, 0, "{codes:?}");
+    assert_eq!(codes[3].1, INVALID_TOPIC, "{codes:?}");
+    assert_eq!(
+        codes[3].2.as_deref(),
+        Some("Topic 'hourly_totals.eu' collides with existing topic: hourly.totals.eu")
+    );
 }

@@ -64,27 +64,7 @@ fn creatable<T>(name: &str, partitions: u32, topics: &BTreeMap<String, T>) -> Re
         return Err(KafkaError::TopicAlreadyExists);
     }
     PartitionId::new(name, 0).map_err(|_| KafkaError::InvalidTopic)?;
-    if colliding(name, topics).is_some() {
-        return Err(KafkaError::InvalidTopic);
-    }
     Ok(())
-}
-
-/// The topic of `topics` whose name collides with `name` (equal but for `.` against `_`), if any. Only a name with
-/// one of those characters can collide; the others cost no scan.
-fn colliding<'a, T>(name: &str, topics: &'a BTreeMap<String, T>) -> Option<&'a str> {
-    let collision_char = |byte: u8| matches!(byte, b'.' | b'_');
-    if !name.bytes().any(collision_char) {
-        return None;
-    }
-    topics.keys().map(String::as_str).find(|other| {
-        *other != name
-            && other.len() == name.len()
-            && other
-                .bytes()
-                .zip(name.bytes())
-                .all(|(a, b)| a == b || (collision_char(a) && collision_char(b)))
-    })
 }
 
 /// The topic transaction markers name for group offsets (Kafka's).
@@ -509,16 +489,22 @@ impl Node {
         described
     }
 
-    /// Whether a topic `name` of `partitions` partitions could be created now, by the checks a creation makes
-    /// (CreateTopics' `validate_only`).
+    /// Whether a topic `name` of `partitions` partitions could be created now, by the checks every creation makes
+    /// (CreateTopics asks before it creates, and for `validate_only`).
     pub async fn check_new_topic(&self, name: &str, partitions: u32) -> Result<(), KafkaError> {
         creatable(name, partitions, &*self.topics.read().await)
     }
 
-    /// An existing topic whose name differs from `name` only where one has `.` and the other `_` (Kafka's
-    /// metrics name both alike, so its controller refuses the second: INVALID_TOPIC_EXCEPTION).
-    pub async fn topic_colliding_with(&self, name: &str) -> Option<String> {
-        colliding(name, &*self.topics.read().await).map(str::to_owned)
+    /// Each held topic whose name has a `.` or a `_`, by that name with every `.` made `_` (Kafka's metric names
+    /// make such names alike, and its CreateTopics refuses a new one alike to an existing one).
+    pub async fn topics_by_collision_name(&self) -> BTreeMap<String, String> {
+        self.topics
+            .read()
+            .await
+            .keys()
+            .filter(|name| name.contains(['.', '_']))
+            .map(|name| (name.replace('.', "_"), name.clone()))
+            .collect()
     }
 
     /// A fresh topic id, which no topic holds: what CreateTopics v7 answers for a creation it only validated, as

@@ -1,4 +1,4 @@
-//! Metadata, CreateTopics and FindCoordinator: what a client asks before it produces or fetches (ApiVersions is
+//! Metadata and FindCoordinator: what a client asks before it produces or fetches (ApiVersions is
 //! the wire front end's: the node does not know versions).
 
 use kafka_protocol::messages::metadata_response::{

@@ -2,7 +2,7 @@
 
 use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
 use kafka_protocol::messages::*;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use kafka_types::KafkaError;
 use topic_config::{Described, Overrides};
@@ -14,7 +14,8 @@ use crate::node::{Endpoint, Node};
 use crate::ConfigRefusal;
 
 /// The most partitions one CreateTopics may ask for in Kafka (its controller's `MAX_PARTITIONS_PER_BATCH`), counted
-/// over every topic it is given before any is checked: a request over it creates nothing, even validated only.
+/// before any topic is checked over every topic the node is given but a name given twice and the metadata log (as
+/// Kafka counts those its controller is passed): a request over it creates nothing, even validated only.
 const MAX_PARTITIONS_PER_REQUEST: u64 = 10_000;
 
 /// The most metadata records one CreateTopics may make in Kafka (its controller's bound on one user operation): a
@@ -51,9 +52,19 @@ pub async fn create_topics(node: &Node, request: CreateTopicsRequest, version: i
     if partitions_asked(counted, node.config.default_partitions) > MAX_PARTITIONS_PER_REQUEST {
         return refused_whole(&request, "Excessively large number of partitions per request.");
     }
+    // Read once for the whole request, and only when a name can collide: a check per entry would scan every
+    // topic per entry.
+    let collision_names = if request.topics.iter().any(|topic| topic.name.contains(['.', '_'])) {
+        node.topics_by_collision_name().await
+    } else {
+        BTreeMap::new()
+    };
     let mut plans = Vec::with_capacity(request.topics.len());
     for topic in request.topics.iter().filter(|topic| !given_twice(&topic.name)) {
-        plans.push((topic.name.clone(), plan_topic(node, topic).await));
+        plans.push((
+            topic.name.clone(),
+            plan_topic(node, topic, &collision_names).await,
+        ));
     }
     let records: usize = plans
         .iter()
@@ -175,28 +186,33 @@ fn refusal(error: KafkaError, message: String) -> ConfigRefusal {
 }
 
 /// Whether `topic` could be created now, by every check its creation makes, in the order Kafka's controller makes
-/// them (the name, whether it is taken, the configs, the replication factor and partition count as given, then
-/// as this one node can place them); what it would be if so.
+/// them (the name: taken, or invalid, or colliding with an existing topic's but for `.` against `_`, as
+/// `collision_names` holds them; the configs; the replication factor and partition count as given, then as this
+/// one node can place them); what it would be if so. As in Kafka, only topics that existed before the request
+/// collide: two new names alike in one request are both created.
 async fn plan_topic(
     node: &Node,
     topic: &create_topics_request::CreatableTopic,
+    collision_names: &BTreeMap<String, String>,
 ) -> Result<Plan, ConfigRefusal> {
     let name = topic.name.as_str();
     if let Some(message) = crate::node::reserved_topic_name(name) {
         return Err(refusal(KafkaError::InvalidRequest, message));
-    }
-    storage::PartitionId::new(name, 0).map_err(|_| KafkaError::InvalidTopic)?;
-    if let Some(other) = node.topic_colliding_with(name).await {
-        return Err(refusal(
-            KafkaError::InvalidTopic,
-            format!("Topic '{name}' collides with existing topic: {other}"),
-        ));
     }
     if node.topic_id(name).await.is_some() {
         return Err(refusal(
             KafkaError::TopicAlreadyExists,
             format!("Topic '{name}' already exists."),
         ));
+    }
+    storage::PartitionId::new(name, 0).map_err(|_| KafkaError::InvalidTopic)?;
+    if name.contains(['.', '_']) {
+        if let Some(other) = collision_names.get(&name.replace('.', "_")) {
+            return Err(refusal(
+                KafkaError::InvalidTopic,
+                format!("Topic '{name}' collides with existing topic: {other}"),
+            ));
+        }
     }
     let overrides = Overrides::from_pairs(
         topic
