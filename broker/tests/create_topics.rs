@@ -8,12 +8,11 @@
 
 mod common;
 
-use broker::{Node, NodeConfig};
+use broker::Node;
 use common::call;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use storage_config::StorageConfig;
 use uuid::Uuid;
 
 const TOPIC_ALREADY_EXISTS: i16 = 36;
@@ -26,18 +25,7 @@ const DEFAULT_CONFIG: i8 = 5;
 
 /// An in-process broker over memory storage with `orders` (one partition).
 async fn broker() -> Node {
-    let storage = StorageConfig::for_backend(storage_config::Backend::Memory, std::path::Path::new(""));
-    let mut config = NodeConfig::new(storage.clone());
-    config.topics = vec![("orders".to_owned(), 1)];
-    config.auto_create_topics = false;
-    Node::open_on(
-        config,
-        ("127.0.0.1".to_owned(), 9092),
-        storage.open().expect("store"),
-        std::sync::Arc::new(node::SystemClock),
-    )
-    .await
-    .expect("broker")
+    common::memory_broker(&[("orders", 1)]).await
 }
 
 fn s(text: &str) -> StrBytes {

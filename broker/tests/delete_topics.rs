@@ -6,11 +6,10 @@
 
 mod common;
 
-use broker::{Node, NodeConfig};
+use broker::Node;
 use common::call;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use storage_config::StorageConfig;
 use uuid::Uuid;
 
 const UNKNOWN_TOPIC: i16 = 3;
@@ -19,18 +18,7 @@ const UNKNOWN_TOPIC_ID: i16 = 100;
 
 /// An in-process broker over memory storage with `orders` and `payments` (one partition each).
 async fn broker() -> Node {
-    let storage = StorageConfig::for_backend(storage_config::Backend::Memory, std::path::Path::new(""));
-    let mut config = NodeConfig::new(storage.clone());
-    config.topics = vec![("orders".to_owned(), 1), ("payments".to_owned(), 1)];
-    config.auto_create_topics = false;
-    Node::open_on(
-        config,
-        ("127.0.0.1".to_owned(), 9092),
-        storage.open().expect("store"),
-        std::sync::Arc::new(node::SystemClock),
-    )
-    .await
-    .expect("broker")
+    common::memory_broker(&[("orders", 1), ("payments", 1)]).await
 }
 
 fn by_name(name: &str) -> delete_topics_request::DeleteTopicState {

@@ -15,6 +15,26 @@ use record_format::BatchBuilder;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+/// An in-process broker over memory storage holding `topics` (name, partitions), without auto-creation.
+pub async fn memory_broker(topics: &[(&str, u32)]) -> broker::Node {
+    let storage =
+        storage_config::StorageConfig::for_backend(storage_config::Backend::Memory, std::path::Path::new(""));
+    let mut config = broker::NodeConfig::new(storage.clone());
+    config.topics = topics
+        .iter()
+        .map(|(name, partitions)| ((*name).to_owned(), *partitions))
+        .collect();
+    config.auto_create_topics = false;
+    broker::Node::open_on(
+        config,
+        ("127.0.0.1".to_owned(), 9092),
+        storage.open().expect("store"),
+        std::sync::Arc::new(node::SystemClock),
+    )
+    .await
+    .expect("broker")
+}
+
 /// One record, as a client batch.
 pub fn valid_batch() -> Bytes {
     let mut builder = BatchBuilder::new();
