@@ -245,6 +245,11 @@ async fn a_creation_only_validated_refuses_what_the_creation_would_refuse() {
         assert!(answers
             .iter()
             .all(|answer| answer.num_partitions == -1 && configs_of(answer).is_empty()));
+        assert_eq!(
+            answers[2].error_message.as_deref(),
+            Some("Topic name is invalid: 'bad/name' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"),
+            "Kafka's words"
+        );
     }
 }
 

@@ -588,7 +588,7 @@ fn refuse_synced_changes(
 }
 
 /// An empty or invalid topic name is INVALID_TOPIC_EXCEPTION, saying why as Kafka says it.
-fn check_topic_name(topic: &str) -> Result<(), ConfigRefusal> {
+pub(crate) fn check_topic_name(topic: &str) -> Result<(), ConfigRefusal> {
     let why = if topic.is_empty() {
         "the empty string is not allowed".to_owned()
     } else if topic == "." || topic == ".." {
@@ -607,4 +607,22 @@ fn check_topic_name(topic: &str) -> Result<(), ConfigRefusal> {
         error: KafkaError::InvalidTopic,
         message: Some(format!("Topic name is invalid: {why}")),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_topic_id_is_drawn_again_while_a_topic_holds_the_one_drawn() {
+        let seed = 7;
+        let first = new_topic_id(&mut IdSource::Seeded(seed), &BTreeMap::new()).unwrap();
+        let held: BTreeMap<[u8; 16], String> = [(first, "orders".to_owned())].into();
+        let next = new_topic_id(&mut IdSource::Seeded(seed), &held).unwrap();
+        assert_ne!(
+            next, first,
+            "the same seed drew the held id first, and drew again"
+        );
+        assert_eq!((next[6] >> 4, next[8] >> 6), (4, 2), "a version-4, RFC 4122 UUID");
+    }
 }

@@ -205,6 +205,7 @@ async fn plan_topic(
             format!("Topic '{name}' already exists."),
         ));
     }
+    crate::topic_configs::check_topic_name(name)?;
     storage::PartitionId::new(name, 0).map_err(|_| KafkaError::InvalidTopic)?;
     if name.contains(['.', '_']) {
         if let Some(other) = collision_names.get(&name.replace('.', "_")) {
