@@ -13,12 +13,11 @@ mod common;
 
 use common::call;
 
-use broker::{Node, NodeConfig};
+use broker::Node;
 use bytes::Bytes;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use record_format::BatchBuilder;
-use storage_config::StorageConfig;
 
 const TOPIC: &str = "orders";
 const PRODUCER_FENCED: i16 = 90;
@@ -34,20 +33,11 @@ fn topic_name(text: &str) -> TopicName {
 
 /// An in-process broker over memory storage with `orders` (2 partitions).
 async fn broker() -> Node {
-    let storage = StorageConfig::for_backend(storage_config::Backend::Memory, std::path::Path::new(""));
-    let mut config = NodeConfig::new(storage.clone());
-    config.topics = vec![(TOPIC.to_owned(), 2)];
-    config.auto_create_topics = false;
     // Joins answered at once: these tests drive every version, not the initial rebalance delay.
-    config.group_initial_rebalance_delay_ms = 0;
-    Node::open_on(
-        config,
-        ("127.0.0.1".to_owned(), 9092),
-        storage.open().expect("store"),
-        std::sync::Arc::new(node::SystemClock),
-    )
+    common::memory_broker_with(&[(TOPIC, 2)], |config| {
+        config.group_initial_rebalance_delay_ms = 0
+    })
     .await
-    .expect("broker")
 }
 
 /// A client batch of `count` records.

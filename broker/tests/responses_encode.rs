@@ -7,13 +7,12 @@
 
 mod common;
 
-use broker::{Node, NodeConfig};
+use broker::Node;
 use bytes::Bytes;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use proptest::prelude::*;
 use record_format::BatchBuilder;
-use storage_config::StorageConfig;
 
 const TOPICS: [&str; 2] = ["orders", "missing"];
 const TXNS: [&str; 2] = ["txn-a", "txn-b"];
@@ -28,18 +27,7 @@ fn topic_name(text: &str) -> TopicName {
 }
 
 async fn broker() -> Node {
-    let storage = StorageConfig::for_backend(storage_config::Backend::Memory, std::path::Path::new(""));
-    let mut config = NodeConfig::new(storage.clone());
-    config.topics = vec![(TOPICS[0].to_owned(), 2)];
-    config.auto_create_topics = false;
-    Node::open_on(
-        config,
-        ("127.0.0.1".to_owned(), 9092),
-        storage.open().expect("store"),
-        std::sync::Arc::new(node::SystemClock),
-    )
-    .await
-    .expect("broker")
+    common::memory_broker(&[(TOPICS[0], 2)]).await
 }
 
 /// One request a client may send.

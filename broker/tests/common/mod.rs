@@ -17,6 +17,14 @@ use tokio::net::TcpStream;
 
 /// An in-process broker over memory storage holding `topics` (name, partitions), without auto-creation.
 pub async fn memory_broker(topics: &[(&str, u32)]) -> broker::Node {
+    memory_broker_with(topics, |_| {}).await
+}
+
+/// [`memory_broker`], its config changed by `adjust` before it opens.
+pub async fn memory_broker_with(
+    topics: &[(&str, u32)],
+    adjust: impl FnOnce(&mut broker::NodeConfig),
+) -> broker::Node {
     let storage =
         storage_config::StorageConfig::for_backend(storage_config::Backend::Memory, std::path::Path::new(""));
     let mut config = broker::NodeConfig::new(storage.clone());
@@ -25,6 +33,7 @@ pub async fn memory_broker(topics: &[(&str, u32)]) -> broker::Node {
         .map(|(name, partitions)| ((*name).to_owned(), *partitions))
         .collect();
     config.auto_create_topics = false;
+    adjust(&mut config);
     broker::Node::open_on(
         config,
         ("127.0.0.1".to_owned(), 9092),
